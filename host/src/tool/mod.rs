@@ -1,0 +1,109 @@
+//! Tools an agent can call, one file per tool, each declaring the capability it needs.
+//!
+//! Every path argument is resolved inside the agent's workspace root (see `path`);
+//! `..`, absolute paths and symlinks that leave the root are refused.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::provider::ToolSpec;
+
+/// What a tool may do. Permissions are sets of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Capability {
+    /// Read files in the workspace.
+    Read,
+    /// Create or change files in the workspace.
+    Write,
+    /// Run commands (a shell is never read-only).
+    Exec,
+    /// Start child agents.
+    Spawn,
+}
+
+/// Starts child agents on behalf of a tool call (implemented by the agent manager).
+#[async_trait]
+pub trait Spawner: Send + Sync {
+    /// Spawns a child of `parent` with `role` and `task` and waits for its result text.
+    async fn spawn_child(&self, parent: &crate::ids::AgentId, role: &str, task: &str) -> Result<String, String>;
+}
+
+/// What a tool call can see: the workspace and, for `spawn_agent`, a spawner.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The agent calling the tool.
+    pub agent_id: crate::ids::AgentId,
+    /// The root every path resolves inside (canonical).
+    pub root: PathBuf,
+    /// Present only when the agent holds `spawn`.
+    pub spawner: Option<Arc<dyn Spawner>>,
+}
+
+/// A tool call's successful result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// Text sent back to the model.
+    pub content: String,
+    /// Set by `finish`: the agent is done, with this summary.
+    pub finish: Option<String>,
+}
+
+impl ToolOutput {
+    /// A plain text result.
+    pub fn text(content: impl Into<String>) -> Self {
+        Self { content: content.into(), finish: None }
+    }
+}
+
+/// Why a tool call failed. Every variant goes back to the model as a tool error; the
+/// run goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The model sent arguments that do not fit the tool's schema.
+    #[error("invalid arguments for `{tool}`: {message}")]
+    InvalidArgs {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// No tool of that name is offered to this agent.
+    #[error("unknown tool `{0}`")]
+    UnknownTool(String),
+    /// The agent lacks the capability this tool needs.
+    #[error("tool `{tool}` needs the `{capability:?}` capability, which this agent does not have")]
+    Denied {
+        /// The tool.
+        tool: String,
+        /// The missing capability.
+        capability: Capability,
+    },
+    /// The path resolves outside the workspace.
+    #[error("path `{path}` is outside the workspace: {reason}")]
+    OutsideWorkspace {
+        /// The path as given.
+        path: String,
+        /// Why (`..`, absolute, symlink).
+        reason: String,
+    },
+    /// The tool ran and failed (file missing, no unique match, command failed to start…).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// One tool.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// The name the model calls it by.
+    fn name(&self) -> &'static str;
+    /// The capability it needs.
+    fn capability(&self) -> Capability;
+    /// Its description and argument schema for the model.
+    fn spec(&self) -> ToolSpec;
+    /// Runs it.
+    async fn call(&self, ctx: &ToolContext, args: serde_json::Value) -> Result<ToolOutput, ToolError>;
+}
