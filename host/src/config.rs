@@ -1,1 +1,264 @@
-//! Configuration.
+//! Configuration: user `$XDG_CONFIG_HOME/crewbox/config.toml`, then repo
+//! `.crewbox/config.toml` (repo wins key by key; providers merge by name). Unknown keys
+//! are an error naming the key and the file. Secrets only appear as env var names.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::engine::Mode;
+use crate::provider::config::ProviderConfig;
+
+/// The provider used when none is named: the built-in scripted model.
+pub const DEFAULT_PROVIDER: &str = "scripted";
+
+/// Why configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A file exists but cannot be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A file is not valid TOML or has unknown keys or bad values.
+    #[error("invalid config file {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What toml/serde said (names the key and line).
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("invalid config value `{key}` in {origin}: {message}")]
+    Value {
+        /// The key.
+        key: String,
+        /// Which file (or `command line`).
+        origin: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Agent quotas. Every field is optional in files; defaults are below.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaFile {
+    /// Soft turn limit: at this turn the agent is told to wrap up.
+    pub max_turns: Option<u32>,
+    /// Extra turns after the soft limit before the hard stop.
+    pub grace_turns: Option<u32>,
+    /// Total tokens (input + output).
+    pub max_tokens: Option<u64>,
+    /// Wall time in seconds.
+    pub wall_time_s: Option<u64>,
+    /// Tool calls.
+    pub max_tool_calls: Option<u32>,
+    /// Cost budget in the provider's price unit (needs prices in the provider config).
+    pub max_cost: Option<f64>,
+    /// Seconds a single model call may take before it counts as stalled.
+    pub model_timeout_s: Option<u64>,
+    /// Context budget in tokens; old tool outputs are compacted when it is near.
+    pub context_tokens: Option<u64>,
+    /// Turns kept verbatim by compaction.
+    pub keep_turns: Option<u32>,
+    /// Maximum depth of the agent tree.
+    pub max_depth: Option<u32>,
+}
+
+/// Resolved agent quotas.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Quotas {
+    /// Soft turn limit.
+    pub max_turns: u32,
+    /// Grace turns after the soft limit.
+    pub grace_turns: u32,
+    /// Token budget.
+    pub max_tokens: u64,
+    /// Wall time.
+    pub wall_time: Duration,
+    /// Tool-call budget.
+    pub max_tool_calls: u32,
+    /// Optional cost budget.
+    pub max_cost: Option<f64>,
+    /// Per-call model timeout (a stalled stream counts).
+    pub model_timeout: Duration,
+    /// Context budget in tokens.
+    pub context_tokens: u64,
+    /// Turns kept verbatim by compaction.
+    pub keep_turns: u32,
+    /// Maximum agent tree depth.
+    pub max_depth: u32,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Self {
+            max_turns: 30,
+            grace_turns: 2,
+            max_tokens: 500_000,
+            wall_time: Duration::from_secs(600),
+            max_tool_calls: 100,
+            max_cost: None,
+            model_timeout: Duration::from_secs(300),
+            context_tokens: 120_000,
+            keep_turns: 6,
+            max_depth: 5,
+        }
+    }
+}
+
+impl Quotas {
+    /// Applies the keys set in `f`.
+    pub fn apply(&mut self, f: &QuotaFile) {
+        macro_rules! set {
+            ($($k:ident),*) => { $(if let Some(v) = f.$k { self.$k = v; })* };
+        }
+        set!(max_turns, grace_turns, max_tokens, max_tool_calls, context_tokens, keep_turns, max_depth);
+        if let Some(s) = f.wall_time_s {
+            self.wall_time = Duration::from_secs(s);
+        }
+        if let Some(s) = f.model_timeout_s {
+            self.model_timeout = Duration::from_secs(s);
+        }
+        if f.max_cost.is_some() {
+            self.max_cost = f.max_cost;
+        }
+    }
+}
+
+/// One config file as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// The provider used when `--provider` is not given.
+    pub default_provider: Option<String>,
+    /// The mode used when `--mode` is not given.
+    pub default_mode: Option<Mode>,
+    /// Agents running at once.
+    pub max_concurrent: Option<usize>,
+    /// Where state lives (overrides `$XDG_STATE_HOME/crewbox/<repo-id>`).
+    pub state_dir: Option<PathBuf>,
+    /// Agent quotas.
+    #[serde(default)]
+    pub quotas: QuotaFile,
+    /// Model providers by name.
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+/// The merged configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The provider used when none is named.
+    pub default_provider: String,
+    /// The mode used when none is named.
+    pub default_mode: Mode,
+    /// Agents running at once (default 4).
+    pub max_concurrent: usize,
+    /// State directory override from a file.
+    pub state_dir: Option<PathBuf>,
+    /// Agent quotas.
+    pub quotas: Quotas,
+    /// Providers by name (always includes `scripted`).
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Directory relative provider paths (scripts) resolve against, per provider.
+    pub provider_dirs: BTreeMap<String, PathBuf>,
+    /// Files that were read, lowest precedence first.
+    pub sources: Vec<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let mut providers = BTreeMap::new();
+        providers.insert(DEFAULT_PROVIDER.to_owned(), ProviderConfig::default_scripted());
+        Self {
+            default_provider: DEFAULT_PROVIDER.to_owned(),
+            default_mode: Mode::Auto,
+            max_concurrent: 4,
+            state_dir: None,
+            quotas: Quotas::default(),
+            providers,
+            provider_dirs: BTreeMap::new(),
+            sources: Vec::new(),
+        }
+    }
+}
+
+/// The user's config file path (`$XDG_CONFIG_HOME/crewbox/config.toml`, else `~/.config/...`).
+pub fn user_config_path() -> Option<PathBuf> {
+    xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("crewbox").join("config.toml"))
+}
+
+/// `$VAR` if set and absolute, else `$HOME/<fallback>`.
+pub fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(fallback)))
+}
+
+impl Config {
+    /// Loads user then repo config. `repo_root` is where `.crewbox/` is looked for.
+    pub fn load(repo_root: &Path) -> Result<Self, ConfigError> {
+        let mut files = Vec::new();
+        if let Some(user) = user_config_path() {
+            files.push(user);
+        }
+        files.push(repo_root.join(".crewbox").join("config.toml"));
+        Self::load_files(&files)
+    }
+
+    /// Loads the given files in order (later wins); missing files are skipped.
+    pub fn load_files(files: &[PathBuf]) -> Result<Self, ConfigError> {
+        let mut cfg = Config::default();
+        for path in files {
+            let text = match std::fs::read_to_string(path) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => return Err(ConfigError::Read { path: path.clone(), source }),
+            };
+            let file: ConfigFile = toml::from_str(&text)
+                .map_err(|e| ConfigError::Invalid { path: path.clone(), message: e.to_string().trim_end().to_owned() })?;
+            cfg.merge(file, path)?;
+            cfg.sources.push(path.clone());
+        }
+        Ok(cfg)
+    }
+
+    fn merge(&mut self, f: ConfigFile, path: &Path) -> Result<(), ConfigError> {
+        let origin = path.display().to_string();
+        if let Some(p) = f.default_provider {
+            self.default_provider = p;
+        }
+        if let Some(m) = f.default_mode {
+            self.default_mode = m;
+        }
+        if let Some(n) = f.max_concurrent {
+            if n == 0 || n > 256 {
+                return Err(ConfigError::Value {
+                    key: "max_concurrent".into(),
+                    origin,
+                    message: format!("{n} is outside 1..=256"),
+                });
+            }
+            self.max_concurrent = n;
+        }
+        // Relative paths in a file resolve against that file's directory.
+        let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        if let Some(d) = f.state_dir {
+            self.state_dir = Some(if d.is_absolute() { d } else { dir.join(d) });
+        }
+        self.quotas.apply(&f.quotas);
+        for (name, p) in f.providers {
+            self.provider_dirs.insert(name.clone(), dir.clone());
+            self.providers.insert(name, p);
+        }
+        Ok(())
+    }
+}

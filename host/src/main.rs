@@ -1,3 +1,5 @@
-fn main() {
-    std::process::exit(0)
+//! The `crewbox` binary: parse, call the library, map errors to exit codes.
+
+fn main() -> std::process::ExitCode {
+    crewbox::cli::main()
 }

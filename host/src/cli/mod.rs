@@ -1,5 +1,18 @@
 //! One file per subcommand. Each parses its own arguments (clap `Args`) and returns an
-//! [`Exit`] code; `main` maps errors to codes.
+//! [`Exit`] code; `main` maps errors to codes. Configuration is two-phase: raw
+//! arguments are checked first, then turned into a [`Context`] (paths, config, store).
+
+mod context;
+pub mod control;
+pub mod demo;
+pub mod events;
+mod progress;
+pub mod run;
+pub mod status;
+
+use clap::{Parser, Subcommand};
+
+pub use context::{Context, GlobalArgs};
 
 /// Process exit codes shared by every subcommand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,5 +30,75 @@ pub enum Exit {
 impl From<Exit> for std::process::ExitCode {
     fn from(e: Exit) -> Self {
         std::process::ExitCode::from(e as u8)
+    }
+}
+
+/// crewbox runs crews of AI coding agents on a git repository, autonomously and safely.
+#[derive(Debug, Parser)]
+#[command(name = "crewbox", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Options every subcommand takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run agents on a prompt.
+    Run(run::RunArgs),
+    /// Create a throwaway repository with a failing test and let the built-in scripted
+    /// model fix it through the real tools.
+    Demo(demo::DemoArgs),
+    /// Show recent runs, or one run's report.
+    Status(status::StatusArgs),
+    /// Print stored events as NDJSON.
+    Events(events::EventsArgs),
+    /// Send a message to a running agent (delivered after its current tool call).
+    Steer(control::SteerArgs),
+    /// Stop a running agent or run.
+    Stop(control::StopArgs),
+}
+
+/// Parses the command line, runs the command and returns the process exit code.
+pub fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    crate::observe::init_tracing(cli.global.log_json);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("crewbox: cannot start the async runtime: {e}");
+            return Exit::Usage.into();
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => code.into(),
+        Err(e) => {
+            if is_broken_pipe(&e) {
+                return Exit::Ok.into();
+            }
+            eprintln!("crewbox: {e:#}");
+            Exit::Usage.into()
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
+    let g = &cli.global;
+    match cli.command {
+        Command::Run(args) => run::run(Context::resolve(g)?, args).await,
+        Command::Demo(args) => demo::run(g, args).await,
+        Command::Status(args) => status::run(Context::resolve(g)?, args).await,
+        Command::Events(args) => events::run(Context::resolve(g)?, args).await,
+        Command::Steer(args) => control::steer(Context::resolve(g)?, args).await,
+        Command::Stop(args) => control::stop(Context::resolve(g)?, args).await,
     }
 }

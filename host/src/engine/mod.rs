@@ -1,5 +1,8 @@
 //! Orchestration modes as state machines over spawn, await and plugin calls.
 
+pub mod report;
+pub mod run;
+
 use serde::{Deserialize, Serialize};
 
 macro_rules! str_enum {

@@ -1,1 +1,327 @@
-//! TODO
+//! The store: one SQLite file (WAL) in the state directory holding runs, agents, the
+//! append-only event log and control messages. Facts are written before the side effects
+//! they describe; a corrupt or newer-schema database is an error, never a silent reset.
+
+mod query;
+pub use query::AgentCounts;
+mod records;
+mod schema;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::oneshot;
+
+pub use records::{AgentRecord, AgentStats, ControlKind, ControlRecord, EventRecord, RunRecord, now_ms};
+pub use schema::SCHEMA_VERSION;
+use writer::{Ack, Write};
+
+use crate::agent::AgentState;
+use crate::engine::{ExitReason, RunStatus};
+use crate::ids::{AgentId, RunId};
+
+/// The database file name inside the state directory.
+pub const DB_FILE: &str = "crewbox.db";
+
+/// Why a store operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be opened or created.
+    #[error("cannot open the store at {path}: {detail}")]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The file is not a usable SQLite database. It is left untouched.
+    #[error("the store at {path} is corrupt or not a crewbox database ({detail}); it was left untouched — move it aside to start afresh")]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        detail: String,
+    },
+    /// The database was written by a newer crewbox.
+    #[error("the store at {path} has schema version {found}, newer than this crewbox supports ({supported}); upgrade crewbox")]
+    NewerSchema {
+        /// The database file.
+        path: PathBuf,
+        /// Its version.
+        found: u32,
+        /// Ours.
+        supported: u32,
+    },
+    /// There is no store yet (read-only commands do not create one).
+    #[error("no crewbox store at {0} (nothing has run in this state directory yet)")]
+    Missing(PathBuf),
+    /// An agent state change that its current state does not allow.
+    #[error("agent {agent} cannot become {to} from its stored state")]
+    Transition {
+        /// The agent.
+        agent: String,
+        /// The requested state.
+        to: AgentState,
+    },
+    /// A statement failed.
+    #[error("store operation `{op}` failed: {detail}")]
+    Sqlite {
+        /// Which operation.
+        op: &'static str,
+        /// What SQLite said.
+        detail: String,
+    },
+    /// The writer thread is gone (the process is shutting down).
+    #[error("the store writer has shut down")]
+    Closed,
+}
+
+impl StoreError {
+    fn sqlite(op: &'static str, e: &rusqlite::Error) -> Self {
+        Self::Sqlite { op, detail: e.to_string() }
+    }
+}
+
+struct Inner {
+    path: PathBuf,
+    writes: Mutex<mpsc::Sender<(Write, Ack)>>,
+    reader: Mutex<Connection>,
+}
+
+/// A handle to the store; cheap to clone. Writes go through one writer thread; reads use
+/// a separate connection (WAL lets them run while a writer commits, also from other
+/// processes such as `crewbox status`).
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.inner.path).finish()
+    }
+}
+
+impl Store {
+    /// Opens (creating and migrating if needed) the store in `state_dir`.
+    pub fn open(state_dir: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(state_dir).map_err(|e| StoreError::Open {
+            path: state_dir.to_path_buf(),
+            detail: format!("cannot create the state directory: {e}"),
+        })?;
+        let path = state_dir.join(DB_FILE);
+        let mut conn = open_conn(&path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)?;
+        migrate(&mut conn, &path)?;
+        let reader = open_conn(&path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        Ok(Self::from_parts(path, conn, reader))
+    }
+
+    /// Opens an existing store without creating one (for status, events, steer, stop).
+    pub fn open_existing(state_dir: &Path) -> Result<Self, StoreError> {
+        let path = state_dir.join(DB_FILE);
+        if !path.exists() {
+            return Err(StoreError::Missing(path));
+        }
+        let mut conn = open_conn(&path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        migrate(&mut conn, &path)?;
+        let reader = open_conn(&path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        Ok(Self::from_parts(path, conn, reader))
+    }
+
+    fn from_parts(path: PathBuf, writer: Connection, reader: Connection) -> Self {
+        let writes = writer::spawn(writer);
+        Self { inner: Arc::new(Inner { path, writes: Mutex::new(writes), reader: Mutex::new(reader) }) }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    fn send(&self, write: Write, ack: Ack) -> Result<(), StoreError> {
+        let tx = self.inner.writes.lock().unwrap_or_else(|p| p.into_inner());
+        tx.send((write, ack)).map_err(|_| StoreError::Closed)
+    }
+
+    /// Queues a write and waits until it is committed.
+    async fn write(&self, write: Write) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(write, Some(tx))?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Records a new run (before anything of it starts).
+    pub async fn insert_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        self.write(Write::InsertRun(Box::new(run.clone()))).await
+    }
+
+    /// Records how a run ended.
+    pub async fn finish_run(
+        &self,
+        id: &RunId,
+        status: RunStatus,
+        exit_reason: ExitReason,
+        result: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.write(Write::FinishRun {
+            id: id.clone(),
+            status,
+            exit_reason,
+            result: result.map(str::to_owned),
+            at: now_ms(),
+        })
+        .await
+    }
+
+    /// Records which process is driving a run (None when it lets go).
+    pub async fn set_run_pid(&self, id: &RunId, pid: Option<u32>) -> Result<(), StoreError> {
+        self.write(Write::SetRunPid { id: id.clone(), pid }).await
+    }
+
+    /// Records a new agent (queued) before it starts.
+    pub async fn insert_agent(&self, agent: &AgentRecord) -> Result<(), StoreError> {
+        self.write(Write::InsertAgent(Box::new(agent.clone()))).await
+    }
+
+    /// Moves an agent to `to` if its stored state is one of `from`.
+    pub async fn set_agent_state(
+        &self,
+        id: &AgentId,
+        from: &'static [AgentState],
+        to: AgentState,
+    ) -> Result<(), StoreError> {
+        self.write(Write::AgentState { id: id.clone(), from, to, at: now_ms() }).await
+    }
+
+    /// Records an agent's end: its terminal state, counters and result.
+    pub async fn finish_agent(
+        &self,
+        id: &AgentId,
+        state: AgentState,
+        stats: AgentStats,
+        result: Option<&str>,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.write(Write::FinishAgent {
+            id: id.clone(),
+            state,
+            stats,
+            result: result.map(str::to_owned),
+            error: error.map(str::to_owned),
+            at: now_ms(),
+        })
+        .await
+    }
+
+    /// Appends an event and waits until it is stored.
+    pub async fn append_event(
+        &self,
+        run_id: &RunId,
+        agent_id: Option<&AgentId>,
+        kind: &str,
+        data: serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.write(self.event(run_id, agent_id, kind, data)).await
+    }
+
+    /// Appends an event without waiting (observability only; order is still kept).
+    pub fn log_event(&self, run_id: &RunId, agent_id: Option<&AgentId>, kind: &str, data: serde_json::Value) {
+        if let Err(e) = self.send(self.event(run_id, agent_id, kind, data), None) {
+            tracing::warn!(error = %e, kind, "event not stored");
+        }
+    }
+
+    fn event(&self, run_id: &RunId, agent_id: Option<&AgentId>, kind: &str, data: serde_json::Value) -> Write {
+        Write::Event {
+            run_id: run_id.clone(),
+            agent_id: agent_id.cloned(),
+            at: now_ms(),
+            kind: kind.to_owned(),
+            data: data.to_string(),
+        }
+    }
+
+    /// Queues a steer or stop for an agent or run (picked up by the process running it).
+    pub async fn push_control(&self, target: &str, kind: ControlKind, message: Option<&str>) -> Result<(), StoreError> {
+        self.write(Write::PushControl {
+            target: target.to_owned(),
+            kind,
+            message: message.map(str::to_owned),
+            at: now_ms(),
+        })
+        .await
+    }
+
+    /// Marks control messages as handled.
+    pub async fn consume_controls(&self, seqs: Vec<i64>) -> Result<(), StoreError> {
+        if seqs.is_empty() {
+            return Ok(());
+        }
+        self.write(Write::ConsumeControls { seqs, at: now_ms() }).await
+    }
+
+    /// Runs a read on the reader connection, off the async runtime.
+    pub(crate) async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = inner.reader.lock().unwrap_or_else(|p| p.into_inner());
+            f(&conn)
+        })
+        .await
+        .map_err(|e| StoreError::Sqlite { op: "read task", detail: e.to_string() })?
+    }
+}
+
+fn open_conn(path: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(|e| StoreError::Open {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(|e| classify(path, &e))?;
+    // WAL: readers never block the writer; NORMAL: commits survive a killed process.
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| classify(path, &e))?;
+    conn.pragma_update(None, "synchronous", "NORMAL").map_err(|e| classify(path, &e))?;
+    conn.pragma_update(None, "foreign_keys", "ON").map_err(|e| classify(path, &e))?;
+    Ok(conn)
+}
+
+fn classify(path: &Path, e: &rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode;
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            StoreError::Corrupt { path: path.to_path_buf(), detail: e.to_string() }
+        }
+        _ => StoreError::Open { path: path.to_path_buf(), detail: e.to_string() },
+    }
+}
+
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let version: u32 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(|e| classify(path, &e))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema { path: path.to_path_buf(), found: version, supported: SCHEMA_VERSION });
+    }
+    for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(version as usize) {
+        // IMMEDIATE takes the write lock first, so two processes opening a fresh store
+        // at once migrate one after the other; the second sees the new version and skips.
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| classify(path, &e))?;
+        let now: u32 = tx.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(|e| classify(path, &e))?;
+        if now > i as u32 {
+            continue;
+        }
+        tx.execute_batch(sql).map_err(|e| classify(path, &e))?;
+        tx.pragma_update(None, "user_version", i as u32 + 1).map_err(|e| classify(path, &e))?;
+        tx.commit().map_err(|e| classify(path, &e))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,348 @@
+//! The agent manager: a FIFO queue with `max_concurrent` slots. Spawning records the
+//! agent as queued and returns at once; a task waits for a slot, runs the turn loop,
+//! lets an optional reviewer ask for fix rounds, and records the outcome. Steering and
+//! stop requests reach live agents by id, also from other processes through the store.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::lifecycle::AgentState;
+use super::permissions::{CapSet, Permissions};
+use super::runner::{AgentIo, AgentOutcome, AgentSpec, RunnerEnv, initial_messages, run_turns};
+use crate::ids::{AgentId, RunId};
+use crate::provider::Message;
+use crate::store::{AgentRecord, AgentStats, ControlKind, Store, StoreError, now_ms};
+use crate::tool::registry::ToolRegistry;
+use crate::tool::{Capability, Spawner};
+
+/// How often the control loop polls the store for steer/stop messages.
+pub const CONTROL_POLL: Duration = Duration::from_millis(250);
+
+/// Looks at a finished turn loop and may ask for a fix round (validators do).
+#[async_trait]
+pub trait Review: Send + Sync {
+    /// Called after each run of the turn loop (`round` 0 first, then after each fix round).
+    /// `Some(prompt)` asks for a fix round with that prompt (same agent, same history);
+    /// `None` accepts. After the last allowed round the answer is recorded, not acted on.
+    async fn review(&self, spec: &AgentSpec, outcome: &AgentOutcome, round: u32) -> Option<String>;
+}
+
+/// Options for one spawn.
+#[derive(Clone, Default)]
+pub struct SpawnOptions {
+    /// How the agent is joined (`group:ID`, `swarm:ID`), recorded with it.
+    pub join: Option<String>,
+    /// Reviews the result and may ask for fix rounds.
+    pub review: Option<Arc<dyn Review>>,
+    /// Most fix rounds a reviewer can ask for.
+    pub max_fix_rounds: u32,
+    /// Start from this conversation instead of system + task.
+    pub history: Option<Vec<Message>>,
+}
+
+/// A spawned agent; `wait` returns its outcome.
+pub struct AgentHandle {
+    /// The agent's id.
+    pub id: AgentId,
+    rx: oneshot::Receiver<AgentOutcome>,
+}
+
+impl AgentHandle {
+    /// Waits for the agent to end.
+    pub async fn wait(self) -> AgentOutcome {
+        self.rx.await.unwrap_or_else(|_| AgentOutcome {
+            state: AgentState::Error,
+            stats: AgentStats::default(),
+            result: String::new(),
+            error: Some("the agent task ended without an outcome".into()),
+            exceeded: None,
+            history: Vec::new(),
+        })
+    }
+}
+
+struct Live {
+    run_id: RunId,
+    steer: mpsc::UnboundedSender<String>,
+    cancel: CancellationToken,
+    spec: Arc<AgentSpec>,
+}
+
+struct Inner {
+    store: Store,
+    tools: Arc<ToolRegistry>,
+    slots: Arc<Semaphore>,
+    live: Mutex<HashMap<AgentId, Live>>,
+}
+
+/// Runs agents. Cheap to clone.
+#[derive(Clone)]
+pub struct Manager {
+    inner: Arc<Inner>,
+}
+
+impl Manager {
+    /// A manager running at most `max_concurrent` agents at once.
+    pub fn new(store: Store, tools: Arc<ToolRegistry>, max_concurrent: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                tools,
+                slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
+                live: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The store facts go to.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// Records the agent as queued, then starts it when a slot is free. Returns at once.
+    pub async fn spawn(&self, spec: AgentSpec, opts: SpawnOptions) -> Result<AgentHandle, StoreError> {
+        self.insert(&spec, &opts).await?;
+        Ok(self.start(spec, opts, true))
+    }
+
+    async fn insert(&self, spec: &AgentSpec, opts: &SpawnOptions) -> Result<(), StoreError> {
+        self.inner
+            .store
+            .insert_agent(&AgentRecord {
+                id: spec.id.clone(),
+                run_id: spec.run_id.clone(),
+                parent: spec.parent.clone(),
+                name: spec.name.clone(),
+                role: spec.role.clone(),
+                task: spec.task.clone(),
+                caps: spec.perms.caps.names(),
+                depth: spec.perms.depth,
+                join: opts.join.clone(),
+                state: AgentState::Queued,
+                stats: AgentStats::default(),
+                result: None,
+                error: None,
+                created_at: now_ms(),
+                started_at: None,
+                finished_at: None,
+            })
+            .await
+    }
+
+    fn start(&self, spec: AgentSpec, opts: SpawnOptions, needs_slot: bool) -> AgentHandle {
+        let (tx, rx) = oneshot::channel();
+        let (steer_tx, steer_rx) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let spec = Arc::new(spec);
+        let id = spec.id.clone();
+        self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            id.clone(),
+            Live { run_id: spec.run_id.clone(), steer: steer_tx, cancel: cancel.clone(), spec: spec.clone() },
+        );
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut io = AgentIo { steer: steer_rx, cancel };
+            let outcome = this.drive(&spec, &opts, &mut io, needs_slot).await;
+            this.inner.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&spec.id);
+            let _ = tx.send(outcome);
+        });
+        AgentHandle { id, rx }
+    }
+
+    async fn drive(&self, spec: &AgentSpec, opts: &SpawnOptions, io: &mut AgentIo, needs_slot: bool) -> AgentOutcome {
+        let store = &self.inner.store;
+        let _permit = if needs_slot {
+            tokio::select! {
+                permit = self.inner.slots.clone().acquire_owned() => permit.ok(),
+                _ = io.cancel.cancelled() => {
+                    return self.record(spec, stopped_before_start(), &[AgentState::Queued]).await;
+                }
+            }
+        } else {
+            None
+        };
+        if let Err(e) = store.set_agent_state(&spec.id, &[AgentState::Queued], AgentState::Running).await {
+            return self.record(spec, failed(format!("cannot record the agent as running: {e}")), &[]).await;
+        }
+        store.log_event(&spec.run_id, Some(&spec.id), "agent.state", json!({ "state": "running" }));
+        let env = RunnerEnv {
+            store: store.clone(),
+            tools: self.inner.tools.clone(),
+            spawner: Some(Arc::new(ChildSpawner { manager: Arc::downgrade(&self.inner) }) as Arc<dyn Spawner>),
+        };
+        let messages = opts.history.clone().unwrap_or_else(|| initial_messages(spec));
+        let mut outcome = run_turns(&env, spec, io, messages).await;
+        if let Some(review) = &opts.review {
+            // Review after every run; a fix is only acted on while rounds remain, so the
+            // reviewer always sees (and records) the final state.
+            let mut round = 0;
+            while outcome.state.is_success() {
+                let Some(fix) = review.review(spec, &outcome, round).await else { break };
+                if round >= opts.max_fix_rounds {
+                    break;
+                }
+                round += 1;
+                store.log_event(&spec.run_id, Some(&spec.id), "agent.fix-round", json!({ "round": round }));
+                let mut history = std::mem::take(&mut outcome.history);
+                history.push(Message::user(fix));
+                let stats = outcome.stats;
+                outcome = run_turns(&env, spec, io, history).await;
+                outcome.stats = add_stats(stats, outcome.stats);
+            }
+        }
+        self.record(spec, outcome, &[AgentState::Running]).await
+    }
+
+    async fn record(&self, spec: &AgentSpec, outcome: AgentOutcome, _from: &[AgentState]) -> AgentOutcome {
+        let store = &self.inner.store;
+        if let Err(e) = store
+            .finish_agent(&spec.id, outcome.state, outcome.stats, Some(&outcome.result), outcome.error.as_deref())
+            .await
+        {
+            tracing::error!(agent_id = %spec.id, error = %e, "agent outcome not stored");
+        }
+        store.log_event(
+            &spec.run_id,
+            Some(&spec.id),
+            "agent.state",
+            json!({ "state": outcome.state, "error": outcome.error, "exceeded": outcome.exceeded }),
+        );
+        outcome
+    }
+
+    /// Queues a steering message for a live agent; false if it is not running here.
+    pub fn steer(&self, id: &AgentId, message: String) -> bool {
+        let live = self.inner.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.get(id).is_some_and(|l| l.steer.send(message).is_ok())
+    }
+
+    /// Stops a live agent, or every agent of a run; returns how many were told.
+    pub fn stop(&self, target: &str) -> usize {
+        let live = self.inner.live.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = 0;
+        for (id, l) in live.iter() {
+            if id.as_str() == target || l.run_id.as_str() == target {
+                l.cancel.cancel();
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Number of agents this manager is running or holding in its queue.
+    pub fn live_count(&self) -> usize {
+        self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Polls the store for steer/stop messages aimed at this manager's agents or runs
+    /// until `shutdown` is cancelled. Messages for other processes are left alone.
+    pub async fn control_loop(&self, runs: Vec<RunId>, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(CONTROL_POLL) => {}
+            }
+            let Ok(pending) = self.inner.store.pending_controls().await else { continue };
+            let mut handled = Vec::new();
+            for c in pending {
+                let is_ours = runs.iter().any(|r| r.as_str() == c.target)
+                    || self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&AgentId::from_string(c.target.clone()));
+                if !is_ours {
+                    continue;
+                }
+                match c.kind {
+                    ControlKind::Steer => {
+                        if self.steer(&AgentId::from_string(c.target.clone()), c.message.clone().unwrap_or_default()) {
+                            handled.push(c.seq);
+                        }
+                    }
+                    ControlKind::Stop => {
+                        self.stop(&c.target);
+                        handled.push(c.seq);
+                    }
+                }
+            }
+            if let Err(e) = self.inner.store.consume_controls(handled).await {
+                tracing::warn!(error = %e, "control messages not marked handled");
+            }
+        }
+    }
+}
+
+fn add_stats(a: AgentStats, b: AgentStats) -> AgentStats {
+    AgentStats {
+        turns: a.turns + b.turns,
+        tool_calls: a.tool_calls + b.tool_calls,
+        tokens_in: a.tokens_in + b.tokens_in,
+        tokens_out: a.tokens_out + b.tokens_out,
+        cost: match (a.cost, b.cost) {
+            (None, None) => None,
+            (x, y) => Some(x.unwrap_or(0.0) + y.unwrap_or(0.0)),
+        },
+    }
+}
+
+fn stopped_before_start() -> AgentOutcome {
+    AgentOutcome {
+        state: AgentState::Stopped,
+        stats: AgentStats::default(),
+        result: String::new(),
+        error: Some("stopped before it started".into()),
+        exceeded: None,
+        history: Vec::new(),
+    }
+}
+
+fn failed(error: String) -> AgentOutcome {
+    AgentOutcome { state: AgentState::Error, error: Some(error), ..stopped_before_start() }
+}
+
+/// Roles that ask for read-only tools when spawned by `spawn_agent`.
+const READ_ONLY_ROLES: &[&str] = &["planner", "reviewer", "reader", "researcher", "read-only"];
+
+/// Serves `spawn_agent`: the child gets `requested ∩ parent` (never `spawn`), runs inside
+/// its parent's slot (the parent is blocked waiting, so taking a new slot could deadlock)
+/// and its result text goes back to the parent as the tool result.
+struct ChildSpawner {
+    manager: Weak<Inner>,
+}
+
+#[async_trait]
+impl Spawner for ChildSpawner {
+    async fn spawn_child(&self, parent: &AgentId, role: &str, task: &str) -> Result<String, String> {
+        let inner = self.manager.upgrade().ok_or("the agent manager has shut down")?;
+        let manager = Manager { inner };
+        let parent_spec = {
+            let live = manager.inner.live.lock().unwrap_or_else(|p| p.into_inner());
+            live.get(parent).map(|l| l.spec.clone()).ok_or_else(|| format!("agent {parent} is not running"))?
+        };
+        let requested = if READ_ONLY_ROLES.contains(&role) { CapSet::read_only() } else { CapSet::full() };
+        let perms: Permissions =
+            parent_spec.perms.child(requested, parent_spec.quotas.max_depth).map_err(|e| e.to_string())?;
+        let mut spec = (*parent_spec).clone();
+        spec.id = AgentId::new();
+        spec.parent = Some(parent.clone());
+        spec.name = role.to_owned();
+        spec.role = role.to_owned();
+        spec.task = task.to_owned();
+        spec.system_prompt = format!(
+            "{}\n\nYou are a sub-agent with role `{role}`, spawned by agent {parent}. Your tools: {}.",
+            parent_spec.system_prompt,
+            perms.caps.names().join(", ")
+        );
+        debug_assert!(!perms.caps.contains(Capability::Spawn));
+        spec.perms = perms;
+        manager.insert(&spec, &SpawnOptions::default()).await.map_err(|e| e.to_string())?;
+        let outcome = manager.start(spec, SpawnOptions::default(), false).wait().await;
+        match outcome.state {
+            s if s.is_success() => Ok(outcome.result),
+            s => Err(format!("sub-agent ended {s}: {}", outcome.error.unwrap_or_default())),
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Budget accounting for one agent: pure, so every limit is unit-tested.
+
+use crate::config::Quotas;
+use crate::provider::Usage;
+use crate::store::AgentStats;
+
+/// Prices per million tokens, for the optional cost budget.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Prices {
+    /// Price of a million input tokens.
+    pub input_per_mtok: f64,
+    /// Price of a million output tokens.
+    pub output_per_mtok: f64,
+}
+
+/// Which hard budget ran out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Exceeded {
+    /// Soft + grace turns used up.
+    Turns,
+    /// Token budget.
+    Tokens,
+    /// Wall time (including a stalled model stream).
+    WallTime,
+    /// Tool-call budget.
+    ToolCalls,
+    /// Cost budget.
+    Cost,
+}
+
+impl std::fmt::Display for Exceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Turns => "turn limit (soft + grace) reached",
+            Self::Tokens => "token budget exhausted",
+            Self::WallTime => "wall-time budget exhausted",
+            Self::ToolCalls => "tool-call budget exhausted",
+            Self::Cost => "cost budget exhausted",
+        })
+    }
+}
+
+/// What the turn loop should do before starting a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TurnGate {
+    /// Go on.
+    Continue,
+    /// First turn past the soft limit: tell the agent to wrap up, then go on.
+    WrapUp,
+    /// The hard limit is reached: stop.
+    Stop,
+}
+
+/// Counts an agent's use against its quotas.
+#[derive(Clone, Debug)]
+pub struct Budget {
+    quotas: Quotas,
+    prices: Option<Prices>,
+    /// Counters so far.
+    pub stats: AgentStats,
+}
+
+impl Budget {
+    /// A fresh budget.
+    pub fn new(quotas: Quotas, prices: Option<Prices>) -> Self {
+        Self { quotas, prices, stats: AgentStats::default() }
+    }
+
+    /// The quotas in force.
+    pub fn quotas(&self) -> &Quotas {
+        &self.quotas
+    }
+
+    /// Called before turn `turn` (1-based).
+    pub fn gate(&self, turn: u32) -> TurnGate {
+        let soft = self.quotas.max_turns;
+        if turn > soft + self.quotas.grace_turns {
+            TurnGate::Stop
+        } else if turn == soft + 1 {
+            TurnGate::WrapUp
+        } else {
+            TurnGate::Continue
+        }
+    }
+
+    /// Charges one model call; returns the budget it broke, if any.
+    pub fn charge_usage(&mut self, usage: Usage) -> Option<Exceeded> {
+        self.stats.turns += 1;
+        self.stats.tokens_in += usage.input;
+        self.stats.tokens_out += usage.output;
+        if let Some(p) = self.prices {
+            let cost = (usage.input as f64 * p.input_per_mtok + usage.output as f64 * p.output_per_mtok) / 1e6;
+            self.stats.cost = Some(self.stats.cost.unwrap_or(0.0) + cost);
+        }
+        if self.stats.tokens_in + self.stats.tokens_out > self.quotas.max_tokens {
+            return Some(Exceeded::Tokens);
+        }
+        match (self.quotas.max_cost, self.stats.cost) {
+            (Some(max), Some(cost)) if cost > max => Some(Exceeded::Cost),
+            _ => None,
+        }
+    }
+
+    /// Charges one tool call, or refuses it when the budget is used up.
+    pub fn charge_tool_call(&mut self) -> Result<(), Exceeded> {
+        if self.stats.tool_calls >= self.quotas.max_tool_calls {
+            return Err(Exceeded::ToolCalls);
+        }
+        self.stats.tool_calls += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quotas() -> Quotas {
+        Quotas { max_turns: 3, grace_turns: 1, max_tokens: 100, max_tool_calls: 2, max_cost: Some(0.5), ..Quotas::default() }
+    }
+
+    #[test]
+    fn turn_gates_soft_then_hard() {
+        let b = Budget::new(quotas(), None);
+        assert_eq!(b.gate(1), TurnGate::Continue);
+        assert_eq!(b.gate(3), TurnGate::Continue);
+        assert_eq!(b.gate(4), TurnGate::WrapUp);
+        assert_eq!(b.gate(5), TurnGate::Stop);
+    }
+
+    #[test]
+    fn tokens_tool_calls_and_cost_are_enforced() {
+        let mut b = Budget::new(quotas(), None);
+        assert_eq!(b.charge_usage(Usage { input: 60, output: 40 }), None);
+        assert_eq!(b.charge_usage(Usage { input: 1, output: 0 }), Some(Exceeded::Tokens));
+        assert!(b.charge_tool_call().is_ok());
+        assert!(b.charge_tool_call().is_ok());
+        assert_eq!(b.charge_tool_call(), Err(Exceeded::ToolCalls));
+        assert_eq!(b.stats.tool_calls, 2);
+
+        let prices = Prices { input_per_mtok: 100_000.0, output_per_mtok: 0.0 };
+        let mut b = Budget::new(Quotas { max_tokens: u64::MAX, ..quotas() }, Some(prices));
+        assert_eq!(b.charge_usage(Usage { input: 5, output: 0 }), None); // 0.5: not over
+        assert_eq!(b.charge_usage(Usage { input: 1, output: 0 }), Some(Exceeded::Cost));
+    }
+}

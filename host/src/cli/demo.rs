@@ -1,0 +1,98 @@
+//! `crewbox demo`: the main job on a fresh machine. Creates a throwaway git repository
+//! holding a small Python project with a failing test, lets the built-in scripted model
+//! fix it through the real tools (list, run tests, read, edit, re-run), and prints the
+//! report. Nothing outside the throwaway directory is touched.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio_util::sync::CancellationToken;
+
+use super::{Context, Exit, GlobalArgs, progress};
+use crate::config::Config;
+use crate::engine::run::RunRequest;
+use crate::engine::{Mode, RunStatus};
+
+/// The demo project's files: (path, content).
+const PROJECT: &[(&str, &str)] = &[
+    ("calc.py", include_str!("../../assets/demo/project/calc.py")),
+    ("test_calc.py", include_str!("../../assets/demo/project/test_calc.py")),
+    ("README.md", include_str!("../../assets/demo/project/README.md")),
+];
+
+/// The task given to the demo crew.
+pub const DEMO_PROMPT: &str = "The test suite of this project fails. Find the bug, fix it, and make sure the tests pass.";
+
+/// Arguments of `crewbox demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {
+    /// Create the throwaway project here instead of a new temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Print the run report as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs the demo.
+pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
+    let base = match &args.dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("crewbox-demo-{}", uuid::Uuid::now_v7().simple())),
+    };
+    let repo = base.join("project");
+    let state_dir = g.state_dir.clone().unwrap_or_else(|| base.join("state"));
+    tokio::task::spawn_blocking({
+        let repo = repo.clone();
+        move || create_project(&repo)
+    })
+    .await??;
+    if !args.json {
+        eprintln!("demo project: {}\nstate:        {}\n", repo.display(), state_dir.display());
+    }
+    let mut config = Config::default();
+    config.default_mode = Mode::Single;
+    let ctx = Context { repo: repo.canonicalize()?, state_dir, config: Arc::new(config) };
+    let shutdown = CancellationToken::new();
+    let engine = ctx.engine(shutdown.clone())?;
+    let progress = (!args.json).then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
+    let req = RunRequest {
+        prompt: DEMO_PROMPT.into(),
+        mode: Some(Mode::Single),
+        provider: Some(crate::config::DEFAULT_PROVIDER.into()),
+        ..RunRequest::default()
+    };
+    let result = engine.run(req).await;
+    if let Some(p) = progress {
+        p.finish().await;
+    }
+    let report = result?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!();
+        print!("{}", report.render_text());
+        println!("\nInspect it: cd {} && git status && git diff", repo.display());
+    }
+    Ok(if report.status == RunStatus::Completed { Exit::Ok } else { Exit::CheckFailed })
+}
+
+/// Writes the project and commits it.
+fn create_project(repo: &Path) -> anyhow::Result<()> {
+    if repo.exists() {
+        anyhow::bail!("{} already exists; pick another --dir", repo.display());
+    }
+    std::fs::create_dir_all(repo).with_context(|| format!("cannot create {}", repo.display()))?;
+    for (path, content) in PROJECT {
+        std::fs::write(repo.join(path), content).with_context(|| format!("cannot write {path}"))?;
+    }
+    let git = git2::Repository::init(repo).context("git init of the demo project")?;
+    let mut index = git.index()?;
+    index.add_all(["."], git2::IndexAddOption::DEFAULT, None)?;
+    index.write()?;
+    let tree = git.find_tree(index.write_tree()?)?;
+    let sig = git2::Signature::now("crewbox demo", "crewbox@localhost")?;
+    git.commit(Some("HEAD"), &sig, &sig, "A tiny calculator with a failing test", &tree, &[])?;
+    Ok(())
+}

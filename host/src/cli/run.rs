@@ -1,0 +1,76 @@
+//! `crewbox run "PROMPT"`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Context, Exit, progress};
+use crate::engine::run::{EngineError, RunRequest};
+use crate::engine::{Mode, RunStatus};
+
+/// Arguments of `crewbox run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// What the agents should do.
+    pub prompt: String,
+    /// Orchestration mode [default: from config, else auto].
+    #[arg(long, value_parser = parse_mode)]
+    pub mode: Option<Mode>,
+    /// Provider name from the config ([providers.NAME]) [default: from config, else scripted].
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Model to use instead of the provider's configured one.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Use the scripted provider with this script file.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// Print one JSON object (the run report) and no progress.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses a mode name for clap.
+pub fn parse_mode(s: &str) -> Result<Mode, String> {
+    Mode::parse(s).ok_or_else(|| {
+        let all: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
+        format!("unknown mode `{s}` (one of: {})", all.join(", "))
+    })
+}
+
+/// Runs the prompt and prints the report.
+pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
+    let shutdown = CancellationToken::new();
+    let engine = ctx.engine(shutdown.clone())?;
+    let req = RunRequest { prompt: args.prompt, mode: args.mode, provider: args.provider, model: args.model, script: args.script };
+    let show_progress = !args.json && std::io::stderr().is_terminal();
+    let progress = show_progress.then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
+    let signals = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                shutdown.cancel();
+            }
+        }
+    });
+    let result = engine.run(req).await;
+    signals.abort();
+    if let Some(p) = progress {
+        p.finish().await;
+    }
+    let report = match result {
+        Ok(r) => r,
+        Err(e @ (EngineError::Config(_) | EngineError::Provider { .. } | EngineError::Unsupported(_))) => {
+            eprintln!("crewbox: {e}");
+            return Ok(Exit::Usage);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render_text());
+    }
+    Ok(if report.status == RunStatus::Completed { Exit::Ok } else { Exit::CheckFailed })
+}

@@ -1,0 +1,58 @@
+//! `crewbox status [RUN_ID]`.
+
+use serde_json::json;
+
+use super::{Context, Exit};
+use crate::engine::report::RunReport;
+
+/// Arguments of `crewbox status`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StatusArgs {
+    /// A run id (or unique prefix): print that run's report.
+    pub run: Option<String>,
+    /// How many recent runs to list.
+    #[arg(long, default_value_t = 10)]
+    pub limit: u32,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints recent runs or one run's report. Works while another process is writing.
+pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
+    let store = ctx.existing_store()?;
+    if let Some(id) = &args.run {
+        let Some(run) = store.find_run(id).await? else {
+            eprintln!("crewbox: no run matches `{id}`");
+            return Ok(Exit::Usage);
+        };
+        let report = RunReport::load(&store, run).await?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print!("{}", report.render_text());
+        }
+        return Ok(Exit::Ok);
+    }
+    let runs = store.recent_runs(args.limit).await?;
+    let counts = store.agent_counts().await?;
+    if args.json {
+        let runs: Vec<_> = runs
+            .iter()
+            .map(|r| {
+                json!({
+                    "run_id": r.id, "mode": r.mode, "status": r.status, "exit_reason": r.exit_reason,
+                    "prompt": r.prompt, "created_at": r.created_at, "finished_at": r.finished_at,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&json!({ "runs": runs, "agents": counts, "store": store.path() }))?);
+    } else {
+        println!("agents: {} running, {} queued   store: {}", counts.running, counts.queued, store.path().display());
+        for r in &runs {
+            let prompt: String = r.prompt.chars().take(60).collect();
+            println!("{}  {:<9} {:<11} {}", r.id, r.mode.as_str(), r.status.as_str(), prompt.replace('\n', " "));
+        }
+    }
+    Ok(Exit::Ok)
+}

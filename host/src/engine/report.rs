@@ -1,0 +1,138 @@
+//! The run report: what `crewbox run --json` prints, built from the store (the single
+//! source of truth), so a resumed or inspected run reports the same way.
+
+use serde::Serialize;
+
+use super::{ExitReason, Mode, RunStatus};
+use crate::agent::AgentState;
+use crate::ids::{AgentId, RunId};
+use crate::store::{AgentRecord, RunRecord, Store, StoreError};
+
+/// Token counts of an agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Tokens {
+    /// Input tokens.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+}
+
+/// One agent in the report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AgentReport {
+    /// Its id.
+    pub id: AgentId,
+    /// Its name.
+    pub name: String,
+    /// Its role.
+    pub role: String,
+    /// Who spawned it.
+    pub parent: Option<AgentId>,
+    /// Its task.
+    pub task: String,
+    /// Its state.
+    pub state: AgentState,
+    /// Turns taken.
+    pub turns: u32,
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Tokens used.
+    pub tokens: Tokens,
+    /// Cost, when prices are configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// Run time in milliseconds (0 if it never started).
+    pub duration_ms: i64,
+    /// Its final text.
+    pub result: Option<String>,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// How it was joined.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub join: Option<String>,
+}
+
+impl From<AgentRecord> for AgentReport {
+    fn from(a: AgentRecord) -> Self {
+        let duration_ms = match (a.started_at, a.finished_at) {
+            (Some(s), Some(f)) => (f - s).max(0),
+            _ => 0,
+        };
+        Self {
+            id: a.id,
+            name: a.name,
+            role: a.role,
+            parent: a.parent,
+            task: a.task,
+            state: a.state,
+            turns: a.stats.turns,
+            tool_calls: a.stats.tool_calls,
+            tokens: Tokens { input: a.stats.tokens_in, output: a.stats.tokens_out },
+            cost: a.stats.cost,
+            duration_ms,
+            result: a.result,
+            error: a.error,
+            join: a.join,
+        }
+    }
+}
+
+/// The whole report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunReport {
+    /// The run.
+    pub run_id: RunId,
+    /// The mode it ran in.
+    pub mode: Mode,
+    /// completed, failed or cancelled (running if it has not ended).
+    pub status: RunStatus,
+    /// Why it ended.
+    pub exit_reason: Option<ExitReason>,
+    /// The final text.
+    pub result: Option<String>,
+    /// Every agent, in creation order.
+    pub agents: Vec<AgentReport>,
+}
+
+impl RunReport {
+    /// Builds the report of a stored run.
+    pub async fn load(store: &Store, run: RunRecord) -> Result<Self, StoreError> {
+        let agents = store.agents(&run.id).await?;
+        Ok(Self {
+            run_id: run.id,
+            mode: run.mode,
+            status: run.status,
+            exit_reason: run.exit_reason,
+            result: run.result,
+            agents: agents.into_iter().map(AgentReport::from).collect(),
+        })
+    }
+
+    /// A human-readable rendering for terminals.
+    pub fn render_text(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let reason = self.exit_reason.map(|r| r.as_str()).unwrap_or("-");
+        let _ = writeln!(s, "run {}  mode {}  status {}  ({reason})", self.run_id, self.mode, self.status);
+        for a in &self.agents {
+            let _ = writeln!(
+                s,
+                "  {} {:<10} {:<9} turns {:>2}  tools {:>3}  tokens {}/{}  {} ms{}",
+                a.id,
+                a.name,
+                a.state.as_str(),
+                a.turns,
+                a.tool_calls,
+                a.tokens.input,
+                a.tokens.output,
+                a.duration_ms,
+                a.error.as_deref().map(|e| format!("  error: {e}")).unwrap_or_default()
+            );
+        }
+        if let Some(result) = &self.result {
+            let _ = writeln!(s, "\nresult:\n{}", result.trim_end());
+        }
+        s
+    }
+}

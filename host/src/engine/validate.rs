@@ -1,0 +1,225 @@
+//! Validators after an agent completes: run in parallel on a read-only view of the agent's
+//! workspace and its output; failed criteria become a fix prompt sent back to the same
+//! agent (same worktree, same history), at most `max_fix_rounds` times. A plugin fault is
+//! reported as a fault and never starts a fix round.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::agent::manager::Review;
+use crate::agent::runner::{AgentOutcome, AgentSpec};
+use crate::agent::AgentState;
+use crate::plugin::{AgentOutput, AgentStatus, CallEnv, ModelAccess, Plugin, Verdict, WorkspaceView};
+use crate::store::Store;
+use crate::worktree::{Worktree, WorktreeManager};
+
+/// Most bytes of diff shown to a validator.
+const DIFF_CAP: usize = 256 * 1024;
+
+/// One configured validator: a loaded plugin and its criteria (empty: its defaults).
+#[derive(Clone)]
+pub struct ValidatorEntry {
+    /// The loaded plugin.
+    pub plugin: Plugin,
+    /// Criteria passed to it.
+    pub criteria: Vec<String>,
+}
+
+/// What one validator said in one round.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum VerdictOutcome {
+    /// Every criterion passed.
+    Passed {
+        /// The verdict.
+        verdict: Verdict,
+    },
+    /// Some criterion failed.
+    Failed {
+        /// The verdict.
+        verdict: Verdict,
+    },
+    /// The validator answered that it could not judge (its WIT `err`).
+    Error {
+        /// What it said.
+        message: String,
+    },
+    /// The plugin trapped, ran out of time or hit a limit.
+    Fault {
+        /// The fault.
+        fault: String,
+    },
+}
+
+/// One validator's result in one round.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundResult {
+    /// 0 for the first check, then 1, 2… after each fix round.
+    pub round: u32,
+    /// The validator's name.
+    pub validator: String,
+    /// What it said.
+    #[serde(flatten)]
+    pub outcome: VerdictOutcome,
+}
+
+/// How validation ended for an agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ValidationStatus {
+    /// Every validator passed.
+    Passed,
+    /// Still failing after the last fix round.
+    ValidationFailed,
+    /// A validator faulted or could not judge; no fix rounds were started for it.
+    Faulted,
+    /// The agent did not complete, so nothing was validated.
+    Skipped,
+}
+
+/// The validators of one agent, acting as the manager's reviewer.
+pub struct ValidatorReview {
+    validators: Vec<ValidatorEntry>,
+    store: Store,
+    worktree: Mutex<Option<(WorktreeManager, Arc<Worktree>)>>,
+    model: Option<Arc<dyn ModelAccess>>,
+    rounds: Mutex<Vec<RoundResult>>,
+    status: Mutex<ValidationStatus>,
+}
+
+impl ValidatorReview {
+    /// Validators for one agent; `worktree` gives them the agent's changes.
+    pub fn new(
+        validators: Vec<ValidatorEntry>,
+        store: Store,
+        worktree: Option<(WorktreeManager, Arc<Worktree>)>,
+        model: Option<Arc<dyn ModelAccess>>,
+    ) -> Self {
+        Self {
+            validators,
+            store,
+            worktree: Mutex::new(worktree),
+            model,
+            rounds: Mutex::new(Vec::new()),
+            status: Mutex::new(ValidationStatus::Skipped),
+        }
+    }
+
+    /// Every round's results so far.
+    pub fn rounds(&self) -> Vec<RoundResult> {
+        self.rounds.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// How validation ended.
+    pub fn status(&self) -> ValidationStatus {
+        *self.status.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Lets go of the agent's worktree so its owner can finish it.
+    pub fn release_worktree(&self) {
+        self.worktree.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    async fn view(&self, spec: &AgentSpec) -> WorkspaceView {
+        let wt = self.worktree.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let (changed, diff) = match wt {
+            Some((manager, wt)) => {
+                let changed = manager.changed_paths(&wt).await.unwrap_or_default();
+                let diff = manager.diff(&wt, DIFF_CAP).await.unwrap_or_default();
+                (changed.into_iter().map(|c| (c.path, plugin_change(c.kind))).collect(), diff)
+            }
+            None => (Vec::new(), String::new()),
+        };
+        WorkspaceView { root: spec.workspace.clone(), changed, diff }
+    }
+
+    /// Runs every validator once, in parallel.
+    pub async fn check(&self, spec: &AgentSpec, outcome: &AgentOutcome, round: u32) -> Vec<RoundResult> {
+        let view = self.view(spec).await;
+        let output = AgentOutput {
+            agent_id: spec.id.to_string(),
+            role: spec.role.clone(),
+            task: spec.task.clone(),
+            status: match outcome.state {
+                AgentState::Completed => AgentStatus::Completed,
+                AgentState::Steered => AgentStatus::Steered,
+                AgentState::Stopped | AgentState::Aborted => AgentStatus::Stopped,
+                _ => AgentStatus::Error,
+            },
+            reply: outcome.result.clone(),
+        };
+        let calls = self.validators.iter().map(|v| {
+            let env = CallEnv {
+                workspace: Some(view.clone()),
+                model: self.model.clone().filter(|_| v.plugin.grants().model_budget().is_some()),
+            };
+            let output = &output;
+            async move {
+                let outcome = match v.plugin.validate(env, output, &v.criteria).await {
+                    Ok(Ok(verdict)) if verdict.passed && verdict.results.iter().all(|r| r.passed) => {
+                        VerdictOutcome::Passed { verdict }
+                    }
+                    Ok(Ok(verdict)) => VerdictOutcome::Failed { verdict },
+                    Ok(Err(message)) => VerdictOutcome::Error { message },
+                    Err(fault) => VerdictOutcome::Fault { fault: fault.to_string() },
+                };
+                RoundResult { round, validator: v.plugin.name().to_owned(), outcome }
+            }
+        });
+        let results = futures::future::join_all(calls).await;
+        for r in &results {
+            self.store.log_event(&spec.run_id, Some(&spec.id), "validator.verdict", json!(r));
+        }
+        self.rounds.lock().unwrap_or_else(|p| p.into_inner()).extend(results.clone());
+        results
+    }
+}
+
+fn plugin_change(kind: crate::worktree::ChangeKind) -> crate::plugin::ChangeKind {
+    use crate::worktree::ChangeKind as W;
+    match kind {
+        W::Added => crate::plugin::ChangeKind::Added,
+        W::Modified => crate::plugin::ChangeKind::Modified,
+        W::Deleted => crate::plugin::ChangeKind::Deleted,
+    }
+}
+
+/// The fix prompt for the failed criteria of a round (None when nothing failed).
+pub fn fix_prompt(results: &[RoundResult]) -> Option<String> {
+    let mut lines = Vec::new();
+    for r in results {
+        if let VerdictOutcome::Failed { verdict } = &r.outcome {
+            for c in verdict.results.iter().filter(|c| !c.passed) {
+                lines.push(format!("- [{}] {}: {}", r.validator, c.criterion, c.detail));
+            }
+            if let Some(p) = &verdict.fix_prompt {
+                lines.push(format!("  {} suggests: {}", r.validator, p.trim()));
+            }
+        }
+    }
+    (!lines.is_empty()).then(|| {
+        format!(
+            "Validators checked your work and these criteria failed:\n{}\n\nFix them in the same workspace, verify, \
+             and reply with an updated summary and handoff.",
+            lines.join("\n")
+        )
+    })
+}
+
+#[async_trait]
+impl Review for ValidatorReview {
+    async fn review(&self, spec: &AgentSpec, outcome: &AgentOutcome, round: u32) -> Option<String> {
+        let results = self.check(spec, outcome, round).await;
+        let faulted = results.iter().any(|r| matches!(r.outcome, VerdictOutcome::Fault { .. } | VerdictOutcome::Error { .. }));
+        let fix = fix_prompt(&results);
+        *self.status.lock().unwrap_or_else(|p| p.into_inner()) = match (&fix, faulted) {
+            (Some(_), _) => ValidationStatus::ValidationFailed,
+            (None, true) => ValidationStatus::Faulted,
+            (None, false) => ValidationStatus::Passed,
+        };
+        fix
+    }
+}

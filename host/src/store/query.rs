@@ -1,0 +1,231 @@
+//! Reads. They run on the reader connection, off the async runtime.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use super::records::{AgentRecord, AgentStats, ControlKind, ControlRecord, EventRecord, RunRecord};
+use super::{Store, StoreError};
+use crate::agent::AgentState;
+use crate::engine::{ExitReason, Mode, RunStatus};
+use crate::ids::{AgentId, RunId};
+
+const RUN_COLS: &str = "id, mode, prompt, team, status, exit_reason, result, spec, pid, created_at, finished_at";
+const AGENT_COLS: &str = "id, run_id, parent_id, name, role, task, caps, depth, join_mode, state, turns, tool_calls, \
+     tokens_in, tokens_out, cost, result, error, created_at, started_at, finished_at";
+
+fn bad(op: &'static str, what: impl std::fmt::Display) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, format!("{op}: {what}").into())
+}
+
+fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRecord> {
+    let mode: String = r.get(1)?;
+    let status: String = r.get(4)?;
+    let exit: Option<String> = r.get(5)?;
+    let spec: String = r.get(7)?;
+    Ok(RunRecord {
+        id: RunId::from_string(r.get::<_, String>(0)?),
+        mode: Mode::parse(&mode).ok_or_else(|| bad("run mode", &mode))?,
+        prompt: r.get(2)?,
+        team: r.get(3)?,
+        status: RunStatus::parse(&status).ok_or_else(|| bad("run status", &status))?,
+        exit_reason: exit.map(|e| ExitReason::parse(&e).ok_or_else(|| bad("exit reason", &e))).transpose()?,
+        result: r.get(6)?,
+        spec: serde_json::from_str(&spec).map_err(|e| bad("run spec", e))?,
+        pid: r.get(8)?,
+        created_at: r.get(9)?,
+        finished_at: r.get(10)?,
+    })
+}
+
+fn agent_row(r: &Row<'_>) -> rusqlite::Result<AgentRecord> {
+    let caps: String = r.get(6)?;
+    let state: String = r.get(9)?;
+    Ok(AgentRecord {
+        id: AgentId::from_string(r.get::<_, String>(0)?),
+        run_id: RunId::from_string(r.get::<_, String>(1)?),
+        parent: r.get::<_, Option<String>>(2)?.map(AgentId::from_string),
+        name: r.get(3)?,
+        role: r.get(4)?,
+        task: r.get(5)?,
+        caps: serde_json::from_str(&caps).map_err(|e| bad("agent caps", e))?,
+        depth: r.get(7)?,
+        join: r.get(8)?,
+        state: AgentState::parse(&state).ok_or_else(|| bad("agent state", &state))?,
+        stats: AgentStats {
+            turns: r.get(10)?,
+            tool_calls: r.get(11)?,
+            tokens_in: r.get::<_, i64>(12)? as u64,
+            tokens_out: r.get::<_, i64>(13)? as u64,
+            cost: r.get(14)?,
+        },
+        result: r.get(15)?,
+        error: r.get(16)?,
+        created_at: r.get(17)?,
+        started_at: r.get(18)?,
+        finished_at: r.get(19)?,
+    })
+}
+
+fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
+    let data: String = r.get(5)?;
+    Ok(EventRecord {
+        seq: r.get(0)?,
+        run_id: RunId::from_string(r.get::<_, String>(1)?),
+        agent_id: r.get::<_, Option<String>>(2)?.map(AgentId::from_string),
+        at: r.get(3)?,
+        kind: r.get(4)?,
+        data: serde_json::from_str(&data).unwrap_or(serde_json::Value::String(data)),
+    })
+}
+
+fn collect<T>(
+    conn: &Connection,
+    op: &'static str,
+    sql: &str,
+    params: impl rusqlite::Params,
+    f: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql).map_err(|e| StoreError::sqlite(op, &e))?;
+    let rows = stmt.query_map(params, f).map_err(|e| StoreError::sqlite(op, &e))?;
+    rows.collect::<rusqlite::Result<Vec<T>>>().map_err(|e| StoreError::sqlite(op, &e))
+}
+
+/// Agents per state, for `status` and `health`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AgentCounts {
+    /// Agents waiting for a slot.
+    pub queued: u64,
+    /// Agents running.
+    pub running: u64,
+}
+
+impl Store {
+    /// One run.
+    pub async fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+        let id = id.clone();
+        self.read(move |c| {
+            c.query_row(&format!("SELECT {RUN_COLS} FROM runs WHERE id = ?1"), params![id.as_str()], run_row)
+                .optional()
+                .map_err(|e| StoreError::sqlite("read run", &e))
+        })
+        .await
+    }
+
+    /// The most recent runs, newest first.
+    pub async fn recent_runs(&self, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
+        self.read(move |c| {
+            collect(c, "list runs", &format!("SELECT {RUN_COLS} FROM runs ORDER BY created_at DESC, id DESC LIMIT ?1"), params![limit], run_row)
+        })
+        .await
+    }
+
+    /// Runs that have not finished (running, or interrupted by a crash).
+    pub async fn unfinished_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.read(|c| {
+            collect(c, "list unfinished runs", &format!("SELECT {RUN_COLS} FROM runs WHERE status = 'running' ORDER BY created_at"), [], run_row)
+        })
+        .await
+    }
+
+    /// The agents of a run, in creation order.
+    pub async fn agents(&self, run_id: &RunId) -> Result<Vec<AgentRecord>, StoreError> {
+        let id = run_id.clone();
+        self.read(move |c| {
+            collect(c, "list agents", &format!("SELECT {AGENT_COLS} FROM agents WHERE run_id = ?1 ORDER BY created_at, id"), params![id.as_str()], agent_row)
+        })
+        .await
+    }
+
+    /// One agent.
+    pub async fn agent(&self, id: &AgentId) -> Result<Option<AgentRecord>, StoreError> {
+        let id = id.clone();
+        self.read(move |c| {
+            c.query_row(&format!("SELECT {AGENT_COLS} FROM agents WHERE id = ?1"), params![id.as_str()], agent_row)
+                .optional()
+                .map_err(|e| StoreError::sqlite("read agent", &e))
+        })
+        .await
+    }
+
+    /// Events after `after_seq`, oldest first, optionally of one run.
+    pub async fn events(&self, run_id: Option<&RunId>, after_seq: i64, limit: u32) -> Result<Vec<EventRecord>, StoreError> {
+        let run = run_id.cloned();
+        self.read(move |c| match run {
+            Some(run) => collect(
+                c,
+                "read events",
+                "SELECT seq, run_id, agent_id, at, kind, data FROM events WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+                params![run.as_str(), after_seq, limit],
+                event_row,
+            ),
+            None => collect(
+                c,
+                "read events",
+                "SELECT seq, run_id, agent_id, at, kind, data FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                params![after_seq, limit],
+                event_row,
+            ),
+        })
+        .await
+    }
+
+    /// Unhandled steer/stop messages, oldest first.
+    pub async fn pending_controls(&self) -> Result<Vec<ControlRecord>, StoreError> {
+        self.read(|c| {
+            collect(
+                c,
+                "read controls",
+                "SELECT seq, target, kind, message FROM controls WHERE consumed_at IS NULL ORDER BY seq",
+                [],
+                |r| {
+                    let kind: String = r.get(2)?;
+                    Ok(ControlRecord {
+                        seq: r.get(0)?,
+                        target: r.get(1)?,
+                        kind: match kind.as_str() {
+                            "steer" => ControlKind::Steer,
+                            "stop" => ControlKind::Stop,
+                            other => return Err(bad("control kind", other)),
+                        },
+                        message: r.get(3)?,
+                    })
+                },
+            )
+        })
+        .await
+    }
+
+    /// How many agents are queued and running across all runs.
+    pub async fn agent_counts(&self) -> Result<AgentCounts, StoreError> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT COALESCE(SUM(state = 'queued'), 0), COALESCE(SUM(state = 'running'), 0) FROM agents WHERE state IN ('queued', 'running')",
+                [],
+                |r| Ok(AgentCounts { queued: r.get::<_, i64>(0)? as u64, running: r.get::<_, i64>(1)? as u64 }),
+            )
+            .map_err(|e| StoreError::sqlite("count agents", &e))
+        })
+        .await
+    }
+
+    /// Resolves an id prefix or full id to a run, if one matches uniquely.
+    pub async fn find_run(&self, id_or_prefix: &str) -> Result<Option<RunRecord>, StoreError> {
+        let pat = format!("{}%", id_or_prefix.replace(['%', '_'], ""));
+        self.read(move |c| {
+            let mut runs = collect(c, "find run", &format!("SELECT {RUN_COLS} FROM runs WHERE id LIKE ?1 LIMIT 2"), params![pat], run_row)?;
+            Ok(if runs.len() == 1 { runs.pop() } else { None })
+        })
+        .await
+    }
+}
+
+
+impl Store {
+    /// The newest event's sequence number (0 when there is none).
+    pub async fn last_event_seq(&self) -> Result<i64, StoreError> {
+        self.read(|c| {
+            c.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0))
+                .map_err(|e| StoreError::sqlite("last event", &e))
+        })
+        .await
+    }
+}

@@ -1,0 +1,144 @@
+//! Rows as typed records.
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::AgentState;
+use crate::engine::{ExitReason, Mode, RunStatus};
+use crate::ids::{AgentId, RunId};
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// One run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run's id.
+    pub id: RunId,
+    /// The mode it runs in (after dispatch).
+    pub mode: Mode,
+    /// The user's prompt.
+    pub prompt: String,
+    /// The team, for team modes.
+    pub team: Option<String>,
+    /// Where it is.
+    pub status: RunStatus,
+    /// Why it ended.
+    pub exit_reason: Option<ExitReason>,
+    /// The final result text.
+    pub result: Option<String>,
+    /// Everything needed to resume it (provider, quotas, options), as JSON. Never secrets.
+    pub spec: serde_json::Value,
+    /// The process running it, while it runs.
+    pub pid: Option<u32>,
+    /// Creation time (ms).
+    pub created_at: i64,
+    /// End time (ms).
+    pub finished_at: Option<i64>,
+}
+
+/// Token, turn and tool counters of an agent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentStats {
+    /// Turns taken.
+    pub turns: u32,
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Input tokens.
+    pub tokens_in: u64,
+    /// Output tokens.
+    pub tokens_out: u64,
+    /// Cost, when prices are configured.
+    pub cost: Option<f64>,
+}
+
+/// One agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    /// The agent's id.
+    pub id: AgentId,
+    /// Its run.
+    pub run_id: RunId,
+    /// The agent that spawned it.
+    pub parent: Option<AgentId>,
+    /// Its name (role name or team member name).
+    pub name: String,
+    /// Its role.
+    pub role: String,
+    /// Its task.
+    pub task: String,
+    /// Its effective capabilities.
+    pub caps: Vec<String>,
+    /// Depth in the agent tree (root agents are 0).
+    pub depth: u32,
+    /// How it is joined (`group:ID`, `swarm:ID`), if batched.
+    pub join: Option<String>,
+    /// Where it is.
+    pub state: AgentState,
+    /// Counters.
+    pub stats: AgentStats,
+    /// Its final reply.
+    pub result: Option<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Creation time (ms).
+    pub created_at: i64,
+    /// Start time (ms).
+    pub started_at: Option<i64>,
+    /// End time (ms).
+    pub finished_at: Option<i64>,
+}
+
+/// One event of the append-only log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Position in the log (assigned by the store).
+    pub seq: i64,
+    /// The run.
+    pub run_id: RunId,
+    /// The agent, if the event is about one.
+    pub agent_id: Option<AgentId>,
+    /// Time (ms).
+    pub at: i64,
+    /// What happened, e.g. `agent.state`, `tool.call`.
+    pub kind: String,
+    /// Details.
+    pub data: serde_json::Value,
+}
+
+/// What a control message asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ControlKind {
+    /// Deliver a message to a running agent after its current tool call.
+    Steer,
+    /// Stop the agent or run.
+    Stop,
+}
+
+impl ControlKind {
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Steer => "steer",
+            Self::Stop => "stop",
+        }
+    }
+}
+
+/// A pending steer or stop request, sent from another process through the store.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ControlRecord {
+    /// Position (assigned by the store).
+    pub seq: i64,
+    /// An agent id or a run id.
+    pub target: String,
+    /// Steer or stop.
+    pub kind: ControlKind,
+    /// The steering message.
+    pub message: Option<String>,
+}

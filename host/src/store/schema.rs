@@ -1,0 +1,68 @@
+//! Versioned migrations. `PRAGMA user_version` holds the schema version; a database
+//! written by a newer crewbox is refused, never downgraded or reset.
+
+/// Each entry migrates from version `index` to `index + 1`.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: runs, agents, events, controls.
+    r#"
+    CREATE TABLE runs (
+        id          TEXT PRIMARY KEY,
+        mode        TEXT NOT NULL,
+        prompt      TEXT NOT NULL,
+        team        TEXT,
+        status      TEXT NOT NULL,
+        exit_reason TEXT,
+        result      TEXT,
+        spec        TEXT NOT NULL,
+        pid         INTEGER,
+        created_at  INTEGER NOT NULL,
+        finished_at INTEGER
+    );
+    CREATE INDEX runs_status ON runs(status);
+    CREATE TABLE agents (
+        id          TEXT PRIMARY KEY,
+        run_id      TEXT NOT NULL REFERENCES runs(id),
+        parent_id   TEXT,
+        name        TEXT NOT NULL,
+        role        TEXT NOT NULL,
+        task        TEXT NOT NULL,
+        caps        TEXT NOT NULL,
+        depth       INTEGER NOT NULL,
+        join_mode   TEXT,
+        state       TEXT NOT NULL,
+        turns       INTEGER NOT NULL DEFAULT 0,
+        tool_calls  INTEGER NOT NULL DEFAULT 0,
+        tokens_in   INTEGER NOT NULL DEFAULT 0,
+        tokens_out  INTEGER NOT NULL DEFAULT 0,
+        cost        REAL,
+        result      TEXT,
+        error       TEXT,
+        created_at  INTEGER NOT NULL,
+        started_at  INTEGER,
+        finished_at INTEGER
+    );
+    CREATE INDEX agents_run ON agents(run_id);
+    CREATE INDEX agents_state ON agents(state);
+    CREATE TABLE events (
+        seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id   TEXT NOT NULL,
+        agent_id TEXT,
+        at       INTEGER NOT NULL,
+        kind     TEXT NOT NULL,
+        data     TEXT NOT NULL
+    );
+    CREATE INDEX events_run ON events(run_id, seq);
+    CREATE TABLE controls (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        target      TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        message     TEXT,
+        created_at  INTEGER NOT NULL,
+        consumed_at INTEGER
+    );
+    CREATE INDEX controls_pending ON controls(consumed_at, target);
+    "#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;

@@ -1,0 +1,206 @@
+//! The single writer: one thread owns the write connection and commits queued writes in
+//! groups, so many agents' facts cost one fsync-free WAL commit instead of one each.
+//! Every write is acknowledged only after its transaction commits.
+
+use std::sync::mpsc;
+
+use rusqlite::{Connection, params};
+use tokio::sync::oneshot;
+
+use super::StoreError;
+use super::records::{AgentRecord, AgentStats, ControlKind, RunRecord};
+use crate::agent::AgentState;
+use crate::engine::{ExitReason, RunStatus};
+use crate::ids::{AgentId, RunId};
+
+/// Most writes committed in one transaction.
+const MAX_GROUP: usize = 512;
+
+/// One fact to store.
+#[derive(Debug)]
+pub(crate) enum Write {
+    InsertRun(Box<RunRecord>),
+    FinishRun { id: RunId, status: RunStatus, exit_reason: ExitReason, result: Option<String>, at: i64 },
+    SetRunPid { id: RunId, pid: Option<u32> },
+    InsertAgent(Box<AgentRecord>),
+    AgentState { id: AgentId, from: &'static [AgentState], to: AgentState, at: i64 },
+    FinishAgent { id: AgentId, state: AgentState, stats: AgentStats, result: Option<String>, error: Option<String>, at: i64 },
+    Event { run_id: RunId, agent_id: Option<AgentId>, at: i64, kind: String, data: String },
+    PushControl { target: String, kind: ControlKind, message: Option<String>, at: i64 },
+    ConsumeControls { seqs: Vec<i64>, at: i64 },
+}
+
+pub(crate) type Ack = Option<oneshot::Sender<Result<(), StoreError>>>;
+
+pub(crate) fn spawn(conn: Connection) -> mpsc::Sender<(Write, Ack)> {
+    let (tx, rx) = mpsc::channel::<(Write, Ack)>();
+    std::thread::Builder::new()
+        .name("crewbox-store-writer".into())
+        .spawn(move || run(conn, rx))
+        .expect("spawning the store writer thread");
+    tx
+}
+
+fn run(mut conn: Connection, rx: mpsc::Receiver<(Write, Ack)>) {
+    let mut group = Vec::with_capacity(MAX_GROUP);
+    while let Ok(first) = rx.recv() {
+        group.push(first);
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(next) => group.push(next),
+                Err(_) => break,
+            }
+        }
+        let results = commit_group(&mut conn, &group);
+        for ((_, ack), result) in group.drain(..).zip(results) {
+            if let Some(ack) = ack {
+                let _ = ack.send(result);
+            }
+        }
+    }
+}
+
+/// Applies a group in one transaction. A write that fails is rolled back alone (savepoint)
+/// and reported to its sender; the others still commit.
+fn commit_group(conn: &mut Connection, group: &[(Write, Ack)]) -> Vec<Result<(), StoreError>> {
+    let mut tx = match conn.transaction() {
+        Ok(tx) => tx,
+        Err(e) => return group.iter().map(|_| Err(StoreError::sqlite("begin transaction", &e))).collect(),
+    };
+    let mut results = Vec::with_capacity(group.len());
+    for (write, _) in group {
+        let result = match tx.savepoint() {
+            Ok(sp) => match apply(&sp, write) {
+                // Dropping an uncommitted savepoint rolls back just this write.
+                Ok(()) => sp.commit().map_err(|e| StoreError::sqlite("commit savepoint", &e)),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(StoreError::sqlite("savepoint", &e)),
+        };
+        results.push(result);
+    }
+    if let Err(e) = tx.commit() {
+        let err = StoreError::sqlite("commit", &e);
+        return group.iter().map(|_| Err(err.clone())).collect();
+    }
+    results
+}
+
+fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
+    let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
+    match write {
+        Write::InsertRun(r) => {
+            conn.execute(
+                "INSERT INTO runs (id, mode, prompt, team, status, exit_reason, result, spec, pid, created_at, finished_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    r.id.as_str(),
+                    r.mode.as_str(),
+                    r.prompt,
+                    r.team,
+                    r.status.as_str(),
+                    r.exit_reason.map(|e| e.as_str()),
+                    r.result,
+                    r.spec.to_string(),
+                    r.pid,
+                    r.created_at,
+                    r.finished_at
+                ],
+            )
+            .map_err(q("insert run"))?;
+        }
+        Write::FinishRun { id, status, exit_reason, result, at } => {
+            conn.execute(
+                "UPDATE runs SET status = ?2, exit_reason = ?3, result = ?4, finished_at = ?5, pid = NULL WHERE id = ?1",
+                params![id.as_str(), status.as_str(), exit_reason.as_str(), result, at],
+            )
+            .map_err(q("finish run"))?;
+        }
+        Write::SetRunPid { id, pid } => {
+            conn.execute("UPDATE runs SET pid = ?2 WHERE id = ?1", params![id.as_str(), pid])
+                .map_err(q("set run pid"))?;
+        }
+        Write::InsertAgent(a) => {
+            conn.execute(
+                "INSERT INTO agents (id, run_id, parent_id, name, role, task, caps, depth, join_mode, state, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    a.id.as_str(),
+                    a.run_id.as_str(),
+                    a.parent.as_ref().map(|p| p.as_str()),
+                    a.name,
+                    a.role,
+                    a.task,
+                    serde_json::to_string(&a.caps).unwrap_or_default(),
+                    a.depth,
+                    a.join,
+                    a.state.as_str(),
+                    a.created_at
+                ],
+            )
+            .map_err(q("insert agent"))?;
+        }
+        Write::AgentState { id, from, to, at } => {
+            let mut stmt = conn
+                .prepare_cached("UPDATE agents SET state = ?2, started_at = COALESCE(started_at, ?3) WHERE id = ?1 AND state = ?4")
+                .map_err(q("prepare agent state"))?;
+            let mut changed = 0;
+            for prev in *from {
+                changed += stmt.execute(params![id.as_str(), to.as_str(), at, prev.as_str()]).map_err(q("set agent state"))?;
+                if changed > 0 {
+                    break;
+                }
+            }
+            if changed == 0 {
+                return Err(StoreError::Transition { agent: id.to_string(), to: *to });
+            }
+        }
+        Write::FinishAgent { id, state, stats, result, error, at } => {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE agents SET state = ?2, turns = ?3, tool_calls = ?4, tokens_in = ?5, tokens_out = ?6,
+                     cost = ?7, result = ?8, error = ?9, finished_at = ?10
+                     WHERE id = ?1 AND state IN ('queued', 'running')",
+                )
+                .map_err(q("prepare finish agent"))?
+                .execute(params![
+                    id.as_str(),
+                    state.as_str(),
+                    stats.turns,
+                    stats.tool_calls,
+                    stats.tokens_in as i64,
+                    stats.tokens_out as i64,
+                    stats.cost,
+                    result,
+                    error,
+                    at
+                ])
+                .map_err(q("finish agent"))?;
+            if changed == 0 {
+                return Err(StoreError::Transition { agent: id.to_string(), to: *state });
+            }
+        }
+        Write::Event { run_id, agent_id, at, kind, data } => {
+            conn.prepare_cached("INSERT INTO events (run_id, agent_id, at, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .map_err(q("prepare event"))?
+                .execute(params![run_id.as_str(), agent_id.as_ref().map(|a| a.as_str()), at, kind, data])
+                .map_err(q("append event"))?;
+        }
+        Write::PushControl { target, kind, message, at } => {
+            conn.execute(
+                "INSERT INTO controls (target, kind, message, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![target, kind.as_str(), message, at],
+            )
+            .map_err(q("push control"))?;
+        }
+        Write::ConsumeControls { seqs, at } => {
+            let mut stmt = conn
+                .prepare_cached("UPDATE controls SET consumed_at = ?2 WHERE seq = ?1")
+                .map_err(q("prepare consume control"))?;
+            for seq in seqs {
+                stmt.execute(params![seq, at]).map_err(q("consume control"))?;
+            }
+        }
+    }
+    Ok(())
+}

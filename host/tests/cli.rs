@@ -1,0 +1,110 @@
+//! The real `crewbox` binary in temp dirs.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn crewbox(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_crewbox"))
+        .args(args)
+        .current_dir(dir)
+        .env("CREWBOX_STATE_DIR", dir.join(".state"))
+        .env("XDG_CONFIG_HOME", dir.join(".config"))
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("running crewbox")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("not JSON ({e}): {}\nstderr: {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn demo_fixes_the_failing_test_through_real_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = crewbox(dir.path(), &["demo", "--json", "--dir", dir.path().join("demo").to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(&out);
+    assert_eq!(report["status"], "completed");
+    assert_eq!(report["exit_reason"], "goal-met");
+    let agent = &report["agents"][0];
+    assert_eq!(agent["state"], "completed");
+    assert!(agent["tool_calls"].as_u64().unwrap() >= 5);
+    for key in ["id", "name", "role", "parent", "task", "turns", "tokens", "duration_ms", "result"] {
+        assert!(agent.get(key).is_some(), "agent lacks `{key}`");
+    }
+    let fixed = std::fs::read_to_string(dir.path().join("demo/project/calc.py")).unwrap();
+    assert!(fixed.contains("return a + b"));
+}
+
+#[test]
+fn run_with_a_script_prints_the_documented_json_and_status_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hello.txt"), "hi").unwrap();
+    let script = dir.path().join("s.toml");
+    std::fs::write(
+        &script,
+        "[[reply]]\nturn = 1\n[[reply.tool_calls]]\nname = \"read_file\"\nargs = { path = \"hello.txt\" }\n\n[[reply]]\nwhen = \"hi\"\ntext = \"it says hi\"\n",
+    )
+    .unwrap();
+    let out = crewbox(dir.path(), &["run", "what does hello.txt say?", "--mode", "single", "--script", "s.toml", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json(&out);
+    for key in ["run_id", "mode", "status", "exit_reason", "result", "agents"] {
+        assert!(report.get(key).is_some(), "report lacks `{key}`");
+    }
+    assert_eq!(report["result"], "it says hi");
+    let run_id = report["run_id"].as_str().unwrap();
+
+    let status = crewbox(dir.path(), &["status", run_id, "--json"]);
+    assert!(status.status.success(), "{}", stderr(&status));
+    assert_eq!(json(&status)["result"], "it says hi");
+
+    let events = crewbox(dir.path(), &["events", "--run", run_id]);
+    assert!(events.status.success());
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&events.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines.iter().any(|e| e["kind"] == "tool.call" && e["data"]["tool"] == "read_file"));
+    assert!(lines.iter().any(|e| e["kind"] == "run.finished"));
+}
+
+#[test]
+fn bad_input_is_a_clear_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = crewbox(dir.path(), &["run", "x", "--provider", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("unknown provider `nope`"), "{}", stderr(&out));
+
+    let out = crewbox(dir.path(), &["run", "x", "--script", "missing.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("missing.toml"), "{}", stderr(&out));
+
+    std::fs::write(dir.path().join("bad.toml"), "[[reply]]\ntxet = \"typo\"\n").unwrap();
+    let out = crewbox(dir.path(), &["run", "x", "--script", "bad.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("txet"), "{}", stderr(&out));
+
+    std::fs::create_dir_all(dir.path().join(".crewbox")).unwrap();
+    std::fs::write(dir.path().join(".crewbox/config.toml"), "max_concurent = 3\n").unwrap();
+    let out = crewbox(dir.path(), &["run", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("max_concurent") && err.contains("config.toml"), "{err}");
+
+    std::fs::write(
+        dir.path().join(".crewbox/config.toml"),
+        "[providers.remote]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\nmodel = \"m\"\napi_key_env = \"CREWBOX_TEST_UNSET_KEY\"\n",
+    )
+    .unwrap();
+    let out = crewbox(dir.path(), &["run", "x", "--provider", "remote"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("CREWBOX_TEST_UNSET_KEY"), "{}", stderr(&out));
+
+    let out = crewbox(dir.path(), &["status"]);
+    assert_eq!(out.status.code(), Some(2), "status without a store: {}", stderr(&out));
+}

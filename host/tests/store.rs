@@ -1,0 +1,145 @@
+//! The store against real SQLite files: schema guards, transitions, cross-process reads.
+
+use crewbox::agent::AgentState;
+use crewbox::engine::{ExitReason, Mode, RunStatus};
+use crewbox::ids::{AgentId, RunId};
+use crewbox::store::{AgentRecord, AgentStats, ControlKind, RunRecord, Store, StoreError, now_ms};
+
+fn run_record() -> RunRecord {
+    RunRecord {
+        id: RunId::new(),
+        mode: Mode::Single,
+        prompt: "p".into(),
+        team: None,
+        status: RunStatus::Running,
+        exit_reason: None,
+        result: None,
+        spec: serde_json::json!({"provider": "scripted"}),
+        pid: Some(1),
+        created_at: now_ms(),
+        finished_at: None,
+    }
+}
+
+fn agent_record(run: &RunId) -> AgentRecord {
+    AgentRecord {
+        id: AgentId::new(),
+        run_id: run.clone(),
+        parent: None,
+        name: "a".into(),
+        role: "executor".into(),
+        task: "t".into(),
+        caps: vec!["read".into()],
+        depth: 0,
+        join: None,
+        state: AgentState::Queued,
+        stats: AgentStats::default(),
+        result: None,
+        error: None,
+        created_at: now_ms(),
+        started_at: None,
+        finished_at: None,
+    }
+}
+
+#[tokio::test]
+async fn facts_round_trip_and_a_second_handle_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let run = run_record();
+    store.insert_run(&run).await.unwrap();
+    let agent = agent_record(&run.id);
+    store.insert_agent(&agent).await.unwrap();
+    store.set_agent_state(&agent.id, &[AgentState::Queued], AgentState::Running).await.unwrap();
+    store.append_event(&run.id, Some(&agent.id), "tool.call", serde_json::json!({"tool": "read_file"})).await.unwrap();
+
+    // Another handle (as another process would open it) sees the committed facts.
+    let other = Store::open_existing(dir.path()).unwrap();
+    let agents = other.agents(&run.id).await.unwrap();
+    assert_eq!(agents.len(), 1);
+    assert_eq!(agents[0].state, AgentState::Running);
+    assert_eq!(other.agent_counts().await.unwrap().running, 1);
+    let events = other.events(Some(&run.id), 0, 10).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].data["tool"], "read_file");
+
+    let stats = AgentStats { turns: 3, tool_calls: 2, tokens_in: 10, tokens_out: 5, cost: None };
+    store.finish_agent(&agent.id, AgentState::Completed, stats, Some("done"), None).await.unwrap();
+    store.finish_run(&run.id, RunStatus::Completed, ExitReason::GoalMet, Some("done")).await.unwrap();
+    let stored = other.run(&run.id).await.unwrap().unwrap();
+    assert_eq!(stored.status, RunStatus::Completed);
+    assert_eq!(stored.exit_reason, Some(ExitReason::GoalMet));
+    assert_eq!(other.agent(&agent.id).await.unwrap().unwrap().stats, stats);
+}
+
+#[tokio::test]
+async fn terminal_agents_cannot_change_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let run = run_record();
+    store.insert_run(&run).await.unwrap();
+    let agent = agent_record(&run.id);
+    store.insert_agent(&agent).await.unwrap();
+    store.finish_agent(&agent.id, AgentState::Stopped, AgentStats::default(), None, None).await.unwrap();
+    let err = store.set_agent_state(&agent.id, &[AgentState::Queued], AgentState::Running).await.unwrap_err();
+    assert!(matches!(err, StoreError::Transition { .. }), "{err}");
+    let err = store.finish_agent(&agent.id, AgentState::Completed, AgentStats::default(), None, None).await.unwrap_err();
+    assert!(matches!(err, StoreError::Transition { .. }), "{err}");
+    // A failed write does not take the writes grouped with it down.
+    store.append_event(&run.id, None, "x", serde_json::json!({})).await.unwrap();
+}
+
+#[tokio::test]
+async fn controls_are_delivered_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store.push_control("a-1", ControlKind::Steer, Some("look at tests")).await.unwrap();
+    store.push_control("r-1", ControlKind::Stop, None).await.unwrap();
+    let pending = store.pending_controls().await.unwrap();
+    assert_eq!(pending.len(), 2);
+    assert_eq!(pending[0].message.as_deref(), Some("look at tests"));
+    store.consume_controls(vec![pending[0].seq]).await.unwrap();
+    let pending = store.pending_controls().await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].kind, ControlKind::Stop);
+}
+
+#[test]
+fn a_corrupt_database_is_an_error_and_is_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join(crewbox::store::DB_FILE);
+    let garbage = b"this is not sqlite, but somebody's data".repeat(200);
+    std::fs::write(&db, &garbage).unwrap();
+    let err = Store::open(dir.path()).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("left untouched"), "{err}");
+    assert_eq!(std::fs::read(&db).unwrap(), garbage);
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path()).unwrap());
+    let conn = rusqlite::Connection::open(dir.path().join(crewbox::store::DB_FILE)).unwrap();
+    conn.pragma_update(None, "user_version", crewbox::store::SCHEMA_VERSION + 1).unwrap();
+    drop(conn);
+    let err = Store::open(dir.path()).unwrap_err();
+    assert!(matches!(err, StoreError::NewerSchema { .. }), "{err}");
+}
+
+#[test]
+fn an_unwritable_state_dir_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let err = Store::open(&file.join("state")).unwrap_err();
+    assert!(err.to_string().contains("cannot create the state directory"), "{err}");
+}
+
+#[test]
+fn read_commands_do_not_create_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Store::open_existing(dir.path()).unwrap_err();
+    assert!(matches!(err, StoreError::Missing(_)));
+    assert!(!dir.path().join(crewbox::store::DB_FILE).exists());
+}
