@@ -4,6 +4,21 @@
 //! Completions server), `anthropic` (Messages API) and `command` (an external agent
 //! CLI). Every call goes through a per-provider+model circuit breaker.
 
+pub mod anthropic;
+pub mod breaker;
+pub mod command;
+pub mod config;
+pub mod http;
+pub mod openai;
+pub mod retry;
+pub mod scripted;
+pub mod sse;
+
+pub use breaker::{BreakerConfig, BreakerState, BreakerStatus, Breakers};
+pub use config::{BuildContext, Prices, ProviderConfig, build};
+pub use retry::{RetryPolicy, RetryProvider};
+pub use scripted::{ScriptError, ScriptedProvider};
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -61,14 +76,25 @@ impl Message {
     }
     /// An assistant message, possibly with tool calls.
     pub fn assistant(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
-        Self { tool_calls, ..Self::plain(Role::Assistant, content) }
+        Self {
+            tool_calls,
+            ..Self::plain(Role::Assistant, content)
+        }
     }
     /// The result of a tool call.
     pub fn tool(call_id: impl Into<String>, content: impl Into<String>) -> Self {
-        Self { tool_call_id: Some(call_id.into()), ..Self::plain(Role::Tool, content) }
+        Self {
+            tool_call_id: Some(call_id.into()),
+            ..Self::plain(Role::Tool, content)
+        }
     }
     fn plain(role: Role, content: impl Into<String>) -> Self {
-        Self { role, content: content.into(), tool_calls: Vec::new(), tool_call_id: None }
+        Self {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
     }
 }
 

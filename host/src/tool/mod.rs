@@ -11,6 +11,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::provider::ToolSpec;
 
+pub mod grep;
+pub mod list_dir;
+pub mod path;
+pub mod read_file;
+mod support;
+
+pub use grep::Grep;
+pub use list_dir::ListDir;
+pub use read_file::ReadFile;
+
 /// What a tool may do. Permissions are sets of these.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -29,7 +39,12 @@ pub enum Capability {
 #[async_trait]
 pub trait Spawner: Send + Sync {
     /// Spawns a child of `parent` with `role` and `task` and waits for its result text.
-    async fn spawn_child(&self, parent: &crate::ids::AgentId, role: &str, task: &str) -> Result<String, String>;
+    async fn spawn_child(
+        &self,
+        parent: &crate::ids::AgentId,
+        role: &str,
+        task: &str,
+    ) -> Result<String, String>;
 }
 
 /// What a tool call can see: the workspace and, for `spawn_agent`, a spawner.
@@ -55,7 +70,10 @@ pub struct ToolOutput {
 impl ToolOutput {
     /// A plain text result.
     pub fn text(content: impl Into<String>) -> Self {
-        Self { content: content.into(), finish: None }
+        Self {
+            content: content.into(),
+            finish: None,
+        }
     }
 }
 
@@ -105,5 +123,9 @@ pub trait Tool: Send + Sync {
     /// Its description and argument schema for the model.
     fn spec(&self) -> ToolSpec;
     /// Runs it.
-    async fn call(&self, ctx: &ToolContext, args: serde_json::Value) -> Result<ToolOutput, ToolError>;
+    async fn call(
+        &self,
+        ctx: &ToolContext,
+        args: serde_json::Value,
+    ) -> Result<ToolOutput, ToolError>;
 }

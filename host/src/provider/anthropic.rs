@@ -1,0 +1,445 @@
+//! The Anthropic Messages API with tool use, streamed or not.
+//!
+//! One attempt per `complete`; retries and the breaker wrap this provider (see
+//! `config::build`).
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::http::{self, HttpTimeouts, Redactor, SseReader};
+use super::openai::estimate_usage;
+use super::{
+    Completion, CompletionRequest, Message, Provider, ProviderError, Role, StopReason, ToolCall,
+    Usage,
+};
+
+/// The API version header we speak.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// How to reach the Messages API.
+#[derive(Clone, Debug)]
+pub struct AnthropicOptions {
+    /// e.g. `https://api.anthropic.com` (`/v1/messages` is appended).
+    pub base_url: String,
+    /// The model name sent in each request.
+    pub model: String,
+    /// Sent as `x-api-key` when set.
+    pub api_key: Option<String>,
+    /// `max_tokens` when the request sets none (the API requires one).
+    pub max_tokens: u32,
+    /// Stream the reply (SSE) rather than wait for one JSON body.
+    pub stream: bool,
+    /// Connect, overall and stall limits.
+    pub timeouts: HttpTimeouts,
+}
+
+/// A Messages API client.
+pub struct AnthropicProvider {
+    name: String,
+    options: AnthropicOptions,
+    url: String,
+    client: reqwest::Client,
+}
+
+impl std::fmt::Debug for AnthropicProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicProvider")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .finish()
+    }
+}
+
+impl AnthropicProvider {
+    /// A provider named `name` (its config key).
+    pub fn new(name: impl Into<String>, options: AnthropicOptions) -> Result<Self, ProviderError> {
+        let client = http::client(&options.timeouts)?;
+        let url = format!("{}/v1/messages", options.base_url.trim_end_matches('/'));
+        Ok(Self {
+            name: name.into(),
+            options,
+            url,
+            client,
+        })
+    }
+
+    /// The JSON body for `request`.
+    pub fn body(&self, request: &CompletionRequest) -> Value {
+        let system: Vec<&str> = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::System)
+            .map(|m| m.content.as_str())
+            .collect();
+        let mut body = json!({
+            "model": self.options.model,
+            "max_tokens": request.max_tokens.unwrap_or(self.options.max_tokens),
+            "messages": wire_messages(&request.messages),
+        });
+        if !system.is_empty() {
+            body["system"] = json!(system.join("\n\n"));
+        }
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+                .collect();
+        }
+        if self.options.stream {
+            body["stream"] = json!(true);
+        }
+        body
+    }
+
+    async fn attempt(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
+        let redact = Redactor(self.options.api_key.as_deref());
+        let mut builder = self
+            .client
+            .post(&self.url)
+            .header("anthropic-version", ANTHROPIC_VERSION)
+            .json(&self.body(request));
+        if let Some(key) = &self.options.api_key {
+            builder = builder.header("x-api-key", key);
+        }
+        let stall = self.options.timeouts.stall;
+        let head_stall = self.options.stream.then_some(stall);
+        let response = http::send(builder, head_stall, stall, &redact).await?;
+        let mut completion = if self.options.stream {
+            read_stream(SseReader::new(
+                response.bytes_stream(),
+                stall,
+                self.options.api_key.clone(),
+            ))
+            .await?
+        } else {
+            let bytes = http::read_body(response, stall, &redact).await?;
+            from_response(http::parse_json(&bytes, "message")?)
+        };
+        if completion.usage == Usage::default() {
+            completion.usage = estimate_usage(request, &completion);
+        }
+        Ok(completion)
+    }
+}
+
+/// The conversation as alternating user/assistant turns of content blocks; tool results
+/// travel as `tool_result` blocks of a user turn, merged with adjacent user content.
+fn wire_messages(messages: &[Message]) -> Vec<Value> {
+    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for m in messages {
+        let (role, blocks) = match m.role {
+            Role::System => continue,
+            Role::User => ("user", vec![json!({"type": "text", "text": m.content})]),
+            Role::Tool => (
+                "user",
+                vec![json!({
+                    "type": "tool_result",
+                    "tool_use_id": m.tool_call_id.as_deref().unwrap_or_default(),
+                    "content": m.content,
+                })],
+            ),
+            Role::Assistant => {
+                let mut blocks = Vec::new();
+                if !m.content.is_empty() {
+                    blocks.push(json!({"type": "text", "text": m.content}));
+                }
+                for c in &m.tool_calls {
+                    let input = if c.args.is_object() {
+                        c.args.clone()
+                    } else {
+                        json!({})
+                    };
+                    blocks.push(
+                        json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}),
+                    );
+                }
+                if blocks.is_empty() {
+                    blocks.push(json!({"type": "text", "text": ""}));
+                }
+                ("assistant", blocks)
+            }
+        };
+        match out.last_mut() {
+            Some((last, existing)) if *last == role => existing.extend(blocks),
+            _ => out.push((role, blocks)),
+        }
+    }
+    out.into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect()
+}
+
+fn stop_reason(s: Option<&str>, has_calls: bool) -> StopReason {
+    match s {
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        _ if has_calls => StopReason::ToolUse,
+        _ => StopReason::EndTurn,
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireBlock {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    #[serde(default)]
+    content: Vec<WireBlock>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+fn from_response(m: WireMessage) -> Completion {
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for block in m.content {
+        match block {
+            WireBlock::Text { text: t } => text.push_str(&t),
+            WireBlock::ToolUse { id, name, input } => {
+                let args = if input.is_null() { json!({}) } else { input };
+                tool_calls.push(ToolCall { id, name, args });
+            }
+            WireBlock::Other => {}
+        }
+    }
+    let usage = m
+        .usage
+        .map(|u| Usage {
+            input: u.input_tokens,
+            output: u.output_tokens,
+        })
+        .unwrap_or_default();
+    Completion {
+        stop: stop_reason(m.stop_reason.as_deref(), !tool_calls.is_empty()),
+        text,
+        tool_calls,
+        usage,
+    }
+}
+
+/// The error an `error` event (or error body) stands for.
+fn api_error(error: &Value) -> ProviderError {
+    let kind = error.get("type").and_then(Value::as_str).unwrap_or("");
+    let message = http::truncate(
+        error.get("message").and_then(Value::as_str).unwrap_or(kind),
+        600,
+    );
+    match kind {
+        "rate_limit_error" => ProviderError::RateLimited { retry_after: None },
+        "overloaded_error" => ProviderError::Server {
+            status: 529,
+            message,
+        },
+        "authentication_error" => ProviderError::Rejected {
+            status: 401,
+            message,
+        },
+        "permission_error" => ProviderError::Rejected {
+            status: 403,
+            message,
+        },
+        "not_found_error" => ProviderError::Rejected {
+            status: 404,
+            message,
+        },
+        "invalid_request_error" => ProviderError::Rejected {
+            status: 400,
+            message,
+        },
+        _ => ProviderError::Server {
+            status: 500,
+            message,
+        },
+    }
+}
+
+enum PartialBlock {
+    Text,
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+        input: Value,
+    },
+}
+
+async fn read_stream<S, B>(mut reader: SseReader<S>) -> Result<Completion, ProviderError>
+where
+    S: futures::Stream<Item = Result<B, reqwest::Error>> + Unpin,
+    B: AsRef<[u8]>,
+{
+    let mut text = String::new();
+    let mut blocks: BTreeMap<u64, PartialBlock> = BTreeMap::new();
+    let mut usage = Usage::default();
+    let mut stop: Option<String> = None;
+    let mut finished = false;
+    while let Some(event) = reader.next().await? {
+        let v: Value = http::parse_json(event.data.as_bytes(), "stream event")?;
+        let kind = event
+            .event
+            .as_deref()
+            .or_else(|| v.get("type").and_then(Value::as_str))
+            .unwrap_or("");
+        let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+        match kind {
+            "message_start" => {
+                if let Some(u) = v.pointer("/message/usage") {
+                    let u: WireUsage = serde_json::from_value(u.clone()).unwrap_or_default();
+                    usage = Usage {
+                        input: u.input_tokens,
+                        output: u.output_tokens,
+                    };
+                }
+            }
+            "content_block_start" => {
+                let block = v.get("content_block").cloned().unwrap_or(Value::Null);
+                let partial = match block.get("type").and_then(Value::as_str) {
+                    Some("tool_use") => PartialBlock::Tool {
+                        id: block
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        name: block
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        json: String::new(),
+                        input: block.get("input").cloned().unwrap_or(Value::Null),
+                    },
+                    _ => {
+                        if let Some(t) = block.get("text").and_then(Value::as_str) {
+                            text.push_str(t);
+                        }
+                        PartialBlock::Text
+                    }
+                };
+                blocks.insert(index, partial);
+            }
+            "content_block_delta" => {
+                let delta = v.get("delta").cloned().unwrap_or(Value::Null);
+                match (
+                    delta.get("type").and_then(Value::as_str),
+                    blocks.get_mut(&index),
+                ) {
+                    (Some("text_delta"), _) => text.push_str(
+                        delta
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default(),
+                    ),
+                    (Some("input_json_delta"), Some(PartialBlock::Tool { json, .. })) => json
+                        .push_str(
+                            delta
+                                .get("partial_json")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default(),
+                        ),
+                    (Some("input_json_delta"), _) => {
+                        return Err(ProviderError::BadResponse(format!(
+                            "input_json_delta for block {index}, which is not a tool_use block"
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(s) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    stop = Some(s.to_owned());
+                }
+                if let Some(out) = v.pointer("/usage/output_tokens").and_then(Value::as_u64) {
+                    usage.output = out;
+                }
+                if let Some(inp) = v.pointer("/usage/input_tokens").and_then(Value::as_u64) {
+                    usage.input = inp;
+                }
+            }
+            "message_stop" => {
+                finished = true;
+                break;
+            }
+            "error" => return Err(api_error(v.get("error").unwrap_or(&Value::Null))),
+            _ => {} // ping, content_block_stop and future event kinds
+        }
+    }
+    if !finished {
+        return Err(ProviderError::Connection(
+            "the stream ended before message_stop".into(),
+        ));
+    }
+    let tool_calls: Vec<ToolCall> = blocks
+        .into_values()
+        .filter_map(|b| match b {
+            PartialBlock::Text => None,
+            PartialBlock::Tool {
+                id,
+                name,
+                json,
+                input,
+            } => {
+                let args = if json.trim().is_empty() {
+                    if input.is_object() { input } else { json!({}) }
+                } else {
+                    http::parse_arguments(&json)
+                };
+                Some(ToolCall { id, name, args })
+            }
+        })
+        .collect();
+    Ok(Completion {
+        stop: stop_reason(stop.as_deref(), !tool_calls.is_empty()),
+        text,
+        tool_calls,
+        usage,
+    })
+}
+
+#[async_trait]
+impl Provider for AnthropicProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn model(&self) -> &str {
+        &self.options.model
+    }
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
+        let overall = self.options.timeouts.overall;
+        tokio::time::timeout(overall, self.attempt(request))
+            .await
+            .map_err(|_| {
+                ProviderError::Timeout(format!(
+                    "no complete reply within {} s",
+                    overall.as_secs_f32()
+                ))
+            })?
+    }
+}

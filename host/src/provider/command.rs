@@ -1,0 +1,249 @@
+//! An external coding-agent CLI as a model: its stdout is the reply.
+//!
+//! The CLI is stateless between calls, so the prompt carries the conversation
+//! ([`render_prompt`]): on a first turn it is the system prompt and the task as plain
+//! text; later turns add a transcript with one `[role]` header per message. The child
+//! runs in the request's workspace, directly from argv (no shell unless argv names
+//! one), and is killed when the call times out or is dropped.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+use super::{
+    Completion, CompletionRequest, Message, Provider, ProviderError, Role, StopReason, Usage,
+};
+
+/// Stdout kept as the reply; the rest is drained and dropped.
+pub const MAX_OUTPUT: usize = 1 << 20;
+/// Stderr kept (its tail) for error messages.
+const STDERR_TAIL: usize = 2048;
+
+/// How the prompt reaches the command.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptVia {
+    /// Written to the child's stdin, which is then closed.
+    #[default]
+    Stdin,
+    /// Appended as the last argument.
+    Arg,
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct CommandOptions {
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// Where the prompt goes.
+    pub prompt_via: PromptVia,
+    /// Longest a call may run before the child is killed.
+    pub timeout: Duration,
+    /// What `model()` reports (defaults to the program name).
+    pub model: Option<String>,
+}
+
+/// An external agent CLI behind the `Provider` trait.
+#[derive(Debug)]
+pub struct CommandProvider {
+    name: String,
+    options: CommandOptions,
+    model: String,
+}
+
+impl CommandProvider {
+    /// A provider named `name`; an empty argv is a config error.
+    pub fn new(name: impl Into<String>, options: CommandOptions) -> Result<Self, ProviderError> {
+        let name = name.into();
+        let Some(program) = options.argv.first() else {
+            return Err(ProviderError::Config(format!(
+                "provider `{name}`: `command` must name a program"
+            )));
+        };
+        let model = options.model.clone().unwrap_or_else(|| program.clone());
+        Ok(Self {
+            name,
+            options,
+            model,
+        })
+    }
+}
+
+/// The prompt for a stateless CLI (see the module doc).
+pub fn render_prompt(messages: &[Message]) -> String {
+    let system: Vec<&str> = messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(|m| m.content.as_str())
+        .collect();
+    let rest: Vec<&Message> = messages.iter().filter(|m| m.role != Role::System).collect();
+    let mut out = system.join("\n\n");
+    let mut push = |s: &str| {
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(s);
+    };
+    match rest.as_slice() {
+        [only] if only.role == Role::User => push(&only.content),
+        _ => {
+            for m in rest {
+                let header = match m.role {
+                    Role::User => "[user]".to_owned(),
+                    Role::Assistant => "[assistant]".to_owned(),
+                    Role::Tool => {
+                        format!("[tool result {}]", m.tool_call_id.as_deref().unwrap_or("?"))
+                    }
+                    Role::System => unreachable!("filtered above"),
+                };
+                let mut body = m.content.clone();
+                for c in &m.tool_calls {
+                    body.push_str(&format!("\n(called {} {})", c.name, c.args));
+                }
+                push(&format!("{header}\n{body}"));
+            }
+        }
+    }
+    out
+}
+
+/// Reads up to `cap` bytes and drains the rest so the child never blocks on a full pipe.
+async fn read_capped(
+    mut r: impl AsyncRead + Unpin,
+    cap: usize,
+) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut truncated = false;
+    loop {
+        let n = r.read(&mut buf).await?;
+        if n == 0 {
+            return Ok((kept, truncated));
+        }
+        let room = cap.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..n.min(room)]);
+        truncated |= n > room;
+    }
+}
+
+/// Reads everything, keeping only the last `keep` bytes.
+async fn read_tail(mut r: impl AsyncRead + Unpin, keep: usize) -> std::io::Result<Vec<u8>> {
+    let mut tail = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = r.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(tail);
+        }
+        tail.extend_from_slice(&buf[..n]);
+        if tail.len() > keep {
+            tail.drain(..tail.len() - keep);
+        }
+    }
+}
+
+#[async_trait]
+impl Provider for CommandProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn model(&self) -> &str {
+        &self.model
+    }
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
+        let program = &self.options.argv[0];
+        let prompt = render_prompt(&request.messages);
+        let mut cmd = Command::new(program);
+        cmd.args(&self.options.argv[1..])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        match self.options.prompt_via {
+            PromptVia::Arg => {
+                cmd.arg(&prompt).stdin(Stdio::null());
+            }
+            PromptVia::Stdin => {
+                cmd.stdin(Stdio::piped());
+            }
+        }
+        if let Some(dir) = &request.workspace {
+            cmd.current_dir(dir);
+        }
+        let mut child = cmd.spawn().map_err(|e| {
+            let dir = request
+                .workspace
+                .as_ref()
+                .map(|d| format!(" in {}", d.display()))
+                .unwrap_or_default();
+            ProviderError::Config(format!(
+                "provider `{}`: cannot run `{program}`{dir}: {e}",
+                self.name
+            ))
+        })?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let input = prompt.clone();
+        let run = async {
+            let feed = async move {
+                if let Some(mut stdin) = stdin {
+                    // A child that exits without reading its stdin is not an error.
+                    let _ = stdin.write_all(input.as_bytes()).await;
+                    let _ = stdin.shutdown().await;
+                }
+            };
+            let ((), out, err, status) = tokio::join!(
+                feed,
+                read_capped(stdout, MAX_OUTPUT),
+                read_tail(stderr, STDERR_TAIL),
+                child.wait()
+            );
+            (out, err, status)
+        };
+        let timeout = self.options.timeout;
+        let (out, err, status) = match tokio::time::timeout(timeout, run).await {
+            Ok(r) => r,
+            Err(_) => {
+                // `run` is dropped; the child is killed here (and by kill_on_drop anyway).
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                return Err(ProviderError::Timeout(format!(
+                    "command `{program}` did not finish within {} s and was killed",
+                    timeout.as_secs_f32()
+                )));
+            }
+        };
+        let io = |e: std::io::Error| ProviderError::Connection(format!("command `{program}`: {e}"));
+        let status = status.map_err(io)?;
+        let (stdout, truncated) = out.map_err(io)?;
+        let stderr = String::from_utf8_lossy(&err.map_err(io)?).trim().to_owned();
+        if !status.success() {
+            let code = status
+                .code()
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "a signal".into());
+            return Err(ProviderError::Server {
+                status: 500,
+                message: format!("command `{program}` exited with {code}: {stderr}"),
+            });
+        }
+        if truncated {
+            tracing::warn!(provider = %self.name, "command output exceeded {MAX_OUTPUT} bytes; truncated");
+        }
+        let text = String::from_utf8_lossy(&stdout).into_owned();
+        let usage = Usage {
+            input: Usage::estimate(&prompt),
+            output: Usage::estimate(&text),
+        };
+        Ok(Completion {
+            text,
+            tool_calls: Vec::new(),
+            usage,
+            stop: StopReason::EndTurn,
+        })
+    }
+}

@@ -1,0 +1,268 @@
+//! A small HTTP/1.1 model server on 127.0.0.1 for provider tests: it answers each
+//! request with the next scripted [`Reply`] and records what it was sent.
+#![allow(dead_code)] // each test file uses a different part of it
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One request as the server saw it.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    /// `POST`, `GET` …
+    pub method: String,
+    /// The request target, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// Headers with lower-cased names.
+    pub headers: Vec<(String, String)>,
+    /// The body as text.
+    pub body: String,
+}
+
+impl Recorded {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).expect("request body is JSON")
+    }
+}
+
+/// A piece of a chunked (streamed) body.
+#[derive(Clone, Debug)]
+pub enum Chunk {
+    /// Bytes sent as one HTTP chunk.
+    Data(String),
+    /// Silence.
+    Pause(Duration),
+    /// Close the connection without finishing the body.
+    Drop,
+}
+
+/// How the server answers one request.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// A complete body with Content-Length.
+    Full {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+    /// A chunked body (SSE streams).
+    Chunked { status: u16, chunks: Vec<Chunk> },
+    /// Close the connection without answering.
+    Hangup,
+}
+
+impl Reply {
+    /// A JSON body.
+    pub fn json(status: u16, body: serde_json::Value) -> Self {
+        Self::Full {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: body.to_string(),
+        }
+    }
+    /// A raw body.
+    pub fn text(status: u16, body: &str) -> Self {
+        Self::Full {
+            status,
+            headers: vec![],
+            body: body.into(),
+        }
+    }
+    /// Adds a header to a `Full` reply.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        if let Self::Full { headers, .. } = &mut self {
+            headers.push((name.into(), value.into()));
+        }
+        self
+    }
+    /// An SSE stream of `data:` events, one chunk each.
+    pub fn sse(data: &[String]) -> Self {
+        Self::Chunked {
+            status: 200,
+            chunks: data
+                .iter()
+                .map(|d| Chunk::Data(format!("data: {d}\n\n")))
+                .collect(),
+        }
+    }
+    /// An SSE stream of named events (`event:` + `data:`), one chunk each.
+    pub fn sse_events(events: &[(&str, serde_json::Value)]) -> Self {
+        Self::Chunked {
+            status: 200,
+            chunks: events
+                .iter()
+                .map(|(e, d)| Chunk::Data(format!("event: {e}\ndata: {d}\n\n")))
+                .collect(),
+        }
+    }
+}
+
+/// The running server.
+pub struct TestServer {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl TestServer {
+    /// Starts a server answering requests with `replies` in order; after the last one
+    /// every request gets a 500 saying the script ran out.
+    pub async fn start(replies: Vec<Reply>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let replies = Arc::new(Mutex::new(std::collections::VecDeque::from(replies)));
+        let recorded = requests.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((sock, _)) = listener.accept().await else {
+                    return;
+                };
+                let (recorded, replies) = (recorded.clone(), replies.clone());
+                tokio::spawn(async move {
+                    let _ = serve(sock, recorded, replies).await;
+                });
+            }
+        });
+        Self {
+            url,
+            requests,
+            task,
+        }
+    }
+
+    /// Everything received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+async fn read_request(sock: &mut TcpStream) -> std::io::Result<Option<Recorded>> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    let head_end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p;
+        }
+        let n = sock.read(&mut tmp).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next().unwrap_or_default().split(' ');
+    let method = first.next().unwrap_or_default().to_owned();
+    let path = first.next().unwrap_or_default().to_owned();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = buf[head_end + 4..].to_vec();
+    while body.len() < len {
+        let n = sock.read(&mut tmp).await?;
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&tmp[..n]);
+    }
+    Ok(Some(Recorded {
+        method,
+        path,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }))
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
+async fn serve(
+    mut sock: TcpStream,
+    recorded: Arc<Mutex<Vec<Recorded>>>,
+    replies: Arc<Mutex<std::collections::VecDeque<Reply>>>,
+) -> std::io::Result<()> {
+    let Some(request) = read_request(&mut sock).await? else {
+        return Ok(());
+    };
+    recorded.lock().unwrap().push(request);
+    let reply = replies
+        .lock()
+        .unwrap()
+        .pop_front()
+        .unwrap_or_else(|| Reply::text(500, "test server: no more replies"));
+    match reply {
+        Reply::Hangup => Ok(()),
+        Reply::Full {
+            status,
+            headers,
+            body,
+        } => {
+            let mut out = format!(
+                "HTTP/1.1 {status} {}\r\nconnection: close\r\ncontent-length: {}\r\n",
+                reason(status),
+                body.len()
+            );
+            for (n, v) in headers {
+                out.push_str(&format!("{n}: {v}\r\n"));
+            }
+            out.push_str("\r\n");
+            out.push_str(&body);
+            sock.write_all(out.as_bytes()).await?;
+            sock.shutdown().await
+        }
+        Reply::Chunked { status, chunks } => {
+            let head = format!(
+                "HTTP/1.1 {status} {}\r\nconnection: close\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+                reason(status)
+            );
+            sock.write_all(head.as_bytes()).await?;
+            sock.flush().await?;
+            for chunk in chunks {
+                match chunk {
+                    Chunk::Data(d) => {
+                        sock.write_all(format!("{:x}\r\n{d}\r\n", d.len()).as_bytes())
+                            .await?;
+                        sock.flush().await?;
+                    }
+                    Chunk::Pause(d) => tokio::time::sleep(d).await,
+                    Chunk::Drop => return Ok(()),
+                }
+            }
+            sock.write_all(b"0\r\n\r\n").await?;
+            sock.shutdown().await
+        }
+    }
+}
