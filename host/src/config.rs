@@ -262,3 +262,25 @@ impl Config {
         Ok(())
     }
 }
+
+impl ProviderConfig {
+    /// The built-in scripted provider (the embedded demo script).
+    pub fn default_scripted() -> Self {
+        ProviderConfig::Scripted(crate::provider::config::ScriptedConfig::default())
+    }
+
+    /// A scripted provider reading `script`.
+    pub fn scripted_file(script: PathBuf) -> Self {
+        ProviderConfig::Scripted(crate::provider::config::ScriptedConfig { script: Some(script), ..Default::default() })
+    }
+
+    /// Overrides the model (`--model`); scripted providers have none.
+    pub fn set_model(&mut self, model: &str) {
+        match self {
+            ProviderConfig::Scripted(_) => {}
+            ProviderConfig::Openai(c) => c.model = model.to_owned(),
+            ProviderConfig::Anthropic(c) => c.model = model.to_owned(),
+            ProviderConfig::Command(c) => c.model = Some(model.to_owned()),
+        }
+    }
+}

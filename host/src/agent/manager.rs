@@ -121,7 +121,7 @@ impl Manager {
                 name: spec.name.clone(),
                 role: spec.role.clone(),
                 task: spec.task.clone(),
-                caps: spec.perms.caps.names(),
+                caps: super::cap_names(spec.perms.caps),
                 depth: spec.perms.depth,
                 join: opts.join.clone(),
                 state: AgentState::Queued,
@@ -334,7 +334,7 @@ impl Spawner for ChildSpawner {
         spec.system_prompt = format!(
             "{}\n\nYou are a sub-agent with role `{role}`, spawned by agent {parent}. Your tools: {}.",
             parent_spec.system_prompt,
-            perms.caps.names().join(", ")
+            super::cap_names(perms.caps).join(", ")
         );
         debug_assert!(!perms.caps.contains(Capability::Spawn));
         spec.perms = perms;

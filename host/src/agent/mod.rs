@@ -8,3 +8,16 @@ pub mod quota;
 pub mod runner;
 
 pub use lifecycle::AgentState;
+
+/// The capability names of a set, in a fixed order (as stored and shown to models).
+pub fn cap_names(caps: permissions::CapSet) -> Vec<String> {
+    caps.iter()
+        .map(|c| match c {
+            crate::tool::Capability::Read => "read",
+            crate::tool::Capability::Write => "write",
+            crate::tool::Capability::Exec => "exec",
+            crate::tool::Capability::Spawn => "spawn",
+        })
+        .map(str::to_owned)
+        .collect()
+}

@@ -4,14 +4,7 @@ use crate::config::Quotas;
 use crate::provider::Usage;
 use crate::store::AgentStats;
 
-/// Prices per million tokens, for the optional cost budget.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Prices {
-    /// Price of a million input tokens.
-    pub input_per_mtok: f64,
-    /// Price of a million output tokens.
-    pub output_per_mtok: f64,
-}
+pub use crate::provider::config::Prices;
 
 /// Which hard budget ran out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -90,8 +83,7 @@ impl Budget {
         self.stats.tokens_in += usage.input;
         self.stats.tokens_out += usage.output;
         if let Some(p) = self.prices {
-            let cost = (usage.input as f64 * p.input_per_mtok + usage.output as f64 * p.output_per_mtok) / 1e6;
-            self.stats.cost = Some(self.stats.cost.unwrap_or(0.0) + cost);
+            self.stats.cost = Some(self.stats.cost.unwrap_or(0.0) + p.cost(usage));
         }
         if self.stats.tokens_in + self.stats.tokens_out > self.quotas.max_tokens {
             return Some(Exceeded::Tokens);

@@ -103,7 +103,8 @@ impl Engine {
             cfg.set_model(model);
         }
         let base_dir = self.config.provider_dirs.get(&name).cloned().unwrap_or_else(|| self.repo.clone());
-        let ctx = BuildContext::new(self.breakers.clone(), base_dir, DEMO_SCRIPT);
+        let env = |var: &str| std::env::var(var).ok();
+        let ctx = BuildContext { breakers: &self.breakers, base_dir: &base_dir, env: &env, default_script: DEMO_SCRIPT };
         let provider = crate::provider::config::build(&name, &cfg, &ctx)
             .map_err(|source| EngineError::Provider { name: name.clone(), source })?;
         Ok((name, provider))
@@ -155,7 +156,7 @@ impl Engine {
         task: &str,
         caps: CapSet,
         provider: Arc<dyn Provider>,
-        prices: Option<crate::agent::quota::Prices>,
+        prices: Option<crate::provider::config::Prices>,
     ) -> AgentSpec {
         AgentSpec {
             id: AgentId::new(),
@@ -219,6 +220,6 @@ pub fn system_prompt(role: &str, caps: &CapSet) -> String {
          inspect, change, verify. When you are done, reply with a short summary and a JSON \
          handoff block (```json {{\"status\": \"success\", \"summary\": \"…\", \"findings\": [\"…\"]}} ```), \
          or call `finish`.",
-        caps.names().join(", ")
+        crate::agent::cap_names(*caps).join(", ")
     )
 }
