@@ -62,6 +62,7 @@ async fn insert_run(store: &Store, run: &RunId) {
             pid: None,
             created_at: crewbox::store::now_ms(),
             finished_at: None,
+            details: None,
         })
         .await
         .unwrap();

@@ -18,6 +18,7 @@ fn run_record() -> RunRecord {
         pid: Some(1),
         created_at: now_ms(),
         finished_at: None,
+        details: None,
     }
 }
 

@@ -127,6 +127,7 @@ impl Engine {
                 pid: Some(std::process::id()),
                 created_at: now_ms(),
                 finished_at: None,
+                details: None,
             })
             .await?;
         self.store.log_event(&id, None, "run.started", json!({ "mode": mode, "provider": provider }));

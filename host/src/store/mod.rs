@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
-pub use records::{AgentRecord, AgentStats, ControlKind, ControlRecord, EventRecord, RunRecord, now_ms};
+pub use records::{AgentRecord, AgentStats, ControlKind, ControlRecord, DispatchRecord, EventRecord, RunRecord, now_ms};
 pub use schema::SCHEMA_VERSION;
 use writer::{Ack, Write};
 
@@ -178,6 +178,16 @@ impl Store {
     /// Records which process is driving a run (None when it lets go).
     pub async fn set_run_pid(&self, id: &RunId, pid: Option<u32>) -> Result<(), StoreError> {
         self.write(Write::SetRunPid { id: id.clone(), pid }).await
+    }
+
+    /// Stores mode-specific report facts of a run.
+    pub async fn set_run_details(&self, id: &RunId, details: &serde_json::Value) -> Result<(), StoreError> {
+        self.write(Write::SetRunDetails { id: id.clone(), details: details.to_string() }).await
+    }
+
+    /// Records a dispatch decision, keeping only the newest `keep`.
+    pub async fn record_dispatch(&self, record: &DispatchRecord, keep: u32) -> Result<(), StoreError> {
+        self.write(Write::RecordDispatch { record: Box::new(record.clone()), keep }).await
     }
 
     /// Records a new agent (queued) before it starts.

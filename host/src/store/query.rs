@@ -8,7 +8,7 @@ use crate::agent::AgentState;
 use crate::engine::{ExitReason, Mode, RunStatus};
 use crate::ids::{AgentId, RunId};
 
-const RUN_COLS: &str = "id, mode, prompt, team, status, exit_reason, result, spec, pid, created_at, finished_at";
+const RUN_COLS: &str = "id, mode, prompt, team, status, exit_reason, result, spec, pid, created_at, finished_at, details";
 const AGENT_COLS: &str = "id, run_id, parent_id, name, role, task, caps, depth, join_mode, state, turns, tool_calls, \
      tokens_in, tokens_out, cost, result, error, created_at, started_at, finished_at";
 
@@ -33,6 +33,7 @@ fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRecord> {
         pid: r.get(8)?,
         created_at: r.get(9)?,
         finished_at: r.get(10)?,
+        details: r.get::<_, Option<String>>(11)?.and_then(|d| serde_json::from_str(&d).ok()),
     })
 }
 
@@ -225,6 +226,52 @@ impl Store {
         self.read(|c| {
             c.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0))
                 .map_err(|e| StoreError::sqlite("last event", &e))
+        })
+        .await
+    }
+}
+
+impl Store {
+    /// The stored dispatch decisions, oldest first.
+    pub async fn dispatch_history(&self) -> Result<Vec<super::DispatchRecord>, StoreError> {
+        self.read(|c| {
+            collect(
+                c,
+                "read dispatch history",
+                "SELECT run_id, at, kind, source, prompt_len, reason FROM dispatch_history ORDER BY seq",
+                [],
+                |r| {
+                    let kind: String = r.get(2)?;
+                    Ok(super::DispatchRecord {
+                        run_id: r.get::<_, Option<String>>(0)?.map(RunId::from_string),
+                        at: r.get(1)?,
+                        kind: Mode::parse(&kind).ok_or_else(|| bad("dispatch kind", &kind))?,
+                        source: r.get(3)?,
+                        prompt_len: r.get::<_, i64>(4)? as u64,
+                        reason: r.get(5)?,
+                    })
+                },
+            )
+        })
+        .await
+    }
+
+    /// Events of some kinds for a run, oldest first (for building reports).
+    pub async fn events_of_kinds(&self, run_id: &RunId, kinds: &'static [&'static str]) -> Result<Vec<EventRecord>, StoreError> {
+        let run = run_id.clone();
+        self.read(move |c| {
+            let marks = vec!["?"; kinds.len()].join(", ");
+            let sql = format!(
+                "SELECT seq, run_id, agent_id, at, kind, data FROM events WHERE run_id = ?1 AND kind IN ({marks}) ORDER BY seq"
+            );
+            let run_str = run.as_str().to_owned();
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![&run_str];
+            for k in kinds {
+                values.push(k);
+            }
+            let mut stmt = c.prepare(&sql).map_err(|e| StoreError::sqlite("read events", &e))?;
+            let rows = stmt.query_map(values.as_slice(), event_row).map_err(|e| StoreError::sqlite("read events", &e))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| StoreError::sqlite("read events", &e))
         })
         .await
     }

@@ -39,6 +39,25 @@ pub struct RunRecord {
     pub created_at: i64,
     /// End time (ms).
     pub finished_at: Option<i64>,
+    /// Mode-specific facts for the report (decision, crew verdict, swarm deliveries).
+    pub details: Option<serde_json::Value>,
+}
+
+/// One dispatch decision, explicit or automatic.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DispatchRecord {
+    /// The run it started, if any.
+    pub run_id: Option<RunId>,
+    /// Time (ms).
+    pub at: i64,
+    /// The mode chosen.
+    pub kind: Mode,
+    /// `explicit` or `auto`.
+    pub source: String,
+    /// Length of the prompt in characters.
+    pub prompt_len: u64,
+    /// The reason code.
+    pub reason: String,
 }
 
 /// Token, turn and tool counters of an agent.

@@ -62,6 +62,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX controls_pending ON controls(consumed_at, target);
     "#,
+    // 2: run details (decision, crew, swarm), dispatch history.
+    r#"
+    ALTER TABLE runs ADD COLUMN details TEXT;
+    CREATE TABLE dispatch_history (
+        seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id     TEXT,
+        at         INTEGER NOT NULL,
+        kind       TEXT NOT NULL,
+        source     TEXT NOT NULL,
+        prompt_len INTEGER NOT NULL,
+        reason     TEXT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -8,7 +8,7 @@ use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
 use super::StoreError;
-use super::records::{AgentRecord, AgentStats, ControlKind, RunRecord};
+use super::records::{AgentRecord, AgentStats, ControlKind, DispatchRecord, RunRecord};
 use crate::agent::AgentState;
 use crate::engine::{ExitReason, RunStatus};
 use crate::ids::{AgentId, RunId};
@@ -22,6 +22,8 @@ pub(crate) enum Write {
     InsertRun(Box<RunRecord>),
     FinishRun { id: RunId, status: RunStatus, exit_reason: ExitReason, result: Option<String>, at: i64 },
     SetRunPid { id: RunId, pid: Option<u32> },
+    SetRunDetails { id: RunId, details: String },
+    RecordDispatch { record: Box<DispatchRecord>, keep: u32 },
     InsertAgent(Box<AgentRecord>),
     AgentState { id: AgentId, from: &'static [AgentState], to: AgentState, at: i64 },
     FinishAgent { id: AgentId, state: AgentState, stats: AgentStats, result: Option<String>, error: Option<String>, at: i64 },
@@ -91,8 +93,8 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
     match write {
         Write::InsertRun(r) => {
             conn.execute(
-                "INSERT INTO runs (id, mode, prompt, team, status, exit_reason, result, spec, pid, created_at, finished_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                "INSERT INTO runs (id, mode, prompt, team, status, exit_reason, result, spec, pid, created_at, finished_at, details)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 params![
                     r.id.as_str(),
                     r.mode.as_str(),
@@ -104,7 +106,8 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                     r.spec.to_string(),
                     r.pid,
                     r.created_at,
-                    r.finished_at
+                    r.finished_at,
+                    r.details.as_ref().map(|d| d.to_string())
                 ],
             )
             .map_err(q("insert run"))?;
@@ -119,6 +122,29 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
         Write::SetRunPid { id, pid } => {
             conn.execute("UPDATE runs SET pid = ?2 WHERE id = ?1", params![id.as_str(), pid])
                 .map_err(q("set run pid"))?;
+        }
+        Write::SetRunDetails { id, details } => {
+            conn.execute("UPDATE runs SET details = ?2 WHERE id = ?1", params![id.as_str(), details])
+                .map_err(q("set run details"))?;
+        }
+        Write::RecordDispatch { record, keep } => {
+            conn.execute(
+                "INSERT INTO dispatch_history (run_id, at, kind, source, prompt_len, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    record.run_id.as_ref().map(|r| r.as_str()),
+                    record.at,
+                    record.kind.as_str(),
+                    record.source,
+                    record.prompt_len as i64,
+                    record.reason
+                ],
+            )
+            .map_err(q("record dispatch"))?;
+            conn.execute(
+                "DELETE FROM dispatch_history WHERE seq <= (SELECT MAX(seq) FROM dispatch_history) - ?1",
+                params![keep],
+            )
+            .map_err(q("trim dispatch history"))?;
         }
         Write::InsertAgent(a) => {
             conn.execute(
