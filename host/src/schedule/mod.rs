@@ -1,1 +1,20 @@
-//! TODO
+//! Scheduled jobs: what a schedule means and when it fires next.
+//!
+//! This module is pure: it parses and validates schedule specifications
+//! ([`spec`]) and computes fire times and missed-run plans ([`next_fire`]) from
+//! clocks passed in by the caller. The daemon that stores jobs and fires them
+//! builds on top of it.
+
+mod cron_check;
+pub mod next_fire;
+pub mod spec;
+
+pub use next_fire::{
+    CatchUp, FirePlan, MAX_COUNTED_MISSED, ON_TIME_GRACE, Overlap, OverlapAction, next_fire,
+    next_fire_every, plan_fires,
+};
+pub use spec::{
+    CronField, FieldProblem, MAX_JOB_NAME_LEN, MAX_PROMPT_CHARS, MIN_INTERVAL, ScheduleError,
+    ScheduleSpec, format_interval, parse_interval, parse_time_zone, validate_job_name,
+    validate_prompt,
+};

@@ -1,0 +1,474 @@
+//! Prompt texts for the team modes, built from plain data so they can be tested
+//! and snapshotted without a run.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::eval::{COMPLETE_SENTINEL, Evaluation, NEEDS_ITERATION_SENTINEL};
+use crate::team::Member;
+
+/// What the orchestrator is told about one worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerInfo<'a> {
+    /// The member name used in assignments.
+    pub name: &'a str,
+    /// Its role label.
+    pub role: &'a str,
+    /// One line on what it is good at.
+    pub description: Option<&'a str>,
+    /// The model it runs on, if known.
+    pub model: Option<&'a str>,
+}
+
+impl<'a> WorkerInfo<'a> {
+    /// Describes a team member; `description` usually comes from [`Member::summary`].
+    pub fn from_member(member: &'a Member, description: Option<&'a str>) -> Self {
+        Self {
+            name: &member.name,
+            role: &member.role,
+            description,
+            model: member.model.as_deref(),
+        }
+    }
+}
+
+/// Everything the planning prompt needs.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanningInput<'a> {
+    /// The user's request.
+    pub request: &'a str,
+    /// The workers to assign to.
+    pub workers: &'a [WorkerInfo<'a>],
+    /// The team's routing hints.
+    pub routing: Option<&'a str>,
+    /// The team's extra orchestrator instructions.
+    pub instructions: Option<&'a str>,
+    /// Reflect mode: the iteration number (from 1) and the previous evaluation.
+    pub last_evaluation: Option<(u32, &'a Evaluation)>,
+}
+
+/// The planning prompt: workers, hints, request and the exact assignment format.
+pub fn planning_prompt(input: &PlanningInput<'_>) -> String {
+    let mut p = String::from(
+        "You are the orchestrator of a team. Split the request below into tasks and \
+         assign each task to the worker best suited to it. Workers run in parallel and \
+         see only the task you give them (plus the request), so make each task \
+         self-contained. You will combine their results afterwards.\n\n## Workers\n",
+    );
+    for w in input.workers {
+        let _ = write!(p, "- `{}` — {}", w.name, w.role);
+        if let Some(d) = w.description {
+            let _ = write!(p, ": {d}");
+        }
+        if let Some(m) = w.model {
+            let _ = write!(p, " (model: {m})");
+        }
+        p.push('\n');
+    }
+    push_section(&mut p, "Routing hints", input.routing);
+    push_section(&mut p, "Instructions", input.instructions);
+    if let Some((iteration, eval)) = input.last_evaluation {
+        let _ = write!(
+            p,
+            "\n## Previous iteration ({iteration})\nScore: {:.2}\n",
+            eval.score
+        );
+        if let Some(r) = &eval.rationale {
+            let _ = writeln!(p, "Evaluator's rationale:\n{r}");
+        }
+        p.push_str("Plan this iteration to fix what the evaluator found lacking.\n");
+    }
+    let _ = write!(p, "\n## Request\n{}\n", input.request.trim());
+    p.push_str(&assignment_format(input.workers.first().map(|w| w.name)));
+    p
+}
+
+/// The format section shared by the planning prompt and the nudge.
+fn assignment_format(example: Option<&str>) -> String {
+    let name = example.unwrap_or("NAME");
+    format!(
+        "\n## Assignment format\n\
+         Write one block per task, the worker's name alone after `@worker:` and the \
+         task on the following lines, closed by `@end`:\n\n\
+         @worker:{name}\n\
+         The task, in as many lines as needed.\n\
+         @end\n\n\
+         Or, instead of blocks, a JSON array:\n\n\
+         [{{\"worker\": \"{name}\", \"task\": \"The task.\"}}]\n\n\
+         Use only the worker names listed above.\n"
+    )
+}
+
+/// The single corrective message sent when a planning reply had no assignment.
+pub fn nudge_prompt(members: &[&str]) -> String {
+    let names = members
+        .iter()
+        .map(|m| format!("`{m}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "Your reply contained no assignment I could read. Assign the work now, to \
+         these workers only: {names}. Reply with assignments only.\n{}",
+        assignment_format(members.first().copied())
+    )
+}
+
+/// A worker's prompt: its charter, the shared context, the request and its task.
+pub fn worker_prompt(
+    charter: Option<&str>,
+    shared_context: Option<&str>,
+    request: &str,
+    task: &str,
+) -> String {
+    let mut p = String::new();
+    push_section(&mut p, "Your charter", charter);
+    push_section(&mut p, "Shared context", shared_context);
+    let _ = write!(
+        p,
+        "\n## Original request\n{}\n\n## Your task\n{}\n",
+        request.trim(),
+        task.trim()
+    );
+    p.trim_start().to_owned()
+}
+
+crate::engine::str_enum!(
+    /// How a worker's part ended, as the synthesis sees it.
+    WorkerStatus {
+        /// It finished with a reply.
+        Completed = "completed",
+        /// It failed; the text is the error.
+        Failed = "failed",
+        /// It ran out of time; the text is what it had.
+        TimedOut = "timed-out",
+    }
+);
+
+/// One worker's result for the synthesis.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerResult<'a> {
+    /// The worker.
+    pub name: &'a str,
+    /// How it ended.
+    pub status: WorkerStatus,
+    /// How long it ran.
+    pub duration: Duration,
+    /// Its reply, or the error.
+    pub output: &'a str,
+}
+
+/// The synthesis prompt: every worker's result with status and duration.
+pub fn synthesis_prompt(
+    request: &str,
+    results: &[WorkerResult<'_>],
+    instructions: Option<&str>,
+) -> String {
+    let mut p = format!(
+        "Your workers have finished. Combine their results into one answer to the \
+         request. Say plainly which parts failed or timed out and what that leaves \
+         undone; do not invent their results.\n\n## Request\n{}\n",
+        request.trim()
+    );
+    push_section(&mut p, "Instructions", instructions);
+    p.push_str("\n## Results\n");
+    for r in results {
+        let _ = write!(
+            p,
+            "\n### {} ({}, {:.1}s)\n{}\n",
+            r.name,
+            r.status,
+            r.duration.as_secs_f64(),
+            if r.output.trim().is_empty() {
+                "(no output)"
+            } else {
+                r.output.trim()
+            }
+        );
+    }
+    p
+}
+
+/// The evaluator's prompt, asking for `SCORE:` and `RATIONALE:` lines.
+pub fn evaluator_prompt(request: &str, synthesis: &str, threshold: f64) -> String {
+    format!(
+        "Evaluate how well the answer below fulfils the request.\n\n## Request\n{}\n\n\
+         ## Answer\n{}\n\n## Reply format\n\
+         SCORE: a number from 0 to 1 (1 = fully done; {threshold:.2} or more counts as done)\n\
+         RATIONALE: what is good, what is missing or wrong\n\n\
+         If the work is complete, add a line with only {COMPLETE_SENTINEL}. If it needs \
+         another round, add a line with only {NEEDS_ITERATION_SENTINEL}.\n",
+        request.trim(),
+        synthesis.trim()
+    )
+}
+
+/// A broadcast member's prompt: who it is, who else answers, and the request.
+pub fn broadcast_prompt(
+    member: &WorkerInfo<'_>,
+    others: &[&str],
+    charter: Option<&str>,
+    shared_context: Option<&str>,
+    request: &str,
+) -> String {
+    let mut p = format!("You are `{}`, the {} of a team.", member.name, member.role);
+    if others.is_empty() {
+        p.push_str(" You are the only member.\n");
+    } else {
+        let _ = writeln!(
+            p,
+            " The same request goes to the other members too ({}); answer from your \
+             own role.",
+            others.join(", ")
+        );
+    }
+    push_section(&mut p, "Your charter", charter);
+    push_section(&mut p, "Shared context", shared_context);
+    let _ = write!(p, "\n## Request\n{}\n", request.trim());
+    p
+}
+
+/// One earlier member's reply, for sequential mode.
+#[derive(Clone, Copy, Debug)]
+pub struct EarlierReply<'a> {
+    /// The member who wrote it.
+    pub name: &'a str,
+    /// Its reply.
+    pub reply: &'a str,
+}
+
+/// A sequential member's prompt: like broadcast, plus the earlier replies in order.
+pub fn sequential_prompt(
+    member: &WorkerInfo<'_>,
+    charter: Option<&str>,
+    shared_context: Option<&str>,
+    request: &str,
+    earlier: &[EarlierReply<'_>],
+) -> String {
+    let mut p = format!(
+        "You are `{}`, the {} of a team. Members answer one after another",
+        member.name, member.role
+    );
+    if earlier.is_empty() {
+        p.push_str("; you go first.\n");
+    } else {
+        p.push_str("; build on the earlier replies below rather than repeating them.\n");
+    }
+    push_section(&mut p, "Your charter", charter);
+    push_section(&mut p, "Shared context", shared_context);
+    let _ = write!(p, "\n## Request\n{}\n", request.trim());
+    if !earlier.is_empty() {
+        p.push_str("\n## Earlier replies\n");
+        for e in earlier {
+            let _ = write!(p, "\n### {}\n{}\n", e.name, e.reply.trim());
+        }
+    }
+    p
+}
+
+fn push_section(p: &mut String, title: &str, body: Option<&str>) {
+    if let Some(body) = body.map(str::trim).filter(|b| !b.is_empty()) {
+        let _ = write!(p, "\n## {title}\n{body}\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::orchestrate::parse::parse_assignments;
+    use pretty_assertions::assert_eq;
+
+    fn workers() -> Vec<WorkerInfo<'static>> {
+        vec![
+            WorkerInfo {
+                name: "alice",
+                role: "implementer",
+                description: Some("Writes Rust."),
+                model: Some("m-large"),
+            },
+            WorkerInfo {
+                name: "bob",
+                role: "reviewer",
+                description: None,
+                model: None,
+            },
+        ]
+    }
+
+    #[test]
+    fn planning_lists_workers_hints_request_and_format() {
+        let ws = workers();
+        let p = planning_prompt(&PlanningInput {
+            request: "Add a --json flag.",
+            workers: &ws,
+            routing: Some("Reviews go to bob."),
+            instructions: Some("Keep it small."),
+            last_evaluation: None,
+        });
+        for needle in [
+            "- `alice` — implementer: Writes Rust. (model: m-large)",
+            "- `bob` — reviewer\n",
+            "## Routing hints\nReviews go to bob.",
+            "## Instructions\nKeep it small.",
+            "## Request\nAdd a --json flag.",
+            "@worker:alice\n",
+            "@end",
+            "[{\"worker\": \"alice\", \"task\": \"The task.\"}]",
+        ] {
+            assert!(p.contains(needle), "missing {needle:?} in:\n{p}");
+        }
+        assert!(!p.contains("Previous iteration"));
+    }
+
+    #[test]
+    fn the_format_shown_is_the_format_parsed() {
+        // The examples in the prompt must themselves parse as assignments.
+        let p = assignment_format(Some("alice"));
+        let block = &p[p.find("@worker:").unwrap()..p.find("Or, instead").unwrap()];
+        assert_eq!(
+            parse_assignments(block, &["alice"]).tasks,
+            vec![(
+                "alice".to_owned(),
+                "The task, in as many lines as needed.".to_owned()
+            )]
+        );
+        let json = &p[p.find("[{").unwrap()..];
+        assert_eq!(
+            parse_assignments(json, &["alice"]).tasks,
+            vec![("alice".to_owned(), "The task.".to_owned())]
+        );
+    }
+
+    #[test]
+    fn reflect_planning_carries_the_last_evaluation() {
+        let ws = workers();
+        let eval = Evaluation {
+            score: 0.6,
+            score_defaulted: false,
+            rationale: Some("Docs missing.".into()),
+            complete: false,
+            needs_iteration: true,
+        };
+        let p = planning_prompt(&PlanningInput {
+            request: "r",
+            workers: &ws,
+            routing: None,
+            instructions: None,
+            last_evaluation: Some((2, &eval)),
+        });
+        assert!(
+            p.contains("## Previous iteration (2)\nScore: 0.60\n"),
+            "{p}"
+        );
+        assert!(p.contains("Docs missing."));
+        assert!(!p.contains("Routing hints"));
+    }
+
+    #[test]
+    fn nudge_names_the_workers_and_the_format() {
+        let p = nudge_prompt(&["alice", "bob"]);
+        assert!(p.contains("`alice`, `bob`"));
+        assert!(p.contains("@worker:alice"));
+        assert!(p.contains("@end"));
+    }
+
+    #[test]
+    fn worker_prompt_sections() {
+        assert_eq!(
+            worker_prompt(
+                Some("Be terse."),
+                Some("Rust repo."),
+                "Fix it.",
+                "Patch parse.rs"
+            ),
+            "## Your charter\nBe terse.\n\n## Shared context\nRust repo.\n\n\
+             ## Original request\nFix it.\n\n## Your task\nPatch parse.rs\n"
+        );
+        assert_eq!(
+            worker_prompt(None, Some("  "), "Fix it.", "t"),
+            "## Original request\nFix it.\n\n## Your task\nt\n"
+        );
+    }
+
+    #[test]
+    fn synthesis_shows_every_status_and_duration() {
+        let p = synthesis_prompt(
+            "Ship it.",
+            &[
+                WorkerResult {
+                    name: "alice",
+                    status: WorkerStatus::Completed,
+                    duration: Duration::from_millis(12_340),
+                    output: "Done.",
+                },
+                WorkerResult {
+                    name: "bob",
+                    status: WorkerStatus::Failed,
+                    duration: Duration::from_secs(3),
+                    output: "provider error: 500",
+                },
+                WorkerResult {
+                    name: "carol",
+                    status: WorkerStatus::TimedOut,
+                    duration: Duration::from_secs(600),
+                    output: "",
+                },
+            ],
+            None,
+        );
+        assert!(p.contains("### alice (completed, 12.3s)\nDone."), "{p}");
+        assert!(p.contains("### bob (failed, 3.0s)\nprovider error: 500"));
+        assert!(p.contains("### carol (timed-out, 600.0s)\n(no output)"));
+    }
+
+    #[test]
+    fn evaluator_prompt_asks_for_the_parsed_lines() {
+        let p = evaluator_prompt("r", "answer", 0.9);
+        assert!(p.contains("SCORE:"));
+        assert!(p.contains("RATIONALE:"));
+        assert!(p.contains("0.90 or more"));
+        assert!(p.contains(COMPLETE_SENTINEL));
+        assert!(p.contains(NEEDS_ITERATION_SENTINEL));
+    }
+
+    #[test]
+    fn broadcast_tells_name_role_and_others() {
+        let ws = workers();
+        let p = broadcast_prompt(&ws[0], &["bob", "carol"], Some("Charter."), None, "Q?");
+        assert!(p.starts_with("You are `alice`, the implementer of a team."));
+        assert!(p.contains("(bob, carol)"));
+        assert!(p.contains("## Your charter\nCharter."));
+        assert!(p.ends_with("## Request\nQ?\n"));
+        let alone = broadcast_prompt(&ws[0], &[], None, None, "Q?");
+        assert!(alone.contains("only member"));
+    }
+
+    #[test]
+    fn sequential_sees_earlier_replies_in_order() {
+        let ws = workers();
+        let first = sequential_prompt(&ws[0], None, None, "Q?", &[]);
+        assert!(first.contains("you go first"));
+        assert!(!first.contains("Earlier replies"));
+        let p = sequential_prompt(
+            &ws[1],
+            None,
+            Some("ctx"),
+            "Q?",
+            &[
+                EarlierReply {
+                    name: "alice",
+                    reply: "A1",
+                },
+                EarlierReply {
+                    name: "carol",
+                    reply: "C1",
+                },
+            ],
+        );
+        let a = p.find("### alice\nA1").expect("alice's reply");
+        let c = p.find("### carol\nC1").expect("carol's reply");
+        assert!(a < c);
+        assert!(p.contains("## Shared context\nctx"));
+    }
+}
