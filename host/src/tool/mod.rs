@@ -11,15 +11,27 @@ use serde::{Deserialize, Serialize};
 
 use crate::provider::ToolSpec;
 
+pub mod edit_file;
+pub mod finish;
 pub mod grep;
 pub mod list_dir;
 pub mod path;
 pub mod read_file;
+pub mod registry;
+pub mod run_command;
+pub mod spawn_agent;
 mod support;
+pub mod write_file;
 
+pub use edit_file::EditFile;
+pub use finish::Finish;
 pub use grep::Grep;
 pub use list_dir::ListDir;
 pub use read_file::ReadFile;
+pub use registry::ToolRegistry;
+pub use run_command::RunCommand;
+pub use spawn_agent::SpawnAgent;
+pub use write_file::WriteFile;
 
 /// What a tool may do. Permissions are sets of these.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -1,0 +1,171 @@
+//! The tool registry: what each agent is offered and the one gate every call goes through.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{
+    EditFile, Finish, Grep, ListDir, ReadFile, RunCommand, SpawnAgent, Tool, ToolContext,
+    ToolError, ToolOutput, WriteFile,
+};
+use crate::agent::permissions::CapSet;
+use crate::provider::ToolSpec;
+
+/// The tools agents can call, in the order they are offered.
+#[derive(Clone)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.tools.iter().map(|t| t.name()))
+            .finish()
+    }
+}
+
+impl ToolRegistry {
+    /// Every built-in tool: read_file, list_dir, grep, write_file, edit_file,
+    /// run_command, spawn_agent, finish.
+    pub fn builtin() -> Self {
+        Self {
+            tools: vec![
+                Arc::new(ReadFile),
+                Arc::new(ListDir),
+                Arc::new(Grep),
+                Arc::new(WriteFile),
+                Arc::new(EditFile),
+                Arc::new(RunCommand),
+                Arc::new(SpawnAgent),
+                Arc::new(Finish),
+            ],
+        }
+    }
+
+    /// The tool called `name`, whatever its capability.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    /// Every tool's name, in offering order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.tools.iter().map(|t| t.name())
+    }
+
+    /// Specs of the tools an agent holding `caps` may call (the only ones it is shown).
+    pub fn specs_for(&self, caps: &CapSet) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .filter(|t| caps.contains(t.capability()))
+            .map(|t| t.spec())
+            .collect()
+    }
+
+    /// Calls `name` for an agent holding `caps`: `UnknownTool` if there is no such tool,
+    /// `Denied` if `caps` lacks its capability, `InvalidArgs` if `args` do not fit its
+    /// schema, otherwise whatever the tool answers.
+    pub async fn call(
+        &self,
+        name: &str,
+        ctx: &ToolContext,
+        args: Value,
+        caps: &CapSet,
+    ) -> Result<ToolOutput, ToolError> {
+        let tool = self
+            .get(name)
+            .ok_or_else(|| ToolError::UnknownTool(name.to_owned()))?;
+        let capability = tool.capability();
+        if !caps.contains(capability) {
+            return Err(ToolError::Denied {
+                tool: name.to_owned(),
+                capability,
+            });
+        }
+        tool.call(ctx, args).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::Capability;
+
+    #[test]
+    fn every_spec_is_a_closed_object_schema() {
+        let registry = ToolRegistry::builtin();
+        let specs = registry.specs_for(&CapSet::full());
+        assert_eq!(specs.len(), 8);
+        for spec in specs {
+            let schema = &spec.parameters;
+            assert_eq!(schema["type"], "object", "{}", spec.name);
+            assert_eq!(schema["additionalProperties"], false, "{}", spec.name);
+            let props = schema["properties"].as_object().unwrap();
+            for required in schema["required"].as_array().unwrap() {
+                assert!(
+                    props.contains_key(required.as_str().unwrap()),
+                    "{}",
+                    spec.name
+                );
+            }
+            assert!(!spec.description.is_empty());
+        }
+    }
+
+    #[test]
+    fn argument_names_are_the_documented_ones() {
+        let registry = ToolRegistry::builtin();
+        let expected: [(&str, &[&str], &[&str]); 8] = [
+            ("read_file", &["limit", "offset", "path"], &["path"]),
+            ("list_dir", &["path"], &["path"]),
+            ("grep", &["glob", "path", "pattern"], &["pattern"]),
+            ("write_file", &["content", "path"], &["path", "content"]),
+            (
+                "edit_file",
+                &["new", "old", "path"],
+                &["path", "old", "new"],
+            ),
+            ("run_command", &["command", "timeout_s"], &["command"]),
+            ("spawn_agent", &["role", "task"], &["role", "task"]),
+            ("finish", &["summary"], &[]),
+        ];
+        for (name, props, required) in expected {
+            let spec = registry.get(name).unwrap().spec();
+            let mut keys: Vec<_> = spec.parameters["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            keys.sort();
+            assert_eq!(keys, props, "{name}");
+            assert_eq!(
+                spec.parameters["required"],
+                serde_json::json!(required),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn specs_follow_capabilities() {
+        let registry = ToolRegistry::builtin();
+        let names = |caps: CapSet| -> Vec<String> {
+            registry
+                .specs_for(&caps)
+                .into_iter()
+                .map(|s| s.name)
+                .collect()
+        };
+        assert_eq!(
+            names(CapSet::read_only()),
+            ["read_file", "list_dir", "grep", "finish"]
+        );
+        assert_eq!(
+            names(CapSet::read_only().with(Capability::Exec)),
+            ["read_file", "list_dir", "grep", "run_command", "finish"]
+        );
+        assert!(names(CapSet::EMPTY).is_empty());
+        assert_eq!(registry.names().count(), 8);
+    }
+}
