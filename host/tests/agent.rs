@@ -223,8 +223,9 @@ args = { path = "." }
     assert_eq!(out.state, AgentState::Completed);
     assert_eq!(out.result, "focusing on beta");
 
-    // Stop a looping agent by run id.
-    let mut s = spec(&f, LOOPING, Quotas::default(), CapSet::read_only());
+    // Stop a slowly looping agent by run id.
+    let slow_loop = LOOPING.replace("repeat = true", "repeat = true\ndelay_ms = 100");
+    let mut s = spec(&f, &slow_loop, Quotas::default(), CapSet::read_only());
     s.run_id = run.clone();
     let handle = f.manager.spawn(s, SpawnOptions::default()).await.unwrap();
     other.push_control(run.as_str(), ControlKind::Stop, None).await.unwrap();

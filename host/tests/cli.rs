@@ -105,6 +105,9 @@ fn bad_input_is_a_clear_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("CREWBOX_TEST_UNSET_KEY"), "{}", stderr(&out));
 
-    let out = crewbox(dir.path(), &["status"]);
+    let fresh = tempfile::tempdir().unwrap();
+    let out = crewbox(fresh.path(), &["status"]);
     assert_eq!(out.status.code(), Some(2), "status without a store: {}", stderr(&out));
+    assert!(stderr(&out).contains("no crewbox store"), "{}", stderr(&out));
+    assert!(!fresh.path().join(".state").exists(), "status must not create state");
 }

@@ -1,6 +1,7 @@
 //! Orchestration modes as state machines over spawn, await and plugin calls.
 
 pub mod report;
+pub mod orchestrate;
 pub mod run;
 
 use serde::{Deserialize, Serialize};
