@@ -101,7 +101,37 @@ async fn read_file_pages_by_line() {
         "     2\tb\n     3\tc\n[showed lines 2-3; the file goes on: read again with offset=4]"
     );
     let missing = ws.failed("read_file", json!({"path": "nope.rs"})).await;
-    assert!(missing.contains("cannot read `nope.rs`"), "{missing}");
+    assert!(missing == "`nope.rs` does not exist", "{missing}");
+}
+
+#[tokio::test]
+async fn special_files_never_block() {
+    let ws = Workspace::new();
+    ws.write("a.txt", "needle\n");
+    let status = std::process::Command::new("mkfifo")
+        .arg(ws.root.join("pipe"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let err = ws.failed("read_file", json!({"path": "pipe"})).await;
+    assert!(err.contains("not a regular file"), "{err}");
+    let err = ws
+        .failed("edit_file", json!({"path": "pipe", "old": "a", "new": "b"}))
+        .await;
+    assert!(err.contains("not a regular file"), "{err}");
+    let err = ws
+        .failed("write_file", json!({"path": "pipe", "content": "x"}))
+        .await;
+    assert!(err.contains("not a regular file"), "{err}");
+    assert_eq!(
+        ws.ok("grep", json!({"pattern": "needle"})).await,
+        "a.txt:1: needle"
+    );
+    assert!(
+        ws.ok("grep", json!({"pattern": "needle", "path": "pipe"}))
+            .await
+            .starts_with("no matches")
+    );
 }
 
 #[tokio::test]
