@@ -582,6 +582,25 @@ async fn run_command_timeout_kills_the_process_group() {
 }
 
 #[tokio::test]
+async fn cancelling_run_command_kills_the_process_group() {
+    let ws = Workspace::new();
+    let call = ws.call(
+        "run_command",
+        json!({"command": "sleep 30 & echo $! > c.pid; wait"}),
+    );
+    // Dropping the call (as a cancelled agent does) must not leave the command running.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), call)
+            .await
+            .is_err()
+    );
+    assert!(
+        wait_dead(&ws.root.join("c.pid")),
+        "the sleep survived the cancelled call"
+    );
+}
+
+#[tokio::test]
 async fn run_command_background_jobs_do_not_outlive_it() {
     let ws = Workspace::new();
     let out = ws
