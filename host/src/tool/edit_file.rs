@@ -6,9 +6,12 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::support::{self, blocking, invalid};
+use super::support::{self, blocking, human_bytes, invalid, require_regular_file};
 use super::{Capability, Tool, ToolContext, ToolError, ToolOutput, path};
 use crate::provider::ToolSpec;
+
+/// Files larger than this are not edited (they are read whole into memory).
+pub const EDIT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 const NAME: &str = "edit_file";
 
@@ -70,6 +73,14 @@ impl Tool for EditFile {
 fn edit(file: &Path, shown: &str, old: &str, new: &str) -> Result<String, ToolError> {
     let fail =
         |what: &str, e: std::io::Error| ToolError::Failed(format!("cannot {what} `{shown}`: {e}"));
+    let meta = require_regular_file(file, shown)?;
+    if meta.len() > EDIT_MAX_FILE_BYTES {
+        return Err(ToolError::Failed(format!(
+            "`{shown}` is {} bytes, over edit_file's limit of {}; use run_command for files this large",
+            meta.len(),
+            human_bytes(EDIT_MAX_FILE_BYTES as usize)
+        )));
+    }
     let bytes = std::fs::read(file).map_err(|e| fail("read", e))?;
     let text = String::from_utf8(bytes).map_err(|_| {
         ToolError::Failed(format!(

@@ -207,6 +207,10 @@ impl Search {
 
     fn search_file(&self, file: &Path, found: &mut Found) {
         let Ok(meta) = file.metadata() else { return };
+        if !meta.is_file() {
+            // A FIFO or device named explicitly would block the search forever.
+            return;
+        }
         if meta.len() > GREP_MAX_FILE_BYTES {
             found.skipped_large += 1;
             return;

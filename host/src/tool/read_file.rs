@@ -8,7 +8,10 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::support::{self, blocking, human_bytes, invalid, looks_binary, truncate_at_char};
+use super::support::{
+    self, blocking, human_bytes, invalid, looks_binary, read_line_bounded, require_regular_file,
+    truncate_at_char,
+};
 use super::{Capability, Tool, ToolContext, ToolError, ToolOutput, path};
 use crate::provider::ToolSpec;
 
@@ -95,11 +98,7 @@ fn read_lines(
     cap: usize,
 ) -> Result<String, ToolError> {
     let fail = |e: std::io::Error| ToolError::Failed(format!("cannot read `{shown}`: {e}"));
-    if file.is_dir() {
-        return Err(ToolError::Failed(format!(
-            "`{shown}` is a directory; use list_dir to see its entries"
-        )));
-    }
+    require_regular_file(file, shown)?;
     let mut reader = BufReader::new(std::fs::File::open(file).map_err(fail)?);
     if looks_binary(reader.fill_buf().map_err(fail)?) {
         return Err(ToolError::Failed(format!(
@@ -114,7 +113,10 @@ fn read_lines(
     let mut last_shown = None;
     loop {
         line.clear();
-        if reader.read_until(b'\n', &mut line).map_err(fail)? == 0 {
+        // Lines before `offset` are skipped without keeping them; others are kept up to
+        // just over the cap, which is all that could ever be shown.
+        let keep = if number + 1 < offset { 0 } else { cap + 1 };
+        if read_line_bounded(&mut reader, &mut line, keep).map_err(fail)? == 0 {
             break;
         }
         number += 1;
@@ -211,6 +213,14 @@ mod tests {
         let (_d2, long) = file(&[b'x'; 500]);
         let out = read_lines(&long, "f", 1, None, 100).unwrap();
         assert!(out.contains("line 1 is longer than 100 bytes"), "{out}");
+    }
+
+    #[test]
+    fn skips_long_lines_before_offset() {
+        let mut content = vec![b'x'; 5000];
+        content.extend_from_slice(b"\nok\n");
+        let (_d, f) = file(&content);
+        assert_eq!(read_lines(&f, "f", 2, None, 100).unwrap(), "     2\tok\n");
     }
 
     #[test]

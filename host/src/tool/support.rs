@@ -1,5 +1,8 @@
 //! Helpers every tool shares: argument parsing, schemas, blocking work, text caps.
 
+use std::io::{self, BufRead};
+use std::path::Path;
+
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -84,11 +87,67 @@ pub(crate) fn truncate_at_char(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
+/// Refuses anything but a regular file (a FIFO or device would block the reader forever).
+pub(crate) fn require_regular_file(
+    file: &Path,
+    shown: &str,
+) -> Result<std::fs::Metadata, ToolError> {
+    let meta = std::fs::metadata(file).map_err(|e| {
+        ToolError::Failed(if e.kind() == io::ErrorKind::NotFound {
+            format!("`{shown}` does not exist")
+        } else {
+            format!("cannot open `{shown}`: {e}")
+        })
+    })?;
+    if meta.is_dir() {
+        Err(ToolError::Failed(format!(
+            "`{shown}` is a directory; use list_dir to see its entries"
+        )))
+    } else if !meta.is_file() {
+        Err(ToolError::Failed(format!(
+            "`{shown}` is not a regular file (a pipe, socket or device)"
+        )))
+    } else {
+        Ok(meta)
+    }
+}
+
+/// Reads one line (through `\n`) from `reader`, keeping at most `keep` of its bytes in
+/// `buf`, so one enormous line cannot fill memory. Returns the bytes consumed (0 at EOF).
+pub(crate) fn read_line_bounded<R: BufRead>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    keep: usize,
+) -> io::Result<usize> {
+    let mut consumed = 0;
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            return Ok(consumed);
+        }
+        let (len, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (available.len(), false),
+        };
+        let room = keep.saturating_sub(buf.len());
+        buf.extend_from_slice(&available[..len.min(room)]);
+        reader.consume(len);
+        consumed += len;
+        if done {
+            return Ok(consumed);
+        }
+    }
+}
+
 /// Formats a byte count for notes to the model.
 pub(crate) fn human_bytes(n: usize) -> String {
-    if n >= 1024 * 1024 && n % (1024 * 1024) == 0 {
+    if n >= 1024 * 1024 && n.is_multiple_of(1024 * 1024) {
         format!("{} MiB", n / (1024 * 1024))
-    } else if n >= 1024 && n % 1024 == 0 {
+    } else if n >= 1024 && n.is_multiple_of(1024) {
         format!("{} KiB", n / 1024)
     } else {
         format!("{n} bytes")
@@ -155,5 +214,44 @@ mod tests {
         assert_eq!(human_bytes(256 * 1024), "256 KiB");
         assert_eq!(human_bytes(1024 * 1024), "1 MiB");
         assert_eq!(human_bytes(10), "10 bytes");
+    }
+
+    #[test]
+    fn bounded_lines() {
+        let mut reader = io::BufReader::with_capacity(4, &b"abcdefghij\nxy\n\nz"[..]);
+        let mut buf = Vec::new();
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 3).unwrap(), 11);
+        assert_eq!(buf, b"abc");
+        buf.clear();
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 100).unwrap(), 3);
+        assert_eq!(buf, b"xy\n");
+        buf.clear();
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 0).unwrap(), 1);
+        assert!(buf.is_empty());
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 100).unwrap(), 1);
+        assert_eq!(buf, b"z");
+        buf.clear();
+        assert_eq!(read_line_bounded(&mut reader, &mut buf, 100).unwrap(), 0);
+    }
+
+    #[test]
+    fn only_regular_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let err = require_regular_file(&fifo, "fifo").unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        assert!(
+            require_regular_file(dir.path(), "d")
+                .unwrap_err()
+                .to_string()
+                .contains("directory")
+        );
+        std::fs::write(dir.path().join("f"), "x").unwrap();
+        assert!(require_regular_file(&dir.path().join("f"), "f").is_ok());
     }
 }

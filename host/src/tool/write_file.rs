@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::support::{self, blocking};
+use super::support::{self, blocking, require_regular_file};
 use super::{Capability, Tool, ToolContext, ToolError, ToolOutput, path};
 use crate::provider::ToolSpec;
 
@@ -63,10 +63,11 @@ impl Tool for WriteFile {
 fn write(file: &Path, shown: &str, content: &str) -> Result<String, ToolError> {
     let fail =
         |what: &str, e: std::io::Error| ToolError::Failed(format!("cannot {what} `{shown}`: {e}"));
-    if file.is_dir() {
-        return Err(ToolError::Failed(format!("`{shown}` is a directory")));
-    }
     let existed = file.exists();
+    if existed {
+        // Refuses directories, and FIFOs or devices, which would block the write.
+        require_regular_file(file, shown)?;
+    }
     if let Some(parent) = file.parent() {
         std::fs::create_dir_all(parent).map_err(|e| fail("create the parent directories of", e))?;
     }
