@@ -391,7 +391,7 @@ async fn breaker_opens_after_five_failures() {
     // One call with four retries = five failed attempts.
     let (p, breakers) = provider(
         &server,
-        "stream = false\nmax_retries = 4\nretry_base_ms = 1\n",
+        "stream = false\nmax_retries = 4\n",
     );
     let err = p.complete(&request()).await.unwrap_err();
     assert!(
