@@ -389,10 +389,7 @@ async fn refused_connection_is_a_connection_error() {
 async fn breaker_opens_after_five_failures() {
     let server = TestServer::start((0..10).map(|_| Reply::text(503, "overloaded")).collect()).await;
     // One call with four retries = five failed attempts.
-    let (p, breakers) = provider(
-        &server,
-        "stream = false\nmax_retries = 4\nretry_base_ms = 1\n",
-    );
+    let (p, breakers) = provider(&server, "stream = false\nmax_retries = 4\n");
     let err = p.complete(&request()).await.unwrap_err();
     assert!(
         matches!(err, ProviderError::Server { status: 503, .. }),

@@ -173,6 +173,9 @@ impl Provider for CommandProvider {
         if let Some(dir) = &request.workspace {
             cmd.current_dir(dir);
         }
+        // Its own process group, so a timeout also ends the CLI's children.
+        #[cfg(unix)]
+        cmd.process_group(0);
         let mut child = cmd.spawn().map_err(|e| {
             let dir = request
                 .workspace
@@ -209,6 +212,7 @@ impl Provider for CommandProvider {
             Ok(r) => r,
             Err(_) => {
                 // `run` is dropped; the child is killed here (and by kill_on_drop anyway).
+                kill_group(&child);
                 let _ = child.start_kill();
                 let _ = child.wait().await;
                 return Err(ProviderError::Timeout(format!(
@@ -247,3 +251,18 @@ impl Provider for CommandProvider {
         })
     }
 }
+
+/// Kills the child's whole process group (it leads one, see `process_group(0)`).
+#[cfg(unix)]
+fn kill_group(child: &tokio::process::Child) {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        // SAFETY: kill(2) with a negative pid signals that process group and touches no
+        // memory of ours; the group was created for this child alone.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn kill_group(_child: &tokio::process::Child) {}

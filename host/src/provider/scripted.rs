@@ -313,10 +313,10 @@ impl ScriptedProvider {
             let TurnBuckets { by_turn, any_turn } = turns;
             let specific = by_turn.get_mut(&request.turn);
             for bucket in specific.into_iter().chain(std::iter::once(any_turn)) {
-                if let Some(i) = self.first_match(bucket, used, latest) {
-                    if best.as_ref().is_none_or(|(b, _)| i < *b) {
-                        best = Some((i, bucket));
-                    }
+                if let Some(i) = self.first_match(bucket, used, latest)
+                    && best.as_ref().is_none_or(|(b, _)| i < *b)
+                {
+                    best = Some((i, bucket));
                 }
             }
         }

@@ -1,0 +1,341 @@
+//! The Anthropic Messages provider against a local HTTP server speaking the wire format.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crewbox::provider::{
+    AgentLabel, BreakerState, Breakers, BuildContext, CompletionRequest, Message, Provider,
+    ProviderConfig, ProviderError, StopReason, ToolCall, ToolSpec, Usage, build,
+};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use support::http::{Chunk, Reply, TestServer};
+
+const KEY: &str = "sk-ant-test-secret-42";
+
+fn provider(server: &TestServer, extra: &str) -> (Arc<dyn Provider>, Breakers) {
+    let cfg: ProviderConfig = toml::from_str(&format!(
+        "kind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"claude-test\"\nmax_tokens = 1024\n\
+         stall_timeout_s = 0.5\ntimeout_s = 5\nretry_base_ms = 20\n{extra}",
+        server.url
+    ))
+    .expect("config");
+    let breakers = Breakers::default();
+    let env_map = HashMap::from([("ANTHROPIC_API_KEY".to_owned(), KEY.to_owned())]);
+    let env = move |k: &str| env_map.get(k).cloned();
+    let ctx = BuildContext {
+        breakers: &breakers,
+        base_dir: Path::new("."),
+        env: &env,
+        default_script: "",
+    };
+    let p = build("claude", &cfg, &ctx)
+        .map_err(|e| e.to_string())
+        .expect("build");
+    (p, breakers)
+}
+
+fn request() -> CompletionRequest {
+    CompletionRequest {
+        agent: AgentLabel {
+            id: "a1".into(),
+            name: "executor".into(),
+            role: "executor".into(),
+        },
+        turn: 2,
+        messages: vec![
+            Message::system("You write code."),
+            Message::user("Create hello.txt"),
+            Message::assistant(
+                "On it.",
+                vec![ToolCall {
+                    id: "toolu_1".into(),
+                    name: "write_file".into(),
+                    args: json!({"path": "hello.txt"}),
+                }],
+            ),
+            Message::tool("toolu_1", "wrote 5 bytes"),
+            Message::user("Steering: also add a newline."),
+        ],
+        tools: vec![ToolSpec {
+            name: "write_file".into(),
+            description: "Write a file".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }],
+        max_tokens: None,
+        workspace: None,
+    }
+}
+
+fn message(content: serde_json::Value, stop: &str) -> Reply {
+    Reply::json(
+        200,
+        json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+            "content": content, "stop_reason": stop, "stop_sequence": null,
+            "usage": {"input_tokens": 30, "output_tokens": 9}
+        }),
+    )
+}
+
+#[tokio::test]
+async fn non_streaming_request_shape_and_tool_use_reply() {
+    let server = TestServer::start(vec![message(
+        json!([
+            {"type": "text", "text": "Reading it."},
+            {"type": "tool_use", "id": "toolu_2", "name": "read_file", "input": {"path": "hello.txt"}}
+        ]),
+        "tool_use",
+    )])
+    .await;
+    let (p, _) = provider(&server, "stream = false\n");
+    let c = p.complete(&request()).await.unwrap();
+    assert_eq!(c.text, "Reading it.");
+    assert_eq!(c.stop, StopReason::ToolUse);
+    assert_eq!(
+        c.tool_calls,
+        vec![ToolCall {
+            id: "toolu_2".into(),
+            name: "read_file".into(),
+            args: json!({"path": "hello.txt"})
+        }]
+    );
+    assert_eq!(
+        c.usage,
+        Usage {
+            input: 30,
+            output: 9
+        }
+    );
+
+    let r = &server.requests()[0];
+    assert_eq!(r.path, "/v1/messages");
+    assert_eq!(r.header("x-api-key"), Some(KEY));
+    assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(r.header("authorization"), None);
+    assert_eq!(
+        r.json(),
+        json!({
+            "model": "claude-test",
+            "max_tokens": 1024,
+            "system": "You write code.",
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "Create hello.txt"}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "On it."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "write_file", "input": {"path": "hello.txt"}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "wrote 5 bytes"},
+                    {"type": "text", "text": "Steering: also add a newline."}
+                ]}
+            ],
+            "tools": [{"name": "write_file", "description": "Write a file",
+                       "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
+        })
+    );
+}
+
+fn stream_events() -> Vec<(&'static str, serde_json::Value)> {
+    vec![
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
+            "content": [], "model": "claude-test", "stop_reason": null, "usage": {"input_tokens": 25, "output_tokens": 1}}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        ("ping", json!({"type": "ping"})),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Writ"}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ing."}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1,
+            "content_block": {"type": "tool_use", "id": "toolu_9", "name": "write_file", "input": {}}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"a"}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": ".txt\"}"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 1}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
+            "usage": {"output_tokens": 17}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]
+}
+
+#[tokio::test]
+async fn streamed_text_and_tool_use() {
+    let server = TestServer::start(vec![Reply::sse_events(&stream_events())]).await;
+    let (p, _) = provider(&server, "");
+    let c = p.complete(&request()).await.unwrap();
+    assert_eq!(c.text, "Writing.");
+    assert_eq!(c.stop, StopReason::ToolUse);
+    assert_eq!(
+        c.tool_calls,
+        vec![ToolCall {
+            id: "toolu_9".into(),
+            name: "write_file".into(),
+            args: json!({"path": "a.txt"})
+        }]
+    );
+    assert_eq!(
+        c.usage,
+        Usage {
+            input: 25,
+            output: 17
+        }
+    );
+    assert_eq!(server.requests()[0].json()["stream"], json!(true));
+}
+
+#[tokio::test]
+async fn overloaded_error_event_is_retried() {
+    let server = TestServer::start(vec![
+        Reply::sse_events(&[
+            stream_events()[0].clone(),
+            (
+                "error",
+                json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+            ),
+        ]),
+        Reply::sse_events(&stream_events()),
+    ])
+    .await;
+    let (p, _) = provider(&server, "max_retries = 0\n");
+    let err = p.complete(&request()).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::Server { status: 529, .. }),
+        "{err}"
+    );
+    let (p, _) = provider(&server, "");
+    assert_eq!(p.complete(&request()).await.unwrap().text, "Writing.");
+}
+
+#[tokio::test]
+async fn rate_limit_with_http_date_retry_after_then_success() {
+    let at = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
+    let server = TestServer::start(vec![
+        Reply::json(
+            429,
+            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}),
+        )
+        .header("retry-after", &at),
+        message(json!([{"type": "text", "text": "ok"}]), "end_turn"),
+    ])
+    .await;
+    let (p, _) = provider(&server, "stream = false\n");
+    let t0 = Instant::now();
+    assert_eq!(p.complete(&request()).await.unwrap().text, "ok");
+    // The date has one-second resolution: at least ~1 s of the 2 s must have been waited.
+    assert!(
+        t0.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn bad_key_is_rejected_once() {
+    let server = TestServer::start(vec![Reply::json(
+        401,
+        json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}),
+    )])
+    .await;
+    let (p, _) = provider(&server, "stream = false\n");
+    let err = p.complete(&request()).await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::Rejected { status: 401, message } if message == "invalid x-api-key"),
+        "{err}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn stream_without_message_stop_is_a_connection_error() {
+    let events = stream_events();
+    let mut chunks: Vec<Chunk> = events[..5]
+        .iter()
+        .map(|(e, d)| Chunk::Data(format!("event: {e}\ndata: {d}\n\n")))
+        .collect();
+    chunks.push(Chunk::Drop);
+    let server = TestServer::start(vec![Reply::Chunked {
+        status: 200,
+        chunks,
+    }])
+    .await;
+    let (p, _) = provider(&server, "max_retries = 0\n");
+    let err = p.complete(&request()).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Connection(_)), "{err}");
+}
+
+#[tokio::test]
+async fn stalled_stream_times_out_and_counts_for_the_breaker() {
+    let stalled = || Reply::Chunked {
+        status: 200,
+        chunks: vec![
+            Chunk::Data(format!(
+                "event: message_start\ndata: {}\n\n",
+                stream_events()[0].1
+            )),
+            Chunk::Pause(Duration::from_secs(5)),
+        ],
+    };
+    let server = TestServer::start((0..5).map(|_| stalled()).collect()).await;
+    let (p, breakers) = provider(&server, "max_retries = 4\n");
+    let err = p.complete(&request()).await.unwrap_err();
+    assert!(matches!(err, ProviderError::Timeout(_)), "{err}");
+    assert_eq!(breakers.snapshot()[0].state, BreakerState::Open);
+    assert!(matches!(
+        p.complete(&request()).await,
+        Err(ProviderError::CircuitOpen { .. })
+    ));
+}
+
+#[tokio::test]
+async fn missing_key_variable_is_a_config_error() {
+    let cfg: ProviderConfig =
+        toml::from_str("kind = \"anthropic\"\nmodel = \"m\"\napi_key_env = \"MY_ANTHROPIC_KEY\"\n")
+            .unwrap();
+    let breakers = Breakers::default();
+    let env = |_: &str| None;
+    let ctx = BuildContext {
+        breakers: &breakers,
+        base_dir: Path::new("."),
+        env: &env,
+        default_script: "",
+    };
+    let err = build("claude", &cfg, &ctx).err().expect("no key");
+    assert!(
+        matches!(&err, ProviderError::Config(m) if m.contains("`MY_ANTHROPIC_KEY`")),
+        "{err}"
+    );
+}

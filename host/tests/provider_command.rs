@@ -1,0 +1,141 @@
+//! The command provider with real child processes.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crewbox::provider::{
+    AgentLabel, Breakers, BuildContext, CompletionRequest, Message, Provider, ProviderConfig,
+    ProviderError, StopReason, build,
+};
+use pretty_assertions::assert_eq;
+
+fn provider(toml_text: &str) -> Arc<dyn Provider> {
+    let cfg: ProviderConfig = toml::from_str(toml_text).expect("config");
+    let breakers = Breakers::default();
+    let env = |_: &str| None;
+    let ctx = BuildContext {
+        breakers: &breakers,
+        base_dir: Path::new("."),
+        env: &env,
+        default_script: "",
+    };
+    build("cli", &cfg, &ctx)
+        .map_err(|e| e.to_string())
+        .expect("build")
+}
+
+fn request(workspace: Option<&Path>, messages: Vec<Message>) -> CompletionRequest {
+    CompletionRequest {
+        agent: AgentLabel {
+            id: "a".into(),
+            name: "executor".into(),
+            role: "executor".into(),
+        },
+        turn: 1,
+        messages,
+        tools: vec![],
+        max_tokens: None,
+        workspace: workspace.map(Path::to_path_buf),
+    }
+}
+
+fn first_turn() -> Vec<Message> {
+    vec![Message::system("Be terse."), Message::user("Say hi")]
+}
+
+#[tokio::test]
+async fn prompt_on_stdin_reply_on_stdout() {
+    let p = provider("kind = \"command\"\ncommand = [\"cat\"]\n");
+    let c = p.complete(&request(None, first_turn())).await.unwrap();
+    assert_eq!(c.text, "Be terse.\n\nSay hi");
+    assert_eq!(c.stop, StopReason::EndTurn);
+    assert!(c.usage.input > 0 && c.usage.output > 0);
+    assert_eq!(p.model(), "cat");
+}
+
+#[tokio::test]
+async fn prompt_as_last_argument_and_runs_in_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("marker.txt"), "inside").unwrap();
+    let p = provider(
+        "kind = \"command\"\ncommand = [\"sh\", \"-c\", \"cat marker.txt; printf ' %s' \\\"$0\\\"\"]\nprompt_via = \"arg\"\nmodel = \"fake-agent\"\n",
+    );
+    let c = p
+        .complete(&request(Some(dir.path()), first_turn()))
+        .await
+        .unwrap();
+    assert_eq!(c.text, "inside Be terse.\n\nSay hi");
+    assert_eq!(p.model(), "fake-agent");
+}
+
+#[tokio::test]
+async fn later_turns_send_a_transcript() {
+    let p = provider("kind = \"command\"\ncommand = [\"cat\"]\n");
+    let mut messages = first_turn();
+    messages.push(Message::assistant("hi", vec![]));
+    messages.push(Message::user("Again"));
+    let c = p.complete(&request(None, messages)).await.unwrap();
+    assert_eq!(
+        c.text,
+        "Be terse.\n\n[user]\nSay hi\n\n[assistant]\nhi\n\n[user]\nAgain"
+    );
+}
+
+#[tokio::test]
+async fn non_zero_exit_reports_the_stderr_tail() {
+    let p = provider(
+        "kind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo 'model quota exceeded' >&2; exit 3\"]\n",
+    );
+    let err = p.complete(&request(None, first_turn())).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, ProviderError::Server { .. }), "{msg}");
+    assert!(
+        msg.contains("exited with 3") && msg.contains("model quota exceeded"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn timeout_kills_the_child() {
+    let dir = tempfile::tempdir().unwrap();
+    // If the child, or a grandchild it started, survived the timeout, `late` would
+    // appear after 2 s.
+    let p = provider(
+        "kind = \"command\"\ncommand = [\"sh\", \"-c\", \"(sleep 2; touch late) & wait\"]\ntimeout_s = 0.3\n",
+    );
+    let t0 = Instant::now();
+    let err = p
+        .complete(&request(Some(dir.path()), first_turn()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::Timeout(m) if m.contains("killed")),
+        "{err}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(
+        !dir.path().join("late").exists(),
+        "the child outlived its timeout"
+    );
+}
+
+#[tokio::test]
+async fn output_is_capped() {
+    let p = provider(
+        "kind = \"command\"\ncommand = [\"sh\", \"-c\", \"head -c 3000000 /dev/zero | tr '\\\\0' x\"]\n",
+    );
+    let c = p.complete(&request(None, first_turn())).await.unwrap();
+    assert_eq!(c.text.len(), 1 << 20);
+}
+
+#[tokio::test]
+async fn missing_program_is_a_config_error() {
+    let p = provider("kind = \"command\"\ncommand = [\"crewbox-no-such-agent-cli\"]\n");
+    let err = p.complete(&request(None, first_turn())).await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::Config(m) if m.contains("crewbox-no-such-agent-cli")),
+        "{err}"
+    );
+}
