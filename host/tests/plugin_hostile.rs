@@ -708,3 +708,31 @@ async fn a_validator_cannot_be_asked_to_decide() {
         }
     );
 }
+
+/// Regression guard for a runtime weakness found by this suite: `read-file` opens
+/// whatever the path names, so a FIFO the agent left in its workspace blocks the read
+/// (and a blocking-pool thread) until the call's deadline instead of being refused.
+#[tokio::test]
+#[ignore = "runtime weakness: workspace read-file blocks on a FIFO until the deadline"]
+async fn a_fifo_in_the_workspace_is_refused_not_waited_on() {
+    let _g = RSS_GUARD.read().unwrap();
+    let rt = runtime();
+    let world = escape_world();
+    let fifo = world.view.root.join("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let limits = Limits { deadline: Duration::from_secs(2), ..validator_limits() };
+    let escaper = load(&rt, "hostile-escape", ESCAPE, Grants::defaults_for(PluginKind::Validator), limits).await;
+    let env = CallEnv { workspace: Some(world.view.clone()), model: None };
+    let started = Instant::now();
+    let answer = escaper.validate(env, &output("x"), &strings(&["pipe"])).await;
+    let elapsed = started.elapsed();
+    // Release a reader stuck on the FIFO, whatever the outcome, so no thread stays blocked.
+    drop(std::fs::OpenOptions::new().write(true).open(&fifo));
+    let v = answer
+        .unwrap_or_else(|f| panic!("reading a FIFO must be an fs-error, got a fault after {elapsed:?}: {f}"))
+        .expect("the validator judged");
+    let detail = &v.results[0].detail;
+    assert!(detail.starts_with("read=io:") || detail.starts_with("read=not-text:"), "{detail}");
+    assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+}
