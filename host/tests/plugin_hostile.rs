@@ -7,7 +7,7 @@
 //! `cargo build --profile plugin --target wasm32-wasip2 -p crewbox-guest-hostile-<what>`
 //! and copy `<target>/wasm32-wasip2/plugin/crewbox_guest_hostile_<what>.wasm` there.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crewbox::plugin::{
@@ -37,7 +37,7 @@ const TRAP: &[u8] = guest!("hostile-trap.wasm");
 const TRIVIAL: &[u8] = guest!("trivial-validator.wasm");
 
 /// The resident-memory test takes this exclusively so no other test allocates meanwhile.
-static RSS_GUARD: RwLock<()> = RwLock::new(());
+static RSS_GUARD: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 /// Memory the runtime allows any plugin; large enough for the 64 MiB reply test.
 const RUNTIME_MAX_MEMORY: u64 = 160 << 20;
@@ -156,7 +156,7 @@ async fn verdict(plugin: &Plugin, env: CallEnv, criteria: &[String]) -> Verdict 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn infinite_loop_hits_the_deadline() {
-    let _g = RSS_GUARD.read().unwrap();
+    let _g = RSS_GUARD.read().await;
     let rt = runtime();
     let healthy = Healthy::new(&rt).await;
     let spinner = load(
@@ -188,7 +188,7 @@ async fn infinite_loop_hits_the_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spinning_plugin_does_not_stall_other_calls() {
-    let _g = RSS_GUARD.read().unwrap();
+    let _g = RSS_GUARD.read().await;
     let rt = runtime();
     let healthy = Healthy::new(&rt).await;
     let limits = Limits {
@@ -228,7 +228,7 @@ async fn a_spinning_plugin_does_not_stall_other_calls() {
 
 #[tokio::test]
 async fn memory_bomb_hits_the_cap() {
-    let _g = RSS_GUARD.read().unwrap();
+    let _g = RSS_GUARD.read().await;
     let rt = runtime();
     let healthy = Healthy::new(&rt).await;
     let limits = Limits {
@@ -258,7 +258,7 @@ async fn memory_bomb_hits_the_cap() {
 
 #[tokio::test]
 async fn traps_are_faults_not_verdicts() {
-    let _g = RSS_GUARD.read().unwrap();
+    let _g = RSS_GUARD.read().await;
     let rt = runtime();
     let healthy = Healthy::new(&rt).await;
     let trapper = load(
@@ -293,7 +293,7 @@ async fn traps_are_faults_not_verdicts() {
 
 #[tokio::test]
 async fn wasi_write_without_a_filesystem_grant_does_not_load() {
-    let _g = RSS_GUARD.read().unwrap();
+    let _g = RSS_GUARD.read().await;
     let rt = runtime();
     let healthy = Healthy::new(&rt).await;
     let err = load_err(
@@ -345,7 +345,7 @@ async fn wasi_write_without_a_filesystem_grant_does_not_load() {
 
 #[tokio::test]
 async fn wasi_write_under_a_read_only_grant_fails_inside_the_guest() {
-    let _g = RSS_GUARD.read().unwrap();
+    let _g = RSS_GUARD.read().await;
     let rt = runtime();
     let healthy = Healthy::new(&rt).await;
     let dir = tempfile::tempdir().unwrap();
@@ -427,7 +427,7 @@ fn escape_world() -> EscapeWorld {
 
 #[tokio::test]
 async fn workspace_reads_outside_the_root_are_refused() {
-    let _g = RSS_GUARD.read().unwrap();
+    let _g = RSS_GUARD.read().await;
     let rt = runtime();
     let healthy = Healthy::new(&rt).await;
     let world = escape_world();
@@ -494,7 +494,7 @@ async fn workspace_reads_outside_the_root_are_refused() {
 
 #[tokio::test]
 async fn workspace_without_grant_does_not_load() {
-    let _g = RSS_GUARD.read().unwrap();
+    let _g = RSS_GUARD.read().await;
     let rt = runtime();
     let err = load_err(&rt, "hostile-escape", ESCAPE, Grants::none().log()).await;
     let PluginError::Denied { violations, .. } = &err else {
@@ -513,7 +513,7 @@ async fn workspace_without_grant_does_not_load() {
 
 #[tokio::test]
 async fn dispatcher_importing_model_and_workspace_never_loads() {
-    let _g = RSS_GUARD.read().unwrap();
+    let _g = RSS_GUARD.read().await;
     let rt = runtime();
     let healthy = Healthy::new(&rt).await;
     // Even a config that grants everything cannot widen what a dispatcher may import.
@@ -558,7 +558,7 @@ async fn dispatcher_importing_model_and_workspace_never_loads() {
 
 #[tokio::test]
 async fn oversized_output_is_a_fault() {
-    let _g = RSS_GUARD.read().unwrap();
+    let _g = RSS_GUARD.read().await;
     let rt = runtime();
     let healthy = Healthy::new(&rt).await;
     let limits = Limits {
@@ -624,7 +624,7 @@ fn vm_rss_bytes() -> u64 {
 
 #[tokio::test]
 async fn ten_thousand_calls_keep_resident_memory_flat() {
-    let _g = RSS_GUARD.write().unwrap_or_else(|e| e.into_inner());
+    let _g = RSS_GUARD.write().await;
     let rt = runtime();
     let healthy = Healthy::new(&rt).await;
     let trapper = load(
@@ -646,7 +646,7 @@ async fn ten_thousand_calls_keep_resident_memory_flat() {
             .unwrap();
         assert!(v.passed, "call {i}: {v:?}");
         // A trap every 100 calls: poisoned instances must be released, not leaked.
-        if i % 100 == 0 {
+        if i.is_multiple_of(100) {
             assert!(matches!(
                 trapper.validate(CallEnv::default(), &reply, &[]).await,
                 Err(PluginFault::Trap { .. })
@@ -680,7 +680,7 @@ async fn ten_thousand_calls_keep_resident_memory_flat() {
 
 #[tokio::test]
 async fn a_validator_cannot_be_asked_to_decide() {
-    let _g = RSS_GUARD.read().unwrap();
+    let _g = RSS_GUARD.read().await;
     let rt = runtime();
     let trapper = load(
         &rt,
@@ -715,24 +715,47 @@ async fn a_validator_cannot_be_asked_to_decide() {
 #[tokio::test]
 #[ignore = "runtime weakness: workspace read-file blocks on a FIFO until the deadline"]
 async fn a_fifo_in_the_workspace_is_refused_not_waited_on() {
-    let _g = RSS_GUARD.read().unwrap();
+    let _g = RSS_GUARD.read().await;
     let rt = runtime();
     let world = escape_world();
     let fifo = world.view.root.join("pipe");
-    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
     assert!(made.success());
-    let limits = Limits { deadline: Duration::from_secs(2), ..validator_limits() };
-    let escaper = load(&rt, "hostile-escape", ESCAPE, Grants::defaults_for(PluginKind::Validator), limits).await;
-    let env = CallEnv { workspace: Some(world.view.clone()), model: None };
+    let limits = Limits {
+        deadline: Duration::from_secs(2),
+        ..validator_limits()
+    };
+    let escaper = load(
+        &rt,
+        "hostile-escape",
+        ESCAPE,
+        Grants::defaults_for(PluginKind::Validator),
+        limits,
+    )
+    .await;
+    let env = CallEnv {
+        workspace: Some(world.view.clone()),
+        model: None,
+    };
     let started = Instant::now();
-    let answer = escaper.validate(env, &output("x"), &strings(&["pipe"])).await;
+    let answer = escaper
+        .validate(env, &output("x"), &strings(&["pipe"]))
+        .await;
     let elapsed = started.elapsed();
     // Release a reader stuck on the FIFO, whatever the outcome, so no thread stays blocked.
     drop(std::fs::OpenOptions::new().write(true).open(&fifo));
     let v = answer
-        .unwrap_or_else(|f| panic!("reading a FIFO must be an fs-error, got a fault after {elapsed:?}: {f}"))
+        .unwrap_or_else(|f| {
+            panic!("reading a FIFO must be an fs-error, got a fault after {elapsed:?}: {f}")
+        })
         .expect("the validator judged");
     let detail = &v.results[0].detail;
-    assert!(detail.starts_with("read=io:") || detail.starts_with("read=not-text:"), "{detail}");
+    assert!(
+        detail.starts_with("read=io:") || detail.starts_with("read=not-text:"),
+        "{detail}"
+    );
     assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
 }

@@ -13,14 +13,17 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use crewbox::plugin::{
-    AgentOutput, AgentStatus, CallEnv, Capability, ChangeKind, Grants, Limits, ModelBudget, PluginError, PluginKind,
-    PluginRuntime, PluginSource, Rule, RuntimeConfig, WorkspaceView,
+    AgentOutput, AgentStatus, CallEnv, Capability, ChangeKind, Grants, Limits, ModelBudget,
+    PluginError, PluginKind, PluginRuntime, PluginSource, Rule, RuntimeConfig, WorkspaceView,
 };
 
 const TOOL: &str = "componentize-py";
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("repo root").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
 }
 
 /// Builds the Python validator (once per distinct input) and returns its bytes.
@@ -31,9 +34,12 @@ fn repo_root() -> PathBuf {
 fn build_python_validator() -> Vec<u8> {
     let root = repo_root();
     let app_dir = root.join("tests/guests-py/validator");
-    let version = Command::new(TOOL).arg("--version").output().unwrap_or_else(|e| {
-        panic!("`{TOOL}` is not runnable ({e}); install it as tests/guests-py/README.md says")
-    });
+    let version = Command::new(TOOL)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("`{TOOL}` is not runnable ({e}); install it as tests/guests-py/README.md says")
+        });
     let mut hash = Sha256::new();
     hash.update(&version.stdout);
     for input in [app_dir.join("app.py"), root.join("wit/plugin.wit")] {
@@ -77,23 +83,59 @@ fn output(reply: &str) -> AgentOutput {
 async fn python_validator_judges_a_workspace() {
     let bytes: Arc<[u8]> = build_python_validator().into();
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache");
-    let rt = PluginRuntime::new(RuntimeConfig { cache_dir: Some(cache), ..RuntimeConfig::default() }).unwrap();
+    let rt = PluginRuntime::new(RuntimeConfig {
+        cache_dir: Some(cache),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
 
     // componentize-py imports every interface of the world, used or not: without a model
     // grant the validator is refused, naming the interface and the rule.
     let defaults = Grants::defaults_for(PluginKind::Validator);
     let started = Instant::now();
-    let refused = rt.load("py-criteria", PluginSource::Builtin, bytes.clone(), defaults.clone(), None).await;
+    let refused = rt
+        .load(
+            "py-criteria",
+            PluginSource::Builtin,
+            bytes.clone(),
+            defaults.clone(),
+            None,
+        )
+        .await;
     eprintln!("first load (compile or cache) took {:?}", started.elapsed());
-    let Err(err @ PluginError::Denied { .. }) = refused else { panic!("expected Denied, got {:?}", refused.err()) };
-    let PluginError::Denied { violations, .. } = &err else { unreachable!() };
+    let Err(err @ PluginError::Denied { .. }) = refused else {
+        panic!("expected Denied, got {:?}", refused.err())
+    };
+    let PluginError::Denied { violations, .. } = &err else {
+        unreachable!()
+    };
     assert_eq!(violations.len(), 1, "{err}");
     assert_eq!(violations[0].interface, "crewbox:plugin/model");
-    assert_eq!(violations[0].rule, Rule::NeedsGrant { capability: Capability::Model });
+    assert_eq!(
+        violations[0].rule,
+        Rule::NeedsGrant {
+            capability: Capability::Model
+        }
+    );
 
-    let grants = defaults.model(ModelBudget { tokens: 1, time: Duration::from_millis(1) });
-    let limits = Limits { deadline: Duration::from_secs(10), ..Limits::for_kind(PluginKind::Validator) };
-    let plugin = rt.load("py-criteria", PluginSource::Builtin, bytes, grants, Some(limits)).await.unwrap();
+    let grants = defaults.model(ModelBudget {
+        tokens: 1,
+        time: Duration::from_millis(1),
+    });
+    let limits = Limits {
+        deadline: Duration::from_secs(10),
+        ..Limits::for_kind(PluginKind::Validator)
+    };
+    let plugin = rt
+        .load(
+            "py-criteria",
+            PluginSource::Builtin,
+            bytes,
+            grants,
+            Some(limits),
+        )
+        .await
+        .unwrap();
     assert_eq!(plugin.describe().await.unwrap().name, "py-criteria");
 
     let ws = tempfile::tempdir().unwrap();
@@ -103,7 +145,10 @@ async fn python_validator_judges_a_workspace() {
         changed: vec![("README.md".into(), ChangeKind::Added)],
         diff: String::new(),
     };
-    let env = CallEnv { workspace: Some(view), model: None };
+    let env = CallEnv {
+        workspace: Some(view),
+        model: None,
+    };
     let criteria: Vec<String> = [
         "reply-contains:README",
         "file-contains:README.md:Usage",
@@ -114,9 +159,17 @@ async fn python_validator_judges_a_workspace() {
     .map(String::from)
     .to_vec();
     let started = Instant::now();
-    let verdict = plugin.validate(env.clone(), &output("Wrote README.md"), &criteria).await.unwrap().unwrap();
+    let verdict = plugin
+        .validate(env.clone(), &output("Wrote README.md"), &criteria)
+        .await
+        .unwrap()
+        .unwrap();
     eprintln!("validate took {:?}", started.elapsed());
-    let got: Vec<(bool, &str)> = verdict.results.iter().map(|r| (r.passed, r.detail.as_str())).collect();
+    let got: Vec<(bool, &str)> = verdict
+        .results
+        .iter()
+        .map(|r| (r.passed, r.detail.as_str()))
+        .collect();
     assert_eq!(
         got,
         [
@@ -128,10 +181,21 @@ async fn python_validator_judges_a_workspace() {
         ]
     );
     assert!(!verdict.passed);
-    let fix = verdict.fix_prompt.expect("a failed verdict carries a fix prompt");
-    assert!(fix.contains("- file-exists:missing.txt: not-found:missing.txt"), "{fix}");
+    let fix = verdict
+        .fix_prompt
+        .expect("a failed verdict carries a fix prompt");
+    assert!(
+        fix.contains("- file-exists:missing.txt: not-found:missing.txt"),
+        "{fix}"
+    );
 
     // An unknown criterion is the validator declining to judge, not a fault.
-    let declined = plugin.validate(env, &output("x"), &["frobnicate".to_string()]).await.unwrap();
-    assert_eq!(declined.unwrap_err(), "unknown criterion kind 'frobnicate' in 'frobnicate'");
+    let declined = plugin
+        .validate(env, &output("x"), &["frobnicate".to_string()])
+        .await
+        .unwrap();
+    assert_eq!(
+        declined.unwrap_err(),
+        "unknown criterion kind 'frobnicate' in 'frobnicate'"
+    );
 }
