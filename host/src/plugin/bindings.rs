@@ -17,7 +17,7 @@ wasmtime::component::bindgen!({
     world: "crewbox:host/plugins",
     imports: { default: async },
     exports: { default: async },
-    additional_derives: [serde::Serialize, serde::Deserialize],
+    additional_derives: [PartialEq, Eq, serde::Serialize, serde::Deserialize],
 });
 
 pub use crewbox::plugin::{log, model, types, workspace};
