@@ -1,5 +1,38 @@
 //! The WebAssembly plugin runtime: one `bindgen!`, deny-by-default grants, limits, cache.
+//!
+//! ```no_run
+//! # async fn demo(bytes: std::sync::Arc<[u8]>) -> anyhow::Result<()> {
+//! use crewbox::plugin::*;
+//! let runtime = PluginRuntime::new(RuntimeConfig::default())?;
+//! let grants = Grants::none().log();
+//! let plugin = runtime.load("mine", PluginSource::Builtin, bytes, grants, None).await?;
+//! let request = DispatchRequest { prompt: "fix the bug".into(), team: None, available_modes: vec![Mode::Single] };
+//! let decision = plugin.decide(&request).await?;
+//! # let _ = decision; Ok(()) }
+//! ```
 
+mod bindings;
+pub mod builtin;
+mod cache;
+mod call;
+mod error;
+mod grants;
+mod host;
 mod kind;
+mod limits;
+mod runtime;
 
+pub use bindings::types::{
+    Access, AgentOutput, AgentStatus, CriterionResult, DispatchDecision, DispatchRequest, Mode, Outcome, RoleContext,
+    RoleSpec, Signal, ValidatorInfo, Verdict,
+};
+pub use bindings::workspace::ChangeKind;
+pub use cache::CacheOutcome;
+pub use call::{CallEnv, Plugin};
+pub use error::{PluginError, PluginFault};
+pub use grants::{Capability, Grants, ModelBudget, ReadOnlyDir, Rule, Violation};
+pub use host::model::{ModelAccess, ModelReply};
+pub use host::workspace::WorkspaceView;
 pub use kind::PluginKind;
+pub use limits::Limits;
+pub use runtime::{ComponentInfo, PluginRuntime, PluginSource, RuntimeConfig, default_cache_dir};

@@ -1,0 +1,247 @@
+//! The engine: configuration, compilation (cached, off the async runtime), the import
+//! rules, and loading a component into a ready-to-call [`Plugin`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+use wasmtime::component::Component;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::cache::{CacheOutcome, DiskCache};
+use super::call::{Exports, Plugin, PluginInner};
+use super::error::PluginError;
+use super::grants::{Grants, Rule, Violation, kinds_exported, violations};
+use super::host;
+use super::kind::PluginKind;
+use super::limits::Limits;
+
+/// Where a plugin came from; shown to users and decides how far it may be trusted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "source", content = "path", rename_all = "lowercase")]
+pub enum PluginSource {
+    /// Embedded in the crewbox binary.
+    Builtin,
+    /// From the user's config directory.
+    User(PathBuf),
+    /// From the repository's `.crewbox/plugins/`.
+    Repo(PathBuf),
+    /// Named on the command line.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for PluginSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Builtin => f.write_str("builtin"),
+            Self::User(p) => write!(f, "user:{}", p.display()),
+            Self::Repo(p) => write!(f, "repo:{}", p.display()),
+            Self::File(p) => write!(f, "file:{}", p.display()),
+        }
+    }
+}
+
+/// Engine-wide settings.
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Directory for compiled components; `None` compiles every time.
+    pub cache_dir: Option<PathBuf>,
+    /// How many instances may be live at once (pooling allocator slots).
+    pub max_instances: u32,
+    /// The largest memory any plugin may be given; per-plugin [`Limits`] are clamped to it.
+    pub max_memory_bytes: u64,
+    /// Epoch tick: the resolution of call deadlines.
+    pub epoch_tick: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self { cache_dir: default_cache_dir(), max_instances: 64, max_memory_bytes: 64 << 20, epoch_tick: Duration::from_millis(5) }
+    }
+}
+
+/// `$XDG_CACHE_HOME/crewbox/plugins`, else `$HOME/.cache/crewbox/plugins`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("crewbox").join("plugins"))
+}
+
+/// What a component declares, before any rule is applied.
+#[derive(Clone, Debug, Serialize)]
+pub struct ComponentInfo {
+    /// The kind its exports say, if exactly one plugin export is present.
+    pub kind: Option<PluginKind>,
+    /// Every plugin kind it exports (normally one).
+    pub kinds_exported: Vec<PluginKind>,
+    /// Import names, versioned, e.g. `crewbox:plugin/log@0.1.0`.
+    pub imports: Vec<String>,
+    /// Export names, versioned.
+    pub exports: Vec<String>,
+    /// Size of the component in bytes.
+    pub size: usize,
+}
+
+/// Stops the epoch ticker when the last handle to the runtime goes away.
+struct Ticker(Arc<AtomicBool>);
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+pub(crate) struct RuntimeInner {
+    pub(crate) engine: Engine,
+    pub(crate) config: RuntimeConfig,
+    cache: Option<DiskCache>,
+    _ticker: Ticker,
+}
+
+/// The plugin runtime: one wasmtime engine, its disk cache and its epoch ticker.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct PluginRuntime {
+    pub(crate) inner: Arc<RuntimeInner>,
+}
+
+impl PluginRuntime {
+    /// Builds the engine (pooling allocator, epoch interruption) and starts the ticker.
+    pub fn new(config: RuntimeConfig) -> Result<Self, PluginError> {
+        let mut pool = PoolingAllocationConfig::default();
+        let n = config.max_instances.max(1);
+        pool.total_component_instances(n)
+            .total_core_instances(n * 8)
+            .total_memories(n * 2)
+            .total_tables(n * 4)
+            .total_stacks(n)
+            .max_memory_size(usize::try_from(config.max_memory_bytes).unwrap_or(usize::MAX));
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true)
+            .epoch_interruption(true)
+            .memory_reservation(config.max_memory_bytes)
+            .memory_reservation_for_growth(0)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&wasm).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tick_engine, tick_stop, tick) = (engine.clone(), stop.clone(), config.epoch_tick);
+        std::thread::Builder::new()
+            .name("crewbox-plugin-epoch".into())
+            .spawn(move || {
+                while !tick_stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    tick_engine.increment_epoch();
+                }
+            })
+            .map_err(|e| PluginError::Engine(format!("cannot start the epoch ticker: {e}")))?;
+        let cache = config.cache_dir.clone().map(|dir| DiskCache::new(dir, &engine));
+        Ok(Self { inner: Arc::new(RuntimeInner { engine, config, cache, _ticker: Ticker(stop) }) })
+    }
+
+    /// Compiles (or loads from cache). Blocking.
+    fn compile(&self, name: &str, bytes: &[u8]) -> Result<(Component, CacheOutcome), PluginError> {
+        let compiled = match &self.inner.cache {
+            Some(cache) => cache.load_or_compile(&self.inner.engine, bytes),
+            None => Component::new(&self.inner.engine, bytes).map(|c| (c, CacheOutcome::Compiled)),
+        };
+        compiled.map_err(|e| PluginError::Compile { plugin: name.to_owned(), reason: format!("{e:#}") })
+    }
+
+    fn describe(&self, component: &Component, size: usize) -> ComponentInfo {
+        let ty = component.component_type();
+        let engine = &self.inner.engine;
+        let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_owned()).collect();
+        let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
+        let kinds = kinds_exported(exports.iter().map(String::as_str));
+        let kind = (kinds.len() == 1).then(|| kinds[0]);
+        ComponentInfo { kind, kinds_exported: kinds, imports, exports, size }
+    }
+
+    /// Reads a component's kind, imports and exports. Blocking (compiles, or loads from cache).
+    pub fn inspect(&self, bytes: &[u8]) -> Result<ComponentInfo, PluginError> {
+        let (component, _) = self.compile("(inspected)", bytes)?;
+        Ok(self.describe(&component, bytes.len()))
+    }
+
+    /// Every rule the component breaks as a plugin of `kind` (or of the kind its
+    /// exports say) under `grants`. Empty means it loads. Blocking.
+    pub fn check(&self, name: &str, bytes: &[u8], kind: Option<PluginKind>, grants: &Grants) -> Vec<Violation> {
+        match self.compile(name, bytes) {
+            Ok((component, _)) => {
+                let info = self.describe(&component, bytes.len());
+                violations(
+                    name,
+                    kind,
+                    info.imports.iter().map(String::as_str),
+                    info.exports.iter().map(String::as_str),
+                    grants,
+                )
+            }
+            Err(e) => vec![Violation {
+                plugin: name.to_owned(),
+                kind,
+                interface: String::new(),
+                rule: Rule::NotAComponent { reason: e.to_string() },
+            }],
+        }
+    }
+
+    /// Compiles (off the async runtime), checks every import against the kind and the
+    /// grants, links only what is granted and pre-instantiates.
+    pub async fn load(
+        &self,
+        name: &str,
+        source: PluginSource,
+        bytes: Arc<[u8]>,
+        grants: Grants,
+        limits: Option<Limits>,
+    ) -> Result<Plugin, PluginError> {
+        let this = self.clone();
+        let task_name = name.to_owned();
+        let size = bytes.len();
+        let (component, cache) = tokio::task::spawn_blocking(move || this.compile(&task_name, &bytes))
+            .await
+            .map_err(|e| PluginError::Task { plugin: name.to_owned(), reason: e.to_string() })??;
+        let info = self.describe(&component, size);
+        let denied = violations(
+            name,
+            None,
+            info.imports.iter().map(String::as_str),
+            info.exports.iter().map(String::as_str),
+            &grants,
+        );
+        if !denied.is_empty() {
+            return Err(PluginError::Denied { plugin: name.to_owned(), violations: denied });
+        }
+        let kind = info.kind.expect("a component without violations exports exactly one plugin interface");
+        for dir in grants.read_only_dirs() {
+            wasmtime_wasi::WasiCtx::builder()
+                .preopened_dir(&dir.host, &dir.guest, wasmtime_wasi::FsPerms::ReadOnly)
+                .map_err(|e| PluginError::Grant { plugin: name.to_owned(), path: dir.host.clone(), reason: format!("{e:#}") })?;
+        }
+        let contract = |e: wasmtime::Error| PluginError::Contract { plugin: name.to_owned(), reason: format!("{e:#}") };
+        let linker = host::linker(&self.inner.engine, &grants).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let pre = linker.instantiate_pre(&component).map_err(contract)?;
+        let exports = Exports::new(kind, &pre).map_err(contract)?;
+        let mut limits = limits.unwrap_or_else(|| Limits::for_kind(kind));
+        limits.memory_bytes = limits.memory_bytes.min(self.inner.config.max_memory_bytes);
+        Ok(Plugin {
+            inner: Arc::new(PluginInner {
+                name: name.into(),
+                kind,
+                source,
+                imports: info.imports,
+                grants,
+                limits,
+                cache,
+                pre,
+                exports,
+                runtime: self.inner.clone(),
+            }),
+        })
+    }
+}

@@ -1,0 +1,201 @@
+//! A validator written in Python (`tests/guests-py/validator/app.py`), built with
+//! componentize-py against the same `wit/`, loaded and called by the real runtime.
+//!
+//! Needs `componentize-py` on PATH; see `tests/guests-py/README.md`. The component
+//! (~18 MB) is built into the target directory, keyed by a hash of its inputs, and the
+//! runtime's compile cache lives there too, so only the first run pays for both.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use crewbox::plugin::{
+    AgentOutput, AgentStatus, CallEnv, Capability, ChangeKind, Grants, Limits, ModelBudget,
+    PluginError, PluginKind, PluginRuntime, PluginSource, Rule, RuntimeConfig, WorkspaceView,
+};
+
+const TOOL: &str = "componentize-py";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repo root")
+        .to_path_buf()
+}
+
+/// Builds the Python validator (once per distinct input) and returns its bytes.
+///
+/// `--stub-wasi` replaces the WASI imports CPython would otherwise bring (sockets,
+/// filesystem, …), which the runtime refuses; the interpreter is pre-initialised at build
+/// time, so the validator does not need them at run time.
+fn build_python_validator() -> Vec<u8> {
+    let root = repo_root();
+    let app_dir = root.join("tests/guests-py/validator");
+    let version = Command::new(TOOL)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("`{TOOL}` is not runnable ({e}); install it as tests/guests-py/README.md says")
+        });
+    let mut hash = Sha256::new();
+    hash.update(&version.stdout);
+    for input in [app_dir.join("app.py"), root.join("wit/plugin.wit")] {
+        hash.update(std::fs::read(&input).unwrap_or_else(|e| panic!("{}: {e}", input.display())));
+    }
+    let digest = hash.finalize();
+    let key: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("py-validator-{key}.wasm"));
+    if !out.exists() {
+        let started = Instant::now();
+        let tmp = out.with_extension("wasm.partial");
+        let status = Command::new(TOOL)
+            .arg("-d")
+            .arg(root.join("wit"))
+            .args(["-w", "validator", "componentize", "--stub-wasi", "-p"])
+            .arg(&app_dir)
+            .arg("app")
+            .arg("-o")
+            .arg(&tmp)
+            .current_dir(&app_dir)
+            .status()
+            .unwrap_or_else(|e| panic!("running {TOOL}: {e}"));
+        assert!(status.success(), "{TOOL} failed: {status}");
+        std::fs::rename(&tmp, &out).unwrap();
+        eprintln!("built {} in {:?}", out.display(), started.elapsed());
+    }
+    std::fs::read(&out).unwrap()
+}
+
+fn output(reply: &str) -> AgentOutput {
+    AgentOutput {
+        agent_id: "py-1".into(),
+        role: "executor".into(),
+        task: "write the README".into(),
+        status: AgentStatus::Completed,
+        reply: reply.into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_validator_judges_a_workspace() {
+    let bytes: Arc<[u8]> = build_python_validator().into();
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache");
+    let rt = PluginRuntime::new(RuntimeConfig {
+        cache_dir: Some(cache),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+
+    // componentize-py imports every interface of the world, used or not: without a model
+    // grant the validator is refused, naming the interface and the rule.
+    let defaults = Grants::defaults_for(PluginKind::Validator);
+    let started = Instant::now();
+    let refused = rt
+        .load(
+            "py-criteria",
+            PluginSource::Builtin,
+            bytes.clone(),
+            defaults.clone(),
+            None,
+        )
+        .await;
+    eprintln!("first load (compile or cache) took {:?}", started.elapsed());
+    let Err(err @ PluginError::Denied { .. }) = refused else {
+        panic!("expected Denied, got {:?}", refused.err())
+    };
+    let PluginError::Denied { violations, .. } = &err else {
+        unreachable!()
+    };
+    assert_eq!(violations.len(), 1, "{err}");
+    assert_eq!(violations[0].interface, "crewbox:plugin/model");
+    assert_eq!(
+        violations[0].rule,
+        Rule::NeedsGrant {
+            capability: Capability::Model
+        }
+    );
+
+    let grants = defaults.model(ModelBudget {
+        tokens: 1,
+        time: Duration::from_millis(1),
+    });
+    let limits = Limits {
+        deadline: Duration::from_secs(10),
+        ..Limits::for_kind(PluginKind::Validator)
+    };
+    let plugin = rt
+        .load(
+            "py-criteria",
+            PluginSource::Builtin,
+            bytes,
+            grants,
+            Some(limits),
+        )
+        .await
+        .unwrap();
+    assert_eq!(plugin.describe().await.unwrap().name, "py-criteria");
+
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("README.md"), "# Demo\nUsage: run it.\n").unwrap();
+    let view = WorkspaceView {
+        root: ws.path().to_path_buf(),
+        changed: vec![("README.md".into(), ChangeKind::Added)],
+        diff: String::new(),
+    };
+    let env = CallEnv {
+        workspace: Some(view),
+        model: None,
+    };
+    let criteria: Vec<String> = [
+        "reply-contains:README",
+        "file-contains:README.md:Usage",
+        "changed:README.md",
+        "file-exists:../etc/passwd",
+        "file-exists:missing.txt",
+    ]
+    .map(String::from)
+    .to_vec();
+    let started = Instant::now();
+    let verdict = plugin
+        .validate(env.clone(), &output("Wrote README.md"), &criteria)
+        .await
+        .unwrap()
+        .unwrap();
+    eprintln!("validate took {:?}", started.elapsed());
+    let got: Vec<(bool, &str)> = verdict
+        .results
+        .iter()
+        .map(|r| (r.passed, r.detail.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (true, "reply contains 'README'"),
+            (true, "README.md contains 'Usage'"),
+            (true, "README.md was changed"),
+            (false, "outside-workspace:../etc/passwd"),
+            (false, "not-found:missing.txt"),
+        ]
+    );
+    assert!(!verdict.passed);
+    let fix = verdict
+        .fix_prompt
+        .expect("a failed verdict carries a fix prompt");
+    assert!(
+        fix.contains("- file-exists:missing.txt: not-found:missing.txt"),
+        "{fix}"
+    );
+
+    // An unknown criterion is the validator declining to judge, not a fault.
+    let declined = plugin
+        .validate(env, &output("x"), &["frobnicate".to_string()])
+        .await
+        .unwrap();
+    assert_eq!(
+        declined.unwrap_err(),
+        "unknown criterion kind 'frobnicate' in 'frobnicate'"
+    );
+}
