@@ -19,3 +19,7 @@ impl From<Exit> for std::process::ExitCode {
         std::process::ExitCode::from(e as u8)
     }
 }
+
+pub mod dispatch;
+pub mod plugin;
+pub mod validate;
