@@ -9,20 +9,41 @@ use async_trait::async_trait;
 use crewbox::plugin::*;
 
 /// Every guest this file runs; a guest added to `tests/guests/` must be listed here.
-const GUESTS: &[&str] = &["echo-dispatcher", "trivial-validator", "ws-validator", "echo-role", "bad-import-dispatcher"];
+const GUESTS: &[&str] = &[
+    "echo-dispatcher",
+    "trivial-validator",
+    "ws-validator",
+    "echo-role",
+    "bad-import-dispatcher",
+];
 
 fn guest(name: &str) -> Arc<[u8]> {
     assert!(GUESTS.contains(&name), "unknown guest {name}");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/guests/dist").join(format!("{name}.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).into()
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/guests/dist")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .into()
 }
 
 fn runtime(cache: &Path) -> PluginRuntime {
-    PluginRuntime::new(RuntimeConfig { cache_dir: Some(cache.to_owned()), ..RuntimeConfig::default() }).unwrap()
+    PluginRuntime::new(RuntimeConfig {
+        cache_dir: Some(cache.to_owned()),
+        ..RuntimeConfig::default()
+    })
+    .unwrap()
 }
 
 async fn load(rt: &PluginRuntime, name: &str, grants: Grants) -> Result<Plugin, PluginError> {
-    rt.load(name, PluginSource::File(name.into()), guest(name), grants, None).await
+    rt.load(
+        name,
+        PluginSource::File(name.into()),
+        guest(name),
+        grants,
+        None,
+    )
+    .await
 }
 
 fn output(reply: &str) -> AgentOutput {
@@ -39,7 +60,9 @@ fn output(reply: &str) -> AgentOutput {
 async fn dispatcher_decides_and_kind_is_detected() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(dir.path());
-    let p = load(&rt, "echo-dispatcher", Grants::none().log()).await.unwrap();
+    let p = load(&rt, "echo-dispatcher", Grants::none().log())
+        .await
+        .unwrap();
     assert_eq!(p.kind(), PluginKind::Dispatcher);
     let req = DispatchRequest {
         prompt: "do these\n- one\n- two\n- three".into(),
@@ -51,13 +74,29 @@ async fn dispatcher_decides_and_kind_is_detected() {
     assert_eq!(d.swarm_size, Some(3));
     assert_eq!(d.tasks, ["one", "two", "three"]);
     // Printing to stdout is captured, not a fault.
-    let req = DispatchRequest { prompt: "print:hello".into(), team: None, available_modes: vec![Mode::Crew] };
+    let req = DispatchRequest {
+        prompt: "print:hello".into(),
+        team: None,
+        available_modes: vec![Mode::Crew],
+    };
     assert_eq!(p.decide(&req).await.unwrap().mode, Mode::Crew);
     // Wrong-kind calls are refused with a clear fault.
     let err = p.describe().await.unwrap_err();
-    assert!(matches!(err, PluginFault::WrongKind { expected: PluginKind::Validator, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            PluginFault::WrongKind {
+                expected: PluginKind::Validator,
+                ..
+            }
+        ),
+        "{err}"
+    );
 
-    for (name, kind) in [("trivial-validator", PluginKind::Validator), ("echo-role", PluginKind::Role)] {
+    for (name, kind) in [
+        ("trivial-validator", PluginKind::Validator),
+        ("echo-role", PluginKind::Role),
+    ] {
         let info = rt.inspect(&guest(name)).unwrap();
         assert_eq!(info.kind, Some(kind), "{name}");
     }
@@ -67,15 +106,33 @@ async fn dispatcher_decides_and_kind_is_detected() {
 async fn validator_err_is_an_answer_not_a_fault() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(dir.path());
-    let p = load(&rt, "trivial-validator", Grants::defaults_for(PluginKind::Validator)).await.unwrap();
+    let p = load(
+        &rt,
+        "trivial-validator",
+        Grants::defaults_for(PluginKind::Validator),
+    )
+    .await
+    .unwrap();
     assert_eq!(p.describe().await.unwrap().name, "trivial");
     let env = CallEnv::default;
-    let v = p.validate(env(), &output("done: added tests"), &[]).await.unwrap().unwrap();
+    let v = p
+        .validate(env(), &output("done: added tests"), &[])
+        .await
+        .unwrap()
+        .unwrap();
     assert!(v.passed);
-    let v = p.validate(env(), &output("done"), &["contains:tests".into()]).await.unwrap().unwrap();
+    let v = p
+        .validate(env(), &output("done"), &["contains:tests".into()])
+        .await
+        .unwrap()
+        .unwrap();
     assert!(!v.passed);
     assert!(v.fix_prompt.is_some());
-    let e = p.validate(env(), &output("x"), &["frobnicate".into()]).await.unwrap().unwrap_err();
+    let e = p
+        .validate(env(), &output("x"), &["frobnicate".into()])
+        .await
+        .unwrap()
+        .unwrap_err();
     assert!(e.contains("frobnicate"), "{e}");
 }
 
@@ -83,7 +140,9 @@ async fn validator_err_is_an_answer_not_a_fault() {
 async fn role_calls_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime(dir.path());
-    let p = load(&rt, "echo-role", Grants::defaults_for(PluginKind::Role)).await.unwrap();
+    let p = load(&rt, "echo-role", Grants::defaults_for(PluginKind::Role))
+        .await
+        .unwrap();
     assert_eq!(p.role_spec().await.unwrap().access, Access::ReadOnly);
     let ctx = RoleContext {
         request: "req".into(),
@@ -93,10 +152,23 @@ async fn role_calls_round_trip() {
         findings: vec![],
         revision: 1,
     };
-    let ws = WorkspaceView { root: dir.path().into(), changed: vec![("a.rs".into(), ChangeKind::Added)], diff: String::new() };
-    let env = CallEnv { workspace: Some(ws), model: None };
-    assert_eq!(p.role_prompt(env.clone(), &ctx).await.unwrap(), "[r1] req: task (1 changed)");
-    assert_eq!(p.role_interpret(env, &ctx, "FAIL a; b").await.unwrap(), Outcome::Fail(vec!["a".into(), "b".into()]));
+    let ws = WorkspaceView {
+        root: dir.path().into(),
+        changed: vec![("a.rs".into(), ChangeKind::Added)],
+        diff: String::new(),
+    };
+    let env = CallEnv {
+        workspace: Some(ws),
+        model: None,
+    };
+    assert_eq!(
+        p.role_prompt(env.clone(), &ctx).await.unwrap(),
+        "[r1] req: task (1 changed)"
+    );
+    assert_eq!(
+        p.role_interpret(env, &ctx, "FAIL a; b").await.unwrap(),
+        Outcome::Fail(vec!["a".into(), "b".into()])
+    );
 }
 
 /// A model backend that answers every prompt and counts calls.
@@ -104,14 +176,26 @@ struct CountingModel(AtomicU32);
 
 #[async_trait]
 impl ModelAccess for CountingModel {
-    async fn complete(&self, _s: Option<String>, prompt: String, _m: Option<u32>) -> Result<ModelReply, String> {
+    async fn complete(
+        &self,
+        _s: Option<String>,
+        prompt: String,
+        _m: Option<u32>,
+    ) -> Result<ModelReply, String> {
         self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(ModelReply { text: format!("re:{prompt}"), input_tokens: 30, output_tokens: 10 })
+        Ok(ModelReply {
+            text: format!("re:{prompt}"),
+            input_tokens: 30,
+            output_tokens: 10,
+        })
     }
 }
 
 fn ws_grants() -> Grants {
-    Grants::defaults_for(PluginKind::Validator).model(ModelBudget { tokens: 100, time: Duration::from_secs(5) })
+    Grants::defaults_for(PluginKind::Validator).model(ModelBudget {
+        tokens: 100,
+        time: Duration::from_secs(5),
+    })
 }
 
 #[tokio::test]
@@ -123,7 +207,8 @@ async fn workspace_reads_stay_inside_the_root() {
     std::fs::write(dir.path().join("src/lib.rs"), "fn main() {}").unwrap();
     std::fs::write(dir.path().join("bin.dat"), [0xff, 0xfe, 0x00]).unwrap();
     std::fs::write(dir.path().join("big.txt"), "x".repeat(2 << 20)).unwrap();
-    std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("escape")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("escape"))
+        .unwrap();
     std::os::unix::fs::symlink("src/lib.rs", dir.path().join("inside-link")).unwrap();
 
     let cache = tempfile::tempdir().unwrap();
@@ -151,8 +236,15 @@ async fn workspace_reads_stay_inside_the_root() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let env = CallEnv { workspace: Some(ws), model: None };
-    let v = p.validate(env, &output("ok"), &criteria).await.unwrap().unwrap();
+    let env = CallEnv {
+        workspace: Some(ws),
+        model: None,
+    };
+    let v = p
+        .validate(env, &output("ok"), &criteria)
+        .await
+        .unwrap()
+        .unwrap();
     let details: Vec<&str> = v.results.iter().map(|r| r.detail.as_str()).collect();
     assert_eq!(details[0], "fn main() {}");
     assert_eq!(details[1], "fn main() {}");
@@ -173,10 +265,19 @@ async fn model_budget_is_charged_per_call() {
     let rt = runtime(cache.path());
     let p = load(&rt, "ws-validator", ws_grants()).await.unwrap();
     let model = Arc::new(CountingModel(AtomicU32::new(0)));
-    let criteria: Vec<String> = ["model:a", "model:b", "model:c", "model:d"].map(String::from).to_vec();
+    let criteria: Vec<String> = ["model:a", "model:b", "model:c", "model:d"]
+        .map(String::from)
+        .to_vec();
     for _ in 0..2 {
-        let env = CallEnv { workspace: None, model: Some(model.clone()) };
-        let v = p.validate(env, &output("ok"), &criteria).await.unwrap().unwrap();
+        let env = CallEnv {
+            workspace: None,
+            model: Some(model.clone()),
+        };
+        let v = p
+            .validate(env, &output("ok"), &criteria)
+            .await
+            .unwrap()
+            .unwrap();
         let details: Vec<&str> = v.results.iter().map(|r| r.detail.as_str()).collect();
         // 100 tokens, 40 per call: two calls fit, the third takes the rest, the fourth is refused.
         assert_eq!(details[..3], ["re:a|30|10", "re:b|30|10", "re:c|30|10"]);
@@ -184,7 +285,11 @@ async fn model_budget_is_charged_per_call() {
     }
     assert_eq!(model.0.load(Ordering::SeqCst), 6);
     // Without a model in the call env, the import answers `unavailable`.
-    let v = p.validate(CallEnv::default(), &output("ok"), &criteria[..1]).await.unwrap().unwrap();
+    let v = p
+        .validate(CallEnv::default(), &output("ok"), &criteria[..1])
+        .await
+        .unwrap()
+        .unwrap();
     assert!(v.results[0].detail.starts_with("unavailable:"));
 }
 
@@ -192,7 +297,13 @@ async fn model_budget_is_charged_per_call() {
 async fn forbidden_imports_are_refused_with_interface_and_rule() {
     let cache = tempfile::tempdir().unwrap();
     let rt = runtime(cache.path());
-    let Err(err) = load(&rt, "bad-import-dispatcher", Grants::none().log().workspace()).await else {
+    let Err(err) = load(
+        &rt,
+        "bad-import-dispatcher",
+        Grants::none().log().workspace(),
+    )
+    .await
+    else {
         panic!("a dispatcher importing workspace must not load");
     };
     let msg = err.to_string();
@@ -201,23 +312,46 @@ async fn forbidden_imports_are_refused_with_interface_and_rule() {
         "{msg}"
     );
     // A validator asking for a model without a model grant.
-    let Err(err) = load(&rt, "ws-validator", Grants::defaults_for(PluginKind::Validator)).await else {
+    let Err(err) = load(
+        &rt,
+        "ws-validator",
+        Grants::defaults_for(PluginKind::Validator),
+    )
+    .await
+    else {
         panic!("model import without a grant must not load");
     };
-    assert!(err.to_string().contains("imports `crewbox:plugin/model`, which needs a model grant"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("imports `crewbox:plugin/model`, which needs a model grant"),
+        "{err}"
+    );
     // `check` reports every violation: log and workspace are not granted here either.
     let v = rt.check("ws", &guest("ws-validator"), None, &Grants::none());
     assert_eq!(v.len(), 3, "{v:?}");
-    let v = rt.check("ws", &guest("ws-validator"), Some(PluginKind::Dispatcher), &Grants::none().log());
-    assert!(v.iter().any(|v| matches!(v.rule, Rule::KindMismatch { .. })), "{v:?}");
+    let v = rt.check(
+        "ws",
+        &guest("ws-validator"),
+        Some(PluginKind::Dispatcher),
+        &Grants::none().log(),
+    );
+    assert!(
+        v.iter()
+            .any(|v| matches!(v.rule, Rule::KindMismatch { .. })),
+        "{v:?}"
+    );
 }
 
 #[tokio::test]
 async fn second_load_hits_the_disk_cache_and_corruption_recompiles() {
     let cache = tempfile::tempdir().unwrap();
-    let first = load(&runtime(cache.path()), "trivial-validator", Grants::none()).await.unwrap();
+    let first = load(&runtime(cache.path()), "trivial-validator", Grants::none())
+        .await
+        .unwrap();
     assert_eq!(first.cache_outcome(), CacheOutcome::Stored);
-    let second = load(&runtime(cache.path()), "trivial-validator", Grants::none()).await.unwrap();
+    let second = load(&runtime(cache.path()), "trivial-validator", Grants::none())
+        .await
+        .unwrap();
     assert_eq!(second.cache_outcome(), CacheOutcome::Hit);
     assert!(second.describe().await.is_ok());
     drop(second);
@@ -227,7 +361,9 @@ async fn second_load_hits_the_disk_cache_and_corruption_recompiles() {
         std::fs::remove_file(&path).unwrap();
         std::fs::write(&path, b"garbage").unwrap();
     }
-    let third = load(&runtime(cache.path()), "trivial-validator", Grants::none()).await.unwrap();
+    let third = load(&runtime(cache.path()), "trivial-validator", Grants::none())
+        .await
+        .unwrap();
     assert_eq!(third.cache_outcome(), CacheOutcome::Stored);
     assert!(third.describe().await.is_ok());
 }
@@ -236,12 +372,36 @@ async fn second_load_hits_the_disk_cache_and_corruption_recompiles() {
 async fn returned_sizes_are_capped() {
     let cache = tempfile::tempdir().unwrap();
     let rt = runtime(cache.path());
-    let limits = Limits { max_list_items: 2, ..Limits::for_kind(PluginKind::Dispatcher) };
+    let limits = Limits {
+        max_list_items: 2,
+        ..Limits::for_kind(PluginKind::Dispatcher)
+    };
     let p = rt
-        .load("echo", PluginSource::Builtin, guest("echo-dispatcher"), Grants::none().log(), Some(limits))
+        .load(
+            "echo",
+            PluginSource::Builtin,
+            guest("echo-dispatcher"),
+            Grants::none().log(),
+            Some(limits),
+        )
         .await
         .unwrap();
-    let req = DispatchRequest { prompt: "- a\n- b\n- c".into(), team: None, available_modes: vec![Mode::Swarm] };
+    let req = DispatchRequest {
+        prompt: "- a\n- b\n- c".into(),
+        team: None,
+        available_modes: vec![Mode::Swarm],
+    };
     let err = p.decide(&req).await.unwrap_err();
-    assert!(matches!(err, PluginFault::OutputTooLarge { what: "tasks", size: 3, limit: 2, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            PluginFault::OutputTooLarge {
+                what: "tasks",
+                size: 3,
+                limit: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }

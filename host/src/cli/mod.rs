@@ -5,10 +5,13 @@
 mod context;
 pub mod control;
 pub mod demo;
+pub mod dispatch;
 pub mod events;
+pub mod plugin;
 mod progress;
 pub mod run;
 pub mod status;
+pub mod validate;
 
 use clap::{Parser, Subcommand};
 

@@ -56,7 +56,11 @@ impl DiskCache {
     }
 
     /// Loads or compiles. Blocking: call from `spawn_blocking`.
-    pub(crate) fn load_or_compile(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<(Component, CacheOutcome)> {
+    pub(crate) fn load_or_compile(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+    ) -> wasmtime::Result<(Component, CacheOutcome)> {
         let path = self.path_for(bytes);
         if path.is_file() {
             // SAFETY: the file was written by `Component::serialize` for an engine with the
@@ -64,7 +68,9 @@ impl DiskCache {
             // writes; wasmtime still validates the header and falls back to an error.
             match unsafe { Component::deserialize_file(engine, &path) } {
                 Ok(c) => return Ok((c, CacheOutcome::Hit)),
-                Err(e) => tracing::warn!(path = %path.display(), error = %e, "corrupt plugin cache entry; recompiling"),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "corrupt plugin cache entry; recompiling")
+                }
             }
         }
         let component = Component::new(engine, bytes)?;

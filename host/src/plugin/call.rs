@@ -10,7 +10,8 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use super::bindings::log::Level;
 use super::bindings::types::{
-    AgentOutput, DispatchDecision, DispatchRequest, Outcome, RoleContext, RoleSpec, ValidatorInfo, Verdict,
+    AgentOutput, DispatchDecision, DispatchRequest, Outcome, RoleContext, RoleSpec, ValidatorInfo,
+    Verdict,
 };
 use super::bindings::{crew_role, dispatch, validate};
 use super::cache::CacheOutcome;
@@ -110,9 +111,15 @@ impl Plugin {
 
     /// Picks a mode for a request (dispatchers).
     pub async fn decide(&self, req: &DispatchRequest) -> Result<DispatchDecision, PluginFault> {
-        let Exports::Dispatch(idx) = &self.inner.exports else { return Err(self.wrong(PluginKind::Dispatcher)) };
+        let Exports::Dispatch(idx) = &self.inner.exports else {
+            return Err(self.wrong(PluginKind::Dispatcher));
+        };
         let d = self
-            .run(CallEnv::default(), async |store, instance| idx.load(&mut *store, instance)?.call_decide(&mut *store, req).await)
+            .run(CallEnv::default(), async |store, instance| {
+                idx.load(&mut *store, instance)?
+                    .call_decide(&mut *store, req)
+                    .await
+            })
             .await?;
         let cap = self.caps();
         cap.string("reason", &d.reason)?;
@@ -127,9 +134,15 @@ impl Plugin {
 
     /// Describes the validator.
     pub async fn describe(&self) -> Result<ValidatorInfo, PluginFault> {
-        let Exports::Validate(idx) = &self.inner.exports else { return Err(self.wrong(PluginKind::Validator)) };
+        let Exports::Validate(idx) = &self.inner.exports else {
+            return Err(self.wrong(PluginKind::Validator));
+        };
         let info = self
-            .run(CallEnv::default(), async |store, instance| idx.load(&mut *store, instance)?.call_describe(&mut *store).await)
+            .run(CallEnv::default(), async |store, instance| {
+                idx.load(&mut *store, instance)?
+                    .call_describe(&mut *store)
+                    .await
+            })
             .await?;
         let cap = self.caps();
         cap.string("name", &info.name)?;
@@ -146,10 +159,14 @@ impl Plugin {
         output: &AgentOutput,
         criteria: &[String],
     ) -> Result<Result<Verdict, String>, PluginFault> {
-        let Exports::Validate(idx) = &self.inner.exports else { return Err(self.wrong(PluginKind::Validator)) };
+        let Exports::Validate(idx) = &self.inner.exports else {
+            return Err(self.wrong(PluginKind::Validator));
+        };
         let answer = self
             .run(env, async |store, instance| {
-                idx.load(&mut *store, instance)?.call_validate(&mut *store, output, criteria).await
+                idx.load(&mut *store, instance)?
+                    .call_validate(&mut *store, output, criteria)
+                    .await
             })
             .await?;
         let cap = self.caps();
@@ -171,9 +188,15 @@ impl Plugin {
 
     /// Describes the role.
     pub async fn role_spec(&self) -> Result<RoleSpec, PluginFault> {
-        let Exports::Role(idx) = &self.inner.exports else { return Err(self.wrong(PluginKind::Role)) };
+        let Exports::Role(idx) = &self.inner.exports else {
+            return Err(self.wrong(PluginKind::Role));
+        };
         let spec = self
-            .run(CallEnv::default(), async |store, instance| idx.load(&mut *store, instance)?.call_spec(&mut *store).await)
+            .run(CallEnv::default(), async |store, instance| {
+                idx.load(&mut *store, instance)?
+                    .call_spec(&mut *store)
+                    .await
+            })
             .await?;
         let cap = self.caps();
         cap.string("name", &spec.name)?;
@@ -185,21 +208,40 @@ impl Plugin {
     }
 
     /// Builds the prompt for the agent playing this role.
-    pub async fn role_prompt(&self, env: CallEnv, ctx: &RoleContext) -> Result<String, PluginFault> {
-        let Exports::Role(idx) = &self.inner.exports else { return Err(self.wrong(PluginKind::Role)) };
+    pub async fn role_prompt(
+        &self,
+        env: CallEnv,
+        ctx: &RoleContext,
+    ) -> Result<String, PluginFault> {
+        let Exports::Role(idx) = &self.inner.exports else {
+            return Err(self.wrong(PluginKind::Role));
+        };
         let prompt = self
-            .run(env, async |store, instance| idx.load(&mut *store, instance)?.call_prompt(&mut *store, ctx).await)
+            .run(env, async |store, instance| {
+                idx.load(&mut *store, instance)?
+                    .call_prompt(&mut *store, ctx)
+                    .await
+            })
             .await?;
         self.caps().string("prompt", &prompt)?;
         Ok(prompt)
     }
 
     /// Reads the agent's reply for this role.
-    pub async fn role_interpret(&self, env: CallEnv, ctx: &RoleContext, output: &str) -> Result<Outcome, PluginFault> {
-        let Exports::Role(idx) = &self.inner.exports else { return Err(self.wrong(PluginKind::Role)) };
+    pub async fn role_interpret(
+        &self,
+        env: CallEnv,
+        ctx: &RoleContext,
+        output: &str,
+    ) -> Result<Outcome, PluginFault> {
+        let Exports::Role(idx) = &self.inner.exports else {
+            return Err(self.wrong(PluginKind::Role));
+        };
         let outcome = self
             .run(env, async |store, instance| {
-                idx.load(&mut *store, instance)?.call_interpret(&mut *store, ctx, output).await
+                idx.load(&mut *store, instance)?
+                    .call_interpret(&mut *store, ctx, output)
+                    .await
             })
             .await?;
         let cap = self.caps();
@@ -211,11 +253,18 @@ impl Plugin {
     }
 
     fn wrong(&self, expected: PluginKind) -> PluginFault {
-        PluginFault::WrongKind { plugin: self.name().to_owned(), expected, actual: self.inner.kind }
+        PluginFault::WrongKind {
+            plugin: self.name().to_owned(),
+            expected,
+            actual: self.inner.kind,
+        }
     }
 
     fn caps(&self) -> Caps<'_> {
-        Caps { plugin: &self.inner.name, limits: &self.inner.limits }
+        Caps {
+            plugin: &self.inner.name,
+            limits: &self.inner.limits,
+        }
     }
 
     fn new_store(&self, env: CallEnv) -> Result<Store<HostState>, PluginFault> {
@@ -226,21 +275,36 @@ impl Plugin {
         let mut wasi = wasmtime_wasi::WasiCtx::builder();
         wasi.stdout(stdout.clone()).stderr(stderr.clone());
         for dir in inner.grants.read_only_dirs() {
-            wasi.preopened_dir(&dir.host, &dir.guest, wasmtime_wasi::FsPerms::ReadOnly).map_err(|e| {
-                PluginFault::Instantiate { plugin: self.name().to_owned(), detail: format!("{}: {e:#}", dir.host.display()) }
-            })?;
+            wasi.preopened_dir(&dir.host, &dir.guest, wasmtime_wasi::FsPerms::ReadOnly)
+                .map_err(|e| PluginFault::Instantiate {
+                    plugin: self.name().to_owned(),
+                    detail: format!("{}: {e:#}", dir.host.display()),
+                })?;
         }
         let state = HostState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            memory: MemoryCap { limit: limits.memory_bytes, hit: false },
-            log: LogState { plugin: inner.name.clone(), remaining: limits.max_log_bytes, silenced: false },
+            memory: MemoryCap {
+                limit: limits.memory_bytes,
+                hit: false,
+            },
+            log: LogState {
+                plugin: inner.name.clone(),
+                remaining: limits.max_log_bytes,
+                silenced: false,
+            },
             workspace: WorkspaceState {
-                view: env.workspace.filter(|_| inner.grants.has_workspace()).map(Arc::new),
+                view: env
+                    .workspace
+                    .filter(|_| inner.grants.has_workspace())
+                    .map(Arc::new),
                 max_read: limits.max_read_bytes,
                 max_diff: limits.max_string_bytes as usize,
             },
-            model: ModelState::new(env.model.filter(|_| inner.grants.model_budget().is_some()), inner.grants.model_budget()),
+            model: ModelState::new(
+                env.model.filter(|_| inner.grants.model_budget().is_some()),
+                inner.grants.model_budget(),
+            ),
             stdout,
             stderr,
         };
@@ -263,7 +327,12 @@ impl Plugin {
         let result = {
             let store = &mut store;
             let work = async move {
-                let instance = self.inner.pre.instantiate_async(&mut *store).await.map_err(|e| (true, e))?;
+                let instance = self
+                    .inner
+                    .pre
+                    .instantiate_async(&mut *store)
+                    .await
+                    .map_err(|e| (true, e))?;
                 f(store, &instance).await.map_err(|e| (false, e))
             };
             tokio::time::timeout(limits.deadline + HOST_GRACE, work).await
@@ -272,22 +341,40 @@ impl Plugin {
         let plugin = self.name().to_owned();
         match result {
             Ok(Ok(r)) => Ok(r),
-            Err(_elapsed) => Err(PluginFault::Deadline { plugin, ms: limits.deadline.as_millis() as u64 }),
-            Ok(Err(_)) if store.data().memory.hit => Err(PluginFault::MemoryLimit { plugin, limit: limits.memory_bytes }),
+            Err(_elapsed) => Err(PluginFault::Deadline {
+                plugin,
+                ms: limits.deadline.as_millis() as u64,
+            }),
+            Ok(Err(_)) if store.data().memory.hit => Err(PluginFault::MemoryLimit {
+                plugin,
+                limit: limits.memory_bytes,
+            }),
             Ok(Err((_, e))) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
-                Err(PluginFault::Deadline { plugin, ms: limits.deadline.as_millis() as u64 })
+                Err(PluginFault::Deadline {
+                    plugin,
+                    ms: limits.deadline.as_millis() as u64,
+                })
             }
             Ok(Err((true, e))) if e.downcast_ref::<Trap>().is_none() => {
-                Err(PluginFault::Instantiate { plugin, detail: format!("{e:#}") })
+                Err(PluginFault::Instantiate {
+                    plugin,
+                    detail: format!("{e:#}"),
+                })
             }
-            Ok(Err((_, e))) => Err(PluginFault::Trap { plugin, detail: format!("{e:?}") }),
+            Ok(Err((_, e))) => Err(PluginFault::Trap {
+                plugin,
+                detail: format!("{e:?}"),
+            }),
         }
     }
 
     /// Moves what the guest printed into the log, under the same per-call byte budget.
     fn flush_stdio(&self, store: &mut Store<HostState>) {
         let state = store.data_mut();
-        for (pipe, level, stream) in [(&state.stdout, Level::Info, "stdout"), (&state.stderr, Level::Warn, "stderr")] {
+        for (pipe, level, stream) in [
+            (&state.stdout, Level::Info, "stdout"),
+            (&state.stderr, Level::Warn, "stderr"),
+        ] {
             let bytes = pipe.contents();
             if bytes.is_empty() {
                 continue;
@@ -322,7 +409,12 @@ impl Caps<'_> {
 
     fn check(&self, what: &'static str, size: u64, limit: u64) -> Result<(), PluginFault> {
         if size > limit {
-            return Err(PluginFault::OutputTooLarge { plugin: self.plugin.to_owned(), what, size, limit });
+            return Err(PluginFault::OutputTooLarge {
+                plugin: self.plugin.to_owned(),
+                what,
+                size,
+                limit,
+            });
         }
         Ok(())
     }

@@ -73,8 +73,15 @@ impl Grants {
     }
 
     /// Preopens `host` read-only as `guest` for `wasi:filesystem`.
-    pub fn wasi_read_only_dir(mut self, host: impl Into<PathBuf>, guest: impl Into<String>) -> Self {
-        self.read_only_dirs.push(ReadOnlyDir { host: host.into(), guest: guest.into() });
+    pub fn wasi_read_only_dir(
+        mut self,
+        host: impl Into<PathBuf>,
+        guest: impl Into<String>,
+    ) -> Self {
+        self.read_only_dirs.push(ReadOnlyDir {
+            host: host.into(),
+            guest: guest.into(),
+        });
         self
     }
 
@@ -196,26 +203,45 @@ impl std::fmt::Display for Violation {
         let iface = &self.interface;
         match &self.rule {
             Rule::NeverGranted { kind } => {
-                write!(f, "{who} imports `{iface}`, which {kind}s are never granted")
+                write!(
+                    f,
+                    "{who} imports `{iface}`, which {kind}s are never granted"
+                )
             }
             Rule::NeedsGrant { capability } => {
-                write!(f, "{who} imports `{iface}`, which needs {}", capability.grant_name())
+                write!(
+                    f,
+                    "{who} imports `{iface}`, which needs {}",
+                    capability.grant_name()
+                )
             }
             Rule::NetworkNeverGranted => {
                 write!(f, "{who} imports `{iface}`: network is never granted")
             }
-            Rule::NotProvided => write!(f, "{who} imports `{iface}`, which crewbox does not provide to plugins"),
+            Rule::NotProvided => write!(
+                f,
+                "{who} imports `{iface}`, which crewbox does not provide to plugins"
+            ),
             Rule::NoPluginExport => write!(
                 f,
                 "{who} exports none of `crewbox:plugin/dispatch`, `crewbox:plugin/validate`, `crewbox:plugin/crew-role`"
             ),
             Rule::SeveralPluginExports { kinds } => {
                 let names: Vec<&str> = kinds.iter().map(|k| k.export_interface()).collect();
-                write!(f, "{who} exports several plugin interfaces ({}); a plugin implements exactly one", names.join(", "))
+                write!(
+                    f,
+                    "{who} exports several plugin interfaces ({}); a plugin implements exactly one",
+                    names.join(", ")
+                )
             }
-            Rule::NotAComponent { reason } => write!(f, "{who} is not a loadable component: {reason}"),
+            Rule::NotAComponent { reason } => {
+                write!(f, "{who} is not a loadable component: {reason}")
+            }
             Rule::KindMismatch { expected, found } => {
-                write!(f, "{who} was configured as a {expected} but exports `{iface}` (a {found})")
+                write!(
+                    f,
+                    "{who} was configured as a {expected} but exports `{iface}` (a {found})"
+                )
             }
         }
     }
@@ -260,8 +286,15 @@ pub fn kinds_exported<'a>(exports: impl IntoIterator<Item = &'a str>) -> Vec<Plu
     let mut kinds = Vec::new();
     for name in exports {
         let (base, version) = split_version(name);
-        for kind in [PluginKind::Dispatcher, PluginKind::Validator, PluginKind::Role] {
-            if base == kind.export_interface() && version == Some(PACKAGE_VERSION) && !kinds.contains(&kind) {
+        for kind in [
+            PluginKind::Dispatcher,
+            PluginKind::Validator,
+            PluginKind::Role,
+        ] {
+            if base == kind.export_interface()
+                && version == Some(PACKAGE_VERSION)
+                && !kinds.contains(&kind)
+            {
                 kinds.push(kind);
             }
         }
@@ -295,7 +328,9 @@ fn check_import(kind: PluginKind, grants: &Grants, name: &str) -> Option<Rule> {
         return Some(Rule::NetworkNeverGranted);
     }
     if base == "wasi:filesystem/types" || base == "wasi:filesystem/preopens" {
-        return (!grants.has(Capability::ReadOnlyFs)).then_some(Rule::NeedsGrant { capability: Capability::ReadOnlyFs });
+        return (!grants.has(Capability::ReadOnlyFs)).then_some(Rule::NeedsGrant {
+            capability: Capability::ReadOnlyFs,
+        });
     }
     if SANDBOXED_WASI.contains(&base) && version.is_some_and(|v| v.starts_with("0.2.")) {
         return None;
@@ -316,7 +351,12 @@ pub fn violations<'a>(
     let found = kinds_exported(exports.iter().copied());
     let mut out = Vec::new();
     let mut violation = |kind: Option<PluginKind>, interface: &str, rule: Rule| {
-        out.push(Violation { plugin: plugin.to_owned(), kind, interface: interface.to_owned(), rule });
+        out.push(Violation {
+            plugin: plugin.to_owned(),
+            kind,
+            interface: interface.to_owned(),
+            rule,
+        });
     };
     let effective = match (found.as_slice(), kind) {
         ([], k) => {
@@ -326,11 +366,24 @@ pub fn violations<'a>(
         ([one], None) => Some(*one),
         ([one], Some(expected)) if *one == expected => Some(expected),
         ([one], Some(expected)) => {
-            violation(Some(expected), one.export_interface(), Rule::KindMismatch { expected, found: *one });
+            violation(
+                Some(expected),
+                one.export_interface(),
+                Rule::KindMismatch {
+                    expected,
+                    found: *one,
+                },
+            );
             Some(expected)
         }
         (several, k) => {
-            violation(k, "", Rule::SeveralPluginExports { kinds: several.to_vec() });
+            violation(
+                k,
+                "",
+                Rule::SeveralPluginExports {
+                    kinds: several.to_vec(),
+                },
+            );
             k
         }
     };
@@ -348,33 +401,75 @@ pub fn violations<'a>(
 mod tests {
     use super::*;
 
-    const STD: &[&str] = &["wasi:io/streams@0.2.6", "wasi:cli/stdout@0.2.0", "crewbox:plugin/types@0.1.0"];
+    const STD: &[&str] = &[
+        "wasi:io/streams@0.2.6",
+        "wasi:cli/stdout@0.2.0",
+        "crewbox:plugin/types@0.1.0",
+    ];
 
     fn check(kind: PluginKind, grants: &Grants, extra: &[&str], export: &str) -> Vec<String> {
         let imports = STD.iter().chain(extra).copied();
-        violations("x", Some(kind), imports, [export], grants).iter().map(ToString::to_string).collect()
+        violations("x", Some(kind), imports, [export], grants)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     }
 
     #[test]
     fn std_wasi_and_granted_imports_pass() {
         let g = Grants::defaults_for(PluginKind::Validator);
-        let v = check(PluginKind::Validator, &g, &["crewbox:plugin/log@0.1.0", "crewbox:plugin/workspace@0.1.0"], "crewbox:plugin/validate@0.1.0");
+        let v = check(
+            PluginKind::Validator,
+            &g,
+            &["crewbox:plugin/log@0.1.0", "crewbox:plugin/workspace@0.1.0"],
+            "crewbox:plugin/validate@0.1.0",
+        );
         assert!(v.is_empty(), "{v:?}");
     }
 
     #[test]
     fn dispatcher_never_gets_workspace_and_model_needs_grant() {
-        let v = check(PluginKind::Dispatcher, &Grants::none().log(), &["crewbox:plugin/workspace@0.1.0"], "crewbox:plugin/dispatch@0.1.0");
-        assert_eq!(v, ["dispatcher `x` imports `crewbox:plugin/workspace`, which dispatchers are never granted"]);
+        let v = check(
+            PluginKind::Dispatcher,
+            &Grants::none().log(),
+            &["crewbox:plugin/workspace@0.1.0"],
+            "crewbox:plugin/dispatch@0.1.0",
+        );
+        assert_eq!(
+            v,
+            [
+                "dispatcher `x` imports `crewbox:plugin/workspace`, which dispatchers are never granted"
+            ]
+        );
         let g = Grants::defaults_for(PluginKind::Validator);
-        let v = check(PluginKind::Validator, &g, &["crewbox:plugin/model@0.1.0"], "crewbox:plugin/validate@0.1.0");
-        assert_eq!(v, ["validator `x` imports `crewbox:plugin/model`, which needs a model grant in the user's config"]);
+        let v = check(
+            PluginKind::Validator,
+            &g,
+            &["crewbox:plugin/model@0.1.0"],
+            "crewbox:plugin/validate@0.1.0",
+        );
+        assert_eq!(
+            v,
+            [
+                "validator `x` imports `crewbox:plugin/model`, which needs a model grant in the user's config"
+            ]
+        );
     }
 
     #[test]
     fn every_violation_is_reported() {
-        let extra = ["wasi:sockets/tcp@0.2.0", "wasi:filesystem/preopens@0.2.0", "wasi:http/types@0.2.0", "crewbox:plugin/log@0.2.0"];
-        let v = check(PluginKind::Role, &Grants::none(), &extra, "crewbox:plugin/crew-role@0.1.0");
+        let extra = [
+            "wasi:sockets/tcp@0.2.0",
+            "wasi:filesystem/preopens@0.2.0",
+            "wasi:http/types@0.2.0",
+            "crewbox:plugin/log@0.2.0",
+        ];
+        let v = check(
+            PluginKind::Role,
+            &Grants::none(),
+            &extra,
+            "crewbox:plugin/crew-role@0.1.0",
+        );
         assert_eq!(
             v,
             [
@@ -388,11 +483,29 @@ mod tests {
 
     #[test]
     fn exports_decide_the_kind() {
-        assert_eq!(kinds_exported(["crewbox:plugin/validate@0.1.0"]), [PluginKind::Validator]);
+        assert_eq!(
+            kinds_exported(["crewbox:plugin/validate@0.1.0"]),
+            [PluginKind::Validator]
+        );
         assert!(kinds_exported(["crewbox:plugin/validate@0.2.0"]).is_empty());
-        let v = violations("x", None, [], ["crewbox:plugin/dispatch@0.1.0", "crewbox:plugin/crew-role@0.1.0"], &Grants::none());
+        let v = violations(
+            "x",
+            None,
+            [],
+            [
+                "crewbox:plugin/dispatch@0.1.0",
+                "crewbox:plugin/crew-role@0.1.0",
+            ],
+            &Grants::none(),
+        );
         assert!(matches!(&v[0].rule, Rule::SeveralPluginExports { kinds } if kinds.len() == 2));
-        let v = violations("x", Some(PluginKind::Role), [], ["crewbox:plugin/dispatch@0.1.0"], &Grants::none());
+        let v = violations(
+            "x",
+            Some(PluginKind::Role),
+            [],
+            ["crewbox:plugin/dispatch@0.1.0"],
+            &Grants::none(),
+        );
         assert!(matches!(v[0].rule, Rule::KindMismatch { .. }));
         let v = violations("x", None, [], ["run"], &Grants::none());
         assert!(matches!(v[0].rule, Rule::NoPluginExport));

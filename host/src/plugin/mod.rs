@@ -23,8 +23,8 @@ mod limits;
 mod runtime;
 
 pub use bindings::types::{
-    Access, AgentOutput, AgentStatus, CriterionResult, DispatchDecision, DispatchRequest, Mode, Outcome, RoleContext,
-    RoleSpec, Signal, ValidatorInfo, Verdict,
+    Access, AgentOutput, AgentStatus, CriterionResult, DispatchDecision, DispatchRequest, Mode,
+    Outcome, RoleContext, RoleSpec, Signal, ValidatorInfo, Verdict,
 };
 pub use bindings::workspace::ChangeKind;
 pub use cache::CacheOutcome;

@@ -58,7 +58,12 @@ pub struct RuntimeConfig {
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
-        Self { cache_dir: default_cache_dir(), max_instances: 64, max_memory_bytes: 64 << 20, epoch_tick: Duration::from_millis(5) }
+        Self {
+            cache_dir: default_cache_dir(),
+            max_instances: 64,
+            max_memory_bytes: 64 << 20,
+            epoch_tick: Duration::from_millis(5),
+        }
     }
 }
 
@@ -138,8 +143,18 @@ impl PluginRuntime {
                 }
             })
             .map_err(|e| PluginError::Engine(format!("cannot start the epoch ticker: {e}")))?;
-        let cache = config.cache_dir.clone().map(|dir| DiskCache::new(dir, &engine));
-        Ok(Self { inner: Arc::new(RuntimeInner { engine, config, cache, _ticker: Ticker(stop) }) })
+        let cache = config
+            .cache_dir
+            .clone()
+            .map(|dir| DiskCache::new(dir, &engine));
+        Ok(Self {
+            inner: Arc::new(RuntimeInner {
+                engine,
+                config,
+                cache,
+                _ticker: Ticker(stop),
+            }),
+        })
     }
 
     /// Compiles (or loads from cache). Blocking.
@@ -148,7 +163,10 @@ impl PluginRuntime {
             Some(cache) => cache.load_or_compile(&self.inner.engine, bytes),
             None => Component::new(&self.inner.engine, bytes).map(|c| (c, CacheOutcome::Compiled)),
         };
-        compiled.map_err(|e| PluginError::Compile { plugin: name.to_owned(), reason: format!("{e:#}") })
+        compiled.map_err(|e| PluginError::Compile {
+            plugin: name.to_owned(),
+            reason: format!("{e:#}"),
+        })
     }
 
     fn describe(&self, component: &Component, size: usize) -> ComponentInfo {
@@ -158,7 +176,13 @@ impl PluginRuntime {
         let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_owned()).collect();
         let kinds = kinds_exported(exports.iter().map(String::as_str));
         let kind = (kinds.len() == 1).then(|| kinds[0]);
-        ComponentInfo { kind, kinds_exported: kinds, imports, exports, size }
+        ComponentInfo {
+            kind,
+            kinds_exported: kinds,
+            imports,
+            exports,
+            size,
+        }
     }
 
     /// Reads a component's kind, imports and exports. Blocking (compiles, or loads from cache).
@@ -169,7 +193,13 @@ impl PluginRuntime {
 
     /// Every rule the component breaks as a plugin of `kind` (or of the kind its
     /// exports say) under `grants`. Empty means it loads. Blocking.
-    pub fn check(&self, name: &str, bytes: &[u8], kind: Option<PluginKind>, grants: &Grants) -> Vec<Violation> {
+    pub fn check(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        kind: Option<PluginKind>,
+        grants: &Grants,
+    ) -> Vec<Violation> {
         match self.compile(name, bytes) {
             Ok((component, _)) => {
                 let info = self.describe(&component, bytes.len());
@@ -185,7 +215,9 @@ impl PluginRuntime {
                 plugin: name.to_owned(),
                 kind,
                 interface: String::new(),
-                rule: Rule::NotAComponent { reason: e.to_string() },
+                rule: Rule::NotAComponent {
+                    reason: e.to_string(),
+                },
             }],
         }
     }
@@ -203,9 +235,13 @@ impl PluginRuntime {
         let this = self.clone();
         let task_name = name.to_owned();
         let size = bytes.len();
-        let (component, cache) = tokio::task::spawn_blocking(move || this.compile(&task_name, &bytes))
-            .await
-            .map_err(|e| PluginError::Task { plugin: name.to_owned(), reason: e.to_string() })??;
+        let (component, cache) =
+            tokio::task::spawn_blocking(move || this.compile(&task_name, &bytes))
+                .await
+                .map_err(|e| PluginError::Task {
+                    plugin: name.to_owned(),
+                    reason: e.to_string(),
+                })??;
         let info = self.describe(&component, size);
         let denied = violations(
             name,
@@ -215,16 +251,29 @@ impl PluginRuntime {
             &grants,
         );
         if !denied.is_empty() {
-            return Err(PluginError::Denied { plugin: name.to_owned(), violations: denied });
+            return Err(PluginError::Denied {
+                plugin: name.to_owned(),
+                violations: denied,
+            });
         }
-        let kind = info.kind.expect("a component without violations exports exactly one plugin interface");
+        let kind = info
+            .kind
+            .expect("a component without violations exports exactly one plugin interface");
         for dir in grants.read_only_dirs() {
             wasmtime_wasi::WasiCtx::builder()
                 .preopened_dir(&dir.host, &dir.guest, wasmtime_wasi::FsPerms::ReadOnly)
-                .map_err(|e| PluginError::Grant { plugin: name.to_owned(), path: dir.host.clone(), reason: format!("{e:#}") })?;
+                .map_err(|e| PluginError::Grant {
+                    plugin: name.to_owned(),
+                    path: dir.host.clone(),
+                    reason: format!("{e:#}"),
+                })?;
         }
-        let contract = |e: wasmtime::Error| PluginError::Contract { plugin: name.to_owned(), reason: format!("{e:#}") };
-        let linker = host::linker(&self.inner.engine, &grants).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
+        let contract = |e: wasmtime::Error| PluginError::Contract {
+            plugin: name.to_owned(),
+            reason: format!("{e:#}"),
+        };
+        let linker = host::linker(&self.inner.engine, &grants)
+            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let pre = linker.instantiate_pre(&component).map_err(contract)?;
         let exports = Exports::new(kind, &pre).map_err(contract)?;
         let mut limits = limits.unwrap_or_else(|| Limits::for_kind(kind));

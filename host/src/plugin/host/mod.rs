@@ -28,7 +28,10 @@ pub(crate) struct HostState {
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -41,7 +44,12 @@ pub(crate) struct MemoryCap {
 }
 
 impl ResourceLimiter for MemoryCap {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> Result<bool> {
         if desired as u64 > self.limit {
             self.hit = true;
             return Ok(false);
@@ -49,7 +57,12 @@ impl ResourceLimiter for MemoryCap {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> Result<bool> {
         Ok(desired <= 100_000)
     }
 }
@@ -80,7 +93,10 @@ pub(crate) fn linker(engine: &wasmtime::Engine, grants: &Grants) -> Result<Linke
     wasi::io::poll::add_to_linker::<HostState, Table>(&mut l, |s| &mut s.table)?;
     wasi::io::streams::add_to_linker::<HostState, Table>(&mut l, |s| &mut s.table)?;
     wasi::clocks::wall_clock::add_to_linker::<HostState, WasiClocks>(&mut l, HostState::clocks)?;
-    wasi::clocks::monotonic_clock::add_to_linker::<HostState, WasiClocks>(&mut l, HostState::clocks)?;
+    wasi::clocks::monotonic_clock::add_to_linker::<HostState, WasiClocks>(
+        &mut l,
+        HostState::clocks,
+    )?;
     wasi::random::random::add_to_linker::<HostState, WasiRandom>(&mut l, HostState::random)?;
     wasi::random::insecure::add_to_linker::<HostState, WasiRandom>(&mut l, HostState::random)?;
     wasi::random::insecure_seed::add_to_linker::<HostState, WasiRandom>(&mut l, HostState::random)?;
@@ -95,8 +111,14 @@ pub(crate) fn linker(engine: &wasmtime::Engine, grants: &Grants) -> Result<Linke
     wasi::cli::terminal_stdout::add_to_linker::<HostState, WasiCli>(&mut l, HostState::cli)?;
     wasi::cli::terminal_stderr::add_to_linker::<HostState, WasiCli>(&mut l, HostState::cli)?;
     if !grants.read_only_dirs().is_empty() {
-        wasi::filesystem::types::add_to_linker::<HostState, WasiFilesystem>(&mut l, HostState::filesystem)?;
-        wasi::filesystem::preopens::add_to_linker::<HostState, WasiFilesystem>(&mut l, HostState::filesystem)?;
+        wasi::filesystem::types::add_to_linker::<HostState, WasiFilesystem>(
+            &mut l,
+            HostState::filesystem,
+        )?;
+        wasi::filesystem::preopens::add_to_linker::<HostState, WasiFilesystem>(
+            &mut l,
+            HostState::filesystem,
+        )?;
     }
     // `types` has no functions; an empty instance satisfies the import.
     l.instance("crewbox:plugin/types@0.1.0")?;
@@ -104,12 +126,15 @@ pub(crate) fn linker(engine: &wasmtime::Engine, grants: &Grants) -> Result<Linke
         bindings::log::add_to_linker::<HostState, Slice<log::LogState>>(&mut l, |s| &mut s.log)?;
     }
     if grants.has_workspace() {
-        bindings::workspace::add_to_linker::<HostState, Slice<workspace::WorkspaceState>>(&mut l, |s| {
-            &mut s.workspace
-        })?;
+        bindings::workspace::add_to_linker::<HostState, Slice<workspace::WorkspaceState>>(
+            &mut l,
+            |s| &mut s.workspace,
+        )?;
     }
     if grants.model_budget().is_some() {
-        bindings::model::add_to_linker::<HostState, Slice<model::ModelState>>(&mut l, |s| &mut s.model)?;
+        bindings::model::add_to_linker::<HostState, Slice<model::ModelState>>(&mut l, |s| {
+            &mut s.model
+        })?;
     }
     Ok(l)
 }

@@ -26,7 +26,12 @@ pub struct ModelReply {
 #[async_trait]
 pub trait ModelAccess: Send + Sync {
     /// One completion; an `Err` is reported to the guest as `model-error::failed`.
-    async fn complete(&self, system: Option<String>, prompt: String, max_tokens: Option<u32>) -> Result<ModelReply, String>;
+    async fn complete(
+        &self,
+        system: Option<String>,
+        prompt: String,
+        max_tokens: Option<u32>,
+    ) -> Result<ModelReply, String>;
 }
 
 /// Per-call model state: the backend and what is left of the budget.
@@ -39,15 +44,24 @@ pub(crate) struct ModelState {
 
 impl ModelState {
     pub(crate) fn new(access: Option<Arc<dyn ModelAccess>>, budget: Option<ModelBudget>) -> Self {
-        let budget = budget.unwrap_or(ModelBudget { tokens: 0, time: Duration::ZERO });
-        Self { access, tokens_left: budget.tokens, time_left: budget.time }
+        let budget = budget.unwrap_or(ModelBudget {
+            tokens: 0,
+            time: Duration::ZERO,
+        });
+        Self {
+            access,
+            tokens_left: budget.tokens,
+            time_left: budget.time,
+        }
     }
 }
 
 impl Host for ModelState {
     async fn complete(&mut self, request: CompletionRequest) -> Result<Completion, ModelError> {
         let Some(access) = self.access.clone() else {
-            return Err(ModelError::Unavailable("no model is configured for this call".into()));
+            return Err(ModelError::Unavailable(
+                "no model is configured for this call".into(),
+            ));
         };
         if self.tokens_left == 0 {
             return Err(ModelError::BudgetExhausted("token budget used up".into()));
@@ -58,18 +72,28 @@ impl Host for ModelState {
         let cap = u32::try_from(self.tokens_left).unwrap_or(u32::MAX);
         let max_tokens = Some(request.max_tokens.map_or(cap, |m| m.min(cap)));
         let started = tokio::time::Instant::now();
-        let reply = tokio::time::timeout(self.time_left, access.complete(request.system, request.prompt, max_tokens)).await;
+        let reply = tokio::time::timeout(
+            self.time_left,
+            access.complete(request.system, request.prompt, max_tokens),
+        )
+        .await;
         self.time_left = self.time_left.saturating_sub(started.elapsed());
         let reply = match reply {
             Err(_) => {
                 self.time_left = Duration::ZERO;
-                return Err(ModelError::BudgetExhausted("time budget used up during the call".into()));
+                return Err(ModelError::BudgetExhausted(
+                    "time budget used up during the call".into(),
+                ));
             }
             Ok(Err(e)) => return Err(ModelError::Failed(e)),
             Ok(Ok(r)) => r,
         };
         let used = u64::from(reply.input_tokens) + u64::from(reply.output_tokens);
         self.tokens_left = self.tokens_left.saturating_sub(used);
-        Ok(Completion { text: reply.text, input_tokens: reply.input_tokens, output_tokens: reply.output_tokens })
+        Ok(Completion {
+            text: reply.text,
+            input_tokens: reply.input_tokens,
+            output_tokens: reply.output_tokens,
+        })
     }
 }

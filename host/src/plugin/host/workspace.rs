@@ -8,7 +8,9 @@ use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use crate::plugin::bindings::workspace::{ChangeKind, ChangedPath, DirEntry, EntryKind, FsError, Host};
+use crate::plugin::bindings::workspace::{
+    ChangeKind, ChangedPath, DirEntry, EntryKind, FsError, Host,
+};
 
 /// Longest directory listing returned; more entries are cut (sorted by name first).
 const MAX_DIR_ENTRIES: usize = 4096;
@@ -42,10 +44,14 @@ fn resolve(root: &Path, path: &str) -> Result<PathBuf, FsError> {
     for c in rel.components() {
         match c {
             Component::Normal(_) | Component::CurDir => {}
-            Component::ParentDir | Component::RootDir | Component::Prefix(_) => return Err(outside()),
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                return Err(outside());
+            }
         }
     }
-    let root = root.canonicalize().map_err(|e| FsError::Io(format!("workspace root: {e}")))?;
+    let root = root
+        .canonicalize()
+        .map_err(|e| FsError::Io(format!("workspace root: {e}")))?;
     let full = root.join(rel);
     match full.canonicalize() {
         Ok(real) if real.starts_with(&root) => Ok(real),
@@ -80,7 +86,10 @@ fn list_dir(root: &Path, path: &str) -> Result<Vec<DirEntry>, FsError> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&full).map_err(|e| FsError::Io(e.to_string()))? {
         let entry = entry.map_err(|e| FsError::Io(e.to_string()))?;
-        let meta = entry.path().symlink_metadata().map_err(|e| FsError::Io(e.to_string()))?;
+        let meta = entry
+            .path()
+            .symlink_metadata()
+            .map_err(|e| FsError::Io(e.to_string()))?;
         let ft = meta.file_type();
         let kind = if ft.is_symlink() {
             EntryKind::Symlink
@@ -91,8 +100,16 @@ fn list_dir(root: &Path, path: &str) -> Result<Vec<DirEntry>, FsError> {
         } else {
             EntryKind::Other
         };
-        let size = if kind == EntryKind::File { meta.len() } else { 0 };
-        out.push(DirEntry { name: entry.file_name().to_string_lossy().into_owned(), kind, size });
+        let size = if kind == EntryKind::File {
+            meta.len()
+        } else {
+            0
+        };
+        out.push(DirEntry {
+            name: entry.file_name().to_string_lossy().into_owned(),
+            kind,
+            size,
+        });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out.truncate(MAX_DIR_ENTRIES);
@@ -124,12 +141,22 @@ impl Host for WorkspaceState {
     }
 
     async fn changed_paths(&mut self) -> Vec<ChangedPath> {
-        let Some(view) = &self.view else { return Vec::new() };
-        view.changed.iter().map(|(path, change)| ChangedPath { path: path.clone(), change: *change }).collect()
+        let Some(view) = &self.view else {
+            return Vec::new();
+        };
+        view.changed
+            .iter()
+            .map(|(path, change)| ChangedPath {
+                path: path.clone(),
+                change: *change,
+            })
+            .collect()
     }
 
     async fn diff(&mut self) -> String {
-        let Some(view) = &self.view else { return String::new() };
+        let Some(view) = &self.view else {
+            return String::new();
+        };
         super::log::truncate(&view.diff, self.max_diff).to_owned()
     }
 }
@@ -145,8 +172,14 @@ mod tests {
         assert!(resolve(dir.path(), "a.txt").is_ok());
         assert!(resolve(dir.path(), "./a.txt").is_ok());
         for bad in ["../a.txt", "/etc/passwd", "x/../../a"] {
-            assert!(matches!(resolve(dir.path(), bad), Err(FsError::OutsideWorkspace(_))), "{bad}");
+            assert!(
+                matches!(resolve(dir.path(), bad), Err(FsError::OutsideWorkspace(_))),
+                "{bad}"
+            );
         }
-        assert!(matches!(resolve(dir.path(), "missing"), Err(FsError::NotFound(_))));
+        assert!(matches!(
+            resolve(dir.path(), "missing"),
+            Err(FsError::NotFound(_))
+        ));
     }
 }

@@ -30,13 +30,23 @@ impl Guest for Echo {
         let (mode, reason) = if tasks.len() >= 2 && request.available_modes.contains(&Mode::Swarm) {
             (Mode::Swarm, "echo-tasks")
         } else {
-            (request.available_modes.first().copied().unwrap_or(Mode::Single), "echo-first-mode")
+            (
+                request
+                    .available_modes
+                    .first()
+                    .copied()
+                    .unwrap_or(Mode::Single),
+                "echo-first-mode",
+            )
         };
         DispatchDecision {
             mode,
             reason: reason.to_owned(),
             swarm_size: (mode == Mode::Swarm).then_some(tasks.len() as u32),
-            signals: vec![Signal { name: "length".to_owned(), detail: request.prompt.len().to_string() }],
+            signals: vec![Signal {
+                name: "length".to_owned(),
+                detail: request.prompt.len().to_string(),
+            }],
             tasks,
         }
     }

@@ -11,7 +11,11 @@ use exports::crewbox::plugin::crew_role::Guest;
 struct EchoRole;
 
 fn items(rest: &str) -> Vec<String> {
-    rest.split(';').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+    rest.split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 impl Guest for EchoRole {
@@ -30,7 +34,10 @@ impl Guest for EchoRole {
             0 => String::new(),
             n => format!(" ({n} changed)"),
         };
-        format!("[r{}] {}: {}{changed}", context.revision, context.request, context.task)
+        format!(
+            "[r{}] {}: {}{changed}",
+            context.revision, context.request, context.task
+        )
     }
 
     fn interpret(_context: RoleContext, output: String) -> Outcome {

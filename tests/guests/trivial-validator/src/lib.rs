@@ -20,7 +20,11 @@ impl Guest for Trivial {
     }
 
     fn validate(output: AgentOutput, criteria: Vec<String>) -> Result<Verdict, String> {
-        let criteria = if criteria.is_empty() { vec!["non-empty".to_owned()] } else { criteria };
+        let criteria = if criteria.is_empty() {
+            vec!["non-empty".to_owned()]
+        } else {
+            criteria
+        };
         let mut results = Vec::with_capacity(criteria.len());
         for criterion in criteria {
             let passed = if criterion == "non-empty" {
@@ -31,11 +35,19 @@ impl Guest for Trivial {
                 return Err(format!("unknown criterion `{criterion}`"));
             };
             let detail = if passed { "ok" } else { "not met" }.to_owned();
-            results.push(CriterionResult { criterion, passed, detail });
+            results.push(CriterionResult {
+                criterion,
+                passed,
+                detail,
+            });
         }
         let passed = results.iter().all(|r| r.passed);
         let fix_prompt = (!passed).then(|| "Your reply does not meet the criteria.".to_owned());
-        Ok(Verdict { passed, results, fix_prompt })
+        Ok(Verdict {
+            passed,
+            results,
+            fix_prompt,
+        })
     }
 }
 

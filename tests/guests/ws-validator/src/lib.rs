@@ -9,7 +9,9 @@ wit_bindgen::generate!({ path: "../../../wit", world: "validator" });
 use crewbox::plugin::log::{Level, log};
 use crewbox::plugin::model::{CompletionRequest, ModelError, complete};
 use crewbox::plugin::types::{AgentOutput, CriterionResult, ValidatorInfo, Verdict};
-use crewbox::plugin::workspace::{ChangeKind, EntryKind, FsError, changed_paths, diff, list_dir, read_file};
+use crewbox::plugin::workspace::{
+    ChangeKind, EntryKind, FsError, changed_paths, diff, list_dir, read_file,
+};
 use exports::crewbox::plugin::validate::Guest;
 
 struct Ws;
@@ -69,9 +71,16 @@ fn probe(criterion: &str) -> Result<(bool, String), String> {
         return Ok((true, diff()));
     }
     if let Some(prompt) = criterion.strip_prefix("model:") {
-        let request = CompletionRequest { system: None, prompt: prompt.to_owned(), max_tokens: Some(16) };
+        let request = CompletionRequest {
+            system: None,
+            prompt: prompt.to_owned(),
+            max_tokens: Some(16),
+        };
         return Ok(match complete(&request) {
-            Ok(c) => (true, format!("{}|{}|{}", c.text, c.input_tokens, c.output_tokens)),
+            Ok(c) => (
+                true,
+                format!("{}|{}|{}", c.text, c.input_tokens, c.output_tokens),
+            ),
             Err(ModelError::BudgetExhausted(m)) => (false, format!("budget-exhausted:{m}")),
             Err(ModelError::Unavailable(m)) => (false, format!("unavailable:{m}")),
             Err(ModelError::Failed(m)) => (false, format!("failed:{m}")),
@@ -84,7 +93,8 @@ impl Guest for Ws {
     fn describe() -> ValidatorInfo {
         ValidatorInfo {
             name: "ws-probe".to_owned(),
-            description: "Probes the workspace and model imports and reports what the host said.".to_owned(),
+            description: "Probes the workspace and model imports and reports what the host said."
+                .to_owned(),
             default_criteria: vec!["changed".to_owned()],
         }
     }
@@ -94,10 +104,18 @@ impl Guest for Ws {
         for criterion in criteria {
             let (passed, detail) = probe(&criterion)?;
             log(Level::Info, &format!("{criterion} -> {passed}"));
-            results.push(CriterionResult { criterion, passed, detail });
+            results.push(CriterionResult {
+                criterion,
+                passed,
+                detail,
+            });
         }
         let passed = results.iter().all(|r| r.passed);
-        Ok(Verdict { passed, results, fix_prompt: None })
+        Ok(Verdict {
+            passed,
+            results,
+            fix_prompt: None,
+        })
     }
 }
 

@@ -1,0 +1,133 @@
+//! `crewbox dispatch explain`: runs a dispatcher on a prompt and shows its decision.
+
+use std::path::PathBuf;
+
+use super::Exit;
+use super::plugin::{Found, resolve, runtime};
+use crate::plugin::{DispatchRequest, Grants, Mode, PluginKind};
+
+/// `crewbox dispatch …`.
+#[derive(Debug, clap::Args)]
+pub struct DispatchArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: DispatchCommand,
+}
+
+/// The `dispatch` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum DispatchCommand {
+    /// Shows which mode a prompt would run in, and why.
+    Explain {
+        /// The prompt.
+        prompt: String,
+        /// A dispatcher component to use instead of the built-in `heuristic`.
+        #[arg(long)]
+        plugin: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Every mode, in the order offered to dispatchers.
+const ALL_MODES: [Mode; 7] = [
+    Mode::Single,
+    Mode::Swarm,
+    Mode::Crew,
+    Mode::Broadcast,
+    Mode::Sequential,
+    Mode::Orchestrate,
+    Mode::Reflect,
+];
+
+/// The mode's name as printed and configured.
+pub fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Single => "single",
+        Mode::Swarm => "swarm",
+        Mode::Crew => "crew",
+        Mode::Broadcast => "broadcast",
+        Mode::Sequential => "sequential",
+        Mode::Orchestrate => "orchestrate",
+        Mode::Reflect => "reflect",
+    }
+}
+
+/// Runs `crewbox dispatch …`.
+pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
+    let DispatchCommand::Explain {
+        prompt,
+        plugin,
+        json,
+    } = args.command;
+    let spec = plugin.map_or_else(|| "heuristic".to_owned(), |p| p.display().to_string());
+    let lookup = spec.clone();
+    let Some(Found {
+        name,
+        source,
+        bytes,
+    }) = tokio::task::spawn_blocking(move || resolve(&lookup)).await??
+    else {
+        eprintln!("no dispatcher `{spec}`: not a file, a built-in or a discovered plugin");
+        return Ok(Exit::Usage);
+    };
+    let rt = runtime()?;
+    let plugin = match rt
+        .load(
+            &name,
+            source,
+            bytes,
+            Grants::defaults_for(PluginKind::Dispatcher),
+            None,
+        )
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(Exit::Usage);
+        }
+    };
+    let request = DispatchRequest {
+        prompt,
+        team: None,
+        available_modes: ALL_MODES.to_vec(),
+    };
+    let d = match plugin.decide(&request).await {
+        Ok(d) => d,
+        Err(fault) => {
+            eprintln!("{fault}");
+            return Ok(Exit::PluginFault);
+        }
+    };
+    if json {
+        let signals: Vec<_> = d
+            .signals
+            .iter()
+            .map(|s| serde_json::json!({ "name": s.name, "detail": s.detail }))
+            .collect();
+        let out = serde_json::json!({
+            "plugin": name,
+            "mode": mode_name(d.mode),
+            "reason": d.reason,
+            "swarm_size": d.swarm_size,
+            "tasks": d.tasks,
+            "signals": signals,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("mode:   {}", mode_name(d.mode));
+        println!("reason: {}", d.reason);
+        if let Some(n) = d.swarm_size {
+            println!("swarm:  {n}");
+        }
+        for t in &d.tasks {
+            println!("task:   {t}");
+        }
+        for s in &d.signals {
+            println!("signal: {} ({})", s.name, s.detail);
+        }
+    }
+    Ok(Exit::Ok)
+}

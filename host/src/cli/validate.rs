@@ -1,0 +1,185 @@
+//! `crewbox validate`: runs one validator on an agent output and prints the verdict.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use serde::Deserialize;
+
+use super::Exit;
+use super::plugin::{Found, resolve, runtime};
+use crate::plugin::{AgentOutput, AgentStatus, CallEnv, Grants, PluginKind, WorkspaceView};
+
+/// `crewbox validate`.
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// The validator: a built-in or discovered name, or a component file.
+    #[arg(long)]
+    pub plugin: String,
+    /// The agent output, a JSON file: `{agent_id?, role?, task?, status?, reply}`.
+    #[arg(long)]
+    pub output: PathBuf,
+    /// The workspace the validator may read.
+    #[arg(long)]
+    pub workspace: Option<PathBuf>,
+    /// A criterion (repeatable); none means the validator's defaults.
+    #[arg(long)]
+    pub criteria: Vec<String>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The agent output file.
+#[derive(Deserialize)]
+struct OutputFile {
+    #[serde(default)]
+    agent_id: String,
+    #[serde(default)]
+    role: String,
+    #[serde(default)]
+    task: String,
+    #[serde(default)]
+    status: Option<String>,
+    reply: String,
+}
+
+fn parse_status(s: Option<&str>) -> Option<AgentStatus> {
+    Some(match s.unwrap_or("completed") {
+        "completed" => AgentStatus::Completed,
+        "steered" => AgentStatus::Steered,
+        "stopped" => AgentStatus::Stopped,
+        "error" => AgentStatus::Error,
+        _ => return None,
+    })
+}
+
+/// Runs `crewbox validate`: exit 0 pass, 1 failed (or could not judge), 2 usage, 3 fault.
+pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
+    let text = match tokio::fs::read_to_string(&args.output).await {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("cannot read {}: {e}", args.output.display());
+            return Ok(Exit::Usage);
+        }
+    };
+    let file: OutputFile = match serde_json::from_str(&text) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{}: not an agent output: {e}", args.output.display());
+            return Ok(Exit::Usage);
+        }
+    };
+    let Some(status) = parse_status(file.status.as_deref()) else {
+        eprintln!(
+            "{}: unknown status (completed, steered, stopped, error)",
+            args.output.display()
+        );
+        return Ok(Exit::Usage);
+    };
+    let output = AgentOutput {
+        agent_id: file.agent_id,
+        role: file.role,
+        task: file.task,
+        status,
+        reply: file.reply,
+    };
+    let spec = args.plugin.clone();
+    let Some(Found {
+        name,
+        source,
+        bytes,
+    }) = tokio::task::spawn_blocking(move || resolve(&spec))
+        .await?
+        .context("looking for the plugin")?
+    else {
+        eprintln!(
+            "no validator `{}`: not a file, a built-in or a discovered plugin",
+            args.plugin
+        );
+        return Ok(Exit::Usage);
+    };
+    let rt = runtime()?;
+    let plugin = match rt
+        .load(
+            &name,
+            source,
+            bytes,
+            Grants::defaults_for(PluginKind::Validator),
+            None,
+        )
+        .await
+    {
+        Ok(p) if p.kind() == PluginKind::Validator => p,
+        Ok(p) => {
+            eprintln!("`{name}` is a {}, not a validator", p.kind());
+            return Ok(Exit::Usage);
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(Exit::Usage);
+        }
+    };
+    let workspace = args.workspace.map(|root| WorkspaceView {
+        root,
+        changed: Vec::new(),
+        diff: String::new(),
+    });
+    let env = CallEnv {
+        workspace,
+        model: None,
+    };
+    let (exit, json) = match plugin.validate(env, &output, &args.criteria).await {
+        Ok(Ok(v)) => {
+            let results: Vec<_> = v
+                .results
+                .iter()
+                .map(|r| serde_json::json!({ "criterion": r.criterion, "passed": r.passed, "detail": r.detail }))
+                .collect();
+            let json = serde_json::json!({
+                "plugin": name, "judged": true, "passed": v.passed, "results": results, "fix_prompt": v.fix_prompt,
+            });
+            if !args.json {
+                println!("{}", if v.passed { "PASS" } else { "FAIL" });
+                for r in &v.results {
+                    println!(
+                        "  [{}] {}: {}",
+                        if r.passed { "ok" } else { "!!" },
+                        r.criterion,
+                        r.detail
+                    );
+                }
+                if let Some(fix) = &v.fix_prompt {
+                    println!("fix: {fix}");
+                }
+            }
+            (
+                if v.passed {
+                    Exit::Ok
+                } else {
+                    Exit::CheckFailed
+                },
+                json,
+            )
+        }
+        Ok(Err(reason)) => {
+            if !args.json {
+                println!("could not judge: {reason}");
+            }
+            (
+                Exit::CheckFailed,
+                serde_json::json!({ "plugin": name, "judged": false, "passed": false, "error": reason }),
+            )
+        }
+        Err(fault) => {
+            eprintln!("{fault}");
+            (
+                Exit::PluginFault,
+                serde_json::json!({ "plugin": name, "judged": false, "passed": false, "fault": fault.to_string() }),
+            )
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    }
+    Ok(exit)
+}
