@@ -1,6 +1,8 @@
 //! One file per subcommand. Each parses its own arguments (clap `Args`) and returns an
 //! [`Exit`] code; `main` maps errors to codes.
 
+pub mod handoff;
+
 /// Process exit codes shared by every subcommand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
