@@ -14,6 +14,14 @@ pub enum HandoffError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The handoff is valid but its canonical JSON (after coercions) would exceed
+    /// [`crate::Limits::MAX_INPUT_BYTES`], so it could not be read back.
+    CanonicalTooLarge {
+        /// Size of the canonical JSON in bytes.
+        bytes: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// The reply holds neither a fenced JSON block nor a whole-reply JSON object.
     NoJson,
     /// The chosen text is not valid JSON.
@@ -103,7 +111,10 @@ impl HandoffError {
     /// The field path the error refers to, if it refers to one.
     pub fn path(&self) -> Option<&str> {
         match self {
-            Self::InputTooLarge { .. } | Self::NoJson | Self::Syntax { .. } => None,
+            Self::InputTooLarge { .. }
+            | Self::CanonicalTooLarge { .. }
+            | Self::NoJson
+            | Self::Syntax { .. } => None,
             Self::TooDeep { path, .. }
             | Self::TooManyKeys { path, .. }
             | Self::Missing { path }
@@ -123,6 +134,10 @@ impl fmt::Display for HandoffError {
             Self::InputTooLarge { bytes, limit } => {
                 write!(f, "input is {bytes} bytes, more than the {limit}-byte limit")
             }
+            Self::CanonicalTooLarge { bytes, limit } => write!(
+                f,
+                "the handoff's canonical JSON is {bytes} bytes, more than the {limit}-byte limit"
+            ),
             Self::NoJson => f.write_str(
                 "no handoff found: expected a fenced ```json block or a reply that is one JSON object",
             ),

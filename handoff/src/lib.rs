@@ -81,7 +81,18 @@ pub fn parse(reply: &str) -> Result<Handoff, HandoffError> {
 
 /// Parses and validates one handoff JSON text under [`Limits`].
 pub fn parse_json(json: &str) -> Result<Handoff, HandoffError> {
-    convert::handoff(&bounded::read(json)?)
+    let handoff = convert::handoff(&bounded::read(json)?)?;
+    // Coercions add a few bytes per artifact (`"type":"note"` …), so an input just
+    // under the limit could yield a canonical form just over it, which would then not
+    // parse back. Refuse those, so every accepted handoff round-trips.
+    let bytes = handoff.canonical_len();
+    if bytes > Limits::MAX_INPUT_BYTES {
+        return Err(HandoffError::CanonicalTooLarge {
+            bytes,
+            limit: Limits::MAX_INPUT_BYTES,
+        });
+    }
+    Ok(handoff)
 }
 
 impl Handoff {
@@ -89,6 +100,23 @@ impl Handoff {
     pub fn to_json(&self) -> String {
         // Only string keys and finite numbers: serialisation cannot fail.
         serde_json::to_string(self).expect("a handoff always serialises")
+    }
+
+    /// Length in bytes of [`Self::to_json`], counted without building the string.
+    fn canonical_len(&self) -> usize {
+        struct Count(usize);
+        impl std::io::Write for Count {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0 += buf.len();
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut count = Count(0);
+        serde_json::to_writer(&mut count, self).expect("a handoff always serialises");
+        count.0
     }
 }
 

@@ -673,3 +673,31 @@ fn hostile_key_paths_are_shortened() {
     let e = err(&json);
     assert!(e.to_string().len() < 300, "{e}");
 }
+
+/// Found in review, not by the fuzzer (its inputs stay small): coercing 50 plain-string
+/// artifacts adds ~40 bytes each, so a near-limit input produced canonical JSON over
+/// the limit that `parse_json` then refused to read back.
+#[test]
+fn regression_canonical_form_of_near_limit_input_fits_the_limit() {
+    let arts: Vec<Value> = (0..50).map(|i| json!(format!("note number {i}"))).collect();
+    let doc = |last: usize| {
+        let mut findings = vec!["f".repeat(49_000); 21];
+        findings.push("f".repeat(last));
+        let mut h = base();
+        h["artifacts"] = Value::Array(arts.clone());
+        h["findings"] = json!(findings);
+        h.to_string()
+    };
+    let fill = Limits::MAX_INPUT_BYTES - doc(0).len();
+    let at_limit = doc(fill);
+    assert_eq!(at_limit.len(), Limits::MAX_INPUT_BYTES);
+    let e = err(&at_limit);
+    assert!(matches!(e, HandoffError::CanonicalTooLarge { .. }), "{e}");
+
+    // Shrink by the coercion overhead and it is accepted, and round-trips.
+    let overhead = parse_json(&doc(1)).unwrap().to_json().len() - doc(1).len();
+    let fits = doc(fill - overhead);
+    let h = parse_json(&fits).unwrap();
+    assert_eq!(h.to_json().len(), Limits::MAX_INPUT_BYTES);
+    assert_eq!(parse_json(&h.to_json()).unwrap(), h);
+}

@@ -121,6 +121,13 @@ async fn run<P>(
     loop {
         let deadline = debouncer.deadline();
         tokio::select! {
+            // The deadline is polled first: a flood of spawns must not starve max-wait.
+            biased;
+            () = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                if !release(&mut debouncer, &mut hook, &out).await {
+                    return;
+                }
+            }
             cmd = rx.recv() => match cmd {
                 Some(Command::Spawn(spawn)) => {
                     debouncer.push(spawn, Instant::now());
@@ -136,11 +143,6 @@ async fn run<P>(
                     return;
                 }
             },
-            () = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
-                if !release(&mut debouncer, &mut hook, &out).await {
-                    return;
-                }
-            }
         }
     }
 }
