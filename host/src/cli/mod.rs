@@ -17,6 +17,8 @@ use clap::{Parser, Subcommand};
 
 pub use context::{Context, GlobalArgs};
 
+pub mod handoff;
+
 /// Process exit codes shared by every subcommand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
