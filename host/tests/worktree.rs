@@ -377,8 +377,23 @@ async fn pooled_worktree_is_reused_clean_at_the_new_head() {
     assert_eq!(listed[0].state, WorktreeState::Active);
     assert_eq!(listed[0].agent_id.as_deref(), Some("second"));
     assert_eq!(listed[0].head.as_deref(), Some(fx.head().as_str()));
+    std::fs::write(path.join("NEW.md"), "changed\n").unwrap();
+    std::fs::write(path.join("second.txt"), "x").unwrap();
+    m.discard(second).await.unwrap();
+
+    // Same HEAD this time: the slot was cleaned on release and is handed out as is.
+    let third = m.acquire("third").await.unwrap();
+    assert_eq!(third.path(), path);
     assert_eq!(
-        m.finish(second, "x").await.unwrap(),
+        git(third.path(), &["status", "--porcelain", "--ignored"]),
+        ""
+    );
+    assert_eq!(
+        std::fs::read_to_string(path.join("NEW.md")).unwrap(),
+        "new\n"
+    );
+    assert_eq!(
+        m.finish(third, "x").await.unwrap(),
         FinishOutcome::Unchanged
     );
     assert_eq!(fx.registered(), vec![slot_name(&path)]);

@@ -277,6 +277,7 @@ impl Inner {
                     name: name.clone(),
                     path,
                     marker: claimed,
+                    clean_at: None,
                 });
                 continue;
             }
@@ -349,8 +350,16 @@ impl Inner {
             .filter(|n| n.starts_with(SLOT_PREFIX) && !live.contains(n))
             .collect();
         for name in stale {
-            if git::delete_branch_if_present(&repo, &name)? {
-                report.branches_deleted.push(name);
+            // Still checked out by a registered worktree: an `add` in progress elsewhere.
+            if repo.find_worktree(&name).is_ok() {
+                continue;
+            }
+            match git::delete_branch_if_present(&repo, &name) {
+                Ok(true) => report.branches_deleted.push(name),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(branch = %name, error = %e, "could not delete temporary branch")
+                }
             }
         }
         Ok(report)

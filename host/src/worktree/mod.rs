@@ -136,6 +136,9 @@ struct Slot {
     name: String,
     path: PathBuf,
     marker: Marker,
+    /// The commit this process last reset and cleaned the slot to while no agent had it;
+    /// `None` once an agent had it or when adopted from a dead process.
+    clean_at: Option<Oid>,
 }
 
 /// Slots this manager owns, by role.
@@ -391,7 +394,12 @@ impl Inner {
         slot.marker
             .write(&data)
             .map_err(WorktreeError::io("write owner marker", &slot.path))?;
-        git::reset_clean(&slot.path, head)
+        // Released slots were cleaned on the way into the pool; only a moved HEAD (or an
+        // adopted slot) needs another pass over the tree.
+        if slot.clean_at.take() != Some(head) {
+            git::reset_clean(&slot.path, head)?;
+        }
+        Ok(())
     }
 
     /// Checks out a brand-new slot at `head`, active for `agent_id` or pooled if `None`.
@@ -401,7 +409,12 @@ impl Inner {
         let creating = MarkerData::ours(SlotState::Creating, agent_id, Some(head.to_string()));
         let marker = Marker::create(&self.worktrees_dir, &name, &creating)
             .map_err(WorktreeError::io("create owner marker", &path))?;
-        let mut slot = Slot { name, path, marker };
+        let mut slot = Slot {
+            name,
+            path,
+            marker,
+            clean_at: agent_id.is_none().then_some(head),
+        };
         let added = {
             let _guard = self.lock_repo();
             git::add_worktree(&self.repo_root, &slot.name, &slot.path, head)
@@ -491,6 +504,7 @@ impl Inner {
         if self.slots().pool.len() < self.opts.pool_size {
             let recycled = self.head().and_then(|head| {
                 git::reset_clean(&slot.path, head)?;
+                slot.clean_at = Some(head);
                 slot.marker
                     .write(&MarkerData::ours(
                         SlotState::Pooled,
