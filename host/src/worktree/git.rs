@@ -1,0 +1,337 @@
+//! Blocking libgit2 operations. Everything here runs on `spawn_blocking` threads; each
+//! call opens its own `Repository` because the handle is not `Sync`.
+
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+
+use git2::build::CheckoutBuilder;
+use git2::{
+    BranchType, Delta, DiffFormat, DiffOptions, ErrorCode, IndexAddOption, Oid, Repository,
+    Signature, Sort, WorktreeAddOptions, WorktreePruneOptions,
+};
+use serde::Serialize;
+
+use super::Identity;
+use super::error::WorktreeError;
+
+/// How a path differs between the base commit and the working tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// New (tracked or untracked, not ignored).
+    Added,
+    /// Content, mode or type changed.
+    Modified,
+    /// Gone from the working tree.
+    Deleted,
+}
+
+/// One changed path, relative to the worktree root, `/`-separated.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct ChangedPath {
+    /// The path (lossily decoded if it is not UTF-8).
+    pub path: String,
+    /// How it changed.
+    pub kind: ChangeKind,
+}
+
+/// Opens the repository at `path` with git2's usual upward search.
+pub(crate) fn open(path: &Path) -> Result<Repository, WorktreeError> {
+    Repository::open(path).map_err(WorktreeError::git("open", path))
+}
+
+/// The commit HEAD points to, or `NoCommits` for an unborn HEAD.
+pub(crate) fn head_commit(repo: &Repository, root: &Path) -> Result<Oid, WorktreeError> {
+    match repo.head() {
+        Ok(head) => head
+            .peel_to_commit()
+            .map(|c| c.id())
+            .map_err(WorktreeError::git("resolve HEAD", root)),
+        Err(e) if matches!(e.code(), ErrorCode::UnbornBranch | ErrorCode::NotFound) => {
+            Err(WorktreeError::NoCommits {
+                path: root.to_owned(),
+            })
+        }
+        Err(e) => Err(WorktreeError::git("resolve HEAD", root)(e)),
+    }
+}
+
+/// Registers and checks out a new worktree at `path`, detached at `commit`.
+///
+/// libgit2 always creates a branch named after the worktree; it only lives until HEAD is
+/// detached a few lines below. Caller holds the repository lock.
+pub(crate) fn add_worktree(
+    repo_root: &Path,
+    name: &str,
+    path: &Path,
+    commit: Oid,
+) -> Result<(), WorktreeError> {
+    let repo = open(repo_root)?;
+    let wt = repo
+        .worktree(name, path, Some(&WorktreeAddOptions::new()))
+        .map_err(WorktreeError::git("worktree add", path))?;
+    let wt_repo = Repository::open_from_worktree(&wt).map_err(WorktreeError::git("open", path))?;
+    let checked_out = head_commit(&wt_repo, path)?;
+    wt_repo
+        .set_head_detached(checked_out)
+        .map_err(WorktreeError::git("detach HEAD", path))?;
+    repo.find_branch(name, BranchType::Local)
+        .and_then(|mut b| b.delete())
+        .map_err(WorktreeError::git("delete temporary branch", path))?;
+    if checked_out != commit {
+        // HEAD moved between our read and libgit2's; land on the commit we promised.
+        reset_clean(path, commit)?;
+    }
+    Ok(())
+}
+
+/// `git reset --hard <commit>` plus `git clean -fdx`, detaching HEAD at `commit`.
+/// Checkout compares stat data first, so only files that differ are rewritten.
+pub(crate) fn reset_clean(path: &Path, commit: Oid) -> Result<(), WorktreeError> {
+    let repo = open(path)?;
+    let target = repo
+        .find_commit(commit)
+        .map_err(WorktreeError::git("find commit", path))?;
+    let tree = target
+        .tree()
+        .map_err(WorktreeError::git("find tree", path))?;
+    let mut co = CheckoutBuilder::new();
+    co.force().remove_untracked(true).remove_ignored(true);
+    repo.checkout_tree(tree.as_object(), Some(&mut co))
+        .map_err(WorktreeError::git("checkout --force", path))?;
+    repo.set_head_detached(commit)
+        .map_err(WorktreeError::git("detach HEAD", path))?;
+    // Checkout leaves index entries it did not visit (e.g. paths the agent staged);
+    // reading the tree fixes them and keeps stat data of unchanged entries.
+    let mut index = repo
+        .index()
+        .map_err(WorktreeError::git("read index", path))?;
+    index
+        .read_tree(&tree)
+        .and_then(|()| index.write())
+        .map_err(WorktreeError::git("reset index", path))?;
+    repo.cleanup_state()
+        .map_err(WorktreeError::git("clean up merge state", path))?;
+    Ok(())
+}
+
+/// The working tree as a tree object: every change staged (new files, deletions), ignored
+/// files left out. The index is changed in memory only, so this is also safe before
+/// the agent is done. Returns the worktree's HEAD commit and that tree.
+pub(crate) fn snapshot(path: &Path) -> Result<(Repository, Oid, Oid), WorktreeError> {
+    let repo = open(path)?;
+    let head = head_commit(&repo, path)?;
+    let tree = {
+        let mut index = repo
+            .index()
+            .map_err(WorktreeError::git("read index", path))?;
+        index
+            .add_all(["*"], IndexAddOption::DEFAULT, None)
+            .and_then(|()| index.update_all(["*"], None))
+            .map_err(WorktreeError::git("add --all", path))?;
+        index
+            .write_tree()
+            .map_err(WorktreeError::git("write-tree", path))?
+    };
+    Ok((repo, head, tree))
+}
+
+/// The diff between the base commit's tree and a snapshot tree.
+fn diff_from_base<'r>(
+    repo: &'r Repository,
+    path: &Path,
+    base: Oid,
+    tree: Oid,
+) -> Result<git2::Diff<'r>, WorktreeError> {
+    let base_tree = repo
+        .find_commit(base)
+        .and_then(|c| c.tree())
+        .map_err(WorktreeError::git("find base tree", path))?;
+    let new_tree = repo
+        .find_tree(tree)
+        .map_err(WorktreeError::git("find tree", path))?;
+    let mut opts = DiffOptions::new();
+    opts.show_binary(false);
+    repo.diff_tree_to_tree(Some(&base_tree), Some(&new_tree), Some(&mut opts))
+        .map_err(WorktreeError::git("diff", path))
+}
+
+/// Paths changed in the working tree relative to `base` (agent commits included).
+pub(crate) fn changed_paths(path: &Path, base: Oid) -> Result<Vec<ChangedPath>, WorktreeError> {
+    let (repo, _head, tree) = snapshot(path)?;
+    let diff = diff_from_base(&repo, path, base, tree)?;
+    let mut out = Vec::with_capacity(diff.deltas().len());
+    for delta in diff.deltas() {
+        let (file, kind) = match delta.status() {
+            Delta::Added | Delta::Untracked | Delta::Copied => {
+                (delta.new_file(), ChangeKind::Added)
+            }
+            Delta::Deleted => (delta.old_file(), ChangeKind::Deleted),
+            Delta::Modified | Delta::Typechange | Delta::Renamed | Delta::Conflicted => {
+                (delta.new_file(), ChangeKind::Modified)
+            }
+            Delta::Unmodified | Delta::Ignored | Delta::Unreadable => continue,
+        };
+        out.push(ChangedPath {
+            path: String::from_utf8_lossy(file.path_bytes().unwrap_or_default()).into_owned(),
+            kind,
+        });
+    }
+    Ok(out)
+}
+
+/// Marker appended when the diff is cut at `max_bytes`.
+const TRUNCATED: &str = "\n[diff truncated]\n";
+
+/// The unified diff of the working tree against `base`, at most `max_bytes` long.
+pub(crate) fn diff(path: &Path, base: Oid, max_bytes: usize) -> Result<String, WorktreeError> {
+    let (repo, _head, tree) = snapshot(path)?;
+    let diff = diff_from_base(&repo, path, base, tree)?;
+    let mut out = String::new();
+    let mut truncated = false;
+    let printed = diff.print(DiffFormat::Patch, |_, _, line| {
+        let origin = line.origin();
+        let text = String::from_utf8_lossy(line.content());
+        let extra = usize::from(matches!(origin, '+' | '-' | ' ')) + text.len();
+        if out.len() + extra > max_bytes {
+            truncated = true;
+            return false;
+        }
+        if matches!(origin, '+' | '-' | ' ') {
+            out.push(origin);
+        }
+        out.push_str(&text);
+        true
+    });
+    if truncated {
+        let keep = max_bytes.saturating_sub(TRUNCATED.len());
+        let mut cut = keep.min(out.len());
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        if max_bytes >= TRUNCATED.len() {
+            out.push_str(TRUNCATED);
+        }
+    } else {
+        printed.map_err(WorktreeError::git("diff --patch", path))?;
+    }
+    Ok(out)
+}
+
+/// The result of committing a worktree.
+pub(crate) struct Committed {
+    /// The branch created (short name).
+    pub branch: String,
+    /// New commits from the base to the branch tip, oldest first.
+    pub commits: Vec<Oid>,
+}
+
+/// Commits whatever differs from `base` and points a new `crewbox/<component>` branch at
+/// it. Agent-made commits are kept and the uncommitted rest goes on top. `None` when
+/// nothing changed. Only the branch step takes the repository lock.
+pub(crate) fn commit_changes(
+    repo_root: &Path,
+    path: &Path,
+    base: Oid,
+    message: &str,
+    identity: &Identity,
+    component: &str,
+    refs_lock: &Mutex<()>,
+) -> Result<Option<Committed>, WorktreeError> {
+    let (repo, head, tree) = snapshot(path)?;
+    let head_commit = repo
+        .find_commit(head)
+        .map_err(WorktreeError::git("find HEAD commit", path))?;
+    if head == base && head_commit.tree_id() == tree {
+        return Ok(None);
+    }
+    let tip = if head_commit.tree_id() == tree {
+        head
+    } else {
+        let sig = Signature::now(&identity.name, &identity.email)
+            .map_err(WorktreeError::git("make signature", path))?;
+        let tree = repo
+            .find_tree(tree)
+            .map_err(WorktreeError::git("find tree", path))?;
+        repo.commit(None, &sig, &sig, message, &tree, &[&head_commit])
+            .map_err(WorktreeError::git("commit", path))?
+    };
+    let branch = {
+        let _guard = refs_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        create_branch(repo_root, component, tip)?
+    };
+    let mut walk = repo.revwalk().map_err(WorktreeError::git("log", path))?;
+    walk.set_sorting(Sort::TOPOLOGICAL | Sort::REVERSE)
+        .and_then(|()| walk.push(tip))
+        .and_then(|()| walk.hide(base))
+        .map_err(WorktreeError::git("log", path))?;
+    let commits = walk
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(WorktreeError::git("log", path))?;
+    Ok(Some(Committed { branch, commits }))
+}
+
+/// Creates `crewbox/<component>`, or with a UTC timestamp suffix (and a counter, if even
+/// that is taken) when the name exists. Runs on the main repository: libgit2 1.9 does not
+/// notice an existing shared branch when asked through a linked worktree, and would
+/// silently move it. Caller holds the repository lock, so check-then-create is atomic
+/// within the process; `force = false` still guards against other processes.
+fn create_branch(repo_root: &Path, component: &str, tip: Oid) -> Result<String, WorktreeError> {
+    let repo = open(repo_root)?;
+    let tip = repo
+        .find_commit(tip)
+        .map_err(WorktreeError::git("find commit", repo_root))?;
+    let plain = format!("crewbox/{component}");
+    let stamp = time::OffsetDateTime::now_utc()
+        .format(time::macros::format_description!(
+            "[year][month][day]T[hour][minute][second]Z"
+        ))
+        .unwrap_or_else(|_| "0".to_owned());
+    let candidates = std::iter::once(plain.clone())
+        .chain(std::iter::once(format!("{plain}-{stamp}")))
+        .chain((2..=100).map(|n| format!("{plain}-{stamp}-{n}")));
+    for name in candidates {
+        if repo.find_reference(&format!("refs/heads/{name}")).is_ok() {
+            continue;
+        }
+        match repo.branch(&name, &tip, false) {
+            Ok(_) => return Ok(name),
+            Err(e) if e.code() == ErrorCode::Exists => continue,
+            Err(e) => return Err(WorktreeError::git("branch", repo_root)(e)),
+        }
+    }
+    Err(WorktreeError::git("branch", repo_root)(
+        git2::Error::from_str("no free branch name after 100 tries"),
+    ))
+}
+
+/// Forgets a worktree registration (`.git/worktrees/<name>`); missing is fine.
+/// Caller holds the repository lock.
+pub(crate) fn unregister(repo_root: &Path, name: &str) -> Result<(), WorktreeError> {
+    let repo = open(repo_root)?;
+    let wt = match repo.find_worktree(name) {
+        Ok(wt) => wt,
+        Err(e) if e.code() == ErrorCode::NotFound => return Ok(()),
+        Err(e) => return Err(WorktreeError::git("worktree find", repo_root)(e)),
+    };
+    let mut opts = WorktreePruneOptions::new();
+    opts.valid(true).locked(false).working_tree(false);
+    wt.prune(Some(&mut opts))
+        .map_err(WorktreeError::git("worktree prune", wt.path()))
+}
+
+/// Deletes a leftover temporary branch of an interrupted `worktree add`.
+pub(crate) fn delete_branch_if_present(
+    repo: &Repository,
+    name: &str,
+) -> Result<bool, WorktreeError> {
+    match repo.find_branch(name, BranchType::Local) {
+        Ok(mut b) => b
+            .delete()
+            .map(|()| true)
+            .map_err(WorktreeError::git("branch --delete", name)),
+        Err(e) if e.code() == ErrorCode::NotFound => Ok(false),
+        Err(e) => Err(WorktreeError::git("branch --list", name)(e)),
+    }
+}
