@@ -144,6 +144,10 @@ pub struct ConfigFile {
     pub max_concurrent: Option<usize>,
     /// Where state lives (overrides `$XDG_STATE_HOME/crewbox/<repo-id>`).
     pub state_dir: Option<PathBuf>,
+    /// The dispatcher plugin for `auto` (a built-in name or a `.wasm` path).
+    pub dispatcher: Option<String>,
+    /// How many dispatch decisions to keep (default 200).
+    pub dispatch_history: Option<u32>,
     /// Agent quotas.
     #[serde(default)]
     pub quotas: QuotaFile,
@@ -163,6 +167,10 @@ pub struct Config {
     pub max_concurrent: usize,
     /// State directory override from a file.
     pub state_dir: Option<PathBuf>,
+    /// The dispatcher for `auto` (None: the built-in `heuristic`).
+    pub dispatcher: Option<String>,
+    /// Dispatch decisions kept.
+    pub dispatch_history: u32,
     /// Agent quotas.
     pub quotas: Quotas,
     /// Providers by name (always includes `scripted`).
@@ -182,6 +190,8 @@ impl Default for Config {
             default_mode: Mode::Auto,
             max_concurrent: 4,
             state_dir: None,
+            dispatcher: None,
+            dispatch_history: 200,
             quotas: Quotas::default(),
             providers,
             provider_dirs: BTreeMap::new(),
@@ -255,6 +265,17 @@ impl Config {
             self.state_dir = Some(if d.is_absolute() { d } else { dir.join(d) });
         }
         self.quotas.apply(&f.quotas);
+        if let Some(d) = f.dispatcher {
+            // A path is relative to the file; a bare name is a built-in.
+            self.dispatcher = Some(if d.ends_with(".wasm") && !Path::new(&d).is_absolute() {
+                dir.join(&d).display().to_string()
+            } else {
+                d
+            });
+        }
+        if let Some(n) = f.dispatch_history {
+            self.dispatch_history = n.max(1);
+        }
         for (name, p) in f.providers {
             self.provider_dirs.insert(name.clone(), dir.clone());
             self.providers.insert(name, p);

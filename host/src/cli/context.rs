@@ -57,6 +57,11 @@ impl Context {
         Ok(Self { repo, state_dir, config: Arc::new(config) })
     }
 
+    /// Where agent worktrees live.
+    pub fn worktrees_dir(&self) -> PathBuf {
+        self.state_dir.join("worktrees")
+    }
+
     /// Opens (creating) the store.
     pub fn open_store(&self) -> anyhow::Result<Store> {
         Store::open(&self.state_dir).with_context(|| format!("state directory {}", self.state_dir.display()))

@@ -12,6 +12,7 @@ mod progress;
 pub mod run;
 pub mod status;
 pub mod validate;
+pub mod worktree;
 
 use clap::{Parser, Subcommand};
 
@@ -66,6 +67,16 @@ pub enum Command {
     Steer(control::SteerArgs),
     /// Stop a running agent or run.
     Stop(control::StopArgs),
+    /// List, inspect and check WebAssembly plugins.
+    Plugin(plugin::PluginArgs),
+    /// Ask the dispatcher which mode a prompt would run in.
+    Dispatch(dispatch::DispatchArgs),
+    /// Run one validator on an agent output.
+    Validate(validate::ValidateArgs),
+    /// Check handoff files.
+    Handoff(handoff::HandoffArgs),
+    /// List or prune agent worktrees.
+    Worktree(worktree::WorktreeArgs),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -105,5 +116,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Events(args) => events::run(Context::resolve(g)?, args).await,
         Command::Steer(args) => control::steer(Context::resolve(g)?, args).await,
         Command::Stop(args) => control::stop(Context::resolve(g)?, args).await,
+        Command::Plugin(args) => plugin::run(args).await,
+        Command::Dispatch(args) => dispatch::run(args).await,
+        Command::Validate(args) => validate::run(args).await,
+        Command::Handoff(args) => handoff::dispatch(&args),
+        Command::Worktree(args) => {
+            let ctx = Context::resolve(g)?;
+            worktree::run(args, &ctx.repo, &ctx.worktrees_dir()).await
+        }
     }
 }

@@ -13,7 +13,7 @@ use crate::agent::manager::{Review, SpawnOptions};
 use crate::agent::runner::{AgentOutcome, AgentSpec};
 use crate::ids::AgentId;
 use crate::tool::Capability;
-use crate::worktree::{BranchArtifact, FinishOutcome, sanitize_message};
+use crate::worktree::{BranchArtifact, FinishOutcome, Worktree, WorktreeManager, sanitize_message};
 
 /// Where an agent works.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,34 +61,63 @@ pub struct ExecResult {
 /// Most bytes of diff kept for reviewers and reports.
 const DIFF_CAP: usize = 512 * 1024;
 
+/// A worktree held by the engine for an agent (shared with its validators while it runs).
+pub type HeldWorktree = (WorktreeManager, Arc<Worktree>);
+
+/// What one run of the turn loop (with its fix rounds) produced.
+pub struct AgentRun {
+    /// How it ended.
+    pub outcome: AgentOutcome,
+    /// How validation ended.
+    pub validation: ValidationStatus,
+    /// Every validator result.
+    pub rounds: Vec<RoundResult>,
+}
+
+/// What a finished worktree left behind.
+#[derive(Default)]
+pub struct WorktreeResult {
+    /// Changed paths.
+    pub changed: Vec<String>,
+    /// Unified diff against the base.
+    pub diff: String,
+    /// The branch, when something changed.
+    pub branch: Option<BranchArtifact>,
+}
+
 impl Engine {
-    /// Runs one agent to the end, isolated and validated as asked.
-    pub async fn execute(&self, mut spec: AgentSpec, opts: ExecOptions) -> Result<ExecResult, EngineError> {
-        let isolate = opts.isolation == Isolation::Worktree && spec.perms.caps.contains(Capability::Write);
-        let worktree = if isolate {
-            let manager = self.worktrees.clone().ok_or_else(|| {
-                EngineError::Config(format!(
-                    "{} is not a git repository with a commit; run with isolation = \"none\" to work in place",
-                    self.repo.display()
-                ))
-            })?;
-            let wt = manager.acquire(spec.id.as_str()).await.map_err(|e| EngineError::Config(e.to_string()))?;
-            spec.workspace = wt.path().to_path_buf();
-            self.store.log_event(
-                &spec.run_id,
-                Some(&spec.id),
-                "agent.worktree",
-                json!({ "path": wt.path(), "base": wt.base_commit() }),
-            );
-            Some((manager, Arc::new(wt)))
-        } else {
-            None
-        };
+    /// A fresh worktree at HEAD for `spec`, which is pointed at it.
+    pub async fn acquire_worktree(&self, spec: &mut AgentSpec) -> Result<HeldWorktree, EngineError> {
+        let manager = self.worktrees.clone().ok_or_else(|| {
+            EngineError::Config(format!(
+                "{} is not a git repository with a commit; run with isolation = \"none\" to work in place",
+                self.repo.display()
+            ))
+        })?;
+        let wt = manager.acquire(spec.id.as_str()).await.map_err(|e| EngineError::Config(e.to_string()))?;
+        spec.workspace = wt.path().to_path_buf();
+        self.store.log_event(
+            &spec.run_id,
+            Some(&spec.id),
+            "agent.worktree",
+            json!({ "path": wt.path(), "base": wt.base_commit() }),
+        );
+        Ok((manager, Arc::new(wt)))
+    }
+
+    /// Runs one agent (with validators and fix rounds) in `spec.workspace`.
+    pub async fn run_agent(
+        &self,
+        spec: AgentSpec,
+        opts: &ExecOptions,
+        worktree: Option<&HeldWorktree>,
+        history: Option<Vec<crate::provider::Message>>,
+    ) -> Result<AgentRun, EngineError> {
         let review = (!opts.validators.is_empty()).then(|| {
             Arc::new(ValidatorReview::new(
                 opts.validators.clone(),
                 self.store.clone(),
-                worktree.clone(),
+                worktree.cloned(),
                 self.validator_model(&spec),
             ))
         });
@@ -96,10 +125,9 @@ impl Engine {
             join: opts.join.clone(),
             review: review.clone().map(|r| r as Arc<dyn Review>),
             max_fix_rounds: opts.max_fix_rounds,
-            history: None,
+            history,
         };
-        let agent_id = spec.id.clone();
-        let run_id = spec.run_id.clone();
+        let (agent_id, run_id) = (spec.id.clone(), spec.run_id.clone());
         let outcome = self.manager.spawn(spec, spawn).await?.wait().await;
         let (validation, rounds) = match &review {
             Some(r) => {
@@ -108,27 +136,63 @@ impl Engine {
             }
             None => (ValidationStatus::Skipped, Vec::new()),
         };
-        let mut result =
-            ExecResult { agent_id, outcome, changed: Vec::new(), diff: String::new(), branch: None, validation, rounds };
-        if let Some((manager, wt)) = worktree {
-            let wt = Arc::try_unwrap(wt).map_err(|_| EngineError::Config("worktree still in use after the agent ended".into()))?;
-            let git = |e: crate::worktree::WorktreeError| EngineError::Config(e.to_string());
-            result.changed = manager.changed_paths(&wt).await.map_err(git)?.into_iter().map(|c| c.path).collect();
-            result.diff = manager.diff(&wt, DIFF_CAP).await.map_err(git)?;
-            let message = sanitize_message(&format!("crewbox {}: {}", result.outcome.state, first_line(&result.outcome.result)));
-            if let FinishOutcome::Committed(branch) = manager.finish(wt, &message).await.map_err(git)? {
-                self.store
-                    .append_event(&run_id, Some(&result.agent_id), "agent.artifact", json!({ "type": "branch", "branch": branch.branch, "base": branch.base, "commits": branch.commits }))
-                    .await?;
-                result.branch = Some(branch);
-            }
-        }
         if validation != ValidationStatus::Skipped {
+            let last = rounds.iter().map(|r| r.round).max().unwrap_or(0);
             self.store
-                .append_event(&run_id, Some(&result.agent_id), "agent.validation", json!({ "status": validation, "rounds": result.rounds.iter().map(|r| r.round).max().unwrap_or(0) }))
+                .append_event(&run_id, Some(&agent_id), "agent.validation", json!({ "status": validation, "fix_rounds": last }))
                 .await?;
         }
-        Ok(result)
+        Ok(AgentRun { outcome, validation, rounds })
+    }
+
+    /// Commits a worktree's changes to the agent's branch and gives the worktree back.
+    pub async fn finish_worktree(
+        &self,
+        spec: &AgentSpec,
+        held: HeldWorktree,
+        summary: &str,
+    ) -> Result<WorktreeResult, EngineError> {
+        let (manager, wt) = held;
+        let wt = Arc::try_unwrap(wt).map_err(|_| EngineError::Config("worktree still in use after the agent ended".into()))?;
+        let git = |e: crate::worktree::WorktreeError| EngineError::Config(e.to_string());
+        let mut out = WorktreeResult {
+            changed: manager.changed_paths(&wt).await.map_err(git)?.into_iter().map(|c| c.path).collect(),
+            diff: manager.diff(&wt, DIFF_CAP).await.map_err(git)?,
+            branch: None,
+        };
+        let message = sanitize_message(&format!("crewbox {}: {}", spec.role, first_line(summary)));
+        if let FinishOutcome::Committed(branch) = manager.finish(wt, &message).await.map_err(git)? {
+            self.store
+                .append_event(
+                    &spec.run_id,
+                    Some(&spec.id),
+                    "agent.artifact",
+                    json!({ "type": "branch", "branch": branch.branch, "base": branch.base, "commits": branch.commits }),
+                )
+                .await?;
+            out.branch = Some(branch);
+        }
+        Ok(out)
+    }
+
+    /// Runs one agent to the end, isolated (when it can write) and validated as asked.
+    pub async fn execute(&self, mut spec: AgentSpec, opts: ExecOptions) -> Result<ExecResult, EngineError> {
+        let isolate = opts.isolation == Isolation::Worktree && spec.perms.caps.contains(Capability::Write);
+        let held = if isolate { Some(self.acquire_worktree(&mut spec).await?) } else { None };
+        let run = self.run_agent(spec.clone(), &opts, held.as_ref(), None).await?;
+        let wt = match held {
+            Some(held) => self.finish_worktree(&spec, held, &run.outcome.result).await?,
+            None => WorktreeResult::default(),
+        };
+        Ok(ExecResult {
+            agent_id: spec.id,
+            outcome: run.outcome,
+            changed: wt.changed,
+            diff: wt.diff,
+            branch: wt.branch,
+            validation: run.validation,
+            rounds: run.rounds,
+        })
     }
 }
 

@@ -1,8 +1,16 @@
 //! Orchestration modes as state machines over spawn, await and plugin calls.
 
-pub mod report;
+pub mod crew;
+pub mod dispatch;
+pub mod execute;
+pub mod model_access;
 pub mod orchestrate;
+pub mod plugins;
+pub mod report;
 pub mod run;
+pub mod single;
+pub mod swarm;
+pub mod validate;
 
 use serde::{Deserialize, Serialize};
 

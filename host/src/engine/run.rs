@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 use super::report::RunReport;
 use super::{ExitReason, Mode, RunStatus};
 use crate::agent::AgentState;
-use crate::agent::manager::{Manager, SpawnOptions};
+use super::validate::ValidatorEntry;
+use crate::agent::manager::Manager;
 use crate::agent::permissions::{CapSet, Permissions};
 use crate::agent::runner::AgentSpec;
 use crate::config::Config;
@@ -58,6 +59,25 @@ pub struct RunRequest {
     pub model: Option<String>,
     /// Uses the scripted provider with this script.
     pub script: Option<PathBuf>,
+    /// Validators (`NAME[=CRITERION]`, built-in name or `.wasm` path) run after each
+    /// writing agent completes.
+    #[serde(default)]
+    pub validators: Vec<String>,
+    /// Most validator fix rounds (default 2).
+    #[serde(default)]
+    pub max_fix_rounds: Option<u32>,
+    /// Where writing agents work (default: their own worktree).
+    #[serde(default)]
+    pub isolation: Option<super::execute::Isolation>,
+    /// Swarm size (2..=5, default 3).
+    #[serde(default)]
+    pub swarm_size: Option<u32>,
+    /// How swarm results are joined (default merge).
+    #[serde(default)]
+    pub strategy: Option<super::swarm::Strategy>,
+    /// Crew: most executor revisions after a FAIL review (0..=3, default 1).
+    #[serde(default)]
+    pub max_revisions: Option<u32>,
 }
 
 /// The stored, resumable description of a run: never secrets, only names.
@@ -82,6 +102,10 @@ pub struct Engine {
     pub repo: PathBuf,
     /// Circuit breakers shared by every provider built here.
     pub breakers: Breakers,
+    /// Loaded plugins.
+    pub plugins: super::plugins::PluginSet,
+    /// Worktrees of the repository (None when it is not a git repository with a commit).
+    pub worktrees: Option<crate::worktree::WorktreeManager>,
     /// Cancelled when the process is asked to stop.
     pub shutdown: CancellationToken,
 }
@@ -175,41 +199,122 @@ impl Engine {
         }
     }
 
-    /// Runs a request to the end.
+    /// Runs a request to the end: decide the mode, record the decision, run the mode,
+    /// record how it ended.
     pub async fn run(&self, req: RunRequest) -> Result<RunReport, EngineError> {
-        let mode = match req.mode.unwrap_or(self.config.default_mode) {
-            // Until the dispatcher is wired in, `auto` runs one agent.
-            Mode::Auto | Mode::Single => Mode::Single,
-            other => return Err(EngineError::Unsupported(other)),
-        };
         let (provider_name, provider) = self.provider(&req)?;
         let prices = self.config.providers.get(&provider_name).and_then(|p| p.prices());
-        let run_id = self.create_run(&req, mode, &provider_name).await?;
-        let spec = self.agent_spec(&run_id, "agent", "executor", &req.prompt, CapSet::full(), provider, prices);
+        // Resolve everything that can be wrong before anything is recorded.
+        let validators = self.load_validators(&req.validators).await?;
+        let decision = self.decide(&req).await?;
+        let run_id = self.create_run(&req, decision.mode, &provider_name).await?;
+        self.record_decision(Some(&run_id), &req.prompt, &decision).await?;
+        let ctx = ModeContext { run_id: run_id.clone(), req, provider, prices, validators, decision };
         let controls = tokio::spawn({
             let manager = self.manager.clone();
             let run = run_id.clone();
             let stop = self.shutdown.child_token();
             async move { manager.control_loop(vec![run], stop).await }
         });
-        let handle = self.manager.spawn(spec, SpawnOptions::default()).await?;
-        let outcome = tokio::select! {
-            outcome = handle.wait() => outcome,
+        let result = tokio::select! {
+            result = self.run_mode(&ctx) => result,
             _ = self.shutdown.cancelled() => {
                 self.manager.stop(run_id.as_str());
-                // The agent records its own stop; give it the chance to.
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                controls.abort();
-                return Err(EngineError::Config("interrupted; the run is stored and can be resumed".into()));
+                // Agents record their own stop; give them the chance to.
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                Ok(ModeResult {
+                    status: RunStatus::Cancelled,
+                    reason: ExitReason::Cancelled,
+                    result: "interrupted".into(),
+                    details: serde_json::Map::new(),
+                })
             }
         };
         controls.abort();
-        let (status, reason) = match outcome.state {
-            AgentState::Completed | AgentState::Steered => (RunStatus::Completed, ExitReason::GoalMet),
-            AgentState::Stopped => (RunStatus::Cancelled, ExitReason::Cancelled),
-            _ => (RunStatus::Failed, ExitReason::Failed),
+        let mut outcome = result?;
+        outcome.details.insert("decision".into(), serde_json::to_value(&ctx.decision).unwrap_or_default());
+        self.store.set_run_details(&run_id, &serde_json::Value::Object(outcome.details)).await?;
+        self.finish_run(&run_id, outcome.status, outcome.reason, &outcome.result).await
+    }
+
+    async fn run_mode(&self, ctx: &ModeContext) -> Result<ModeResult, EngineError> {
+        match ctx.decision.mode {
+            Mode::Single | Mode::Auto => self.run_single(ctx).await,
+            Mode::Swarm => self.run_swarm(ctx).await,
+            Mode::Crew => self.run_crew(ctx).await,
+            other => Err(EngineError::Unsupported(other)),
+        }
+    }
+
+    /// Loads the validators named on the command line (or by a team/role).
+    pub async fn load_validators(&self, args: &[String]) -> Result<Vec<ValidatorEntry>, EngineError> {
+        let mut out = Vec::new();
+        for (name, criteria) in super::plugins::parse_validator_args(args) {
+            let plugin = self.plugins.get(&name, crate::plugin::PluginKind::Validator).await?;
+            out.push(ValidatorEntry { plugin, criteria });
+        }
+        Ok(out)
+    }
+
+    /// The model a validator of `spec` may use (through the same provider).
+    pub fn validator_model(&self, spec: &AgentSpec) -> Option<Arc<dyn crate::plugin::ModelAccess>> {
+        let label = crate::provider::AgentLabel {
+            id: format!("{}-validator", spec.id),
+            name: "validator".into(),
+            role: "validator".into(),
         };
-        self.finish_run(&run_id, status, reason, &outcome.result).await
+        Some(Arc::new(super::model_access::ProviderModel::new(spec.provider.clone(), label)))
+    }
+}
+
+/// Everything a mode needs to run.
+pub struct ModeContext {
+    /// The run.
+    pub run_id: RunId,
+    /// The request.
+    pub req: RunRequest,
+    /// The model.
+    pub provider: Arc<dyn Provider>,
+    /// Prices for cost budgets.
+    pub prices: Option<crate::provider::config::Prices>,
+    /// Validators for writing agents.
+    pub validators: Vec<ValidatorEntry>,
+    /// How the mode was chosen.
+    pub decision: super::dispatch::Decision,
+}
+
+impl ModeContext {
+    /// Fix rounds validators may ask for (default 2).
+    pub fn max_fix_rounds(&self) -> u32 {
+        self.req.max_fix_rounds.unwrap_or(2)
+    }
+
+    /// Where writing agents work.
+    pub fn isolation(&self) -> super::execute::Isolation {
+        self.req.isolation.unwrap_or_default()
+    }
+}
+
+/// How a mode ended.
+pub struct ModeResult {
+    /// Run status.
+    pub status: RunStatus,
+    /// Why.
+    pub reason: ExitReason,
+    /// The final text.
+    pub result: String,
+    /// Mode-specific report fields (merged into the report's top level).
+    pub details: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Run status and exit reason for a finished agent whose work is the run's result.
+pub fn status_of(state: AgentState, validation: super::validate::ValidationStatus) -> (RunStatus, ExitReason) {
+    use super::validate::ValidationStatus as V;
+    match (state, validation) {
+        (AgentState::Completed | AgentState::Steered, V::Passed | V::Skipped) => (RunStatus::Completed, ExitReason::GoalMet),
+        (AgentState::Completed | AgentState::Steered, _) => (RunStatus::Failed, ExitReason::Failed),
+        (AgentState::Stopped, _) => (RunStatus::Cancelled, ExitReason::Cancelled),
+        _ => (RunStatus::Failed, ExitReason::Failed),
     }
 }
 

@@ -1,0 +1,105 @@
+//! Choosing a mode: explicit from the request, or `auto` through the dispatcher plugin
+//! (the built-in `heuristic`, or `dispatcher = "path/to.wasm"` in config). Every decision
+//! is recorded in the dispatch history.
+
+use serde::{Deserialize, Serialize};
+
+use super::Mode;
+use super::run::{Engine, EngineError, RunRequest};
+use crate::ids::RunId;
+use crate::plugin::{DispatchRequest, PluginKind};
+use crate::store::{DispatchRecord, now_ms};
+
+/// Where a decision came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionSource {
+    /// The user named the mode.
+    Explicit,
+    /// The dispatcher picked it.
+    Auto,
+}
+
+impl DecisionSource {
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Explicit => "explicit",
+            Self::Auto => "auto",
+        }
+    }
+}
+
+/// A mode decision with its reason.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The mode to run.
+    pub mode: Mode,
+    /// A reason code (`explicit`, `review-requested`, …).
+    pub reason: String,
+    /// Explicit or auto.
+    pub source: DecisionSource,
+    /// What the dispatcher saw (`name: detail`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signals: Vec<String>,
+    /// Swarm size suggested by the dispatcher.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swarm_size: Option<u32>,
+}
+
+/// The modes `auto` may pick without a team.
+const AUTO_MODES: &[crate::plugin::Mode] = &[crate::plugin::Mode::Single, crate::plugin::Mode::Swarm, crate::plugin::Mode::Crew];
+
+fn from_plugin(mode: crate::plugin::Mode) -> Mode {
+    use crate::plugin::Mode as P;
+    match mode {
+        P::Single => Mode::Single,
+        P::Swarm => Mode::Swarm,
+        P::Crew => Mode::Crew,
+        P::Broadcast => Mode::Broadcast,
+        P::Sequential => Mode::Sequential,
+        P::Orchestrate => Mode::Orchestrate,
+        P::Reflect => Mode::Reflect,
+    }
+}
+
+impl Engine {
+    /// Decides the mode of a request.
+    pub async fn decide(&self, req: &RunRequest) -> Result<Decision, EngineError> {
+        let mode = req.mode.unwrap_or(self.config.default_mode);
+        if mode != Mode::Auto {
+            return Ok(Decision { mode, reason: "explicit".into(), source: DecisionSource::Explicit, signals: Vec::new(), swarm_size: None });
+        }
+        let name = self.config.dispatcher.as_deref().unwrap_or("heuristic");
+        let plugin = self.plugins.get(name, PluginKind::Dispatcher).await?;
+        let request = DispatchRequest { prompt: req.prompt.clone(), team: None, available_modes: AUTO_MODES.to_vec() };
+        let d = plugin.decide(&request).await.map_err(|fault| EngineError::Config(format!("dispatcher fault: {fault}")))?;
+        let mut mode = from_plugin(d.mode);
+        let mut reason = d.reason;
+        if !matches!(mode, Mode::Single | Mode::Swarm | Mode::Crew) {
+            // Team modes need a team; a dispatcher asking for one without it gets single.
+            reason = format!("{reason} (team mode {mode} needs --team; ran single)");
+            mode = Mode::Single;
+        }
+        Ok(Decision {
+            mode,
+            reason,
+            source: DecisionSource::Auto,
+            signals: d.signals.into_iter().map(|s| format!("{}: {}", s.name, s.detail)).collect(),
+            swarm_size: d.swarm_size,
+        })
+    }
+
+    /// Stores a decision in the dispatch history (keeping the newest configured number).
+    pub async fn record_decision(&self, run: Option<&RunId>, prompt: &str, d: &Decision) -> Result<(), EngineError> {
+        let record = DispatchRecord {
+            run_id: run.cloned(),
+            at: now_ms(),
+            kind: d.mode,
+            source: d.source.as_str().into(),
+            prompt_len: prompt.chars().count() as u64,
+            reason: d.reason.clone(),
+        };
+        Ok(self.store.record_dispatch(&record, self.config.dispatch_history).await?)
+    }
+}
