@@ -405,3 +405,38 @@ async fn returned_sizes_are_capped() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn every_builtin_loads_under_its_default_grants() {
+    let cache = tempfile::tempdir().unwrap();
+    let rt = runtime(cache.path());
+    for b in builtin::BUILTINS {
+        let grants = Grants::defaults_for(b.kind);
+        let p = rt
+            .load(b.name, PluginSource::Builtin, b.wasm.into(), grants, None)
+            .await;
+        let p = p.unwrap_or_else(|e| panic!("{}: {e}", b.name));
+        assert_eq!(p.kind(), b.kind, "{}", b.name);
+    }
+    let heuristic = builtin::BUILTINS
+        .iter()
+        .find(|b| b.name == "heuristic")
+        .expect("heuristic built-in");
+    let p = rt
+        .load(
+            "heuristic",
+            PluginSource::Builtin,
+            heuristic.wasm.into(),
+            Grants::none().log(),
+            None,
+        )
+        .await
+        .unwrap();
+    let req = DispatchRequest {
+        prompt: "review src/lib.rs".into(),
+        team: None,
+        available_modes: vec![Mode::Single, Mode::Swarm, Mode::Crew],
+    };
+    let d = p.decide(&req).await.unwrap();
+    assert!(!d.reason.is_empty());
+}
