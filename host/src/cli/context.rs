@@ -9,7 +9,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::manager::Manager;
 use crate::config::Config;
+use crate::engine::plugins::PluginSet;
 use crate::engine::run::Engine;
+use crate::plugin::{PluginRuntime, RuntimeConfig};
+use crate::worktree::{WorktreeManager, WorktreeOptions};
 use crate::provider::breaker::Breakers;
 use crate::store::Store;
 use crate::tool::registry::ToolRegistry;
@@ -72,16 +75,36 @@ impl Context {
         Ok(Store::open_existing(&self.state_dir)?)
     }
 
-    /// Builds the engine for commands that run agents.
-    pub fn engine(&self, shutdown: CancellationToken) -> anyhow::Result<Engine> {
+    /// Builds the engine for commands that run agents. Orphaned worktrees of killed
+    /// processes are pruned first.
+    pub async fn engine(&self, shutdown: CancellationToken) -> anyhow::Result<Engine> {
         let store = self.open_store()?;
         let manager = Manager::new(store.clone(), Arc::new(ToolRegistry::builtin()), self.config.max_concurrent);
+        let worktrees = match WorktreeManager::open(&self.repo, &self.worktrees_dir(), WorktreeOptions::default()).await {
+            Ok(w) => {
+                match w.prune().await {
+                    Ok(report) if !report.removed.is_empty() => {
+                        tracing::info!(pruned = report.removed.len(), "pruned orphaned worktrees")
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "could not prune orphaned worktrees"),
+                }
+                Some(w)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "no worktree isolation for this directory");
+                None
+            }
+        };
+        let runtime = PluginRuntime::new(RuntimeConfig::default())?;
         Ok(Engine {
             store,
             manager,
             config: self.config.clone(),
             repo: self.repo.clone(),
             breakers: Breakers::default(),
+            plugins: PluginSet::new(runtime, self.repo.clone()),
+            worktrees,
             shutdown,
         })
     }

@@ -55,7 +55,7 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
     config.default_mode = Mode::Single;
     let ctx = Context { repo: repo.canonicalize()?, state_dir, config: Arc::new(config) };
     let shutdown = CancellationToken::new();
-    let engine = ctx.engine(shutdown.clone())?;
+    let engine = ctx.engine(shutdown.clone()).await?;
     let progress = (!args.json).then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
     let req = RunRequest {
         prompt: DEMO_PROMPT.into(),

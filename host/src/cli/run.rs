@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
 use super::{Context, Exit, progress};
+use crate::engine::execute::Isolation;
 use crate::engine::run::{EngineError, RunRequest};
+use crate::engine::swarm::Strategy;
 use crate::engine::{Mode, RunStatus};
 
 /// Arguments of `crewbox run`.
@@ -26,9 +28,40 @@ pub struct RunArgs {
     /// Use the scripted provider with this script file.
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
+    /// Run this validator after each writing agent (`NAME[=CRITERION]`, a built-in name or a
+    /// `.wasm` path); repeat for several validators or criteria.
+    #[arg(long = "validator", value_name = "NAME[=CRITERION]")]
+    pub validators: Vec<String>,
+    /// Most validator fix rounds per agent.
+    #[arg(long, default_value_t = 2)]
+    pub max_fix_rounds: u32,
+    /// Where writing agents work.
+    #[arg(long, value_parser = parse_isolation, default_value = "worktree")]
+    pub isolation: Isolation,
+    /// Swarm size (2..=5).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=5))]
+    pub swarm_size: Option<u32>,
+    /// How swarm results are joined: live, quorum, vote, merge or batch.
+    #[arg(long, value_parser = parse_strategy)]
+    pub strategy: Option<Strategy>,
+    /// Crew: most executor revisions after a FAIL review (0..=3).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=3))]
+    pub max_revisions: u32,
     /// Print one JSON object (the run report) and no progress.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_isolation(s: &str) -> Result<Isolation, String> {
+    match s {
+        "worktree" => Ok(Isolation::Worktree),
+        "none" => Ok(Isolation::None),
+        _ => Err(format!("unknown isolation `{s}` (worktree or none)")),
+    }
+}
+
+fn parse_strategy(s: &str) -> Result<Strategy, String> {
+    Strategy::parse(s).ok_or_else(|| format!("unknown strategy `{s}` (live, quorum, vote, merge or batch)"))
 }
 
 /// Parses a mode name for clap.
@@ -42,8 +75,20 @@ pub fn parse_mode(s: &str) -> Result<Mode, String> {
 /// Runs the prompt and prints the report.
 pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
     let shutdown = CancellationToken::new();
-    let engine = ctx.engine(shutdown.clone())?;
-    let req = RunRequest { prompt: args.prompt, mode: args.mode, provider: args.provider, model: args.model, script: args.script };
+    let engine = ctx.engine(shutdown.clone()).await?;
+    let req = RunRequest {
+        prompt: args.prompt,
+        mode: args.mode,
+        provider: args.provider,
+        model: args.model,
+        script: args.script,
+        validators: args.validators,
+        max_fix_rounds: Some(args.max_fix_rounds),
+        isolation: Some(args.isolation),
+        swarm_size: args.swarm_size,
+        strategy: args.strategy,
+        max_revisions: Some(args.max_revisions),
+    };
     let show_progress = !args.json && std::io::stderr().is_terminal();
     let progress = show_progress.then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
     let signals = tokio::spawn({
