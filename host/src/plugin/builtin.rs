@@ -20,7 +20,11 @@ pub struct Builtin {
 
 macro_rules! dist {
     ($file:literal) => {
-        include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/dist/", $file))
+        include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../plugins/dist/",
+            $file
+        ))
     };
 }
 

@@ -66,10 +66,13 @@ const SECRET_NAMES: &[&str] = &[
     "privatekey",
 ];
 
+/// A scanner for one rule over one line.
+type LineCheck = fn(&str) -> bool;
+
 /// The rules that fire on one line, each at most once.
 pub fn scan_line(line: &str) -> Vec<Rule> {
     let mut hits = Vec::new();
-    let checks: [(Rule, fn(&str) -> bool); 6] = [
+    let checks: [(Rule, LineCheck); 6] = [
         (Rule::PrivateKey, has_private_key_header),
         (Rule::AwsAccessKey, has_aws_key),
         (Rule::GithubToken, has_github_token),
