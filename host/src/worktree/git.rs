@@ -35,7 +35,7 @@ pub struct ChangedPath {
     pub kind: ChangeKind,
 }
 
-/// Opens the repository at `path` with git2's usual upward search.
+/// Opens the repository (or linked worktree) whose root is `path`.
 pub(crate) fn open(path: &Path) -> Result<Repository, WorktreeError> {
     Repository::open(path).map_err(WorktreeError::git("open", path))
 }
