@@ -39,7 +39,10 @@ impl Provider for Timed {
         "script"
     }
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
-        self.first_call.lock().unwrap().push((request.agent.id.clone(), Instant::now()));
+        self.first_call
+            .lock()
+            .unwrap()
+            .push((request.agent.id.clone(), Instant::now()));
         self.inner.complete(request).await
     }
 }
@@ -111,17 +114,31 @@ async fn main() {
     let start = Instant::now();
     let mut handles = Vec::with_capacity(AGENTS);
     for _ in 0..AGENTS {
-        handles.push(manager.spawn(spec(&run, dir.path(), provider.clone()), SpawnOptions::default()).await.unwrap());
+        handles.push(
+            manager
+                .spawn(
+                    spec(&run, dir.path(), provider.clone()),
+                    SpawnOptions::default(),
+                )
+                .await
+                .unwrap(),
+        );
     }
     for h in handles {
         assert!(h.wait().await.state.is_success());
     }
     let elapsed = start.elapsed();
     let agents_per_sec = AGENTS as f64 / elapsed.as_secs_f64();
-    eprintln!("throughput: {AGENTS} agents in {:.2} s", elapsed.as_secs_f64());
+    eprintln!(
+        "throughput: {AGENTS} agents in {:.2} s",
+        elapsed.as_secs_f64()
+    );
 
     // Latency with a free slot: waves of 4.
-    let timed = Arc::new(Timed { inner: ScriptedProvider::parse(script, "bench").unwrap(), first_call: Mutex::new(Vec::new()) });
+    let timed = Arc::new(Timed {
+        inner: ScriptedProvider::parse(script, "bench").unwrap(),
+        first_call: Mutex::new(Vec::new()),
+    });
     let manager = Manager::new(store.clone(), tools.clone(), 4);
     let run = insert_run(&store).await;
     let mut spawned = Vec::with_capacity(AGENTS);
@@ -138,8 +155,12 @@ async fn main() {
             h.wait().await;
         }
     }
-    let firsts: std::collections::HashMap<String, Instant> = timed.first_call.lock().unwrap().drain(..).collect();
-    let mut lat: Vec<f64> = spawned.iter().map(|(id, t0)| (firsts[id] - *t0).as_secs_f64() * 1e3).collect();
+    let firsts: std::collections::HashMap<String, Instant> =
+        timed.first_call.lock().unwrap().drain(..).collect();
+    let mut lat: Vec<f64> = spawned
+        .iter()
+        .map(|(id, t0)| (firsts[id] - *t0).as_secs_f64() * 1e3)
+        .collect();
     lat.sort_by(f64::total_cmp);
 
     // Memory per queued agent: one slot held by a slow agent, 10,000 waiting.
@@ -150,12 +171,23 @@ async fn main() {
     let run = insert_run(&store).await;
     let mut blocker = spec(&run, dir.path(), slow.clone());
     blocker.name = "blocker".into();
-    let blocker = manager.spawn(blocker, SpawnOptions::default()).await.unwrap();
+    let blocker = manager
+        .spawn(blocker, SpawnOptions::default())
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     let before = rss_kb("VmRSS:");
     let mut queued = Vec::with_capacity(AGENTS);
     for _ in 0..AGENTS {
-        queued.push(manager.spawn(spec(&run, dir.path(), slow.clone()), SpawnOptions::default()).await.unwrap());
+        queued.push(
+            manager
+                .spawn(
+                    spec(&run, dir.path(), slow.clone()),
+                    SpawnOptions::default(),
+                )
+                .await
+                .unwrap(),
+        );
     }
     let after = rss_kb("VmRSS:");
     let queued_kb_per_agent = after.saturating_sub(before) as f64 / AGENTS as f64;

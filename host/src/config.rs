@@ -119,7 +119,15 @@ impl Quotas {
         macro_rules! set {
             ($($k:ident),*) => { $(if let Some(v) = f.$k { self.$k = v; })* };
         }
-        set!(max_turns, grace_turns, max_tokens, max_tool_calls, context_tokens, keep_turns, max_depth);
+        set!(
+            max_turns,
+            grace_turns,
+            max_tokens,
+            max_tool_calls,
+            context_tokens,
+            keep_turns,
+            max_depth
+        );
         if let Some(s) = f.wall_time_s {
             self.wall_time = Duration::from_secs(s);
         }
@@ -184,7 +192,10 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         let mut providers = BTreeMap::new();
-        providers.insert(DEFAULT_PROVIDER.to_owned(), ProviderConfig::default_scripted());
+        providers.insert(
+            DEFAULT_PROVIDER.to_owned(),
+            ProviderConfig::default_scripted(),
+        );
         Self {
             default_provider: DEFAULT_PROVIDER.to_owned(),
             default_mode: Mode::Auto,
@@ -231,10 +242,17 @@ impl Config {
             let text = match std::fs::read_to_string(path) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(source) => return Err(ConfigError::Read { path: path.clone(), source }),
+                Err(source) => {
+                    return Err(ConfigError::Read {
+                        path: path.clone(),
+                        source,
+                    });
+                }
             };
-            let file: ConfigFile = toml::from_str(&text)
-                .map_err(|e| ConfigError::Invalid { path: path.clone(), message: e.to_string().trim_end().to_owned() })?;
+            let file: ConfigFile = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+                path: path.clone(),
+                message: e.to_string().trim_end().to_owned(),
+            })?;
             cfg.merge(file, path)?;
             cfg.sources.push(path.clone());
         }
@@ -292,7 +310,10 @@ impl ProviderConfig {
 
     /// A scripted provider reading `script`.
     pub fn scripted_file(script: PathBuf) -> Self {
-        ProviderConfig::Scripted(crate::provider::config::ScriptedConfig { script: Some(script), ..Default::default() })
+        ProviderConfig::Scripted(crate::provider::config::ScriptedConfig {
+            script: Some(script),
+            ..Default::default()
+        })
     }
 
     /// Overrides the model (`--model`); scripted providers have none.

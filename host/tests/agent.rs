@@ -27,8 +27,17 @@ fn fixture(max_concurrent: usize) -> Fixture {
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(work.join("notes.txt"), "alpha\nbeta\n").unwrap();
     let store = Store::open(&dir.path().join("state")).unwrap();
-    let manager = Manager::new(store.clone(), Arc::new(ToolRegistry::builtin()), max_concurrent);
-    Fixture { work: work.canonicalize().unwrap(), _dir: dir, store, manager }
+    let manager = Manager::new(
+        store.clone(),
+        Arc::new(ToolRegistry::builtin()),
+        max_concurrent,
+    );
+    Fixture {
+        work: work.canonicalize().unwrap(),
+        _dir: dir,
+        store,
+        manager,
+    }
 }
 
 fn spec(f: &Fixture, script: &str, quotas: Quotas, caps: CapSet) -> AgentSpec {
@@ -101,15 +110,31 @@ async fn tools_run_for_real_and_bad_calls_go_back_to_the_model() {
     let s = spec(&f, TOOLS_SCRIPT, Quotas::default(), CapSet::full());
     insert_run(&f.store, &s.run_id).await;
     let run = s.run_id.clone();
-    let outcome = f.manager.spawn(s, SpawnOptions::default()).await.unwrap().wait().await;
+    let outcome = f
+        .manager
+        .spawn(s, SpawnOptions::default())
+        .await
+        .unwrap()
+        .wait()
+        .await;
     assert_eq!(outcome.state, AgentState::Completed, "{:?}", outcome.error);
     assert_eq!(outcome.result, "wrote out.txt");
-    assert_eq!(std::fs::read_to_string(f.work.join("out.txt")).unwrap(), "gamma");
+    assert_eq!(
+        std::fs::read_to_string(f.work.join("out.txt")).unwrap(),
+        "gamma"
+    );
     assert_eq!(outcome.stats.turns, 4);
     assert_eq!(outcome.stats.tool_calls, 4);
     let events = f.store.events(Some(&run), 0, 100).await.unwrap();
-    let failed: Vec<_> = events.iter().filter(|e| e.kind == "tool.call" && e.data["ok"] == false).collect();
-    assert_eq!(failed.len(), 2, "unknown tool and malformed args are tool errors");
+    let failed: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == "tool.call" && e.data["ok"] == false)
+        .collect();
+    assert_eq!(
+        failed.len(),
+        2,
+        "unknown tool and malformed args are tool errors"
+    );
     let agents = f.store.agents(&run).await.unwrap();
     assert_eq!(agents[0].state, AgentState::Completed);
     assert_eq!(agents[0].stats.turns, 4);
@@ -138,17 +163,33 @@ repeat = true
 name = "list_dir"
 args = { path = "." }
 "#;
-    let q = Quotas { max_turns: 3, grace_turns: 2, ..Quotas::default() };
+    let q = Quotas {
+        max_turns: 3,
+        grace_turns: 2,
+        ..Quotas::default()
+    };
     let s = spec(&f, wraps, q.clone(), CapSet::read_only());
     insert_run(&f.store, &s.run_id).await;
-    let out = f.manager.spawn(s, SpawnOptions::default()).await.unwrap().wait().await;
+    let out = f
+        .manager
+        .spawn(s, SpawnOptions::default())
+        .await
+        .unwrap()
+        .wait()
+        .await;
     assert_eq!(out.state, AgentState::Steered);
     assert_eq!(out.result, "summary: nothing found");
     assert_eq!(out.stats.turns, 4);
 
     let s = spec(&f, LOOPING, q, CapSet::read_only());
     insert_run(&f.store, &s.run_id).await;
-    let out = f.manager.spawn(s, SpawnOptions::default()).await.unwrap().wait().await;
+    let out = f
+        .manager
+        .spawn(s, SpawnOptions::default())
+        .await
+        .unwrap()
+        .wait()
+        .await;
     assert_eq!(out.state, AgentState::Aborted);
     assert_eq!(out.exceeded, Some(Exceeded::Turns));
     assert_eq!(out.stats.turns, 5, "3 soft + 2 grace");
@@ -157,10 +198,27 @@ args = { path = "." }
 #[tokio::test]
 async fn token_and_tool_call_budgets_abort() {
     let f = fixture(4);
-    let s = spec(&f, LOOPING, Quotas { max_tool_calls: 3, ..Quotas::default() }, CapSet::read_only());
+    let s = spec(
+        &f,
+        LOOPING,
+        Quotas {
+            max_tool_calls: 3,
+            ..Quotas::default()
+        },
+        CapSet::read_only(),
+    );
     insert_run(&f.store, &s.run_id).await;
-    let out = f.manager.spawn(s, SpawnOptions::default()).await.unwrap().wait().await;
-    assert_eq!((out.state, out.exceeded), (AgentState::Aborted, Some(Exceeded::ToolCalls)));
+    let out = f
+        .manager
+        .spawn(s, SpawnOptions::default())
+        .await
+        .unwrap()
+        .wait()
+        .await;
+    assert_eq!(
+        (out.state, out.exceeded),
+        (AgentState::Aborted, Some(Exceeded::ToolCalls))
+    );
     assert_eq!(out.stats.tool_calls, 3);
 
     let heavy = r#"
@@ -172,10 +230,27 @@ usage = { input = 400, output = 200 }
 name = "list_dir"
 args = { path = "." }
 "#;
-    let s = spec(&f, heavy, Quotas { max_tokens: 1_000, ..Quotas::default() }, CapSet::read_only());
+    let s = spec(
+        &f,
+        heavy,
+        Quotas {
+            max_tokens: 1_000,
+            ..Quotas::default()
+        },
+        CapSet::read_only(),
+    );
     insert_run(&f.store, &s.run_id).await;
-    let out = f.manager.spawn(s, SpawnOptions::default()).await.unwrap().wait().await;
-    assert_eq!((out.state, out.exceeded), (AgentState::Aborted, Some(Exceeded::Tokens)));
+    let out = f
+        .manager
+        .spawn(s, SpawnOptions::default())
+        .await
+        .unwrap()
+        .wait()
+        .await;
+    assert_eq!(
+        (out.state, out.exceeded),
+        (AgentState::Aborted, Some(Exceeded::Tokens))
+    );
     assert_eq!(out.stats.turns, 2);
 }
 
@@ -183,11 +258,23 @@ args = { path = "." }
 async fn a_stalled_model_counts_against_wall_time() {
     let f = fixture(4);
     let slow = "[[reply]]\ntext = \"late\"\ndelay_ms = 5000\n";
-    let q = Quotas { wall_time: Duration::from_millis(300), ..Quotas::default() };
+    let q = Quotas {
+        wall_time: Duration::from_millis(300),
+        ..Quotas::default()
+    };
     let s = spec(&f, slow, q, CapSet::read_only());
     insert_run(&f.store, &s.run_id).await;
-    let out = f.manager.spawn(s, SpawnOptions::default()).await.unwrap().wait().await;
-    assert_eq!((out.state, out.exceeded), (AgentState::Aborted, Some(Exceeded::WallTime)));
+    let out = f
+        .manager
+        .spawn(s, SpawnOptions::default())
+        .await
+        .unwrap()
+        .wait()
+        .await;
+    assert_eq!(
+        (out.state, out.exceeded),
+        (AgentState::Aborted, Some(Exceeded::WallTime))
+    );
 }
 
 #[tokio::test]
@@ -218,8 +305,17 @@ args = { path = "." }
     let handle = f.manager.spawn(s, SpawnOptions::default()).await.unwrap();
     // Another process would open its own handle; do the same.
     let other = Store::open_existing(f.store.path().parent().unwrap()).unwrap();
-    other.push_control(handle.id.as_str(), ControlKind::Steer, Some("focus on beta")).await.unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(10), handle.wait()).await.unwrap();
+    other
+        .push_control(
+            handle.id.as_str(),
+            ControlKind::Steer,
+            Some("focus on beta"),
+        )
+        .await
+        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(10), handle.wait())
+        .await
+        .unwrap();
     assert_eq!(out.state, AgentState::Completed);
     assert_eq!(out.result, "focusing on beta");
 
@@ -228,8 +324,13 @@ args = { path = "." }
     let mut s = spec(&f, &slow_loop, Quotas::default(), CapSet::read_only());
     s.run_id = run.clone();
     let handle = f.manager.spawn(s, SpawnOptions::default()).await.unwrap();
-    other.push_control(run.as_str(), ControlKind::Stop, None).await.unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(10), handle.wait()).await.unwrap();
+    other
+        .push_control(run.as_str(), ControlKind::Stop, None)
+        .await
+        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(10), handle.wait())
+        .await
+        .unwrap();
     assert_eq!(out.state, AgentState::Stopped);
     shutdown.cancel();
     controls.await.unwrap();
@@ -244,11 +345,17 @@ async fn the_queue_is_fifo_and_bounded() {
     for _ in 0..6 {
         let s = spec(&f, script, Quotas::default(), CapSet::read_only());
         insert_run(&f.store, &s.run_id).await;
-        handles.push((s.run_id.clone(), f.manager.spawn(s, SpawnOptions::default()).await.unwrap()));
+        handles.push((
+            s.run_id.clone(),
+            f.manager.spawn(s, SpawnOptions::default()).await.unwrap(),
+        ));
     }
     // Spawning returned at once with queued records.
     let counts = f.store.agent_counts().await.unwrap();
-    assert!(counts.queued + counts.running == 6 && counts.running <= 2, "{counts:?}");
+    assert!(
+        counts.queued + counts.running == 6 && counts.running <= 2,
+        "{counts:?}"
+    );
     let mut starts = Vec::new();
     for (run, h) in handles {
         assert_eq!(h.wait().await.state, AgentState::Completed);
@@ -260,7 +367,10 @@ async fn the_queue_is_fifo_and_bounded() {
         let overlapping = starts.iter().filter(|(s2, f2)| s2 <= s && f2 > s).count();
         assert!(overlapping <= 2, "agent {i} overlapped {overlapping}");
     }
-    assert!(starts.windows(2).all(|w| w[0].0 <= w[1].0), "FIFO: {starts:?}");
+    assert!(
+        starts.windows(2).all(|w| w[0].0 <= w[1].0),
+        "FIFO: {starts:?}"
+    );
 }
 
 #[tokio::test]
@@ -282,10 +392,20 @@ text = "could not"
 "#;
     let s = spec(&f, script, Quotas::default(), CapSet::read_only());
     insert_run(&f.store, &s.run_id).await;
-    let out = f.manager.spawn(s, SpawnOptions::default()).await.unwrap().wait().await;
+    let out = f
+        .manager
+        .spawn(s, SpawnOptions::default())
+        .await
+        .unwrap()
+        .wait()
+        .await;
     assert_eq!(out.state, AgentState::Completed);
     assert!(!f.work.join("x.txt").exists());
     assert!(!f.work.join("y.txt").exists());
-    let denied = out.history.iter().filter(|m| m.content.starts_with("error:")).count();
+    let denied = out
+        .history
+        .iter()
+        .filter(|m| m.content.starts_with("error:"))
+        .count();
     assert_eq!(denied, 2);
 }

@@ -16,7 +16,11 @@ fn crewbox(dir: &Path, args: &[&str]) -> Output {
 
 fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("not JSON ({e}): {}\nstderr: {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
     })
 }
 
@@ -27,7 +31,15 @@ fn stderr(out: &Output) -> String {
 #[test]
 fn demo_fixes_the_failing_test_through_real_tools() {
     let dir = tempfile::tempdir().unwrap();
-    let out = crewbox(dir.path(), &["demo", "--json", "--dir", dir.path().join("demo").to_str().unwrap()]);
+    let out = crewbox(
+        dir.path(),
+        &[
+            "demo",
+            "--json",
+            "--dir",
+            dir.path().join("demo").to_str().unwrap(),
+        ],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let report = json(&out);
     assert_eq!(report["status"], "completed");
@@ -35,7 +47,17 @@ fn demo_fixes_the_failing_test_through_real_tools() {
     let agent = &report["agents"][0];
     assert_eq!(agent["state"], "completed");
     assert!(agent["tool_calls"].as_u64().unwrap() >= 5);
-    for key in ["id", "name", "role", "parent", "task", "turns", "tokens", "duration_ms", "result"] {
+    for key in [
+        "id",
+        "name",
+        "role",
+        "parent",
+        "task",
+        "turns",
+        "tokens",
+        "duration_ms",
+        "result",
+    ] {
         assert!(agent.get(key).is_some(), "agent lacks `{key}`");
     }
     let fixed = std::fs::read_to_string(dir.path().join("demo/project/calc.py")).unwrap();
@@ -52,10 +74,28 @@ fn run_with_a_script_prints_the_documented_json_and_status_reads_it() {
         "[[reply]]\nturn = 1\n[[reply.tool_calls]]\nname = \"read_file\"\nargs = { path = \"hello.txt\" }\n\n[[reply]]\nwhen = \"hi\"\ntext = \"it says hi\"\n",
     )
     .unwrap();
-    let out = crewbox(dir.path(), &["run", "what does hello.txt say?", "--mode", "single", "--script", "s.toml", "--json"]);
+    let out = crewbox(
+        dir.path(),
+        &[
+            "run",
+            "what does hello.txt say?",
+            "--mode",
+            "single",
+            "--script",
+            "s.toml",
+            "--json",
+        ],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let report = json(&out);
-    for key in ["run_id", "mode", "status", "exit_reason", "result", "agents"] {
+    for key in [
+        "run_id",
+        "mode",
+        "status",
+        "exit_reason",
+        "result",
+        "agents",
+    ] {
         assert!(report.get(key).is_some(), "report lacks `{key}`");
     }
     assert_eq!(report["result"], "it says hi");
@@ -67,9 +107,15 @@ fn run_with_a_script_prints_the_documented_json_and_status_reads_it() {
 
     let events = crewbox(dir.path(), &["events", "--run", run_id]);
     assert!(events.status.success());
-    let lines: Vec<serde_json::Value> =
-        String::from_utf8_lossy(&events.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert!(lines.iter().any(|e| e["kind"] == "tool.call" && e["data"]["tool"] == "read_file"));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&events.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|e| e["kind"] == "tool.call" && e["data"]["tool"] == "read_file")
+    );
     assert!(lines.iter().any(|e| e["kind"] == "run.finished"));
 }
 
@@ -78,7 +124,11 @@ fn bad_input_is_a_clear_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let out = crewbox(dir.path(), &["run", "x", "--provider", "nope"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("unknown provider `nope`"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown provider `nope`"),
+        "{}",
+        stderr(&out)
+    );
 
     let out = crewbox(dir.path(), &["run", "x", "--script", "missing.toml"]);
     assert_eq!(out.status.code(), Some(2));
@@ -90,11 +140,18 @@ fn bad_input_is_a_clear_usage_error() {
     assert!(stderr(&out).contains("txet"), "{}", stderr(&out));
 
     std::fs::create_dir_all(dir.path().join(".crewbox")).unwrap();
-    std::fs::write(dir.path().join(".crewbox/config.toml"), "max_concurent = 3\n").unwrap();
+    std::fs::write(
+        dir.path().join(".crewbox/config.toml"),
+        "max_concurent = 3\n",
+    )
+    .unwrap();
     let out = crewbox(dir.path(), &["run", "x"]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    assert!(err.contains("max_concurent") && err.contains("config.toml"), "{err}");
+    assert!(
+        err.contains("max_concurent") && err.contains("config.toml"),
+        "{err}"
+    );
 
     std::fs::write(
         dir.path().join(".crewbox/config.toml"),
@@ -103,11 +160,27 @@ fn bad_input_is_a_clear_usage_error() {
     .unwrap();
     let out = crewbox(dir.path(), &["run", "x", "--provider", "remote"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("CREWBOX_TEST_UNSET_KEY"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("CREWBOX_TEST_UNSET_KEY"),
+        "{}",
+        stderr(&out)
+    );
 
     let fresh = tempfile::tempdir().unwrap();
     let out = crewbox(fresh.path(), &["status"]);
-    assert_eq!(out.status.code(), Some(2), "status without a store: {}", stderr(&out));
-    assert!(stderr(&out).contains("no crewbox store"), "{}", stderr(&out));
-    assert!(!fresh.path().join(".state").exists(), "status must not create state");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "status without a store: {}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("no crewbox store"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !fresh.path().join(".state").exists(),
+        "status must not create state"
+    );
 }

@@ -51,8 +51,19 @@ async fn facts_round_trip_and_a_second_handle_reads_them() {
     store.insert_run(&run).await.unwrap();
     let agent = agent_record(&run.id);
     store.insert_agent(&agent).await.unwrap();
-    store.set_agent_state(&agent.id, &[AgentState::Queued], AgentState::Running).await.unwrap();
-    store.append_event(&run.id, Some(&agent.id), "tool.call", serde_json::json!({"tool": "read_file"})).await.unwrap();
+    store
+        .set_agent_state(&agent.id, &[AgentState::Queued], AgentState::Running)
+        .await
+        .unwrap();
+    store
+        .append_event(
+            &run.id,
+            Some(&agent.id),
+            "tool.call",
+            serde_json::json!({"tool": "read_file"}),
+        )
+        .await
+        .unwrap();
 
     // Another handle (as another process would open it) sees the committed facts.
     let other = Store::open_existing(dir.path()).unwrap();
@@ -64,9 +75,26 @@ async fn facts_round_trip_and_a_second_handle_reads_them() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].data["tool"], "read_file");
 
-    let stats = AgentStats { turns: 3, tool_calls: 2, tokens_in: 10, tokens_out: 5, cost: None };
-    store.finish_agent(&agent.id, AgentState::Completed, stats, Some("done"), None).await.unwrap();
-    store.finish_run(&run.id, RunStatus::Completed, ExitReason::GoalMet, Some("done")).await.unwrap();
+    let stats = AgentStats {
+        turns: 3,
+        tool_calls: 2,
+        tokens_in: 10,
+        tokens_out: 5,
+        cost: None,
+    };
+    store
+        .finish_agent(&agent.id, AgentState::Completed, stats, Some("done"), None)
+        .await
+        .unwrap();
+    store
+        .finish_run(
+            &run.id,
+            RunStatus::Completed,
+            ExitReason::GoalMet,
+            Some("done"),
+        )
+        .await
+        .unwrap();
     let stored = other.run(&run.id).await.unwrap().unwrap();
     assert_eq!(stored.status, RunStatus::Completed);
     assert_eq!(stored.exit_reason, Some(ExitReason::GoalMet));
@@ -81,21 +109,51 @@ async fn terminal_agents_cannot_change_state() {
     store.insert_run(&run).await.unwrap();
     let agent = agent_record(&run.id);
     store.insert_agent(&agent).await.unwrap();
-    store.finish_agent(&agent.id, AgentState::Stopped, AgentStats::default(), None, None).await.unwrap();
-    let err = store.set_agent_state(&agent.id, &[AgentState::Queued], AgentState::Running).await.unwrap_err();
+    store
+        .finish_agent(
+            &agent.id,
+            AgentState::Stopped,
+            AgentStats::default(),
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    let err = store
+        .set_agent_state(&agent.id, &[AgentState::Queued], AgentState::Running)
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::Transition { .. }), "{err}");
-    let err = store.finish_agent(&agent.id, AgentState::Completed, AgentStats::default(), None, None).await.unwrap_err();
+    let err = store
+        .finish_agent(
+            &agent.id,
+            AgentState::Completed,
+            AgentStats::default(),
+            None,
+            None,
+        )
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::Transition { .. }), "{err}");
     // A failed write does not take the writes grouped with it down.
-    store.append_event(&run.id, None, "x", serde_json::json!({})).await.unwrap();
+    store
+        .append_event(&run.id, None, "x", serde_json::json!({}))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
 async fn controls_are_delivered_once() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    store.push_control("a-1", ControlKind::Steer, Some("look at tests")).await.unwrap();
-    store.push_control("r-1", ControlKind::Stop, None).await.unwrap();
+    store
+        .push_control("a-1", ControlKind::Steer, Some("look at tests"))
+        .await
+        .unwrap();
+    store
+        .push_control("r-1", ControlKind::Stop, None)
+        .await
+        .unwrap();
     let pending = store.pending_controls().await.unwrap();
     assert_eq!(pending.len(), 2);
     assert_eq!(pending[0].message.as_deref(), Some("look at tests"));
@@ -122,7 +180,8 @@ fn a_newer_schema_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     drop(Store::open(dir.path()).unwrap());
     let conn = rusqlite::Connection::open(dir.path().join(crewbox::store::DB_FILE)).unwrap();
-    conn.pragma_update(None, "user_version", crewbox::store::SCHEMA_VERSION + 1).unwrap();
+    conn.pragma_update(None, "user_version", crewbox::store::SCHEMA_VERSION + 1)
+        .unwrap();
     drop(conn);
     let err = Store::open(dir.path()).unwrap_err();
     assert!(matches!(err, StoreError::NewerSchema { .. }), "{err}");
@@ -134,7 +193,11 @@ fn an_unwritable_state_dir_is_a_clear_error() {
     let file = dir.path().join("not-a-dir");
     std::fs::write(&file, "x").unwrap();
     let err = Store::open(&file.join("state")).unwrap_err();
-    assert!(err.to_string().contains("cannot create the state directory"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("cannot create the state directory"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -8,7 +8,14 @@ use crate::provider::{Message, Role, Usage};
 pub fn estimate(messages: &[Message]) -> u64 {
     messages
         .iter()
-        .map(|m| Usage::estimate(&m.content) + m.tool_calls.iter().map(|c| Usage::estimate(&c.args.to_string())).sum::<u64>() + 4)
+        .map(|m| {
+            Usage::estimate(&m.content)
+                + m.tool_calls
+                    .iter()
+                    .map(|c| Usage::estimate(&c.args.to_string()))
+                    .sum::<u64>()
+                + 4
+        })
         .sum()
 }
 
@@ -19,8 +26,12 @@ pub fn compact(messages: &mut [Message], budget: u64, keep_turns: u32) -> usize 
         return 0;
     }
     // A turn starts at each assistant message; keep the last `keep_turns` of them intact.
-    let assistant_positions: Vec<usize> =
-        messages.iter().enumerate().filter(|(_, m)| m.role == Role::Assistant).map(|(i, _)| i).collect();
+    let assistant_positions: Vec<usize> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == Role::Assistant)
+        .map(|(i, _)| i)
+        .collect();
     let keep_from = assistant_positions
         .len()
         .checked_sub(keep_turns as usize)
@@ -29,7 +40,10 @@ pub fn compact(messages: &mut [Message], budget: u64, keep_turns: u32) -> usize 
     let mut dropped = 0;
     for m in messages[..keep_from].iter_mut() {
         if m.role == Role::Tool && !m.content.starts_with("[compacted") {
-            m.content = format!("[compacted: {} bytes of tool output dropped to save context]", m.content.len());
+            m.content = format!(
+                "[compacted: {} bytes of tool output dropped to save context]",
+                m.content.len()
+            );
             dropped += 1;
         }
     }
@@ -48,7 +62,11 @@ mod tests {
             msgs.push(Message::tool(format!("c{i}"), "x".repeat(400)));
         }
         let before = msgs.clone();
-        assert_eq!(compact(&mut msgs, 100_000, 2), 0, "far below budget: untouched");
+        assert_eq!(
+            compact(&mut msgs, 100_000, 2),
+            0,
+            "far below budget: untouched"
+        );
         assert_eq!(msgs, before);
         let dropped = compact(&mut msgs, 500, 2);
         assert_eq!(dropped, 3);

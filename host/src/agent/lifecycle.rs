@@ -74,7 +74,14 @@ impl AgentState {
 
     /// Checked transition.
     pub fn transition(self, next: AgentState) -> Result<AgentState, InvalidTransition> {
-        if self.can_become(next) { Ok(next) } else { Err(InvalidTransition { from: self, to: next }) }
+        if self.can_become(next) {
+            Ok(next)
+        } else {
+            Err(InvalidTransition {
+                from: self,
+                to: next,
+            })
+        }
     }
 }
 

@@ -106,7 +106,11 @@ impl Manager {
     }
 
     /// Records the agent as queued, then starts it when a slot is free. Returns at once.
-    pub async fn spawn(&self, spec: AgentSpec, opts: SpawnOptions) -> Result<AgentHandle, StoreError> {
+    pub async fn spawn(
+        &self,
+        spec: AgentSpec,
+        opts: SpawnOptions,
+    ) -> Result<AgentHandle, StoreError> {
         self.insert(&spec, &opts).await?;
         Ok(self.start(spec, opts, true))
     }
@@ -141,21 +145,43 @@ impl Manager {
         let cancel = CancellationToken::new();
         let spec = Arc::new(spec);
         let id = spec.id.clone();
-        self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            id.clone(),
-            Live { run_id: spec.run_id.clone(), steer: steer_tx, cancel: cancel.clone(), spec: spec.clone() },
-        );
+        self.inner
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                id.clone(),
+                Live {
+                    run_id: spec.run_id.clone(),
+                    steer: steer_tx,
+                    cancel: cancel.clone(),
+                    spec: spec.clone(),
+                },
+            );
         let this = self.clone();
         tokio::spawn(async move {
-            let mut io = AgentIo { steer: steer_rx, cancel };
+            let mut io = AgentIo {
+                steer: steer_rx,
+                cancel,
+            };
             let outcome = this.drive(&spec, &opts, &mut io, needs_slot).await;
-            this.inner.live.lock().unwrap_or_else(|p| p.into_inner()).remove(&spec.id);
+            this.inner
+                .live
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&spec.id);
             let _ = tx.send(outcome);
         });
         AgentHandle { id, rx }
     }
 
-    async fn drive(&self, spec: &AgentSpec, opts: &SpawnOptions, io: &mut AgentIo, needs_slot: bool) -> AgentOutcome {
+    async fn drive(
+        &self,
+        spec: &AgentSpec,
+        opts: &SpawnOptions,
+        io: &mut AgentIo,
+        needs_slot: bool,
+    ) -> AgentOutcome {
         let store = &self.inner.store;
         let _permit = if needs_slot {
             tokio::select! {
@@ -167,28 +193,54 @@ impl Manager {
         } else {
             None
         };
-        if let Err(e) = store.set_agent_state(&spec.id, &[AgentState::Queued], AgentState::Running).await {
-            return self.record(spec, failed(format!("cannot record the agent as running: {e}")), &[]).await;
+        if let Err(e) = store
+            .set_agent_state(&spec.id, &[AgentState::Queued], AgentState::Running)
+            .await
+        {
+            return self
+                .record(
+                    spec,
+                    failed(format!("cannot record the agent as running: {e}")),
+                    &[],
+                )
+                .await;
         }
-        store.log_event(&spec.run_id, Some(&spec.id), "agent.state", json!({ "state": "running" }));
+        store.log_event(
+            &spec.run_id,
+            Some(&spec.id),
+            "agent.state",
+            json!({ "state": "running" }),
+        );
         let env = RunnerEnv {
             store: store.clone(),
             tools: self.inner.tools.clone(),
-            spawner: Some(Arc::new(ChildSpawner { manager: Arc::downgrade(&self.inner) }) as Arc<dyn Spawner>),
+            spawner: Some(Arc::new(ChildSpawner {
+                manager: Arc::downgrade(&self.inner),
+            }) as Arc<dyn Spawner>),
         };
-        let messages = opts.history.clone().unwrap_or_else(|| initial_messages(spec));
+        let messages = opts
+            .history
+            .clone()
+            .unwrap_or_else(|| initial_messages(spec));
         let mut outcome = run_turns(&env, spec, io, messages).await;
         if let Some(review) = &opts.review {
             // Review after every run; a fix is only acted on while rounds remain, so the
             // reviewer always sees (and records) the final state.
             let mut round = 0;
             while outcome.state.is_success() {
-                let Some(fix) = review.review(spec, &outcome, round).await else { break };
+                let Some(fix) = review.review(spec, &outcome, round).await else {
+                    break;
+                };
                 if round >= opts.max_fix_rounds {
                     break;
                 }
                 round += 1;
-                store.log_event(&spec.run_id, Some(&spec.id), "agent.fix-round", json!({ "round": round }));
+                store.log_event(
+                    &spec.run_id,
+                    Some(&spec.id),
+                    "agent.fix-round",
+                    json!({ "round": round }),
+                );
                 let mut history = std::mem::take(&mut outcome.history);
                 history.push(Message::user(fix));
                 let stats = outcome.stats;
@@ -199,10 +251,21 @@ impl Manager {
         self.record(spec, outcome, &[AgentState::Running]).await
     }
 
-    async fn record(&self, spec: &AgentSpec, outcome: AgentOutcome, _from: &[AgentState]) -> AgentOutcome {
+    async fn record(
+        &self,
+        spec: &AgentSpec,
+        outcome: AgentOutcome,
+        _from: &[AgentState],
+    ) -> AgentOutcome {
         let store = &self.inner.store;
         if let Err(e) = store
-            .finish_agent(&spec.id, outcome.state, outcome.stats, Some(&outcome.result), outcome.error.as_deref())
+            .finish_agent(
+                &spec.id,
+                outcome.state,
+                outcome.stats,
+                Some(&outcome.result),
+                outcome.error.as_deref(),
+            )
             .await
         {
             tracing::error!(agent_id = %spec.id, error = %e, "agent outcome not stored");
@@ -237,7 +300,11 @@ impl Manager {
 
     /// Number of agents this manager is running or holding in its queue.
     pub fn live_count(&self) -> usize {
-        self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.inner
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     /// Polls the store for steer/stop messages aimed at this manager's agents or runs
@@ -248,17 +315,27 @@ impl Manager {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(CONTROL_POLL) => {}
             }
-            let Ok(pending) = self.inner.store.pending_controls().await else { continue };
+            let Ok(pending) = self.inner.store.pending_controls().await else {
+                continue;
+            };
             let mut handled = Vec::new();
             for c in pending {
                 let is_ours = runs.iter().any(|r| r.as_str() == c.target)
-                    || self.inner.live.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&AgentId::from_string(c.target.clone()));
+                    || self
+                        .inner
+                        .live
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .contains_key(&AgentId::from_string(c.target.clone()));
                 if !is_ours {
                     continue;
                 }
                 match c.kind {
                     ControlKind::Steer => {
-                        if self.steer(&AgentId::from_string(c.target.clone()), c.message.clone().unwrap_or_default()) {
+                        if self.steer(
+                            &AgentId::from_string(c.target.clone()),
+                            c.message.clone().unwrap_or_default(),
+                        ) {
                             handled.push(c.seq);
                         }
                     }
@@ -300,7 +377,11 @@ fn stopped_before_start() -> AgentOutcome {
 }
 
 fn failed(error: String) -> AgentOutcome {
-    AgentOutcome { state: AgentState::Error, error: Some(error), ..stopped_before_start() }
+    AgentOutcome {
+        state: AgentState::Error,
+        error: Some(error),
+        ..stopped_before_start()
+    }
 }
 
 /// Roles that ask for read-only tools when spawned by `spawn_agent`.
@@ -315,16 +396,32 @@ struct ChildSpawner {
 
 #[async_trait]
 impl Spawner for ChildSpawner {
-    async fn spawn_child(&self, parent: &AgentId, role: &str, task: &str) -> Result<String, String> {
-        let inner = self.manager.upgrade().ok_or("the agent manager has shut down")?;
+    async fn spawn_child(
+        &self,
+        parent: &AgentId,
+        role: &str,
+        task: &str,
+    ) -> Result<String, String> {
+        let inner = self
+            .manager
+            .upgrade()
+            .ok_or("the agent manager has shut down")?;
         let manager = Manager { inner };
         let parent_spec = {
             let live = manager.inner.live.lock().unwrap_or_else(|p| p.into_inner());
-            live.get(parent).map(|l| l.spec.clone()).ok_or_else(|| format!("agent {parent} is not running"))?
+            live.get(parent)
+                .map(|l| l.spec.clone())
+                .ok_or_else(|| format!("agent {parent} is not running"))?
         };
-        let requested = if READ_ONLY_ROLES.contains(&role) { CapSet::read_only() } else { CapSet::full() };
-        let perms: Permissions =
-            parent_spec.perms.child(requested, parent_spec.quotas.max_depth).map_err(|e| e.to_string())?;
+        let requested = if READ_ONLY_ROLES.contains(&role) {
+            CapSet::read_only()
+        } else {
+            CapSet::full()
+        };
+        let perms: Permissions = parent_spec
+            .perms
+            .child(requested, parent_spec.quotas.max_depth)
+            .map_err(|e| e.to_string())?;
         let mut spec = (*parent_spec).clone();
         spec.id = AgentId::new();
         spec.parent = Some(parent.clone());
@@ -338,11 +435,20 @@ impl Spawner for ChildSpawner {
         );
         debug_assert!(!perms.caps.contains(Capability::Spawn));
         spec.perms = perms;
-        manager.insert(&spec, &SpawnOptions::default()).await.map_err(|e| e.to_string())?;
-        let outcome = manager.start(spec, SpawnOptions::default(), false).wait().await;
+        manager
+            .insert(&spec, &SpawnOptions::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        let outcome = manager
+            .start(spec, SpawnOptions::default(), false)
+            .wait()
+            .await;
         match outcome.state {
             s if s.is_success() => Ok(outcome.result),
-            s => Err(format!("sub-agent ended {s}: {}", outcome.error.unwrap_or_default())),
+            s => Err(format!(
+                "sub-agent ended {s}: {}",
+                outcome.error.unwrap_or_default()
+            )),
         }
     }
 }

@@ -57,7 +57,11 @@ pub struct Budget {
 impl Budget {
     /// A fresh budget.
     pub fn new(quotas: Quotas, prices: Option<Prices>) -> Self {
-        Self { quotas, prices, stats: AgentStats::default() }
+        Self {
+            quotas,
+            prices,
+            stats: AgentStats::default(),
+        }
     }
 
     /// The quotas in force.
@@ -109,7 +113,14 @@ mod tests {
     use super::*;
 
     fn quotas() -> Quotas {
-        Quotas { max_turns: 3, grace_turns: 1, max_tokens: 100, max_tool_calls: 2, max_cost: Some(0.5), ..Quotas::default() }
+        Quotas {
+            max_turns: 3,
+            grace_turns: 1,
+            max_tokens: 100,
+            max_tool_calls: 2,
+            max_cost: Some(0.5),
+            ..Quotas::default()
+        }
     }
 
     #[test]
@@ -124,16 +135,49 @@ mod tests {
     #[test]
     fn tokens_tool_calls_and_cost_are_enforced() {
         let mut b = Budget::new(quotas(), None);
-        assert_eq!(b.charge_usage(Usage { input: 60, output: 40 }), None);
-        assert_eq!(b.charge_usage(Usage { input: 1, output: 0 }), Some(Exceeded::Tokens));
+        assert_eq!(
+            b.charge_usage(Usage {
+                input: 60,
+                output: 40
+            }),
+            None
+        );
+        assert_eq!(
+            b.charge_usage(Usage {
+                input: 1,
+                output: 0
+            }),
+            Some(Exceeded::Tokens)
+        );
         assert!(b.charge_tool_call().is_ok());
         assert!(b.charge_tool_call().is_ok());
         assert_eq!(b.charge_tool_call(), Err(Exceeded::ToolCalls));
         assert_eq!(b.stats.tool_calls, 2);
 
-        let prices = Prices { input_per_mtok: 100_000.0, output_per_mtok: 0.0 };
-        let mut b = Budget::new(Quotas { max_tokens: u64::MAX, ..quotas() }, Some(prices));
-        assert_eq!(b.charge_usage(Usage { input: 5, output: 0 }), None); // 0.5: not over
-        assert_eq!(b.charge_usage(Usage { input: 1, output: 0 }), Some(Exceeded::Cost));
+        let prices = Prices {
+            input_per_mtok: 100_000.0,
+            output_per_mtok: 0.0,
+        };
+        let mut b = Budget::new(
+            Quotas {
+                max_tokens: u64::MAX,
+                ..quotas()
+            },
+            Some(prices),
+        );
+        assert_eq!(
+            b.charge_usage(Usage {
+                input: 5,
+                output: 0
+            }),
+            None
+        ); // 0.5: not over
+        assert_eq!(
+            b.charge_usage(Usage {
+                input: 1,
+                output: 0
+            }),
+            Some(Exceeded::Cost)
+        );
     }
 }

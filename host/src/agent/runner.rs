@@ -107,17 +107,32 @@ fn cap(text: &str) -> String {
 
 /// The first conversation of an agent.
 pub fn initial_messages(spec: &AgentSpec) -> Vec<Message> {
-    vec![Message::system(spec.system_prompt.clone()), Message::user(spec.task.clone())]
+    vec![
+        Message::system(spec.system_prompt.clone()),
+        Message::user(spec.task.clone()),
+    ]
 }
 
 /// Runs the turn loop from `messages` until the agent ends. Records the agent's state
 /// changes and events in the store; the caller records its final outcome.
-pub async fn run_turns(env: &RunnerEnv, spec: &AgentSpec, io: &mut AgentIo, messages: Vec<Message>) -> AgentOutcome {
-    let span = tracing::info_span!("agent", run_id = %spec.run_id, agent_id = %spec.id, role = %spec.role);
-    TurnLoop { env, spec, budget: Budget::new(spec.quotas.clone(), spec.prices), messages, wrapped_up: false }
-        .run(io)
-        .instrument(span)
-        .await
+pub async fn run_turns(
+    env: &RunnerEnv,
+    spec: &AgentSpec,
+    io: &mut AgentIo,
+    messages: Vec<Message>,
+) -> AgentOutcome {
+    let span =
+        tracing::info_span!("agent", run_id = %spec.run_id, agent_id = %spec.id, role = %spec.role);
+    TurnLoop {
+        env,
+        spec,
+        budget: Budget::new(spec.quotas.clone(), spec.prices),
+        messages,
+        wrapped_up: false,
+    }
+    .run(io)
+    .instrument(span)
+    .await
 }
 
 struct TurnLoop<'a> {
@@ -157,41 +172,69 @@ impl TurnLoop<'_> {
             Step::Fail(state, error, exceeded) => (state, last_text, Some(error), exceeded),
             Step::Next => unreachable!("the loop only breaks on an ending step"),
         };
-        AgentOutcome { state, stats: self.budget.stats, result, error, exceeded, history: self.messages }
+        AgentOutcome {
+            state,
+            stats: self.budget.stats,
+            result,
+            error,
+            exceeded,
+            history: self.messages,
+        }
     }
 
     async fn turn(&mut self, turn: u32, io: &mut AgentIo, last_text: &mut String) -> Step {
         let spec = self.spec;
         match self.budget.gate(turn) {
-            TurnGate::Stop => return Step::Fail(AgentState::Aborted, Exceeded::Turns.to_string(), Some(Exceeded::Turns)),
+            TurnGate::Stop => {
+                return Step::Fail(
+                    AgentState::Aborted,
+                    Exceeded::Turns.to_string(),
+                    Some(Exceeded::Turns),
+                );
+            }
             TurnGate::WrapUp => {
                 self.wrapped_up = true;
                 self.messages.push(Message::user(WRAP_UP));
-                self.env.store.log_event(&spec.run_id, Some(&spec.id), "agent.wrap-up", json!({ "turn": turn }));
+                self.env.store.log_event(
+                    &spec.run_id,
+                    Some(&spec.id),
+                    "agent.wrap-up",
+                    json!({ "turn": turn }),
+                );
             }
             TurnGate::Continue => {}
         }
         let q = self.budget.quotas();
         let dropped = compaction::compact(&mut self.messages, q.context_tokens, q.keep_turns);
         if dropped > 0 {
-            self.env.store.log_event(&spec.run_id, Some(&spec.id), "agent.compacted", json!({ "dropped": dropped }));
+            self.env.store.log_event(
+                &spec.run_id,
+                Some(&spec.id),
+                "agent.compacted",
+                json!({ "dropped": dropped }),
+            );
         }
         let request = CompletionRequest {
-            agent: AgentLabel { id: spec.id.to_string(), name: spec.name.clone(), role: spec.role.clone() },
+            agent: AgentLabel {
+                id: spec.id.to_string(),
+                name: spec.name.clone(),
+                role: spec.role.clone(),
+            },
             turn,
             messages: self.messages.clone(),
             tools: self.env.tools.specs_for(&spec.perms.caps),
             max_tokens: None,
             workspace: Some(spec.workspace.clone()),
         };
-        let reply = match tokio::time::timeout(q.model_timeout, spec.provider.complete(&request)).await {
-            Err(_) => {
-                let msg = format!("model call stalled for {} s", q.model_timeout.as_secs());
-                return Step::Fail(AgentState::Aborted, msg, Some(Exceeded::WallTime));
-            }
-            Ok(Err(e)) => return Step::Fail(AgentState::Error, e.to_string(), None),
-            Ok(Ok(reply)) => reply,
-        };
+        let reply =
+            match tokio::time::timeout(q.model_timeout, spec.provider.complete(&request)).await {
+                Err(_) => {
+                    let msg = format!("model call stalled for {} s", q.model_timeout.as_secs());
+                    return Step::Fail(AgentState::Aborted, msg, Some(Exceeded::WallTime));
+                }
+                Ok(Err(e)) => return Step::Fail(AgentState::Error, e.to_string(), None),
+                Ok(Ok(reply)) => reply,
+            };
         let broke = self.budget.charge_usage(reply.usage);
         self.env.store.log_event(
             &spec.run_id,
@@ -207,24 +250,36 @@ impl TurnLoop<'_> {
         if !reply.text.is_empty() {
             *last_text = reply.text.clone();
         }
-        self.messages.push(Message::assistant(reply.text.clone(), reply.tool_calls.clone()));
+        self.messages.push(Message::assistant(
+            reply.text.clone(),
+            reply.tool_calls.clone(),
+        ));
         if let Some(exceeded) = broke {
             return Step::Fail(AgentState::Aborted, exceeded.to_string(), Some(exceeded));
         }
-        let ending = if self.wrapped_up { AgentState::Steered } else { AgentState::Completed };
+        let ending = if self.wrapped_up {
+            AgentState::Steered
+        } else {
+            AgentState::Completed
+        };
         if reply.tool_calls.is_empty() {
             return Step::Done(ending, reply.text);
         }
         let ctx = ToolContext {
             agent_id: spec.id.clone(),
             root: spec.workspace.clone(),
-            spawner: self.env.spawner.clone().filter(|_| spec.perms.caps.contains(crate::tool::Capability::Spawn)),
+            spawner: self
+                .env
+                .spawner
+                .clone()
+                .filter(|_| spec.perms.caps.contains(crate::tool::Capability::Spawn)),
         };
         let mut finish = None;
         for call in &reply.tool_calls {
             if let Err(exceeded) = self.budget.charge_tool_call() {
                 // Answer the call so the conversation stays well-formed for a later fix round.
-                self.messages.push(Message::tool(call.id.clone(), format!("error: {exceeded}")));
+                self.messages
+                    .push(Message::tool(call.id.clone(), format!("error: {exceeded}")));
                 return Step::Fail(AgentState::Aborted, exceeded.to_string(), Some(exceeded));
             }
             let result = self
@@ -253,7 +308,11 @@ impl TurnLoop<'_> {
         }
         match finish {
             Some(summary) => {
-                let result = if summary.trim().is_empty() { last_text.clone() } else { summary };
+                let result = if summary.trim().is_empty() {
+                    last_text.clone()
+                } else {
+                    summary
+                };
                 Step::Done(ending, result)
             }
             None => Step::Next,
@@ -262,8 +321,15 @@ impl TurnLoop<'_> {
 
     fn deliver_steering(&mut self, io: &mut AgentIo) {
         while let Ok(message) = io.steer.try_recv() {
-            self.env.store.log_event(&self.spec.run_id, Some(&self.spec.id), "agent.steer", json!({ "message": cap(&message) }));
-            self.messages.push(Message::user(format!("Message from the operator: {message}")));
+            self.env.store.log_event(
+                &self.spec.run_id,
+                Some(&self.spec.id),
+                "agent.steer",
+                json!({ "message": cap(&message) }),
+            );
+            self.messages.push(Message::user(format!(
+                "Message from the operator: {message}"
+            )));
         }
     }
 }

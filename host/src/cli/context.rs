@@ -12,10 +12,10 @@ use crate::config::Config;
 use crate::engine::plugins::PluginSet;
 use crate::engine::run::Engine;
 use crate::plugin::{PluginRuntime, RuntimeConfig};
-use crate::worktree::{WorktreeManager, WorktreeOptions};
 use crate::provider::breaker::Breakers;
 use crate::store::Store;
 use crate::tool::registry::ToolRegistry;
+use crate::worktree::{WorktreeManager, WorktreeOptions};
 
 /// Options every subcommand takes.
 #[derive(Debug, Clone, clap::Args)]
@@ -49,7 +49,9 @@ impl Context {
             Some(p) => p.clone(),
             None => std::env::current_dir().context("cannot read the current directory")?,
         };
-        let start = start.canonicalize().with_context(|| format!("repository directory {} does not exist", start.display()))?;
+        let start = start
+            .canonicalize()
+            .with_context(|| format!("repository directory {} does not exist", start.display()))?;
         let repo = git_toplevel(&start).unwrap_or(start);
         let config = Config::load(&repo)?;
         let state_dir = match (&g.state_dir, &config.state_dir) {
@@ -57,7 +59,11 @@ impl Context {
             (None, Some(d)) => d.clone(),
             (None, None) => default_state_dir(&repo)?,
         };
-        Ok(Self { repo, state_dir, config: Arc::new(config) })
+        Ok(Self {
+            repo,
+            state_dir,
+            config: Arc::new(config),
+        })
     }
 
     /// Where agent worktrees live.
@@ -67,7 +73,8 @@ impl Context {
 
     /// Opens (creating) the store.
     pub fn open_store(&self) -> anyhow::Result<Store> {
-        Store::open(&self.state_dir).with_context(|| format!("state directory {}", self.state_dir.display()))
+        Store::open(&self.state_dir)
+            .with_context(|| format!("state directory {}", self.state_dir.display()))
     }
 
     /// Opens an existing store (read-side commands never create one).
@@ -79,8 +86,18 @@ impl Context {
     /// processes are pruned first.
     pub async fn engine(&self, shutdown: CancellationToken) -> anyhow::Result<Engine> {
         let store = self.open_store()?;
-        let manager = Manager::new(store.clone(), Arc::new(ToolRegistry::builtin()), self.config.max_concurrent);
-        let worktrees = match WorktreeManager::open(&self.repo, &self.worktrees_dir(), WorktreeOptions::default()).await {
+        let manager = Manager::new(
+            store.clone(),
+            Arc::new(ToolRegistry::builtin()),
+            self.config.max_concurrent,
+        );
+        let worktrees = match WorktreeManager::open(
+            &self.repo,
+            &self.worktrees_dir(),
+            WorktreeOptions::default(),
+        )
+        .await
+        {
             Ok(w) => {
                 match w.prune().await {
                     Ok(report) if !report.removed.is_empty() => {
@@ -113,7 +130,8 @@ impl Context {
 /// The work tree root of the git repository containing `dir`, if any.
 pub fn git_toplevel(dir: &Path) -> Option<PathBuf> {
     let repo = git2::Repository::discover(dir).ok()?;
-    repo.workdir().map(|w| w.canonicalize().unwrap_or_else(|_| w.to_path_buf()))
+    repo.workdir()
+        .map(|w| w.canonicalize().unwrap_or_else(|_| w.to_path_buf()))
 }
 
 /// `$XDG_STATE_HOME/crewbox/<repo-id>` where repo-id is the directory name plus a hash
@@ -128,7 +146,18 @@ pub fn default_state_dir(repo: &Path) -> anyhow::Result<PathBuf> {
 pub fn repo_id(repo: &Path) -> String {
     let name: String = repo
         .file_name()
-        .map(|n| n.to_string_lossy().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect())
+        .map(|n| {
+            n.to_string_lossy()
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect()
+        })
         .unwrap_or_else(|| "root".into());
     let hash = Sha256::digest(repo.as_os_str().as_encoded_bytes());
     let hex: String = hash.iter().take(6).map(|b| format!("{b:02x}")).collect();

@@ -24,25 +24,42 @@ pub struct StopArgs {
 /// Queues a steering message.
 pub async fn steer(ctx: Context, args: SteerArgs) -> anyhow::Result<Exit> {
     let store = ctx.existing_store()?;
-    let Some(agent) = store.agent(&AgentId::from_string(args.agent.clone())).await? else {
+    let Some(agent) = store
+        .agent(&AgentId::from_string(args.agent.clone()))
+        .await?
+    else {
         eprintln!("crewbox: no agent `{}`", args.agent);
         return Ok(Exit::Usage);
     };
     if agent.state.is_terminal() {
-        eprintln!("crewbox: agent {} has already ended ({})", agent.id, agent.state);
+        eprintln!(
+            "crewbox: agent {} has already ended ({})",
+            agent.id, agent.state
+        );
         return Ok(Exit::CheckFailed);
     }
-    store.push_control(agent.id.as_str(), ControlKind::Steer, Some(&args.message)).await?;
-    println!("queued for {} (delivered after its current tool call)", agent.id);
+    store
+        .push_control(agent.id.as_str(), ControlKind::Steer, Some(&args.message))
+        .await?;
+    println!(
+        "queued for {} (delivered after its current tool call)",
+        agent.id
+    );
     Ok(Exit::Ok)
 }
 
 /// Queues a stop for an agent or a run.
 pub async fn stop(ctx: Context, args: StopArgs) -> anyhow::Result<Exit> {
     let store = ctx.existing_store()?;
-    let target = if let Some(agent) = store.agent(&AgentId::from_string(args.target.clone())).await? {
+    let target = if let Some(agent) = store
+        .agent(&AgentId::from_string(args.target.clone()))
+        .await?
+    {
         if agent.state.is_terminal() {
-            eprintln!("crewbox: agent {} has already ended ({})", agent.id, agent.state);
+            eprintln!(
+                "crewbox: agent {} has already ended ({})",
+                agent.id, agent.state
+            );
             return Ok(Exit::CheckFailed);
         }
         agent.id.to_string()

@@ -17,12 +17,19 @@ use crate::engine::{Mode, RunStatus};
 /// The demo project's files: (path, content).
 const PROJECT: &[(&str, &str)] = &[
     ("calc.py", include_str!("../../assets/demo/project/calc.py")),
-    ("test_calc.py", include_str!("../../assets/demo/project/test_calc.py")),
-    ("README.md", include_str!("../../assets/demo/project/README.md")),
+    (
+        "test_calc.py",
+        include_str!("../../assets/demo/project/test_calc.py"),
+    ),
+    (
+        "README.md",
+        include_str!("../../assets/demo/project/README.md"),
+    ),
 ];
 
 /// The task given to the demo crew.
-pub const DEMO_PROMPT: &str = "The test suite of this project fails. Find the bug, fix it, and make sure the tests pass.";
+pub const DEMO_PROMPT: &str =
+    "The test suite of this project fails. Find the bug, fix it, and make sure the tests pass.";
 
 /// Arguments of `crewbox demo`.
 #[derive(Debug, Clone, clap::Args)]
@@ -39,7 +46,9 @@ pub struct DemoArgs {
 pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
     let base = match &args.dir {
         Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("crewbox-demo-{}", uuid::Uuid::now_v7().simple())),
+        None => {
+            std::env::temp_dir().join(format!("crewbox-demo-{}", uuid::Uuid::now_v7().simple()))
+        }
     };
     let repo = base.join("project");
     let state_dir = g.state_dir.clone().unwrap_or_else(|| base.join("state"));
@@ -49,14 +58,25 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
     })
     .await??;
     if !args.json {
-        eprintln!("demo project: {}\nstate:        {}\n", repo.display(), state_dir.display());
+        eprintln!(
+            "demo project: {}\nstate:        {}\n",
+            repo.display(),
+            state_dir.display()
+        );
     }
-    let mut config = Config::default();
-    config.default_mode = Mode::Single;
-    let ctx = Context { repo: repo.canonicalize()?, state_dir, config: Arc::new(config) };
+    let config = Config {
+        default_mode: Mode::Crew,
+        ..Config::default()
+    };
+    let ctx = Context {
+        repo: repo.canonicalize()?,
+        state_dir,
+        config: Arc::new(config),
+    };
     let shutdown = CancellationToken::new();
     let engine = ctx.engine(shutdown.clone()).await?;
-    let progress = (!args.json).then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
+    let progress =
+        (!args.json).then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
     let req = RunRequest {
         prompt: DEMO_PROMPT.into(),
         mode: Some(Mode::Single),
@@ -73,9 +93,16 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
     } else {
         println!();
         print!("{}", report.render_text());
-        println!("\nInspect it: cd {} && git status && git diff", repo.display());
+        println!(
+            "\nInspect it: cd {} && git status && git diff",
+            repo.display()
+        );
     }
-    Ok(if report.status == RunStatus::Completed { Exit::Ok } else { Exit::CheckFailed })
+    Ok(if report.status == RunStatus::Completed {
+        Exit::Ok
+    } else {
+        Exit::CheckFailed
+    })
 }
 
 /// Writes the project and commits it.
@@ -93,6 +120,13 @@ fn create_project(repo: &Path) -> anyhow::Result<()> {
     index.write()?;
     let tree = git.find_tree(index.write_tree()?)?;
     let sig = git2::Signature::now("crewbox demo", "crewbox@localhost")?;
-    git.commit(Some("HEAD"), &sig, &sig, "A tiny calculator with a failing test", &tree, &[])?;
+    git.commit(
+        Some("HEAD"),
+        &sig,
+        &sig,
+        "A tiny calculator with a failing test",
+        &tree,
+        &[],
+    )?;
     Ok(())
 }

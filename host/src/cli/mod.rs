@@ -83,7 +83,10 @@ pub enum Command {
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     crate::observe::init_tracing(cli.global.log_json);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("crewbox: cannot start the async runtime: {e}");
@@ -103,8 +106,10 @@ pub fn main() -> std::process::ExitCode {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain()
-        .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {

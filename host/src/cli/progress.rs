@@ -51,7 +51,17 @@ pub fn spawn(store: Store, stop: CancellationToken) -> Progress {
 }
 
 fn short(id: Option<&crate::ids::AgentId>) -> String {
-    id.map(|a| a.as_str().chars().rev().take(6).collect::<String>().chars().rev().collect()).unwrap_or_default()
+    id.map(|a| {
+        a.as_str()
+            .chars()
+            .rev()
+            .take(6)
+            .collect::<String>()
+            .chars()
+            .rev()
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 fn describe(e: &EventRecord) -> Option<String> {
@@ -61,12 +71,22 @@ fn describe(e: &EventRecord) -> Option<String> {
         "run.started" => format!("▶ run {} ({})", e.run_id, d["mode"].as_str().unwrap_or("?")),
         "agent.state" => format!("  [{who}] {}", d["state"].as_str().unwrap_or("?")),
         "model.reply" => {
-            let text = d["text"].as_str().unwrap_or("").lines().next().unwrap_or("").to_owned();
+            let text = d["text"]
+                .as_str()
+                .unwrap_or("")
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_owned();
             format!("  [{who}] turn {}: {text}", d["turn"])
         }
         "tool.call" => format!(
             "  [{who}]   {} {} {}",
-            if d["ok"].as_bool() == Some(true) { "✓" } else { "✗" },
+            if d["ok"].as_bool() == Some(true) {
+                "✓"
+            } else {
+                "✗"
+            },
             d["tool"].as_str().unwrap_or("?"),
             d["args"].as_str().unwrap_or("")
         ),

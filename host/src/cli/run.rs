@@ -61,7 +61,8 @@ fn parse_isolation(s: &str) -> Result<Isolation, String> {
 }
 
 fn parse_strategy(s: &str) -> Result<Strategy, String> {
-    Strategy::parse(s).ok_or_else(|| format!("unknown strategy `{s}` (live, quorum, vote, merge or batch)"))
+    Strategy::parse(s)
+        .ok_or_else(|| format!("unknown strategy `{s}` (live, quorum, vote, merge or batch)"))
 }
 
 /// Parses a mode name for clap.
@@ -90,7 +91,8 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
         max_revisions: Some(args.max_revisions),
     };
     let show_progress = !args.json && std::io::stderr().is_terminal();
-    let progress = show_progress.then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
+    let progress =
+        show_progress.then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
     let signals = tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
@@ -106,7 +108,11 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
     }
     let report = match result {
         Ok(r) => r,
-        Err(e @ (EngineError::Config(_) | EngineError::Provider { .. } | EngineError::Unsupported(_))) => {
+        Err(
+            e @ (EngineError::Config(_)
+            | EngineError::Provider { .. }
+            | EngineError::Unsupported(_)),
+        ) => {
             eprintln!("crewbox: {e}");
             return Ok(Exit::Usage);
         }
@@ -117,5 +123,9 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
     } else {
         print!("{}", report.render_text());
     }
-    Ok(if report.status == RunStatus::Completed { Exit::Ok } else { Exit::CheckFailed })
+    Ok(if report.status == RunStatus::Completed {
+        Exit::Ok
+    } else {
+        Exit::CheckFailed
+    })
 }

@@ -46,12 +46,28 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&json!({ "runs": runs, "agents": counts, "store": store.path() }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({ "runs": runs, "agents": counts, "store": store.path() })
+            )?
+        );
     } else {
-        println!("agents: {} running, {} queued   store: {}", counts.running, counts.queued, store.path().display());
+        println!(
+            "agents: {} running, {} queued   store: {}",
+            counts.running,
+            counts.queued,
+            store.path().display()
+        );
         for r in &runs {
             let prompt: String = r.prompt.chars().take(60).collect();
-            println!("{}  {:<9} {:<11} {}", r.id, r.mode.as_str(), r.status.as_str(), prompt.replace('\n', " "));
+            println!(
+                "{}  {:<9} {:<11} {}",
+                r.id,
+                r.mode.as_str(),
+                r.status.as_str(),
+                prompt.replace('\n', " ")
+            );
         }
     }
     Ok(Exit::Ok)

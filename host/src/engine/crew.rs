@@ -26,19 +26,31 @@ fn caps(access: Access) -> CapSet {
 impl Engine {
     fn role_env(&self, root: &std::path::Path, diff: Option<&str>) -> CallEnv {
         CallEnv {
-            workspace: Some(WorkspaceView { root: root.to_path_buf(), changed: Vec::new(), diff: diff.unwrap_or_default().to_owned() }),
+            workspace: Some(WorkspaceView {
+                root: root.to_path_buf(),
+                changed: Vec::new(),
+                diff: diff.unwrap_or_default().to_owned(),
+            }),
             model: None,
         }
     }
 
     async fn role(&self, name: &str) -> Result<(Plugin, crate::plugin::RoleSpec), EngineError> {
         let plugin = self.plugins.get(name, PluginKind::Role).await?;
-        let spec = plugin.role_spec().await.map_err(|f| EngineError::Config(format!("role `{name}` faulted: {f}")))?;
+        let spec = plugin
+            .role_spec()
+            .await
+            .map_err(|f| EngineError::Config(format!("role `{name}` faulted: {f}")))?;
         Ok((plugin, spec))
     }
 
-    fn role_agent(&self, ctx: &ModeContext, role: &crate::plugin::RoleSpec, task: String) -> AgentSpec {
-        let mut spec = self.agent_spec(&ctx.run_id, &role.name, &role.name, &task, caps(role.access), ctx.provider.clone(), ctx.prices);
+    fn role_agent(
+        &self,
+        ctx: &ModeContext,
+        role: &crate::plugin::RoleSpec,
+        task: String,
+    ) -> AgentSpec {
+        let mut spec = self.agent_spec(ctx, &role.name, &role.name, &task, caps(role.access));
         if let Some(limit) = role.turn_limit {
             spec.quotas.max_turns = spec.quotas.max_turns.min(limit.max(1));
         }
@@ -51,7 +63,9 @@ impl Engine {
         let (planner, planner_spec) = self.role("planner").await?;
         let (executor, executor_spec) = self.role("executor").await?;
         let (reviewer, reviewer_spec) = self.role("reviewer").await?;
-        let fault = |role: &str, f: crate::plugin::PluginFault| EngineError::Config(format!("role `{role}` faulted: {f}"));
+        let fault = |role: &str, f: crate::plugin::PluginFault| {
+            EngineError::Config(format!("role `{role}` faulted: {f}"))
+        };
         let mut role_ctx = RoleContext {
             request: ctx.req.prompt.clone(),
             task: ctx.req.prompt.clone(),
@@ -63,22 +77,44 @@ impl Engine {
         let mut details = serde_json::Map::new();
 
         // Plan (read-only, in the repository itself).
-        let prompt = planner.role_prompt(self.role_env(&self.repo, None), &role_ctx).await.map_err(|f| fault("planner", f))?;
+        let prompt = planner
+            .role_prompt(self.role_env(&self.repo, None), &role_ctx)
+            .await
+            .map_err(|f| fault("planner", f))?;
         let plan_spec = self.role_agent(ctx, &planner_spec, prompt);
-        let plan_run = self.run_agent(plan_spec, &ExecOptions::default(), None, None).await?;
+        let plan_run = self
+            .run_agent(plan_spec, &ExecOptions::default(), None, None)
+            .await?;
         if !plan_run.outcome.state.is_success() {
             return Ok(ModeResult {
                 status: RunStatus::Failed,
                 reason: ExitReason::Failed,
-                result: format!("planner ended {}: {}", plan_run.outcome.state, plan_run.outcome.error.unwrap_or_default()),
+                result: format!(
+                    "planner ended {}: {}",
+                    plan_run.outcome.state,
+                    plan_run.outcome.error.unwrap_or_default()
+                ),
                 details,
             });
         }
-        let plan = match planner.role_interpret(self.role_env(&self.repo, None), &role_ctx, &plan_run.outcome.result).await.map_err(|f| fault("planner", f))? {
-            Outcome::Plan(tasks) if !tasks.is_empty() => {
-                tasks.iter().enumerate().map(|(i, t)| format!("{}. {t}", i + 1)).collect::<Vec<_>>().join("\n")
+        let plan = match planner
+            .role_interpret(
+                self.role_env(&self.repo, None),
+                &role_ctx,
+                &plan_run.outcome.result,
+            )
+            .await
+            .map_err(|f| fault("planner", f))?
+        {
+            Outcome::Plan(tasks) if !tasks.is_empty() => tasks
+                .iter()
+                .enumerate()
+                .map(|(i, t)| format!("{}. {t}", i + 1))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Outcome::Plan(_) | Outcome::Pass(_) | Outcome::Fail(_) => {
+                plan_run.outcome.result.clone()
             }
-            Outcome::Plan(_) | Outcome::Pass(_) | Outcome::Fail(_) => plan_run.outcome.result.clone(),
             Outcome::Done(text) => text,
         };
         details.insert("plan".into(), json!(plan));
@@ -87,19 +123,32 @@ impl Engine {
         // Execute (full tools, its own worktree kept across revisions), then review.
         let mut exec_spec = self.role_agent(ctx, &executor_spec, String::new());
         let held: Option<HeldWorktree> = match ctx.isolation() {
-            Isolation::Worktree if exec_spec.perms.caps.contains(crate::tool::Capability::Write) => {
+            Isolation::Worktree
+                if exec_spec
+                    .perms
+                    .caps
+                    .contains(crate::tool::Capability::Write) =>
+            {
                 Some(self.acquire_worktree(&mut exec_spec).await?)
             }
             _ => None,
         };
-        let opts = ExecOptions { isolation: ctx.isolation(), validators: ctx.validators.clone(), max_fix_rounds: ctx.max_fix_rounds(), join: None };
+        let opts = ExecOptions {
+            isolation: ctx.isolation(),
+            validators: ctx.validators.clone(),
+            max_fix_rounds: ctx.max_fix_rounds(),
+            join: None,
+        };
         let mut history = None;
         let mut verdict = json!(null);
         let mut revisions = 0;
         let mut last_exec;
         loop {
             let workspace = exec_spec.workspace.clone();
-            let prompt = executor.role_prompt(self.role_env(&workspace, None), &role_ctx).await.map_err(|f| fault("executor", f))?;
+            let prompt = executor
+                .role_prompt(self.role_env(&workspace, None), &role_ctx)
+                .await
+                .map_err(|f| fault("executor", f))?;
             let mut spec = exec_spec.clone();
             spec.id = crate::ids::AgentId::new();
             spec.task = prompt.clone();
@@ -116,17 +165,29 @@ impl Engine {
                 break;
             }
             let diff = match &held {
-                Some((manager, wt)) => manager.diff(wt, 512 * 1024).await.map_err(|e| EngineError::Config(e.to_string()))?,
+                Some((manager, wt)) => manager
+                    .diff(wt, 512 * 1024)
+                    .await
+                    .map_err(|e| EngineError::Config(e.to_string()))?,
                 None => String::new(),
             };
             role_ctx.diff = Some(diff.clone());
-            let prompt = reviewer.role_prompt(self.role_env(&workspace, Some(&diff)), &role_ctx).await.map_err(|f| fault("reviewer", f))?;
+            let prompt = reviewer
+                .role_prompt(self.role_env(&workspace, Some(&diff)), &role_ctx)
+                .await
+                .map_err(|f| fault("reviewer", f))?;
             let mut review_spec = self.role_agent(ctx, &reviewer_spec, prompt);
             // The reviewer reads the executor's worktree; its tool set has no write or exec.
             review_spec.workspace = workspace.clone();
-            let review = self.run_agent(review_spec, &ExecOptions::default(), None, None).await?;
+            let review = self
+                .run_agent(review_spec, &ExecOptions::default(), None, None)
+                .await?;
             let outcome = reviewer
-                .role_interpret(self.role_env(&workspace, Some(&diff)), &role_ctx, &review.outcome.result)
+                .role_interpret(
+                    self.role_env(&workspace, Some(&diff)),
+                    &role_ctx,
+                    &review.outcome.result,
+                )
                 .await
                 .map_err(|f| fault("reviewer", f))?;
             let findings = match outcome {
@@ -135,10 +196,13 @@ impl Engine {
                     break;
                 }
                 Outcome::Fail(findings) => findings,
-                other => vec![format!("the reviewer's reply could not be read as a verdict: {other:?}")],
+                other => vec![format!(
+                    "the reviewer's reply could not be read as a verdict: {other:?}"
+                )],
             };
             verdict = json!({ "verdict": "FAIL", "findings": findings });
-            self.store.log_event(&ctx.run_id, None, "crew.review", verdict.clone());
+            self.store
+                .log_event(&ctx.run_id, None, "crew.review", verdict.clone());
             if revisions >= max_revisions {
                 break;
             }
@@ -164,6 +228,11 @@ impl Engine {
         if status == RunStatus::Completed && !passed {
             (status, reason) = (RunStatus::Failed, ExitReason::Failed);
         }
-        Ok(ModeResult { status, reason, result: exec_result, details })
+        Ok(ModeResult {
+            status,
+            reason,
+            result: exec_result,
+            details,
+        })
     }
 }

@@ -48,7 +48,11 @@ pub struct Decision {
 }
 
 /// The modes `auto` may pick without a team.
-const AUTO_MODES: &[crate::plugin::Mode] = &[crate::plugin::Mode::Single, crate::plugin::Mode::Swarm, crate::plugin::Mode::Crew];
+const AUTO_MODES: &[crate::plugin::Mode] = &[
+    crate::plugin::Mode::Single,
+    crate::plugin::Mode::Swarm,
+    crate::plugin::Mode::Crew,
+];
 
 fn from_plugin(mode: crate::plugin::Mode) -> Mode {
     use crate::plugin::Mode as P;
@@ -68,12 +72,25 @@ impl Engine {
     pub async fn decide(&self, req: &RunRequest) -> Result<Decision, EngineError> {
         let mode = req.mode.unwrap_or(self.config.default_mode);
         if mode != Mode::Auto {
-            return Ok(Decision { mode, reason: "explicit".into(), source: DecisionSource::Explicit, signals: Vec::new(), swarm_size: None });
+            return Ok(Decision {
+                mode,
+                reason: "explicit".into(),
+                source: DecisionSource::Explicit,
+                signals: Vec::new(),
+                swarm_size: None,
+            });
         }
         let name = self.config.dispatcher.as_deref().unwrap_or("heuristic");
         let plugin = self.plugins.get(name, PluginKind::Dispatcher).await?;
-        let request = DispatchRequest { prompt: req.prompt.clone(), team: None, available_modes: AUTO_MODES.to_vec() };
-        let d = plugin.decide(&request).await.map_err(|fault| EngineError::Config(format!("dispatcher fault: {fault}")))?;
+        let request = DispatchRequest {
+            prompt: req.prompt.clone(),
+            team: None,
+            available_modes: AUTO_MODES.to_vec(),
+        };
+        let d = plugin
+            .decide(&request)
+            .await
+            .map_err(|fault| EngineError::Config(format!("dispatcher fault: {fault}")))?;
         let mut mode = from_plugin(d.mode);
         let mut reason = d.reason;
         if !matches!(mode, Mode::Single | Mode::Swarm | Mode::Crew) {
@@ -85,13 +102,22 @@ impl Engine {
             mode,
             reason,
             source: DecisionSource::Auto,
-            signals: d.signals.into_iter().map(|s| format!("{}: {}", s.name, s.detail)).collect(),
+            signals: d
+                .signals
+                .into_iter()
+                .map(|s| format!("{}: {}", s.name, s.detail))
+                .collect(),
             swarm_size: d.swarm_size,
         })
     }
 
     /// Stores a decision in the dispatch history (keeping the newest configured number).
-    pub async fn record_decision(&self, run: Option<&RunId>, prompt: &str, d: &Decision) -> Result<(), EngineError> {
+    pub async fn record_decision(
+        &self,
+        run: Option<&RunId>,
+        prompt: &str,
+        d: &Decision,
+    ) -> Result<(), EngineError> {
         let record = DispatchRecord {
             run_id: run.cloned(),
             at: now_ms(),
@@ -100,6 +126,9 @@ impl Engine {
             prompt_len: prompt.chars().count() as u64,
             reason: d.reason.clone(),
         };
-        Ok(self.store.record_dispatch(&record, self.config.dispatch_history).await?)
+        Ok(self
+            .store
+            .record_dispatch(&record, self.config.dispatch_history)
+            .await?)
     }
 }

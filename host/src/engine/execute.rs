@@ -87,14 +87,20 @@ pub struct WorktreeResult {
 
 impl Engine {
     /// A fresh worktree at HEAD for `spec`, which is pointed at it.
-    pub async fn acquire_worktree(&self, spec: &mut AgentSpec) -> Result<HeldWorktree, EngineError> {
+    pub async fn acquire_worktree(
+        &self,
+        spec: &mut AgentSpec,
+    ) -> Result<HeldWorktree, EngineError> {
         let manager = self.worktrees.clone().ok_or_else(|| {
             EngineError::Config(format!(
                 "{} is not a git repository with a commit; run with isolation = \"none\" to work in place",
                 self.repo.display()
             ))
         })?;
-        let wt = manager.acquire(spec.id.as_str()).await.map_err(|e| EngineError::Config(e.to_string()))?;
+        let wt = manager
+            .acquire(spec.id.as_str())
+            .await
+            .map_err(|e| EngineError::Config(e.to_string()))?;
         spec.workspace = wt.path().to_path_buf();
         self.store.log_event(
             &spec.run_id,
@@ -139,10 +145,19 @@ impl Engine {
         if validation != ValidationStatus::Skipped {
             let last = rounds.iter().map(|r| r.round).max().unwrap_or(0);
             self.store
-                .append_event(&run_id, Some(&agent_id), "agent.validation", json!({ "status": validation, "fix_rounds": last }))
+                .append_event(
+                    &run_id,
+                    Some(&agent_id),
+                    "agent.validation",
+                    json!({ "status": validation, "fix_rounds": last }),
+                )
                 .await?;
         }
-        Ok(AgentRun { outcome, validation, rounds })
+        Ok(AgentRun {
+            outcome,
+            validation,
+            rounds,
+        })
     }
 
     /// Commits a worktree's changes to the agent's branch and gives the worktree back.
@@ -153,10 +168,18 @@ impl Engine {
         summary: &str,
     ) -> Result<WorktreeResult, EngineError> {
         let (manager, wt) = held;
-        let wt = Arc::try_unwrap(wt).map_err(|_| EngineError::Config("worktree still in use after the agent ended".into()))?;
+        let wt = Arc::try_unwrap(wt).map_err(|_| {
+            EngineError::Config("worktree still in use after the agent ended".into())
+        })?;
         let git = |e: crate::worktree::WorktreeError| EngineError::Config(e.to_string());
         let mut out = WorktreeResult {
-            changed: manager.changed_paths(&wt).await.map_err(git)?.into_iter().map(|c| c.path).collect(),
+            changed: manager
+                .changed_paths(&wt)
+                .await
+                .map_err(git)?
+                .into_iter()
+                .map(|c| c.path)
+                .collect(),
             diff: manager.diff(&wt, DIFF_CAP).await.map_err(git)?,
             branch: None,
         };
@@ -176,12 +199,26 @@ impl Engine {
     }
 
     /// Runs one agent to the end, isolated (when it can write) and validated as asked.
-    pub async fn execute(&self, mut spec: AgentSpec, opts: ExecOptions) -> Result<ExecResult, EngineError> {
-        let isolate = opts.isolation == Isolation::Worktree && spec.perms.caps.contains(Capability::Write);
-        let held = if isolate { Some(self.acquire_worktree(&mut spec).await?) } else { None };
-        let run = self.run_agent(spec.clone(), &opts, held.as_ref(), None).await?;
+    pub async fn execute(
+        &self,
+        mut spec: AgentSpec,
+        opts: ExecOptions,
+    ) -> Result<ExecResult, EngineError> {
+        let isolate =
+            opts.isolation == Isolation::Worktree && spec.perms.caps.contains(Capability::Write);
+        let held = if isolate {
+            Some(self.acquire_worktree(&mut spec).await?)
+        } else {
+            None
+        };
+        let run = self
+            .run_agent(spec.clone(), &opts, held.as_ref(), None)
+            .await?;
         let wt = match held {
-            Some(held) => self.finish_worktree(&spec, held, &run.outcome.result).await?,
+            Some(held) => {
+                self.finish_worktree(&spec, held, &run.outcome.result)
+                    .await?
+            }
             None => WorktreeResult::default(),
         };
         Ok(ExecResult {
@@ -197,5 +234,8 @@ impl Engine {
 }
 
 fn first_line(s: &str) -> &str {
-    s.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("no summary")
+    s.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("no summary")
 }

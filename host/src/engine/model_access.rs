@@ -23,7 +23,12 @@ impl ProviderModel {
 
 #[async_trait]
 impl ModelAccess for ProviderModel {
-    async fn complete(&self, system: Option<String>, prompt: String, max_tokens: Option<u32>) -> Result<ModelReply, String> {
+    async fn complete(
+        &self,
+        system: Option<String>,
+        prompt: String,
+        max_tokens: Option<u32>,
+    ) -> Result<ModelReply, String> {
         let mut messages = Vec::with_capacity(2);
         if let Some(system) = system {
             messages.push(Message::system(system));
@@ -37,7 +42,11 @@ impl ModelAccess for ProviderModel {
             max_tokens,
             workspace: None,
         };
-        let reply = self.provider.complete(&request).await.map_err(|e| e.to_string())?;
+        let reply = self
+            .provider
+            .complete(&request)
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(ModelReply {
             text: reply.text,
             input_tokens: u32::try_from(reply.usage.input).unwrap_or(u32::MAX),

@@ -13,7 +13,10 @@ use crate::plugin::builtin::{BUILTINS, Builtin};
 use crate::plugin::{Grants, ModelBudget, Plugin, PluginKind, PluginRuntime, PluginSource};
 
 /// Budget of a built-in validator that asks the model (criteria-judge).
-pub const JUDGE_BUDGET: ModelBudget = ModelBudget { tokens: 50_000, time: Duration::from_secs(120) };
+pub const JUDGE_BUDGET: ModelBudget = ModelBudget {
+    tokens: 50_000,
+    time: Duration::from_secs(120),
+};
 
 /// Built-ins granted the model import (trusted: they ship with crewbox).
 const MODEL_BUILTINS: &[&str] = &["criteria-judge"];
@@ -29,7 +32,11 @@ pub struct PluginSet {
 impl PluginSet {
     /// Plugins resolved against `base_dir` (relative paths), compiled by `runtime`.
     pub fn new(runtime: PluginRuntime, base_dir: PathBuf) -> Self {
-        Self { runtime, base_dir, loaded: Arc::default() }
+        Self {
+            runtime,
+            base_dir,
+            loaded: Arc::default(),
+        }
     }
 
     /// The runtime.
@@ -45,41 +52,74 @@ impl PluginSet {
         let plugin = match builtin(name_or_path) {
             Some(b) => {
                 if b.kind != kind {
-                    return Err(EngineError::Config(format!("built-in plugin `{}` is a {}, not a {kind}", b.name, b.kind)));
+                    return Err(EngineError::Config(format!(
+                        "built-in plugin `{}` is a {}, not a {kind}",
+                        b.name, b.kind
+                    )));
                 }
                 let mut grants = Grants::defaults_for(kind);
                 if MODEL_BUILTINS.contains(&b.name) {
                     grants = grants.model(JUDGE_BUDGET);
                 }
                 self.runtime
-                    .load(b.name, PluginSource::Builtin, Arc::from(b.wasm), grants, None)
+                    .load(
+                        b.name,
+                        PluginSource::Builtin,
+                        Arc::from(b.wasm),
+                        grants,
+                        None,
+                    )
                     .await
                     .map_err(|e| EngineError::Config(e.to_string()))?
             }
             None => self.load_file(name_or_path, kind).await?,
         };
         if plugin.kind() != kind {
-            return Err(EngineError::Config(format!("plugin `{name_or_path}` is a {}, not a {kind}", plugin.kind())));
+            return Err(EngineError::Config(format!(
+                "plugin `{name_or_path}` is a {}, not a {kind}",
+                plugin.kind()
+            )));
         }
-        self.loaded.lock().await.insert(name_or_path.to_owned(), plugin.clone());
+        self.loaded
+            .lock()
+            .await
+            .insert(name_or_path.to_owned(), plugin.clone());
         Ok(plugin)
     }
 
     async fn load_file(&self, path: &str, kind: PluginKind) -> Result<Plugin, EngineError> {
-        let full = if Path::new(path).is_absolute() { PathBuf::from(path) } else { self.base_dir.join(path) };
+        let full = if Path::new(path).is_absolute() {
+            PathBuf::from(path)
+        } else {
+            self.base_dir.join(path)
+        };
         if full.extension().and_then(|e| e.to_str()) != Some("wasm") {
-            let names: Vec<&str> = BUILTINS.iter().filter(|b| b.kind == kind).map(|b| b.name).collect();
+            let names: Vec<&str> = BUILTINS
+                .iter()
+                .filter(|b| b.kind == kind)
+                .map(|b| b.name)
+                .collect();
             return Err(EngineError::Config(format!(
                 "no built-in {kind} named `{path}` (built-ins: {}); a plugin file must end in .wasm",
                 names.join(", ")
             )));
         }
-        let bytes = tokio::fs::read(&full)
-            .await
-            .map_err(|e| EngineError::Config(format!("cannot read plugin {}: {e}", full.display())))?;
-        let name = full.file_stem().and_then(|s| s.to_str()).unwrap_or(path).to_owned();
+        let bytes = tokio::fs::read(&full).await.map_err(|e| {
+            EngineError::Config(format!("cannot read plugin {}: {e}", full.display()))
+        })?;
+        let name = full
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or(path)
+            .to_owned();
         self.runtime
-            .load(&name, PluginSource::File(full.clone()), Arc::from(bytes), Grants::defaults_for(kind), None)
+            .load(
+                &name,
+                PluginSource::File(full.clone()),
+                Arc::from(bytes),
+                Grants::defaults_for(kind),
+                None,
+            )
             .await
             .map_err(|e| EngineError::Config(e.to_string()))
     }
@@ -112,13 +152,22 @@ mod tests {
 
     #[test]
     fn validator_args_group_criteria_by_name() {
-        let args: Vec<String> =
-            ["no-secrets", "criteria-judge=tests pass", "criteria-judge=no TODOs", "x.wasm"].map(String::from).to_vec();
+        let args: Vec<String> = [
+            "no-secrets",
+            "criteria-judge=tests pass",
+            "criteria-judge=no TODOs",
+            "x.wasm",
+        ]
+        .map(String::from)
+        .to_vec();
         assert_eq!(
             parse_validator_args(&args),
             vec![
                 ("no-secrets".into(), vec![]),
-                ("criteria-judge".into(), vec!["tests pass".into(), "no TODOs".into()]),
+                (
+                    "criteria-judge".into(),
+                    vec!["tests pass".into(), "no TODOs".into()]
+                ),
                 ("x.wasm".into(), vec![]),
             ]
         );

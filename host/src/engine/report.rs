@@ -68,7 +68,10 @@ impl From<AgentRecord> for AgentReport {
             state: a.state,
             turns: a.stats.turns,
             tool_calls: a.stats.tool_calls,
-            tokens: Tokens { input: a.stats.tokens_in, output: a.stats.tokens_out },
+            tokens: Tokens {
+                input: a.stats.tokens_in,
+                output: a.stats.tokens_out,
+            },
             cost: a.stats.cost,
             duration_ms,
             result: a.result,
@@ -114,7 +117,11 @@ impl RunReport {
         use std::fmt::Write;
         let mut s = String::new();
         let reason = self.exit_reason.map(|r| r.as_str()).unwrap_or("-");
-        let _ = writeln!(s, "run {}  mode {}  status {}  ({reason})", self.run_id, self.mode, self.status);
+        let _ = writeln!(
+            s,
+            "run {}  mode {}  status {}  ({reason})",
+            self.run_id, self.mode, self.status
+        );
         for a in &self.agents {
             let _ = writeln!(
                 s,
@@ -127,7 +134,10 @@ impl RunReport {
                 a.tokens.input,
                 a.tokens.output,
                 a.duration_ms,
-                a.error.as_deref().map(|e| format!("  error: {e}")).unwrap_or_default()
+                a.error
+                    .as_deref()
+                    .map(|e| format!("  error: {e}"))
+                    .unwrap_or_default()
             );
         }
         if let Some(result) = &self.result {

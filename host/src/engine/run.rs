@@ -8,9 +8,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::report::RunReport;
+use super::validate::ValidatorEntry;
 use super::{ExitReason, Mode, RunStatus};
 use crate::agent::AgentState;
-use super::validate::ValidatorEntry;
 use crate::agent::manager::Manager;
 use crate::agent::permissions::{CapSet, Permissions};
 use crate::agent::runner::AgentSpec;
@@ -114,30 +114,61 @@ impl Engine {
     /// Builds the provider named by the request (or the default), with overrides applied.
     pub fn provider(&self, req: &RunRequest) -> Result<(String, Arc<dyn Provider>), EngineError> {
         let (name, mut cfg) = if let Some(script) = &req.script {
-            ("scripted".to_owned(), ProviderConfig::scripted_file(script.clone()))
+            (
+                "scripted".to_owned(),
+                ProviderConfig::scripted_file(script.clone()),
+            )
         } else {
-            let name = req.provider.clone().unwrap_or_else(|| self.config.default_provider.clone());
+            let name = req
+                .provider
+                .clone()
+                .unwrap_or_else(|| self.config.default_provider.clone());
             let cfg = self.config.providers.get(&name).cloned().ok_or_else(|| {
                 let known: Vec<&str> = self.config.providers.keys().map(String::as_str).collect();
-                EngineError::Config(format!("unknown provider `{name}` (configured: {})", known.join(", ")))
+                EngineError::Config(format!(
+                    "unknown provider `{name}` (configured: {})",
+                    known.join(", ")
+                ))
             })?;
             (name, cfg)
         };
         if let Some(model) = &req.model {
             cfg.set_model(model);
         }
-        let base_dir = self.config.provider_dirs.get(&name).cloned().unwrap_or_else(|| self.repo.clone());
+        let base_dir = self
+            .config
+            .provider_dirs
+            .get(&name)
+            .cloned()
+            .unwrap_or_else(|| self.repo.clone());
         let env = |var: &str| std::env::var(var).ok();
-        let ctx = BuildContext { breakers: &self.breakers, base_dir: &base_dir, env: &env, default_script: DEMO_SCRIPT };
-        let provider = crate::provider::config::build(&name, &cfg, &ctx)
-            .map_err(|source| EngineError::Provider { name: name.clone(), source })?;
+        let ctx = BuildContext {
+            breakers: &self.breakers,
+            base_dir: &base_dir,
+            env: &env,
+            default_script: DEMO_SCRIPT,
+        };
+        let provider = crate::provider::config::build(&name, &cfg, &ctx).map_err(|source| {
+            EngineError::Provider {
+                name: name.clone(),
+                source,
+            }
+        })?;
         Ok((name, provider))
     }
 
     /// Records a new run before anything of it starts.
-    pub async fn create_run(&self, req: &RunRequest, mode: Mode, provider: &str) -> Result<RunId, EngineError> {
+    pub async fn create_run(
+        &self,
+        req: &RunRequest,
+        mode: Mode,
+        provider: &str,
+    ) -> Result<RunId, EngineError> {
         let id = RunId::new();
-        let spec = RunSpec { request: req.clone(), provider: provider.to_owned() };
+        let spec = RunSpec {
+            request: req.clone(),
+            provider: provider.to_owned(),
+        };
         self.store
             .insert_run(&RunRecord {
                 id: id.clone(),
@@ -154,7 +185,12 @@ impl Engine {
                 details: None,
             })
             .await?;
-        self.store.log_event(&id, None, "run.started", json!({ "mode": mode, "provider": provider }));
+        self.store.log_event(
+            &id,
+            None,
+            "run.started",
+            json!({ "mode": mode, "provider": provider }),
+        );
         Ok(id)
     }
 
@@ -166,26 +202,37 @@ impl Engine {
         reason: ExitReason,
         result: &str,
     ) -> Result<RunReport, EngineError> {
-        self.store.finish_run(id, status, reason, Some(result)).await?;
-        self.store.append_event(id, None, "run.finished", json!({ "status": status, "exit_reason": reason })).await?;
-        let run = self.store.run(id).await?.ok_or_else(|| EngineError::Config(format!("run {id} vanished")))?;
+        self.store
+            .finish_run(id, status, reason, Some(result))
+            .await?;
+        self.store
+            .append_event(
+                id,
+                None,
+                "run.finished",
+                json!({ "status": status, "exit_reason": reason }),
+            )
+            .await?;
+        let run = self
+            .store
+            .run(id)
+            .await?
+            .ok_or_else(|| EngineError::Config(format!("run {id} vanished")))?;
         Ok(RunReport::load(&self.store, run).await?)
     }
 
     /// A root agent's spec with the engine's defaults.
     pub fn agent_spec(
         &self,
-        run_id: &RunId,
+        ctx: &ModeContext,
         name: &str,
         role: &str,
         task: &str,
         caps: CapSet,
-        provider: Arc<dyn Provider>,
-        prices: Option<crate::provider::config::Prices>,
     ) -> AgentSpec {
         AgentSpec {
             id: AgentId::new(),
-            run_id: run_id.clone(),
+            run_id: ctx.run_id.clone(),
             parent: None,
             name: name.to_owned(),
             role: role.to_owned(),
@@ -194,8 +241,8 @@ impl Engine {
             perms: Permissions::root(caps),
             workspace: self.repo.clone(),
             quotas: self.config.quotas.clone(),
-            provider,
-            prices,
+            provider: ctx.provider.clone(),
+            prices: ctx.prices,
         }
     }
 
@@ -203,13 +250,25 @@ impl Engine {
     /// record how it ended.
     pub async fn run(&self, req: RunRequest) -> Result<RunReport, EngineError> {
         let (provider_name, provider) = self.provider(&req)?;
-        let prices = self.config.providers.get(&provider_name).and_then(|p| p.prices());
+        let prices = self
+            .config
+            .providers
+            .get(&provider_name)
+            .and_then(|p| p.prices());
         // Resolve everything that can be wrong before anything is recorded.
         let validators = self.load_validators(&req.validators).await?;
         let decision = self.decide(&req).await?;
         let run_id = self.create_run(&req, decision.mode, &provider_name).await?;
-        self.record_decision(Some(&run_id), &req.prompt, &decision).await?;
-        let ctx = ModeContext { run_id: run_id.clone(), req, provider, prices, validators, decision };
+        self.record_decision(Some(&run_id), &req.prompt, &decision)
+            .await?;
+        let ctx = ModeContext {
+            run_id: run_id.clone(),
+            req,
+            provider,
+            prices,
+            validators,
+            decision,
+        };
         let controls = tokio::spawn({
             let manager = self.manager.clone();
             let run = run_id.clone();
@@ -232,9 +291,15 @@ impl Engine {
         };
         controls.abort();
         let mut outcome = result?;
-        outcome.details.insert("decision".into(), serde_json::to_value(&ctx.decision).unwrap_or_default());
-        self.store.set_run_details(&run_id, &serde_json::Value::Object(outcome.details)).await?;
-        self.finish_run(&run_id, outcome.status, outcome.reason, &outcome.result).await
+        outcome.details.insert(
+            "decision".into(),
+            serde_json::to_value(&ctx.decision).unwrap_or_default(),
+        );
+        self.store
+            .set_run_details(&run_id, &serde_json::Value::Object(outcome.details))
+            .await?;
+        self.finish_run(&run_id, outcome.status, outcome.reason, &outcome.result)
+            .await
     }
 
     async fn run_mode(&self, ctx: &ModeContext) -> Result<ModeResult, EngineError> {
@@ -247,10 +312,16 @@ impl Engine {
     }
 
     /// Loads the validators named on the command line (or by a team/role).
-    pub async fn load_validators(&self, args: &[String]) -> Result<Vec<ValidatorEntry>, EngineError> {
+    pub async fn load_validators(
+        &self,
+        args: &[String],
+    ) -> Result<Vec<ValidatorEntry>, EngineError> {
         let mut out = Vec::new();
         for (name, criteria) in super::plugins::parse_validator_args(args) {
-            let plugin = self.plugins.get(&name, crate::plugin::PluginKind::Validator).await?;
+            let plugin = self
+                .plugins
+                .get(&name, crate::plugin::PluginKind::Validator)
+                .await?;
             out.push(ValidatorEntry { plugin, criteria });
         }
         Ok(out)
@@ -263,7 +334,10 @@ impl Engine {
             name: "validator".into(),
             role: "validator".into(),
         };
-        Some(Arc::new(super::model_access::ProviderModel::new(spec.provider.clone(), label)))
+        Some(Arc::new(super::model_access::ProviderModel::new(
+            spec.provider.clone(),
+            label,
+        )))
     }
 }
 
@@ -308,10 +382,15 @@ pub struct ModeResult {
 }
 
 /// Run status and exit reason for a finished agent whose work is the run's result.
-pub fn status_of(state: AgentState, validation: super::validate::ValidationStatus) -> (RunStatus, ExitReason) {
+pub fn status_of(
+    state: AgentState,
+    validation: super::validate::ValidationStatus,
+) -> (RunStatus, ExitReason) {
     use super::validate::ValidationStatus as V;
     match (state, validation) {
-        (AgentState::Completed | AgentState::Steered, V::Passed | V::Skipped) => (RunStatus::Completed, ExitReason::GoalMet),
+        (AgentState::Completed | AgentState::Steered, V::Passed | V::Skipped) => {
+            (RunStatus::Completed, ExitReason::GoalMet)
+        }
         (AgentState::Completed | AgentState::Steered, _) => (RunStatus::Failed, ExitReason::Failed),
         (AgentState::Stopped, _) => (RunStatus::Cancelled, ExitReason::Cancelled),
         _ => (RunStatus::Failed, ExitReason::Failed),

@@ -10,7 +10,7 @@ use crate::agent::permissions::CapSet;
 impl Engine {
     /// Runs one executor on the prompt.
     pub(super) async fn run_single(&self, ctx: &ModeContext) -> Result<ModeResult, EngineError> {
-        let spec = self.agent_spec(&ctx.run_id, "agent", "executor", &ctx.req.prompt, CapSet::full(), ctx.provider.clone(), ctx.prices);
+        let spec = self.agent_spec(ctx, "agent", "executor", &ctx.req.prompt, CapSet::full());
         let opts = ExecOptions {
             isolation: ctx.isolation(),
             validators: ctx.validators.clone(),
@@ -26,6 +26,11 @@ impl Engine {
         if r.validation != ValidationStatus::Skipped {
             details.insert("validation".into(), json!(r.validation));
         }
-        Ok(ModeResult { status, reason, result: r.outcome.result, details })
+        Ok(ModeResult {
+            status,
+            reason,
+            result: r.outcome.result,
+            details,
+        })
     }
 }

@@ -58,7 +58,10 @@ pub struct Waves {
 
 impl Default for Waves {
     fn default() -> Self {
-        Self { first: Duration::from_secs(30), every: Duration::from_secs(15) }
+        Self {
+            first: Duration::from_secs(30),
+            every: Duration::from_secs(15),
+        }
     }
 }
 
@@ -76,7 +79,14 @@ pub struct SwarmJoin {
 impl SwarmJoin {
     /// A join of `size` members.
     pub fn new(strategy: Strategy, size: usize, waves: Waves) -> Self {
-        Self { strategy, size, waves, finished: Vec::new(), delivered: BTreeSet::new(), next_wave: None }
+        Self {
+            strategy,
+            size,
+            waves,
+            finished: Vec::new(),
+            delivered: BTreeSet::new(),
+            next_wave: None,
+        }
     }
 
     /// When the next batch wave is due, if one is pending.
@@ -85,7 +95,12 @@ impl SwarmJoin {
     }
 
     fn take_undelivered(&mut self) -> Vec<usize> {
-        let out: Vec<usize> = self.finished.iter().copied().filter(|i| !self.delivered.contains(i)).collect();
+        let out: Vec<usize> = self
+            .finished
+            .iter()
+            .copied()
+            .filter(|i| !self.delivered.contains(i))
+            .collect();
         self.delivered.extend(out.iter().copied());
         out
     }
@@ -99,7 +114,9 @@ impl SwarmJoin {
         let all = self.finished.len() == self.size;
         match self.strategy {
             Strategy::Live => self.take_undelivered(),
-            Strategy::Quorum if self.finished.len() >= self.size.div_ceil(2) => self.take_undelivered(),
+            Strategy::Quorum if self.finished.len() >= self.size.div_ceil(2) => {
+                self.take_undelivered()
+            }
             Strategy::Quorum => Vec::new(),
             Strategy::Vote | Strategy::Merge if all => self.take_undelivered(),
             Strategy::Vote | Strategy::Merge => Vec::new(),
@@ -130,7 +147,10 @@ impl SwarmJoin {
 
 /// Normalised answer text for voting: lowercase, whitespace collapsed.
 pub fn normalise(text: &str) -> String {
-    text.split_whitespace().map(str::to_lowercase).collect::<Vec<_>>().join(" ")
+    text.split_whitespace()
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Groups members by equivalent answer: the same changes (same diff) when they changed
@@ -138,7 +158,11 @@ pub fn normalise(text: &str) -> String {
 pub fn vote_groups(answers: &[(usize, String, String)]) -> Vec<Vec<usize>> {
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, text, diff) in answers {
-        let key = if diff.is_empty() { format!("text:{}", normalise(text)) } else { format!("diff:{diff}") };
+        let key = if diff.is_empty() {
+            format!("text:{}", normalise(text))
+        } else {
+            format!("diff:{diff}")
+        };
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, members)) => members.push(*i),
             None => groups.push((key, vec![*i])),
@@ -157,19 +181,28 @@ pub fn conflicts(changed: &[(usize, Vec<String>)]) -> Vec<String> {
             *by_file.entry(f.as_str()).or_default() += 1;
         }
     }
-    by_file.into_iter().filter(|(_, n)| *n > 1).map(|(f, _)| f.to_owned()).collect()
+    by_file
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(f, _)| f.to_owned())
+        .collect()
 }
 
 impl Engine {
     /// Runs the swarm.
     pub(super) async fn run_swarm(&self, ctx: &ModeContext) -> Result<ModeResult, EngineError> {
-        let size = ctx.req.swarm_size.or(ctx.decision.swarm_size).unwrap_or(3).clamp(2, 5) as usize;
+        let size = ctx
+            .req
+            .swarm_size
+            .or(ctx.decision.swarm_size)
+            .unwrap_or(3)
+            .clamp(2, 5) as usize;
         let strategy = ctx.req.strategy.unwrap_or_default();
         let join_label = format!("swarm:{}", ctx.run_id);
         let mut running = FuturesUnordered::new();
         for i in 0..size {
             let name = format!("swarm-{}", i + 1);
-            let spec = self.agent_spec(&ctx.run_id, &name, "executor", &ctx.req.prompt, CapSet::full(), ctx.provider.clone(), ctx.prices);
+            let spec = self.agent_spec(ctx, &name, "executor", &ctx.req.prompt, CapSet::full());
             let opts = ExecOptions {
                 isolation: ctx.isolation(),
                 validators: ctx.validators.clone(),
@@ -193,37 +226,80 @@ impl Engine {
                 _ = async { tokio::time::sleep_until(wave.unwrap_or_else(Instant::now)).await }, if wave.is_some() => join.wave(Instant::now()),
             };
             if !delivered.is_empty() {
-                let ids: Vec<String> = delivered.iter().filter_map(|i| results.get(i)).map(|r| r.agent_id.to_string()).collect();
-                self.store.log_event(&ctx.run_id, None, "swarm.delivery", json!({ "wave": deliveries.len() + 1, "agents": ids }));
+                let ids: Vec<String> = delivered
+                    .iter()
+                    .filter_map(|i| results.get(i))
+                    .map(|r| r.agent_id.to_string())
+                    .collect();
+                self.store.log_event(
+                    &ctx.run_id,
+                    None,
+                    "swarm.delivery",
+                    json!({ "wave": deliveries.len() + 1, "agents": ids }),
+                );
                 deliveries.push(delivered);
             }
         }
         if results.is_empty() {
-            return Err(EngineError::Config(format!("every swarm member failed to start: {}", errors.join("; "))));
+            return Err(EngineError::Config(format!(
+                "every swarm member failed to start: {}",
+                errors.join("; ")
+            )));
         }
-        let changed: Vec<(usize, Vec<String>)> = results.iter().map(|(i, r)| (*i, r.changed.clone())).collect();
+        let changed: Vec<(usize, Vec<String>)> = results
+            .iter()
+            .map(|(i, r)| (*i, r.changed.clone()))
+            .collect();
         let conflicts = conflicts(&changed);
-        let ok: Vec<&ExecResult> = results.values().filter(|r| r.outcome.state.is_success()).collect();
+        let ok: Vec<&ExecResult> = results
+            .values()
+            .filter(|r| r.outcome.state.is_success())
+            .collect();
         let mut details = serde_json::Map::new();
         details.insert("strategy".into(), json!(strategy));
         details.insert("conflicts".into(), json!(conflicts));
         details.insert(
             "deliveries".into(),
-            json!(deliveries.iter().map(|w| w.iter().map(|i| results[i].agent_id.to_string()).collect::<Vec<_>>()).collect::<Vec<_>>()),
+            json!(
+                deliveries
+                    .iter()
+                    .map(|w| w
+                        .iter()
+                        .map(|i| results[i].agent_id.to_string())
+                        .collect::<Vec<_>>())
+                    .collect::<Vec<_>>()
+            ),
         );
         details.insert(
             "branches".into(),
-            json!(results.values().filter_map(|r| r.branch.as_ref().map(|b| b.branch.clone())).collect::<Vec<_>>()),
+            json!(
+                results
+                    .values()
+                    .filter_map(|r| r.branch.as_ref().map(|b| b.branch.clone()))
+                    .collect::<Vec<_>>()
+            ),
         );
         let result = match strategy {
             Strategy::Vote => {
-                let answers: Vec<(usize, String, String)> =
-                    results.iter().filter(|(_, r)| r.outcome.state.is_success()).map(|(i, r)| (*i, r.outcome.result.clone(), r.diff.clone())).collect();
+                let answers: Vec<(usize, String, String)> = results
+                    .iter()
+                    .filter(|(_, r)| r.outcome.state.is_success())
+                    .map(|(i, r)| (*i, r.outcome.result.clone(), r.diff.clone()))
+                    .collect();
                 let groups = vote_groups(&answers);
-                let as_ids = |g: &Vec<usize>| g.iter().map(|i| results[i].agent_id.to_string()).collect::<Vec<_>>();
+                let as_ids = |g: &Vec<usize>| {
+                    g.iter()
+                        .map(|i| results[i].agent_id.to_string())
+                        .collect::<Vec<_>>()
+                };
                 details.insert(
                     "groups".into(),
-                    json!(groups.iter().map(|g| json!({ "count": g.len(), "agents": as_ids(g) })).collect::<Vec<_>>()),
+                    json!(
+                        groups
+                            .iter()
+                            .map(|g| json!({ "count": g.len(), "agents": as_ids(g) }))
+                            .collect::<Vec<_>>()
+                    ),
                 );
                 match groups.first() {
                     Some(winner) => {
@@ -235,16 +311,34 @@ impl Engine {
             }
             _ => merged_report(&results, &deliveries, &conflicts),
         };
-        let (status, reason) = if ok.is_empty() { (RunStatus::Failed, ExitReason::Failed) } else { (RunStatus::Completed, ExitReason::GoalMet) };
-        Ok(ModeResult { status, reason, result, details })
+        let (status, reason) = if ok.is_empty() {
+            (RunStatus::Failed, ExitReason::Failed)
+        } else {
+            (RunStatus::Completed, ExitReason::GoalMet)
+        };
+        Ok(ModeResult {
+            status,
+            reason,
+            result,
+            details,
+        })
     }
 }
 
-fn merged_report(results: &BTreeMap<usize, ExecResult>, deliveries: &[Vec<usize>], conflicts: &[String]) -> String {
+fn merged_report(
+    results: &BTreeMap<usize, ExecResult>,
+    deliveries: &[Vec<usize>],
+    conflicts: &[String],
+) -> String {
     let mut out = String::new();
     for i in deliveries.iter().flatten() {
         let r = &results[i];
-        out.push_str(&format!("## swarm-{} ({}, {})\n", i + 1, r.agent_id, r.outcome.state));
+        out.push_str(&format!(
+            "## swarm-{} ({}, {})\n",
+            i + 1,
+            r.agent_id,
+            r.outcome.state
+        ));
         if let Some(b) = &r.branch {
             out.push_str(&format!("branch: {}\n", b.branch));
         }
@@ -252,7 +346,10 @@ fn merged_report(results: &BTreeMap<usize, ExecResult>, deliveries: &[Vec<usize>
         out.push_str("\n\n");
     }
     if !conflicts.is_empty() {
-        out.push_str(&format!("conflicts (changed by more than one member): {}\n", conflicts.join(", ")));
+        out.push_str(&format!(
+            "conflicts (changed by more than one member): {}\n",
+            conflicts.join(", ")
+        ));
     }
     out
 }
@@ -298,17 +395,27 @@ mod tests {
     #[test]
     fn batch_delivers_in_waves() {
         let now = t0();
-        let waves = Waves { first: Duration::from_secs(30), every: Duration::from_secs(15) };
+        let waves = Waves {
+            first: Duration::from_secs(30),
+            every: Duration::from_secs(15),
+        };
         let mut j = SwarmJoin::new(Strategy::Batch, 4, waves);
         assert!(j.complete(0, now).is_empty());
         assert_eq!(j.next_wave(), Some(now + Duration::from_secs(30)));
         assert!(j.complete(1, now + Duration::from_secs(10)).is_empty());
-        assert!(j.wave(now + Duration::from_secs(29)).is_empty(), "not due yet");
+        assert!(
+            j.wave(now + Duration::from_secs(29)).is_empty(),
+            "not due yet"
+        );
         assert_eq!(j.wave(now + Duration::from_secs(30)), vec![0, 1]);
         assert_eq!(j.next_wave(), Some(now + Duration::from_secs(45)));
         assert!(j.complete(2, now + Duration::from_secs(40)).is_empty());
         assert_eq!(j.wave(now + Duration::from_secs(45)), vec![2]);
-        assert_eq!(j.complete(3, now + Duration::from_secs(50)), vec![3], "the last one ends the batch");
+        assert_eq!(
+            j.complete(3, now + Duration::from_secs(50)),
+            vec![3],
+            "the last one ends the batch"
+        );
         assert_eq!(j.next_wave(), None);
     }
 
@@ -327,7 +434,11 @@ mod tests {
 
     #[test]
     fn files_changed_by_several_members_are_conflicts() {
-        let changed = vec![(0, vec!["a.rs".into(), "b.rs".into()]), (1, vec!["b.rs".into()]), (2, vec!["c.rs".into()])];
+        let changed = vec![
+            (0, vec!["a.rs".into(), "b.rs".into()]),
+            (1, vec!["b.rs".into()]),
+            (2, vec!["c.rs".into()]),
+        ];
         assert_eq!(conflicts(&changed), vec!["b.rs".to_owned()]);
     }
 }

@@ -9,10 +9,12 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::agent::AgentState;
 use crate::agent::manager::Review;
 use crate::agent::runner::{AgentOutcome, AgentSpec};
-use crate::agent::AgentState;
-use crate::plugin::{AgentOutput, AgentStatus, CallEnv, ModelAccess, Plugin, Verdict, WorkspaceView};
+use crate::plugin::{
+    AgentOutput, AgentStatus, CallEnv, ModelAccess, Plugin, Verdict, WorkspaceView,
+};
 use crate::store::Store;
 use crate::worktree::{Worktree, WorktreeManager};
 
@@ -110,7 +112,10 @@ impl ValidatorReview {
 
     /// Every round's results so far.
     pub fn rounds(&self) -> Vec<RoundResult> {
-        self.rounds.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.rounds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// How validation ended.
@@ -120,24 +125,46 @@ impl ValidatorReview {
 
     /// Lets go of the agent's worktree so its owner can finish it.
     pub fn release_worktree(&self) {
-        self.worktree.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.worktree
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
     }
 
     async fn view(&self, spec: &AgentSpec) -> WorkspaceView {
-        let wt = self.worktree.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let wt = self
+            .worktree
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let (changed, diff) = match wt {
             Some((manager, wt)) => {
                 let changed = manager.changed_paths(&wt).await.unwrap_or_default();
                 let diff = manager.diff(&wt, DIFF_CAP).await.unwrap_or_default();
-                (changed.into_iter().map(|c| (c.path, plugin_change(c.kind))).collect(), diff)
+                (
+                    changed
+                        .into_iter()
+                        .map(|c| (c.path, plugin_change(c.kind)))
+                        .collect(),
+                    diff,
+                )
             }
             None => (Vec::new(), String::new()),
         };
-        WorkspaceView { root: spec.workspace.clone(), changed, diff }
+        WorkspaceView {
+            root: spec.workspace.clone(),
+            changed,
+            diff,
+        }
     }
 
     /// Runs every validator once, in parallel.
-    pub async fn check(&self, spec: &AgentSpec, outcome: &AgentOutcome, round: u32) -> Vec<RoundResult> {
+    pub async fn check(
+        &self,
+        spec: &AgentSpec,
+        outcome: &AgentOutcome,
+        round: u32,
+    ) -> Vec<RoundResult> {
         let view = self.view(spec).await;
         let output = AgentOutput {
             agent_id: spec.id.to_string(),
@@ -154,26 +181,41 @@ impl ValidatorReview {
         let calls = self.validators.iter().map(|v| {
             let env = CallEnv {
                 workspace: Some(view.clone()),
-                model: self.model.clone().filter(|_| v.plugin.grants().model_budget().is_some()),
+                model: self
+                    .model
+                    .clone()
+                    .filter(|_| v.plugin.grants().model_budget().is_some()),
             };
             let output = &output;
             async move {
                 let outcome = match v.plugin.validate(env, output, &v.criteria).await {
-                    Ok(Ok(verdict)) if verdict.passed && verdict.results.iter().all(|r| r.passed) => {
+                    Ok(Ok(verdict))
+                        if verdict.passed && verdict.results.iter().all(|r| r.passed) =>
+                    {
                         VerdictOutcome::Passed { verdict }
                     }
                     Ok(Ok(verdict)) => VerdictOutcome::Failed { verdict },
                     Ok(Err(message)) => VerdictOutcome::Error { message },
-                    Err(fault) => VerdictOutcome::Fault { fault: fault.to_string() },
+                    Err(fault) => VerdictOutcome::Fault {
+                        fault: fault.to_string(),
+                    },
                 };
-                RoundResult { round, validator: v.plugin.name().to_owned(), outcome }
+                RoundResult {
+                    round,
+                    validator: v.plugin.name().to_owned(),
+                    outcome,
+                }
             }
         });
         let results = futures::future::join_all(calls).await;
         for r in &results {
-            self.store.log_event(&spec.run_id, Some(&spec.id), "validator.verdict", json!(r));
+            self.store
+                .log_event(&spec.run_id, Some(&spec.id), "validator.verdict", json!(r));
         }
-        self.rounds.lock().unwrap_or_else(|p| p.into_inner()).extend(results.clone());
+        self.rounds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(results.clone());
         results
     }
 }
@@ -213,7 +255,12 @@ pub fn fix_prompt(results: &[RoundResult]) -> Option<String> {
 impl Review for ValidatorReview {
     async fn review(&self, spec: &AgentSpec, outcome: &AgentOutcome, round: u32) -> Option<String> {
         let results = self.check(spec, outcome, round).await;
-        let faulted = results.iter().any(|r| matches!(r.outcome, VerdictOutcome::Fault { .. } | VerdictOutcome::Error { .. }));
+        let faulted = results.iter().any(|r| {
+            matches!(
+                r.outcome,
+                VerdictOutcome::Fault { .. } | VerdictOutcome::Error { .. }
+            )
+        });
         let fix = fix_prompt(&results);
         *self.status.lock().unwrap_or_else(|p| p.into_inner()) = match (&fix, faulted) {
             (Some(_), _) => ValidationStatus::ValidationFailed,

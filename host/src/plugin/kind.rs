@@ -26,7 +26,9 @@ impl PluginKind {
 
     /// Parses a configured name.
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Dispatcher, Self::Validator, Self::Role].into_iter().find(|k| k.as_str() == s)
+        [Self::Dispatcher, Self::Validator, Self::Role]
+            .into_iter()
+            .find(|k| k.as_str() == s)
     }
 
     /// The interface this kind exports (without version).

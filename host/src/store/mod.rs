@@ -14,7 +14,10 @@ use std::sync::{Arc, Mutex, mpsc};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
-pub use records::{AgentRecord, AgentStats, ControlKind, ControlRecord, DispatchRecord, EventRecord, RunRecord, now_ms};
+pub use records::{
+    AgentRecord, AgentStats, ControlKind, ControlRecord, DispatchRecord, EventRecord, RunRecord,
+    now_ms,
+};
 pub use schema::SCHEMA_VERSION;
 use writer::{Ack, Write};
 
@@ -37,7 +40,9 @@ pub enum StoreError {
         detail: String,
     },
     /// The file is not a usable SQLite database. It is left untouched.
-    #[error("the store at {path} is corrupt or not a crewbox database ({detail}); it was left untouched — move it aside to start afresh")]
+    #[error(
+        "the store at {path} is corrupt or not a crewbox database ({detail}); it was left untouched — move it aside to start afresh"
+    )]
     Corrupt {
         /// The database file.
         path: PathBuf,
@@ -45,7 +50,9 @@ pub enum StoreError {
         detail: String,
     },
     /// The database was written by a newer crewbox.
-    #[error("the store at {path} has schema version {found}, newer than this crewbox supports ({supported}); upgrade crewbox")]
+    #[error(
+        "the store at {path} has schema version {found}, newer than this crewbox supports ({supported}); upgrade crewbox"
+    )]
     NewerSchema {
         /// The database file.
         path: PathBuf,
@@ -80,7 +87,10 @@ pub enum StoreError {
 
 impl StoreError {
     fn sqlite(op: &'static str, e: &rusqlite::Error) -> Self {
-        Self::Sqlite { op, detail: e.to_string() }
+        Self::Sqlite {
+            op,
+            detail: e.to_string(),
+        }
     }
 }
 
@@ -100,7 +110,9 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.inner.path).finish()
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .finish()
     }
 }
 
@@ -112,7 +124,10 @@ impl Store {
             detail: format!("cannot create the state directory: {e}"),
         })?;
         let path = state_dir.join(DB_FILE);
-        let mut conn = open_conn(&path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)?;
+        let mut conn = open_conn(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+        )?;
         migrate(&mut conn, &path)?;
         let reader = open_conn(&path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
         Ok(Self::from_parts(path, conn, reader))
@@ -132,7 +147,13 @@ impl Store {
 
     fn from_parts(path: PathBuf, writer: Connection, reader: Connection) -> Self {
         let writes = writer::spawn(writer);
-        Self { inner: Arc::new(Inner { path, writes: Mutex::new(writes), reader: Mutex::new(reader) }) }
+        Self {
+            inner: Arc::new(Inner {
+                path,
+                writes: Mutex::new(writes),
+                reader: Mutex::new(reader),
+            }),
+        }
     }
 
     /// The database file.
@@ -177,22 +198,43 @@ impl Store {
 
     /// Records which process is driving a run (None when it lets go).
     pub async fn set_run_pid(&self, id: &RunId, pid: Option<u32>) -> Result<(), StoreError> {
-        self.write(Write::SetRunPid { id: id.clone(), pid }).await
+        self.write(Write::SetRunPid {
+            id: id.clone(),
+            pid,
+        })
+        .await
     }
 
     /// Stores mode-specific report facts of a run.
-    pub async fn set_run_details(&self, id: &RunId, details: &serde_json::Value) -> Result<(), StoreError> {
-        self.write(Write::SetRunDetails { id: id.clone(), details: details.to_string() }).await
+    pub async fn set_run_details(
+        &self,
+        id: &RunId,
+        details: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        self.write(Write::SetRunDetails {
+            id: id.clone(),
+            details: details.to_string(),
+        })
+        .await
     }
 
     /// Records a dispatch decision, keeping only the newest `keep`.
-    pub async fn record_dispatch(&self, record: &DispatchRecord, keep: u32) -> Result<(), StoreError> {
-        self.write(Write::RecordDispatch { record: Box::new(record.clone()), keep }).await
+    pub async fn record_dispatch(
+        &self,
+        record: &DispatchRecord,
+        keep: u32,
+    ) -> Result<(), StoreError> {
+        self.write(Write::RecordDispatch {
+            record: Box::new(record.clone()),
+            keep,
+        })
+        .await
     }
 
     /// Records a new agent (queued) before it starts.
     pub async fn insert_agent(&self, agent: &AgentRecord) -> Result<(), StoreError> {
-        self.write(Write::InsertAgent(Box::new(agent.clone()))).await
+        self.write(Write::InsertAgent(Box::new(agent.clone())))
+            .await
     }
 
     /// Moves an agent to `to` if its stored state is one of `from`.
@@ -202,7 +244,13 @@ impl Store {
         from: &'static [AgentState],
         to: AgentState,
     ) -> Result<(), StoreError> {
-        self.write(Write::AgentState { id: id.clone(), from, to, at: now_ms() }).await
+        self.write(Write::AgentState {
+            id: id.clone(),
+            from,
+            to,
+            at: now_ms(),
+        })
+        .await
     }
 
     /// Records an agent's end: its terminal state, counters and result.
@@ -237,13 +285,25 @@ impl Store {
     }
 
     /// Appends an event without waiting (observability only; order is still kept).
-    pub fn log_event(&self, run_id: &RunId, agent_id: Option<&AgentId>, kind: &str, data: serde_json::Value) {
+    pub fn log_event(
+        &self,
+        run_id: &RunId,
+        agent_id: Option<&AgentId>,
+        kind: &str,
+        data: serde_json::Value,
+    ) {
         if let Err(e) = self.send(self.event(run_id, agent_id, kind, data), None) {
             tracing::warn!(error = %e, kind, "event not stored");
         }
     }
 
-    fn event(&self, run_id: &RunId, agent_id: Option<&AgentId>, kind: &str, data: serde_json::Value) -> Write {
+    fn event(
+        &self,
+        run_id: &RunId,
+        agent_id: Option<&AgentId>,
+        kind: &str,
+        data: serde_json::Value,
+    ) -> Write {
         Write::Event {
             run_id: run_id.clone(),
             agent_id: agent_id.cloned(),
@@ -254,7 +314,12 @@ impl Store {
     }
 
     /// Queues a steer or stop for an agent or run (picked up by the process running it).
-    pub async fn push_control(&self, target: &str, kind: ControlKind, message: Option<&str>) -> Result<(), StoreError> {
+    pub async fn push_control(
+        &self,
+        target: &str,
+        kind: ControlKind,
+        message: Option<&str>,
+    ) -> Result<(), StoreError> {
         self.write(Write::PushControl {
             target: target.to_owned(),
             kind,
@@ -269,7 +334,8 @@ impl Store {
         if seqs.is_empty() {
             return Ok(());
         }
-        self.write(Write::ConsumeControls { seqs, at: now_ms() }).await
+        self.write(Write::ConsumeControls { seqs, at: now_ms() })
+            .await
     }
 
     /// Runs a read on the reader connection, off the async runtime.
@@ -284,31 +350,43 @@ impl Store {
             f(&conn)
         })
         .await
-        .map_err(|e| StoreError::Sqlite { op: "read task", detail: e.to_string() })?
+        .map_err(|e| StoreError::Sqlite {
+            op: "read task",
+            detail: e.to_string(),
+        })?
     }
 }
 
 fn open_conn(path: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
-    let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(|e| StoreError::Open {
-        path: path.to_path_buf(),
-        detail: e.to_string(),
-    })?;
+    let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(
+        |e| StoreError::Open {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        },
+    )?;
     conn.busy_timeout(std::time::Duration::from_secs(10))
         .map_err(|e| classify(path, &e))?;
     // WAL: readers never block the writer; NORMAL: commits survive a killed process.
-    conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| classify(path, &e))?;
-    conn.pragma_update(None, "synchronous", "NORMAL").map_err(|e| classify(path, &e))?;
-    conn.pragma_update(None, "foreign_keys", "ON").map_err(|e| classify(path, &e))?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(|e| classify(path, &e))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|e| classify(path, &e))?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(|e| classify(path, &e))?;
     Ok(conn)
 }
 
 fn classify(path: &Path, e: &rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode;
     match e.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
-            StoreError::Corrupt { path: path.to_path_buf(), detail: e.to_string() }
-        }
-        _ => StoreError::Open { path: path.to_path_buf(), detail: e.to_string() },
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        },
+        _ => StoreError::Open {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        },
     }
 }
 
@@ -317,7 +395,11 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .map_err(|e| classify(path, &e))?;
     if version > SCHEMA_VERSION {
-        return Err(StoreError::NewerSchema { path: path.to_path_buf(), found: version, supported: SCHEMA_VERSION });
+        return Err(StoreError::NewerSchema {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
     }
     for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(version as usize) {
         // IMMEDIATE takes the write lock first, so two processes opening a fresh store
@@ -325,12 +407,15 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(|e| classify(path, &e))?;
-        let now: u32 = tx.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(|e| classify(path, &e))?;
+        let now: u32 = tx
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|e| classify(path, &e))?;
         if now > i as u32 {
             continue;
         }
         tx.execute_batch(sql).map_err(|e| classify(path, &e))?;
-        tx.pragma_update(None, "user_version", i as u32 + 1).map_err(|e| classify(path, &e))?;
+        tx.pragma_update(None, "user_version", i as u32 + 1)
+            .map_err(|e| classify(path, &e))?;
         tx.commit().map_err(|e| classify(path, &e))?;
     }
     Ok(())

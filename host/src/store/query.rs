@@ -13,7 +13,11 @@ const AGENT_COLS: &str = "id, run_id, parent_id, name, role, task, caps, depth, 
      tokens_in, tokens_out, cost, result, error, created_at, started_at, finished_at";
 
 fn bad(op: &'static str, what: impl std::fmt::Display) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, format!("{op}: {what}").into())
+    rusqlite::Error::FromSqlConversionFailure(
+        0,
+        rusqlite::types::Type::Text,
+        format!("{op}: {what}").into(),
+    )
 }
 
 fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRecord> {
@@ -27,13 +31,17 @@ fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRecord> {
         prompt: r.get(2)?,
         team: r.get(3)?,
         status: RunStatus::parse(&status).ok_or_else(|| bad("run status", &status))?,
-        exit_reason: exit.map(|e| ExitReason::parse(&e).ok_or_else(|| bad("exit reason", &e))).transpose()?,
+        exit_reason: exit
+            .map(|e| ExitReason::parse(&e).ok_or_else(|| bad("exit reason", &e)))
+            .transpose()?,
         result: r.get(6)?,
         spec: serde_json::from_str(&spec).map_err(|e| bad("run spec", e))?,
         pid: r.get(8)?,
         created_at: r.get(9)?,
         finished_at: r.get(10)?,
-        details: r.get::<_, Option<String>>(11)?.and_then(|d| serde_json::from_str(&d).ok()),
+        details: r
+            .get::<_, Option<String>>(11)?
+            .and_then(|d| serde_json::from_str(&d).ok()),
     })
 }
 
@@ -85,9 +93,14 @@ fn collect<T>(
     params: impl rusqlite::Params,
     f: fn(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Vec<T>, StoreError> {
-    let mut stmt = conn.prepare_cached(sql).map_err(|e| StoreError::sqlite(op, &e))?;
-    let rows = stmt.query_map(params, f).map_err(|e| StoreError::sqlite(op, &e))?;
-    rows.collect::<rusqlite::Result<Vec<T>>>().map_err(|e| StoreError::sqlite(op, &e))
+    let mut stmt = conn
+        .prepare_cached(sql)
+        .map_err(|e| StoreError::sqlite(op, &e))?;
+    let rows = stmt
+        .query_map(params, f)
+        .map_err(|e| StoreError::sqlite(op, &e))?;
+    rows.collect::<rusqlite::Result<Vec<T>>>()
+        .map_err(|e| StoreError::sqlite(op, &e))
 }
 
 /// Agents per state, for `status` and `health`.
@@ -104,9 +117,13 @@ impl Store {
     pub async fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
         let id = id.clone();
         self.read(move |c| {
-            c.query_row(&format!("SELECT {RUN_COLS} FROM runs WHERE id = ?1"), params![id.as_str()], run_row)
-                .optional()
-                .map_err(|e| StoreError::sqlite("read run", &e))
+            c.query_row(
+                &format!("SELECT {RUN_COLS} FROM runs WHERE id = ?1"),
+                params![id.as_str()],
+                run_row,
+            )
+            .optional()
+            .map_err(|e| StoreError::sqlite("read run", &e))
         })
         .await
     }
@@ -114,7 +131,13 @@ impl Store {
     /// The most recent runs, newest first.
     pub async fn recent_runs(&self, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
         self.read(move |c| {
-            collect(c, "list runs", &format!("SELECT {RUN_COLS} FROM runs ORDER BY created_at DESC, id DESC LIMIT ?1"), params![limit], run_row)
+            collect(
+                c,
+                "list runs",
+                &format!("SELECT {RUN_COLS} FROM runs ORDER BY created_at DESC, id DESC LIMIT ?1"),
+                params![limit],
+                run_row,
+            )
         })
         .await
     }
@@ -122,7 +145,15 @@ impl Store {
     /// Runs that have not finished (running, or interrupted by a crash).
     pub async fn unfinished_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         self.read(|c| {
-            collect(c, "list unfinished runs", &format!("SELECT {RUN_COLS} FROM runs WHERE status = 'running' ORDER BY created_at"), [], run_row)
+            collect(
+                c,
+                "list unfinished runs",
+                &format!(
+                    "SELECT {RUN_COLS} FROM runs WHERE status = 'running' ORDER BY created_at"
+                ),
+                [],
+                run_row,
+            )
         })
         .await
     }
@@ -131,7 +162,15 @@ impl Store {
     pub async fn agents(&self, run_id: &RunId) -> Result<Vec<AgentRecord>, StoreError> {
         let id = run_id.clone();
         self.read(move |c| {
-            collect(c, "list agents", &format!("SELECT {AGENT_COLS} FROM agents WHERE run_id = ?1 ORDER BY created_at, id"), params![id.as_str()], agent_row)
+            collect(
+                c,
+                "list agents",
+                &format!(
+                    "SELECT {AGENT_COLS} FROM agents WHERE run_id = ?1 ORDER BY created_at, id"
+                ),
+                params![id.as_str()],
+                agent_row,
+            )
         })
         .await
     }
@@ -140,15 +179,24 @@ impl Store {
     pub async fn agent(&self, id: &AgentId) -> Result<Option<AgentRecord>, StoreError> {
         let id = id.clone();
         self.read(move |c| {
-            c.query_row(&format!("SELECT {AGENT_COLS} FROM agents WHERE id = ?1"), params![id.as_str()], agent_row)
-                .optional()
-                .map_err(|e| StoreError::sqlite("read agent", &e))
+            c.query_row(
+                &format!("SELECT {AGENT_COLS} FROM agents WHERE id = ?1"),
+                params![id.as_str()],
+                agent_row,
+            )
+            .optional()
+            .map_err(|e| StoreError::sqlite("read agent", &e))
         })
         .await
     }
 
     /// Events after `after_seq`, oldest first, optionally of one run.
-    pub async fn events(&self, run_id: Option<&RunId>, after_seq: i64, limit: u32) -> Result<Vec<EventRecord>, StoreError> {
+    pub async fn events(
+        &self,
+        run_id: Option<&RunId>,
+        after_seq: i64,
+        limit: u32,
+    ) -> Result<Vec<EventRecord>, StoreError> {
         let run = run_id.cloned();
         self.read(move |c| match run {
             Some(run) => collect(
@@ -212,13 +260,18 @@ impl Store {
     pub async fn find_run(&self, id_or_prefix: &str) -> Result<Option<RunRecord>, StoreError> {
         let pat = format!("{}%", id_or_prefix.replace(['%', '_'], ""));
         self.read(move |c| {
-            let mut runs = collect(c, "find run", &format!("SELECT {RUN_COLS} FROM runs WHERE id LIKE ?1 LIMIT 2"), params![pat], run_row)?;
+            let mut runs = collect(
+                c,
+                "find run",
+                &format!("SELECT {RUN_COLS} FROM runs WHERE id LIKE ?1 LIMIT 2"),
+                params![pat],
+                run_row,
+            )?;
             Ok(if runs.len() == 1 { runs.pop() } else { None })
         })
         .await
     }
 }
-
 
 impl Store {
     /// The newest event's sequence number (0 when there is none).
@@ -257,7 +310,11 @@ impl Store {
     }
 
     /// Events of some kinds for a run, oldest first (for building reports).
-    pub async fn events_of_kinds(&self, run_id: &RunId, kinds: &'static [&'static str]) -> Result<Vec<EventRecord>, StoreError> {
+    pub async fn events_of_kinds(
+        &self,
+        run_id: &RunId,
+        kinds: &'static [&'static str],
+    ) -> Result<Vec<EventRecord>, StoreError> {
         let run = run_id.clone();
         self.read(move |c| {
             let marks = vec!["?"; kinds.len()].join(", ");

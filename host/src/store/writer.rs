@@ -20,16 +20,57 @@ const MAX_GROUP: usize = 512;
 #[derive(Debug)]
 pub(crate) enum Write {
     InsertRun(Box<RunRecord>),
-    FinishRun { id: RunId, status: RunStatus, exit_reason: ExitReason, result: Option<String>, at: i64 },
-    SetRunPid { id: RunId, pid: Option<u32> },
-    SetRunDetails { id: RunId, details: String },
-    RecordDispatch { record: Box<DispatchRecord>, keep: u32 },
+    FinishRun {
+        id: RunId,
+        status: RunStatus,
+        exit_reason: ExitReason,
+        result: Option<String>,
+        at: i64,
+    },
+    SetRunPid {
+        id: RunId,
+        pid: Option<u32>,
+    },
+    SetRunDetails {
+        id: RunId,
+        details: String,
+    },
+    RecordDispatch {
+        record: Box<DispatchRecord>,
+        keep: u32,
+    },
     InsertAgent(Box<AgentRecord>),
-    AgentState { id: AgentId, from: &'static [AgentState], to: AgentState, at: i64 },
-    FinishAgent { id: AgentId, state: AgentState, stats: AgentStats, result: Option<String>, error: Option<String>, at: i64 },
-    Event { run_id: RunId, agent_id: Option<AgentId>, at: i64, kind: String, data: String },
-    PushControl { target: String, kind: ControlKind, message: Option<String>, at: i64 },
-    ConsumeControls { seqs: Vec<i64>, at: i64 },
+    AgentState {
+        id: AgentId,
+        from: &'static [AgentState],
+        to: AgentState,
+        at: i64,
+    },
+    FinishAgent {
+        id: AgentId,
+        state: AgentState,
+        stats: AgentStats,
+        result: Option<String>,
+        error: Option<String>,
+        at: i64,
+    },
+    Event {
+        run_id: RunId,
+        agent_id: Option<AgentId>,
+        at: i64,
+        kind: String,
+        data: String,
+    },
+    PushControl {
+        target: String,
+        kind: ControlKind,
+        message: Option<String>,
+        at: i64,
+    },
+    ConsumeControls {
+        seqs: Vec<i64>,
+        at: i64,
+    },
 }
 
 pub(crate) type Ack = Option<oneshot::Sender<Result<(), StoreError>>>;
@@ -67,14 +108,21 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<(Write, Ack)>) {
 fn commit_group(conn: &mut Connection, group: &[(Write, Ack)]) -> Vec<Result<(), StoreError>> {
     let mut tx = match conn.transaction() {
         Ok(tx) => tx,
-        Err(e) => return group.iter().map(|_| Err(StoreError::sqlite("begin transaction", &e))).collect(),
+        Err(e) => {
+            return group
+                .iter()
+                .map(|_| Err(StoreError::sqlite("begin transaction", &e)))
+                .collect();
+        }
     };
     let mut results = Vec::with_capacity(group.len());
     for (write, _) in group {
         let result = match tx.savepoint() {
             Ok(sp) => match apply(&sp, write) {
                 // Dropping an uncommitted savepoint rolls back just this write.
-                Ok(()) => sp.commit().map_err(|e| StoreError::sqlite("commit savepoint", &e)),
+                Ok(()) => sp
+                    .commit()
+                    .map_err(|e| StoreError::sqlite("commit savepoint", &e)),
                 Err(e) => Err(e),
             },
             Err(e) => Err(StoreError::sqlite("savepoint", &e)),
@@ -112,7 +160,13 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             )
             .map_err(q("insert run"))?;
         }
-        Write::FinishRun { id, status, exit_reason, result, at } => {
+        Write::FinishRun {
+            id,
+            status,
+            exit_reason,
+            result,
+            at,
+        } => {
             conn.execute(
                 "UPDATE runs SET status = ?2, exit_reason = ?3, result = ?4, finished_at = ?5, pid = NULL WHERE id = ?1",
                 params![id.as_str(), status.as_str(), exit_reason.as_str(), result, at],
@@ -120,12 +174,18 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             .map_err(q("finish run"))?;
         }
         Write::SetRunPid { id, pid } => {
-            conn.execute("UPDATE runs SET pid = ?2 WHERE id = ?1", params![id.as_str(), pid])
-                .map_err(q("set run pid"))?;
+            conn.execute(
+                "UPDATE runs SET pid = ?2 WHERE id = ?1",
+                params![id.as_str(), pid],
+            )
+            .map_err(q("set run pid"))?;
         }
         Write::SetRunDetails { id, details } => {
-            conn.execute("UPDATE runs SET details = ?2 WHERE id = ?1", params![id.as_str(), details])
-                .map_err(q("set run details"))?;
+            conn.execute(
+                "UPDATE runs SET details = ?2 WHERE id = ?1",
+                params![id.as_str(), details],
+            )
+            .map_err(q("set run details"))?;
         }
         Write::RecordDispatch { record, keep } => {
             conn.execute(
@@ -172,16 +232,28 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                 .map_err(q("prepare agent state"))?;
             let mut changed = 0;
             for prev in *from {
-                changed += stmt.execute(params![id.as_str(), to.as_str(), at, prev.as_str()]).map_err(q("set agent state"))?;
+                changed += stmt
+                    .execute(params![id.as_str(), to.as_str(), at, prev.as_str()])
+                    .map_err(q("set agent state"))?;
                 if changed > 0 {
                     break;
                 }
             }
             if changed == 0 {
-                return Err(StoreError::Transition { agent: id.to_string(), to: *to });
+                return Err(StoreError::Transition {
+                    agent: id.to_string(),
+                    to: *to,
+                });
             }
         }
-        Write::FinishAgent { id, state, stats, result, error, at } => {
+        Write::FinishAgent {
+            id,
+            state,
+            stats,
+            result,
+            error,
+            at,
+        } => {
             let changed = conn
                 .prepare_cached(
                     "UPDATE agents SET state = ?2, turns = ?3, tool_calls = ?4, tokens_in = ?5, tokens_out = ?6,
@@ -203,16 +275,38 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                 ])
                 .map_err(q("finish agent"))?;
             if changed == 0 {
-                return Err(StoreError::Transition { agent: id.to_string(), to: *state });
+                return Err(StoreError::Transition {
+                    agent: id.to_string(),
+                    to: *state,
+                });
             }
         }
-        Write::Event { run_id, agent_id, at, kind, data } => {
-            conn.prepare_cached("INSERT INTO events (run_id, agent_id, at, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)")
-                .map_err(q("prepare event"))?
-                .execute(params![run_id.as_str(), agent_id.as_ref().map(|a| a.as_str()), at, kind, data])
-                .map_err(q("append event"))?;
+        Write::Event {
+            run_id,
+            agent_id,
+            at,
+            kind,
+            data,
+        } => {
+            conn.prepare_cached(
+                "INSERT INTO events (run_id, agent_id, at, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(q("prepare event"))?
+            .execute(params![
+                run_id.as_str(),
+                agent_id.as_ref().map(|a| a.as_str()),
+                at,
+                kind,
+                data
+            ])
+            .map_err(q("append event"))?;
         }
-        Write::PushControl { target, kind, message, at } => {
+        Write::PushControl {
+            target,
+            kind,
+            message,
+            at,
+        } => {
             conn.execute(
                 "INSERT INTO controls (target, kind, message, created_at) VALUES (?1, ?2, ?3, ?4)",
                 params![target, kind.as_str(), message, at],
@@ -224,7 +318,8 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                 .prepare_cached("UPDATE controls SET consumed_at = ?2 WHERE seq = ?1")
                 .map_err(q("prepare consume control"))?;
             for seq in seqs {
-                stmt.execute(params![seq, at]).map_err(q("consume control"))?;
+                stmt.execute(params![seq, at])
+                    .map_err(q("consume control"))?;
             }
         }
     }
