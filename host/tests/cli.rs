@@ -29,39 +29,86 @@ fn stderr(out: &Output) -> String {
 }
 
 #[test]
-fn demo_fixes_the_failing_test_through_real_tools() {
+fn demo_runs_a_crew_that_fixes_the_failing_test_on_a_branch() {
     let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
     let out = crewbox(
         dir.path(),
-        &[
-            "demo",
-            "--json",
-            "--dir",
-            dir.path().join("demo").to_str().unwrap(),
-        ],
+        &["demo", "--json", "--dir", demo.to_str().unwrap()],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let report = json(&out);
+    assert_eq!(report["mode"], "crew");
     assert_eq!(report["status"], "completed");
     assert_eq!(report["exit_reason"], "goal-met");
-    let agent = &report["agents"][0];
-    assert_eq!(agent["state"], "completed");
-    assert!(agent["tool_calls"].as_u64().unwrap() >= 5);
+    assert_eq!(report["decision"]["source"], "explicit");
+    assert_eq!(report["verdict"]["verdict"], "PASS");
+    assert_eq!(report["revisions"], 0);
+    let agents = report["agents"].as_array().unwrap();
+    let roles: Vec<&str> = agents.iter().map(|a| a["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["planner", "executor", "reviewer"]);
     for key in [
         "id",
         "name",
         "role",
         "parent",
         "task",
+        "state",
         "turns",
+        "tool_calls",
         "tokens",
         "duration_ms",
         "result",
     ] {
-        assert!(agent.get(key).is_some(), "agent lacks `{key}`");
+        assert!(agents[0].get(key).is_some(), "agent lacks `{key}`");
     }
-    let fixed = std::fs::read_to_string(dir.path().join("demo/project/calc.py")).unwrap();
-    assert!(fixed.contains("return a + b"));
+    let executor = &agents[1];
+    assert!(executor["tool_calls"].as_u64().unwrap() >= 4);
+    assert!(
+        executor["task"]
+            .as_str()
+            .unwrap()
+            .contains("Run the test suite"),
+        "the plan reached the executor"
+    );
+    // Self-healing: handoff-schema failed the first summary, passed after one fix round.
+    let verdicts = executor["verdicts"].as_array().unwrap();
+    let handoff: Vec<_> = verdicts
+        .iter()
+        .filter(|v| v["validator"] == "handoff-schema")
+        .collect();
+    assert_eq!(handoff.len(), 2, "{verdicts:?}");
+    assert_eq!(
+        (handoff[0]["round"].as_u64(), handoff[0]["outcome"].as_str()),
+        (Some(0), Some("failed"))
+    );
+    assert_eq!(
+        (handoff[1]["round"].as_u64(), handoff[1]["outcome"].as_str()),
+        (Some(1), Some("passed"))
+    );
+    assert_eq!(executor["validation"], "passed");
+    // The fix is committed on the executor's branch; the checkout is untouched.
+    let branch = report["branch"]["branch"].as_str().unwrap();
+    assert!(branch.starts_with("crewbox/"), "{branch}");
+    let project = demo.join("project");
+    assert!(
+        std::fs::read_to_string(project.join("calc.py"))
+            .unwrap()
+            .contains("return a - b")
+    );
+    let show = Command::new("git")
+        .args(["show", &format!("{branch}:calc.py")])
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&show.stdout).contains("return a + b"));
+    // The reviewer saw the diff.
+    assert!(
+        agents[2]["task"]
+            .as_str()
+            .unwrap()
+            .contains("+    return a + b")
+    );
 }
 
 #[test]
@@ -74,18 +121,24 @@ fn run_with_a_script_prints_the_documented_json_and_status_reads_it() {
         "[[reply]]\nturn = 1\n[[reply.tool_calls]]\nname = \"read_file\"\nargs = { path = \"hello.txt\" }\n\n[[reply]]\nwhen = \"hi\"\ntext = \"it says hi\"\n",
     )
     .unwrap();
-    let out = crewbox(
-        dir.path(),
-        &[
-            "run",
-            "what does hello.txt say?",
-            "--mode",
-            "single",
-            "--script",
-            "s.toml",
-            "--json",
-        ],
+    let args = [
+        "run",
+        "what does hello.txt say?",
+        "--mode",
+        "single",
+        "--script",
+        "s.toml",
+        "--json",
+    ];
+    // A plain directory is not a git repository: isolation must be turned off explicitly.
+    let refused = crewbox(dir.path(), &args);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("not a git repository"),
+        "{}",
+        stderr(&refused)
     );
+    let out = crewbox(dir.path(), &[&args[..], &["--isolation", "none"]].concat());
     assert!(out.status.success(), "{}", stderr(&out));
     let report = json(&out);
     for key in [

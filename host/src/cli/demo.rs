@@ -79,8 +79,9 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
         (!args.json).then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
     let req = RunRequest {
         prompt: DEMO_PROMPT.into(),
-        mode: Some(Mode::Single),
+        mode: Some(Mode::Crew),
         provider: Some(crate::config::DEFAULT_PROVIDER.into()),
+        validators: vec!["handoff-schema".into(), "no-secrets".into()],
         ..RunRequest::default()
     };
     let result = engine.run(req).await;
@@ -93,8 +94,13 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
     } else {
         println!();
         print!("{}", report.render_text());
+        let branch = report
+            .details
+            .get("branch")
+            .and_then(|b| b["branch"].as_str())
+            .unwrap_or("crewbox/<agent>");
         println!(
-            "\nInspect it: cd {} && git status && git diff",
+            "\nThe fix is committed on a branch; the checkout itself is untouched. Inspect it:\n  cd {} && git log --stat {branch}",
             repo.display()
         );
     }

@@ -51,6 +51,15 @@ pub struct AgentReport {
     /// How it was joined.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub join: Option<String>,
+    /// Its `branch` artifact, when it changed files in a worktree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<serde_json::Value>,
+    /// How validation ended (passed, validation-failed, faulted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validation: Option<serde_json::Value>,
+    /// Every validator verdict, round by round.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub verdicts: Vec<serde_json::Value>,
 }
 
 impl From<AgentRecord> for AgentReport {
@@ -77,6 +86,9 @@ impl From<AgentRecord> for AgentReport {
             result: a.result,
             error: a.error,
             join: a.join,
+            branch: None,
+            validation: None,
+            verdicts: Vec::new(),
         }
     }
 }
@@ -96,19 +108,53 @@ pub struct RunReport {
     pub result: Option<String>,
     /// Every agent, in creation order.
     pub agents: Vec<AgentReport>,
+    /// Mode-specific fields: `decision` always; `verdict`, `revisions`, `plan` for crew;
+    /// `strategy`, `deliveries`, `conflicts`, `groups`, `winner` for swarm; `branch`,
+    /// `validation` for single.
+    #[serde(flatten)]
+    pub details: serde_json::Map<String, serde_json::Value>,
 }
 
 impl RunReport {
     /// Builds the report of a stored run.
     pub async fn load(store: &Store, run: RunRecord) -> Result<Self, StoreError> {
-        let agents = store.agents(&run.id).await?;
+        let mut agents: Vec<AgentReport> = store
+            .agents(&run.id)
+            .await?
+            .into_iter()
+            .map(AgentReport::from)
+            .collect();
+        let facts = store
+            .events_of_kinds(
+                &run.id,
+                &["agent.artifact", "agent.validation", "validator.verdict"],
+            )
+            .await?;
+        for e in facts {
+            let Some(agent) = agents
+                .iter_mut()
+                .find(|a| Some(&a.id) == e.agent_id.as_ref())
+            else {
+                continue;
+            };
+            match e.kind.as_str() {
+                "agent.artifact" => agent.branch = Some(e.data),
+                "agent.validation" => agent.validation = Some(e.data["status"].clone()),
+                _ => agent.verdicts.push(e.data),
+            }
+        }
+        let details = match run.details {
+            Some(serde_json::Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        };
         Ok(Self {
             run_id: run.id,
             mode: run.mode,
             status: run.status,
             exit_reason: run.exit_reason,
             result: run.result,
-            agents: agents.into_iter().map(AgentReport::from).collect(),
+            agents,
+            details,
         })
     }
 
@@ -122,6 +168,15 @@ impl RunReport {
             "run {}  mode {}  status {}  ({reason})",
             self.run_id, self.mode, self.status
         );
+        if let Some(d) = self.details.get("decision") {
+            let _ = writeln!(
+                s,
+                "decision: {} ({}, {})",
+                d["mode"].as_str().unwrap_or("?"),
+                d["source"].as_str().unwrap_or("?"),
+                d["reason"].as_str().unwrap_or("?")
+            );
+        }
         for a in &self.agents {
             let _ = writeln!(
                 s,
@@ -139,6 +194,65 @@ impl RunReport {
                     .map(|e| format!("  error: {e}"))
                     .unwrap_or_default()
             );
+        }
+        for a in &self.agents {
+            for v in &a.verdicts {
+                let outcome = v["outcome"].as_str().unwrap_or("?");
+                let _ = writeln!(
+                    s,
+                    "  verdict  {:<12} round {} {:<15} {}",
+                    a.name,
+                    v["round"],
+                    v["validator"].as_str().unwrap_or("?"),
+                    outcome
+                );
+                for c in v["verdict"]["results"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| c["passed"] == false)
+                {
+                    let _ = writeln!(
+                        s,
+                        "           ✗ {}: {}",
+                        c["criterion"].as_str().unwrap_or("?"),
+                        c["detail"].as_str().unwrap_or("")
+                    );
+                }
+            }
+            if let Some(b) = &a.branch {
+                let _ = writeln!(
+                    s,
+                    "  branch   {:<12} {} ({} commit(s))",
+                    a.name,
+                    b["branch"].as_str().unwrap_or("?"),
+                    b["commits"].as_array().map_or(0, Vec::len)
+                );
+            }
+        }
+        if let Some(v) = self.details.get("verdict").filter(|v| !v.is_null()) {
+            let revisions = self
+                .details
+                .get("revisions")
+                .and_then(|r| r.as_u64())
+                .unwrap_or(0);
+            let _ = writeln!(
+                s,
+                "review: {} after {revisions} revision(s)",
+                v["verdict"].as_str().unwrap_or("?")
+            );
+            for f in v["findings"].as_array().into_iter().flatten() {
+                let _ = writeln!(s, "  - {}", f.as_str().unwrap_or(""));
+            }
+        }
+        if let Some(c) = self
+            .details
+            .get("conflicts")
+            .and_then(|c| c.as_array())
+            .filter(|c| !c.is_empty())
+        {
+            let files: Vec<&str> = c.iter().filter_map(|f| f.as_str()).collect();
+            let _ = writeln!(s, "conflicts: {}", files.join(", "));
         }
         if let Some(result) = &self.result {
             let _ = writeln!(s, "\nresult:\n{}", result.trim_end());

@@ -257,6 +257,15 @@ impl Engine {
             .and_then(|p| p.prices());
         // Resolve everything that can be wrong before anything is recorded.
         let validators = self.load_validators(&req.validators).await?;
+        if req.isolation.unwrap_or_default() == super::execute::Isolation::Worktree
+            && self.worktrees.is_none()
+        {
+            return Err(EngineError::Config(format!(
+                "{} is not a git repository with a commit, so agents cannot get worktrees; \
+                 commit something first, or pass --isolation none to work in place",
+                self.repo.display()
+            )));
+        }
         let decision = self.decide(&req).await?;
         let run_id = self.create_run(&req, decision.mode, &provider_name).await?;
         self.record_decision(Some(&run_id), &req.prompt, &decision)
@@ -290,7 +299,13 @@ impl Engine {
             }
         };
         controls.abort();
-        let mut outcome = result?;
+        // A run that started is always finished in the store, even when the mode failed.
+        let mut outcome = result.unwrap_or_else(|e| ModeResult {
+            status: RunStatus::Failed,
+            reason: ExitReason::Failed,
+            result: format!("the run failed: {e}"),
+            details: serde_json::Map::new(),
+        });
         outcome.details.insert(
             "decision".into(),
             serde_json::to_value(&ctx.decision).unwrap_or_default(),

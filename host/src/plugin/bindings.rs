@@ -20,5 +20,5 @@ wasmtime::component::bindgen!({
     additional_derives: [PartialEq, Eq, serde::Serialize, serde::Deserialize],
 });
 
-pub use crewbox::plugin::{log, model, types, workspace};
+pub use self::crewbox::plugin::{log, model, types, workspace};
 pub use exports::crewbox::plugin::{crew_role, dispatch, validate};

@@ -14,7 +14,7 @@
 //! checkouts and commits run in parallel.
 //!
 //! ```no_run
-//! # async fn demo(repo: &std::path::Path, state: &std::path::Path) -> Result<(), crewbox::worktree::WorktreeError> {
+//! # async fn demo(repo: &std::path::Path, state: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
 //! use crewbox::worktree::{FinishOutcome, WorktreeManager, WorktreeOptions};
 //! let manager = WorktreeManager::open(repo, &state.join("worktrees"), WorktreeOptions::default()).await?;
 //! manager.prune().await?;
