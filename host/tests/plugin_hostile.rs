@@ -226,6 +226,51 @@ async fn a_spinning_plugin_does_not_stall_other_calls() {
     );
 }
 
+/// On a single runtime thread, a spinning guest must yield to the executor at every epoch
+/// tick; without that, nothing else could run until its deadline.
+#[tokio::test(flavor = "current_thread")]
+async fn a_spinning_plugin_yields_on_a_single_threaded_runtime() {
+    let _g = RSS_GUARD.read().await;
+    let rt = runtime();
+    let healthy = Healthy::new(&rt).await;
+    let limits = Limits {
+        deadline: Duration::from_secs(6),
+        ..validator_limits()
+    };
+    let spinner = load(
+        &rt,
+        "hostile-loop",
+        LOOP,
+        Grants::defaults_for(PluginKind::Validator),
+        limits,
+    )
+    .await;
+    let spinning = tokio::spawn(async move {
+        spinner
+            .validate(CallEnv::default(), &output("x"), &[])
+            .await
+    });
+    tokio::task::yield_now().await;
+    let started = Instant::now();
+    for _ in 0..20 {
+        healthy.assert_serving().await;
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        !spinning.is_finished(),
+        "the healthy calls must not wait for the spinner's deadline"
+    );
+    let fault = spinning.await.unwrap().expect_err("spinner must fault");
+    assert!(
+        matches!(fault, PluginFault::Deadline { ms: 6000, .. }),
+        "{fault}"
+    );
+}
+
 #[tokio::test]
 async fn memory_bomb_hits_the_cap() {
     let _g = RSS_GUARD.read().await;
@@ -709,11 +754,10 @@ async fn a_validator_cannot_be_asked_to_decide() {
     );
 }
 
-/// Regression guard for a runtime weakness found by this suite: `read-file` opens
-/// whatever the path names, so a FIFO the agent left in its workspace blocks the read
+/// Regression test for a runtime weakness found by this suite: `read-file` opened
+/// whatever the path named, so a FIFO the agent left in its workspace blocked the read
 /// (and a blocking-pool thread) until the call's deadline instead of being refused.
 #[tokio::test]
-#[ignore = "runtime weakness: workspace read-file blocks on a FIFO until the deadline"]
 async fn a_fifo_in_the_workspace_is_refused_not_waited_on() {
     let _g = RSS_GUARD.read().await;
     let rt = runtime();
@@ -746,7 +790,16 @@ async fn a_fifo_in_the_workspace_is_refused_not_waited_on() {
         .await;
     let elapsed = started.elapsed();
     // Release a reader stuck on the FIFO, whatever the outcome, so no thread stays blocked.
-    drop(std::fs::OpenOptions::new().write(true).open(&fifo));
+    // (Non-blocking: with no reader the open fails at once instead of waiting.)
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        drop(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&fifo),
+        );
+    }
     let v = answer
         .unwrap_or_else(|f| {
             panic!("reading a FIFO must be an fs-error, got a fault after {elapsed:?}: {f}")

@@ -310,9 +310,18 @@ impl Plugin {
         };
         let mut store = Store::new(&inner.runtime.engine, state);
         store.limiter(|s| &mut s.memory);
-        let tick = inner.runtime.config.epoch_tick.as_nanos().max(1);
-        store.set_epoch_deadline((limits.deadline.as_nanos().div_ceil(tick)) as u64 + 1);
-        store.epoch_deadline_trap();
+        // Every epoch tick, a running guest yields to the async executor (so a spinning
+        // plugin never holds a runtime worker thread) until its wall-clock deadline,
+        // then it is interrupted (a `Deadline` fault).
+        let deadline = std::time::Instant::now() + limits.deadline;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            Ok(if std::time::Instant::now() >= deadline {
+                wasmtime::UpdateDeadline::Interrupt
+            } else {
+                wasmtime::UpdateDeadline::Yield(1)
+            })
+        });
         Ok(store)
     }
 

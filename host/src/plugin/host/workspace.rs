@@ -70,6 +70,10 @@ fn read_file(root: &Path, path: &str, max: u64) -> Result<String, FsError> {
     if meta.is_dir() {
         return Err(FsError::Io(format!("`{path}` is a directory")));
     }
+    // FIFOs, sockets and devices could block the read or never end: regular files only.
+    if !meta.is_file() {
+        return Err(FsError::Io(format!("`{path}` is not a regular file")));
+    }
     if meta.len() > max {
         return Err(FsError::TooLarge(max));
     }
