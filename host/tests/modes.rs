@@ -1,0 +1,324 @@
+//! The modes end to end through the real binary: a real git repository in a temp dir,
+//! the scripted model, real worktrees, real validator components.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("repo");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("notes.txt"), "alpha\n").unwrap();
+    let git = git2::Repository::init(&work).unwrap();
+    let mut index = git.index().unwrap();
+    index.add_path(Path::new("notes.txt")).unwrap();
+    index.write().unwrap();
+    let tree = git.find_tree(index.write_tree().unwrap()).unwrap();
+    let sig = git2::Signature::now("t", "t@localhost").unwrap();
+    git.commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
+        .unwrap();
+    dir
+}
+
+fn crewbox(dir: &Path, script: &str, args: &[&str]) -> (Output, serde_json::Value) {
+    let script_path = dir.join("script.toml");
+    std::fs::write(&script_path, script).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_crewbox"))
+        .args(args)
+        .args(["--script", script_path.to_str().unwrap(), "--json"])
+        .current_dir(dir.join("repo"))
+        .env("CREWBOX_STATE_DIR", dir.join("state"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out, report)
+}
+
+fn guest(name: &str) -> String {
+    format!("{}/../tests/guests/dist/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+const NO_HANDOFF_EVER: &str = r#"
+[[reply]]
+agent = "executor"
+repeat = true
+text = "done, no handoff"
+"#;
+
+#[test]
+fn validators_fail_after_the_last_fix_round() {
+    let dir = repo();
+    let (out, report) = crewbox(
+        dir.path(),
+        NO_HANDOFF_EVER,
+        &[
+            "run",
+            "do it",
+            "--mode",
+            "single",
+            "--validator",
+            "handoff-schema",
+            "--max-fix-rounds",
+            "2",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a failed validation fails the run"
+    );
+    assert_eq!(report["status"], "failed");
+    let agent = &report["agents"][0];
+    assert_eq!(agent["validation"], "validation-failed");
+    let rounds: Vec<u64> = agent["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["round"].as_u64().unwrap())
+        .collect();
+    assert_eq!(rounds, [0, 1, 2], "initial check + 2 fix rounds");
+    assert_eq!(agent["turns"], 3);
+}
+
+#[test]
+fn a_faulting_validator_is_a_fault_and_starts_no_fix_round() {
+    let dir = repo();
+    let trap = guest("hostile-trap.wasm");
+    let (_, report) = crewbox(
+        dir.path(),
+        NO_HANDOFF_EVER,
+        &[
+            "run",
+            "do it",
+            "--mode",
+            "single",
+            "--validator",
+            &format!("{trap}=panic"),
+        ],
+    );
+    let agent = &report["agents"][0];
+    assert_eq!(agent["validation"], "faulted");
+    let verdicts = agent["verdicts"].as_array().unwrap();
+    assert_eq!(
+        verdicts.len(),
+        1,
+        "no fix round after a fault: {verdicts:?}"
+    );
+    assert_eq!(verdicts[0]["outcome"], "fault");
+    assert!(
+        verdicts[0]["fault"]
+            .as_str()
+            .unwrap()
+            .contains("hostile-trap")
+    );
+    assert_eq!(agent["turns"], 1);
+}
+
+const SWARM: &str = r#"
+[[reply]]
+agent = "executor"
+turn = 1
+repeat = true
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "notes.txt", content = "beta\n" }
+
+[[reply]]
+agent = "executor"
+turn = 2
+repeat = true
+text = "Wrote   BETA into notes.txt"
+"#;
+
+#[test]
+fn swarm_vote_groups_equal_answers_and_lists_conflicts() {
+    let dir = repo();
+    let (out, report) = crewbox(
+        dir.path(),
+        SWARM,
+        &[
+            "run",
+            "write beta",
+            "--mode",
+            "swarm",
+            "--swarm-size",
+            "3",
+            "--strategy",
+            "vote",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report["strategy"], "vote");
+    assert_eq!(report["groups"][0]["count"], 3, "{report}");
+    assert_eq!(report["conflicts"], serde_json::json!(["notes.txt"]));
+    let agents = report["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 3);
+    let branches: Vec<&str> = report["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_str().unwrap())
+        .collect();
+    assert_eq!(branches.len(), 3, "each member committed on its own branch");
+    assert!(
+        agents
+            .iter()
+            .all(|a| a["join"].as_str().unwrap().starts_with("swarm:"))
+    );
+    // The checkout itself is untouched.
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("repo/notes.txt")).unwrap(),
+        "alpha\n"
+    );
+}
+
+#[test]
+fn swarm_live_delivers_each_member_once() {
+    let dir = repo();
+    let (_, report) = crewbox(
+        dir.path(),
+        SWARM,
+        &["run", "write beta", "--mode", "swarm", "--strategy", "live"],
+    );
+    let waves = report["deliveries"].as_array().unwrap();
+    let delivered: Vec<&str> = waves
+        .iter()
+        .flat_map(|w| w.as_array().unwrap())
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(delivered.len(), 3, "{waves:?}");
+    let unique: std::collections::BTreeSet<_> = delivered.iter().collect();
+    assert_eq!(unique.len(), 3, "no record delivered twice");
+    assert_eq!(waves.len(), 3, "live: one delivery per completion");
+}
+
+const CREW_FAIL_THEN_PASS: &str = r#"
+[[reply]]
+agent = "planner"
+text = "1. Write gamma into notes.txt"
+
+[[reply]]
+agent = "executor"
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "notes.txt", content = "gama\n" }
+
+[[reply]]
+agent = "executor"
+turn = 2
+text = "wrote it"
+
+[[reply]]
+agent = "reviewer"
+when = "\\+gama"
+text = "Typo.\n- notes.txt says gama, not gamma\nVERDICT: FAIL"
+
+[[reply]]
+agent = "executor"
+when = "notes.txt says gama"
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "notes.txt", content = "gamma\n" }
+
+[[reply]]
+agent = "executor"
+when = "wrote|created|replaced"
+text = "fixed the typo"
+
+[[reply]]
+agent = "reviewer"
+when = "\\+gamma"
+text = "Correct now.\nVERDICT: PASS"
+"#;
+
+#[test]
+fn crew_revises_after_a_failed_review() {
+    let dir = repo();
+    let (out, report) = crewbox(
+        dir.path(),
+        CREW_FAIL_THEN_PASS,
+        &["run", "write gamma", "--mode", "crew"],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{report}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report["verdict"]["verdict"], "PASS");
+    assert_eq!(report["revisions"], 1);
+    let roles: Vec<&str> = report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["planner", "executor", "reviewer", "executor", "reviewer"]
+    );
+    // Permissions come from tool sets: the planner and reviewer were read-only.
+    let branch = report["branch"]["branch"].as_str().unwrap();
+    let show = Command::new("git")
+        .args(["show", &format!("{branch}:notes.txt")])
+        .current_dir(dir.path().join("repo"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&show.stdout), "gamma\n");
+}
+
+#[test]
+fn crew_with_zero_revisions_fails_on_a_failed_review() {
+    let dir = repo();
+    let (out, report) = crewbox(
+        dir.path(),
+        CREW_FAIL_THEN_PASS,
+        &[
+            "run",
+            "write gamma",
+            "--mode",
+            "crew",
+            "--max-revisions",
+            "0",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(report["verdict"]["verdict"], "FAIL");
+    assert_eq!(
+        report["verdict"]["findings"][0],
+        "notes.txt says gama, not gamma"
+    );
+    assert_eq!(report["revisions"], 0);
+}
+
+#[test]
+fn auto_asks_the_dispatcher_and_records_its_reason() {
+    let dir = repo();
+    let script = "[[reply]]\nrepeat = true\ntext = \"ok\"\n";
+    let (_, report) = crewbox(
+        dir.path(),
+        script,
+        &[
+            "run",
+            "compare the two approaches in parallel",
+            "--mode",
+            "auto",
+        ],
+    );
+    assert_eq!(report["decision"]["source"], "auto");
+    assert_eq!(report["decision"]["mode"], "swarm");
+    assert_eq!(report["mode"], "swarm");
+    assert!(!report["decision"]["reason"].as_str().unwrap().is_empty());
+}
