@@ -322,3 +322,116 @@ fn auto_asks_the_dispatcher_and_records_its_reason() {
     assert_eq!(report["mode"], "swarm");
     assert!(!report["decision"]["reason"].as_str().unwrap().is_empty());
 }
+
+const CHAIN: &str = r#"
+[[reply]]
+agent = "agent"
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "step1.txt", content = "one\n" }
+
+[[reply]]
+agent = "agent"
+turn = 2
+text = '''
+```json
+{"status": "partial", "summary": "wrote step1", "findings": ["step1 done"], "next_steps": ["write step2 next to step1"]}
+```
+'''
+
+[[reply]]
+agent = "agent-2"
+turn = 1
+[[reply.tool_calls]]
+name = "read_file"
+args = { path = "step1.txt" }
+
+[[reply]]
+agent = "agent-2"
+when = "one"
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "step2.txt", content = "two\n" }
+
+[[reply]]
+agent = "agent-2"
+turn = 3
+text = '''
+```json
+{"status": "success", "summary": "wrote step2", "findings": ["both steps done"]}
+```
+'''
+"#;
+
+#[test]
+fn chain_continues_on_the_previous_branch_until_no_next_steps() {
+    let dir = repo();
+    let (out, report) = crewbox(
+        dir.path(),
+        CHAIN,
+        &["run", "two steps", "--mode", "single", "--chain"],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{report}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let agents = report["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2);
+    assert_eq!(
+        agents[1]["parent"], agents[0]["id"],
+        "the follow-up is the first agent's child"
+    );
+    assert!(
+        agents[1]["task"]
+            .as_str()
+            .unwrap()
+            .contains("write step2 next to step1")
+    );
+    // The follow-up saw step1 (it started on the first branch) and its branch has both.
+    let branch = report["branch"]["branch"].as_str().unwrap();
+    let ls = Command::new("git")
+        .args(["ls-tree", "--name-only", branch])
+        .current_dir(dir.path().join("repo"))
+        .output()
+        .unwrap();
+    let files = String::from_utf8_lossy(&ls.stdout);
+    assert!(
+        files.contains("step1.txt") && files.contains("step2.txt"),
+        "{files}"
+    );
+}
+
+#[test]
+fn chain_depth_bounds_follow_ups() {
+    let dir = repo();
+    let endless = r#"
+[[reply]]
+repeat = true
+text = '''
+```json
+{"status": "partial", "summary": "more to do", "findings": ["x"], "next_steps": ["keep going"]}
+```
+'''
+"#;
+    let (_, report) = crewbox(
+        dir.path(),
+        endless,
+        &[
+            "run",
+            "go",
+            "--mode",
+            "single",
+            "--chain",
+            "--chain-depth",
+            "2",
+        ],
+    );
+    assert_eq!(
+        report["agents"].as_array().unwrap().len(),
+        3,
+        "the first agent + 2 follow-ups"
+    );
+    assert_eq!(report["chain"].as_array().unwrap().len(), 2);
+}

@@ -47,6 +47,12 @@ pub struct RunArgs {
     /// Crew: most executor revisions after a FAIL review (0..=3).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=3))]
     pub max_revisions: u32,
+    /// A handoff listing `next_steps` starts a follow-up agent on the previous agent's branch.
+    #[arg(long)]
+    pub chain: bool,
+    /// Most follow-up agents in a chain.
+    #[arg(long, default_value_t = 3)]
+    pub chain_depth: u32,
     /// Print one JSON object (the run report) and no progress.
     #[arg(long)]
     pub json: bool,
@@ -89,6 +95,8 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
         swarm_size: args.swarm_size,
         strategy: args.strategy,
         max_revisions: Some(args.max_revisions),
+        chain: args.chain,
+        chain_depth: Some(args.chain_depth),
     };
     let show_progress = !args.json && std::io::stderr().is_terminal();
     let progress =

@@ -91,16 +91,26 @@ impl Engine {
         &self,
         spec: &mut AgentSpec,
     ) -> Result<HeldWorktree, EngineError> {
+        self.acquire_worktree_at(spec, None).await
+    }
+
+    /// A worktree at `base` (a commit id) or HEAD for `spec`, which is pointed at it.
+    pub async fn acquire_worktree_at(
+        &self,
+        spec: &mut AgentSpec,
+        base: Option<&str>,
+    ) -> Result<HeldWorktree, EngineError> {
         let manager = self.worktrees.clone().ok_or_else(|| {
             EngineError::Config(format!(
                 "{} is not a git repository with a commit; run with isolation = \"none\" to work in place",
                 self.repo.display()
             ))
         })?;
-        let wt = manager
-            .acquire(spec.id.as_str())
-            .await
-            .map_err(|e| EngineError::Config(e.to_string()))?;
+        let wt = match base {
+            Some(commit) => manager.acquire_at(spec.id.as_str(), commit).await,
+            None => manager.acquire(spec.id.as_str()).await,
+        }
+        .map_err(|e| EngineError::Config(e.to_string()))?;
         spec.workspace = wt.path().to_path_buf();
         self.store.log_event(
             &spec.run_id,
@@ -201,13 +211,32 @@ impl Engine {
     /// Runs one agent to the end, isolated (when it can write) and validated as asked.
     pub async fn execute(
         &self,
+        spec: AgentSpec,
+        opts: ExecOptions,
+    ) -> Result<ExecResult, EngineError> {
+        self.execute_from(spec, opts, None).await
+    }
+
+    /// Like [`Engine::execute`], in a worktree at `commit` (a predecessor's branch tip).
+    pub async fn execute_at(
+        &self,
+        spec: AgentSpec,
+        opts: ExecOptions,
+        commit: &str,
+    ) -> Result<ExecResult, EngineError> {
+        self.execute_from(spec, opts, Some(commit)).await
+    }
+
+    async fn execute_from(
+        &self,
         mut spec: AgentSpec,
         opts: ExecOptions,
+        base: Option<&str>,
     ) -> Result<ExecResult, EngineError> {
         let isolate =
             opts.isolation == Isolation::Worktree && spec.perms.caps.contains(Capability::Write);
         let held = if isolate {
-            Some(self.acquire_worktree(&mut spec).await?)
+            Some(self.acquire_worktree_at(&mut spec, base).await?)
         } else {
             None
         };

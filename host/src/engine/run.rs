@@ -78,6 +78,12 @@ pub struct RunRequest {
     /// Crew: most executor revisions after a FAIL review (0..=3, default 1).
     #[serde(default)]
     pub max_revisions: Option<u32>,
+    /// Single: a handoff that lists `next_steps` starts a follow-up agent.
+    #[serde(default)]
+    pub chain: bool,
+    /// Most follow-ups in a chain (default 3).
+    #[serde(default)]
+    pub chain_depth: Option<u32>,
 }
 
 /// The stored, resumable description of a run: never secrets, only names.

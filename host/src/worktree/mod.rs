@@ -289,6 +289,22 @@ impl WorktreeManager {
         self.blocking(move |inner| inner.acquire(agent_id)).await
     }
 
+    /// Like [`WorktreeManager::acquire`], but at `commit` (a hex id) instead of HEAD: a
+    /// follow-up agent continues from its predecessor's branch.
+    pub async fn acquire_at(
+        &self,
+        agent_id: &str,
+        commit: &str,
+    ) -> Result<Worktree, WorktreeError> {
+        let agent_id = agent_id.to_owned();
+        let oid = Oid::from_str(commit).map_err(WorktreeError::git(
+            "parse base commit",
+            &self.inner.repo_root,
+        ))?;
+        self.blocking(move |inner| inner.acquire_from(agent_id, Some(oid)))
+            .await
+    }
+
     /// Fills the pool up to `pool_size` with prepared worktrees at HEAD, ahead of demand;
     /// returns how many were added.
     pub async fn warm(&self) -> Result<usize, WorktreeError> {
@@ -364,7 +380,14 @@ impl Inner {
     }
 
     fn acquire(&self, agent_id: String) -> Result<Worktree, WorktreeError> {
-        let head = self.head()?;
+        self.acquire_from(agent_id, None)
+    }
+
+    fn acquire_from(&self, agent_id: String, base: Option<Oid>) -> Result<Worktree, WorktreeError> {
+        let head = match base {
+            Some(oid) => oid,
+            None => self.head()?,
+        };
         let slot = loop {
             let pooled = self.slots().pool.pop();
             let Some(mut slot) = pooled else {
