@@ -60,6 +60,9 @@ pub struct AgentReport {
     /// Every validator verdict, round by round.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub verdicts: Vec<serde_json::Value>,
+    /// The typed handoff v2 parsed from its result (the last fenced JSON block), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<crewbox_handoff::Handoff>,
 }
 
 impl From<AgentRecord> for AgentReport {
@@ -68,7 +71,12 @@ impl From<AgentRecord> for AgentReport {
             (Some(s), Some(f)) => (f - s).max(0),
             _ => 0,
         };
+        let handoff = a
+            .result
+            .as_deref()
+            .and_then(|r| crewbox_handoff::parse(r).ok());
         Self {
+            handoff,
             id: a.id,
             name: a.name,
             role: a.role,

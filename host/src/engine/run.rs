@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::report::RunReport;
 use super::validate::ValidatorEntry;
@@ -255,6 +256,19 @@ impl Engine {
     /// Runs a request to the end: decide the mode, record the decision, run the mode,
     /// record how it ended.
     pub async fn run(&self, req: RunRequest) -> Result<RunReport, EngineError> {
+        let span = tracing::info_span!(
+            "run",
+            run_id = tracing::field::Empty,
+            mode = tracing::field::Empty
+        );
+        self.run_inner(req, span.clone()).instrument(span).await
+    }
+
+    async fn run_inner(
+        &self,
+        req: RunRequest,
+        span: tracing::Span,
+    ) -> Result<RunReport, EngineError> {
         let (provider_name, provider) = self.provider(&req)?;
         let prices = self
             .config
@@ -274,6 +288,8 @@ impl Engine {
         }
         let decision = self.decide(&req).await?;
         let run_id = self.create_run(&req, decision.mode, &provider_name).await?;
+        span.record("run_id", tracing::field::display(&run_id));
+        span.record("mode", decision.mode.as_str());
         self.record_decision(Some(&run_id), &req.prompt, &decision)
             .await?;
         let ctx = ModeContext {
