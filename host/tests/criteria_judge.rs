@@ -8,8 +8,8 @@ use std::time::Duration;
 use crewbox::engine::model_access::ProviderModel;
 use crewbox::engine::plugins::PluginSet;
 use crewbox::plugin::{
-    AgentOutput, AgentStatus, CallEnv, ChangeKind, ModelAccess, Plugin, PluginKind,
-    PluginRuntime, RuntimeConfig, Verdict, WorkspaceView,
+    AgentOutput, AgentStatus, CallEnv, ChangeKind, ModelAccess, Plugin, PluginKind, PluginRuntime,
+    RuntimeConfig, Verdict, WorkspaceView,
 };
 use crewbox::provider::{AgentLabel, ScriptedProvider};
 
@@ -48,8 +48,7 @@ fn env(root: &Path, model: Option<Arc<dyn ModelAccess>>) -> CallEnv {
         workspace: Some(WorkspaceView {
             root: root.to_owned(),
             changed: vec![("src/greet.rs".into(), ChangeKind::Added)],
-            diff: "--- /dev/null\n+++ b/src/greet.rs\n@@ -0,0 +1 @@\n+pub fn greet() {}\n"
-                .into(),
+            diff: "--- /dev/null\n+++ b/src/greet.rs\n@@ -0,0 +1 @@\n+pub fn greet() {}\n".into(),
         }),
         model,
     }
@@ -104,7 +103,9 @@ async fn judges_strictly_through_the_engine_plugin_set() -> anyhow::Result<()> {
     assert_eq!(v.results[0].detail, "src/greet.rs defines it");
     assert_eq!(v.fix_prompt, None);
 
-    let v = judge(&plugin, root, Some(model.clone()), &["c"]).await.unwrap();
+    let v = judge(&plugin, root, Some(model.clone()), &["c"])
+        .await
+        .unwrap();
     assert!(!v.passed, "the string \"false\" must not pass: {v:?}");
     assert!(v.results[0].detail.contains("`passed` must be a boolean"));
     assert!(v.fix_prompt.as_deref().unwrap().contains("- c: "));
@@ -117,7 +118,9 @@ async fn judges_strictly_through_the_engine_plugin_set() -> anyhow::Result<()> {
     assert!(v.results.iter().all(|r| !r.passed));
     assert!(v.results[0].detail.contains("no `results`"));
 
-    let v = judge(&plugin, root, Some(model.clone()), &[]).await.unwrap();
+    let v = judge(&plugin, root, Some(model.clone()), &[])
+        .await
+        .unwrap();
     assert!(!v.passed);
     assert_eq!(v.results[0].criterion, "the reply fulfils the task");
     assert!(

@@ -11,7 +11,9 @@ use std::fmt;
 
 use crewbox_plugin_sdk::model::{self, CompletionRequest, ModelError};
 use crewbox_plugin_sdk::workspace::{self, ChangeKind};
-use crewbox_plugin_sdk::{AgentOutput, AgentStatus, CriterionResult, Validator, ValidatorInfo, Verdict};
+use crewbox_plugin_sdk::{
+    AgentOutput, AgentStatus, CriterionResult, Validator, ValidatorInfo, Verdict,
+};
 use serde_json::{Map, Value};
 
 /// The criterion judged when none are given.
@@ -102,8 +104,8 @@ impl Validator for CriteriaJudge {
     fn describe() -> ValidatorInfo {
         ValidatorInfo {
             name: "criteria-judge".into(),
-            description: "Asks the model whether the agent's reply and changes meet each criterion."
-                .into(),
+            description:
+                "Asks the model whether the agent's reply and changes meet each criterion.".into(),
             default_criteria: vec![DEFAULT_CRITERION.into()],
         }
     }
@@ -165,14 +167,20 @@ pub fn model_error_message(error: &ModelError) -> String {
         ModelError::Unavailable(m) => {
             format!("criteria-judge could not judge: no model is available: {m}")
         }
-        ModelError::Failed(m) => format!("criteria-judge could not judge: the model call failed: {m}"),
+        ModelError::Failed(m) => {
+            format!("criteria-judge could not judge: the model call failed: {m}")
+        }
     }
 }
 
 /// The user prompt: the evidence, each piece delimited and truncated, then the criteria.
 pub fn user_prompt(evidence: &Evidence<'_>, criteria: &[String]) -> String {
     let mut p = String::new();
-    section(&mut p, "TASK", &truncate_head(evidence.task, MAX_TASK_BYTES));
+    section(
+        &mut p,
+        "TASK",
+        &truncate_head(evidence.task, MAX_TASK_BYTES),
+    );
     p.push_str(&format!(
         "The agent (role `{}`) {}.\n\n",
         evidence.role, evidence.status
@@ -432,7 +440,11 @@ mod tests {
         let v = verdict(judge("{}", &crit(&["a", "b"])));
         assert!(!v.passed);
         assert_eq!(v.results.len(), 2);
-        assert!(v.results.iter().all(|r| !r.passed && r.detail.contains("no `results`")));
+        assert!(
+            v.results
+                .iter()
+                .all(|r| !r.passed && r.detail.contains("no `results`"))
+        );
         assert!(v.fix_prompt.unwrap().contains("- a: "));
     }
 
@@ -496,18 +508,28 @@ mod tests {
 
     #[test]
     fn a_missing_passed_fails() {
-        let r = judge(r#"{"results":[{"criterion":"a","detail":"d"}]}"#, &crit(&["a"]));
+        let r = judge(
+            r#"{"results":[{"criterion":"a","detail":"d"}]}"#,
+            &crit(&["a"]),
+        );
         assert!(!r[0].passed);
         assert!(r[0].detail.contains("`passed` is missing"));
     }
 
     #[test]
     fn unparsable_replies_fail_with_a_reason() {
-        for reply in ["not json", "", "```json\n{\"results\": [\n```", "{\"results\": [ oops"] {
+        for reply in [
+            "not json",
+            "",
+            "```json\n{\"results\": [\n```",
+            "{\"results\": [ oops",
+        ] {
             let v = verdict(judge(reply, &crit(&["a"])));
             assert!(!v.passed, "{reply:?}");
             assert!(
-                v.results[0].detail.starts_with("the model's reply was not valid JSON: "),
+                v.results[0]
+                    .detail
+                    .starts_with("the model's reply was not valid JSON: "),
                 "{reply:?}: {}",
                 v.results[0].detail
             );
