@@ -49,6 +49,12 @@ pub static BUILTINS: &[Builtin] = &[
         wasm: dist!("no-secrets.wasm"),
     },
     Builtin {
+        name: "criteria-judge",
+        kind: PluginKind::Validator,
+        description: "Asks the model whether the reply and changes meet each criterion; strictly typed answers only.",
+        wasm: dist!("criteria-judge.wasm"),
+    },
+    Builtin {
         name: "planner",
         kind: PluginKind::Role,
         description: "Reads the repository and writes a numbered plan; never edits files.",
@@ -97,7 +103,7 @@ mod tests {
         for b in BUILTINS {
             assert!(std::ptr::eq(builtin(b.name).unwrap(), b), "{}", b.name);
         }
-        assert_eq!(BUILTINS.len(), 6);
+        assert_eq!(BUILTINS.len(), 7);
         assert!(builtin("nope").is_none());
     }
 
@@ -107,6 +113,7 @@ mod tests {
         assert_eq!(kind("heuristic"), PluginKind::Dispatcher);
         assert_eq!(kind("no-secrets"), PluginKind::Validator);
         assert_eq!(kind("handoff-schema"), PluginKind::Validator);
+        assert_eq!(kind("criteria-judge"), PluginKind::Validator);
         assert_eq!(kind("reviewer"), PluginKind::Role);
     }
 }
