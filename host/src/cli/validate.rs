@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::Exit;
 use super::plugin::{Found, resolve, runtime};
-use crate::plugin::{AgentOutput, AgentStatus, CallEnv, Grants, PluginKind, WorkspaceView};
+use crate::plugin::{AgentOutput, AgentStatus, CallEnv, PluginKind, WorkspaceView};
 
 /// `crewbox validate`.
 #[derive(Debug, clap::Args)]
@@ -99,16 +99,8 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Usage);
     };
     let rt = runtime()?;
-    let plugin = match rt
-        .load(
-            &name,
-            source,
-            bytes,
-            Grants::defaults_for(PluginKind::Validator),
-            None,
-        )
-        .await
-    {
+    let grants = crate::engine::plugins::grants_for(&name, &source, PluginKind::Validator);
+    let plugin = match rt.load(&name, source, bytes, grants, None).await {
         Ok(p) if p.kind() == PluginKind::Validator => p,
         Ok(p) => {
             eprintln!("`{name}` is a {}, not a validator", p.kind());

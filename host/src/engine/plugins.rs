@@ -57,10 +57,7 @@ impl PluginSet {
                         b.name, b.kind
                     )));
                 }
-                let mut grants = Grants::defaults_for(kind);
-                if MODEL_BUILTINS.contains(&b.name) {
-                    grants = grants.model(JUDGE_BUDGET);
-                }
+                let grants = grants_for(b.name, &PluginSource::Builtin, kind);
                 self.runtime
                     .load(
                         b.name,
@@ -122,6 +119,21 @@ impl PluginSet {
             )
             .await
             .map_err(|e| EngineError::Config(e.to_string()))
+    }
+}
+
+/// The grants a plugin gets: its kind's defaults, plus the model for the built-ins that
+/// need it (trusted: they ship with crewbox). Files get no model unless the user's own
+/// configuration grants it.
+pub fn grants_for(name: &str, source: &PluginSource, kind: PluginKind) -> Grants {
+    let grants = Grants::defaults_for(kind);
+    match source {
+        PluginSource::Builtin
+            if kind == PluginKind::Validator && MODEL_BUILTINS.contains(&name) =>
+        {
+            grants.model(JUDGE_BUDGET)
+        }
+        _ => grants,
     }
 }
 
