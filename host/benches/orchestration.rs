@@ -56,7 +56,7 @@ fn agent(run: &RunId, i: usize, parent: Option<&AgentId>, join: Option<String>) 
         caps: vec!["read".into(), "write".into()],
         depth: 0,
         join,
-        state: if i % 17 == 0 {
+        state: if i.is_multiple_of(17) {
             AgentState::Error
         } else {
             AgentState::Completed
@@ -81,7 +81,7 @@ fn tree_agents(run: &RunId) -> Vec<AgentRecord> {
     for r in 0..TREE_ROOTS {
         let parent = out[r].id.clone();
         for _ in 0..7 {
-            let join = (r % 4 == 0).then(|| format!("group:g-{r}"));
+            let join = r.is_multiple_of(4).then(|| format!("group:g-{r}"));
             children.push(out.len());
             out.push(agent(run, out.len(), Some(&parent), join));
         }
@@ -89,7 +89,7 @@ fn tree_agents(run: &RunId) -> Vec<AgentRecord> {
     for c in children {
         let parent = out[c].id.clone();
         for _ in 0..6 {
-            let join = (c % 3 == 0).then(|| format!("swarm:{run}-{c}"));
+            let join = c.is_multiple_of(3).then(|| format!("swarm:{run}-{c}"));
             out.push(agent(run, out.len(), Some(&parent), join));
         }
     }
