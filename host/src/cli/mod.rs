@@ -7,10 +7,12 @@ pub mod control;
 pub mod demo;
 pub mod dispatch;
 pub mod events;
+pub mod history;
 pub mod plugin;
 mod progress;
 pub mod run;
 pub mod status;
+pub mod tree;
 pub mod validate;
 pub mod worktree;
 
@@ -63,6 +65,10 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Print stored events as NDJSON.
     Events(events::EventsArgs),
+    /// Show the agent tree of a run (text, Mermaid or JSON).
+    Tree(tree::TreeArgs),
+    /// Show a histogram of the dispatch decisions.
+    History(history::HistoryArgs),
     /// Send a message to a running agent (delivered after its current tool call).
     Steer(control::SteerArgs),
     /// Stop a running agent or run.
@@ -119,6 +125,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Demo(args) => demo::run(g, args).await,
         Command::Status(args) => status::run(Context::resolve(g)?, args).await,
         Command::Events(args) => events::run(Context::resolve(g)?, args).await,
+        Command::Tree(args) => tree::run(Context::resolve(g)?, args).await,
+        Command::History(args) => history::run(Context::resolve(g)?, args).await,
         Command::Steer(args) => control::steer(Context::resolve(g)?, args).await,
         Command::Stop(args) => control::stop(Context::resolve(g)?, args).await,
         Command::Plugin(args) => plugin::run(args).await,

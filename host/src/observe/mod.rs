@@ -1,5 +1,8 @@
 //! Observability: tracing setup (spans run → agent → turn → tool carry the ids).
 
+pub mod history;
+pub mod tree;
+
 use tracing_subscriber::EnvFilter;
 
 /// Installs the global subscriber: `RUST_LOG` filters (default `warn`), JSON on request.

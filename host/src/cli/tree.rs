@@ -1,0 +1,63 @@
+//! `crewbox tree`: the agent tree of a run as text, Mermaid or JSON.
+
+use std::io::Write as _;
+
+use super::{Context, Exit};
+use crate::observe::tree;
+
+/// How `crewbox tree` prints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TreeFormat {
+    /// Indented lines with box-drawing branches.
+    #[default]
+    Text,
+    /// A Mermaid `flowchart TD`.
+    Mermaid,
+    /// Nested JSON.
+    Json,
+}
+
+/// Arguments of `crewbox tree`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TreeArgs {
+    /// A run id (or unique prefix); the latest run when absent.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TreeFormat::Text)]
+    pub format: TreeFormat,
+}
+
+/// Prints who spawned whom in a run, with group and swarm membership.
+pub async fn run(ctx: Context, args: TreeArgs) -> anyhow::Result<Exit> {
+    let store = ctx.existing_store()?;
+    let run = match &args.run {
+        Some(id) => store.find_run(id).await?,
+        None => store.recent_runs(1).await?.into_iter().next(),
+    };
+    let Some(run) = run else {
+        match &args.run {
+            Some(id) => eprintln!("crewbox: no run matches `{id}`"),
+            None => eprintln!("crewbox: no runs recorded yet"),
+        }
+        return Ok(Exit::Usage);
+    };
+    let agents = store.agents(&run.id).await?;
+    let tree = tree::build(&agents);
+    let out = match args.format {
+        TreeFormat::Text => {
+            let mut text = format!("run {} ({})\n", run.id, run.mode.as_str());
+            text.push_str(&tree.render_text());
+            text
+        }
+        TreeFormat::Mermaid => tree.render_mermaid(),
+        TreeFormat::Json => {
+            let mut json = tree.render_json(run.id.as_str());
+            json.push('\n');
+            json
+        }
+    };
+    // One write: a large tree is printed without line-by-line locking.
+    std::io::stdout().lock().write_all(out.as_bytes())?;
+    Ok(Exit::Ok)
+}
