@@ -137,17 +137,17 @@ fn tree_figures() -> anyhow::Result<serde_json::Value> {
         let (mut json_len, mut text_len) = (0, 0);
         for _ in 0..TREE_RUNS {
             let start = Instant::now();
-            let stored = store.agents(&run.id).await?;
+            let stored = store.agent_nodes(&run.id).await?;
             read.push(start.elapsed());
             assert_eq!(stored.len(), TREE_AGENTS);
 
             let start = Instant::now();
-            let stored = store.agents(&run.id).await?;
+            let stored = store.agent_nodes(&run.id).await?;
             json_len = black_box(tree::build(&stored).render_json(run.id.as_str())).len();
             json.push(start.elapsed());
 
             let start = Instant::now();
-            let stored = store.agents(&run.id).await?;
+            let stored = store.agent_nodes(&run.id).await?;
             let built = tree::build(&stored);
             assert_eq!(built.roots().count(), TREE_ROOTS);
             text_len = black_box(built.render_text()).len();

@@ -42,7 +42,7 @@ pub async fn run(ctx: Context, args: TreeArgs) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Usage);
     };
-    let agents = store.agents(&run.id).await?;
+    let agents = store.agent_nodes(&run.id).await?;
     let tree = tree::build(&agents);
     let out = match args.format {
         TreeFormat::Text => {

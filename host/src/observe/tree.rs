@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::store::AgentRecord;
+use crate::store::AgentNode;
 
 /// Below this depth text lines stop indenting (and say their depth instead); otherwise
 /// a deep chain would print quadratically many spaces.
@@ -13,7 +13,7 @@ pub const MAX_TEXT_INDENT: usize = 64;
 /// The agents of one run arranged by parent, children in creation order.
 #[derive(Debug)]
 pub struct AgentTree<'a> {
-    agents: &'a [AgentRecord],
+    agents: &'a [AgentNode],
     roots: Vec<usize>,
     children: Vec<Vec<usize>>,
     parent: Vec<Option<usize>>,
@@ -21,7 +21,7 @@ pub struct AgentTree<'a> {
 
 /// Arranges agents by parent. Roots are agents without a parent, whose parent is not
 /// among `agents`, or (for corrupt data) the earliest member of a parent cycle.
-pub fn build(agents: &[AgentRecord]) -> AgentTree<'_> {
+pub fn build(agents: &[AgentNode]) -> AgentTree<'_> {
     let n = agents.len();
     let mut order: Vec<usize> = (0..n).collect();
     // Already sorted when read from the store, which makes this stable sort linear.
@@ -103,12 +103,12 @@ impl<'a> AgentTree<'a> {
     }
 
     /// The root agents, in creation order.
-    pub fn roots(&self) -> impl Iterator<Item = &'a AgentRecord> + '_ {
+    pub fn roots(&self) -> impl Iterator<Item = &'a AgentNode> + '_ {
         self.roots.iter().map(|&i| &self.agents[i])
     }
 
     /// The children of the agent at `index` in the input slice, in creation order.
-    pub fn children_of(&self, index: usize) -> impl Iterator<Item = &'a AgentRecord> + '_ {
+    pub fn children_of(&self, index: usize) -> impl Iterator<Item = &'a AgentNode> + '_ {
         self.children[index].iter().map(|&i| &self.agents[i])
     }
 
@@ -288,8 +288,8 @@ mod tests {
     use crate::ids::{AgentId, RunId};
     use crate::store::AgentStats;
 
-    fn agent(id: &str, parent: Option<&str>, at: i64) -> AgentRecord {
-        AgentRecord {
+    fn agent(id: &str, parent: Option<&str>, at: i64) -> AgentNode {
+        crate::store::AgentRecord {
             id: AgentId::from_string(id),
             run_id: RunId::from_string("r-1"),
             parent: parent.map(AgentId::from_string),
@@ -307,9 +307,10 @@ mod tests {
             started_at: None,
             finished_at: None,
         }
+        .into()
     }
 
-    fn ids<'a>(it: impl Iterator<Item = &'a AgentRecord>) -> Vec<&'a str> {
+    fn ids<'a>(it: impl Iterator<Item = &'a AgentNode>) -> Vec<&'a str> {
         it.map(|a| a.id.as_str()).collect()
     }
 

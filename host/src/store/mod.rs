@@ -15,8 +15,8 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
 pub use records::{
-    AgentRecord, AgentStats, ControlKind, ControlRecord, DispatchRecord, EventRecord, RunRecord,
-    now_ms,
+    AgentNode, AgentRecord, AgentStats, ControlKind, ControlRecord, DispatchRecord, EventRecord,
+    RunRecord, now_ms,
 };
 pub use schema::SCHEMA_VERSION;
 use writer::{Ack, Write};

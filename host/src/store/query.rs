@@ -333,3 +333,31 @@ impl Store {
         .await
     }
 }
+
+impl Store {
+    /// The tree outline of a run's agents, in creation order (no tasks or results).
+    pub async fn agent_nodes(&self, run_id: &RunId) -> Result<Vec<super::AgentNode>, StoreError> {
+        let id = run_id.clone();
+        self.read(move |c| {
+            collect(
+                c,
+                "list agent nodes",
+                "SELECT id, parent_id, name, role, state, join_mode, created_at FROM agents WHERE run_id = ?1 ORDER BY created_at, id",
+                params![id.as_str()],
+                |r| {
+                    let state: String = r.get(4)?;
+                    Ok(super::AgentNode {
+                        id: AgentId::from_string(r.get::<_, String>(0)?),
+                        parent: r.get::<_, Option<String>>(1)?.map(AgentId::from_string),
+                        name: r.get(2)?,
+                        role: r.get(3)?,
+                        state: AgentState::parse(&state).ok_or_else(|| bad("agent state", &state))?,
+                        join: r.get(5)?,
+                        created_at: r.get(6)?,
+                    })
+                },
+            )
+        })
+        .await
+    }
+}

@@ -161,3 +161,36 @@ pub struct ControlRecord {
     /// The steering message.
     pub message: Option<String>,
 }
+
+/// The part of an agent a tree needs: cheap to read for runs of many thousands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentNode {
+    /// The agent's id.
+    pub id: AgentId,
+    /// The agent that spawned it.
+    pub parent: Option<AgentId>,
+    /// Its name.
+    pub name: String,
+    /// Its role.
+    pub role: String,
+    /// Where it is.
+    pub state: AgentState,
+    /// How it is joined, if batched.
+    pub join: Option<String>,
+    /// Creation time (ms).
+    pub created_at: i64,
+}
+
+impl From<AgentRecord> for AgentNode {
+    fn from(a: AgentRecord) -> Self {
+        Self {
+            id: a.id,
+            parent: a.parent,
+            name: a.name,
+            role: a.role,
+            state: a.state,
+            join: a.join,
+            created_at: a.created_at,
+        }
+    }
+}
