@@ -79,25 +79,13 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 async fn insert_run(store: &Store) -> RunId {
-    let run = RunId::new();
-    store
-        .insert_run(&crewbox::store::RunRecord {
-            id: run.clone(),
-            mode: crewbox::engine::Mode::Single,
-            prompt: "bench".into(),
-            team: None,
-            status: crewbox::engine::RunStatus::Running,
-            exit_reason: None,
-            result: None,
-            spec: serde_json::json!({}),
-            pid: None,
-            created_at: crewbox::store::now_ms(),
-            finished_at: None,
-            details: None,
-        })
-        .await
-        .unwrap();
-    run
+    let run = crewbox::store::RunRecord::started(
+        crewbox::engine::Mode::Single,
+        "bench",
+        serde_json::json!({}),
+    );
+    store.insert_run(&run).await.unwrap();
+    run.id
 }
 
 #[tokio::main]

@@ -58,23 +58,15 @@ fn spec(f: &Fixture, script: &str, quotas: Quotas, caps: CapSet) -> AgentSpec {
 }
 
 async fn insert_run(store: &Store, run: &RunId) {
-    store
-        .insert_run(&crewbox::store::RunRecord {
-            id: run.clone(),
-            mode: crewbox::engine::Mode::Single,
-            prompt: "p".into(),
-            team: None,
-            status: crewbox::engine::RunStatus::Running,
-            exit_reason: None,
-            result: None,
-            spec: serde_json::json!({}),
-            pid: None,
-            created_at: crewbox::store::now_ms(),
-            finished_at: None,
-            details: None,
-        })
-        .await
-        .unwrap();
+    let record = crewbox::store::RunRecord {
+        id: run.clone(),
+        ..crewbox::store::RunRecord::started(
+            crewbox::engine::Mode::Single,
+            "p",
+            serde_json::json!({}),
+        )
+    };
+    store.insert_run(&record).await.unwrap();
 }
 
 const TOOLS_SCRIPT: &str = r#"

@@ -20,7 +20,7 @@ use crate::ids::{AgentId, RunId};
 use crate::provider::breaker::Breakers;
 use crate::provider::config::{BuildContext, ProviderConfig};
 use crate::provider::{Provider, ProviderError};
-use crate::store::{RunRecord, Store, StoreError, now_ms};
+use crate::store::{RunRecord, Store, StoreError};
 
 /// The scripted demo conversation embedded in the binary.
 pub const DEMO_SCRIPT: &str = include_str!("../../assets/demo/script.toml");
@@ -171,27 +171,14 @@ impl Engine {
         mode: Mode,
         provider: &str,
     ) -> Result<RunId, EngineError> {
-        let id = RunId::new();
         let spec = RunSpec {
             request: req.clone(),
             provider: provider.to_owned(),
         };
-        self.store
-            .insert_run(&RunRecord {
-                id: id.clone(),
-                mode,
-                prompt: req.prompt.clone(),
-                team: None,
-                status: RunStatus::Running,
-                exit_reason: None,
-                result: None,
-                spec: serde_json::to_value(&spec).unwrap_or_else(|_| json!({})),
-                pid: Some(std::process::id()),
-                created_at: now_ms(),
-                finished_at: None,
-                details: None,
-            })
-            .await?;
+        let spec = serde_json::to_value(&spec).unwrap_or_else(|_| json!({}));
+        let run = RunRecord::started(mode, req.prompt.clone(), spec);
+        let id = run.id.clone();
+        self.store.insert_run(&run).await?;
         self.store.log_event(
             &id,
             None,

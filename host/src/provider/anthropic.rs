@@ -432,14 +432,6 @@ impl Provider for AnthropicProvider {
         &self.options.model
     }
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
-        let overall = self.options.timeouts.overall;
-        tokio::time::timeout(overall, self.attempt(request))
-            .await
-            .map_err(|_| {
-                ProviderError::Timeout(format!(
-                    "no complete reply within {} s",
-                    overall.as_secs_f32()
-                ))
-            })?
+        super::http::within(self.options.timeouts.overall, self.attempt(request)).await
     }
 }

@@ -260,6 +260,19 @@ pub(crate) fn parse_arguments(raw: &str) -> serde_json::Value {
     serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_owned()))
 }
 
+/// Runs one attempt under the overall time limit of a model call.
+pub async fn within(
+    overall: Duration,
+    attempt: impl std::future::Future<Output = Result<super::Completion, ProviderError>>,
+) -> Result<super::Completion, ProviderError> {
+    tokio::time::timeout(overall, attempt).await.map_err(|_| {
+        ProviderError::Timeout(format!(
+            "no complete reply within {} s",
+            overall.as_secs_f32()
+        ))
+    })?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,6 +43,26 @@ pub struct RunRecord {
     pub details: Option<serde_json::Value>,
 }
 
+impl RunRecord {
+    /// A new running run driven by this process.
+    pub fn started(mode: Mode, prompt: impl Into<String>, spec: serde_json::Value) -> Self {
+        Self {
+            id: RunId::new(),
+            mode,
+            prompt: prompt.into(),
+            team: None,
+            status: RunStatus::Running,
+            exit_reason: None,
+            result: None,
+            spec,
+            pid: Some(std::process::id()),
+            created_at: now_ms(),
+            finished_at: None,
+            details: None,
+        }
+    }
+}
+
 /// One dispatch decision, explicit or automatic.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DispatchRecord {
