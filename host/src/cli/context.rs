@@ -123,7 +123,9 @@ impl Context {
             plugins: PluginSet::new(runtime, self.repo.clone()),
             worktrees,
             shutdown,
-        })
+            spawns: None,
+        }
+        .with_spawn_queue())
     }
 }
 

@@ -9,6 +9,7 @@ pub mod plugins;
 pub mod report;
 pub mod run;
 pub mod single;
+pub mod spawn;
 pub mod swarm;
 pub mod validate;
 

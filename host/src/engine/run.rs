@@ -113,6 +113,8 @@ pub struct Engine {
     pub plugins: super::plugins::PluginSet,
     /// Worktrees of the repository (None when it is not a git repository with a commit).
     pub worktrees: Option<crate::worktree::WorktreeManager>,
+    /// The spawn batcher (None: agents are executed directly).
+    pub spawns: Option<Arc<super::spawn::SpawnQueue>>,
     /// Cancelled when the process is asked to stop.
     pub shutdown: CancellationToken,
 }

@@ -198,7 +198,8 @@ impl Engine {
             .unwrap_or(3)
             .clamp(2, 5) as usize;
         let strategy = ctx.req.strategy.unwrap_or_default();
-        let join_label = format!("swarm:{}", ctx.run_id);
+        // Members go through the spawn batcher as one swarm; flush, then await them.
+        let swarm_id = crate::batch::SwarmId::new(ctx.run_id.as_str());
         let mut running = FuturesUnordered::new();
         for i in 0..size {
             let name = format!("swarm-{}", i + 1);
@@ -207,10 +208,21 @@ impl Engine {
                 isolation: ctx.isolation(),
                 validators: ctx.validators.clone(),
                 max_fix_rounds: ctx.max_fix_rounds(),
-                join: Some(join_label.clone()),
+                join: None,
             };
-            running.push(async move { (i, self.execute(spec, opts).await) });
+            let result = self
+                .submit(spec, opts, crate::batch::JoinMode::Swarm(swarm_id.clone()))
+                .await?;
+            running.push(async move {
+                let r = result.await.unwrap_or_else(|_| {
+                    Err(EngineError::Config(
+                        "the spawn queue dropped the agent".into(),
+                    ))
+                });
+                (i, r)
+            });
         }
+        self.flush_spawns().await?;
         let mut join = SwarmJoin::new(strategy, size, Waves::default());
         let mut results: BTreeMap<usize, ExecResult> = BTreeMap::new();
         let mut deliveries: Vec<Vec<usize>> = Vec::new();
