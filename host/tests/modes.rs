@@ -182,6 +182,37 @@ fn swarm_vote_groups_equal_answers_and_lists_conflicts() {
         std::fs::read_to_string(dir.path().join("repo/notes.txt")).unwrap(),
         "alpha\n"
     );
+    // The members went through the spawn batcher as one swarm, recorded before they ran.
+    let events = Command::new(env!("CARGO_BIN_EXE_crewbox"))
+        .args(["events", "--run", report["run_id"].as_str().unwrap()])
+        .current_dir(dir.path().join("repo"))
+        .env("CREWBOX_STATE_DIR", dir.path().join("state"))
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .output()
+        .unwrap();
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&events.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let batch = events
+        .iter()
+        .position(|e| e["kind"] == "batch.finalized")
+        .expect("a batch event");
+    assert_eq!(
+        events[batch]["data"]["swarms"][0]["members"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let first_start = events
+        .iter()
+        .position(|e| e["kind"] == "agent.state" && e["data"]["state"] == "running")
+        .unwrap();
+    assert!(
+        batch < first_start,
+        "the batch is recorded before any member runs"
+    );
 }
 
 #[test]
