@@ -128,7 +128,13 @@ impl Engine {
         })
     }
 
-    fn member_spec(&self, ctx: &ModeContext, tc: &TeamContext, m: &Member, task: &str) -> AgentSpec {
+    fn member_spec(
+        &self,
+        ctx: &ModeContext,
+        tc: &TeamContext,
+        m: &Member,
+        task: &str,
+    ) -> AgentSpec {
         let mut spec = self.agent_spec(ctx, &m.name, &m.role, task, caps_for(m.access));
         spec.provider = tc.provider(&m.name, &ctx.provider);
         spec
@@ -251,7 +257,11 @@ impl Engine {
             );
             let spec = self.member_spec(ctx, tc, m, &prompt);
             let mut one = self
-                .run_group(ctx, vec![(spec, Self::member_opts(ctx, "sequential"))], None)
+                .run_group(
+                    ctx,
+                    vec![(spec, Self::member_opts(ctx, "sequential"))],
+                    None,
+                )
                 .await?;
             runs.append(&mut one);
         }
@@ -286,8 +296,13 @@ impl Engine {
         });
         let mut details = serde_json::Map::new();
         let orchestrator_spec = |task: &str| {
-            let mut spec =
-                self.agent_spec(ctx, "orchestrator", "orchestrator", task, CapSet::read_only());
+            let mut spec = self.agent_spec(
+                ctx,
+                "orchestrator",
+                "orchestrator",
+                task,
+                CapSet::read_only(),
+            );
             spec.provider = tc.orchestrator.clone();
             spec
         };
