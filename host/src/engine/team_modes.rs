@@ -172,10 +172,7 @@ impl Engine {
         let waits = pending.into_iter().map(|(id, rx)| async move {
             let started = Instant::now();
             let result = match timeout {
-                Some(t) => match tokio::time::timeout(t, rx).await {
-                    Ok(r) => Some(r),
-                    Err(_) => None,
-                },
+                Some(t) => tokio::time::timeout(t, rx).await.ok(),
                 None => Some(rx.await),
             };
             let result = match result {
@@ -346,7 +343,8 @@ impl Engine {
                 unknown.extend(assignments.unknown.iter().cloned());
             }
         }
-        unknown.dedup();
+        let mut seen = std::collections::HashSet::new();
+        unknown.retain(|n| seen.insert(n.to_ascii_lowercase()));
         if !unknown.is_empty() {
             details.insert("unknown_workers".into(), json!(unknown));
             self.store.log_event(
