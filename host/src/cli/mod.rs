@@ -12,6 +12,7 @@ pub mod plugin;
 mod progress;
 pub mod run;
 pub mod status;
+pub mod team;
 pub mod tree;
 pub mod validate;
 pub mod worktree;
@@ -83,6 +84,8 @@ pub enum Command {
     Handoff(handoff::HandoffArgs),
     /// List or prune agent worktrees.
     Worktree(worktree::WorktreeArgs),
+    /// List teams or show one.
+    Team(team::TeamArgs),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -133,6 +136,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Dispatch(args) => dispatch::run(args).await,
         Command::Validate(args) => validate::run(args).await,
         Command::Handoff(args) => handoff::dispatch(&args),
+        Command::Team(args) => team::run(args, &Context::resolve(g)?.repo).await,
         Command::Worktree(args) => {
             let ctx = Context::resolve(g)?;
             worktree::run(args, &ctx.repo, &ctx.worktrees_dir()).await

@@ -53,6 +53,9 @@ pub struct RunArgs {
     /// Most follow-up agents in a chain.
     #[arg(long, default_value_t = 3)]
     pub chain_depth: u32,
+    /// Run this team (`.crewbox/teams/NAME.toml`); the mode defaults to the team's.
+    #[arg(long, value_name = "NAME")]
+    pub team: Option<String>,
     /// Print one JSON object (the run report) and no progress.
     #[arg(long)]
     pub json: bool,
@@ -97,6 +100,7 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
         max_revisions: Some(args.max_revisions),
         chain: args.chain,
         chain_depth: Some(args.chain_depth),
+        team: args.team,
     };
     let show_progress = !args.json && std::io::stderr().is_terminal();
     let progress =

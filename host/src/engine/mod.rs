@@ -11,6 +11,7 @@ pub mod run;
 pub mod single;
 pub mod spawn;
 pub mod swarm;
+pub mod team_modes;
 pub mod validate;
 
 use serde::{Deserialize, Serialize};

@@ -108,6 +108,9 @@ pub struct RunReport {
     pub run_id: RunId,
     /// The mode it ran in.
     pub mode: Mode,
+    /// The team it ran (team modes only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
     /// completed, failed or cancelled (running if it has not ended).
     pub status: RunStatus,
     /// Why it ended.
@@ -158,6 +161,7 @@ impl RunReport {
         Ok(Self {
             run_id: run.id,
             mode: run.mode,
+            team: run.team,
             status: run.status,
             exit_reason: run.exit_reason,
             result: run.result,

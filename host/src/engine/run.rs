@@ -85,6 +85,9 @@ pub struct RunRequest {
     /// Most follow-ups in a chain (default 3).
     #[serde(default)]
     pub chain_depth: Option<u32>,
+    /// The team (from `.crewbox/teams/NAME.toml`) a team mode runs.
+    #[serde(default)]
+    pub team: Option<String>,
 }
 
 /// The stored, resumable description of a run: never secrets, only names.
@@ -172,13 +175,15 @@ impl Engine {
         req: &RunRequest,
         mode: Mode,
         provider: &str,
+        team: Option<&str>,
     ) -> Result<RunId, EngineError> {
         let spec = RunSpec {
             request: req.clone(),
             provider: provider.to_owned(),
         };
         let spec = serde_json::to_value(&spec).unwrap_or_else(|_| json!({}));
-        let run = RunRecord::started(mode, req.prompt.clone(), spec);
+        let mut run = RunRecord::started(mode, req.prompt.clone(), spec);
+        run.team = team.map(str::to_owned);
         let id = run.id.clone();
         self.store.insert_run(&run).await?;
         self.store.log_event(
@@ -255,10 +260,33 @@ impl Engine {
 
     async fn run_inner(
         &self,
-        req: RunRequest,
+        mut req: RunRequest,
         span: tracing::Span,
     ) -> Result<RunReport, EngineError> {
+        let team = match &req.team {
+            Some(name) => {
+                let team = self.load_team(name).await?;
+                if req.mode.is_none() {
+                    req.mode = Some(team.mode.into());
+                }
+                Some(team)
+            }
+            None => None,
+        };
         let (provider_name, provider) = self.provider(&req)?;
+        let team = match team {
+            Some(team) => Some(self.team_context(&req, team, &provider)?),
+            None => {
+                if let Some(mode @ (Mode::Broadcast | Mode::Sequential | Mode::Orchestrate)) =
+                    req.mode
+                {
+                    return Err(EngineError::Config(format!(
+                        "mode `{mode}` runs a team: pass --team NAME"
+                    )));
+                }
+                None
+            }
+        };
         let prices = self
             .config
             .providers
@@ -276,7 +304,14 @@ impl Engine {
             )));
         }
         let decision = self.decide(&req).await?;
-        let run_id = self.create_run(&req, decision.mode, &provider_name).await?;
+        let run_id = self
+            .create_run(
+                &req,
+                decision.mode,
+                &provider_name,
+                team.as_ref().map(|t| t.team.name.as_str()),
+            )
+            .await?;
         span.record("run_id", tracing::field::display(&run_id));
         span.record("mode", decision.mode.as_str());
         self.record_decision(Some(&run_id), &req.prompt, &decision)
@@ -288,6 +323,7 @@ impl Engine {
             prices,
             validators,
             decision,
+            team,
         };
         let controls = tokio::spawn({
             let manager = self.manager.clone();
@@ -333,6 +369,9 @@ impl Engine {
             Mode::Single | Mode::Auto => self.run_single(ctx).await,
             Mode::Swarm => self.run_swarm(ctx).await,
             Mode::Crew => self.run_crew(ctx).await,
+            Mode::Broadcast => self.run_broadcast(ctx).await,
+            Mode::Sequential => self.run_sequential(ctx).await,
+            Mode::Orchestrate => self.run_orchestrate(ctx).await,
             other => Err(EngineError::Unsupported(other)),
         }
     }
@@ -381,6 +420,8 @@ pub struct ModeContext {
     pub validators: Vec<ValidatorEntry>,
     /// How the mode was chosen.
     pub decision: super::dispatch::Decision,
+    /// The team, for team modes.
+    pub team: Option<super::team_modes::TeamContext>,
 }
 
 impl ModeContext {

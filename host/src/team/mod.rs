@@ -9,3 +9,44 @@ pub use file::{
     Access, Evaluator, MAX_NAME_LEN, Member, Orchestrator, Team, TeamError, TeamMode, TeamProblem,
     TeamSource, load_dir, load_file, merge_layers, parse_team, valid_name,
 };
+
+use std::path::{Path, PathBuf};
+
+/// The directories teams are read from, lowest precedence first: the user's
+/// `$XDG_CONFIG_HOME/crewbox/teams/`, then the repository's `.crewbox/teams/`.
+pub fn team_dirs(repo: &Path) -> (Option<PathBuf>, PathBuf) {
+    let user = crate::config::xdg_dir("XDG_CONFIG_HOME", ".config")
+        .map(|d| d.join("crewbox").join("teams"));
+    (user, repo.join(".crewbox").join("teams"))
+}
+
+/// Every team visible from `repo`, user teams overridden by repo teams of the same name.
+/// Blocking: call it from `spawn_blocking`.
+pub fn discover(repo: &Path) -> Result<Vec<Team>, TeamError> {
+    let (user, repo_dir) = team_dirs(repo);
+    let user = match user {
+        Some(dir) => load_dir(&dir, TeamSource::User)?,
+        None => Vec::new(),
+    };
+    let repo = load_dir(&repo_dir, TeamSource::Repo)?;
+    Ok(merge_layers([user, repo]))
+}
+
+impl TeamSource {
+    /// The file the team came from (none for built-in teams).
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Self::Builtin => None,
+            Self::User(p) | Self::Repo(p) => Some(p),
+        }
+    }
+
+    /// `builtin`, `user` or `repo`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Builtin => "builtin",
+            Self::User(_) => "user",
+            Self::Repo(_) => "repo",
+        }
+    }
+}

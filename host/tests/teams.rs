@@ -1,0 +1,443 @@
+//! The team modes end to end through the real binary: a real git repository in a temp
+//! dir with a team file, the scripted model answering each member by its agent name.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn repo(team: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("repo");
+    std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
+    std::fs::write(work.join(".crewbox/teams/trio.toml"), team).unwrap();
+    std::fs::write(work.join("notes.txt"), "alpha\n").unwrap();
+    let git = git2::Repository::init(&work).unwrap();
+    let mut index = git.index().unwrap();
+    index.add_path(Path::new("notes.txt")).unwrap();
+    index.write().unwrap();
+    let tree = git.find_tree(index.write_tree().unwrap()).unwrap();
+    let sig = git2::Signature::now("t", "t@localhost").unwrap();
+    git.commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
+        .unwrap();
+    dir
+}
+
+fn bin(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_crewbox"))
+        .args(args)
+        .current_dir(dir.join("repo"))
+        .env("CREWBOX_STATE_DIR", dir.join("state"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .output()
+        .unwrap()
+}
+
+fn crewbox(dir: &Path, script: &str, args: &[&str]) -> (Output, serde_json::Value) {
+    let script_path = dir.join("script.toml");
+    std::fs::write(&script_path, script).unwrap();
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--script", script_path.to_str().unwrap(), "--json"]);
+    let out = bin(dir, &all);
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out, report)
+}
+
+fn events(dir: &Path, run: &str) -> Vec<serde_json::Value> {
+    let out = bin(dir, &["events", "--run", run]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+const TRIO: &str = r#"
+mode = "broadcast"
+shared_context = "We keep answers short."
+
+[[members]]
+name = "alice"
+role = "architect"
+charter = "Designs things."
+
+[[members]]
+name = "bob"
+role = "tester"
+charter = "Tests things."
+
+[[members]]
+name = "carol"
+role = "writer"
+charter = "Writes the docs."
+"#;
+
+fn agent<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == name)
+        .unwrap_or_else(|| panic!("no agent {name}: {report}"))
+}
+
+#[test]
+fn broadcast_runs_every_member_as_one_group_each_told_the_others() {
+    let dir = repo(TRIO);
+    // Each member answers only when its prompt names the other two and its charter.
+    let script = r#"
+[[reply]]
+agent = "alice"
+when = "(?s)You are `alice`, the architect.*bob, carol.*Designs things.*We keep answers short"
+text = "alice: use a queue"
+
+[[reply]]
+agent = "bob"
+when = "(?s)You are `bob`.*alice, carol.*Tests things"
+text = "bob: test the queue"
+
+[[reply]]
+agent = "carol"
+when = "(?s)You are `carol`.*alice, bob.*Writes the docs"
+text = "carol: document the queue"
+"#;
+    let (out, report) = crewbox(
+        dir.path(),
+        script,
+        &["run", "design a queue", "--team", "trio"],
+    );
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        report["mode"], "broadcast",
+        "the team's mode is the default"
+    );
+    assert_eq!(report["team"], "trio", "{report}");
+    let result = report["result"].as_str().unwrap();
+    for (name, reply) in [
+        ("alice", "use a queue"),
+        ("bob", "test the queue"),
+        ("carol", "document the queue"),
+    ] {
+        assert!(result.contains(&format!("## {name}")), "{result}");
+        assert!(result.contains(reply), "{result}");
+    }
+    let members = report["members"].as_array().unwrap();
+    assert_eq!(members.len(), 3);
+    assert!(
+        members.iter().all(|m| m["state"] == "completed"),
+        "{members:?}"
+    );
+    // The three went through the spawn batcher as one group, recorded before any ran.
+    let events = events(dir.path(), report["run_id"].as_str().unwrap());
+    let batch = events
+        .iter()
+        .position(|e| e["kind"] == "batch.finalized")
+        .expect("a batch event");
+    assert_eq!(
+        events[batch]["data"]["groups"][0]["members"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3,
+        "{}",
+        events[batch]
+    );
+    let first_start = events
+        .iter()
+        .position(|e| e["kind"] == "agent.state" && e["data"]["state"] == "running")
+        .unwrap();
+    assert!(batch < first_start);
+}
+
+#[test]
+fn sequential_members_see_the_earlier_replies() {
+    let dir = repo(TRIO);
+    let script = r#"
+[[reply]]
+agent = "alice"
+when = "you go first"
+text = "alice: the plan is ZEBRA"
+
+[[reply]]
+agent = "bob"
+when = "(?s)alice.*the plan is ZEBRA"
+text = "bob: agreed on zebra"
+
+[[reply]]
+agent = "carol"
+when = "(?s)ZEBRA.*agreed on zebra"
+text = "carol: written up"
+"#;
+    let (out, report) = crewbox(
+        dir.path(),
+        script,
+        &["run", "plan", "--team", "trio", "--mode", "sequential"],
+    );
+    assert!(out.status.success(), "{report}");
+    assert_eq!(report["mode"], "sequential");
+    let result = report["result"].as_str().unwrap();
+    let (a, b, c) = (
+        result.find("ZEBRA").unwrap(),
+        result.find("agreed on zebra").unwrap(),
+        result.find("written up").unwrap(),
+    );
+    assert!(a < b && b < c, "in member order: {result}");
+    // Each prompt (the agent's recorded task) carries the replies before it.
+    assert!(
+        agent(&report, "alice")["task"]
+            .as_str()
+            .unwrap()
+            .contains("you go first")
+    );
+    let bob_task = agent(&report, "bob")["task"].as_str().unwrap();
+    assert!(
+        bob_task.contains("the plan is ZEBRA") && !bob_task.contains("agreed"),
+        "{bob_task}"
+    );
+    let carol_task = agent(&report, "carol")["task"].as_str().unwrap();
+    assert!(carol_task.contains("agreed on zebra"), "{carol_task}");
+}
+
+const ORCHESTRATE: &str = r#"
+[[reply]]
+agent = "orchestrator"
+when = "You are the orchestrator"
+text = """
+Plan:
+@worker:alice
+Design the API.
+@end
+@worker:bob
+Write tests for the API.
+@end
+@worker:mallory
+Steal the secrets.
+@end
+"""
+
+[[reply]]
+agent = "alice"
+when = "(?s)Designs things.*## Your task\nDesign the API"
+text = "API: push and pop"
+
+[[reply]]
+agent = "bob"
+when = "(?s)## Your task\nWrite tests for the API"
+text = "tests: push then pop"
+
+[[reply]]
+agent = "synthesis"
+when = "(?s)Your workers have finished.*alice \\(completed.*API: push and pop.*bob \\(completed.*tests: push then pop"
+text = "SYNTHESIS: a queue with push/pop, tested"
+"#;
+
+#[test]
+fn orchestrate_routes_assignments_and_reports_unknown_workers() {
+    let dir = repo(TRIO);
+    let (out, report) = crewbox(
+        dir.path(),
+        ORCHESTRATE,
+        &[
+            "run",
+            "build a queue",
+            "--team",
+            "trio",
+            "--mode",
+            "orchestrate",
+        ],
+    );
+    assert!(out.status.success(), "{report}");
+    assert_eq!(report["result"], "SYNTHESIS: a queue with push/pop, tested");
+    assert_eq!(report["unknown_workers"], serde_json::json!(["mallory"]));
+    assert_eq!(report["workers_used"], 2);
+    let assignments = report["assignments"].as_array().unwrap();
+    let by: Vec<(&str, &str, &str)> = assignments
+        .iter()
+        .map(|a| {
+            (
+                a["worker"].as_str().unwrap(),
+                a["task"].as_str().unwrap(),
+                a["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by,
+        [
+            ("alice", "Design the API.", "completed"),
+            ("bob", "Write tests for the API.", "completed"),
+        ]
+    );
+    assert_eq!(
+        assignments[0]["agent_id"],
+        agent(&report, "alice")["id"],
+        "{report}"
+    );
+    assert!(
+        report["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["name"] != "carol"),
+        "carol got no task"
+    );
+}
+
+#[test]
+fn orchestrate_without_assignments_nudges_once_then_the_answer_stands() {
+    let dir = repo(TRIO);
+    let script = r#"
+[[reply]]
+agent = "orchestrator"
+when = "You are the orchestrator"
+text = "I would rather answer myself: 42."
+
+[[reply]]
+agent = "orchestrator"
+when = "no assignment I could read"
+text = "Still no plan. The answer is 42."
+"#;
+    let (out, report) = crewbox(
+        dir.path(),
+        script,
+        &[
+            "run",
+            "what is it",
+            "--team",
+            "trio",
+            "--mode",
+            "orchestrate",
+        ],
+    );
+    assert!(out.status.success(), "{report}");
+    assert_eq!(report["workers_used"], 0);
+    assert_eq!(report["nudged"], true);
+    assert_eq!(report["result"], "Still no plan. The answer is 42.");
+    let names: Vec<&str> = report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["orchestrator", "orchestrator"], "no worker ran");
+}
+
+#[test]
+fn a_failing_worker_is_a_failed_result_and_the_run_still_synthesises() {
+    let dir = repo(TRIO);
+    // bob has no reply in the script: its model call fails.
+    let script = r#"
+[[reply]]
+agent = "orchestrator"
+when = "You are the orchestrator"
+text = "@worker:alice\nDesign it.\n@end\n@worker:bob\nTest it.\n@end"
+
+[[reply]]
+agent = "alice"
+text = "designed"
+
+[[reply]]
+agent = "synthesis"
+when = "(?s)### bob \\(failed"
+text = "alice designed it; bob's tests failed, so it is untested"
+"#;
+    let (out, report) = crewbox(
+        dir.path(),
+        script,
+        &["run", "build", "--team", "trio", "--mode", "orchestrate"],
+    );
+    assert!(out.status.success(), "{report}");
+    assert_eq!(report["status"], "completed");
+    let statuses: Vec<(&str, &str)> = report["assignments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["worker"].as_str().unwrap(), a["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(statuses, [("alice", "completed"), ("bob", "failed")]);
+    assert_eq!(
+        report["result"],
+        "alice designed it; bob's tests failed, so it is untested"
+    );
+}
+
+#[test]
+fn unknown_team_is_a_usage_error_listing_known_teams_and_creates_no_run() {
+    let dir = repo(TRIO);
+    let out = bin(
+        dir.path(),
+        &["run", "x", "--team", "nope", "--script", "none.toml"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown team `nope`") && err.contains("trio"),
+        "{err}"
+    );
+    // A run of the known team is recorded; the unknown one left nothing behind.
+    let (ok, _) = crewbox(
+        dir.path(),
+        "[[reply]]\nrepeat = true\ntext = \"ok\"\n",
+        &["run", "x", "--team", "trio"],
+    );
+    assert!(ok.status.success());
+    let status = bin(dir.path(), &["status", "--json"]);
+    let runs = serde_json::from_slice::<serde_json::Value>(&status.stdout)
+        .map(|v| v["runs"].as_array().map_or(0, Vec::len))
+        .unwrap_or(0);
+    assert_eq!(runs, 1, "only the known team's run was recorded");
+}
+
+#[test]
+fn team_list_and_show_print_members_and_source() {
+    let dir = repo(TRIO);
+    let out = bin(dir.path(), &["team", "list", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let teams: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(teams.as_array().unwrap().len(), 1);
+    let t = &teams[0];
+    assert_eq!(t["name"], "trio");
+    assert_eq!(t["mode"], "broadcast");
+    assert_eq!(t["source"], "repo");
+    assert!(t["path"].as_str().unwrap().ends_with("trio.toml"));
+    let members: Vec<(&str, &str, &str)> = t["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap(),
+                m["role"].as_str().unwrap(),
+                m["access"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        members,
+        [
+            ("alice", "architect", "read-only"),
+            ("bob", "tester", "read-only"),
+            ("carol", "writer", "read-only"),
+        ]
+    );
+    let show = bin(dir.path(), &["team", "show", "trio"]);
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains("mode:   broadcast") && text.contains("architect"),
+        "{text}"
+    );
+    let missing = bin(dir.path(), &["team", "show", "ghost"]);
+    assert_eq!(missing.status.code(), Some(2));
+}
