@@ -11,6 +11,7 @@ pub mod history;
 pub mod plugin;
 mod progress;
 pub mod run;
+pub mod schedule;
 pub mod status;
 pub mod tree;
 pub mod validate;
@@ -83,6 +84,8 @@ pub enum Command {
     Handoff(handoff::HandoffArgs),
     /// List or prune agent worktrees.
     Worktree(worktree::WorktreeArgs),
+    /// Add, list and manage scheduled jobs.
+    Schedule(schedule::ScheduleArgs),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -133,6 +136,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Dispatch(args) => dispatch::run(args).await,
         Command::Validate(args) => validate::run(args).await,
         Command::Handoff(args) => handoff::dispatch(&args),
+        Command::Schedule(args) => schedule::run(Context::resolve(g)?, args).await,
         Command::Worktree(args) => {
             let ctx = Context::resolve(g)?;
             worktree::run(args, &ctx.repo, &ctx.worktrees_dir()).await

@@ -18,6 +18,10 @@ pub(crate) enum ScheduleWrite {
         name: String,
         paused: bool,
     },
+    RunNow {
+        name: String,
+        at: i64,
+    },
     Fire {
         name: String,
         due: Option<i64>,
@@ -254,6 +258,14 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
             )
             .map_err(q("pause schedule"))?,
         ),
+        ScheduleWrite::RunNow { name, at } => (
+            name,
+            conn.execute(
+                "UPDATE schedules SET next_fire = ?2 WHERE name = ?1",
+                params![name, at],
+            )
+            .map_err(q("request schedule run"))?,
+        ),
         ScheduleWrite::Fire {
             name,
             due,
@@ -313,6 +325,20 @@ impl Store {
         self.write(Write::Schedule(ScheduleWrite::Pause {
             name: name.to_owned(),
             paused,
+        }))
+        .await
+    }
+
+    /// Asks the daemon to fire a job at its next tick: its next fire becomes `at` while
+    /// its due-time anchor stays, so the schedule's grid is unchanged.
+    pub async fn request_schedule_run(
+        &self,
+        name: &str,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        self.write(Write::Schedule(ScheduleWrite::RunNow {
+            name: name.to_owned(),
+            at: at.timestamp_millis(),
         }))
         .await
     }
