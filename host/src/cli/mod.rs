@@ -4,9 +4,11 @@
 
 mod context;
 pub mod control;
+pub mod daemon;
 pub mod demo;
 pub mod dispatch;
 pub mod events;
+pub mod health;
 pub mod history;
 pub mod plugin;
 mod progress;
@@ -86,6 +88,10 @@ pub enum Command {
     Worktree(worktree::WorktreeArgs),
     /// Add, list and manage scheduled jobs.
     Schedule(schedule::ScheduleArgs),
+    /// Fire scheduled jobs until stopped (SIGTERM/SIGINT).
+    Daemon(daemon::DaemonArgs),
+    /// Show scheduler, circuit breaker, agent and store health.
+    Health(health::HealthArgs),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -136,6 +142,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Dispatch(args) => dispatch::run(args).await,
         Command::Validate(args) => validate::run(args).await,
         Command::Handoff(args) => handoff::dispatch(&args),
+        Command::Daemon(args) => daemon::run(Context::resolve(g)?, args).await,
+        Command::Health(args) => health::run(Context::resolve(g)?, args).await,
         Command::Schedule(args) => schedule::run(Context::resolve(g)?, args).await,
         Command::Worktree(args) => {
             let ctx = Context::resolve(g)?;
