@@ -117,7 +117,13 @@ impl ScheduleRecord {
         let (kind, text, tz) = match spec {
             ScheduleSpec::Cron { expr, tz } => (ScheduleKind::Cron, expr.clone(), tz.to_string()),
             ScheduleSpec::Every(d) => (ScheduleKind::Every, format_interval(*d), "UTC".into()),
-            ScheduleSpec::At(at) => (ScheduleKind::At, at.to_rfc3339(), "UTC".into()),
+            // Millisecond precision, like every stored time: a finer instant would stay
+            // after the stored `last_fire` and fire again.
+            ScheduleSpec::At(at) => (
+                ScheduleKind::At,
+                at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                "UTC".into(),
+            ),
         };
         Self {
             name: name.to_owned(),
@@ -147,10 +153,13 @@ impl ScheduleRecord {
             ScheduleKind::Cron => ScheduleSpec::cron(&self.spec, Some(&self.tz)),
             ScheduleKind::Every => ScheduleSpec::every(&self.spec),
             ScheduleKind::At => DateTime::parse_from_rfc3339(&self.spec)
-                .map(|t| ScheduleSpec::At(t.with_timezone(&Utc)))
-                .map_err(|e| ScheduleError::InvalidTime {
+                .ok()
+                .and_then(|t| DateTime::from_timestamp_millis(t.timestamp_millis()))
+                .map(ScheduleSpec::At)
+                .ok_or_else(|| "not an RFC 3339 time in range".to_owned())
+                .map_err(|reason| ScheduleError::InvalidTime {
                     text: self.spec.clone(),
-                    reason: e.to_string(),
+                    reason,
                 }),
         }
     }
