@@ -150,8 +150,16 @@ fn daemon_fires_survives_a_crash_and_catches_up_once() {
         );
     };
     add(&[
-        "schedule", "add", "--cron", "* * * * * *", "--prompt", "tick job", "--name", "tick",
-        "--mode", "single",
+        "schedule",
+        "add",
+        "--cron",
+        "* * * * * *",
+        "--prompt",
+        "tick job",
+        "--name",
+        "tick",
+        "--mode",
+        "single",
     ]);
     // Due while the first daemon is already dead: the second one must run it once.
     add(&[
@@ -247,7 +255,9 @@ fn schedule_add_refuses_bad_input_with_usage_errors() {
     let env = setup();
     let ok = crewbox(
         &env,
-        &["schedule", "add", "--every", "5m", "--prompt", "p", "--name", "dup"],
+        &[
+            "schedule", "add", "--every", "5m", "--prompt", "p", "--name", "dup",
+        ],
     );
     assert!(
         ok.status.success(),
@@ -257,11 +267,20 @@ fn schedule_add_refuses_bad_input_with_usage_errors() {
     let long = "x".repeat(20_001);
     let cases: [(&[&str], &str); 6] = [
         (
-            &["schedule", "add", "--every", "5m", "--prompt", "p", "--name", "dup"],
+            &[
+                "schedule", "add", "--every", "5m", "--prompt", "p", "--name", "dup",
+            ],
             "exists already",
         ),
         (
-            &["schedule", "add", "--at", "2001-01-01T00:00:00Z", "--prompt", "p"],
+            &[
+                "schedule",
+                "add",
+                "--at",
+                "2001-01-01T00:00:00Z",
+                "--prompt",
+                "p",
+            ],
             "not in the future",
         ),
         (

@@ -50,14 +50,17 @@ async fn watch_signals(stop: CancellationToken) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) =
-            (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-        else {
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
             tracing::warn!("cannot install signal handlers");
             return;
         };
         tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-        eprintln!("crewbox daemon: stopping; waiting for runs in flight (signal again to exit now)");
+        eprintln!(
+            "crewbox daemon: stopping; waiting for runs in flight (signal again to exit now)"
+        );
         stop.cancel();
         tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
         eprintln!("crewbox daemon: exiting at once");

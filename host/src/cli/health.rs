@@ -34,7 +34,9 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
     // own process has made no calls, so the snapshot is per process by nature.
     let breakers = Breakers::default().snapshot();
     let counts = store.agent_counts().await?;
-    let size = std::fs::metadata(store.path()).map(|m| m.len()).unwrap_or(0);
+    let size = std::fs::metadata(store.path())
+        .map(|m| m.len())
+        .unwrap_or(0);
     let report = json!({
         "scheduler": {
             "enabled": ctx.config.scheduling,
@@ -62,7 +64,11 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
     }
     println!(
         "scheduler: {} · {} job(s), {} active · next fire {}",
-        if ctx.config.scheduling { "enabled" } else { "disabled" },
+        if ctx.config.scheduling {
+            "enabled"
+        } else {
+            "disabled"
+        },
         jobs.len(),
         active,
         next_fire.as_deref().unwrap_or("-")

@@ -5,9 +5,7 @@ use serde_json::json;
 
 use super::{Context, Exit};
 use crate::engine::Mode;
-use crate::schedule::{
-    CatchUp, Overlap, ScheduleSpec, validate_job_name, validate_prompt,
-};
+use crate::schedule::{CatchUp, Overlap, ScheduleSpec, validate_job_name, validate_prompt};
 use crate::store::{FireStatus, ScheduleRecord, StoreError};
 
 /// Arguments of `crewbox schedule`.
@@ -111,7 +109,10 @@ pub async fn run(ctx: Context, args: ScheduleArgs) -> anyhow::Result<Exit> {
         ScheduleCommand::List { json } => list(&ctx, json).await,
         ScheduleCommand::Rm { name } => {
             let store = ctx.open_store()?;
-            done(store.remove_schedule(&name).await, &format!("removed {name}"))
+            done(
+                store.remove_schedule(&name).await,
+                &format!("removed {name}"),
+            )
         }
         ScheduleCommand::Pause { name } => {
             let store = ctx.open_store()?;
@@ -263,5 +264,8 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
 async fn run_now(ctx: &Context, name: &str) -> anyhow::Result<Exit> {
     let store = ctx.open_store()?;
     let result = store.request_schedule_run(name, Utc::now()).await;
-    done(result, &format!("{name} will fire at the daemon's next tick"))
+    done(
+        result,
+        &format!("{name} will fire at the daemon's next tick"),
+    )
 }

@@ -83,7 +83,9 @@ pub enum StoreError {
         detail: String,
     },
     /// A scheduled job of that name exists already.
-    #[error("a scheduled job named `{name}` exists already; pick another --name or remove it first")]
+    #[error(
+        "a scheduled job named `{name}` exists already; pick another --name or remove it first"
+    )]
     ScheduleExists {
         /// The job name.
         name: String,

@@ -317,8 +317,10 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
 impl Store {
     /// Adds a job; a job of the same name is an error.
     pub async fn insert_schedule(&self, job: &ScheduleRecord) -> Result<(), StoreError> {
-        self.write(Write::Schedule(ScheduleWrite::Insert(Box::new(job.clone()))))
-            .await
+        self.write(Write::Schedule(ScheduleWrite::Insert(Box::new(
+            job.clone(),
+        ))))
+        .await
     }
 
     /// Removes a job.
@@ -400,10 +402,84 @@ impl Store {
 
     /// One job.
     pub async fn schedule(&self, name: &str) -> Result<Option<ScheduleRecord>, StoreError> {
-        Ok(self
-            .schedules()
-            .await?
-            .into_iter()
-            .find(|s| s.name == name))
+        Ok(self.schedules().await?.into_iter().find(|s| s.name == name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[tokio::test]
+    async fn jobs_are_stored_fired_and_finished_in_a_real_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let now = at("2030-01-01T00:00:00Z");
+        let spec = ScheduleSpec::cron("*/5 * * * *", Some("Europe/Berlin")).unwrap();
+        let mut job = ScheduleRecord::new("five", &spec, "check", now);
+        job.mode = Some(Mode::Single);
+        job.overlap = Overlap::Queue;
+        assert_eq!(
+            job.next_fire,
+            Some(at("2030-01-01T00:05:00Z").timestamp_millis())
+        );
+        store.insert_schedule(&job).await.unwrap();
+        let dup = store.insert_schedule(&job).await.unwrap_err();
+        assert!(
+            matches!(&dup, StoreError::ScheduleExists { name } if name == "five"),
+            "{dup}"
+        );
+        let shot = ScheduleSpec::at_time(at("2030-01-02T03:04:05.123456Z"), now).unwrap();
+        store
+            .insert_schedule(&ScheduleRecord::new("shot", &shot, "once", now))
+            .await
+            .unwrap();
+
+        let listed = store.schedules().await.unwrap();
+        assert_eq!(listed.len(), 2);
+        assert_eq!(listed[0], job, "a job reads back as written");
+        // Stored at millisecond precision, so its own fire time is not after itself.
+        assert_eq!(
+            listed[1].schedule().unwrap(),
+            ScheduleSpec::At(at("2030-01-02T03:04:05.123Z"))
+        );
+
+        let due = at("2030-01-01T00:05:00Z");
+        let next = at("2030-01-01T00:10:00Z");
+        store
+            .record_schedule_fire("five", Some(due), Some(next), FireStatus::Running)
+            .await
+            .unwrap();
+        store
+            .record_schedule_fire("five", None, Some(next), FireStatus::Skipped)
+            .await
+            .unwrap();
+        store
+            .record_schedule_finished("five", Some("r-1"), FireStatus::Completed)
+            .await
+            .unwrap();
+        store.set_schedule_paused("five", true).await.unwrap();
+        let five = store.schedule("five").await.unwrap().unwrap();
+        assert_eq!(five.run_count, 1, "only started runs count");
+        assert_eq!(five.last_fire, Some(due.timestamp_millis()));
+        assert_eq!(five.anchor(), due);
+        assert_eq!(five.next_fire, Some(next.timestamp_millis()));
+        assert_eq!(five.last_run.as_deref(), Some("r-1"));
+        assert_eq!(five.last_status, Some(FireStatus::Completed));
+        assert!(five.paused);
+
+        store.remove_schedule("five").await.unwrap();
+        let gone = store.remove_schedule("five").await.unwrap_err();
+        assert!(matches!(gone, StoreError::NoSuchSchedule { .. }), "{gone}");
+        let missing = store
+            .record_schedule_fire("five", None, None, FireStatus::Running)
+            .await
+            .unwrap_err();
+        assert!(matches!(missing, StoreError::NoSuchSchedule { .. }));
+        assert_eq!(store.schedules().await.unwrap().len(), 1);
     }
 }
