@@ -20,7 +20,7 @@ pub struct ScheduleArgs {
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum ScheduleCommand {
     /// Add a job (fired by `crewbox daemon`).
-    Add(AddArgs),
+    Add(Box<AddArgs>),
     /// List jobs.
     List {
         /// Print JSON.
@@ -105,7 +105,7 @@ fn parse_overlap(s: &str) -> Result<Overlap, String> {
 /// Runs a `schedule` subcommand.
 pub async fn run(ctx: Context, args: ScheduleArgs) -> anyhow::Result<Exit> {
     match args.command {
-        ScheduleCommand::Add(a) => add(&ctx, a).await,
+        ScheduleCommand::Add(a) => add(&ctx, *a).await,
         ScheduleCommand::List { json } => list(&ctx, json).await,
         ScheduleCommand::Rm { name } => {
             let store = ctx.open_store()?;
