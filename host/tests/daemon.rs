@@ -306,3 +306,99 @@ fn schedule_add_refuses_bad_input_with_usage_errors() {
     let jobs = json(&crewbox(&env, &["schedule", "list", "--json"]));
     assert_eq!(jobs.as_array().unwrap().len(), 1, "{jobs}");
 }
+
+#[cfg(unix)]
+#[test]
+fn daemon_obeys_the_config_switch_run_now_pause_and_stops_cleanly_on_sigterm() {
+    let env = setup();
+    let add = |args: &[&str]| {
+        let out = crewbox(&env, args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    add(&[
+        "schedule",
+        "add",
+        "--every",
+        "1h",
+        "--prompt",
+        "hourly job",
+        "--name",
+        "hourly",
+        "--mode",
+        "single",
+    ]);
+    add(&[
+        "schedule",
+        "add",
+        "--cron",
+        "* * * * * *",
+        "--prompt",
+        "paused job",
+        "--name",
+        "paused",
+        "--mode",
+        "single",
+    ]);
+    add(&["schedule", "pause", "paused"]);
+    add(&["schedule", "run-now", "hourly"]);
+
+    // `scheduling = false` in the user config: the daemon runs but fires nothing.
+    std::fs::create_dir_all(env.config.join("crewbox")).unwrap();
+    std::fs::write(
+        env.config.join("crewbox/config.toml"),
+        "scheduling = false\n",
+    )
+    .unwrap();
+    let off = start_daemon(&env);
+    std::thread::sleep(Duration::from_millis(1200));
+    let fires = crash(off);
+    assert!(fires.is_empty(), "disabled scheduling fired: {fires:?}");
+    let health = json(&crewbox(&env, &["health", "--json"]));
+    assert_eq!(health["scheduler"]["enabled"], false, "{health}");
+
+    std::fs::write(
+        env.config.join("crewbox/config.toml"),
+        "scheduling = true\n",
+    )
+    .unwrap();
+    let on = start_daemon(&env);
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child by its pid.
+    let rc = unsafe { libc::kill(on.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let out = on.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("stopped"), "{stderr}");
+    let fires: Vec<Fire> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(Fire::parse)
+        .collect();
+    assert_eq!(
+        started(&fires, "hourly").len(),
+        1,
+        "run-now fired once: {fires:?}"
+    );
+    assert!(started(&fires, "paused").is_empty(), "{fires:?}");
+
+    let jobs = json(&crewbox(&env, &["schedule", "list", "--json"]));
+    let hourly = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == "hourly")
+        .cloned()
+        .unwrap();
+    assert_eq!(hourly["run_count"], 1, "{hourly}");
+    // The graceful stop waited for the run, so its end is recorded.
+    assert_eq!(hourly["last_status"], "completed", "{hourly}");
+    assert!(hourly["last_run"].is_string(), "{hourly}");
+    assert!(
+        !hourly["next_fire"].is_null(),
+        "the hourly grid goes on: {hourly}"
+    );
+}
