@@ -159,13 +159,21 @@ impl Daemon {
         status: FireStatus,
         jobs: &mut Jobs,
     ) -> Result<(), DaemonError> {
-        self.store
+        match self
+            .store
             .record_schedule_fire(&job.name, due, next, status)
             .await
-            .map_err(|source| DaemonError::Record {
-                job: job.name.clone(),
-                source,
-            })?;
+        {
+            Ok(()) => {}
+            // Removed by `schedule rm` since this tick read it: nothing to fire.
+            Err(StoreError::NoSuchSchedule { .. }) => return Ok(()),
+            Err(source) => {
+                return Err(DaemonError::Record {
+                    job: job.name.clone(),
+                    source,
+                });
+            }
+        }
         tracing::info!(job = %job.name, ?due, missed, status = %status, "scheduled fire");
         if let Some(tx) = &self.notices {
             let _ = tx.send(FireNotice {

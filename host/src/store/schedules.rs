@@ -439,6 +439,14 @@ mod tests {
             .await
             .unwrap();
 
+        let every = ScheduleSpec::every("1h30m").unwrap();
+        let hourly = ScheduleRecord::new("every", &every, "p", now);
+        assert_eq!(hourly.schedule().unwrap(), every, "an interval reads back");
+        assert_eq!(
+            hourly.next_fire,
+            Some(at("2030-01-01T01:30:00Z").timestamp_millis())
+        );
+
         let listed = store.schedules().await.unwrap();
         assert_eq!(listed.len(), 2);
         assert_eq!(listed[0], job, "a job reads back as written");
