@@ -156,6 +156,10 @@ pub struct ConfigFile {
     pub dispatcher: Option<String>,
     /// How many dispatch decisions to keep (default 200).
     pub dispatch_history: Option<u32>,
+    /// Whether `crewbox daemon` fires scheduled jobs (default true).
+    pub scheduling: Option<bool>,
+    /// The IANA zone cron jobs are read in when `schedule add` names none (default UTC).
+    pub timezone: Option<String>,
     /// Agent quotas.
     #[serde(default)]
     pub quotas: QuotaFile,
@@ -179,6 +183,10 @@ pub struct Config {
     pub dispatcher: Option<String>,
     /// Dispatch decisions kept.
     pub dispatch_history: u32,
+    /// Whether the daemon fires scheduled jobs.
+    pub scheduling: bool,
+    /// The IANA zone cron jobs are read in by default.
+    pub timezone: String,
     /// Agent quotas.
     pub quotas: Quotas,
     /// Providers by name (always includes `scripted`).
@@ -203,6 +211,8 @@ impl Default for Config {
             state_dir: None,
             dispatcher: None,
             dispatch_history: 200,
+            scheduling: true,
+            timezone: "UTC".to_owned(),
             quotas: Quotas::default(),
             providers,
             provider_dirs: BTreeMap::new(),
@@ -290,6 +300,19 @@ impl Config {
             } else {
                 d
             });
+        }
+        if let Some(b) = f.scheduling {
+            self.scheduling = b;
+        }
+        if let Some(tz) = f.timezone {
+            if let Err(e) = crate::schedule::parse_time_zone(&tz) {
+                return Err(ConfigError::Value {
+                    key: "timezone".into(),
+                    origin,
+                    message: e.to_string(),
+                });
+            }
+            self.timezone = tz;
         }
         if let Some(n) = f.dispatch_history {
             self.dispatch_history = n.max(1);

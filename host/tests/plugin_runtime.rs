@@ -407,11 +407,18 @@ async fn returned_sizes_are_capped() {
 }
 
 #[tokio::test]
-async fn every_builtin_loads_under_its_default_grants() {
+async fn every_builtin_loads_under_the_grants_crewbox_gives_it() {
     let cache = tempfile::tempdir().unwrap();
     let rt = runtime(cache.path());
     for b in builtin::BUILTINS {
-        let grants = Grants::defaults_for(b.kind);
+        // Kind defaults, plus the model for criteria-judge (and nothing else).
+        let grants = crewbox::engine::plugins::grants_for(b.name, &PluginSource::Builtin, b.kind);
+        assert_eq!(
+            grants.model_budget().is_some(),
+            b.name == "criteria-judge",
+            "{}",
+            b.name
+        );
         let p = rt
             .load(b.name, PluginSource::Builtin, b.wasm.into(), grants, None)
             .await;

@@ -4,13 +4,16 @@
 
 mod context;
 pub mod control;
+pub mod daemon;
 pub mod demo;
 pub mod dispatch;
 pub mod events;
+pub mod health;
 pub mod history;
 pub mod plugin;
 mod progress;
 pub mod run;
+pub mod schedule;
 pub mod status;
 pub mod team;
 pub mod tree;
@@ -86,6 +89,12 @@ pub enum Command {
     Worktree(worktree::WorktreeArgs),
     /// List teams or show one.
     Team(team::TeamArgs),
+    /// Add, list and manage scheduled jobs.
+    Schedule(schedule::ScheduleArgs),
+    /// Fire scheduled jobs until stopped (SIGTERM/SIGINT).
+    Daemon(daemon::DaemonArgs),
+    /// Show scheduler, circuit breaker, agent and store health.
+    Health(health::HealthArgs),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -137,6 +146,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Validate(args) => validate::run(args).await,
         Command::Handoff(args) => handoff::dispatch(&args),
         Command::Team(args) => team::run(args, &Context::resolve(g)?.repo).await,
+        Command::Daemon(args) => daemon::run(Context::resolve(g)?, args).await,
+        Command::Health(args) => health::run(Context::resolve(g)?, args).await,
+        Command::Schedule(args) => schedule::run(Context::resolve(g)?, args).await,
         Command::Worktree(args) => {
             let ctx = Context::resolve(g)?;
             worktree::run(args, &ctx.repo, &ctx.worktrees_dir()).await

@@ -6,6 +6,7 @@
 //! builds on top of it.
 
 mod cron_check;
+pub mod daemon;
 pub mod next_fire;
 pub mod spec;
 

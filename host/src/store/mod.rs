@@ -5,6 +5,7 @@
 mod query;
 pub use query::AgentCounts;
 mod records;
+mod schedules;
 mod schema;
 mod writer;
 
@@ -18,6 +19,7 @@ pub use records::{
     AgentNode, AgentRecord, AgentStats, ControlKind, ControlRecord, DispatchRecord, EventRecord,
     RunRecord, now_ms,
 };
+pub use schedules::{FireStatus, ScheduleKind, ScheduleRecord};
 pub use schema::SCHEMA_VERSION;
 use writer::{Ack, Write};
 
@@ -79,6 +81,20 @@ pub enum StoreError {
         op: &'static str,
         /// What SQLite said.
         detail: String,
+    },
+    /// A scheduled job of that name exists already.
+    #[error(
+        "a scheduled job named `{name}` exists already; pick another --name or remove it first"
+    )]
+    ScheduleExists {
+        /// The job name.
+        name: String,
+    },
+    /// No scheduled job has that name.
+    #[error("no scheduled job named `{name}` (see `crewbox schedule list`)")]
+    NoSuchSchedule {
+        /// The job name.
+        name: String,
     },
     /// The writer thread is gone (the process is shutting down).
     #[error("the store writer has shut down")]

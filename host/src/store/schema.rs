@@ -75,6 +75,30 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         reason     TEXT NOT NULL
     );
     "#,
+    // 3: scheduled jobs. Times are Unix milliseconds; `last_fire` is the due time a fire
+    // accounted for (not when the run started), so plans resume on the job's grid.
+    r#"
+    CREATE TABLE schedules (
+        name        TEXT PRIMARY KEY,
+        kind        TEXT NOT NULL,
+        spec        TEXT NOT NULL,
+        tz          TEXT NOT NULL,
+        prompt      TEXT NOT NULL,
+        mode        TEXT,
+        team        TEXT,
+        provider    TEXT,
+        model       TEXT,
+        catch_up    TEXT NOT NULL,
+        overlap     TEXT NOT NULL,
+        paused      INTEGER NOT NULL DEFAULT 0,
+        created_at  INTEGER NOT NULL,
+        last_fire   INTEGER,
+        last_run    TEXT,
+        last_status TEXT,
+        run_count   INTEGER NOT NULL DEFAULT 0,
+        next_fire   INTEGER
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

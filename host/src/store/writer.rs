@@ -71,6 +71,7 @@ pub(crate) enum Write {
         seqs: Vec<i64>,
         at: i64,
     },
+    Schedule(super::schedules::ScheduleWrite),
 }
 
 pub(crate) type Ack = Option<oneshot::Sender<Result<(), StoreError>>>;
@@ -322,6 +323,7 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                     .map_err(q("consume control"))?;
             }
         }
+        Write::Schedule(w) => super::schedules::apply(conn, w)?,
     }
     Ok(())
 }

@@ -1,0 +1,78 @@
+//! `crewbox daemon`: fires scheduled jobs until SIGTERM or SIGINT.
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Context, Exit};
+use crate::schedule::daemon::{Daemon, FireNotice};
+
+/// Arguments of `crewbox daemon`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DaemonArgs {}
+
+/// Runs the scheduler in the foreground. The first signal stops firing and waits for the
+/// runs in flight; a second one exits at once.
+pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
+    // Never cancelled on the first signal: runs in flight are allowed to finish.
+    let engine = ctx.engine(CancellationToken::new()).await?;
+    let stop = CancellationToken::new();
+    tokio::spawn(watch_signals(stop.clone()));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<FireNotice>();
+    let printer = tokio::spawn(async move {
+        while let Some(n) = rx.recv().await {
+            let due = n
+                .due
+                .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+                .unwrap_or_else(|| "-".into());
+            println!(
+                "fire job={} due={} missed={} status={}",
+                n.job, due, n.missed, n.status
+            );
+        }
+    });
+    if !ctx.config.scheduling {
+        eprintln!("crewbox: scheduling is disabled in the configuration; no job will fire");
+    }
+    let daemon = Daemon {
+        store: engine.store.clone(),
+        engine,
+        enabled: ctx.config.scheduling,
+        notices: Some(tx),
+    };
+    eprintln!("crewbox daemon: running (pid {})", std::process::id());
+    let result = daemon.run(stop).await;
+    let _ = printer.await;
+    result?;
+    eprintln!("crewbox daemon: stopped");
+    Ok(Exit::Ok)
+}
+
+async fn watch_signals(stop: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::warn!("cannot install signal handlers");
+            return;
+        };
+        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+        eprintln!(
+            "crewbox daemon: stopping; waiting for runs in flight (signal again to exit now)"
+        );
+        stop.cancel();
+        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+        eprintln!("crewbox daemon: exiting at once");
+        std::process::exit(130);
+    }
+    #[cfg(not(unix))]
+    {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            stop.cancel();
+        }
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(130);
+        }
+    }
+}

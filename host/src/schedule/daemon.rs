@@ -1,0 +1,235 @@
+//! The scheduler loop behind `crewbox daemon`: it re-reads the jobs from the store every
+//! tick, fires due ones as ordinary runs and records every decision before acting on it,
+//! so a crash right after a fire never fires the same due time twice.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{OverlapAction, plan_fires};
+use crate::engine::RunStatus;
+use crate::engine::run::{Engine, RunRequest};
+use crate::store::{FireStatus, ScheduleRecord, Store, StoreError, now_ms};
+
+/// How often the daemon looks at the jobs.
+pub const TICK: Duration = Duration::from_millis(250);
+
+/// Why the daemon stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// A fire could not be recorded, so it was not started.
+    #[error("cannot record a fire of job `{job}`: {source}")]
+    Record {
+        /// The job.
+        job: String,
+        /// The store's error.
+        source: StoreError,
+    },
+}
+
+/// One decision the daemon took, for its log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FireNotice {
+    /// The job.
+    pub job: String,
+    /// The due time the decision accounts for (`None`: a `run-now` request or a
+    /// queued fire starting).
+    pub due: Option<DateTime<Utc>>,
+    /// Due times that were missed while the daemon was down.
+    pub missed: u32,
+    /// What happened.
+    pub status: FireStatus,
+}
+
+/// The scheduler.
+pub struct Daemon {
+    /// Where jobs live.
+    pub store: Store,
+    /// Runs fired jobs.
+    pub engine: Engine,
+    /// `false` (config `scheduling = false`): watch jobs but fire nothing.
+    pub enabled: bool,
+    /// Receives a notice per decision (printed by the CLI).
+    pub notices: Option<mpsc::UnboundedSender<FireNotice>>,
+}
+
+#[derive(Default)]
+struct Jobs {
+    running: HashMap<String, JoinHandle<()>>,
+    queued: HashSet<String>,
+}
+
+impl Daemon {
+    /// Fires jobs until `stop` is cancelled, then waits for the runs in flight.
+    pub async fn run(self, stop: CancellationToken) -> Result<(), DaemonError> {
+        let mut jobs = Jobs::default();
+        let mut ticker = tokio::time::interval(TICK);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut broken = HashSet::new();
+        let outcome = loop {
+            tokio::select! {
+                _ = stop.cancelled() => break Ok(()),
+                _ = ticker.tick() => {}
+            }
+            jobs.running.retain(|_, h| !h.is_finished());
+            if !self.enabled {
+                continue;
+            }
+            let list = match self.store.schedules().await {
+                Ok(list) => list,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read scheduled jobs; retrying");
+                    continue;
+                }
+            };
+            let mut failed = None;
+            for job in list {
+                if let Err(e) = self.tick_job(&job, &mut jobs, &mut broken).await {
+                    failed = Some(e);
+                    break;
+                }
+            }
+            if let Some(e) = failed {
+                break Err(e);
+            }
+        };
+        for (name, handle) in jobs.running.drain() {
+            tracing::info!(job = %name, "waiting for the job's run to finish");
+            let _ = handle.await;
+        }
+        outcome
+    }
+
+    async fn tick_job(
+        &self,
+        job: &ScheduleRecord,
+        jobs: &mut Jobs,
+        broken: &mut HashSet<String>,
+    ) -> Result<(), DaemonError> {
+        if job.paused {
+            return Ok(());
+        }
+        let spec = match job.schedule() {
+            Ok(s) => s,
+            Err(e) => {
+                if broken.insert(job.name.clone()) {
+                    tracing::warn!(job = %job.name, error = %e, "stored job does not parse; skipped");
+                }
+                return Ok(());
+            }
+        };
+        let busy = jobs.running.contains_key(&job.name);
+        if !busy && jobs.queued.remove(&job.name) {
+            let next = job.next_fire.and_then(DateTime::from_timestamp_millis);
+            self.fire(job, None, next, 0, FireStatus::Running, jobs)
+                .await?;
+            return Ok(());
+        }
+        let now = Utc::now();
+        let plan = plan_fires(&spec, job.anchor(), now, job.catch_up);
+        // A `run-now` request moves the stored next fire to now without a due time.
+        let requested = plan.due.is_none() && job.next_fire.is_some_and(|n| n <= now_ms());
+        if plan.due.is_none() && !requested {
+            return Ok(());
+        }
+        let status = if !plan.fire_now && !requested {
+            FireStatus::Skipped
+        } else {
+            match job.overlap.on_fire(busy, jobs.queued.contains(&job.name)) {
+                OverlapAction::Start => FireStatus::Running,
+                OverlapAction::Drop => FireStatus::Skipped,
+                OverlapAction::Enqueue => FireStatus::Queued,
+            }
+        };
+        self.fire(job, plan.due, plan.next, plan.missed, status, jobs)
+            .await
+    }
+
+    /// Records the decision, then acts on it.
+    async fn fire(
+        &self,
+        job: &ScheduleRecord,
+        due: Option<DateTime<Utc>>,
+        next: Option<DateTime<Utc>>,
+        missed: u32,
+        status: FireStatus,
+        jobs: &mut Jobs,
+    ) -> Result<(), DaemonError> {
+        match self
+            .store
+            .record_schedule_fire(&job.name, due, next, status)
+            .await
+        {
+            Ok(()) => {}
+            // Removed by `schedule rm` since this tick read it: nothing to fire.
+            Err(StoreError::NoSuchSchedule { .. }) => return Ok(()),
+            Err(source) => {
+                return Err(DaemonError::Record {
+                    job: job.name.clone(),
+                    source,
+                });
+            }
+        }
+        tracing::info!(job = %job.name, ?due, missed, status = %status, "scheduled fire");
+        if let Some(tx) = &self.notices {
+            let _ = tx.send(FireNotice {
+                job: job.name.clone(),
+                due,
+                missed,
+                status,
+            });
+        }
+        match status {
+            FireStatus::Running => {
+                let handle = tokio::spawn(start_run(
+                    self.engine.clone(),
+                    self.store.clone(),
+                    job.clone(),
+                ));
+                jobs.running.insert(job.name.clone(), handle);
+            }
+            FireStatus::Queued => {
+                jobs.queued.insert(job.name.clone());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+async fn start_run(engine: Engine, store: Store, job: ScheduleRecord) {
+    let req = RunRequest {
+        prompt: job.prompt.clone(),
+        mode: job.mode,
+        provider: job.provider.clone(),
+        model: job.model.clone(),
+        team: job.team.clone(),
+        ..Default::default()
+    };
+    let (run_id, status) = match engine.run(req).await {
+        Ok(report) => (
+            Some(report.run_id.to_string()),
+            match report.status {
+                RunStatus::Completed => FireStatus::Completed,
+                RunStatus::Failed => FireStatus::Failed,
+                RunStatus::Cancelled => FireStatus::Cancelled,
+                RunStatus::Running => FireStatus::Running,
+            },
+        ),
+        Err(e) => {
+            tracing::warn!(job = %job.name, error = %e, "scheduled run could not start");
+            (None, FireStatus::Error)
+        }
+    };
+    if let Err(e) = store
+        .record_schedule_finished(&job.name, run_id.as_deref(), status)
+        .await
+    {
+        // The job may have been removed while its run was going.
+        tracing::debug!(job = %job.name, error = %e, "run end not recorded on the job");
+    }
+}

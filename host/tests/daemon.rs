@@ -1,0 +1,404 @@
+//! The real `crewbox daemon` binary firing scheduled jobs in a temp repository, killed
+//! and restarted; and the `schedule` command's usage errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Env {
+    _dir: tempfile::TempDir,
+    repo: PathBuf,
+    state: PathBuf,
+    config: PathBuf,
+}
+
+fn git(repo: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(args)
+        .current_dir(repo)
+        .status()
+        .expect("git")
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+fn setup() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(repo.join(".crewbox")).unwrap();
+    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    std::fs::write(
+        repo.join(".crewbox/config.toml"),
+        "[providers.scripted]\nkind = \"scripted\"\nscript = \"s.toml\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join(".crewbox/s.toml"),
+        "[[reply]]\nrepeat = true\ntext = \"ok\"\n",
+    )
+    .unwrap();
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "-A"]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
+    Env {
+        state: dir.path().join("state"),
+        config: dir.path().join("config"),
+        repo,
+        _dir: dir,
+    }
+}
+
+fn command(env: &Env, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_crewbox"));
+    c.args(args)
+        .current_dir(&env.repo)
+        .env("CREWBOX_STATE_DIR", &env.state)
+        .env("XDG_CONFIG_HOME", &env.config)
+        .env_remove("RUST_LOG");
+    c
+}
+
+fn crewbox(env: &Env, args: &[&str]) -> Output {
+    command(env, args).output().expect("running crewbox")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn start_daemon(env: &Env) -> Child {
+    command(env, &["daemon"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting the daemon")
+}
+
+/// Kills the daemon (SIGKILL, like a crash) and returns its fire lines.
+fn crash(mut child: Child) -> Vec<Fire> {
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(Fire::parse)
+        .collect()
+}
+
+#[derive(Debug)]
+struct Fire {
+    job: String,
+    missed: u32,
+    status: String,
+}
+
+impl Fire {
+    fn parse(line: &str) -> Option<Self> {
+        let rest = line.strip_prefix("fire ")?;
+        let field = |key: &str| {
+            rest.split(' ')
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                .map(str::to_owned)
+        };
+        Some(Self {
+            job: field("job")?,
+            missed: field("missed")?.parse().ok()?,
+            status: field("status")?,
+        })
+    }
+}
+
+fn started<'a>(fires: &'a [Fire], job: &str) -> Vec<&'a Fire> {
+    fires
+        .iter()
+        .filter(|f| f.job == job && f.status == "running")
+        .collect()
+}
+
+fn sleep_until(t: Instant) {
+    if let Some(d) = t.checked_duration_since(Instant::now()) {
+        std::thread::sleep(d);
+    }
+}
+
+#[test]
+fn daemon_fires_survives_a_crash_and_catches_up_once() {
+    let env = setup();
+    let t0 = Instant::now();
+    let add = |args: &[&str]| {
+        let out = crewbox(&env, args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    add(&[
+        "schedule",
+        "add",
+        "--cron",
+        "* * * * * *",
+        "--prompt",
+        "tick job",
+        "--name",
+        "tick",
+        "--mode",
+        "single",
+    ]);
+    // Due while the first daemon is already dead: the second one must run it once.
+    add(&[
+        "schedule", "add", "--in", "4s", "--prompt", "one shot", "--name", "once", "--mode",
+        "single",
+    ]);
+
+    let first = start_daemon(&env);
+    std::thread::sleep(Duration::from_millis(2500));
+    let fires1 = crash(first);
+    let ticks1 = started(&fires1, "tick");
+    assert!(!ticks1.is_empty(), "the every-second job fired: {fires1:?}");
+    assert!(
+        started(&fires1, "once").is_empty(),
+        "the one-shot is not due yet: {fires1:?}"
+    );
+
+    // Down for about 3.5 s: three or more every-second fires are missed.
+    sleep_until(t0 + Duration::from_millis(6000));
+    let second = start_daemon(&env);
+    std::thread::sleep(Duration::from_millis(2500));
+    let fires2 = crash(second);
+    let ticks2 = started(&fires2, "tick");
+    let catch_up: Vec<_> = ticks2.iter().filter(|f| f.missed > 0).collect();
+    assert_eq!(
+        catch_up.len(),
+        1,
+        "one catch-up run for all missed fires: {fires2:?}"
+    );
+    assert!(catch_up[0].missed >= 2, "{fires2:?}");
+    assert!(
+        ticks2.len() <= 5,
+        "missed fires were not run one by one: {fires2:?}"
+    );
+    assert_eq!(
+        started(&fires2, "once").len(),
+        1,
+        "the overdue one-shot ran once: {fires2:?}"
+    );
+
+    // A third start must not fire the one-shot again.
+    let third = start_daemon(&env);
+    std::thread::sleep(Duration::from_millis(1200));
+    let fires3 = crash(third);
+    assert!(started(&fires3, "once").is_empty(), "{fires3:?}");
+
+    let jobs = json(&crewbox(&env, &["schedule", "list", "--json"]));
+    let job = |name: &str| {
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("job {name} listed: {jobs}"))
+    };
+    let once = job("once");
+    assert_eq!(once["run_count"], 1, "{once}");
+    assert!(once["next_fire"].is_null(), "the one-shot ended: {once}");
+    let tick = job("tick");
+    let tick_fires = (ticks1.len() + ticks2.len() + started(&fires3, "tick").len()) as u64;
+    assert_eq!(tick["run_count"].as_u64(), Some(tick_fires), "{tick}");
+    assert_eq!(tick["kind"], "cron");
+
+    let status = json(&crewbox(&env, &["status", "--json", "--limit", "200"]));
+    let runs = status["runs"].as_array().unwrap();
+    let count = |prompt: &str| runs.iter().filter(|r| r["prompt"] == prompt).count() as u64;
+    assert_eq!(count("one shot"), 1, "{status}");
+    // A kill can land between recording a fire and the run's own record.
+    let tick_runs = count("tick job");
+    assert!(
+        tick_runs <= tick_fires && tick_runs + 3 >= tick_fires && tick_runs > 0,
+        "{tick_runs} runs for {tick_fires} fires"
+    );
+    assert!(
+        runs.iter()
+            .filter(|r| r["prompt"] == "one shot")
+            .all(|r| r["status"] == "completed"),
+        "{status}"
+    );
+
+    let health = json(&crewbox(&env, &["health", "--json"]));
+    assert_eq!(health["scheduler"]["enabled"], true);
+    assert_eq!(health["scheduler"]["jobs"], 2);
+    assert_eq!(health["store"]["schema_version"], 3);
+    assert_eq!(health["breakers"]["scope"], "process");
+    assert!(health["store"]["size_bytes"].as_u64().unwrap() > 0);
+    assert!(health["agents"]["running"].is_u64());
+    assert!(health["version"].is_string());
+}
+
+#[test]
+fn schedule_add_refuses_bad_input_with_usage_errors() {
+    let env = setup();
+    let ok = crewbox(
+        &env,
+        &[
+            "schedule", "add", "--every", "5m", "--prompt", "p", "--name", "dup",
+        ],
+    );
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let long = "x".repeat(20_001);
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &[
+                "schedule", "add", "--every", "5m", "--prompt", "p", "--name", "dup",
+            ],
+            "exists already",
+        ),
+        (
+            &[
+                "schedule",
+                "add",
+                "--at",
+                "2001-01-01T00:00:00Z",
+                "--prompt",
+                "p",
+            ],
+            "not in the future",
+        ),
+        (
+            &["schedule", "add", "--cron", "0 25 * * *", "--prompt", "p"],
+            "field 2 (hour)",
+        ),
+        (
+            &["schedule", "add", "--every", "10s", "--prompt", "p"],
+            "too short",
+        ),
+        (
+            &["schedule", "add", "--every", "5m", "--prompt", &long],
+            "at most 20000",
+        ),
+        (&["schedule", "rm", "nope"], "no scheduled job named `nope`"),
+    ];
+    for (args, needle) in cases {
+        let out = crewbox(&env, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let jobs = json(&crewbox(&env, &["schedule", "list", "--json"]));
+    assert_eq!(jobs.as_array().unwrap().len(), 1, "{jobs}");
+}
+
+#[cfg(unix)]
+#[test]
+fn daemon_obeys_the_config_switch_run_now_pause_and_stops_cleanly_on_sigterm() {
+    let env = setup();
+    let add = |args: &[&str]| {
+        let out = crewbox(&env, args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    add(&[
+        "schedule",
+        "add",
+        "--every",
+        "1h",
+        "--prompt",
+        "hourly job",
+        "--name",
+        "hourly",
+        "--mode",
+        "single",
+    ]);
+    add(&[
+        "schedule",
+        "add",
+        "--cron",
+        "* * * * * *",
+        "--prompt",
+        "paused job",
+        "--name",
+        "paused",
+        "--mode",
+        "single",
+    ]);
+    add(&["schedule", "pause", "paused"]);
+    add(&["schedule", "run-now", "hourly"]);
+
+    // `scheduling = false` in the user config: the daemon runs but fires nothing.
+    std::fs::create_dir_all(env.config.join("crewbox")).unwrap();
+    std::fs::write(
+        env.config.join("crewbox/config.toml"),
+        "scheduling = false\n",
+    )
+    .unwrap();
+    let off = start_daemon(&env);
+    std::thread::sleep(Duration::from_millis(1200));
+    let fires = crash(off);
+    assert!(fires.is_empty(), "disabled scheduling fired: {fires:?}");
+    let health = json(&crewbox(&env, &["health", "--json"]));
+    assert_eq!(health["scheduler"]["enabled"], false, "{health}");
+
+    std::fs::write(
+        env.config.join("crewbox/config.toml"),
+        "scheduling = true\n",
+    )
+    .unwrap();
+    let on = start_daemon(&env);
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child by its pid.
+    let rc = unsafe { libc::kill(on.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let out = on.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("stopped"), "{stderr}");
+    let fires: Vec<Fire> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(Fire::parse)
+        .collect();
+    assert_eq!(
+        started(&fires, "hourly").len(),
+        1,
+        "run-now fired once: {fires:?}"
+    );
+    assert!(started(&fires, "paused").is_empty(), "{fires:?}");
+
+    let jobs = json(&crewbox(&env, &["schedule", "list", "--json"]));
+    let hourly = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == "hourly")
+        .cloned()
+        .unwrap();
+    assert_eq!(hourly["run_count"], 1, "{hourly}");
+    // The graceful stop waited for the run, so its end is recorded.
+    assert_eq!(hourly["last_status"], "completed", "{hourly}");
+    assert!(hourly["last_run"].is_string(), "{hourly}");
+    assert!(
+        !hourly["next_fire"].is_null(),
+        "the hourly grid goes on: {hourly}"
+    );
+}
