@@ -441,3 +441,83 @@ fn team_list_and_show_print_members_and_source() {
     let missing = bin(dir.path(), &["team", "show", "ghost"]);
     assert_eq!(missing.status.code(), Some(2));
 }
+
+#[test]
+fn team_and_member_validators_check_member_work() {
+    let team = r#"
+mode = "broadcast"
+validators = ["handoff-schema"]
+
+[[members]]
+name = "dev"
+access = "full"
+
+[[members]]
+name = "sec"
+access = "full"
+validators = ["no-secrets"]
+"#;
+    let script = r#"
+[[reply]]
+agent = "dev"
+when = "Validators checked your work"
+text = '''
+```json
+{"status": "success", "summary": "done", "findings": ["ok"]}
+```
+'''
+
+[[reply]]
+agent = "dev"
+text = "done, but no handoff"
+
+[[reply]]
+agent = "sec"
+repeat = true
+text = '''
+```json
+{"status": "success", "summary": "checked", "findings": ["ok"]}
+```
+'''
+"#;
+    let dir = repo(team);
+    let (out, report) = crewbox(dir.path(), script, &["run", "work", "--team", "trio"]);
+    assert!(
+        out.status.success(),
+        "{}\n{report}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dev = agent(&report, "dev");
+    let validators: Vec<(&str, u64, &str)> = dev["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["validator"].as_str().unwrap(),
+                v["round"].as_u64().unwrap(),
+                v["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        validators,
+        [
+            ("handoff-schema", 0, "failed"),
+            ("handoff-schema", 1, "passed")
+        ]
+    );
+    let sec = agent(&report, "sec");
+    let mut names: Vec<&str> = sec["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["validator"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["handoff-schema", "no-secrets"],
+        "team validators plus its own"
+    );
+}

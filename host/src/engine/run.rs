@@ -275,7 +275,7 @@ impl Engine {
         };
         let (provider_name, provider) = self.provider(&req)?;
         let team = match team {
-            Some(team) => Some(self.team_context(&req, team, &provider)?),
+            Some(team) => Some(self.team_context(&req, team, &provider).await?),
             None => {
                 if let Some(mode @ (Mode::Broadcast | Mode::Sequential | Mode::Orchestrate)) =
                     req.mode

@@ -36,6 +36,8 @@ pub struct TeamContext {
     pub providers: HashMap<String, Arc<dyn Provider>>,
     /// The orchestrator's provider (orchestrate mode).
     pub orchestrator: Arc<dyn Provider>,
+    /// Member name → the team's and its own validators, loaded.
+    pub validators: HashMap<String, Vec<super::validate::ValidatorEntry>>,
 }
 
 impl TeamContext {
@@ -82,7 +84,7 @@ impl Engine {
 
     /// Checks that `req`'s mode can run `team` and resolves each member's model. With a
     /// script every agent shares the run's scripted provider (one script, one state).
-    pub fn team_context(
+    pub async fn team_context(
         &self,
         req: &RunRequest,
         team: Team,
@@ -121,10 +123,22 @@ impl Engine {
             Some(o) => build(o.provider.as_ref(), o.model.as_ref())?,
             None => run_provider.clone(),
         };
+        // Validators are loaded now, so a bad name fails before the run starts.
+        let mut validators = HashMap::new();
+        for m in &team.members {
+            let names: Vec<String> = team
+                .validators
+                .iter()
+                .chain(&m.validators)
+                .cloned()
+                .collect();
+            validators.insert(m.name.clone(), self.load_validators(&names).await?);
+        }
         Ok(TeamContext {
             team,
             providers,
             orchestrator,
+            validators,
         })
     }
 
@@ -140,10 +154,12 @@ impl Engine {
         spec
     }
 
-    fn member_opts(ctx: &ModeContext, join: &str) -> ExecOptions {
+    fn member_opts(ctx: &ModeContext, tc: &TeamContext, m: &Member, join: &str) -> ExecOptions {
+        let mut validators = ctx.validators.clone();
+        validators.extend(tc.validators.get(&m.name).into_iter().flatten().cloned());
         ExecOptions {
             isolation: ctx.isolation(),
-            validators: ctx.validators.clone(),
+            validators,
             max_fix_rounds: ctx.max_fix_rounds(),
             join: Some(join.to_owned()),
         }
@@ -218,7 +234,7 @@ impl Engine {
                 );
                 (
                     self.member_spec(ctx, tc, m, &prompt),
-                    Self::member_opts(ctx, "broadcast"),
+                    Self::member_opts(ctx, tc, m, "broadcast"),
                 )
             })
             .collect();
@@ -256,7 +272,7 @@ impl Engine {
             let mut one = self
                 .run_group(
                     ctx,
-                    vec![(spec, Self::member_opts(ctx, "sequential"))],
+                    vec![(spec, Self::member_opts(ctx, tc, m, "sequential"))],
                     None,
                 )
                 .await?;
@@ -379,7 +395,7 @@ impl Engine {
             );
             specs.push((
                 self.member_spec(ctx, tc, m, &prompt),
-                Self::member_opts(ctx, "orchestrate"),
+                Self::member_opts(ctx, tc, m, "orchestrate"),
             ));
             assigned.push((m, task.as_str()));
         }

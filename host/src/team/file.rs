@@ -101,6 +101,8 @@ pub struct Team {
     pub evaluator: Option<Evaluator>,
     /// At least one member, in file order.
     pub members: Vec<Member>,
+    /// Validators (`NAME[=CRITERION]`) run after every writing member completes.
+    pub validators: Vec<String>,
     /// Where it was defined.
     pub source: TeamSource,
 }
@@ -153,6 +155,8 @@ pub struct Member {
     pub provider: Option<String>,
     /// Model name; the provider's default when absent.
     pub model: Option<String>,
+    /// Validators for this member, in addition to the team's.
+    pub validators: Vec<String>,
 }
 
 impl Member {
@@ -185,6 +189,8 @@ struct RawTeam {
     evaluator: Option<Evaluator>,
     #[serde(default)]
     members: Vec<RawMember>,
+    #[serde(default)]
+    validators: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -198,6 +204,8 @@ struct RawMember {
     access: Access,
     provider: Option<String>,
     model: Option<String>,
+    #[serde(default)]
+    validators: Vec<String>,
 }
 
 /// What is wrong with a team definition.
@@ -388,6 +396,7 @@ pub fn parse_team(text: &str, path: &Path, source: TeamSource) -> Result<Team, T
             access: m.access,
             provider: m.provider,
             model: m.model,
+            validators: m.validators,
         });
     }
     Ok(Team {
@@ -398,6 +407,7 @@ pub fn parse_team(text: &str, path: &Path, source: TeamSource) -> Result<Team, T
         orchestrator: raw.orchestrator,
         evaluator: raw.evaluator,
         members,
+        validators: raw.validators,
         source,
     })
 }
@@ -508,7 +518,9 @@ name = "alice"
                     access: Access::ReadOnly,
                     provider: None,
                     model: None,
+                    validators: Vec::new(),
                 }],
+                validators: Vec::new(),
                 source: TeamSource::Builtin,
             }
         );
