@@ -140,7 +140,18 @@ impl<'a> AgentTree<'a> {
                 let _ = write!(out, "[depth {}] ", v.depth);
             }
             let a = &self.agents[v.node];
-            let _ = writeln!(out, "{} ({}) {} {}", a.name, a.role, a.state.as_str(), a.id);
+            for part in [
+                a.name.as_str(),
+                " (",
+                a.role.as_str(),
+                ") ",
+                a.state.as_str(),
+                " ",
+                a.id.as_str(),
+                "\n",
+            ] {
+                out.push_str(part);
+            }
             if v.depth < MAX_TEXT_INDENT {
                 if v.depth > 0 {
                     prefix.push_str(if v.last { "   " } else { "│  " });

@@ -99,6 +99,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         next_fire   INTEGER
     );
     "#,
+    // 4: a run's agents in creation order without a sort (tree, status, reports).
+    r#"
+    CREATE INDEX agents_run_order ON agents(run_id, created_at, id);
+    DROP INDEX agents_run;
+    "#,
 ];
 
 /// The schema version this build writes.
