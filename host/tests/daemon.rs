@@ -243,7 +243,10 @@ fn daemon_fires_survives_a_crash_and_catches_up_once() {
     let health = json(&crewbox(&env, &["health", "--json"]));
     assert_eq!(health["scheduler"]["enabled"], true);
     assert_eq!(health["scheduler"]["jobs"], 2);
-    assert_eq!(health["store"]["schema_version"], 3);
+    assert_eq!(
+        health["store"]["schema_version"],
+        crewbox::store::SCHEMA_VERSION
+    );
     assert_eq!(health["breakers"]["scope"], "process");
     assert!(health["store"]["size_bytes"].as_u64().unwrap() > 0);
     assert!(health["agents"]["running"].is_u64());
