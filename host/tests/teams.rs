@@ -155,6 +155,33 @@ text = "carol: document the queue"
         .position(|e| e["kind"] == "agent.state" && e["data"]["state"] == "running")
         .unwrap();
     assert!(batch < first_start);
+    // The group join delivered all three results once, all-or-nothing, after the last one.
+    let deliveries: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "group.delivery")
+        .collect();
+    assert_eq!(deliveries.len(), 1, "{deliveries:?}");
+    assert_eq!(deliveries[0]["data"]["kind"], "All");
+    assert_eq!(
+        deliveries[0]["data"]["counts"],
+        serde_json::json!({"total": 3, "completed": 3, "delivered": 3})
+    );
+    assert_eq!(
+        deliveries[0]["data"]["results"].as_array().unwrap().len(),
+        3
+    );
+    let last_end = events
+        .iter()
+        .rposition(|e| e["kind"] == "agent.state" && e["data"]["state"] == "completed")
+        .unwrap();
+    let delivered_at = events
+        .iter()
+        .position(|e| e["kind"] == "group.delivery")
+        .unwrap();
+    assert!(
+        delivered_at > last_end,
+        "delivered only once every member finished"
+    );
 }
 
 #[test]

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::join_all;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use serde_json::json;
 
 use super::execute::{ExecOptions, ExecResult};
@@ -21,7 +22,10 @@ use super::{ExitReason, Mode, RunStatus};
 use crate::agent::AgentState;
 use crate::agent::permissions::CapSet;
 use crate::agent::runner::AgentSpec;
-use crate::batch::{GroupId, JoinMode};
+use crate::batch::{
+    Deliver, Delivery, GroupId, GroupJoin, GroupJoinConfig, JoinMode, RetryPolicy,
+    deliver_with_retry,
+};
 use crate::provider::{Message, Provider};
 use crate::team::{Access, Member, Team};
 
@@ -185,28 +189,76 @@ impl Engine {
             pending.push((id, rx));
         }
         self.flush_spawns().await?;
-        let waits = pending.into_iter().map(|(id, rx)| async move {
-            let started = Instant::now();
-            let result = match timeout {
-                Some(t) => tokio::time::timeout(t, rx).await.ok(),
-                None => Some(rx.await),
-            };
-            let result = match result {
-                None => {
-                    self.manager.stop(id.as_str());
-                    MemberOutcome::TimedOut
+        let mut group = match &join {
+            JoinMode::Group(id) => Some(
+                GroupJoin::new(
+                    id.clone(),
+                    pending.iter().map(|(a, _)| a.clone()),
+                    GroupJoinConfig::default(),
+                )
+                .map_err(|e| EngineError::Config(e.to_string()))?,
+            ),
+            _ => None,
+        };
+        let mut waits: FuturesUnordered<_> = pending
+            .into_iter()
+            .enumerate()
+            .map(|(i, (id, rx))| async move {
+                let started = Instant::now();
+                let result = match timeout {
+                    Some(t) => tokio::time::timeout(t, rx).await.ok(),
+                    None => Some(rx.await),
+                };
+                let result = match result {
+                    None => {
+                        self.manager.stop(id.as_str());
+                        MemberOutcome::TimedOut
+                    }
+                    Some(Ok(Ok(r))) => MemberOutcome::Ran(Box::new(r)),
+                    Some(Ok(Err(e))) => MemberOutcome::Error(e.to_string()),
+                    Some(Err(_)) => {
+                        MemberOutcome::Error("the spawn queue dropped the agent".into())
+                    }
+                };
+                let run = MemberRun {
+                    agent_id: id.to_string(),
+                    duration: started.elapsed(),
+                    result,
+                };
+                (i, id, run)
+            })
+            .collect();
+        let mut runs: Vec<(usize, MemberRun)> = Vec::new();
+        let mut sink = StoreDelivery {
+            store: self.store.clone(),
+            run_id: ctx.run_id.clone(),
+        };
+        while let Some((i, id, run)) = waits.next().await {
+            // The group join hands the results on (all at once by default); a delivery
+            // that fails is retried with backoff, then recorded as an error, never dropped.
+            if let Some(join) = group.as_mut() {
+                let summary = json!({ "agent": run.agent_id, "state": run.state() });
+                match join.complete(id, summary, tokio::time::Instant::now()) {
+                    Ok(Some(delivery)) => {
+                        if let Err(failed) =
+                            deliver_with_retry(&mut sink, delivery, &RetryPolicy::default()).await
+                        {
+                            self.store.log_event(
+                                &ctx.run_id,
+                                None,
+                                "group.delivery-failed",
+                                json!({ "group": failed.group.as_str(), "attempts": failed.attempts, "errors": failed.errors }),
+                            );
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(error = %e, "group join refused a completion"),
                 }
-                Some(Ok(Ok(r))) => MemberOutcome::Ran(Box::new(r)),
-                Some(Ok(Err(e))) => MemberOutcome::Error(e.to_string()),
-                Some(Err(_)) => MemberOutcome::Error("the spawn queue dropped the agent".into()),
-            };
-            MemberRun {
-                agent_id: id.to_string(),
-                duration: started.elapsed(),
-                result,
             }
-        });
-        Ok(join_all(waits).await)
+            runs.push((i, run));
+        }
+        runs.sort_by_key(|(i, _)| *i);
+        Ok(runs.into_iter().map(|(_, r)| r).collect())
     }
 
     fn team<'a>(&self, ctx: &'a ModeContext) -> Result<&'a TeamContext, EngineError> {
@@ -553,5 +605,29 @@ fn collect_replies(team: &Team, runs: &[MemberRun]) -> ModeResult {
         },
         result,
         details,
+    }
+}
+
+/// Hands a group's joined results on by recording them in the store.
+struct StoreDelivery {
+    store: crate::store::Store,
+    run_id: crate::ids::RunId,
+}
+
+impl Deliver<serde_json::Value> for StoreDelivery {
+    type Error = crate::store::StoreError;
+
+    fn deliver(
+        &mut self,
+        delivery: &Delivery<serde_json::Value>,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
+        let data = json!({
+            "group": delivery.group.as_str(),
+            "kind": format!("{:?}", delivery.kind),
+            "results": delivery.results.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>(),
+            "counts": { "total": delivery.counts.total, "completed": delivery.counts.completed, "delivered": delivery.counts.delivered },
+        });
+        let (store, run) = (self.store.clone(), self.run_id.clone());
+        async move { store.append_event(&run, None, "group.delivery", data).await }
     }
 }
