@@ -548,3 +548,81 @@ text = '''
         "team validators plus its own"
     );
 }
+
+#[test]
+fn progressive_delivery_hands_results_on_in_waves_each_once() {
+    let team = r#"
+mode = "broadcast"
+delivery = "progressive"
+first_wave_s = 1
+wave_every_s = 1
+
+[[members]]
+name = "alice"
+
+[[members]]
+name = "bob"
+
+[[members]]
+name = "carol"
+"#;
+    let script = r#"
+[[reply]]
+agent = "alice"
+text = "fast"
+
+[[reply]]
+agent = "bob"
+text = "slower"
+delay_ms = 2500
+
+[[reply]]
+agent = "carol"
+text = "slowest"
+delay_ms = 4500
+"#;
+    let dir = repo(team);
+    let (out, report) = crewbox(dir.path(), script, &["run", "go", "--team", "trio"]);
+    assert!(
+        out.status.success(),
+        "{}\n{report}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = events(dir.path(), report["run_id"].as_str().unwrap());
+    let deliveries: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "group.delivery")
+        .map(|e| &e["data"])
+        .collect();
+    assert!(
+        deliveries.len() >= 2,
+        "waves, not one delivery: {deliveries:?}"
+    );
+    assert_eq!(
+        deliveries.last().unwrap()["kind"],
+        "Final",
+        "{deliveries:?}"
+    );
+    assert!(
+        deliveries[0]["kind"].as_str().unwrap().starts_with("Wave"),
+        "{deliveries:?}"
+    );
+    let mut delivered: Vec<String> = deliveries
+        .iter()
+        .flat_map(|d| d["results"].as_array().unwrap())
+        .map(|r| r["agent"].as_str().unwrap().to_owned())
+        .collect();
+    delivered.sort();
+    delivered.dedup();
+    assert_eq!(
+        delivered.len(),
+        3,
+        "each member delivered exactly once: {deliveries:?}"
+    );
+    let total: usize = deliveries
+        .iter()
+        .map(|d| d["results"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(total, 3);
+    assert_eq!(deliveries.last().unwrap()["counts"]["delivered"], 3);
+}

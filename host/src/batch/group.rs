@@ -11,7 +11,8 @@ use super::GroupId;
 use crate::ids::AgentId;
 
 /// How a group hands its results on.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum DeliveryMode {
     /// One delivery when every member has completed.
     #[default]

@@ -23,8 +23,7 @@ use crate::agent::AgentState;
 use crate::agent::permissions::CapSet;
 use crate::agent::runner::AgentSpec;
 use crate::batch::{
-    Deliver, Delivery, GroupId, GroupJoin, GroupJoinConfig, JoinMode, RetryPolicy,
-    deliver_with_retry,
+    Deliver, Delivery, GroupId, GroupJoin, JoinMode, RetryPolicy, deliver_with_retry,
 };
 use crate::provider::{Message, Provider};
 use crate::team::{Access, Member, Team};
@@ -194,7 +193,10 @@ impl Engine {
                 GroupJoin::new(
                     id.clone(),
                     pending.iter().map(|(a, _)| a.clone()),
-                    GroupJoinConfig::default(),
+                    ctx.team
+                        .as_ref()
+                        .map(|t| t.team.delivery)
+                        .unwrap_or_default(),
                 )
                 .map_err(|e| EngineError::Config(e.to_string()))?,
             ),
@@ -233,29 +235,40 @@ impl Engine {
             store: self.store.clone(),
             run_id: ctx.run_id.clone(),
         };
-        while let Some((i, id, run)) = waits.next().await {
-            // The group join hands the results on (all at once by default); a delivery
-            // that fails is retried with backoff, then recorded as an error, never dropped.
-            if let Some(join) = group.as_mut() {
-                let summary = json!({ "agent": run.agent_id, "state": run.state() });
-                match join.complete(id, summary, tokio::time::Instant::now()) {
-                    Ok(Some(delivery)) => {
-                        if let Err(failed) =
-                            deliver_with_retry(&mut sink, delivery, &RetryPolicy::default()).await
-                        {
-                            self.store.log_event(
-                                &ctx.run_id,
-                                None,
-                                "group.delivery-failed",
-                                json!({ "group": failed.group.as_str(), "attempts": failed.attempts, "errors": failed.errors }),
-                            );
+        // The group join hands the results on (all at once by default, or in waves); a
+        // delivery that fails is retried with backoff, then recorded as an error, never
+        // dropped.
+        loop {
+            let wave = group.as_ref().and_then(GroupJoin::next_deadline);
+            let delivery = tokio::select! {
+                next = waits.next() => {
+                    let Some((i, id, run)) = next else { break };
+                    let summary = json!({ "agent": run.agent_id, "state": run.state() });
+                    runs.push((i, run));
+                    match group.as_mut().map(|g| g.complete(id, summary, tokio::time::Instant::now())) {
+                        Some(Ok(d)) => d,
+                        Some(Err(e)) => {
+                            tracing::warn!(error = %e, "group join refused a completion");
+                            None
                         }
+                        None => None,
                     }
-                    Ok(None) => {}
-                    Err(e) => tracing::warn!(error = %e, "group join refused a completion"),
                 }
+                _ = async { tokio::time::sleep_until(wave.unwrap_or_else(tokio::time::Instant::now)).await }, if wave.is_some() => {
+                    group.as_mut().and_then(|g| g.tick(tokio::time::Instant::now()))
+                }
+            };
+            if let Some(delivery) = delivery
+                && let Err(failed) =
+                    deliver_with_retry(&mut sink, delivery, &RetryPolicy::default()).await
+            {
+                self.store.log_event(
+                    &ctx.run_id,
+                    None,
+                    "group.delivery-failed",
+                    json!({ "group": failed.group.as_str(), "attempts": failed.attempts, "errors": failed.errors }),
+                );
             }
-            runs.push((i, run));
         }
         runs.sort_by_key(|(i, _)| *i);
         Ok(runs.into_iter().map(|(_, r)| r).collect())

@@ -103,6 +103,8 @@ pub struct Team {
     pub members: Vec<Member>,
     /// Validators (`NAME[=CRITERION]`) run after every writing member completes.
     pub validators: Vec<String>,
+    /// How broadcast members' results are joined: all at once, or in waves.
+    pub delivery: crate::batch::GroupJoinConfig,
     /// Where it was defined.
     pub source: TeamSource,
 }
@@ -191,6 +193,10 @@ struct RawTeam {
     members: Vec<RawMember>,
     #[serde(default)]
     validators: Vec<String>,
+    #[serde(default)]
+    delivery: crate::batch::DeliveryMode,
+    first_wave_s: Option<u64>,
+    wave_every_s: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -408,6 +414,19 @@ pub fn parse_team(text: &str, path: &Path, source: TeamSource) -> Result<Team, T
         evaluator: raw.evaluator,
         members,
         validators: raw.validators,
+        delivery: crate::batch::GroupJoinConfig {
+            mode: raw.delivery,
+            waves: crate::batch::WaveConfig {
+                first: raw.first_wave_s.map_or(
+                    crate::batch::WaveConfig::default().first,
+                    std::time::Duration::from_secs,
+                ),
+                every: raw.wave_every_s.map_or(
+                    crate::batch::WaveConfig::default().every,
+                    std::time::Duration::from_secs,
+                ),
+            },
+        },
         source,
     })
 }
@@ -521,6 +540,7 @@ name = "alice"
                     validators: Vec::new(),
                 }],
                 validators: Vec::new(),
+                delivery: Default::default(),
                 source: TeamSource::Builtin,
             }
         );
