@@ -283,11 +283,7 @@ fn create_branch(repo_root: &Path, component: &str, tip: Oid) -> Result<String, 
         .find_commit(tip)
         .map_err(WorktreeError::git("find commit", repo_root))?;
     let plain = format!("crewbox/{component}");
-    let stamp = time::OffsetDateTime::now_utc()
-        .format(time::macros::format_description!(
-            "[year][month][day]T[hour][minute][second]Z"
-        ))
-        .unwrap_or_else(|_| "0".to_owned());
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
     let candidates = std::iter::once(plain.clone())
         .chain(std::iter::once(format!("{plain}-{stamp}")))
         .chain((2..=100).map(|n| format!("{plain}-{stamp}-{n}")));
