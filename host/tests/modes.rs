@@ -1,45 +1,14 @@
 //! The modes end to end through the real binary: a real git repository in a temp dir,
 //! the scripted model, real worktrees, real validator components.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
+
+#[path = "support/repo.rs"]
+mod repo_support;
+use repo_support::{crewbox, events, git_repo};
 
 fn repo() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("repo");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::write(work.join("notes.txt"), "alpha\n").unwrap();
-    let git = git2::Repository::init(&work).unwrap();
-    let mut index = git.index().unwrap();
-    index.add_path(Path::new("notes.txt")).unwrap();
-    index.write().unwrap();
-    let tree = git.find_tree(index.write_tree().unwrap()).unwrap();
-    let sig = git2::Signature::now("t", "t@localhost").unwrap();
-    git.commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
-        .unwrap();
-    dir
-}
-
-fn crewbox(dir: &Path, script: &str, args: &[&str]) -> (Output, serde_json::Value) {
-    let script_path = dir.join("script.toml");
-    std::fs::write(&script_path, script).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_crewbox"))
-        .args(args)
-        .args(["--script", script_path.to_str().unwrap(), "--json"])
-        .current_dir(dir.join("repo"))
-        .env("CREWBOX_STATE_DIR", dir.join("state"))
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_CACHE_HOME", dir.join("cache"))
-        .output()
-        .unwrap();
-    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out, report)
+    git_repo(|_| {})
 }
 
 fn guest(name: &str) -> String {
@@ -183,17 +152,7 @@ fn swarm_vote_groups_equal_answers_and_lists_conflicts() {
         "alpha\n"
     );
     // The members went through the spawn batcher as one swarm, recorded before they ran.
-    let events = Command::new(env!("CARGO_BIN_EXE_crewbox"))
-        .args(["events", "--run", report["run_id"].as_str().unwrap()])
-        .current_dir(dir.path().join("repo"))
-        .env("CREWBOX_STATE_DIR", dir.path().join("state"))
-        .env("XDG_CONFIG_HOME", dir.path().join("config"))
-        .output()
-        .unwrap();
-    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&events.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = events(dir.path(), report["run_id"].as_str().unwrap());
     let batch = events
         .iter()
         .position(|e| e["kind"] == "batch.finalized")

@@ -1,0 +1,63 @@
+//! Shared by the end-to-end tests that drive the real binary in a temp git repository
+//! (`#[path]`-included, so each test crate uses only some of it).
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A temp dir holding `repo/` (one commit: `notes.txt` = "alpha"), after `setup` wrote
+/// any untracked extras into the work tree; `state/`, `config/`, `cache/` go beside it.
+pub fn git_repo(setup: impl FnOnce(&Path)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("repo");
+    std::fs::create_dir_all(&work).unwrap();
+    setup(&work);
+    std::fs::write(work.join("notes.txt"), "alpha\n").unwrap();
+    let git = git2::Repository::init(&work).unwrap();
+    let mut index = git.index().unwrap();
+    index.add_path(Path::new("notes.txt")).unwrap();
+    index.write().unwrap();
+    let tree = git.find_tree(index.write_tree().unwrap()).unwrap();
+    let sig = git2::Signature::now("t", "t@localhost").unwrap();
+    git.commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
+        .unwrap();
+    dir
+}
+
+/// Runs `crewbox ARGS` in the repository with state, config and cache inside the temp dir.
+pub fn bin(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_crewbox"))
+        .args(args)
+        .current_dir(dir.join("repo"))
+        .env("CREWBOX_STATE_DIR", dir.join("state"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .output()
+        .unwrap()
+}
+
+/// Runs `crewbox ARGS --script <script> --json` and parses the report.
+pub fn crewbox(dir: &Path, script: &str, args: &[&str]) -> (Output, serde_json::Value) {
+    let script_path = dir.join("script.toml");
+    std::fs::write(&script_path, script).unwrap();
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--script", script_path.to_str().unwrap(), "--json"]);
+    let out = bin(dir, &all);
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out, report)
+}
+
+/// The stored events of a run, oldest first.
+pub fn events(dir: &Path, run: &str) -> Vec<serde_json::Value> {
+    let out = bin(dir, &["events", "--run", run]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
