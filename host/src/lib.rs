@@ -11,6 +11,7 @@ pub mod engine;
 pub mod ids;
 pub mod observe;
 pub mod plugin;
+pub mod process;
 pub mod provider;
 pub mod schedule;
 pub mod store;

@@ -79,6 +79,8 @@ struct Inner {
     tools: Arc<ToolRegistry>,
     slots: Arc<Semaphore>,
     live: Mutex<HashMap<AgentId, Live>>,
+    /// Runs driven here, cancelled by a stop aimed at the run.
+    runs: Mutex<HashMap<RunId, CancellationToken>>,
 }
 
 /// Runs agents. Cheap to clone.
@@ -96,6 +98,7 @@ impl Manager {
                 tools,
                 slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
                 live: Mutex::new(HashMap::new()),
+                runs: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -287,6 +290,15 @@ impl Manager {
 
     /// Stops a live agent, or every agent of a run; returns how many were told.
     pub fn stop(&self, target: &str) -> usize {
+        if let Some(run) = self
+            .inner
+            .runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&RunId::from_string(target.to_owned()))
+        {
+            run.cancel();
+        }
         let live = self.inner.live.lock().unwrap_or_else(|p| p.into_inner());
         let mut n = 0;
         for (id, l) in live.iter() {
@@ -296,6 +308,27 @@ impl Manager {
             }
         }
         n
+    }
+
+    /// Registers a run driven here: the token is cancelled when the run is stopped
+    /// (`crewbox stop RUN`), so a mode can end between its agents too.
+    pub fn register_run(&self, run: &RunId) -> CancellationToken {
+        self.inner
+            .runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(run.clone())
+            .or_default()
+            .clone()
+    }
+
+    /// Forgets a run registered with [`Manager::register_run`].
+    pub fn unregister_run(&self, run: &RunId) {
+        self.inner
+            .runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(run);
     }
 
     /// Number of agents this manager is running or holding in its queue.
@@ -343,6 +376,8 @@ impl Manager {
                         self.stop(&c.target);
                         handled.push(c.seq);
                     }
+                    // Team messages are taken by the team's reflect loop.
+                    ControlKind::Message => {}
                 }
             }
             if let Err(e) = self.inner.store.consume_controls(handled).await {

@@ -12,8 +12,10 @@ pub mod health;
 pub mod history;
 pub mod plugin;
 mod progress;
+pub mod resume;
 pub mod run;
 pub mod schedule;
+pub mod send;
 pub mod status;
 pub mod team;
 pub mod tree;
@@ -37,6 +39,8 @@ pub enum Exit {
     Usage = 2,
     /// A plugin faulted (trap, deadline, limit).
     PluginFault = 3,
+    /// Interrupted by a signal; the run is left resumable.
+    Interrupted = 130,
 }
 
 impl From<Exit> for std::process::ExitCode {
@@ -77,6 +81,10 @@ pub enum Command {
     Steer(control::SteerArgs),
     /// Stop a running agent or run.
     Stop(control::StopArgs),
+    /// Finish runs a crash or a signal left unfinished (stored steps are not re-run).
+    Resume(resume::ResumeArgs),
+    /// Send a message to a team's running reflect loop (read at its next iteration).
+    Send(send::SendArgs),
     /// List, inspect and check WebAssembly plugins.
     Plugin(plugin::PluginArgs),
     /// Ask the dispatcher which mode a prompt would run in.
@@ -141,6 +149,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::History(args) => history::run(Context::resolve(g)?, args).await,
         Command::Steer(args) => control::steer(Context::resolve(g)?, args).await,
         Command::Stop(args) => control::stop(Context::resolve(g)?, args).await,
+        Command::Resume(args) => resume::run(Context::resolve(g)?, args).await,
+        Command::Send(args) => send::run(Context::resolve(g)?, args).await,
         Command::Plugin(args) => plugin::run(args).await,
         Command::Dispatch(args) => dispatch::run(args).await,
         Command::Validate(args) => validate::run(args).await,

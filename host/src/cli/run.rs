@@ -7,6 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Context, Exit, progress};
 use crate::engine::execute::Isolation;
+use crate::engine::report::RunReport;
 use crate::engine::run::{EngineError, RunRequest};
 use crate::engine::swarm::Strategy;
 use crate::engine::{Mode, RunStatus};
@@ -56,6 +57,9 @@ pub struct RunArgs {
     /// Run this team (`.crewbox/teams/NAME.toml`); the mode defaults to the team's.
     #[arg(long, value_name = "NAME")]
     pub team: Option<String>,
+    /// Reflect: most iterations of the loop.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_iterations: u32,
     /// Print one JSON object (the run report) and no progress.
     #[arg(long)]
     pub json: bool,
@@ -91,7 +95,8 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
         mode: args.mode,
         provider: args.provider,
         model: args.model,
-        script: args.script,
+        // Stored absolute, so `crewbox resume` finds it from any directory.
+        script: args.script.map(|p| std::path::absolute(&p).unwrap_or(p)),
         validators: args.validators,
         max_fix_rounds: Some(args.max_fix_rounds),
         isolation: Some(args.isolation),
@@ -101,34 +106,11 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
         chain: args.chain,
         chain_depth: Some(args.chain_depth),
         team: args.team,
+        max_iterations: Some(args.max_iterations),
     };
-    let show_progress = !args.json && std::io::stderr().is_terminal();
-    let progress =
-        show_progress.then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
-    let signals = tokio::spawn({
-        let shutdown = shutdown.clone();
-        async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                shutdown.cancel();
-            }
-        }
-    });
-    let result = engine.run(req).await;
-    signals.abort();
-    if let Some(p) = progress {
-        p.finish().await;
-    }
-    let report = match result {
-        Ok(r) => r,
-        Err(
-            e @ (EngineError::Config(_)
-            | EngineError::Provider { .. }
-            | EngineError::Unsupported(_)),
-        ) => {
-            eprintln!("crewbox: {e}");
-            return Ok(Exit::Usage);
-        }
-        Err(e) => return Err(e.into()),
+    let report = match drive(&engine, &shutdown, args.json, engine.run(req)).await? {
+        Ok(report) => report,
+        Err(exit) => return Ok(exit),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -140,4 +122,47 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
     } else {
         Exit::CheckFailed
     })
+}
+
+/// Drives a run (new or resumed) with progress on a terminal and Ctrl-C handling;
+/// engine refusals become an exit code with the message on stderr.
+pub(super) async fn drive(
+    engine: &crate::engine::run::Engine,
+    shutdown: &CancellationToken,
+    json: bool,
+    run: impl std::future::Future<Output = Result<RunReport, EngineError>>,
+) -> anyhow::Result<Result<RunReport, Exit>> {
+    let show_progress = !json && std::io::stderr().is_terminal();
+    let progress =
+        show_progress.then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
+    let signals = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                shutdown.cancel();
+            }
+        }
+    });
+    let result = run.await;
+    signals.abort();
+    if let Some(p) = progress {
+        p.finish().await;
+    }
+    match result {
+        Ok(r) => Ok(Ok(r)),
+        Err(
+            e @ (EngineError::Config(_)
+            | EngineError::Provider { .. }
+            | EngineError::Unsupported(_)
+            | EngineError::Busy(_)),
+        ) => {
+            eprintln!("crewbox: {e}");
+            Ok(Err(Exit::Usage))
+        }
+        Err(e @ EngineError::Interrupted(_)) => {
+            eprintln!("crewbox: {e}");
+            Ok(Err(Exit::Interrupted))
+        }
+        Err(e) => Err(e.into()),
+    }
 }

@@ -47,6 +47,19 @@ pub struct Decision {
     pub swarm_size: Option<u32>,
 }
 
+impl Decision {
+    /// The decision for a mode the user (or a stored run) names.
+    pub fn explicit(mode: Mode) -> Self {
+        Self {
+            mode,
+            reason: "explicit".into(),
+            source: DecisionSource::Explicit,
+            signals: Vec::new(),
+            swarm_size: None,
+        }
+    }
+}
+
 /// The modes `auto` may pick without a team.
 const AUTO_MODES: &[crate::plugin::Mode] = &[
     crate::plugin::Mode::Single,
@@ -72,13 +85,7 @@ impl Engine {
     pub async fn decide(&self, req: &RunRequest) -> Result<Decision, EngineError> {
         let mode = req.mode.unwrap_or(self.config.default_mode);
         if mode != Mode::Auto {
-            return Ok(Decision {
-                mode,
-                reason: "explicit".into(),
-                source: DecisionSource::Explicit,
-                signals: Vec::new(),
-                swarm_size: None,
-            });
+            return Ok(Decision::explicit(mode));
         }
         let name = self.config.dispatcher.as_deref().unwrap_or("heuristic");
         let plugin = self.plugins.get(name, PluginKind::Dispatcher).await?;

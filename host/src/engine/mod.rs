@@ -3,9 +3,12 @@
 pub mod crew;
 pub mod dispatch;
 pub mod execute;
+pub mod journal;
 pub mod model_access;
 pub mod orchestrate;
+pub mod orchestrate_mode;
 pub mod plugins;
+pub mod reflect_mode;
 pub mod report;
 pub mod run;
 pub mod single;

@@ -8,6 +8,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::journal::Journal;
 use super::report::RunReport;
 use super::validate::ValidatorEntry;
 use super::{ExitReason, Mode, RunStatus};
@@ -45,6 +46,59 @@ pub enum EngineError {
     /// The mode is not available for this request.
     #[error("mode `{0}` is not available here yet")]
     Unsupported(Mode),
+    /// Something else holds what the run needs (its team's loop, or the run itself).
+    #[error("{0}")]
+    Busy(String),
+    /// The process was asked to stop; the run is left unfinished and resumable.
+    #[error("run {0} was interrupted; finish it with `crewbox resume {0}`")]
+    Interrupted(RunId),
+}
+
+/// Store refusals that mean "someone else has it" become [`EngineError::Busy`].
+fn busy(e: StoreError) -> EngineError {
+    match e {
+        StoreError::TeamBusy { .. } | StoreError::RunBusy { .. } => {
+            EngineError::Busy(e.to_string())
+        }
+        StoreError::NoSuchRun { .. } | StoreError::RunFinished { .. } => {
+            EngineError::Config(e.to_string())
+        }
+        other => EngineError::Store(other),
+    }
+}
+
+/// The journal key of the stored dispatch decision.
+const DECISION_STEP: &str = "decision";
+
+/// What [`Engine::prepare`] resolved.
+struct Prepared {
+    provider_name: String,
+    provider: Arc<dyn Provider>,
+    prices: Option<crate::provider::config::Prices>,
+    validators: Vec<ValidatorEntry>,
+    team: Option<super::team_modes::TeamContext>,
+}
+
+impl Prepared {
+    fn into_context(
+        self,
+        run_id: RunId,
+        req: RunRequest,
+        decision: super::dispatch::Decision,
+        journal: Journal,
+    ) -> ModeContext {
+        ModeContext {
+            run_id,
+            req,
+            provider: self.provider,
+            prices: self.prices,
+            validators: self.validators,
+            decision,
+            team: self.team,
+            journal: Arc::new(journal),
+            cancel: CancellationToken::new(),
+        }
+    }
 }
 
 /// What the user asked for.
@@ -88,6 +142,9 @@ pub struct RunRequest {
     /// The team (from `.crewbox/teams/NAME.toml`) a team mode runs.
     #[serde(default)]
     pub team: Option<String>,
+    /// Reflect: most iterations (default 5).
+    #[serde(default)]
+    pub max_iterations: Option<u32>,
 }
 
 /// The stored, resumable description of a run: never secrets, only names.
@@ -169,32 +226,6 @@ impl Engine {
         Ok((name, provider))
     }
 
-    /// Records a new run before anything of it starts.
-    pub async fn create_run(
-        &self,
-        req: &RunRequest,
-        mode: Mode,
-        provider: &str,
-        team: Option<&str>,
-    ) -> Result<RunId, EngineError> {
-        let spec = RunSpec {
-            request: req.clone(),
-            provider: provider.to_owned(),
-        };
-        let spec = serde_json::to_value(&spec).unwrap_or_else(|_| json!({}));
-        let mut run = RunRecord::started(mode, req.prompt.clone(), spec);
-        run.team = team.map(str::to_owned);
-        let id = run.id.clone();
-        self.store.insert_run(&run).await?;
-        self.store.log_event(
-            &id,
-            None,
-            "run.started",
-            json!({ "mode": mode, "provider": provider }),
-        );
-        Ok(id)
-    }
-
     /// Records how a run ended and returns its report.
     pub async fn finish_run(
         &self,
@@ -273,12 +304,135 @@ impl Engine {
             }
             None => None,
         };
-        let (provider_name, provider) = self.provider(&req)?;
+        // Resolve everything that can be wrong before anything is recorded.
+        let prepared = self.prepare(&req, team).await?;
+        let decision = self.decide(&req).await?;
+        let spec = RunSpec {
+            request: req.clone(),
+            provider: prepared.provider_name.clone(),
+        };
+        let mut run = RunRecord::started(
+            decision.mode,
+            req.prompt.clone(),
+            serde_json::to_value(&spec).unwrap_or_else(|_| json!({})),
+        );
+        run.team = prepared.team.as_ref().map(|t| t.team.name.clone());
+        let run_id = run.id.clone();
+        // One reflect loop per team: refused before the run is recorded.
+        if decision.mode == Mode::Reflect
+            && let Some(team) = &run.team
+        {
+            self.claim_team(team, &run_id).await?;
+        }
+        self.store.insert_run(&run).await?;
+        self.store.log_event(
+            &run_id,
+            None,
+            "run.started",
+            json!({ "mode": decision.mode, "provider": prepared.provider_name }),
+        );
+        span.record("run_id", tracing::field::display(&run_id));
+        span.record("mode", decision.mode.as_str());
+        self.record_decision(Some(&run_id), &req.prompt, &decision)
+            .await?;
+        let journal = Journal::fresh(self.store.clone(), run_id.clone());
+        journal
+            .finish(DECISION_STEP, None, &decision, Vec::new())
+            .await?;
+        self.drive(prepared.into_context(run_id, req, decision, journal))
+            .await
+    }
+
+    /// Finishes a run a crashed or interrupted process left unfinished: stored steps
+    /// are read back, only the rest runs again. Refused while a live process drives it.
+    pub async fn resume(&self, id: &RunId) -> Result<RunReport, EngineError> {
+        let span = tracing::info_span!("run", run_id = %id, mode = tracing::field::Empty);
+        self.resume_inner(id, span.clone()).instrument(span).await
+    }
+
+    async fn resume_inner(
+        &self,
+        id: &RunId,
+        span: tracing::Span,
+    ) -> Result<RunReport, EngineError> {
+        let run = self
+            .store
+            .run(id)
+            .await?
+            .ok_or_else(|| EngineError::Config(format!("no run `{id}`")))?;
+        let spec: RunSpec = serde_json::from_value(run.spec.clone()).map_err(|e| {
+            EngineError::Config(format!(
+                "run {id} cannot be resumed: its stored request does not read ({e})"
+            ))
+        })?;
+        self.store.claim_run(id).await.map_err(busy)?;
+        let mut req = spec.request;
+        let team =
+            match &req.team {
+                Some(name) => Some(self.load_team(name).await.map_err(|e| {
+                    EngineError::Config(format!("run {id} cannot be resumed: {e}"))
+                })?),
+                None => None,
+            };
+        if req.mode.is_none() {
+            req.mode = Some(run.mode);
+        }
+        let prepared = self.prepare(&req, team).await?;
+        let journal = Journal::load(self.store.clone(), id.clone()).await?;
+        let decision = journal
+            .done::<super::dispatch::Decision>(DECISION_STEP)
+            .unwrap_or_else(|| super::dispatch::Decision::explicit(run.mode));
+        span.record("mode", decision.mode.as_str());
+        if decision.mode == Mode::Reflect
+            && let Some(team) = &run.team
+        {
+            self.claim_team(team, id).await?;
+        }
+        // Agents the dead process left queued or running never finish on their own.
+        let mut interrupted = 0;
+        for agent in self.store.agents(id).await? {
+            if !agent.state.is_terminal() {
+                self.store
+                    .finish_agent(
+                        &agent.id,
+                        AgentState::Error,
+                        agent.stats,
+                        None,
+                        Some("interrupted: the process driving its run stopped"),
+                    )
+                    .await?;
+                interrupted += 1;
+            }
+        }
+        self.store
+            .append_event(
+                id,
+                None,
+                "run.resumed",
+                json!({ "pid": std::process::id(), "interrupted_agents": interrupted }),
+            )
+            .await?;
+        self.drive(prepared.into_context(id.clone(), req, decision, journal))
+            .await
+    }
+
+    async fn claim_team(&self, team: &str, run_id: &RunId) -> Result<(), EngineError> {
+        self.store.claim_team(team, run_id).await.map_err(busy)
+    }
+
+    /// Checks the request and builds what its mode needs (providers, team, validators).
+    async fn prepare(
+        &self,
+        req: &RunRequest,
+        team: Option<crate::team::Team>,
+    ) -> Result<Prepared, EngineError> {
+        let (provider_name, provider) = self.provider(req)?;
         let team = match team {
-            Some(team) => Some(self.team_context(&req, team, &provider).await?),
+            Some(team) => Some(self.team_context(req, team, &provider).await?),
             None => {
-                if let Some(mode @ (Mode::Broadcast | Mode::Sequential | Mode::Orchestrate)) =
-                    req.mode
+                if let Some(
+                    mode @ (Mode::Broadcast | Mode::Sequential | Mode::Orchestrate | Mode::Reflect),
+                ) = req.mode
                 {
                     return Err(EngineError::Config(format!(
                         "mode `{mode}` runs a team: pass --team NAME"
@@ -292,7 +446,6 @@ impl Engine {
             .providers
             .get(&provider_name)
             .and_then(|p| p.prices());
-        // Resolve everything that can be wrong before anything is recorded.
         let validators = self.load_validators(&req.validators).await?;
         if req.isolation.unwrap_or_default() == super::execute::Isolation::Worktree
             && self.worktrees.is_none()
@@ -303,28 +456,20 @@ impl Engine {
                 self.repo.display()
             )));
         }
-        let decision = self.decide(&req).await?;
-        let run_id = self
-            .create_run(
-                &req,
-                decision.mode,
-                &provider_name,
-                team.as_ref().map(|t| t.team.name.as_str()),
-            )
-            .await?;
-        span.record("run_id", tracing::field::display(&run_id));
-        span.record("mode", decision.mode.as_str());
-        self.record_decision(Some(&run_id), &req.prompt, &decision)
-            .await?;
-        let ctx = ModeContext {
-            run_id: run_id.clone(),
-            req,
+        Ok(Prepared {
+            provider_name,
             provider,
             prices,
             validators,
-            decision,
             team,
-        };
+        })
+    }
+
+    /// Runs a recorded run's mode to its end and records how it ended. A shutdown
+    /// (Ctrl-C, SIGTERM) leaves the run unfinished and resumable instead.
+    async fn drive(&self, mut ctx: ModeContext) -> Result<RunReport, EngineError> {
+        let run_id = ctx.run_id.clone();
+        ctx.cancel = self.manager.register_run(&run_id);
         let controls = tokio::spawn({
             let manager = self.manager.clone();
             let run = run_id.clone();
@@ -332,21 +477,31 @@ impl Engine {
             async move { manager.control_loop(vec![run], stop).await }
         });
         let result = tokio::select! {
-            result = self.run_mode(&ctx) => result,
-            _ = self.shutdown.cancelled() => {
-                self.manager.stop(run_id.as_str());
+            result = self.run_mode(&ctx) => Some(result),
+            _ = ctx.cancel.cancelled() => {
                 // Agents record their own stop; give them the chance to.
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                Ok(ModeResult {
+                Some(Ok(ModeResult {
                     status: RunStatus::Cancelled,
                     reason: ExitReason::Cancelled,
-                    result: "interrupted".into(),
+                    result: "stopped on request".into(),
                     details: serde_json::Map::new(),
-                })
+                }))
             }
+            _ = self.shutdown.cancelled() => None,
         };
         controls.abort();
-        // A run that started is always finished in the store, even when the mode failed.
+        self.manager.unregister_run(&run_id);
+        let Some(result) = result else {
+            self.manager.stop(run_id.as_str());
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            self.store.release_run(&run_id).await?;
+            self.store
+                .append_event(&run_id, None, "run.interrupted", json!({}))
+                .await?;
+            return Err(EngineError::Interrupted(run_id));
+        };
+        // A run that ended is always finished in the store, even when the mode failed.
         let mut outcome = result.unwrap_or_else(|e| ModeResult {
             status: RunStatus::Failed,
             reason: ExitReason::Failed,
@@ -357,6 +512,11 @@ impl Engine {
             "decision".into(),
             serde_json::to_value(&ctx.decision).unwrap_or_default(),
         );
+        if ctx.journal.is_resumed() {
+            outcome
+                .details
+                .insert("resumed_steps".into(), json!(ctx.journal.replayed()));
+        }
         self.store
             .set_run_details(&run_id, &serde_json::Value::Object(outcome.details))
             .await?;
@@ -372,7 +532,7 @@ impl Engine {
             Mode::Broadcast => self.run_broadcast(ctx).await,
             Mode::Sequential => self.run_sequential(ctx).await,
             Mode::Orchestrate => self.run_orchestrate(ctx).await,
-            other => Err(EngineError::Unsupported(other)),
+            Mode::Reflect => self.run_reflect(ctx).await,
         }
     }
 
@@ -422,6 +582,10 @@ pub struct ModeContext {
     pub decision: super::dispatch::Decision,
     /// The team, for team modes.
     pub team: Option<super::team_modes::TeamContext>,
+    /// The run's journal: stored steps are read back on resume.
+    pub journal: Arc<Journal>,
+    /// Cancelled when the run is stopped on request.
+    pub cancel: CancellationToken,
 }
 
 impl ModeContext {

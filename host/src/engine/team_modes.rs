@@ -1,7 +1,8 @@
-//! The team modes: `broadcast` (every member at once), `sequential` (one after another,
-//! each seeing the earlier replies) and `orchestrate` (an orchestrator assigns tasks,
-//! workers run in parallel, the orchestrator synthesises). The prompts and the parsing
-//! are in [`super::orchestrate`]; this file only drives agents around them.
+//! What every team mode shares (the loaded team, member agents, running a group of
+//! members with its journal) and the two simplest modes: `broadcast` (every member at
+//! once) and `sequential` (one after another, each seeing the earlier replies).
+//! `orchestrate` is in [`super::orchestrate_mode`], `reflect` in
+//! [`super::reflect_mode`]; prompts and parsing are in [`super::orchestrate`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,9 +14,7 @@ use serde_json::json;
 
 use super::execute::{ExecOptions, ExecResult};
 use super::orchestrate::{
-    EarlierReply, PlanningInput, WorkerInfo, WorkerResult, WorkerStatus, broadcast_prompt,
-    nudge_prompt, parse_assignments, planning_prompt, sequential_prompt, synthesis_prompt,
-    worker_prompt,
+    EarlierReply, WorkerInfo, WorkerStatus, broadcast_prompt, sequential_prompt,
 };
 use super::run::{Engine, EngineError, ModeContext, ModeResult, RunRequest};
 use super::{ExitReason, Mode, RunStatus};
@@ -25,11 +24,10 @@ use crate::agent::runner::AgentSpec;
 use crate::batch::{
     Deliver, Delivery, GroupId, GroupJoin, JoinMode, RetryPolicy, deliver_with_retry,
 };
-use crate::provider::{Message, Provider};
+use crate::ids::AgentId;
+use crate::provider::Provider;
 use crate::team::{Access, Member, Team};
-
-/// How long an orchestrate worker may run before it counts as timed out.
-pub const WORKER_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+use serde::{Deserialize, Serialize};
 
 /// A loaded team with the model each of its agents uses.
 pub struct TeamContext {
@@ -37,8 +35,11 @@ pub struct TeamContext {
     pub team: Team,
     /// Member name → its provider (the run's unless the member names another).
     pub providers: HashMap<String, Arc<dyn Provider>>,
-    /// The orchestrator's provider (orchestrate mode).
+    /// The orchestrator's provider (orchestrate and reflect).
     pub orchestrator: Arc<dyn Provider>,
+    /// The reflect evaluator's provider: the team's `[evaluator]`, else the
+    /// orchestrator's (which then judges its own work by the sentinels).
+    pub evaluator: Arc<dyn Provider>,
     /// Member name → the team's and its own validators, loaded.
     pub validators: HashMap<String, Vec<super::validate::ValidatorEntry>>,
 }
@@ -94,11 +95,10 @@ impl Engine {
         run_provider: &Arc<dyn Provider>,
     ) -> Result<TeamContext, EngineError> {
         match req.mode {
-            Some(Mode::Broadcast | Mode::Sequential | Mode::Orchestrate) => {}
-            Some(Mode::Reflect) => return Err(EngineError::Unsupported(Mode::Reflect)),
+            Some(Mode::Broadcast | Mode::Sequential | Mode::Orchestrate | Mode::Reflect) => {}
             Some(other) => {
                 return Err(EngineError::Config(format!(
-                    "team `{}` cannot run in mode `{other}` (broadcast, sequential or orchestrate)",
+                    "team `{}` cannot run in mode `{other}` (broadcast, sequential, orchestrate or reflect)",
                     team.name
                 )));
             }
@@ -126,6 +126,12 @@ impl Engine {
             Some(o) => build(o.provider.as_ref(), o.model.as_ref())?,
             None => run_provider.clone(),
         };
+        let evaluator = match &team.evaluator {
+            Some(e) if e.provider.is_some() || e.model.is_some() => {
+                build(e.provider.as_ref(), e.model.as_ref())?
+            }
+            _ => orchestrator.clone(),
+        };
         // Validators are loaded now, so a bad name fails before the run starts.
         let mut validators = HashMap::new();
         for m in &team.members {
@@ -141,11 +147,12 @@ impl Engine {
             team,
             providers,
             orchestrator,
+            evaluator,
             validators,
         })
     }
 
-    fn member_spec(
+    pub(super) fn member_spec(
         &self,
         ctx: &ModeContext,
         tc: &TeamContext,
@@ -157,7 +164,12 @@ impl Engine {
         spec
     }
 
-    fn member_opts(ctx: &ModeContext, tc: &TeamContext, m: &Member, join: &str) -> ExecOptions {
+    pub(super) fn member_opts(
+        ctx: &ModeContext,
+        tc: &TeamContext,
+        m: &Member,
+        join: &str,
+    ) -> ExecOptions {
         let mut validators = ctx.validators.clone();
         validators.extend(tc.validators.get(&m.name).into_iter().flatten().cloned());
         ExecOptions {
@@ -168,31 +180,47 @@ impl Engine {
         }
     }
 
-    /// Submits `specs` as one group through the spawn batcher, flushes, and awaits each
-    /// result (at most `timeout` each). A member that could not run is an `Err`.
-    async fn run_group(
+    /// Runs `items` as one group through the spawn batcher and awaits each result (at
+    /// most `timeout` each). A member whose step is stored as done in the run's
+    /// journal is read back, not run again; every fresh result is stored as it arrives.
+    pub(super) async fn run_group(
         &self,
         ctx: &ModeContext,
-        specs: Vec<(AgentSpec, ExecOptions)>,
+        items: Vec<GroupItem>,
         timeout: Option<Duration>,
     ) -> Result<Vec<MemberRun>, EngineError> {
-        let join = if specs.len() >= 2 {
+        let mut runs: Vec<(usize, MemberRun)> = Vec::with_capacity(items.len());
+        let mut fresh = Vec::with_capacity(items.len());
+        for (i, item) in items.into_iter().enumerate() {
+            match ctx.journal.done::<MemberRun>(&item.key) {
+                Some(stored) => runs.push((i, stored)),
+                None => fresh.push((i, item)),
+            }
+        }
+        let join = if fresh.len() >= 2 {
             JoinMode::Group(GroupId::new(ctx.run_id.as_str()))
         } else {
             JoinMode::Individual
         };
-        let mut pending = Vec::with_capacity(specs.len());
-        for (spec, opts) in specs {
-            let id = spec.id.clone();
-            let rx = self.submit(spec, opts, join.clone()).await?;
-            pending.push((id, rx));
+        let mut pending = Vec::with_capacity(fresh.len());
+        for (i, item) in fresh {
+            let id = item.spec.id.clone();
+            ctx.journal
+                .begin(
+                    &item.key,
+                    Some(id.as_str()),
+                    json!({ "name": item.spec.name, "task": item.assigned }),
+                )
+                .await?;
+            let rx = self.submit(item.spec, item.opts, join.clone()).await?;
+            pending.push((i, item.key, id, rx));
         }
         self.flush_spawns().await?;
         let mut group = match &join {
             JoinMode::Group(id) => Some(
                 GroupJoin::new(
                     id.clone(),
-                    pending.iter().map(|(a, _)| a.clone()),
+                    pending.iter().map(|(_, _, a, _)| a.clone()),
                     ctx.team
                         .as_ref()
                         .map(|t| t.team.delivery)
@@ -204,33 +232,28 @@ impl Engine {
         };
         let mut waits: FuturesUnordered<_> = pending
             .into_iter()
-            .enumerate()
-            .map(|(i, (id, rx))| async move {
+            .map(|(i, key, id, rx)| async move {
                 let started = Instant::now();
                 let result = match timeout {
                     Some(t) => tokio::time::timeout(t, rx).await.ok(),
                     None => Some(rx.await),
                 };
-                let result = match result {
+                let run = match result {
                     None => {
                         self.manager.stop(id.as_str());
-                        MemberOutcome::TimedOut
+                        MemberRun::timed_out(&id, started.elapsed())
                     }
-                    Some(Ok(Ok(r))) => MemberOutcome::Ran(Box::new(r)),
-                    Some(Ok(Err(e))) => MemberOutcome::Error(e.to_string()),
-                    Some(Err(_)) => {
-                        MemberOutcome::Error("the spawn queue dropped the agent".into())
-                    }
+                    Some(Ok(Ok(r))) => MemberRun::ran(&id, started.elapsed(), &r),
+                    Some(Ok(Err(e))) => MemberRun::error(&id, started.elapsed(), e.to_string()),
+                    Some(Err(_)) => MemberRun::error(
+                        &id,
+                        started.elapsed(),
+                        "the spawn queue dropped the agent".into(),
+                    ),
                 };
-                let run = MemberRun {
-                    agent_id: id.to_string(),
-                    duration: started.elapsed(),
-                    result,
-                };
-                (i, id, run)
+                (i, key, id, run)
             })
             .collect();
-        let mut runs: Vec<(usize, MemberRun)> = Vec::new();
         let mut sink = StoreDelivery {
             store: self.store.clone(),
             run_id: ctx.run_id.clone(),
@@ -242,8 +265,11 @@ impl Engine {
             let wave = group.as_ref().and_then(GroupJoin::next_deadline);
             let delivery = tokio::select! {
                 next = waits.next() => {
-                    let Some((i, id, run)) = next else { break };
-                    let summary = json!({ "agent": run.agent_id, "state": run.state() });
+                    let Some((i, key, id, run)) = next else { break };
+                    // Stored before anything else looks at it: from here on a resume
+                    // reads this result back instead of running the member again.
+                    ctx.journal.finish(&key, Some(id.as_str()), &run, Vec::new()).await?;
+                    let summary = json!({ "agent": run.agent_id, "state": run.state });
                     runs.push((i, run));
                     match group.as_mut().map(|g| g.complete(id, summary, tokio::time::Instant::now())) {
                         Some(Ok(d)) => d,
@@ -274,7 +300,7 @@ impl Engine {
         Ok(runs.into_iter().map(|(_, r)| r).collect())
     }
 
-    fn team<'a>(&self, ctx: &'a ModeContext) -> Result<&'a TeamContext, EngineError> {
+    pub(super) fn team<'a>(&self, ctx: &'a ModeContext) -> Result<&'a TeamContext, EngineError> {
         ctx.team
             .as_ref()
             .ok_or_else(|| EngineError::Config("this mode runs a team: pass --team NAME".into()))
@@ -297,10 +323,12 @@ impl Engine {
                     team.shared_context.as_deref(),
                     &ctx.req.prompt,
                 );
-                (
-                    self.member_spec(ctx, tc, m, &prompt),
-                    Self::member_opts(ctx, tc, m, "broadcast"),
-                )
+                GroupItem {
+                    key: member_key(m),
+                    spec: self.member_spec(ctx, tc, m, &prompt),
+                    opts: Self::member_opts(ctx, tc, m, "broadcast"),
+                    assigned: ctx.req.prompt.clone(),
+                }
             })
             .collect();
         let runs = self.run_group(ctx, specs, None).await?;
@@ -316,7 +344,7 @@ impl Engine {
         let team = &tc.team;
         let mut runs: Vec<MemberRun> = Vec::with_capacity(team.members.len());
         for m in &team.members {
-            let replies: Vec<String> = runs.iter().map(MemberRun::reply).collect();
+            let replies: Vec<String> = runs.iter().map(|r| r.reply.clone()).collect();
             let earlier: Vec<EarlierReply<'_>> = team
                 .members
                 .iter()
@@ -333,250 +361,111 @@ impl Engine {
                 &ctx.req.prompt,
                 &earlier,
             );
-            let spec = self.member_spec(ctx, tc, m, &prompt);
-            let mut one = self
-                .run_group(
-                    ctx,
-                    vec![(spec, Self::member_opts(ctx, tc, m, "sequential"))],
-                    None,
-                )
-                .await?;
+            let item = GroupItem {
+                key: member_key(m),
+                spec: self.member_spec(ctx, tc, m, &prompt),
+                opts: Self::member_opts(ctx, tc, m, "sequential"),
+                assigned: ctx.req.prompt.clone(),
+            };
+            let mut one = self.run_group(ctx, vec![item], None).await?;
             runs.append(&mut one);
         }
         Ok(collect_replies(team, &runs))
     }
-
-    /// Orchestrate: plan (with one nudge), workers in parallel, synthesis.
-    pub(super) async fn run_orchestrate(
-        &self,
-        ctx: &ModeContext,
-    ) -> Result<ModeResult, EngineError> {
-        let tc = self.team(ctx)?;
-        let team = &tc.team;
-        let names: Vec<&str> = team.members.iter().map(|m| m.name.as_str()).collect();
-        let summaries: Vec<Option<String>> = team.members.iter().map(Member::summary).collect();
-        let workers: Vec<WorkerInfo<'_>> = team
-            .members
-            .iter()
-            .zip(&summaries)
-            .map(|(m, s)| WorkerInfo::from_member(m, s.as_deref()))
-            .collect();
-        let instructions = team
-            .orchestrator
-            .as_ref()
-            .and_then(|o| o.instructions.as_deref());
-        let plan_prompt = planning_prompt(&PlanningInput {
-            request: &ctx.req.prompt,
-            workers: &workers,
-            routing: team.routing.as_deref(),
-            instructions,
-            last_evaluation: None,
-        });
-        let mut details = serde_json::Map::new();
-        let orchestrator_spec = |task: &str| {
-            let mut spec = self.agent_spec(
-                ctx,
-                "orchestrator",
-                "orchestrator",
-                task,
-                CapSet::read_only(),
-            );
-            spec.provider = tc.orchestrator.clone();
-            spec
-        };
-        let plan = self
-            .run_agent(
-                orchestrator_spec(&plan_prompt),
-                &ExecOptions::default(),
-                None,
-                None,
-            )
-            .await?;
-        if !plan.outcome.state.is_success() {
-            return Ok(failed(
-                format!(
-                    "the orchestrator ended {}: {}",
-                    plan.outcome.state,
-                    plan.outcome.error.unwrap_or_default()
-                ),
-                details,
-            ));
-        }
-        let mut answer = plan.outcome.result.clone();
-        let mut assignments = parse_assignments(&answer, &names);
-        let mut unknown = assignments.unknown.clone();
-        if assignments.tasks.is_empty() {
-            let nudge = nudge_prompt(&names);
-            let mut history = plan.outcome.history.clone();
-            history.push(Message::user(nudge.clone()));
-            let again = self
-                .run_agent(
-                    orchestrator_spec(&nudge),
-                    &ExecOptions::default(),
-                    None,
-                    Some(history),
-                )
-                .await?;
-            details.insert("nudged".into(), json!(true));
-            if again.outcome.state.is_success() {
-                answer = again.outcome.result.clone();
-                assignments = parse_assignments(&answer, &names);
-                unknown.extend(assignments.unknown.iter().cloned());
-            }
-        }
-        let mut seen = std::collections::HashSet::new();
-        unknown.retain(|n| seen.insert(n.to_ascii_lowercase()));
-        if !unknown.is_empty() {
-            details.insert("unknown_workers".into(), json!(unknown));
-            self.store.log_event(
-                &ctx.run_id,
-                None,
-                "orchestrate.unknown_workers",
-                json!({ "names": unknown }),
-            );
-        }
-        if assignments.tasks.is_empty() {
-            details.insert("workers_used".into(), json!(0));
-            return Ok(ModeResult {
-                status: RunStatus::Completed,
-                reason: ExitReason::GoalMet,
-                result: answer,
-                details,
-            });
-        }
-
-        // Workers in parallel, each bounded by the timeout.
-        let mut specs = Vec::with_capacity(assignments.tasks.len());
-        let mut assigned: Vec<(&Member, &str)> = Vec::with_capacity(assignments.tasks.len());
-        for (worker, task) in &assignments.tasks {
-            let Some(m) = team.member(worker) else {
-                continue;
-            };
-            let prompt = worker_prompt(
-                m.charter.as_deref(),
-                team.shared_context.as_deref(),
-                &ctx.req.prompt,
-                task,
-            );
-            specs.push((
-                self.member_spec(ctx, tc, m, &prompt),
-                Self::member_opts(ctx, tc, m, "orchestrate"),
-            ));
-            assigned.push((m, task.as_str()));
-        }
-        details.insert("workers_used".into(), json!(assigned.len()));
-        let runs = self.run_group(ctx, specs, Some(WORKER_TIMEOUT)).await?;
-        let outputs: Vec<(WorkerStatus, String)> = runs
-            .iter()
-            .map(|r| (r.worker_status(), r.reply()))
-            .collect();
-        details.insert(
-            "assignments".into(),
-            json!(
-                assigned
-                    .iter()
-                    .zip(&runs)
-                    .zip(&outputs)
-                    .map(|(((m, task), run), (status, _))| json!({
-                        "worker": m.name,
-                        "task": task,
-                        "agent_id": run.agent_id,
-                        "status": status,
-                        "duration_ms": run.duration.as_millis() as u64,
-                    }))
-                    .collect::<Vec<_>>()
-            ),
-        );
-        let results: Vec<WorkerResult<'_>> = assigned
-            .iter()
-            .zip(&runs)
-            .zip(&outputs)
-            .map(|(((m, _), run), (status, output))| WorkerResult {
-                name: &m.name,
-                status: *status,
-                duration: run.duration,
-                output,
-            })
-            .collect();
-        let synth_prompt = synthesis_prompt(&ctx.req.prompt, &results, instructions);
-        let mut synth_spec = orchestrator_spec(&synth_prompt);
-        synth_spec.name = "synthesis".into();
-        let synth = self
-            .run_agent(synth_spec, &ExecOptions::default(), None, None)
-            .await?;
-        if !synth.outcome.state.is_success() {
-            return Ok(failed(
-                format!(
-                    "the synthesis ended {}: {}",
-                    synth.outcome.state,
-                    synth.outcome.error.unwrap_or_default()
-                ),
-                details,
-            ));
-        }
-        Ok(ModeResult {
-            status: RunStatus::Completed,
-            reason: ExitReason::GoalMet,
-            result: synth.outcome.result,
-            details,
-        })
-    }
 }
 
-/// How one member's agent ended, as the team modes see it.
-enum MemberOutcome {
-    /// It ran (to any end state).
-    Ran(Box<ExecResult>),
-    /// It could not be run.
-    Error(String),
-    /// It outlived its timeout and was stopped.
-    TimedOut,
+/// The journal key of a broadcast or sequential member's reply.
+fn member_key(m: &Member) -> String {
+    format!("member/{}", m.name.to_ascii_lowercase())
 }
 
-/// One member's agent and how long it was awaited.
-struct MemberRun {
-    agent_id: String,
-    duration: Duration,
-    result: MemberOutcome,
+/// One member to run in a group: its journal key, agent and options.
+pub(super) struct GroupItem {
+    /// Unique within the run, e.g. `member/alice` or `it2/worker/bob`.
+    pub key: String,
+    /// The agent.
+    pub spec: AgentSpec,
+    /// How it executes.
+    pub opts: ExecOptions,
+    /// The task it was given (stored with the step; the prompt wraps it).
+    pub assigned: String,
+}
+
+/// How one member's agent ended, as the team modes see it (and the journal stores it).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct MemberRun {
+    /// The agent.
+    pub agent_id: String,
+    /// How long it was awaited.
+    pub duration_ms: u64,
+    /// Its end state.
+    pub state: AgentState,
+    /// How its part ended.
+    pub status: WorkerStatus,
+    /// Its reply, or why there is none.
+    pub reply: String,
 }
 
 impl MemberRun {
-    fn state(&self) -> AgentState {
-        match &self.result {
-            MemberOutcome::Ran(r) => r.outcome.state,
-            MemberOutcome::Error(_) => AgentState::Error,
-            MemberOutcome::TimedOut => AgentState::Stopped,
+    fn ran(id: &AgentId, elapsed: Duration, r: &ExecResult) -> Self {
+        let o = &r.outcome;
+        let ok = o.state.is_success();
+        Self {
+            agent_id: id.to_string(),
+            duration_ms: elapsed.as_millis() as u64,
+            state: o.state,
+            status: if ok {
+                WorkerStatus::Completed
+            } else {
+                WorkerStatus::Failed
+            },
+            reply: if ok {
+                o.result.clone()
+            } else {
+                format!(
+                    "(ended {}: {})",
+                    o.state,
+                    o.error.clone().unwrap_or_default()
+                )
+            },
         }
     }
 
-    fn succeeded(&self) -> bool {
-        matches!(&self.result, MemberOutcome::Ran(r) if r.outcome.state.is_success())
-    }
-
-    fn worker_status(&self) -> WorkerStatus {
-        match &self.result {
-            MemberOutcome::TimedOut => WorkerStatus::TimedOut,
-            _ if self.succeeded() => WorkerStatus::Completed,
-            _ => WorkerStatus::Failed,
+    fn error(id: &AgentId, elapsed: Duration, e: String) -> Self {
+        Self {
+            agent_id: id.to_string(),
+            duration_ms: elapsed.as_millis() as u64,
+            state: AgentState::Error,
+            status: WorkerStatus::Failed,
+            reply: format!("(could not run: {e})"),
         }
     }
 
-    /// Its reply, or why there is none.
-    fn reply(&self) -> String {
-        match &self.result {
-            MemberOutcome::Ran(r) if r.outcome.state.is_success() => r.outcome.result.clone(),
-            MemberOutcome::Ran(r) => format!(
-                "(ended {}: {})",
-                r.outcome.state,
-                r.outcome.error.clone().unwrap_or_default()
-            ),
-            MemberOutcome::Error(e) => format!("(could not run: {e})"),
-            MemberOutcome::TimedOut => "(timed out)".into(),
+    fn timed_out(id: &AgentId, elapsed: Duration) -> Self {
+        Self {
+            agent_id: id.to_string(),
+            duration_ms: elapsed.as_millis() as u64,
+            state: AgentState::Stopped,
+            status: WorkerStatus::TimedOut,
+            reply: "(timed out)".into(),
         }
+    }
+
+    /// It finished with a reply.
+    pub fn succeeded(&self) -> bool {
+        self.status == WorkerStatus::Completed
+    }
+
+    /// How long it ran.
+    pub fn duration(&self) -> Duration {
+        Duration::from_millis(self.duration_ms)
     }
 }
 
-fn failed(result: String, details: serde_json::Map<String, serde_json::Value>) -> ModeResult {
+pub(super) fn failed(
+    result: String,
+    details: serde_json::Map<String, serde_json::Value>,
+) -> ModeResult {
     ModeResult {
         status: RunStatus::Failed,
         reason: ExitReason::Failed,
@@ -589,8 +478,8 @@ fn failed(result: String, details: serde_json::Map<String, serde_json::Value>) -
 fn collect_replies(team: &Team, runs: &[MemberRun]) -> ModeResult {
     let mut result = String::new();
     for (m, r) in team.members.iter().zip(runs) {
-        result.push_str(&format!("## {} ({}, {})\n", m.name, m.role, r.state()));
-        result.push_str(r.reply().trim());
+        result.push_str(&format!("## {} ({}, {})\n", m.name, m.role, r.state));
+        result.push_str(r.reply.trim());
         result.push_str("\n\n");
     }
     let mut details = serde_json::Map::new();
@@ -600,7 +489,7 @@ fn collect_replies(team: &Team, runs: &[MemberRun]) -> ModeResult {
             team.members
                 .iter()
                 .zip(runs)
-                .map(|(m, r)| json!({ "name": m.name, "agent_id": r.agent_id, "state": r.state() }))
+                .map(|(m, r)| json!({ "name": m.name, "agent_id": r.agent_id, "state": r.state }))
                 .collect::<Vec<_>>()
         ),
     );

@@ -7,6 +7,7 @@ pub use query::AgentCounts;
 mod records;
 mod schedules;
 mod schema;
+mod steps;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ pub use records::{
 };
 pub use schedules::{FireStatus, ScheduleKind, ScheduleRecord};
 pub use schema::SCHEMA_VERSION;
+pub use steps::{StepRecord, StepState};
 use writer::{Ack, Write};
 
 use crate::agent::AgentState;
@@ -95,6 +97,41 @@ pub enum StoreError {
     NoSuchSchedule {
         /// The job name.
         name: String,
+    },
+    /// No run has that id.
+    #[error("no run `{id}`")]
+    NoSuchRun {
+        /// The run id.
+        id: String,
+    },
+    /// The run has finished; there is nothing to resume.
+    #[error("run {id} has already finished ({status}); nothing to resume")]
+    RunFinished {
+        /// The run id.
+        id: String,
+        /// Its status.
+        status: String,
+    },
+    /// Another live process drives the run.
+    #[error("run {id} is still being driven by process {pid}; stop it first (crewbox stop {id})")]
+    RunBusy {
+        /// The run id.
+        id: String,
+        /// The process driving it.
+        pid: u32,
+    },
+    /// The team already runs a reflect loop.
+    #[error(
+        "team `{team}` already has a reflect loop running (run {run_id}, process {pid}); \
+         send it a message with `crewbox send --team {team} \"...\"`, or wait for it to end"
+    )]
+    TeamBusy {
+        /// The team.
+        team: String,
+        /// The run holding the loop.
+        run_id: String,
+        /// Its process.
+        pid: u32,
     },
     /// The writer thread is gone (the process is shutting down).
     #[error("the store writer has shut down")]

@@ -233,6 +233,7 @@ impl Store {
                         kind: match kind.as_str() {
                             "steer" => ControlKind::Steer,
                             "stop" => ControlKind::Stop,
+                            "message" => ControlKind::Message,
                             other => return Err(bad("control kind", other)),
                         },
                         message: r.get(3)?,

@@ -157,6 +157,9 @@ pub enum ControlKind {
     Steer,
     /// Stop the agent or run.
     Stop,
+    /// A message for a team's running reflect loop (target `team:NAME`), delivered at
+    /// the start of its next iteration.
+    Message,
 }
 
 impl ControlKind {
@@ -165,6 +168,7 @@ impl ControlKind {
         match self {
             Self::Steer => "steer",
             Self::Stop => "stop",
+            Self::Message => "message",
         }
     }
 }

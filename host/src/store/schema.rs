@@ -104,6 +104,26 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX agents_run_order ON agents(run_id, created_at, id);
     DROP INDEX agents_run;
     "#,
+    // 5: crash recovery. `steps` is each run's journal (see store/steps.rs);
+    // `team_locks` lets one reflect loop per team run at a time.
+    r#"
+    CREATE TABLE steps (
+        run_id      TEXT NOT NULL,
+        key         TEXT NOT NULL,
+        state       TEXT NOT NULL,
+        agent_id    TEXT,
+        data        TEXT NOT NULL,
+        started_at  INTEGER NOT NULL,
+        finished_at INTEGER,
+        PRIMARY KEY (run_id, key)
+    );
+    CREATE TABLE team_locks (
+        team   TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        pid    INTEGER NOT NULL,
+        at     INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

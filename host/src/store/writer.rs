@@ -72,6 +72,7 @@ pub(crate) enum Write {
         at: i64,
     },
     Schedule(super::schedules::ScheduleWrite),
+    Step(super::steps::StepWrite),
 }
 
 pub(crate) type Ack = Option<oneshot::Sender<Result<(), StoreError>>>;
@@ -173,6 +174,11 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                 params![id.as_str(), status.as_str(), exit_reason.as_str(), result, at],
             )
             .map_err(q("finish run"))?;
+            conn.execute(
+                "DELETE FROM team_locks WHERE run_id = ?1",
+                params![id.as_str()],
+            )
+            .map_err(q("release team lock"))?;
         }
         Write::SetRunPid { id, pid } => {
             conn.execute(
@@ -324,6 +330,7 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             }
         }
         Write::Schedule(w) => super::schedules::apply(conn, w)?,
+        Write::Step(w) => super::steps::apply(conn, w)?,
     }
     Ok(())
 }

@@ -85,7 +85,7 @@ impl TeamSource {
 }
 
 /// A checked team with charters resolved.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Team {
     /// Unique name (the file stem).
     pub name: String,
@@ -105,9 +105,14 @@ pub struct Team {
     pub validators: Vec<String>,
     /// How broadcast members' results are joined: all at once, or in waves.
     pub delivery: crate::batch::GroupJoinConfig,
+    /// How long an orchestrate/reflect worker may run before it counts as timed out.
+    pub worker_timeout: std::time::Duration,
     /// Where it was defined.
     pub source: TeamSource,
 }
+
+/// How long a worker may run unless the team file says otherwise (`worker_timeout_s`).
+pub const DEFAULT_WORKER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 impl Team {
     /// The member with this name, ignoring ASCII case.
@@ -131,13 +136,15 @@ pub struct Orchestrator {
 }
 
 /// The evaluator's settings.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Evaluator {
     /// Provider name from the config; the orchestrator's when absent.
     pub provider: Option<String>,
     /// Model name; the provider's default when absent.
     pub model: Option<String>,
+    /// Score (0..=1) at which the reflect loop's goal is met (default 0.9).
+    pub threshold: Option<f64>,
 }
 
 /// A team member with its charter text resolved.
@@ -197,6 +204,7 @@ struct RawTeam {
     delivery: crate::batch::DeliveryMode,
     first_wave_s: Option<u64>,
     wave_every_s: Option<u64>,
+    worker_timeout_s: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -215,8 +223,14 @@ struct RawMember {
 }
 
 /// What is wrong with a team definition.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum TeamProblem {
+    /// `[evaluator] threshold` outside 0..=1.
+    #[error("[evaluator] threshold = {value} is out of range: use a score from 0 to 1 (e.g. 0.9)")]
+    Threshold {
+        /// The value as written.
+        value: f64,
+    },
     /// `[[members]]` is missing or empty.
     #[error("a team needs at least one [[members]] entry")]
     NoMembers,
@@ -356,6 +370,11 @@ pub fn parse_team(text: &str, path: &Path, source: TeamSource) -> Result<Team, T
     if raw.members.is_empty() {
         return Err(invalid(TeamProblem::NoMembers));
     }
+    if let Some(value) = raw.evaluator.as_ref().and_then(|e| e.threshold)
+        && !(0.0..=1.0).contains(&value)
+    {
+        return Err(invalid(TeamProblem::Threshold { value }));
+    }
     let dir = path.parent().unwrap_or(Path::new(""));
     let mut seen: Vec<String> = Vec::new();
     let mut members = Vec::with_capacity(raw.members.len());
@@ -414,6 +433,9 @@ pub fn parse_team(text: &str, path: &Path, source: TeamSource) -> Result<Team, T
         evaluator: raw.evaluator,
         members,
         validators: raw.validators,
+        worker_timeout: raw
+            .worker_timeout_s
+            .map_or(DEFAULT_WORKER_TIMEOUT, std::time::Duration::from_secs),
         delivery: crate::batch::GroupJoinConfig {
             mode: raw.delivery,
             waves: crate::batch::WaveConfig {
@@ -541,6 +563,7 @@ name = "alice"
                 }],
                 validators: Vec::new(),
                 delivery: Default::default(),
+                worker_timeout: DEFAULT_WORKER_TIMEOUT,
                 source: TeamSource::Builtin,
             }
         );

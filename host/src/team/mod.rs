@@ -6,11 +6,17 @@
 pub mod file;
 
 pub use file::{
-    Access, Evaluator, MAX_NAME_LEN, Member, Orchestrator, Team, TeamError, TeamMode, TeamProblem,
-    TeamSource, load_dir, load_file, merge_layers, parse_team, valid_name,
+    Access, DEFAULT_WORKER_TIMEOUT, Evaluator, MAX_NAME_LEN, Member, Orchestrator, Team, TeamError,
+    TeamMode, TeamProblem, TeamSource, load_dir, load_file, merge_layers, parse_team, valid_name,
 };
 
 use std::path::{Path, PathBuf};
+
+/// The control-message target of team `name` (`crewbox send --team`): its running
+/// reflect loop reads messages sent there at the start of its next iteration.
+pub fn message_target(name: &str) -> String {
+    format!("team:{}", name.to_ascii_lowercase())
+}
 
 /// The directories teams are read from, lowest precedence first: the user's
 /// `$XDG_CONFIG_HOME/crewbox/teams/`, then the repository's `.crewbox/teams/`.

@@ -130,26 +130,7 @@ pub(crate) fn peek(path: &Path) -> Option<MarkerData> {
     serde_json::from_str(&text).ok()
 }
 
-/// Whether a process with this pid exists (it may belong to another user).
-#[cfg(unix)]
-pub(crate) fn pid_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill with signal 0 sends nothing; it only checks that the pid exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// Whether a process with this pid exists; without a portable check, assume it does so
-/// nothing is ever removed on the pid's account alone.
-#[cfg(not(unix))]
-pub(crate) fn pid_alive(_pid: u32) -> bool {
-    true
-}
+pub(crate) use crate::process::pid_alive;
 
 #[cfg(test)]
 mod tests {

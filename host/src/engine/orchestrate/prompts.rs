@@ -204,6 +204,22 @@ pub fn evaluator_prompt(request: &str, synthesis: &str, threshold: f64) -> Strin
     )
 }
 
+/// The orchestrator's prompt for judging its own synthesis when the team has no
+/// evaluator: a sentinel on a line of its own decides, a score is optional.
+pub fn self_evaluation_prompt(request: &str, synthesis: &str) -> String {
+    format!(
+        "You are the orchestrator. Judge whether your team's combined answer below \
+         fully does what the request asks.\n\n## Request\n{}\n\n## Combined answer\n{}\n\n\
+         ## Reply format\n\
+         If the work is complete, reply with a line holding only {COMPLETE_SENTINEL}.\n\
+         Otherwise reply with a line holding only {NEEDS_ITERATION_SENTINEL}, then a line \
+         `RATIONALE:` saying what the next iteration must fix.\n\
+         You may add a line `SCORE:` with a number from 0 to 1.\n",
+        request.trim(),
+        synthesis.trim()
+    )
+}
+
 /// A broadcast member's prompt: who it is, who else answers, and the request.
 pub fn broadcast_prompt(
     member: &WorkerInfo<'_>,

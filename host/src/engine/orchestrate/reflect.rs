@@ -84,6 +84,17 @@ pub enum Trend {
     Degrading,
 }
 
+impl Trend {
+    /// The name shown in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Improving => "improving",
+            Self::Stable => "stable",
+            Self::Degrading => "degrading",
+        }
+    }
+}
+
 /// Compares scores in rounded thousandths, so a change of exactly 0.1 is stable
 /// whatever the floating-point noise.
 pub fn trend(previous: f64, current: f64) -> Trend {

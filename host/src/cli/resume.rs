@@ -1,0 +1,93 @@
+//! `crewbox resume [RUN]`: finishes runs a crash (`kill -9`, power loss) or a signal
+//! left unfinished. Steps stored as done are read back; only the rest runs again.
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Context, Exit};
+use crate::engine::RunStatus;
+use crate::store::RunRecord;
+
+/// Arguments of `crewbox resume`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ResumeArgs {
+    /// The run (id or unique prefix). Without it: every unfinished run that no live
+    /// process drives, oldest first.
+    pub run: Option<String>,
+    /// Print JSON: the run's report, or a list of reports without RUN.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Unfinished runs whose driving process is gone, oldest first.
+pub async fn orphaned_runs(store: &crate::store::Store) -> anyhow::Result<Vec<RunRecord>> {
+    Ok(store
+        .unfinished_runs()
+        .await?
+        .into_iter()
+        .filter(|r| {
+            r.pid
+                .is_none_or(|pid| pid != std::process::id() && !crate::process::pid_alive(pid))
+        })
+        .collect())
+}
+
+/// Resumes one run or every orphaned one and prints the reports.
+pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
+    let store = ctx.existing_store()?;
+    let runs = match &args.run {
+        Some(id) => match store.find_run(id).await? {
+            Some(run) => vec![run],
+            None => {
+                eprintln!("crewbox: no run `{id}` (see `crewbox status`)");
+                return Ok(Exit::Usage);
+            }
+        },
+        None => orphaned_runs(&store).await?,
+    };
+    drop(store);
+    if runs.is_empty() {
+        if args.json {
+            println!("[]");
+        } else {
+            println!("nothing to resume: no unfinished run without a live process");
+        }
+        return Ok(Exit::Ok);
+    }
+    let shutdown = CancellationToken::new();
+    let engine = ctx.engine(shutdown.clone()).await?;
+    let mut reports = Vec::with_capacity(runs.len());
+    let mut exit = Exit::Ok;
+    for run in runs {
+        if !args.json {
+            eprintln!("crewbox: resuming run {} ({})", run.id, run.mode);
+        }
+        let report =
+            match super::run::drive(&engine, &shutdown, args.json, engine.resume(&run.id)).await? {
+                Ok(report) => report,
+                Err(code) => {
+                    // A run another process drives, or one that cannot be rebuilt, does
+                    // not stop the others from being resumed.
+                    exit = code;
+                    if code == Exit::Interrupted {
+                        break;
+                    }
+                    continue;
+                }
+            };
+        if report.status != RunStatus::Completed && exit == Exit::Ok {
+            exit = Exit::CheckFailed;
+        }
+        if !args.json {
+            print!("{}", report.render_text());
+        }
+        reports.push(report);
+    }
+    if args.json {
+        if args.run.is_some() && reports.len() == 1 {
+            println!("{}", serde_json::to_string_pretty(&reports[0])?);
+        } else {
+            println!("{}", serde_json::to_string_pretty(&reports)?);
+        }
+    }
+    Ok(exit)
+}
