@@ -1,4 +1,5 @@
-//! `crewbox daemon`: fires scheduled jobs until SIGTERM or SIGINT.
+//! `crewbox daemon`: resumes runs a crash left unfinished, then fires scheduled jobs
+//! until SIGTERM or SIGINT.
 
 use tokio_util::sync::CancellationToken;
 
@@ -32,6 +33,30 @@ pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
     if !ctx.config.scheduling {
         eprintln!("crewbox: scheduling is disabled in the configuration; no job will fire");
     }
+    // Runs a crash left unfinished are finished first (alongside the scheduler), even
+    // with scheduling disabled. Worktrees they held were pruned when the engine started.
+    let resumed: Vec<_> = super::resume::orphaned_runs(&engine.store)
+        .await?
+        .into_iter()
+        .map(|run| {
+            let engine = engine.clone();
+            tokio::spawn(async move {
+                eprintln!("crewbox daemon: resuming run {} ({})", run.id, run.mode);
+                match engine.resume(&run.id).await {
+                    Ok(report) => println!(
+                        "resume run={} status={} exit_reason={}",
+                        run.id,
+                        report.status,
+                        report.exit_reason.map_or("-", |r| r.as_str())
+                    ),
+                    Err(e) => {
+                        println!("resume run={} status=error", run.id);
+                        eprintln!("crewbox daemon: cannot resume run {}: {e}", run.id);
+                    }
+                }
+            })
+        })
+        .collect();
     let daemon = Daemon {
         store: engine.store.clone(),
         engine,
@@ -40,6 +65,9 @@ pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
     };
     eprintln!("crewbox daemon: running (pid {})", std::process::id());
     let result = daemon.run(stop).await;
+    for r in resumed {
+        let _ = r.await;
+    }
     let _ = printer.await;
     result?;
     eprintln!("crewbox daemon: stopped");

@@ -32,12 +32,20 @@ pub async fn run(ctx: Context, args: SendArgs) -> anyhow::Result<Exit> {
         );
         return Ok(Exit::Usage);
     }
-    let store = ctx.existing_store()?;
-    let run = match store.team_lock(&args.team).await? {
-        Some((run_id, _)) => store.run(&run_id).await?,
+    // Without a store nothing has ever run here, so no loop either.
+    let store = match crate::store::Store::open_existing(&ctx.state_dir) {
+        Ok(store) => Some(store),
+        Err(crate::store::StoreError::Missing(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let run = match &store {
+        Some(store) => match store.team_lock(&args.team).await? {
+            Some((run_id, _)) => store.run(&run_id).await?,
+            None => None,
+        },
         None => None,
     };
-    let Some(run) = run.filter(|r| r.status == RunStatus::Running) else {
+    let (Some(store), Some(run)) = (store, run.filter(|r| r.status == RunStatus::Running)) else {
         eprintln!(
             "crewbox: team `{}` has no reflect loop running; start one with \
              `crewbox run --team {} --mode reflect \"...\"`",
