@@ -43,6 +43,7 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
                 json!({
                     "run_id": r.id, "mode": r.mode, "status": r.status, "exit_reason": r.exit_reason,
                     "prompt": r.prompt, "created_at": r.created_at, "finished_at": r.finished_at,
+                    "interrupted": interrupted(r),
                 })
             })
             .collect();
@@ -61,14 +62,25 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
         );
         for r in &runs {
             let prompt: String = r.prompt.chars().take(60).collect();
+            let status = if interrupted(r) {
+                "interrupted"
+            } else {
+                r.status.as_str()
+            };
             println!(
-                "{}  {:<9} {:<11} {}",
+                "{}  {:<11} {:<11} {}",
                 r.id,
                 r.mode.as_str(),
-                r.status.as_str(),
+                status,
                 prompt.replace('\n', " ")
             );
         }
     }
     Ok(Exit::Ok)
+}
+
+/// A run still marked running whose process is gone: `crewbox resume` finishes it.
+fn interrupted(r: &crate::store::RunRecord) -> bool {
+    r.status == crate::engine::RunStatus::Running
+        && r.pid.is_none_or(|pid| !crate::process::pid_alive(pid))
 }
