@@ -405,3 +405,145 @@ fn daemon_obeys_the_config_switch_run_now_pause_and_stops_cleanly_on_sigterm() {
         "the hourly grid goes on: {hourly}"
     );
 }
+
+/// The steps of the only run in the store, as (key, state, agent) once it has one.
+fn steps_of_only_run(state: &Path) -> Option<(String, Vec<(String, String)>)> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = crewbox::store::Store::open_existing(state).ok()?;
+        let run = store.unfinished_runs().await.ok()?.into_iter().next()?;
+        let steps = store.steps(&run.id).await.ok()?;
+        Some((
+            run.id.to_string(),
+            steps
+                .into_iter()
+                .map(|s| (s.key, s.state.as_str().to_owned()))
+                .collect(),
+        ))
+    })
+}
+
+#[test]
+fn the_daemon_finishes_a_run_a_crash_left_unfinished() {
+    let env = setup();
+    std::fs::create_dir_all(env.repo.join(".crewbox/teams")).unwrap();
+    std::fs::write(
+        env.repo.join(".crewbox/teams/duo.toml"),
+        "mode = \"orchestrate\"\n[[members]]\nname = \"alice\"\n[[members]]\nname = \"bob\"\n",
+    )
+    .unwrap();
+    // Alice answers at once, bob slowly: the run is killed while bob works.
+    std::fs::write(
+        env.repo.join(".crewbox/s.toml"),
+        r#"
+[[reply]]
+agent = "synthesis"
+text = "combined: alice and bob"
+
+[[reply]]
+agent = "orchestrator"
+text = "@worker:alice\nwrite the docs\n@end\n@worker:bob\nwrite the tests\n@end"
+
+[[reply]]
+agent = "alice"
+repeat = true
+text = "docs written"
+
+[[reply]]
+agent = "bob"
+repeat = true
+delay_ms = 1500
+text = "tests written"
+"#,
+    )
+    .unwrap();
+    let mut run = command(
+        &env,
+        &["run", "document and test", "--team", "duo", "--json"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let run_id = loop {
+        if let Some((id, steps)) = steps_of_only_run(&env.state) {
+            let state = |k: &str| {
+                steps
+                    .iter()
+                    .find(|(key, _)| key == k)
+                    .map(|(_, s)| s.clone())
+            };
+            if state("worker/alice").as_deref() == Some("done")
+                && state("worker/bob").as_deref() == Some("started")
+            {
+                break id;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run never reached its workers"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    run.kill().unwrap();
+    run.wait().unwrap();
+
+    std::fs::create_dir_all(env.config.join("crewbox")).unwrap();
+    std::fs::write(
+        env.config.join("crewbox/config.toml"),
+        "scheduling = false\n",
+    )
+    .unwrap();
+    let daemon = start_daemon(&env);
+    // The resumed run ends within a few seconds; then a graceful stop.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = crewbox(&env, &["status", &run_id, "--json"]);
+        if json(&out)["status"] != "running" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the daemon did not resume the run"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: signalling our own child by its pid.
+    assert_eq!(
+        unsafe { libc::kill(daemon.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let out = daemon.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "resume run={run_id} status=completed exit_reason=goal-met"
+        )),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&crewbox(&env, &["status", &run_id, "--json"]));
+    assert_eq!(report["result"], "combined: alice and bob", "{report}");
+    let named = |n: &str| {
+        report["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["name"] == n)
+            .map(|a| a["state"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        named("alice"),
+        ["completed"],
+        "alice's stored result was reused"
+    );
+    assert_eq!(named("bob"), ["error", "completed"], "bob ran again");
+    assert_eq!(named("orchestrator").len(), 1, "the stored plan was reused");
+    assert!(report["resumed_steps"].as_u64().unwrap() >= 3, "{report}");
+}

@@ -116,7 +116,10 @@ fn goal_waits_for_every_worker_then_is_met_by_score() {
     assert_eq!(its.len(), 2, "{report}");
     assert_eq!(its[0]["score"], 0.95);
     assert_eq!(its[0]["rationale"], "good design\nbut untested");
-    assert!(its[0]["trend"].is_null(), "no trend without a previous score");
+    assert!(
+        its[0]["trend"].is_null(),
+        "no trend without a previous score"
+    );
     assert_eq!(its[1]["score"], 0.9);
     assert_eq!(its[1]["trend"], "stable", "0.95 → 0.90 is within 0.1");
     let w1 = its[0]["workers"].as_array().unwrap();
@@ -167,7 +170,11 @@ fn the_orchestrator_judges_itself_by_sentinels_on_their_own_line() {
         WORKERS.to_owned(),
     ]
     .concat();
-    let (out, report) = crewbox(dir.path(), &script, &["run", "build a cache", "--team", "duo"]);
+    let (out, report) = crewbox(
+        dir.path(),
+        &script,
+        &["run", "build a cache", "--team", "duo"],
+    );
     assert!(out.status.success(), "{report}");
     assert_eq!(report["exit_reason"], "goal-met");
     assert_eq!(report["evaluator"], "orchestrator");
@@ -217,7 +224,8 @@ fn max_iterations_ends_the_loop_as_a_failure_with_the_best_answer() {
 fn a_repeated_synthesis_warns_then_stalls() {
     let dir = repo(WITH_EVALUATOR);
     let script = [
-        "\n[[reply]]\nagent = \"synthesis\"\nrepeat = true\ntext = \"the same answer\"\n".to_owned(),
+        "\n[[reply]]\nagent = \"synthesis\"\nrepeat = true\ntext = \"the same answer\"\n"
+            .to_owned(),
         plan(1, BOTH),
         plan(2, BOTH),
         plan(3, BOTH),
@@ -225,7 +233,11 @@ fn a_repeated_synthesis_warns_then_stalls() {
         WORKERS.to_owned(),
     ]
     .concat();
-    let (out, report) = crewbox(dir.path(), &script, &["run", "build a cache", "--team", "duo"]);
+    let (out, report) = crewbox(
+        dir.path(),
+        &script,
+        &["run", "build a cache", "--team", "duo"],
+    );
     assert_eq!(out.status.code(), Some(1), "{report}");
     assert_eq!(report["exit_reason"], "stalled", "{report}");
     let its = iterations(&report);
@@ -238,7 +250,8 @@ fn a_repeated_synthesis_warns_then_stalls() {
 fn three_failed_iterations_spend_the_error_budget() {
     let dir = repo(WITH_EVALUATOR);
     // The orchestrator never assigns anything, not even after the nudge.
-    let script = "\n[[reply]]\nagent = \"orchestrator\"\nrepeat = true\ntext = \"I will do it myself.\"\n";
+    let script =
+        "\n[[reply]]\nagent = \"orchestrator\"\nrepeat = true\ntext = \"I will do it myself.\"\n";
     let started = Instant::now();
     let (out, report) = crewbox(
         dir.path(),
@@ -316,7 +329,10 @@ fn a_message_sent_to_the_team_reaches_the_next_iteration_and_a_second_loop_is_re
     // Wait until the loop holds the team.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let out = bin(dir.path(), &["send", "--team", "DUO", "use postgres, not sqlite"]);
+        let out = bin(
+            dir.path(),
+            &["send", "--team", "DUO", "use postgres, not sqlite"],
+        );
         if out.status.success() {
             assert!(
                 String::from_utf8_lossy(&out.stdout).contains("next iteration"),
@@ -347,12 +363,8 @@ fn a_message_sent_to_the_team_reaches_the_next_iteration_and_a_second_loop_is_re
         "{stderr}"
     );
     let out = child.wait_with_output().unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(report["exit_reason"], "goal-met", "{report}");
     let its = iterations(&report);
     assert_eq!(its.len(), 2, "{report}");
