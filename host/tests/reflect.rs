@@ -151,6 +151,7 @@ fn goal_waits_for_every_worker_then_is_met_by_score() {
                 .contains(w["task"].as_str().unwrap()),
             "{agent}"
         );
+        assert_eq!(agent["assigned_task"], w["task"], "{agent}");
     }
 }
 

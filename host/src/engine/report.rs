@@ -30,6 +30,10 @@ pub struct AgentReport {
     pub parent: Option<AgentId>,
     /// Its task.
     pub task: String,
+    /// The task an orchestrator assigned it (team workers; `task` wraps it with the
+    /// charter, shared context and request).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assigned_task: Option<String>,
     /// Its state.
     pub state: AgentState,
     /// Turns taken.
@@ -82,6 +86,7 @@ impl From<AgentRecord> for AgentReport {
             role: a.role,
             parent: a.parent,
             task: a.task,
+            assigned_task: None,
             state: a.state,
             turns: a.stats.turns,
             tool_calls: a.stats.tool_calls,
@@ -152,6 +157,19 @@ impl RunReport {
                 "agent.artifact" => agent.branch = Some(e.data),
                 "agent.validation" => agent.validation = Some(e.data["status"].clone()),
                 _ => agent.verdicts.push(e.data),
+            }
+        }
+        // Team members' assigned tasks, from the run's journal (begun or done steps).
+        let index: std::collections::HashMap<String, usize> = agents
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.id.to_string(), i))
+            .collect();
+        for step in store.steps(&run.id).await? {
+            if let (Some(agent), Some(task)) = (&step.agent_id, step.data["task"].as_str())
+                && let Some(&i) = index.get(agent)
+            {
+                agents[i].assigned_task = Some(task.to_owned());
             }
         }
         let details = match run.details {

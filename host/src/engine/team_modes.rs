@@ -213,14 +213,14 @@ impl Engine {
                 )
                 .await?;
             let rx = self.submit(item.spec, item.opts, join.clone()).await?;
-            pending.push((i, item.key, id, rx));
+            pending.push((i, item.key, id, rx, item.assigned));
         }
         self.flush_spawns().await?;
         let mut group = match &join {
             JoinMode::Group(id) => Some(
                 GroupJoin::new(
                     id.clone(),
-                    pending.iter().map(|(_, _, a, _)| a.clone()),
+                    pending.iter().map(|(_, _, a, _, _)| a.clone()),
                     ctx.team
                         .as_ref()
                         .map(|t| t.team.delivery)
@@ -232,7 +232,7 @@ impl Engine {
         };
         let mut waits: FuturesUnordered<_> = pending
             .into_iter()
-            .map(|(i, key, id, rx)| async move {
+            .map(|(i, key, id, rx, task)| async move {
                 let started = Instant::now();
                 let result = match timeout {
                     Some(t) => tokio::time::timeout(t, rx).await.ok(),
@@ -251,7 +251,7 @@ impl Engine {
                         "the spawn queue dropped the agent".into(),
                     ),
                 };
-                (i, key, id, run)
+                (i, key, id, MemberRun { task, ..run })
             })
             .collect();
         let mut sink = StoreDelivery {
@@ -404,6 +404,9 @@ pub(super) struct MemberRun {
     pub status: WorkerStatus,
     /// Its reply, or why there is none.
     pub reply: String,
+    /// The task it was given.
+    #[serde(default)]
+    pub task: String,
 }
 
 impl MemberRun {
@@ -428,6 +431,7 @@ impl MemberRun {
                     o.error.clone().unwrap_or_default()
                 )
             },
+            task: String::new(),
         }
     }
 
@@ -438,6 +442,7 @@ impl MemberRun {
             state: AgentState::Error,
             status: WorkerStatus::Failed,
             reply: format!("(could not run: {e})"),
+            task: String::new(),
         }
     }
 
@@ -448,6 +453,7 @@ impl MemberRun {
             state: AgentState::Stopped,
             status: WorkerStatus::TimedOut,
             reply: "(timed out)".into(),
+            task: String::new(),
         }
     }
 
