@@ -60,7 +60,7 @@ pub async fn run(ctx: Context, args: SendArgs) -> anyhow::Result<Exit> {
             Some(message),
         )
         .await?;
-    let live = run.pid.is_some_and(|pid| crate::process::pid_alive(pid));
+    let live = run.pid.is_some_and(crate::process::pid_alive);
     if live {
         println!(
             "queued for team `{}` (run {}); delivered at the start of its next iteration",
