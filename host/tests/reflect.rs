@@ -376,3 +376,94 @@ fn a_message_sent_to_the_team_reaches_the_next_iteration_and_a_second_loop_is_re
     let late = bin(dir.path(), &["send", "--team", "duo", "too late"]);
     assert_eq!(late.status.code(), Some(2));
 }
+
+/// Waits until the store lists a running run and returns its id.
+fn running_run(dir: &std::path::Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = bin(dir, &["status", "--json"]);
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            && let Some(run) = v["runs"]
+                .as_array()
+                .and_then(|r| r.iter().find(|r| r["status"] == "running"))
+        {
+            return run["run_id"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "no run started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One iteration whose synthesis takes `delay_ms`, met by its evaluation.
+fn slow_single_iteration(delay_ms: u32) -> String {
+    [
+        format!(
+            "\n[[reply]]\nagent = \"synthesis\"\ndelay_ms = {delay_ms}\ntext = \"done slowly\"\n"
+        ),
+        plan(1, BOTH),
+        evaluation("SCORE: 1"),
+        WORKERS.to_owned(),
+    ]
+    .concat()
+}
+
+#[test]
+fn ctrl_c_leaves_the_run_resumable_and_resume_finishes_it() {
+    let dir = repo(WITH_EVALUATOR);
+    let child = spawn_run(dir.path(), &slow_single_iteration(1500));
+    let run = running_run(dir.path());
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signalling our own child by its pid.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains(&format!("crewbox resume {run}")),
+        "{stderr}"
+    );
+    let status: serde_json::Value =
+        serde_json::from_slice(&bin(dir.path(), &["status", "--json"]).stdout).unwrap();
+    assert_eq!(status["runs"][0]["status"], "running");
+    assert_eq!(status["runs"][0]["interrupted"], true, "{status}");
+
+    let out = bin(dir.path(), &["resume", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = &reports[0];
+    assert_eq!(report["run_id"], run.as_str());
+    assert_eq!(report["exit_reason"], "goal-met", "{report}");
+    assert_eq!(report["result"], "done slowly");
+    // Finished now: a second resume has nothing to do, and a named one is refused.
+    let again = bin(dir.path(), &["resume"]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to resume"));
+    let named = bin(dir.path(), &["resume", &run]);
+    assert_eq!(named.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&named.stderr).contains("already finished"));
+}
+
+#[test]
+fn stop_ends_a_reflect_loop_as_cancelled() {
+    let dir = repo(WITH_EVALUATOR);
+    let child = spawn_run(dir.path(), &slow_single_iteration(5000));
+    let run = running_run(dir.path());
+    let stop = bin(dir.path(), &["stop", &run]);
+    assert!(stop.status.success());
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the stop waited for the slow synthesis"
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["status"], "cancelled", "{report}");
+    assert_eq!(report["exit_reason"], "cancelled");
+}
