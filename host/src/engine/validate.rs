@@ -131,7 +131,9 @@ impl ValidatorReview {
             .take();
     }
 
-    async fn view(&self, spec: &AgentSpec) -> WorkspaceView {
+    /// The read-only view validators get. A git failure is an error, not an empty
+    /// change list: a validator must never pass work it could not see.
+    async fn view(&self, spec: &AgentSpec) -> Result<WorkspaceView, String> {
         let wt = self
             .worktree
             .lock()
@@ -139,8 +141,14 @@ impl ValidatorReview {
             .clone();
         let (changed, diff) = match wt {
             Some((manager, wt)) => {
-                let changed = manager.changed_paths(&wt).await.unwrap_or_default();
-                let diff = manager.diff(&wt, DIFF_CAP).await.unwrap_or_default();
+                let changed = manager
+                    .changed_paths(&wt)
+                    .await
+                    .map_err(|e| format!("cannot list the agent's changed files: {e}"))?;
+                let diff = manager
+                    .diff(&wt, DIFF_CAP)
+                    .await
+                    .map_err(|e| format!("cannot read the agent's diff: {e}"))?;
                 (
                     changed
                         .into_iter()
@@ -151,11 +159,11 @@ impl ValidatorReview {
             }
             None => (Vec::new(), String::new()),
         };
-        WorkspaceView {
+        Ok(WorkspaceView {
             root: spec.workspace.clone(),
             changed,
             diff,
-        }
+        })
     }
 
     /// Runs every validator once, in parallel.
@@ -165,7 +173,24 @@ impl ValidatorReview {
         outcome: &AgentOutcome,
         round: u32,
     ) -> Vec<RoundResult> {
-        let view = self.view(spec).await;
+        let view = match self.view(spec).await {
+            Ok(view) => view,
+            Err(message) => {
+                // Every validator reports the same error; the round counts as faulted.
+                let results: Vec<RoundResult> = self
+                    .validators
+                    .iter()
+                    .map(|v| RoundResult {
+                        round,
+                        validator: v.plugin.name().to_owned(),
+                        outcome: VerdictOutcome::Error {
+                            message: message.clone(),
+                        },
+                    })
+                    .collect();
+                return self.record(spec, results);
+            }
+        };
         let output = AgentOutput {
             agent_id: spec.id.to_string(),
             role: spec.role.clone(),
@@ -208,6 +233,10 @@ impl ValidatorReview {
             }
         });
         let results = futures::future::join_all(calls).await;
+        self.record(spec, results)
+    }
+
+    fn record(&self, spec: &AgentSpec, results: Vec<RoundResult>) -> Vec<RoundResult> {
         for r in &results {
             self.store
                 .log_event(&spec.run_id, Some(&spec.id), "validator.verdict", json!(r));
