@@ -1,0 +1,828 @@
+//! Crash recovery end to end: the real binary runs an orchestrate or reflect team, is
+//! killed with SIGKILL at a chosen step (found by watching the run's journal in the
+//! store), and `crewbox resume` finishes the run. The checks count agent rows and
+//! compare agent ids, so a resume that ignored the journal and ran steps again fails.
+
+#[path = "support/repo.rs"]
+mod repo_support;
+use repo_support::{bin, crewbox, git_repo};
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crewbox::agent::AgentState;
+use crewbox::ids::RunId;
+use crewbox::store::{AgentRecord, StepRecord, StepState, Store};
+
+/// Two workers, so one can be done while the other still runs.
+const TEAM: &str = r#"
+mode = "orchestrate"
+
+[[members]]
+name = "alice"
+role = "architect"
+
+[[members]]
+name = "bob"
+role = "tester"
+"#;
+
+/// How long a kill point may take to be reached.
+const REACH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The slow replies' delay: long enough to kill the process while one is pending.
+const SLOW_MS: u64 = 3000;
+
+fn repo() -> tempfile::TempDir {
+    git_repo(|work| {
+        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
+        std::fs::write(work.join(".crewbox/teams/duo.toml"), TEAM).unwrap();
+    })
+}
+
+/// One orchestrate round: alice designs, bob tests, the synthesis (matched only when
+/// it sees both workers' replies) combines them. Delays in milliseconds.
+fn orchestrate_script(alice_ms: u64, bob_ms: u64, synthesis_ms: u64) -> String {
+    format!(
+        r###"
+[[reply]]
+agent = "synthesis"
+when = "(?s)Your workers have finished.*### alice \\(completed.*ALICE: push and pop.*### bob \\(completed.*BOB: push then pop passes"
+delay_ms = {synthesis_ms}
+text = "SYNTHESIS: a queue with push/pop, tested"
+
+[[reply]]
+agent = "orchestrator"
+when = "Split the request below into tasks"
+text = """
+@worker:alice
+Design the API.
+@end
+@worker:bob
+Write the tests.
+@end
+"""
+
+[[reply]]
+agent = "alice"
+when = "## Your task\nDesign the API\\."
+delay_ms = {alice_ms}
+text = "ALICE: push and pop"
+
+[[reply]]
+agent = "bob"
+when = "## Your task\nWrite the tests\\."
+delay_ms = {bob_ms}
+text = "BOB: push then pop passes"
+"###
+    )
+}
+
+/// Reads the store the child process writes, from the test.
+struct Db {
+    rt: tokio::runtime::Runtime,
+    store: Store,
+}
+
+impl Db {
+    /// Creates the store before the child starts, so polling never races its creation.
+    fn create(dir: &Path) -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let store = Store::open(&dir.join("state")).unwrap();
+        Self { rt, store }
+    }
+
+    fn unfinished(&self) -> Vec<RunId> {
+        self.rt
+            .block_on(self.store.unfinished_runs())
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect()
+    }
+
+    fn steps(&self, run: &RunId) -> Vec<StepRecord> {
+        self.rt.block_on(self.store.steps(run)).unwrap()
+    }
+
+    fn agents(&self, run: &RunId) -> Vec<AgentRecord> {
+        self.rt.block_on(self.store.agents(run)).unwrap()
+    }
+}
+
+fn step<'a>(steps: &'a [StepRecord], key: &str) -> Option<&'a StepRecord> {
+    steps.iter().find(|s| s.key == key)
+}
+
+fn is(steps: &[StepRecord], key: &str, state: StepState) -> bool {
+    step(steps, key).is_some_and(|s| s.state == state)
+}
+
+/// The agent rows named `name`, in creation order.
+fn named<'a>(agents: &'a [AgentRecord], name: &str) -> Vec<&'a AgentRecord> {
+    agents.iter().filter(|a| a.name == name).collect()
+}
+
+fn states(agents: &[&AgentRecord]) -> Vec<AgentState> {
+    agents.iter().map(|a| a.state).collect()
+}
+
+/// Starts `crewbox run ... --script <script> --json` in the background.
+fn spawn_run(dir: &Path, script: &str, args: &[&str]) -> Child {
+    let script_path = dir.join("script.toml");
+    std::fs::write(&script_path, script).unwrap();
+    let mut all = args.to_vec();
+    all.extend(["--script", script_path.to_str().unwrap(), "--json"]);
+    spawn(dir, &all)
+}
+
+/// Starts `crewbox ARGS` in the background, stderr to a file `wait_for` shows.
+fn spawn(dir: &Path, args: &[&str]) -> Child {
+    let stderr = std::fs::File::create(dir.join("run.stderr")).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_crewbox"))
+        .args(args)
+        .current_dir(dir.join("repo"))
+        .env("CREWBOX_STATE_DIR", dir.join("state"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(stderr))
+        .spawn()
+        .unwrap()
+}
+
+/// Polls the journal until `reached` holds for the (only) unfinished run; returns it.
+/// The child is killed on timeout; it must not exit on its own before.
+fn wait_for(
+    dir: &Path,
+    db: &Db,
+    child: &mut Child,
+    what: &str,
+    reached: impl Fn(&[StepRecord], &[AgentRecord]) -> bool,
+) -> RunId {
+    let deadline = Instant::now() + REACH_TIMEOUT;
+    let mut seen = String::from("no run yet");
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "crewbox exited ({status}) before {what}; last seen: {seen}\nstderr: {}",
+                std::fs::read_to_string(dir.join("run.stderr")).unwrap_or_default()
+            );
+        }
+        if let Some(run) = db.unfinished().into_iter().next() {
+            let steps = db.steps(&run);
+            let agents = db.agents(&run);
+            if reached(&steps, &agents) {
+                return run;
+            }
+            seen = format!(
+                "steps {:?}, agents {:?}",
+                steps
+                    .iter()
+                    .map(|s| (s.key.as_str(), s.state))
+                    .collect::<Vec<_>>(),
+                agents
+                    .iter()
+                    .map(|a| (a.name.as_str(), a.state))
+                    .collect::<Vec<_>>()
+            );
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} was not reached within {REACH_TIMEOUT:?}; last seen: {seen}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGKILL, then reap it: a zombie still passes the "is its driver alive" check.
+fn kill9(child: &mut Child) {
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "killed, not finished: {status}");
+}
+
+/// `crewbox resume RUN --json`, which must succeed; its report.
+fn resume(dir: &Path, run: &RunId) -> serde_json::Value {
+    let out = bin(dir, &["resume", run.as_str(), "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "resume printed no JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert!(
+        out.status.success(),
+        "resume failed ({}): {report}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report["run_id"], run.as_str());
+    report
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The interrupted row of an agent the killed process left running.
+fn assert_interrupted(a: &AgentRecord) {
+    assert_eq!(a.state, AgentState::Error, "{a:?}");
+    assert!(
+        a.error
+            .as_deref()
+            .is_some_and(|e| e.contains("interrupted")),
+        "{a:?}"
+    );
+}
+
+/// Every step of a finished orchestrate round, done.
+fn assert_round_done(steps: &[StepRecord], prefix: &str, workers: &[&str]) {
+    for key in ["plan", "synthesis"]
+        .iter()
+        .map(|k| format!("{prefix}{k}"))
+        .chain(workers.iter().map(|w| format!("{prefix}worker/{w}")))
+    {
+        assert!(is(steps, &key, StepState::Done), "{key}: {steps:?}");
+    }
+}
+
+fn orchestrate_args() -> [&'static str; 6] {
+    [
+        "run",
+        "build a queue",
+        "--team",
+        "duo",
+        "--mode",
+        "orchestrate",
+    ]
+}
+
+#[test]
+fn killed_after_planning_resumes_without_planning_again() {
+    let dir = repo();
+    let db = Db::create(dir.path());
+    let mut child = spawn_run(
+        dir.path(),
+        &orchestrate_script(SLOW_MS, SLOW_MS, 0),
+        &orchestrate_args(),
+    );
+    let run = wait_for(
+        dir.path(),
+        &db,
+        &mut child,
+        "plan stored, both workers running",
+        |steps, agents| {
+            is(steps, "plan", StepState::Done)
+                && ["alice", "bob"].iter().all(|w| {
+                    named(agents, w)
+                        .iter()
+                        .any(|a| a.state == AgentState::Running)
+                })
+        },
+    );
+    kill9(&mut child);
+    let steps = db.steps(&run);
+    let plan = step(&steps, "plan").unwrap().clone();
+    assert!(
+        ["worker/alice", "worker/bob", "synthesis"]
+            .iter()
+            .all(|k| !is(&steps, k, StepState::Done)),
+        "killed before any worker finished: {steps:?}"
+    );
+
+    let report = resume(dir.path(), &run);
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["exit_reason"], "goal-met");
+    assert_eq!(report["result"], "SYNTHESIS: a queue with push/pop, tested");
+    // Read back: the decision and the plan.
+    assert_eq!(report["resumed_steps"], 2, "{report}");
+
+    let steps = db.steps(&run);
+    assert_eq!(
+        step(&steps, "plan").unwrap(),
+        &plan,
+        "the stored plan is untouched"
+    );
+    assert_round_done(&steps, "", &["alice", "bob"]);
+    let agents = db.agents(&run);
+    let orchestrators = named(&agents, "orchestrator");
+    assert_eq!(
+        states(&orchestrators),
+        [AgentState::Completed],
+        "planned once: {agents:?}"
+    );
+    assert_eq!(
+        orchestrators[0].id.as_str(),
+        plan.agent_id.as_deref().unwrap()
+    );
+    for (worker, task) in [("alice", "Design the API."), ("bob", "Write the tests.")] {
+        let rows = named(&agents, worker);
+        assert_eq!(
+            states(&rows),
+            [AgentState::Error, AgentState::Completed],
+            "{worker}: interrupted, then run again: {agents:?}"
+        );
+        assert_interrupted(rows[0]);
+        assert!(rows[1].task.contains(task), "{worker}: {}", rows[1].task);
+        assert_eq!(
+            step(&steps, &format!("worker/{worker}"))
+                .unwrap()
+                .agent_id
+                .as_deref(),
+            Some(rows[1].id.as_str())
+        );
+    }
+    assert_eq!(
+        states(&named(&agents, "synthesis")),
+        [AgentState::Completed]
+    );
+    assert_eq!(agents.len(), 6, "{agents:?}");
+}
+
+#[test]
+fn killed_while_workers_run_resumes_only_the_unfinished_worker_with_its_task() {
+    let dir = repo();
+    let db = Db::create(dir.path());
+    let mut child = spawn_run(
+        dir.path(),
+        &orchestrate_script(0, SLOW_MS, 0),
+        &orchestrate_args(),
+    );
+    let run = wait_for(
+        dir.path(),
+        &db,
+        &mut child,
+        "alice done, bob running",
+        |steps, agents| {
+            is(steps, "worker/alice", StepState::Done)
+                && is(steps, "worker/bob", StepState::Started)
+                && named(agents, "bob")
+                    .iter()
+                    .any(|a| a.state == AgentState::Running)
+        },
+    );
+    kill9(&mut child);
+    let steps = db.steps(&run);
+    assert!(
+        is(&steps, "worker/bob", StepState::Started),
+        "bob was still running at the kill: {steps:?}"
+    );
+    let alice_step = step(&steps, "worker/alice").unwrap().clone();
+    let alice_id = alice_step.agent_id.clone().unwrap();
+    let old_bob = step(&steps, "worker/bob")
+        .unwrap()
+        .agent_id
+        .clone()
+        .unwrap();
+
+    let report = resume(dir.path(), &run);
+    assert_eq!(report["status"], "completed", "{report}");
+    // The synthesis only matches when it sees alice's stored reply and bob's new one.
+    assert_eq!(report["result"], "SYNTHESIS: a queue with push/pop, tested");
+    assert_eq!(
+        report["resumed_steps"], 3,
+        "decision, plan, alice: {report}"
+    );
+
+    let steps = db.steps(&run);
+    assert_eq!(
+        step(&steps, "worker/alice").unwrap(),
+        &alice_step,
+        "alice's stored result is untouched"
+    );
+    assert_round_done(&steps, "", &["alice", "bob"]);
+    let agents = db.agents(&run);
+    let alice = named(&agents, "alice");
+    assert_eq!(alice.len(), 1, "alice ran once: {agents:?}");
+    assert_eq!(alice[0].id.as_str(), alice_id);
+    assert_eq!(alice[0].state, AgentState::Completed);
+
+    let bob = named(&agents, "bob");
+    assert_eq!(
+        states(&bob),
+        [AgentState::Error, AgentState::Completed],
+        "{agents:?}"
+    );
+    assert_eq!(bob[0].id.as_str(), old_bob);
+    assert_interrupted(bob[0]);
+    assert!(
+        bob[1].task.contains("## Your task\nWrite the tests.")
+            && !bob[1].task.contains("Design the API"),
+        "bob got his own task again: {}",
+        bob[1].task
+    );
+    assert_eq!(
+        step(&steps, "worker/bob").unwrap().agent_id.as_deref(),
+        Some(bob[1].id.as_str())
+    );
+    assert_eq!(named(&agents, "orchestrator").len(), 1, "{agents:?}");
+    assert_eq!(named(&agents, "synthesis").len(), 1, "{agents:?}");
+
+    // The report's assignments point at the agents whose results were used.
+    let assignments: Vec<(&str, &str, &str)> = report["assignments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["worker"].as_str().unwrap(),
+                a["agent_id"].as_str().unwrap(),
+                a["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        assignments,
+        [
+            ("alice", alice_id.as_str(), "completed"),
+            ("bob", bob[1].id.as_str(), "completed"),
+        ]
+    );
+}
+
+#[test]
+fn a_resume_killed_in_turn_is_resumed_again() {
+    let dir = repo();
+    let db = Db::create(dir.path());
+    let mut child = spawn_run(
+        dir.path(),
+        &orchestrate_script(0, SLOW_MS, 0),
+        &orchestrate_args(),
+    );
+    let bob_running = |agents: &[AgentRecord], rows: usize| {
+        let bob = named(agents, "bob");
+        bob.len() == rows && bob.last().is_some_and(|a| a.state == AgentState::Running)
+    };
+    let run = wait_for(
+        dir.path(),
+        &db,
+        &mut child,
+        "alice done, bob running",
+        |steps, agents| is(steps, "worker/alice", StepState::Done) && bob_running(agents, 1),
+    );
+    kill9(&mut child);
+    // The resuming process dies too, while it runs bob again.
+    let mut resuming = spawn(dir.path(), &["resume", run.as_str(), "--json"]);
+    wait_for(
+        dir.path(),
+        &db,
+        &mut resuming,
+        "bob running again",
+        |_, agents| bob_running(agents, 2),
+    );
+    kill9(&mut resuming);
+    assert!(is(&db.steps(&run), "worker/bob", StepState::Started));
+
+    let report = resume(dir.path(), &run);
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["result"], "SYNTHESIS: a queue with push/pop, tested");
+    assert_eq!(
+        report["resumed_steps"], 3,
+        "decision, plan, alice: {report}"
+    );
+    let agents = db.agents(&run);
+    let bob = named(&agents, "bob");
+    assert_eq!(
+        states(&bob),
+        [AgentState::Error, AgentState::Error, AgentState::Completed],
+        "{agents:?}"
+    );
+    assert_interrupted(bob[0]);
+    assert_interrupted(bob[1]);
+    for name in ["orchestrator", "alice", "synthesis"] {
+        assert_eq!(
+            states(&named(&agents, name)),
+            [AgentState::Completed],
+            "{name} ran once over three processes: {agents:?}"
+        );
+    }
+}
+
+#[test]
+fn killed_during_synthesis_resumes_only_the_synthesis() {
+    let dir = repo();
+    let db = Db::create(dir.path());
+    let mut child = spawn_run(
+        dir.path(),
+        &orchestrate_script(0, 0, SLOW_MS),
+        &orchestrate_args(),
+    );
+    let run = wait_for(
+        dir.path(),
+        &db,
+        &mut child,
+        "synthesis running",
+        |steps, agents| {
+            is(steps, "synthesis", StepState::Started)
+                && named(agents, "synthesis")
+                    .iter()
+                    .any(|a| a.state == AgentState::Running)
+        },
+    );
+    kill9(&mut child);
+    let before = db.steps(&run);
+    assert!(
+        is(&before, "synthesis", StepState::Started),
+        "the synthesis was pending at the kill: {before:?}"
+    );
+    let old_synthesis = step(&before, "synthesis")
+        .unwrap()
+        .agent_id
+        .clone()
+        .unwrap();
+
+    let report = resume(dir.path(), &run);
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["result"], "SYNTHESIS: a queue with push/pop, tested");
+    assert_eq!(
+        report["resumed_steps"], 4,
+        "decision, plan, two workers: {report}"
+    );
+
+    let steps = db.steps(&run);
+    for key in ["plan", "worker/alice", "worker/bob"] {
+        assert_eq!(step(&steps, key), step(&before, key), "{key} untouched");
+    }
+    assert_round_done(&steps, "", &["alice", "bob"]);
+    let agents = db.agents(&run);
+    for name in ["orchestrator", "alice", "bob"] {
+        assert_eq!(
+            states(&named(&agents, name)),
+            [AgentState::Completed],
+            "{name} ran once: {agents:?}"
+        );
+    }
+    let synthesis = named(&agents, "synthesis");
+    assert_eq!(
+        states(&synthesis),
+        [AgentState::Error, AgentState::Completed],
+        "{agents:?}"
+    );
+    assert_eq!(synthesis[0].id.as_str(), old_synthesis);
+    assert_interrupted(synthesis[0]);
+    assert_eq!(
+        step(&steps, "synthesis").unwrap().agent_id.as_deref(),
+        Some(synthesis[1].id.as_str())
+    );
+}
+
+/// Two reflect iterations judged by the orchestrator itself: iteration 1 (alice and
+/// bob) needs another round, iteration 2 (alice alone) is complete. Each reply is
+/// matched by content, since a resumed process starts the script afresh.
+const REFLECT_SCRIPT: &str = r###"
+[[reply]]
+agent = "synthesis"
+when = "(?s)Your workers have finished.*### alice \\(completed.*ALICE-1.*### bob \\(completed.*BOB-1"
+text = "SYNTH-1: a first draft"
+
+[[reply]]
+agent = "synthesis"
+when = "(?s)Your workers have finished.*### alice \\(completed.*ALICE-2"
+text = "SYNTH-2: the polished queue"
+
+[[reply]]
+agent = "evaluator"
+when = "SYNTH-1"
+text = "[[NEEDS_ITERATION]]\nRATIONALE: the API needs polish"
+
+[[reply]]
+agent = "evaluator"
+when = "SYNTH-2"
+text = "SCORE: 0.95\n[[GROUP_REFLECT_COMPLETE]]"
+
+[[reply]]
+agent = "orchestrator"
+when = "(?s)## Previous iteration \\(1\\).*the API needs polish"
+delay_ms = 3000
+text = "@worker:alice\nPolish the API.\n@end"
+
+[[reply]]
+agent = "orchestrator"
+when = "Split the request below into tasks"
+text = "@worker:alice\nDesign the API.\n@end\n@worker:bob\nWrite the tests.\n@end"
+
+[[reply]]
+agent = "alice"
+when = "## Your task\nDesign the API\\."
+text = "ALICE-1"
+
+[[reply]]
+agent = "alice"
+when = "## Your task\nPolish the API\\."
+text = "ALICE-2"
+
+[[reply]]
+agent = "bob"
+when = "## Your task\nWrite the tests\\."
+text = "BOB-1"
+"###;
+
+#[test]
+fn killed_between_reflect_iterations_resumes_at_the_second_plan() {
+    let dir = repo();
+    let db = Db::create(dir.path());
+    let mut child = spawn_run(
+        dir.path(),
+        REFLECT_SCRIPT,
+        &[
+            "run",
+            "build a queue",
+            "--team",
+            "duo",
+            "--mode",
+            "reflect",
+            "--max-iterations",
+            "3",
+        ],
+    );
+    let run = wait_for(
+        dir.path(),
+        &db,
+        &mut child,
+        "iteration 1 evaluated, iteration 2 planning",
+        |steps, agents| {
+            is(steps, "it1/evaluation", StepState::Done)
+                && is(steps, "it2/plan", StepState::Started)
+                && named(agents, "orchestrator")
+                    .iter()
+                    .any(|a| a.state == AgentState::Running)
+        },
+    );
+    kill9(&mut child);
+    let before = db.steps(&run);
+    assert!(
+        is(&before, "it2/plan", StepState::Started),
+        "iteration 2 was planning at the kill: {before:?}"
+    );
+    let it1_keys = [
+        "it1/inbox",
+        "it1/plan",
+        "it1/worker/alice",
+        "it1/worker/bob",
+        "it1/synthesis",
+        "it1/evaluation",
+        "it2/inbox",
+    ];
+    for key in it1_keys {
+        assert!(is(&before, key, StepState::Done), "{key}: {before:?}");
+    }
+
+    let report = resume(dir.path(), &run);
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["exit_reason"], "goal-met", "{report}");
+    assert_eq!(report["result"], "SYNTH-2: the polished queue");
+    assert_eq!(report["best_iteration"], 2);
+    // The decision and the seven stored steps above.
+    assert_eq!(report["resumed_steps"], 8, "{report}");
+    let iterations = report["iterations"].as_array().unwrap();
+    assert_eq!(iterations.len(), 2, "{report}");
+    assert_eq!(iterations[0]["iteration"], 1);
+    assert_eq!(iterations[1]["iteration"], 2);
+    assert_eq!(iterations[1]["complete"], true);
+    let workers = |i: usize| -> Vec<(String, String)> {
+        iterations[i]["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                (
+                    w["worker"].as_str().unwrap().to_owned(),
+                    w["agent_id"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let stored_id = |key: &str| step(&before, key).unwrap().agent_id.clone().unwrap();
+    assert_eq!(
+        workers(0),
+        [
+            ("alice".to_owned(), stored_id("it1/worker/alice")),
+            ("bob".to_owned(), stored_id("it1/worker/bob")),
+        ],
+        "iteration 1 is reported from the journal"
+    );
+
+    let steps = db.steps(&run);
+    for key in it1_keys {
+        assert_eq!(step(&steps, key), step(&before, key), "{key} untouched");
+    }
+    assert_round_done(&steps, "it2/", &["alice"]);
+    assert!(is(&steps, "it2/evaluation", StepState::Done));
+    assert!(
+        step(&steps, "it3/inbox").is_none(),
+        "no third iteration: {steps:?}"
+    );
+
+    let agents = db.agents(&run);
+    let alice = named(&agents, "alice");
+    assert_eq!(
+        states(&alice),
+        [AgentState::Completed, AgentState::Completed],
+        "alice once per iteration: {agents:?}"
+    );
+    assert_eq!(alice[0].id.as_str(), stored_id("it1/worker/alice"));
+    assert!(alice[1].task.contains("## Your task\nPolish the API."));
+    assert_eq!(workers(1), [("alice".to_owned(), alice[1].id.to_string())]);
+    assert_eq!(
+        states(&named(&agents, "bob")),
+        [AgentState::Completed],
+        "bob only in iteration 1, once: {agents:?}"
+    );
+    let orchestrators = named(&agents, "orchestrator");
+    assert_eq!(
+        states(&orchestrators),
+        [
+            AgentState::Completed,
+            AgentState::Error,
+            AgentState::Completed
+        ],
+        "plan 1 once; plan 2 interrupted, then again: {agents:?}"
+    );
+    assert_eq!(orchestrators[0].id.as_str(), stored_id("it1/plan"));
+    assert_interrupted(orchestrators[1]);
+    for name in ["synthesis", "evaluator"] {
+        assert_eq!(
+            states(&named(&agents, name)),
+            [AgentState::Completed, AgentState::Completed],
+            "{name} once per iteration: {agents:?}"
+        );
+    }
+    assert_eq!(agents.len(), 10, "{agents:?}");
+}
+
+#[test]
+fn resume_refuses_a_live_run_and_a_finished_one() {
+    let dir = repo();
+    let db = Db::create(dir.path());
+    let mut child = spawn_run(
+        dir.path(),
+        &orchestrate_script(SLOW_MS, SLOW_MS, 0),
+        &orchestrate_args(),
+    );
+    let run = wait_for(dir.path(), &db, &mut child, "plan stored", |steps, _| {
+        is(steps, "plan", StepState::Done)
+    });
+
+    // While its process lives, the run is not resumed, neither by id nor as an orphan.
+    let busy = bin(dir.path(), &["resume", run.as_str(), "--json"]);
+    assert_eq!(busy.status.code(), Some(2), "{}", stderr(&busy));
+    assert!(
+        stderr(&busy).contains(&format!("still being driven by process {}", child.id())),
+        "{}",
+        stderr(&busy)
+    );
+    let orphans = bin(dir.path(), &["resume"]);
+    assert_eq!(orphans.status.code(), Some(0), "{}", stderr(&orphans));
+    assert!(
+        String::from_utf8_lossy(&orphans.stdout).contains("nothing to resume"),
+        "{}",
+        String::from_utf8_lossy(&orphans.stdout)
+    );
+    assert_eq!(db.unfinished(), std::slice::from_ref(&run), "still running");
+
+    kill9(&mut child);
+    let report = resume(dir.path(), &run);
+    assert_eq!(report["result"], "SYNTHESIS: a queue with push/pop, tested");
+    let agents = db.agents(&run).len();
+
+    let again = bin(dir.path(), &["resume", run.as_str(), "--json"]);
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("already finished"),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(db.agents(&run).len(), agents, "nothing ran again");
+    assert!(db.unfinished().is_empty());
+}
+
+#[test]
+fn resume_without_a_run_and_nothing_unfinished_says_so() {
+    let dir = repo();
+    let (out, report) = crewbox(
+        dir.path(),
+        &orchestrate_script(0, 0, 0),
+        &orchestrate_args(),
+    );
+    assert!(out.status.success(), "{report}");
+    assert_eq!(report["result"], "SYNTHESIS: a queue with push/pop, tested");
+
+    let text = bin(dir.path(), &["resume"]);
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("nothing to resume"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+    let json = bin(dir.path(), &["resume", "--json"]);
+    assert_eq!(json.status.code(), Some(0), "{}", stderr(&json));
+    let reports: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(reports, serde_json::json!([]));
+}
