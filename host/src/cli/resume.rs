@@ -33,7 +33,14 @@ pub async fn orphaned_runs(store: &crate::store::Store) -> anyhow::Result<Vec<Ru
 
 /// Resumes one run or every orphaned one and prints the reports.
 pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
-    let store = ctx.existing_store()?;
+    let store = match crate::store::Store::open_existing(&ctx.state_dir) {
+        Ok(store) => store,
+        // Nothing has ever run here, so nothing is unfinished either.
+        Err(crate::store::StoreError::Missing(_)) if args.run.is_none() => {
+            return Ok(nothing_to_resume(args.json));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let runs = match &args.run {
         Some(id) => match store.find_run(id).await? {
             Some(run) => vec![run],
@@ -46,12 +53,7 @@ pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
     };
     drop(store);
     if runs.is_empty() {
-        if args.json {
-            println!("[]");
-        } else {
-            println!("nothing to resume: no unfinished run without a live process");
-        }
-        return Ok(Exit::Ok);
+        return Ok(nothing_to_resume(args.json));
     }
     let shutdown = CancellationToken::new();
     let engine = ctx.engine(shutdown.clone()).await?;
@@ -90,4 +92,13 @@ pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
         }
     }
     Ok(exit)
+}
+
+fn nothing_to_resume(json: bool) -> Exit {
+    if json {
+        println!("[]");
+    } else {
+        println!("nothing to resume: no unfinished run without a live process");
+    }
+    Exit::Ok
 }
