@@ -491,6 +491,8 @@ text = "tests written"
     };
     run.kill().unwrap();
     run.wait().unwrap();
+    let health = json(&crewbox(&env, &["health", "--json"]));
+    assert_eq!(health["runs"]["interrupted"], 1, "{health}");
 
     std::fs::create_dir_all(env.config.join("crewbox")).unwrap();
     std::fs::write(
@@ -529,6 +531,9 @@ text = "tests written"
     );
     let report = json(&crewbox(&env, &["status", &run_id, "--json"]));
     assert_eq!(report["result"], "combined: alice and bob", "{report}");
+    let health = json(&crewbox(&env, &["health", "--json"]));
+    assert_eq!(health["runs"]["interrupted"], 0, "{health}");
+    assert_eq!(health["runs"]["unfinished"], 0, "{health}");
     let named = |n: &str| {
         report["agents"]
             .as_array()

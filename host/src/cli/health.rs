@@ -34,6 +34,8 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
     // own process has made no calls, so the snapshot is per process by nature.
     let breakers = Breakers::default().snapshot();
     let counts = store.agent_counts().await?;
+    let unfinished = store.unfinished_runs().await?.len();
+    let interrupted = super::resume::orphaned_runs(&store).await?.len();
     let size = std::fs::metadata(store.path())
         .map(|m| m.len())
         .unwrap_or(0);
@@ -51,6 +53,7 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
             "circuits": breakers,
         },
         "agents": { "running": counts.running, "queued": counts.queued },
+        "runs": { "unfinished": unfinished, "interrupted": interrupted },
         "store": {
             "path": store.path(),
             "size_bytes": size,
@@ -88,6 +91,14 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
     println!(
         "agents: {} running, {} queued",
         counts.running, counts.queued
+    );
+    println!(
+        "runs: {unfinished} unfinished, {interrupted} interrupted{}",
+        if interrupted > 0 {
+            " (crewbox resume finishes them)"
+        } else {
+            ""
+        }
     );
     println!(
         "store: {} ({} bytes, schema v{})",
