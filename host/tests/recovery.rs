@@ -5,10 +5,10 @@
 
 #[path = "support/repo.rs"]
 mod repo_support;
-use repo_support::{bin, crewbox, git_repo};
+use repo_support::{bin, command, crewbox, git_repo};
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crewbox::agent::AgentState;
@@ -143,12 +143,7 @@ fn spawn_run(dir: &Path, script: &str, args: &[&str]) -> Child {
 /// Starts `crewbox ARGS` in the background, stderr to a file `wait_for` shows.
 fn spawn(dir: &Path, args: &[&str]) -> Child {
     let stderr = std::fs::File::create(dir.join("run.stderr")).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_crewbox"))
-        .args(args)
-        .current_dir(dir.join("repo"))
-        .env("CREWBOX_STATE_DIR", dir.join("state"))
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_CACHE_HOME", dir.join("cache"))
+    command(dir, args)
         .stdout(Stdio::null())
         .stderr(Stdio::from(stderr))
         .spawn()

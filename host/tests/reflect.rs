@@ -4,9 +4,9 @@
 
 #[path = "support/repo.rs"]
 mod repo_support;
-use repo_support::{bin, crewbox, git_repo};
+use repo_support::{bin, command, crewbox, git_repo};
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const WITH_EVALUATOR: &str = r#"
@@ -282,20 +282,16 @@ fn three_failed_iterations_spend_the_error_budget() {
 fn spawn_run(dir: &std::path::Path, script: &str) -> std::process::Child {
     let path = dir.join("script.toml");
     std::fs::write(&path, script).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_crewbox"))
-        .args([
-            "run",
-            "build a cache",
-            "--team",
-            "duo",
-            "--json",
-            "--script",
-            path.to_str().unwrap(),
-        ])
-        .current_dir(dir.join("repo"))
-        .env("CREWBOX_STATE_DIR", dir.join("state"))
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_CACHE_HOME", dir.join("cache"))
+    let args = [
+        "run",
+        "build a cache",
+        "--team",
+        "duo",
+        "--json",
+        "--script",
+        path.to_str().unwrap(),
+    ];
+    command(dir, &args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

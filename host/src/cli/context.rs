@@ -82,6 +82,15 @@ impl Context {
         Ok(Store::open_existing(&self.state_dir)?)
     }
 
+    /// The store, or None when nothing has run in this state directory yet.
+    pub fn store_if_exists(&self) -> anyhow::Result<Option<Store>> {
+        match Store::open_existing(&self.state_dir) {
+            Ok(store) => Ok(Some(store)),
+            Err(crate::store::StoreError::Missing(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Builds the engine for commands that run agents. Orphaned worktrees of killed
     /// processes are pruned first.
     pub async fn engine(&self, shutdown: CancellationToken) -> anyhow::Result<Engine> {

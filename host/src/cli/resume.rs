@@ -24,22 +24,17 @@ pub async fn orphaned_runs(store: &crate::store::Store) -> anyhow::Result<Vec<Ru
         .unfinished_runs()
         .await?
         .into_iter()
-        .filter(|r| {
-            r.pid
-                .is_none_or(|pid| pid != std::process::id() && !crate::process::pid_alive(pid))
-        })
+        .filter(RunRecord::is_interrupted)
         .collect())
 }
 
 /// Resumes one run or every orphaned one and prints the reports.
 pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
-    let store = match crate::store::Store::open_existing(&ctx.state_dir) {
-        Ok(store) => store,
+    let store = match ctx.store_if_exists()? {
+        Some(store) => store,
         // Nothing has ever run here, so nothing is unfinished either.
-        Err(crate::store::StoreError::Missing(_)) if args.run.is_none() => {
-            return Ok(nothing_to_resume(args.json));
-        }
-        Err(e) => return Err(e.into()),
+        None if args.run.is_none() => return Ok(nothing_to_resume(args.json)),
+        None => ctx.existing_store()?,
     };
     let runs = match &args.run {
         Some(id) => match store.find_run(id).await? {

@@ -33,11 +33,7 @@ pub async fn run(ctx: Context, args: SendArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Usage);
     }
     // Without a store nothing has ever run here, so no loop either.
-    let store = match crate::store::Store::open_existing(&ctx.state_dir) {
-        Ok(store) => Some(store),
-        Err(crate::store::StoreError::Missing(_)) => None,
-        Err(e) => return Err(e.into()),
-    };
+    let store = ctx.store_if_exists()?;
     let run = match &store {
         Some(store) => match store.team_lock(&args.team).await? {
             Some((run_id, _)) => store.run(&run_id).await?,
@@ -60,7 +56,7 @@ pub async fn run(ctx: Context, args: SendArgs) -> anyhow::Result<Exit> {
             Some(message),
         )
         .await?;
-    let live = run.pid.is_some_and(crate::process::pid_alive);
+    let live = !run.is_interrupted();
     if live {
         println!(
             "queued for team `{}` (run {}); delivered at the start of its next iteration",

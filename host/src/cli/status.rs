@@ -43,7 +43,7 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
                 json!({
                     "run_id": r.id, "mode": r.mode, "status": r.status, "exit_reason": r.exit_reason,
                     "prompt": r.prompt, "created_at": r.created_at, "finished_at": r.finished_at,
-                    "interrupted": interrupted(r),
+                    "interrupted": r.is_interrupted(),
                 })
             })
             .collect();
@@ -62,7 +62,7 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
         );
         for r in &runs {
             let prompt: String = r.prompt.chars().take(60).collect();
-            let status = if interrupted(r) {
+            let status = if r.is_interrupted() {
                 "interrupted"
             } else {
                 r.status.as_str()
@@ -77,10 +77,4 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
         }
     }
     Ok(Exit::Ok)
-}
-
-/// A run still marked running whose process is gone: `crewbox resume` finishes it.
-fn interrupted(r: &crate::store::RunRecord) -> bool {
-    r.status == crate::engine::RunStatus::Running
-        && r.pid.is_none_or(|pid| !crate::process::pid_alive(pid))
 }

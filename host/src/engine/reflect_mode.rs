@@ -44,7 +44,8 @@ impl Engine {
         // (score, iteration, synthesis) of the best evaluated iteration so far.
         let mut best: Option<(f64, u32, String)> = None;
         let mut last_error: Option<String> = None;
-        let mut last_synthesis: Option<String> = None;
+        // The same, of the last evaluated iteration.
+        let mut last_evaluated: Option<(f64, u32, String)> = None;
         let mut n = 1u32;
         let reason = loop {
             let messages = self.team_inbox(ctx, tc, n).await?;
@@ -105,10 +106,11 @@ impl Engine {
                             if eval.complete {
                                 entry.insert("complete".into(), json!(true));
                             }
+                            let this = (eval.score, n, synthesis.clone());
                             if best.as_ref().is_none_or(|(s, _, _)| eval.score >= *s) {
-                                best = Some((eval.score, n, synthesis.clone()));
+                                best = Some(this.clone());
                             }
-                            last_synthesis = Some(synthesis.clone());
+                            last_evaluated = Some(this);
                             IterationOutcome::Evaluated {
                                 synthesis: synthesis.clone(),
                                 evaluation: eval,
@@ -176,12 +178,12 @@ impl Engine {
             }),
         );
         // Goal met: the synthesis that met it. Otherwise the best-scored one.
-        if reason == ExitReason::GoalMet
-            && let Some(((i, _), synthesis)) = last.as_ref().zip(last_synthesis)
-        {
-            best = Some((0.0, *i, synthesis));
-        }
-        let result = match best {
+        let chosen = if reason == ExitReason::GoalMet {
+            last_evaluated
+        } else {
+            best
+        };
+        let result = match chosen {
             Some((_, i, synthesis)) => {
                 details.insert("best_iteration".into(), json!(i));
                 synthesis

@@ -63,6 +63,17 @@ impl RunRecord {
     }
 }
 
+impl RunRecord {
+    /// Unfinished, and no live process drives it (another process's pid is gone, or
+    /// none is recorded): `crewbox resume` may take it over.
+    pub fn is_interrupted(&self) -> bool {
+        self.status == RunStatus::Running
+            && self
+                .pid
+                .is_none_or(|pid| pid != std::process::id() && !crate::process::pid_alive(pid))
+    }
+}
+
 /// One dispatch decision, explicit or automatic.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DispatchRecord {

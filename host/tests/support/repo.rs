@@ -24,16 +24,20 @@ pub fn git_repo(setup: impl FnOnce(&Path)) -> tempfile::TempDir {
     dir
 }
 
-/// Runs `crewbox ARGS` in the repository with state, config and cache inside the temp dir.
-pub fn bin(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_crewbox"))
-        .args(args)
+/// `crewbox ARGS` in the repository with state, config and cache inside the temp dir.
+pub fn command(dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_crewbox"));
+    c.args(args)
         .current_dir(dir.join("repo"))
         .env("CREWBOX_STATE_DIR", dir.join("state"))
         .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_CACHE_HOME", dir.join("cache"))
-        .output()
-        .unwrap()
+        .env("XDG_CACHE_HOME", dir.join("cache"));
+    c
+}
+
+/// Runs `crewbox ARGS` (see [`command`]) to its end.
+pub fn bin(dir: &Path, args: &[&str]) -> Output {
+    command(dir, args).output().unwrap()
 }
 
 /// Runs `crewbox ARGS --script <script> --json` and parses the report.
