@@ -1,12 +1,12 @@
 //! Shared by the end-to-end tests that drive the real binary in a temp git repository
 //! (`#[path]`-included, so each test crate uses only some of it).
-#![allow(dead_code)]
+
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 /// A temp dir holding `repo/` (one commit: `notes.txt` = "alpha"), after `setup` wrote
-/// any untracked extras into the work tree; `state/`, `config/`, `cache/` go beside it.
+/// any untracked extras into the work tree; `state/` and `config/` go beside it.
 pub fn git_repo(setup: impl FnOnce(&Path)) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("repo");
@@ -24,14 +24,15 @@ pub fn git_repo(setup: impl FnOnce(&Path)) -> tempfile::TempDir {
     dir
 }
 
-/// `crewbox ARGS` in the repository with state, config and cache inside the temp dir.
+/// `crewbox ARGS` in the repository with state and config inside the temp dir and the
+/// suite's shared plugin cache.
 pub fn command(dir: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_crewbox"));
     c.args(args)
         .current_dir(dir.join("repo"))
         .env("CREWBOX_STATE_DIR", dir.join("state"))
         .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_CACHE_HOME", dir.join("cache"));
+        .env("XDG_CACHE_HOME", super::shared_cache_home());
     c
 }
 

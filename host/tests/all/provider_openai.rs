@@ -1,6 +1,6 @@
 //! The OpenAI-compatible provider against a local HTTP server speaking the wire format.
 
-mod support;
+
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -13,7 +13,7 @@ use crewbox::provider::{
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::http::{Chunk, Reply, TestServer};
+use crate::support::http::{Chunk, Reply, TestServer};
 
 const KEY: &str = "sk-test-secret-0123456789";
 

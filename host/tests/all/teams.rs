@@ -1,9 +1,7 @@
 //! The team modes end to end through the real binary: a real git repository in a temp
 //! dir with a team file, the scripted model answering each member by its agent name.
 
-#[path = "support/repo.rs"]
-mod repo_support;
-use repo_support::{bin, crewbox, events, git_repo};
+use crate::support::repo::{bin, crewbox, events, git_repo};
 
 fn repo(team: &str) -> tempfile::TempDir {
     git_repo(|work| {

@@ -290,7 +290,7 @@ fn from_file_reads_and_reports_missing_files() {
 
 #[test]
 fn the_documented_example_parses() {
-    let doc = include_str!("../src/provider/SCRIPT_FORMAT.md");
+    let doc = include_str!("../../src/provider/SCRIPT_FORMAT.md");
     let example = doc
         .split("```toml")
         .nth(2)

@@ -65,6 +65,7 @@ fn command(env: &Env, args: &[&str]) -> Command {
         .current_dir(&env.repo)
         .env("CREWBOX_STATE_DIR", &env.state)
         .env("XDG_CONFIG_HOME", &env.config)
+        .env("XDG_CACHE_HOME", crate::support::shared_cache_home())
         .env_remove("RUST_LOG");
     c
 }

@@ -2,9 +2,7 @@
 //! the scripted model answering the orchestrator, the workers, the synthesis and the
 //! evaluator by agent name and by what their prompts contain.
 
-#[path = "support/repo.rs"]
-mod repo_support;
-use repo_support::{bin, command, crewbox, git_repo};
+use crate::support::repo::{bin, command, crewbox, git_repo};
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -3,9 +3,7 @@
 //! store), and `crewbox resume` finishes the run. The checks count agent rows and
 //! compare agent ids, so a resume that ignored the journal and ran steps again fails.
 
-#[path = "support/repo.rs"]
-mod repo_support;
-use repo_support::{bin, command, crewbox, git_repo};
+use crate::support::repo::{bin, command, crewbox, git_repo};
 
 use std::path::Path;
 use std::process::{Child, Output, Stdio};

@@ -3,9 +3,7 @@
 
 use std::process::Command;
 
-#[path = "support/repo.rs"]
-mod repo_support;
-use repo_support::{crewbox, events, git_repo};
+use crate::support::repo::{crewbox, events, git_repo};
 
 fn repo() -> tempfile::TempDir {
     git_repo(|_| {})

@@ -1,0 +1,29 @@
+//! The one integration test binary: the real `crewbox` binary and library against real
+//! git repositories, a real SQLite file, real wasmtime with real components, real child
+//! processes, and local HTTP servers speaking the providers' wire formats.
+//!
+//! One binary links once; each former test crate is a module here, and `support` is
+//! shared by all of them (including one compiled-plugin cache for the whole suite).
+
+mod support;
+
+mod agent;
+mod cli;
+mod cli_observe;
+mod criteria_judge;
+mod daemon;
+mod modes;
+mod plugin_hostile;
+#[cfg(feature = "python-guests")]
+mod plugin_python;
+mod plugin_runtime;
+mod provider_anthropic;
+mod provider_command;
+mod provider_openai;
+mod provider_scripted;
+mod recovery;
+mod reflect;
+mod store;
+mod teams;
+mod tools;
+mod worktree;

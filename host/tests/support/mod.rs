@@ -1,3 +1,0 @@
-//! Shared helpers for integration tests.
-
-pub mod http;
