@@ -1,19 +1,17 @@
 //! The OpenAI-compatible provider against a local HTTP server speaking the wire format.
 
-
-
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::http::{Chunk, Reply, TestServer};
 use crewbox::provider::{
     AgentLabel, BreakerState, Breakers, BuildContext, CompletionRequest, Message, Provider,
     ProviderConfig, ProviderError, StopReason, ToolCall, ToolSpec, Usage, build,
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use crate::support::http::{Chunk, Reply, TestServer};
 
 const KEY: &str = "sk-test-secret-0123456789";
 

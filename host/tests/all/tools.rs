@@ -668,7 +668,12 @@ async fn env_probe() {
 #[test]
 fn run_command_withholds_secrets() {
     let output = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "tools::env_probe", "--test-threads=1", "--nocapture"])
+        .args([
+            "--exact",
+            "tools::env_probe",
+            "--test-threads=1",
+            "--nocapture",
+        ])
         .env(PROBE_FLAG, "1")
         .env("FOO_API_KEY", "sk-test-123")
         .env("my_auth_token", "tok")

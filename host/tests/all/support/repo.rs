@@ -1,7 +1,6 @@
 //! Shared by the end-to-end tests that drive the real binary in a temp git repository
 //! (`#[path]`-included, so each test crate uses only some of it).
 
-
 use std::path::Path;
 use std::process::{Command, Output};
 
