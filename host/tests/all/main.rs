@@ -14,7 +14,6 @@ mod criteria_judge;
 mod daemon;
 mod modes;
 mod plugin_hostile;
-#[cfg(feature = "python-guests")]
 mod plugin_python;
 mod plugin_runtime;
 mod provider_anthropic;

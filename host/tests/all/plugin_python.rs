@@ -1,7 +1,8 @@
 //! A validator written in Python (`tests/guests-py/validator/app.py`), built with
 //! componentize-py against the same `wit/`, loaded and called by the real runtime.
 //!
-//! Needs `componentize-py` on PATH; see `tests/guests-py/README.md`. The component
+//! Needs `componentize-py` (installed by `scripts/test-deps.sh`; see
+//! `tests/guests-py/README.md`); without it the test skips, or fails under `scripts/test`. The component
 //! (~18 MB) is built into the target directory, keyed by a hash of its inputs, and the
 //! runtime's compile cache lives there too, so only the first run pays for both.
 
@@ -17,8 +18,6 @@ use crewbox::plugin::{
     PluginError, PluginKind, PluginRuntime, PluginSource, Rule, RuntimeConfig, WorkspaceView,
 };
 
-const TOOL: &str = "componentize-py";
-
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -31,14 +30,17 @@ fn repo_root() -> PathBuf {
 /// `--stub-wasi` replaces the WASI imports CPython would otherwise bring (sockets,
 /// filesystem, …), which the runtime refuses; the interpreter is pre-initialised at build
 /// time, so the validator does not need them at run time.
-fn build_python_validator() -> Vec<u8> {
+fn build_python_validator(tool: &Path) -> Vec<u8> {
     let root = repo_root();
     let app_dir = root.join("tests/guests-py/validator");
-    let version = Command::new(TOOL)
+    let version = Command::new(tool)
         .arg("--version")
         .output()
         .unwrap_or_else(|e| {
-            panic!("`{TOOL}` is not runnable ({e}); install it as tests/guests-py/README.md says")
+            panic!(
+                "`{}` is not runnable ({e}); install it as tests/guests-py/README.md says",
+                tool.display()
+            )
         });
     let mut hash = Sha256::new();
     hash.update(&version.stdout);
@@ -51,7 +53,7 @@ fn build_python_validator() -> Vec<u8> {
     if !out.exists() {
         let started = Instant::now();
         let tmp = out.with_extension("wasm.partial");
-        let status = Command::new(TOOL)
+        let status = Command::new(tool)
             .arg("-d")
             .arg(root.join("wit"))
             .args(["-w", "validator", "componentize", "--stub-wasi", "-p"])
@@ -61,8 +63,8 @@ fn build_python_validator() -> Vec<u8> {
             .arg(&tmp)
             .current_dir(&app_dir)
             .status()
-            .unwrap_or_else(|e| panic!("running {TOOL}: {e}"));
-        assert!(status.success(), "{TOOL} failed: {status}");
+            .unwrap_or_else(|e| panic!("running {}: {e}", tool.display()));
+        assert!(status.success(), "{} failed: {status}", tool.display());
         std::fs::rename(&tmp, &out).unwrap();
         eprintln!("built {} in {:?}", out.display(), started.elapsed());
     }
@@ -81,7 +83,10 @@ fn output(reply: &str) -> AgentOutput {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_validator_judges_a_workspace() {
-    let bytes: Arc<[u8]> = build_python_validator().into();
+    let Some(tool) = crate::support::peers::tool("componentize-py") else {
+        return;
+    };
+    let bytes: Arc<[u8]> = build_python_validator(&tool).into();
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache");
     let rt = PluginRuntime::new(RuntimeConfig {
         cache_dir: Some(cache),

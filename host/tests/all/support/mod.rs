@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod peers;
 pub mod repo;
 
 use std::path::PathBuf;

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs besides Rust, into the target directory, and
+# exports where it is. Sourced by scripts/test; safe to run again (it only installs
+# what is missing).
+#
+# Every peer is optional for a plain `cargo test`: a test whose peer is missing says so
+# on stderr and skips. scripts/test sets CREWBOX_REQUIRE_PEERS=1, under which a missing
+# peer fails its test instead — so a step that cannot install is never a silent pass.
+#
+# Exports:
+#   CREWBOX_TEST_VENV      a Python venv with the pinned PyPI peers (bin/ inside)
+#   CREWBOX_TEST_PEERS     space-separated names of the peers that installed
+
+_td_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+_td_target="${CARGO_TARGET_DIR:-$_td_root/target}"
+mkdir -p "$_td_target"
+_td_target="$(cd "$_td_target" && pwd)"
+export CREWBOX_TEST_VENV="$_td_target/test-venv"
+CREWBOX_TEST_PEERS="${CREWBOX_TEST_PEERS:-}"
+
+_td_loud() {
+    echo "" >&2
+    echo "!!! test-deps: $*" >&2
+    echo "!!! the tests that need it will FAIL under scripts/test (CREWBOX_REQUIRE_PEERS=1)" >&2
+    echo "" >&2
+}
+
+# PyPI packages, pinned: name==version -> peer name.
+_td_pip() {
+    local spec="$1" peer="$2"
+    if [ ! -x "$CREWBOX_TEST_VENV/bin/python" ]; then
+        python3 -m venv "$CREWBOX_TEST_VENV" || { _td_loud "cannot create a venv with python3"; return 1; }
+    fi
+    local stamp="$CREWBOX_TEST_VENV/.installed-$spec"
+    if [ ! -e "$stamp" ]; then
+        if "$CREWBOX_TEST_VENV/bin/pip" install -q --disable-pip-version-check "$spec"; then
+            touch "$stamp"
+        else
+            _td_loud "pip could not install $spec from PyPI"
+            return 1
+        fi
+    fi
+    CREWBOX_TEST_PEERS="$CREWBOX_TEST_PEERS $peer"
+}
+
+_td_pip componentize-py==0.25.1 componentize-py || true
+
+export CREWBOX_TEST_PEERS
