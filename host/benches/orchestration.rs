@@ -10,12 +10,12 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use crewbox::agent::AgentState;
-use crewbox::batch::{DebounceConfig, Debouncer, GroupId, JoinMode, Spawn, SwarmId};
-use crewbox::engine::{Mode, RunStatus};
-use crewbox::ids::{AgentId, RunId};
-use crewbox::observe::tree;
-use crewbox::store::{AgentRecord, AgentStats, RunRecord, Store};
+use crewbox::unstable::agent::AgentState;
+use crewbox::unstable::batch::{DebounceConfig, Debouncer, GroupId, JoinMode, Spawn, SwarmId};
+use crewbox::unstable::ids::{AgentId, RunId};
+use crewbox::unstable::observe::tree;
+use crewbox::unstable::store::{AgentRecord, AgentStats, RunRecord, Store};
+use crewbox::{Mode, RunStatus};
 
 const SPAWNS: usize = 10_000;
 const RUNS: usize = 31;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crewbox::plugin::*;
+use crewbox::unstable::plugin::*;
 
 const CALLS: usize = 10_000;
 

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
-use crewbox::worktree::{FinishOutcome, WorktreeManager, WorktreeOptions};
+use crewbox::unstable::worktree::{FinishOutcome, WorktreeManager, WorktreeOptions};
 
 const FILES: usize = 5_000;
 const FILES_PER_DIR: usize = 100;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::engine::Mode;
 use crate::provider::config::ProviderConfig;
+use crate::vocab::ModeChoice;
 
 /// The provider used when none is named: the built-in scripted model.
 pub const DEFAULT_PROVIDER: &str = "scripted";
@@ -147,7 +147,7 @@ pub struct ConfigFile {
     /// The provider used when `--provider` is not given.
     pub default_provider: Option<String>,
     /// The mode used when `--mode` is not given.
-    pub default_mode: Option<Mode>,
+    pub default_mode: Option<ModeChoice>,
     /// Agents running at once.
     pub max_concurrent: Option<usize>,
     /// Where state lives (overrides `$XDG_STATE_HOME/crewbox/<repo-id>`).
@@ -174,7 +174,7 @@ pub struct Config {
     /// The provider used when none is named.
     pub default_provider: String,
     /// The mode used when none is named.
-    pub default_mode: Mode,
+    pub default_mode: ModeChoice,
     /// Agents running at once (default 4).
     pub max_concurrent: usize,
     /// State directory override from a file.
@@ -206,7 +206,7 @@ impl Default for Config {
         );
         Self {
             default_provider: DEFAULT_PROVIDER.to_owned(),
-            default_mode: Mode::Auto,
+            default_mode: ModeChoice::Auto,
             max_concurrent: 4,
             state_dir: None,
             dispatcher: None,

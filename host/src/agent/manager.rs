@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::json;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::lifecycle::AgentState;
 use super::permissions::{CapSet, Permissions};
 use super::runner::{AgentIo, AgentOutcome, AgentSpec, RunnerEnv, initial_messages, run_turns};
+use crate::event::Event;
 use crate::ids::{AgentId, RunId};
 use crate::provider::Message;
 use crate::store::{AgentRecord, AgentStats, ControlKind, Store, StoreError, now_ms};
@@ -190,29 +190,28 @@ impl Manager {
             tokio::select! {
                 permit = self.inner.slots.clone().acquire_owned() => permit.ok(),
                 _ = io.cancel.cancelled() => {
-                    return self.record(spec, stopped_before_start(), &[AgentState::Queued]).await;
+                    return self.record(spec, stopped_before_start()).await;
                 }
             }
         } else {
             None
         };
-        if let Err(e) = store
-            .set_agent_state(&spec.id, &[AgentState::Queued], AgentState::Running)
-            .await
-        {
+        if let Err(e) = store.set_agent_state(&spec.id, AgentState::Running).await {
             return self
                 .record(
                     spec,
                     failed(format!("cannot record the agent as running: {e}")),
-                    &[],
                 )
                 .await;
         }
         store.log_event(
             &spec.run_id,
             Some(&spec.id),
-            "agent.state",
-            json!({ "state": "running" }),
+            Event::AgentState {
+                state: AgentState::Running,
+                error: None,
+                exceeded: None,
+            },
         );
         let env = RunnerEnv {
             store: store.clone(),
@@ -238,12 +237,7 @@ impl Manager {
                     break;
                 }
                 round += 1;
-                store.log_event(
-                    &spec.run_id,
-                    Some(&spec.id),
-                    "agent.fix-round",
-                    json!({ "round": round }),
-                );
+                store.log_event(&spec.run_id, Some(&spec.id), Event::AgentFixRound { round });
                 let mut history = std::mem::take(&mut outcome.history);
                 history.push(Message::user(fix));
                 let stats = outcome.stats;
@@ -251,15 +245,11 @@ impl Manager {
                 outcome.stats = add_stats(stats, outcome.stats);
             }
         }
-        self.record(spec, outcome, &[AgentState::Running]).await
+        self.record(spec, outcome).await
     }
 
-    async fn record(
-        &self,
-        spec: &AgentSpec,
-        outcome: AgentOutcome,
-        _from: &[AgentState],
-    ) -> AgentOutcome {
+    /// Stores an agent's end (the store refuses transitions the lifecycle does not have).
+    async fn record(&self, spec: &AgentSpec, outcome: AgentOutcome) -> AgentOutcome {
         let store = &self.inner.store;
         if let Err(e) = store
             .finish_agent(
@@ -276,8 +266,11 @@ impl Manager {
         store.log_event(
             &spec.run_id,
             Some(&spec.id),
-            "agent.state",
-            json!({ "state": outcome.state, "error": outcome.error, "exceeded": outcome.exceeded }),
+            Event::AgentState {
+                state: outcome.state,
+                error: outcome.error.clone(),
+                exceeded: outcome.exceeded,
+            },
         );
         outcome
     }

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -15,6 +14,7 @@ use super::lifecycle::AgentState;
 use super::permissions::Permissions;
 use super::quota::{Budget, Exceeded, Prices, TurnGate};
 use crate::config::Quotas;
+use crate::event::Event;
 use crate::ids::{AgentId, RunId};
 use crate::provider::{AgentLabel, CompletionRequest, Message, Provider};
 use crate::store::{AgentStats, Store};
@@ -195,12 +195,9 @@ impl TurnLoop<'_> {
             TurnGate::WrapUp => {
                 self.wrapped_up = true;
                 self.messages.push(Message::user(WRAP_UP));
-                self.env.store.log_event(
-                    &spec.run_id,
-                    Some(&spec.id),
-                    "agent.wrap-up",
-                    json!({ "turn": turn }),
-                );
+                self.env
+                    .store
+                    .log_event(&spec.run_id, Some(&spec.id), Event::AgentWrapUp { turn });
             }
             TurnGate::Continue => {}
         }
@@ -210,8 +207,7 @@ impl TurnLoop<'_> {
             self.env.store.log_event(
                 &spec.run_id,
                 Some(&spec.id),
-                "agent.compacted",
-                json!({ "dropped": dropped }),
+                Event::AgentCompacted { dropped },
             );
         }
         let request = CompletionRequest {
@@ -239,13 +235,12 @@ impl TurnLoop<'_> {
         self.env.store.log_event(
             &spec.run_id,
             Some(&spec.id),
-            "model.reply",
-            json!({
-                "turn": turn,
-                "text": cap(&reply.text),
-                "tool_calls": reply.tool_calls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
-                "usage": reply.usage,
-            }),
+            Event::ModelReply {
+                turn,
+                text: cap(&reply.text),
+                tool_calls: reply.tool_calls.iter().map(|c| c.name.clone()).collect(),
+                usage: reply.usage,
+            },
         );
         if !reply.text.is_empty() {
             *last_text = reply.text.clone();
@@ -300,8 +295,13 @@ impl TurnLoop<'_> {
             self.env.store.log_event(
                 &spec.run_id,
                 Some(&spec.id),
-                "tool.call",
-                json!({ "turn": turn, "tool": call.name, "args": cap(&call.args.to_string()), "ok": ok, "output": cap(&content) }),
+                Event::ToolCall {
+                    turn,
+                    tool: call.name.clone(),
+                    args: cap(&call.args.to_string()),
+                    ok,
+                    output: cap(&content),
+                },
             );
             self.messages.push(Message::tool(call.id.clone(), content));
             self.deliver_steering(io);
@@ -324,8 +324,9 @@ impl TurnLoop<'_> {
             self.env.store.log_event(
                 &self.spec.run_id,
                 Some(&self.spec.id),
-                "agent.steer",
-                json!({ "message": cap(&message) }),
+                Event::AgentSteer {
+                    message: cap(&message),
+                },
             );
             self.messages.push(Message::user(format!(
                 "Message from the operator: {message}"

@@ -30,12 +30,13 @@ pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
             );
         }
     });
-    if !ctx.config.scheduling {
+    if !ctx.config().scheduling {
         eprintln!("crewbox: scheduling is disabled in the configuration; no job will fire");
     }
     // Runs a crash left unfinished are finished first (alongside the scheduler), even
     // with scheduling disabled. Worktrees they held were pruned when the engine started.
-    let resumed: Vec<_> = super::resume::orphaned_runs(&engine.store)
+    let resumed: Vec<_> = engine
+        .orphaned_runs()
         .await?
         .into_iter()
         .map(|run| {
@@ -58,9 +59,9 @@ pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
         })
         .collect();
     let daemon = Daemon {
-        store: engine.store.clone(),
-        engine,
-        enabled: ctx.config.scheduling,
+        store: engine.store().clone(),
+        runner: std::sync::Arc::new(engine),
+        enabled: ctx.config().scheduling,
         notices: Some(tx),
     };
     eprintln!("crewbox daemon: running (pid {})", std::process::id());

@@ -4,15 +4,14 @@
 //! report. Nothing outside the throwaway directory is touched.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
+use crewbox::{Mode, ModeChoice, ModeDetails, RunRequest};
+
 use super::{Context, Exit, GlobalArgs, progress};
 use crate::config::Config;
-use crate::engine::run::RunRequest;
-use crate::engine::{Mode, RunStatus};
 
 /// The demo project's files: (path, content).
 const PROJECT: &[(&str, &str)] = &[
@@ -65,21 +64,16 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
         );
     }
     let config = Config {
-        default_mode: Mode::Crew,
+        default_mode: ModeChoice::Mode(Mode::Crew),
         ..Config::default()
     };
-    let ctx = Context {
-        repo: repo.canonicalize()?,
-        state_dir,
-        config: Arc::new(config),
-    };
+    let ctx = Context::with_config(repo.canonicalize()?, state_dir, config);
     let shutdown = CancellationToken::new();
     let engine = ctx.engine(shutdown.clone()).await?;
-    let progress =
-        (!args.json).then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
+    let progress = (!args.json).then(|| progress::spawn(&engine, shutdown.child_token()));
     let req = RunRequest {
         prompt: DEMO_PROMPT.into(),
-        mode: Some(Mode::Crew),
+        mode: Some(ModeChoice::Mode(Mode::Crew)),
         provider: Some(crate::config::DEFAULT_PROVIDER.into()),
         validators: vec!["handoff-schema".into(), "no-secrets".into()],
         ..RunRequest::default()
@@ -94,21 +88,21 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
     } else {
         println!();
         print!("{}", report.render_text());
-        let branch = report
-            .details
-            .get("branch")
-            .and_then(|b| b["branch"].as_str())
-            .unwrap_or("crewbox/<agent>");
+        let branch = match &report.details.mode {
+            Some(ModeDetails::Crew(crew)) => crew
+                .execution
+                .as_ref()
+                .and_then(|e| e.branch.as_ref())
+                .map(|b| b.branch.as_str()),
+            _ => None,
+        }
+        .unwrap_or("crewbox/<agent>");
         println!(
             "\nThe fix is committed on a branch; the checkout itself is untouched. Inspect it:\n  cd {} && git log --stat {branch}",
             repo.display()
         );
     }
-    Ok(if report.status == RunStatus::Completed {
-        Exit::Ok
-    } else {
-        Exit::CheckFailed
-    })
+    Ok(Exit::of_report(&report))
 }
 
 /// Writes the project and commits it.

@@ -43,6 +43,20 @@ pub enum Exit {
     Interrupted = 130,
 }
 
+impl Exit {
+    /// The exit code of a finished run: 0 when it completed, 3 when a plugin fault
+    /// decided it, else 1.
+    pub fn of_report(report: &crewbox::RunReport) -> Self {
+        if report.status == crewbox::RunStatus::Completed {
+            Exit::Ok
+        } else if report.faulted() {
+            Exit::PluginFault
+        } else {
+            Exit::CheckFailed
+        }
+    }
+}
+
 impl From<Exit> for std::process::ExitCode {
     fn from(e: Exit) -> Self {
         std::process::ExitCode::from(e as u8)
@@ -141,27 +155,27 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
     let g = &cli.global;
     match cli.command {
-        Command::Run(args) => run::run(Context::resolve(g)?, args).await,
+        Command::Run(args) => run::run(g.resolve()?, args).await,
         Command::Demo(args) => demo::run(g, args).await,
-        Command::Status(args) => status::run(Context::resolve(g)?, args).await,
-        Command::Events(args) => events::run(Context::resolve(g)?, args).await,
-        Command::Tree(args) => tree::run(Context::resolve(g)?, args).await,
-        Command::History(args) => history::run(Context::resolve(g)?, args).await,
-        Command::Steer(args) => control::steer(Context::resolve(g)?, args).await,
-        Command::Stop(args) => control::stop(Context::resolve(g)?, args).await,
-        Command::Resume(args) => resume::run(Context::resolve(g)?, args).await,
-        Command::Send(args) => send::run(Context::resolve(g)?, args).await,
+        Command::Status(args) => status::run(g.resolve()?, args).await,
+        Command::Events(args) => events::run(g.resolve()?, args).await,
+        Command::Tree(args) => tree::run(g.resolve()?, args).await,
+        Command::History(args) => history::run(g.resolve()?, args).await,
+        Command::Steer(args) => control::steer(g.resolve()?, args).await,
+        Command::Stop(args) => control::stop(g.resolve()?, args).await,
+        Command::Resume(args) => resume::run(g.resolve()?, args).await,
+        Command::Send(args) => send::run(g.resolve()?, args).await,
         Command::Plugin(args) => plugin::run(args).await,
         Command::Dispatch(args) => dispatch::run(args).await,
         Command::Validate(args) => validate::run(args).await,
         Command::Handoff(args) => handoff::dispatch(&args),
-        Command::Team(args) => team::run(args, &Context::resolve(g)?.repo).await,
-        Command::Daemon(args) => daemon::run(Context::resolve(g)?, args).await,
-        Command::Health(args) => health::run(Context::resolve(g)?, args).await,
-        Command::Schedule(args) => schedule::run(Context::resolve(g)?, args).await,
+        Command::Team(args) => team::run(args, g.resolve()?.root()).await,
+        Command::Daemon(args) => daemon::run(g.resolve()?, args).await,
+        Command::Health(args) => health::run(g.resolve()?, args).await,
+        Command::Schedule(args) => schedule::run(g.resolve()?, args).await,
         Command::Worktree(args) => {
-            let ctx = Context::resolve(g)?;
-            worktree::run(args, &ctx.repo, &ctx.worktrees_dir()).await
+            let ctx = g.resolve()?;
+            worktree::run(args, ctx.root(), &ctx.worktrees_dir()).await
         }
     }
 }

@@ -176,8 +176,7 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                     Ok(info) => (info.kind, info.imports),
                     Err(_) => (None, Vec::new()),
                 };
-                let grants =
-                    kind.map(|k| crate::engine::plugins::grants_for(&f.name, &f.source, k));
+                let grants = kind.map(|k| crate::engine::grants_for(&f.name, &f.source, k));
                 let violations = rt
                     .check(
                         &f.name,

@@ -99,7 +99,7 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Usage);
     };
     let rt = runtime()?;
-    let grants = crate::engine::plugins::grants_for(&name, &source, PluginKind::Validator);
+    let grants = crate::engine::grants_for(&name, &source, PluginKind::Validator);
     let plugin = match rt.load(&name, source, bytes, grants, None).await {
         Ok(p) if p.kind() == PluginKind::Validator => p,
         Ok(p) => {

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
-use super::run::EngineError;
+use super::error::{EngineError, PluginLoadError};
+use super::validate::ValidatorEntry;
 use crate::plugin::builtin::{BUILTINS, Builtin};
 use crate::plugin::{Grants, ModelBudget, Plugin, PluginKind, PluginRuntime, PluginSource};
 
@@ -52,10 +53,13 @@ impl PluginSet {
         let plugin = match builtin(name_or_path) {
             Some(b) => {
                 if b.kind != kind {
-                    return Err(EngineError::Config(format!(
-                        "built-in plugin `{}` is a {}, not a {kind}",
-                        b.name, b.kind
-                    )));
+                    return Err(PluginLoadError::WrongKind {
+                        what: "built-in plugin",
+                        name: b.name.to_owned(),
+                        actual: b.kind,
+                        expected: kind,
+                    }
+                    .into());
                 }
                 let grants = grants_for(b.name, &PluginSource::Builtin, kind);
                 self.runtime
@@ -67,21 +71,34 @@ impl PluginSet {
                         None,
                     )
                     .await
-                    .map_err(|e| EngineError::Config(e.to_string()))?
+                    .map_err(PluginLoadError::Runtime)?
             }
             None => self.load_file(name_or_path, kind).await?,
         };
         if plugin.kind() != kind {
-            return Err(EngineError::Config(format!(
-                "plugin `{name_or_path}` is a {}, not a {kind}",
-                plugin.kind()
-            )));
+            return Err(PluginLoadError::WrongKind {
+                what: "plugin",
+                name: name_or_path.to_owned(),
+                actual: plugin.kind(),
+                expected: kind,
+            }
+            .into());
         }
         self.loaded
             .lock()
             .await
             .insert(name_or_path.to_owned(), plugin.clone());
         Ok(plugin)
+    }
+
+    /// Loads the validators that `NAME[=CRITERION]` arguments name, in order.
+    pub async fn validators(&self, args: &[String]) -> Result<Vec<ValidatorEntry>, EngineError> {
+        let mut out = Vec::new();
+        for (name, criteria) in parse_validator_args(args) {
+            let plugin = self.get(&name, PluginKind::Validator).await?;
+            out.push(ValidatorEntry { plugin, criteria });
+        }
+        Ok(out)
     }
 
     async fn load_file(&self, path: &str, kind: PluginKind) -> Result<Plugin, EngineError> {
@@ -91,19 +108,23 @@ impl PluginSet {
             self.base_dir.join(path)
         };
         if full.extension().and_then(|e| e.to_str()) != Some("wasm") {
-            let names: Vec<&str> = BUILTINS
-                .iter()
-                .filter(|b| b.kind == kind)
-                .map(|b| b.name)
-                .collect();
-            return Err(EngineError::Config(format!(
-                "no built-in {kind} named `{path}` (built-ins: {}); a plugin file must end in .wasm",
-                names.join(", ")
-            )));
+            return Err(PluginLoadError::NotFound {
+                name: path.to_owned(),
+                kind,
+                builtins: BUILTINS
+                    .iter()
+                    .filter(|b| b.kind == kind)
+                    .map(|b| b.name)
+                    .collect(),
+            }
+            .into());
         }
-        let bytes = tokio::fs::read(&full).await.map_err(|e| {
-            EngineError::Config(format!("cannot read plugin {}: {e}", full.display()))
-        })?;
+        let bytes = tokio::fs::read(&full)
+            .await
+            .map_err(|source| PluginLoadError::Read {
+                path: full.clone(),
+                source,
+            })?;
         let name = full
             .file_stem()
             .and_then(|s| s.to_str())
@@ -118,7 +139,7 @@ impl PluginSet {
                 None,
             )
             .await
-            .map_err(|e| EngineError::Config(e.to_string()))
+            .map_err(|e| PluginLoadError::Runtime(e).into())
     }
 }
 

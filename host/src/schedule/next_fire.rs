@@ -11,11 +11,10 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use serde::{Deserialize, Serialize};
 
 use super::cron_check;
 use super::spec::ScheduleSpec;
-use crate::engine::str_enum;
+use crate::vocab::str_enum;
 
 /// How old the latest due time may be and still count as on time, not missed.
 pub const ON_TIME_GRACE: Duration = Duration::from_secs(60);

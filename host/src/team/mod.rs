@@ -7,7 +7,7 @@ pub mod file;
 
 pub use file::{
     Access, DEFAULT_WORKER_TIMEOUT, Evaluator, MAX_NAME_LEN, Member, Orchestrator, Team, TeamError,
-    TeamMode, TeamProblem, TeamSource, load_dir, load_file, merge_layers, parse_team, valid_name,
+    TeamProblem, TeamSource, load_dir, load_file, merge_layers, parse_team, valid_name,
 };
 
 use std::path::{Path, PathBuf};

@@ -3,16 +3,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crewbox::agent::AgentState;
-use crewbox::agent::manager::{Manager, SpawnOptions};
-use crewbox::agent::permissions::{CapSet, Permissions};
-use crewbox::agent::quota::Exceeded;
-use crewbox::agent::runner::AgentSpec;
-use crewbox::config::Quotas;
-use crewbox::ids::{AgentId, RunId};
-use crewbox::provider::scripted::ScriptedProvider;
-use crewbox::store::{ControlKind, Store};
-use crewbox::tool::registry::ToolRegistry;
+use crewbox::Event;
+use crewbox::unstable::agent::AgentState;
+use crewbox::unstable::agent::manager::{Manager, SpawnOptions};
+use crewbox::unstable::agent::permissions::{CapSet, Permissions};
+use crewbox::unstable::agent::quota::Exceeded;
+use crewbox::unstable::agent::runner::AgentSpec;
+use crewbox::unstable::config::Quotas;
+use crewbox::unstable::ids::{AgentId, RunId};
+use crewbox::unstable::provider::scripted::ScriptedProvider;
+use crewbox::unstable::store::{ControlKind, Store};
+use crewbox::unstable::tool::registry::ToolRegistry;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -58,10 +59,10 @@ fn spec(f: &Fixture, script: &str, quotas: Quotas, caps: CapSet) -> AgentSpec {
 }
 
 async fn insert_run(store: &Store, run: &RunId) {
-    let record = crewbox::store::RunRecord {
+    let record = crewbox::unstable::store::RunRecord {
         id: run.clone(),
-        ..crewbox::store::RunRecord::started(
-            crewbox::engine::Mode::Single,
+        ..crewbox::unstable::store::RunRecord::started(
+            crewbox::Mode::Single,
             "p",
             serde_json::json!({}),
         )
@@ -120,7 +121,7 @@ async fn tools_run_for_real_and_bad_calls_go_back_to_the_model() {
     let events = f.store.events(Some(&run), 0, 100).await.unwrap();
     let failed: Vec<_> = events
         .iter()
-        .filter(|e| e.kind == "tool.call" && e.data["ok"] == false)
+        .filter(|e| matches!(e.event, Event::ToolCall { ok: false, .. }))
         .collect();
     assert_eq!(
         failed.len(),

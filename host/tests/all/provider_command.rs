@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crewbox::provider::{
+use crewbox::unstable::provider::{
     AgentLabel, Breakers, BuildContext, CompletionRequest, Message, Provider, ProviderConfig,
     ProviderError, StopReason, build,
 };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::http::{Chunk, Reply, TestServer};
-use crewbox::provider::{
+use crewbox::unstable::provider::{
     AgentLabel, BreakerState, Breakers, BuildContext, CompletionRequest, Message, Provider,
     ProviderConfig, ProviderError, StopReason, ToolCall, ToolSpec, Usage, build,
 };

@@ -6,9 +6,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use crewbox::agent::permissions::{CapSet, DEFAULT_MAX_DEPTH, Permissions};
-use crewbox::ids::AgentId;
-use crewbox::tool::{Capability, Spawner, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use crewbox::unstable::agent::permissions::{CapSet, DEFAULT_MAX_DEPTH, Permissions};
+use crewbox::unstable::ids::AgentId;
+use crewbox::unstable::tool::{
+    Capability, Spawner, ToolContext, ToolError, ToolOutput, ToolRegistry,
+};
 use serde_json::{Value, json};
 
 struct Workspace {
