@@ -8,6 +8,9 @@
 //!   single busy slot).
 //! - `peak_rss_kb`: the process's high-water mark.
 
+// A test or bench that cannot unwrap fails with the message; product code never does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

@@ -7,6 +7,9 @@
 //!   50,000 agents (read from SQLite + build + render JSON or text; target ≤ 100 ms
 //!   each). Baseline: `tree_read_ms`, the store read alone.
 
+// A test or bench that cannot unwrap fails with the message; product code never does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

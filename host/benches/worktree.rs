@@ -6,6 +6,9 @@
 //! The repository goes in `$TMPDIR` if set, else `/dev/shm` if present (tmpfs, so disk
 //! speed does not drown the difference), else the system temp dir.
 
+// A test or bench that cannot unwrap fails with the message; product code never does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;

@@ -301,7 +301,10 @@ impl<R> GroupJoin<R> {
     fn release(&mut self, kind: DeliveryKind) -> Delivery<R> {
         let mut results = Vec::new();
         for m in &self.members {
-            let slot = self.slots.get_mut(m).expect("every member has a slot");
+            // Every member has a slot (`new` made one each).
+            let Some(slot) = self.slots.get_mut(m) else {
+                continue;
+            };
             if matches!(slot, Slot::Held(_))
                 && let Slot::Held(r) = std::mem::replace(slot, Slot::Delivered)
             {
