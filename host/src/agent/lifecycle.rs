@@ -68,7 +68,7 @@ impl AgentState {
         match self {
             Self::Queued => matches!(next, Self::Running | Self::Stopped | Self::Error),
             Self::Running => next.is_terminal(),
-            _ => false,
+            Self::Completed | Self::Steered | Self::Stopped | Self::Error | Self::Aborted => false,
         }
     }
 

@@ -16,7 +16,7 @@ pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
     // Never cancelled on the first signal: runs in flight are allowed to finish.
     let engine = ctx.engine(CancellationToken::new()).await?;
     let stop = CancellationToken::new();
-    tokio::spawn(watch_signals(stop.clone()));
+    let signals = tokio::spawn(watch_signals(stop.clone()));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<FireNotice>();
     let printer = tokio::spawn(async move {
         while let Some(n) = rx.recv().await {
@@ -70,6 +70,7 @@ pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
         let _ = r.await;
     }
     let _ = printer.await;
+    signals.abort();
     result?;
     eprintln!("crewbox daemon: stopped");
     Ok(Exit::Ok)

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
-use crewbox::{Mode, ModeChoice, ModeDetails, RunRequest};
+use crewbox::{Mode, ModeChoice, RunRequest};
 
 use super::{Context, Exit, GlobalArgs, progress};
 use crate::config::Config;
@@ -88,15 +88,9 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
     } else {
         println!();
         print!("{}", report.render_text());
-        let branch = match &report.details.mode {
-            Some(ModeDetails::Crew(crew)) => crew
-                .execution
-                .as_ref()
-                .and_then(|e| e.branch.as_ref())
-                .map(|b| b.branch.as_str()),
-            _ => None,
-        }
-        .unwrap_or("crewbox/<agent>");
+        let branch = report
+            .branch()
+            .map_or("crewbox/<agent>", |b| b.branch.as_str());
         println!(
             "\nThe fix is committed on a branch; the checkout itself is untouched. Inspect it:\n  cd {} && git log --stat {branch}",
             repo.display()

@@ -148,13 +148,13 @@ impl PluginSet {
 /// configuration grants it.
 pub fn grants_for(name: &str, source: &PluginSource, kind: PluginKind) -> Grants {
     let grants = Grants::defaults_for(kind);
+    let trusted_judge = kind == PluginKind::Validator && MODEL_BUILTINS.contains(&name);
     match source {
+        PluginSource::Builtin if trusted_judge => grants.model(JUDGE_BUDGET),
         PluginSource::Builtin
-            if kind == PluginKind::Validator && MODEL_BUILTINS.contains(&name) =>
-        {
-            grants.model(JUDGE_BUDGET)
-        }
-        _ => grants,
+        | PluginSource::User(_)
+        | PluginSource::Repo(_)
+        | PluginSource::File(_) => grants,
     }
 }
 

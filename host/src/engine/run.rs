@@ -279,12 +279,13 @@ async fn drive(
             reason: ExitReason::Failed,
             result: format!("the run failed: {e}"),
             details: None,
-            fault: match &e {
-                EngineError::PluginFault { step, fault } => Some(RunFault {
+            fault: if let EngineError::PluginFault { step, fault } = &e {
+                Some(RunFault {
                     step: step.to_string(),
                     fault: fault.to_string(),
-                }),
-                _ => None,
+                })
+            } else {
+                None
             },
         },
     };

@@ -145,7 +145,7 @@ impl ValidatorReview {
                 AgentState::Completed => AgentStatus::Completed,
                 AgentState::Steered => AgentStatus::Steered,
                 AgentState::Stopped | AgentState::Aborted => AgentStatus::Stopped,
-                _ => AgentStatus::Error,
+                AgentState::Queued | AgentState::Running | AgentState::Error => AgentStatus::Error,
             },
             reply: outcome.result.clone(),
         };

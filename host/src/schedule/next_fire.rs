@@ -139,7 +139,7 @@ pub fn plan_fires(
     let (due_count, latest) = due_between(spec, last, now);
     let next = match spec {
         ScheduleSpec::Every(interval) => next_fire_every(last, *interval, now),
-        _ => next_fire(spec, now),
+        ScheduleSpec::Cron { .. } | ScheduleSpec::At(_) => next_fire(spec, now),
     };
     let Some(latest) = latest else {
         return FirePlan {

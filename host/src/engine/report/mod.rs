@@ -19,6 +19,7 @@ use crate::event::{Artifact, Event, RoundResult, ValidationStatus};
 use crate::ids::{AgentId, RunId};
 use crate::store::{AgentRecord, RunRecord, Store, StoreError};
 use crate::vocab::{ExitReason, Mode, RunStatus};
+use crate::worktree::BranchArtifact;
 
 /// Token counts of an agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -210,6 +211,19 @@ impl RunReport {
             result: run.result,
             agents,
         })
+    }
+
+    /// The branch holding the run's result: the last agent's (`single`) or the
+    /// executor's (`crew`), when it changed something in a worktree.
+    pub fn branch(&self) -> Option<&BranchArtifact> {
+        match self.details.mode.as_ref()? {
+            ModeDetails::Single(single) => single.branch.as_ref(),
+            ModeDetails::Crew(crew) => crew.execution.as_ref()?.branch.as_ref(),
+            ModeDetails::Swarm(_)
+            | ModeDetails::Members(_)
+            | ModeDetails::Orchestrate(_)
+            | ModeDetails::Reflect(_) => None,
+        }
     }
 
     /// True when a plugin fault decided the run (`crewbox` exits 3).
