@@ -379,3 +379,25 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_takes_its_transitions_from_the_lifecycle() {
+        assert_eq!(
+            prior_states(AgentState::Running, 4),
+            ("?4".into(), vec!["queued"])
+        );
+        assert_eq!(
+            prior_states(AgentState::Error, 11),
+            ("?11, ?12".into(), vec!["queued", "running"])
+        );
+        assert_eq!(prior_states(AgentState::Completed, 1).1, ["running"]);
+        assert!(
+            prior_states(AgentState::Queued, 1).1.is_empty(),
+            "nothing becomes queued"
+        );
+    }
+}
