@@ -224,17 +224,26 @@ impl Event {
 
     /// The stored kind and data of this event.
     pub fn to_parts(&self) -> (String, serde_json::Value) {
-        match serde_json::to_value(self) {
-            Ok(serde_json::Value::Object(mut map)) => {
-                let kind = match map.remove("kind") {
-                    Some(serde_json::Value::String(k)) => k,
-                    _ => String::new(),
-                };
-                let data = map.remove("data").unwrap_or(serde_json::Value::Null);
-                (kind, data)
-            }
-            // Every variant serialises to an object; a failure is a bug worth seeing.
-            other => ("unserialisable".into(), other.unwrap_or_default()),
+        let (kind, data) = self.to_stored();
+        let data = serde_json::from_str(&data).unwrap_or(serde_json::Value::Null);
+        (kind, data)
+    }
+
+    /// The stored kind and data (as JSON text) of this event: serialised once, the
+    /// envelope split off without building a JSON tree (the store's hot path).
+    pub(crate) fn to_stored(&self) -> (String, String) {
+        #[derive(Deserialize)]
+        struct Envelope<'a> {
+            kind: &'a str,
+            #[serde(borrow)]
+            data: &'a serde_json::value::RawValue,
+        }
+        // Every variant serialises to `{"kind": …, "data": …}`; anything else would be a
+        // bug worth seeing in the log, so it is stored under a kind that says so.
+        let text = serde_json::to_string(self).unwrap_or_default();
+        match serde_json::from_str::<Envelope<'_>>(&text) {
+            Ok(e) => (e.kind.to_owned(), e.data.get().to_owned()),
+            Err(_) => ("unserialisable".into(), text),
         }
     }
 

@@ -43,6 +43,18 @@ pub(crate) struct RunContext {
     spawns: Arc<SpawnQueue>,
 }
 
+/// A recorded run: its id, request, decision and journal.
+pub(crate) struct RunHead {
+    /// The run.
+    pub run_id: RunId,
+    /// The request.
+    pub req: RunRequest,
+    /// How the mode was chosen.
+    pub decision: Decision,
+    /// Its journal.
+    pub journal: Journal,
+}
+
 /// The parts a run context is made of, resolved before the run starts.
 pub(crate) struct RunParts {
     /// The run's model.
@@ -56,23 +68,19 @@ pub(crate) struct RunParts {
 }
 
 impl RunContext {
-    /// A context for run `run_id`.
-    #[allow(clippy::too_many_arguments)]
+    /// The context of run `head`, starting agents through `spawns`.
     pub(crate) fn new(
-        run_id: RunId,
-        req: RunRequest,
-        decision: Decision,
-        journal: Journal,
+        head: RunHead,
         parts: RunParts,
         stop: Stop,
         services: Arc<Services>,
         spawns: Arc<SpawnQueue>,
     ) -> Self {
         Self {
-            run_id,
-            req,
-            decision,
-            journal,
+            run_id: head.run_id,
+            req: head.req,
+            decision: head.decision,
+            journal: head.journal,
             provider: parts.provider,
             prices: parts.prices,
             validators: parts.validators,

@@ -48,22 +48,6 @@ const AUTO_MODES: &[crate::plugin::Mode] = &[
     crate::plugin::Mode::Crew,
 ];
 
-/// The WIT mode a dispatcher answers with, as crewbox names it.
-impl From<crate::plugin::Mode> for Mode {
-    fn from(mode: crate::plugin::Mode) -> Self {
-        use crate::plugin::Mode as P;
-        match mode {
-            P::Single => Mode::Single,
-            P::Swarm => Mode::Swarm,
-            P::Crew => Mode::Crew,
-            P::Broadcast => Mode::Broadcast,
-            P::Sequential => Mode::Sequential,
-            P::Orchestrate => Mode::Orchestrate,
-            P::Reflect => Mode::Reflect,
-        }
-    }
-}
-
 /// Decides the mode `choice` stands for: itself when concrete, the dispatcher's pick
 /// for `auto`.
 pub(crate) async fn decide(

@@ -3,7 +3,9 @@
 //! changes committed to a branch that becomes its `branch` artifact.
 //!
 //! [`Executor`] is the boundary the spawn queue calls: [`LocalExecutor`] runs agents in
-//! this process; an executor for remote workers implements the same trait.
+//! this process; an executor for remote workers implements the same trait (it can take
+//! [`Placement::Isolated`] jobs, which name only a base commit; a [`Placement::Held`]
+//! worktree is this machine's and stays local).
 
 use std::sync::Arc;
 

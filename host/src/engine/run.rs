@@ -8,7 +8,7 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use super::Inner;
-use super::context::{RunContext, RunParts};
+use super::context::{RunContext, RunHead, RunParts};
 use super::dispatch::{self, Decision};
 use super::error::{EngineError, UsageError};
 use super::executor::Stop;
@@ -233,16 +233,13 @@ async fn drive(
         let stop = engine.shutdown.child_token();
         async move { manager.control_loop(vec![run], stop).await }
     }));
-    let ctx = RunContext::new(
-        run_id.clone(),
+    let head = RunHead {
+        run_id: run_id.clone(),
         req,
         decision,
         journal,
-        parts,
-        stop,
-        services.clone(),
-        engine.spawns.clone(),
-    );
+    };
+    let ctx = RunContext::new(head, parts, stop, services.clone(), engine.spawns.clone());
     let mode = modes::mode(ctx.decision.mode);
     let result = tokio::select! {
         result = mode.run(&ctx) => Some(result),
@@ -250,6 +247,12 @@ async fn drive(
         _ = engine.shutdown.cancelled() => None,
     };
     manager.unregister_run(&run_id);
+    // A mode refused new agents because the process is shutting down: interrupted,
+    // not cancelled, so the run stays resumable.
+    let result = match result {
+        Some(Err(EngineError::Stopped(_))) if engine.shutdown.is_cancelled() => None,
+        other => other,
+    };
     let Some(result) = result else {
         manager.stop(run_id.as_str());
         settle(engine, &run_id).await;

@@ -365,13 +365,13 @@ impl Store {
 
     /// The one place an event becomes a stored row (kind and data columns).
     fn event(run_id: &RunId, agent_id: Option<&AgentId>, event: Event) -> Write {
-        let (kind, data) = event.to_parts();
+        let (kind, data) = event.to_stored();
         Write::Event(Box::new(writer::EventWrite {
             run_id: run_id.clone(),
             agent_id: agent_id.cloned(),
             at: now_ms(),
             kind,
-            data: data.to_string(),
+            data,
             event,
         }))
     }

@@ -71,10 +71,7 @@ impl Role {
 
     /// The role's agent: its own access, its turn limit under the run's.
     fn agent(&self, ctx: &RunContext, task: String) -> AgentSpec {
-        let access = match self.spec.access {
-            crate::plugin::Access::ReadOnly => Access::ReadOnly,
-            crate::plugin::Access::Full => Access::Full,
-        };
+        let access = Access::from(self.spec.access);
         let mut spec = ctx.agent_spec(&self.spec.name, &self.spec.name, &task, access);
         if let Some(limit) = self.spec.turn_limit {
             spec.quotas.max_turns = spec.quotas.max_turns.min(limit.max(1));

@@ -285,20 +285,31 @@ pub(crate) async fn run_group(
     } else {
         JoinMode::Individual
     };
-    let mut pending = Vec::with_capacity(fresh.len());
-    let mut members = Vec::with_capacity(fresh.len());
-    for (i, item) in fresh {
-        let id = item.spec.id.clone();
+    // Every step is recorded as begun before any member starts; the writer commits
+    // them together.
+    futures::future::try_join_all(fresh.iter().map(|(_, item)| {
         let input = StepInput {
             name: &item.spec.name,
             task: Some(&item.assigned),
         };
-        ctx.journal.begin(&item.key, Some(&id), &input).await?;
+        async move {
+            ctx.journal
+                .begin(&item.key, Some(&item.spec.id), &input)
+                .await
+        }
+    }))
+    .await?;
+    let mut pending = Vec::with_capacity(fresh.len());
+    let mut members = Vec::with_capacity(fresh.len());
+    for (i, item) in fresh {
+        let id = item.spec.id.clone();
         let rx = ctx
             .submit(ctx.job(item.spec, item.opts), join.clone())
             .await?;
-        members.push((i, item.key, id.clone(), item.assigned));
+        members.push((i, id.clone()));
         let manager = ctx.services().manager();
+        let journal = &ctx.journal;
+        let (key, task) = (item.key, item.assigned);
         let index = pending.len();
         pending.push(async move {
             let started = Instant::now();
@@ -314,13 +325,17 @@ pub(crate) async fn run_group(
                 Some(Ok(r)) => MemberRun::ran(&id, started.elapsed(), &r),
                 Some(Err(e)) => MemberRun::error(&id, started.elapsed(), &e),
             };
-            (index, run)
+            let run = MemberRun { task, ..run };
+            // Stored before the join sees it: from here on a resume reads this result
+            // back instead of running the member again.
+            let stored = journal.finish(&key, Some(&id), &run, Vec::new()).await;
+            (index, stored.map(|()| run))
         });
     }
     ctx.flush().await?;
     let rule = match &join {
         JoinMode::Group(group) => {
-            let ids: Vec<AgentId> = members.iter().map(|(_, _, id, _)| id.clone()).collect();
+            let ids: Vec<AgentId> = members.iter().map(|(_, id)| id.clone()).collect();
             let join = GroupJoin::new(group.clone(), ids.clone(), tc.team.delivery)
                 .map_err(|e| EngineError::Internal(e.to_string()))?;
             GroupRule::Group(join, ids)
@@ -338,15 +353,9 @@ pub(crate) async fn run_group(
     while let Some(step) = waiting.next().await {
         match step {
             Step::Completed(index, run) => {
-                let (i, key, id, task) = &members[index];
-                let run = MemberRun {
-                    task: task.clone(),
-                    ..run
-                };
-                // Stored before anything else looks at it: from here on a resume reads
-                // this result back instead of running the member again.
-                ctx.journal.finish(key, Some(id), &run, Vec::new()).await?;
-                runs[*i] = Some(run);
+                if let Some((i, _)) = members.get(index) {
+                    runs[*i] = Some(run?);
+                }
             }
             Step::Deliver(delivery) => {
                 let delivery = summarise(delivery, &members, &runs);
@@ -373,7 +382,7 @@ pub(crate) async fn run_group(
 /// A delivery of member indexes as the members' summaries.
 fn summarise(
     d: Delivery<usize>,
-    members: &[(usize, StepKey, AgentId, String)],
+    members: &[(usize, AgentId)],
     runs: &[Option<MemberRun>],
 ) -> Delivery<MemberSummary> {
     let results = d
