@@ -7,8 +7,11 @@
 //! - `orchestrate_per_agent_ms`: a 100-worker `orchestrate` run (orchestrator, 100
 //!   workers, synthesis), wall time per agent (median; target ≤ 0.5 ms).
 //! - `broadcast_ms` / `orchestrate_ms`: the median wall times of those runs.
-//! - Baseline in the same run: `manager_per_agent_ms`, the same 200 agents through the
-//!   agent manager alone (no engine: no batcher, journal, joins or report).
+//! - `*_cpu_per_agent_ms`: the process's CPU time (user + system) per agent in those
+//!   runs — what the engine costs, whatever else the machine is doing.
+//! - Baseline in the same run: `manager_per_agent_ms` (and its CPU figure), the same
+//!   200 agents through the agent manager alone (no engine: no batcher, journal, joins
+//!   or report).
 
 // A bench that cannot unwrap fails with the message; product code never does.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -66,6 +69,16 @@ fn git_repo(dir: &Path) {
         .unwrap();
 }
 
+/// CPU time (user + system) this process has used, in milliseconds.
+fn cpu_ms() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer; the call cannot fail with these arguments.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    ms(usage.ru_utime) + ms(usage.ru_stime)
+}
+
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
@@ -75,10 +88,12 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// Runs `req` `RUNS` times; the median wall time (ms) and the agents per run.
-async fn measure(engine: &crewbox::Engine, req: &RunRequest) -> (f64, usize) {
+/// Runs `req` `RUNS` times; the median wall time (ms), the agents per run and the CPU
+/// time per run (ms).
+async fn measure(engine: &crewbox::Engine, req: &RunRequest) -> (f64, usize, f64) {
     let mut walls = Vec::with_capacity(RUNS);
     let mut agents = 0;
+    let cpu = cpu_ms();
     for _ in 0..RUNS {
         let start = Instant::now();
         let report = engine.run(req.clone()).await.unwrap();
@@ -91,17 +106,18 @@ async fn measure(engine: &crewbox::Engine, req: &RunRequest) -> (f64, usize) {
         );
         agents = report.agents.len();
     }
-    (median(walls), agents)
+    (median(walls), agents, (cpu_ms() - cpu) / RUNS as f64)
 }
 
-/// The same number of agents through the manager alone.
-async fn manager_baseline(state: &Path, workspace: &Path) -> f64 {
+/// The same number of agents through the manager alone: wall and CPU ms per agent.
+async fn manager_baseline(state: &Path, workspace: &Path) -> (f64, f64) {
     let store = Store::open(state).unwrap();
     let manager = Manager::new(store.clone(), Arc::new(ToolRegistry::builtin()), 4);
     let provider: Arc<dyn Provider> = Arc::new(
         ScriptedProvider::parse("[[reply]]\nrepeat = true\ntext = \"done\"\n", "bench").unwrap(),
     );
     let mut walls = Vec::with_capacity(RUNS);
+    let cpu = cpu_ms();
     for _ in 0..RUNS {
         let run = RunRecord::started(Mode::Broadcast, "bench", serde_json::json!({}));
         store.insert_run(&run).await.unwrap();
@@ -129,7 +145,11 @@ async fn manager_baseline(state: &Path, workspace: &Path) -> f64 {
         }
         walls.push(start.elapsed().as_secs_f64() * 1e3);
     }
-    median(walls) / BROADCAST_MEMBERS as f64
+    let per_agent = |ms: f64| ms / BROADCAST_MEMBERS as f64;
+    (
+        per_agent(median(walls)),
+        per_agent((cpu_ms() - cpu) / RUNS as f64),
+    )
 }
 
 #[tokio::main]
@@ -167,13 +187,14 @@ async fn main() {
         script: Some(script.clone()),
         ..RunRequest::default()
     };
-    let (broadcast_ms, broadcast_agents) =
+    let (broadcast_ms, broadcast_agents, broadcast_cpu) =
         measure(&engine, &request("wide", Mode::Broadcast)).await;
-    let (orchestrate_ms, orchestrate_agents) =
+    let (orchestrate_ms, orchestrate_agents, orchestrate_cpu) =
         measure(&engine, &request("crowd", Mode::Orchestrate)).await;
     assert_eq!(broadcast_agents, BROADCAST_MEMBERS);
     assert_eq!(orchestrate_agents, WORKERS + 2);
-    let manager_per_agent_ms = manager_baseline(&dir.path().join("baseline"), &repo).await;
+    let (manager_per_agent_ms, manager_cpu_per_agent_ms) =
+        manager_baseline(&dir.path().join("baseline"), &repo).await;
     eprintln!(
         "engine open {open_ms:.1} ms; broadcast of {broadcast_agents} agents {broadcast_ms:.1} ms; \
          orchestrate of {orchestrate_agents} agents {orchestrate_ms:.1} ms (medians of {RUNS})"
@@ -185,7 +206,11 @@ async fn main() {
         "orchestrate_agents": orchestrate_agents,
         "orchestrate_ms": round3(orchestrate_ms),
         "orchestrate_per_agent_ms": round3(orchestrate_ms / orchestrate_agents as f64),
+        "broadcast_cpu_per_agent_ms": round3(broadcast_cpu / broadcast_agents as f64),
+        "orchestrate_cpu_per_agent_ms": round3(orchestrate_cpu / orchestrate_agents as f64),
         "manager_per_agent_ms": round3(manager_per_agent_ms),
+        "manager_cpu_per_agent_ms": round3(manager_cpu_per_agent_ms),
+        "load_average": std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next().map(str::to_owned)),
         "engine_open_ms": round3(open_ms),
         "runs": RUNS,
         "targets": { "broadcast_per_agent_ms": "<= 0.5", "orchestrate_per_agent_ms": "<= 0.5" },

@@ -15,6 +15,7 @@ mod cli;
 mod cli_observe;
 mod criteria_judge;
 mod daemon;
+mod events_api;
 mod exit_codes;
 mod modes;
 mod plugin_hostile;

@@ -1,0 +1,70 @@
+//! The library's event API: a running engine publishes every event it stores, in the
+//! order of the log, as the same typed values (and the same JSON) the log reads back.
+
+use crewbox::unstable::config::Config;
+use crewbox::{Event, EventRecord, Mode, ModeChoice, Repository, RunRequest, RunStatus};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::repo::git_repo;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_see_what_the_log_stores_in_order() {
+    let dir = git_repo(|_| {});
+    let script = dir.path().join("script.toml");
+    std::fs::write(
+        &script,
+        "[[reply]]\nagent = \"agent\"\nturn = 1\n[[reply.tool_calls]]\nname = \"read_file\"\nargs = { path = \"notes.txt\" }\n\n[[reply]]\nagent = \"agent\"\nturn = 2\ntext = \"read it\"\n",
+    )
+    .unwrap();
+    let repo = Repository::with_config(
+        dir.path().join("repo"),
+        dir.path().join("state"),
+        Config::default(),
+    );
+    let engine = repo.engine(CancellationToken::new()).await.unwrap();
+    let mut events = engine.subscribe();
+    let mut req = RunRequest::new("read the notes");
+    req.mode = Some(ModeChoice::Mode(Mode::Single));
+    req.script = Some(script);
+    let report = engine.run(req).await.unwrap();
+    assert_eq!(
+        report.status,
+        RunStatus::Completed,
+        "{}",
+        report.render_text()
+    );
+
+    let mut seen: Vec<EventRecord> = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        seen.push(e);
+    }
+    let stored = repo
+        .events()
+        .unwrap()
+        .after(Some(&report.run_id), 0, 1000)
+        .await
+        .unwrap();
+    assert_eq!(seen, stored, "published = stored, in log order");
+    assert!(seen.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert!(matches!(
+        seen.first().map(|e| &e.event),
+        Some(Event::RunStarted {
+            mode: Mode::Single,
+            ..
+        })
+    ));
+    assert!(seen.iter().any(
+        |e| matches!(&e.event, Event::ToolCall { tool, ok: true, .. } if tool == "read_file")
+    ));
+    assert!(matches!(
+        seen.last().map(|e| &e.event),
+        Some(Event::RunFinished {
+            status: RunStatus::Completed,
+            ..
+        })
+    ));
+    // The JSON a subscriber would print is the JSON `crewbox events` prints.
+    let line = serde_json::to_value(&seen[0]).unwrap();
+    assert_eq!(line["kind"], "run.started");
+    assert_eq!(line["data"]["mode"], "single");
+}
