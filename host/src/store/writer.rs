@@ -96,12 +96,72 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<(Write, Ack)>) {
                 Err(_) => break,
             }
         }
+        for (write, _) in &mut group {
+            redact(write);
+        }
         let results = commit_group(&mut conn, &group);
         for ((_, ack), result) in group.drain(..).zip(results) {
             if let Some(ack) = ack {
                 let _ = ack.send(result);
             }
         }
+    }
+}
+
+/// Masks every registered secret in the text a write carries: this is the one door into
+/// the database, so no row can hold a key whatever built it.
+fn redact(write: &mut Write) {
+    use super::schedules::ScheduleWrite;
+    use super::steps::StepWrite;
+    use crate::redact::clean_in_place as clean;
+    let opt = |s: &mut Option<String>| {
+        if let Some(s) = s {
+            clean(s);
+        }
+    };
+    match write {
+        Write::InsertRun(r) => {
+            clean(&mut r.prompt);
+            opt(&mut r.result);
+            redact_value(&mut r.spec);
+            if let Some(d) = &mut r.details {
+                redact_value(d);
+            }
+        }
+        Write::FinishRun { result, .. } => opt(result),
+        Write::SetRunDetails { details, .. } => clean(details),
+        Write::RecordDispatch { record, .. } => clean(&mut record.reason),
+        Write::InsertAgent(a) => clean(&mut a.task),
+        Write::FinishAgent { result, error, .. } => {
+            opt(result);
+            opt(error);
+        }
+        Write::Event { data, .. } => clean(data),
+        Write::PushControl { message, .. } => opt(message),
+        Write::Step(StepWrite::Begin { data, .. } | StepWrite::Done { data, .. }) => clean(data),
+        Write::Schedule(ScheduleWrite::Insert(r)) => clean(&mut r.prompt),
+        Write::SetRunPid { .. }
+        | Write::AgentState { .. }
+        | Write::ConsumeControls { .. }
+        | Write::Step(
+            StepWrite::ClaimRun { .. } | StepWrite::ReleaseRun { .. } | StepWrite::ClaimTeam { .. },
+        )
+        | Write::Schedule(
+            ScheduleWrite::Remove { .. }
+            | ScheduleWrite::Pause { .. }
+            | ScheduleWrite::RunNow { .. }
+            | ScheduleWrite::Fire { .. }
+            | ScheduleWrite::Finished { .. },
+        ) => {}
+    }
+}
+
+fn redact_value(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) => crate::redact::clean_in_place(s),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(redact_value),
+        serde_json::Value::Object(map) => map.values_mut().for_each(redact_value),
+        _ => {}
     }
 }
 

@@ -8,6 +8,7 @@
 mod support;
 
 mod agent;
+mod agent_wire;
 mod cli;
 mod cli_observe;
 mod criteria_judge;

@@ -50,11 +50,11 @@ fn request() -> CompletionRequest {
             Message::user("Create hello.txt"),
             Message::assistant(
                 "On it.",
-                vec![ToolCall {
-                    id: "toolu_1".into(),
-                    name: "write_file".into(),
-                    args: json!({"path": "hello.txt"}),
-                }],
+                vec![ToolCall::new(
+                    "toolu_1",
+                    "write_file",
+                    json!({"path": "hello.txt"}),
+                )],
             ),
             Message::tool("toolu_1", "wrote 5 bytes"),
             Message::user("Steering: also add a newline."),
@@ -96,11 +96,11 @@ async fn non_streaming_request_shape_and_tool_use_reply() {
     assert_eq!(c.stop, StopReason::ToolUse);
     assert_eq!(
         c.tool_calls,
-        vec![ToolCall {
-            id: "toolu_2".into(),
-            name: "read_file".into(),
-            args: json!({"path": "hello.txt"})
-        }]
+        vec![ToolCall::new(
+            "toolu_2",
+            "read_file",
+            json!({"path": "hello.txt"})
+        )]
     );
     assert_eq!(
         c.usage,
@@ -199,11 +199,11 @@ async fn streamed_text_and_tool_use() {
     assert_eq!(c.stop, StopReason::ToolUse);
     assert_eq!(
         c.tool_calls,
-        vec![ToolCall {
-            id: "toolu_9".into(),
-            name: "write_file".into(),
-            args: json!({"path": "a.txt"})
-        }]
+        vec![ToolCall::new(
+            "toolu_9",
+            "write_file",
+            json!({"path": "a.txt"})
+        )]
     );
     assert_eq!(
         c.usage,
@@ -231,7 +231,7 @@ async fn overloaded_error_event_is_retried() {
     let (p, _) = provider(&server, "max_retries = 0\n");
     let err = p.complete(&request()).await.unwrap_err();
     assert!(
-        matches!(err, ProviderError::Server { status: 529, .. }),
+        matches!(err, ProviderError::Overloaded { status: 529, .. }),
         "{err}"
     );
     let (p, _) = provider(&server, "");
@@ -310,11 +310,14 @@ async fn stalled_stream_times_out_and_counts_for_the_breaker() {
     let server = TestServer::start((0..5).map(|_| stalled()).collect()).await;
     let (p, breakers) = provider(&server, "max_retries = 4\n");
     let err = p.complete(&request()).await.unwrap_err();
-    assert!(matches!(err, ProviderError::Timeout(_)), "{err}");
+    assert!(
+        matches!(&err, ProviderError::CircuitOpen { opened_now: true, cause, .. } if cause.contains("stalled")),
+        "{err}"
+    );
     assert_eq!(breakers.snapshot()[0].state, BreakerState::Open);
     assert!(matches!(
         p.complete(&request()).await,
-        Err(ProviderError::CircuitOpen { .. })
+        Err(ProviderError::CircuitOpen { cause, .. }) if cause.contains("stalled")
     ));
 }
 
@@ -336,4 +339,152 @@ async fn missing_key_variable_is_a_config_error() {
         matches!(&err, ProviderError::Config(m) if m.contains("`MY_ANTHROPIC_KEY`")),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn never_sends_blank_text_and_marks_tool_errors() {
+    // An empty assistant turn, a fix round after it, a whitespace-only reply with a call
+    // that failed, a blank steer: what fix rounds, revisions and nudges leave behind.
+    let server = TestServer::start(vec![message(
+        json!([{"type": "text", "text": "ok"}]),
+        "end_turn",
+    )])
+    .await;
+    let (p, _) = provider(&server, "stream = false\n");
+    let mut req = request();
+    req.messages = vec![
+        Message::system("sys"),
+        Message::user("task"),
+        Message::assistant("", vec![]),
+        Message::user("Validation failed: fix it."),
+        Message::assistant(
+            "  \n",
+            vec![ToolCall::new("toolu_1", "write_file", json!({"path": "a"}))],
+        ),
+        Message::tool_error("toolu_1", "error: permission denied"),
+        Message::user("   "),
+        Message::tool("stray", ""),
+    ];
+    p.complete(&req).await.unwrap();
+    let body = server.requests()[0].json();
+    crate::support::wire::assert_well_formed(
+        std::slice::from_ref(&body),
+        crate::support::wire::anthropic_violations,
+    );
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "user", "content": [
+                {"type": "text", "text": "task"},
+                {"type": "text", "text": "Validation failed: fix it."}
+            ]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "write_file", "input": {"path": "a"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "error: permission denied", "is_error": true},
+                {"type": "text", "text": "[result of tool call stray]\n"}
+            ]}
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_steer_between_tool_results_is_sent_after_all_of_them() {
+    let server = TestServer::start(vec![message(
+        json!([{"type": "text", "text": "ok"}]),
+        "end_turn",
+    )])
+    .await;
+    let (p, _) = provider(&server, "stream = false\n");
+    let mut req = request();
+    req.messages = vec![
+        Message::user("task"),
+        Message::assistant(
+            "",
+            vec![
+                ToolCall::new("t1", "list_dir", json!({})),
+                ToolCall::new("t2", "read_file", json!({"path": "a"})),
+            ],
+        ),
+        Message::tool("t1", "a"),
+        Message::user("Message from the operator: hurry"),
+        Message::tool("t2", "alpha"),
+    ];
+    p.complete(&req).await.unwrap();
+    let body = server.requests()[0].json();
+    assert_eq!(
+        body["messages"][2]["content"],
+        json!([
+            {"type": "tool_result", "tool_use_id": "t1", "content": "a"},
+            {"type": "tool_result", "tool_use_id": "t2", "content": "alpha"},
+            {"type": "text", "text": "Message from the operator: hurry"}
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_200_error_body_is_an_error_not_an_empty_reply() {
+    let server = TestServer::start(vec![Reply::json(
+        200,
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    )])
+    .await;
+    let (p, _) = provider(&server, "stream = false\nmax_retries = 0\n");
+    let err = p.complete(&request()).await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::Overloaded { status: 529, message, .. } if message == "Overloaded"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_on_529() {
+    let server = TestServer::start(vec![
+        Reply::json(
+            529,
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        )
+        .header("retry-after", "1"),
+        message(json!([{"type": "text", "text": "ok"}]), "end_turn"),
+    ])
+    .await;
+    let (p, _) = provider(&server, "stream = false\n");
+    let t0 = Instant::now();
+    assert_eq!(p.complete(&request()).await.unwrap().text, "ok");
+    assert!(
+        t0.elapsed() >= Duration::from_secs(1),
+        "Retry-After on 529 was not honoured: {:?}",
+        t0.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_rate_limit_error_event_mid_stream_is_a_rate_limit() {
+    let server = TestServer::start(vec![Reply::sse_events(&[
+        stream_events()[0].clone(),
+        (
+            "error",
+            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your rate limit"}}),
+        ),
+    ])])
+    .await;
+    let (p, _) = provider(&server, "max_retries = 0\n");
+    let err = p.complete(&request()).await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::RateLimited { message, .. } if message.contains("rate limit")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn the_key_never_reaches_an_error_from_an_error_event() {
+    let server = TestServer::start(vec![Reply::sse_events(&[(
+        "error",
+        json!({"type": "error", "error": {"type": "api_error", "message": format!("bad key {KEY}")}}),
+    )])])
+    .await;
+    let (p, _) = provider(&server, "max_retries = 0\n");
+    let err = p.complete(&request()).await.unwrap_err().to_string();
+    assert!(!err.contains(KEY) && err.contains("[redacted]"), "{err}");
 }

@@ -4,6 +4,7 @@
 pub mod http;
 pub mod peers;
 pub mod repo;
+pub mod wire;
 
 use std::path::PathBuf;
 
