@@ -18,6 +18,7 @@ mod plugin_hostile;
 mod plugin_python;
 mod plugin_runtime;
 mod provider_anthropic;
+mod provider_cli;
 mod provider_command;
 mod provider_openai;
 mod provider_scripted;
