@@ -227,6 +227,11 @@ async fn steer_during_a_batch(api: Api) {
         Api::Anthropic => last["content"].as_array().unwrap().last().unwrap()["text"].clone(),
     };
     assert_eq!(steer_text, json!("Message from the operator: look at beta"));
+    // The agent's own history has the steer after the whole batch too (fix rounds and
+    // resumed runs re-send it).
+    use crewbox::provider::Role::*;
+    let roles: Vec<_> = out.history.iter().map(|m| m.role).collect();
+    assert_eq!(roles, [System, User, Assistant, Tool, Tool, User, Assistant]);
 }
 
 #[tokio::test]
