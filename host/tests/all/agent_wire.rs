@@ -231,7 +231,10 @@ async fn steer_during_a_batch(api: Api) {
     // resumed runs re-send it).
     use crewbox::provider::Role::*;
     let roles: Vec<_> = out.history.iter().map(|m| m.role).collect();
-    assert_eq!(roles, [System, User, Assistant, Tool, Tool, User, Assistant]);
+    assert_eq!(
+        roles,
+        [System, User, Assistant, Tool, Tool, User, Assistant]
+    );
 }
 
 #[tokio::test]

@@ -21,6 +21,7 @@ mod provider_anthropic;
 mod provider_cli;
 mod provider_command;
 mod provider_openai;
+mod provider_peer;
 mod provider_scripted;
 mod recovery;
 mod reflect;

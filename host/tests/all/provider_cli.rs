@@ -295,3 +295,113 @@ async fn the_report_names_why_an_agent_failed() {
         .unwrap();
     assert_eq!(ended["data"]["reason"], "truncated", "{ended:#}");
 }
+
+/// A team whose orchestrator plans without tools: its one turn is text only.
+const DUO: &str = "mode = \"orchestrate\"\n[[members]]\nname = \"alice\"\nrole = \"architect\"\n[[members]]\nname = \"bob\"\nrole = \"tester\"\n";
+
+const ORCHESTRATE_SCRIPT: &str = r#"
+[[reply]]
+agent = "orchestrator"
+when = "Message from the operator: only alice"
+text = "@worker:alice\nDesign the API.\n@end\n"
+
+[[reply]]
+agent = "orchestrator"
+when = "Split the request below into tasks"
+delay_ms = 2500
+text = "@worker:alice\nDesign the API.\n@end\n@worker:bob\nWrite the tests.\n@end\n"
+
+[[reply]]
+agent = "alice"
+text = "ALICE: push and pop"
+
+[[reply]]
+agent = "bob"
+text = "BOB: tests"
+
+[[reply]]
+agent = "synthesis"
+repeat = true
+text = "SYNTHESIS"
+"#;
+
+#[test]
+fn crewbox_steer_reaches_an_orchestrator_that_plans_without_tools() {
+    use crewbox::store::Store;
+    let dir = git_repo(|work| {
+        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
+        std::fs::write(work.join(".crewbox/teams/duo.toml"), DUO).unwrap();
+    });
+    let script = dir.path().join("script.toml");
+    std::fs::write(&script, ORCHESTRATE_SCRIPT).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = Store::open(&dir.path().join("state")).unwrap();
+    let child = command(
+        dir.path(),
+        &[
+            "run",
+            "build a queue",
+            "--team",
+            "duo",
+            "--mode",
+            "orchestrate",
+            "--script",
+            script.to_str().unwrap(),
+            "--json",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    // The orchestrator is thinking (its reply is delayed): steer it from another process.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let orchestrator = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no running orchestrator"
+        );
+        let runs = rt.block_on(store.unfinished_runs()).unwrap();
+        if let Some(run) = runs.first() {
+            let agents = rt.block_on(store.agents(&run.id)).unwrap();
+            if let Some(a) = agents.iter().find(|a| {
+                a.name == "orchestrator" && a.state == crewbox::agent::AgentState::Running
+            }) {
+                break a.id.clone();
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let out =
+        crate::support::repo::bin(dir.path(), &["steer", orchestrator.as_str(), "only alice"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = child.wait_with_output().unwrap();
+    let report = json_of(&out);
+    assert_eq!(report["status"], "completed", "{report:#}");
+    let workers: Vec<&str> = report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .filter(|n| ["alice", "bob"].contains(n))
+        .collect();
+    assert_eq!(
+        workers,
+        ["alice"],
+        "the plan followed the steer: {report:#}"
+    );
+    let events = crate::support::repo::events(dir.path(), report["run_id"].as_str().unwrap());
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "agent.steer" && e["agent_id"] == orchestrator.as_str()),
+        "{events:#?}"
+    );
+}
