@@ -77,7 +77,7 @@ pub enum Command {
     Tree(tree::TreeArgs),
     /// Show a histogram of the dispatch decisions.
     History(history::HistoryArgs),
-    /// Send a message to a running agent (delivered after its current tool call).
+    /// Send a message to a running agent (delivered before its next model call).
     Steer(control::SteerArgs),
     /// Stop a running agent or run.
     Stop(control::StopArgs),
