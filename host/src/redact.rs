@@ -84,6 +84,13 @@ impl Redactor {
         changed
     }
 
+    /// [`Redactor::clean`] in place.
+    pub fn clean_in_place(&self, text: &mut String) {
+        if let Cow::Owned(cleaned) = self.clean(text) {
+            *text = cleaned;
+        }
+    }
+
     /// Whether it knows no secret.
     pub fn is_empty(&self) -> bool {
         self.secrets.is_empty()
@@ -106,6 +113,12 @@ static GLOBAL: RwLock<Option<Arc<Redactor>>> = RwLock::new(None);
 
 fn current() -> Option<Arc<Redactor>> {
     GLOBAL.read().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// The process's redactor as it is now (`None` while no secret is known), for a sink
+/// that cleans many strings at once.
+pub fn snapshot() -> Option<Arc<Redactor>> {
+    current()
 }
 
 /// Makes `secret` known to every sink of this process from now on.

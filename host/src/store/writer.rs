@@ -96,8 +96,10 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<(Write, Ack)>) {
                 Err(_) => break,
             }
         }
-        for (write, _) in &mut group {
-            redact(write);
+        if let Some(redactor) = crate::redact::snapshot() {
+            for (write, _) in &mut group {
+                redact(write, &redactor);
+            }
         }
         let results = commit_group(&mut conn, &group);
         for ((_, ack), result) in group.drain(..).zip(results) {
@@ -110,22 +112,22 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<(Write, Ack)>) {
 
 /// Masks every registered secret in the text a write carries: this is the one door into
 /// the database, so no row can hold a key whatever built it.
-fn redact(write: &mut Write) {
+fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
     use super::schedules::ScheduleWrite;
     use super::steps::StepWrite;
-    use crate::redact::clean_in_place as clean;
+    let clean = |s: &mut String| redactor.clean_in_place(s);
     let opt = |s: &mut Option<String>| {
         if let Some(s) = s {
-            clean(s);
+            redactor.clean_in_place(s);
         }
     };
     match write {
         Write::InsertRun(r) => {
             clean(&mut r.prompt);
             opt(&mut r.result);
-            redact_value(&mut r.spec);
+            redact_value(&mut r.spec, redactor);
             if let Some(d) = &mut r.details {
-                redact_value(d);
+                redact_value(d, redactor);
             }
         }
         Write::FinishRun { result, .. } => opt(result),
@@ -156,11 +158,11 @@ fn redact(write: &mut Write) {
     }
 }
 
-fn redact_value(v: &mut serde_json::Value) {
+fn redact_value(v: &mut serde_json::Value, r: &crate::redact::Redactor) {
     match v {
-        serde_json::Value::String(s) => crate::redact::clean_in_place(s),
-        serde_json::Value::Array(items) => items.iter_mut().for_each(redact_value),
-        serde_json::Value::Object(map) => map.values_mut().for_each(redact_value),
+        serde_json::Value::String(s) => r.clean_in_place(s),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|i| redact_value(i, r)),
+        serde_json::Value::Object(map) => map.values_mut().for_each(|i| redact_value(i, r)),
         _ => {}
     }
 }

@@ -662,3 +662,21 @@ async fn the_key_never_reaches_an_error_whatever_path_echoes_it() {
     }
     assert_eq!(server.requests().len(), 5);
 }
+
+#[tokio::test]
+async fn a_validators_model_call_sends_max_completion_tokens() {
+    // The criteria judge's budgeted completion goes through the run's provider.
+    use crewbox::engine::model_access::ProviderModel;
+    use crewbox::plugin::ModelAccess;
+    let server = TestServer::start(vec![text_response("PASS")]).await;
+    let (p, _) = provider(&server, "stream = false\n");
+    let judge = ProviderModel::new(p, AgentLabel::default());
+    let reply = judge
+        .complete(Some("judge".into()), "is it done?".into(), Some(300))
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "PASS");
+    let body = server.requests()[0].json();
+    assert_eq!(body["max_completion_tokens"], json!(300));
+    assert_eq!(body.get("max_tokens"), None);
+}
