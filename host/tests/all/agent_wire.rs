@@ -2,24 +2,21 @@
 //! every request it sends must be one the real API accepts (steering, cut replies,
 //! empty replies, bad tool arguments), and how the model stopped decides how it ends.
 
-use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crewbox::agent::AgentState;
-use crewbox::agent::manager::{Manager, SpawnOptions};
-use crewbox::agent::permissions::{CapSet, Permissions};
-use crewbox::agent::runner::{AgentOutcome, AgentSpec, FailReason};
+use crewbox::agent::manager::SpawnOptions;
+use crewbox::agent::permissions::CapSet;
+use crewbox::agent::runner::{AgentOutcome, FailReason};
 use crewbox::config::Quotas;
-use crewbox::ids::{AgentId, RunId};
-use crewbox::provider::{Breakers, BuildContext, Provider, ProviderConfig, build};
-use crewbox::store::Store;
-use crewbox::tool::registry::ToolRegistry;
+use crewbox::ids::RunId;
+use crewbox::provider::Provider;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use crate::support::http::{Reply, TestServer};
+use crate::support::agents::{Fixture, agent_spec, fixture, insert_run, run_agent};
+use crate::support::http::{Reply, TestServer, build_provider};
 use crate::support::wire::{anthropic_violations, assert_well_formed, openai_violations};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -89,78 +86,18 @@ impl Api {
     }
 }
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    work: std::path::PathBuf,
-    store: Store,
-    manager: Manager,
-}
-
-fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::write(work.join("notes.txt"), "alpha\nbeta\n").unwrap();
-    let store = Store::open(&dir.path().join("state")).unwrap();
-    let manager = Manager::new(store.clone(), Arc::new(ToolRegistry::builtin()), 4);
-    Fixture {
-        work: work.canonicalize().unwrap(),
-        _dir: dir,
-        store,
-        manager,
-    }
-}
-
 fn provider(api: Api, server: &TestServer) -> Arc<dyn Provider> {
-    let text = match api {
-        Api::OpenAi => format!(
-            "kind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\napi_key_env = \"K\"\n",
-            server.url
-        ),
-        Api::Anthropic => format!(
-            "kind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"m\"\napi_key_env = \"K\"\n",
-            server.url
-        ),
+    let (kind, base) = match api {
+        Api::OpenAi => ("openai", format!("{}/v1", server.url)),
+        Api::Anthropic => ("anthropic", server.url.clone()),
     };
-    let cfg: ProviderConfig =
-        toml::from_str(&format!("{text}stream = false\nmax_retries = 0\n")).unwrap();
-    let env_map = HashMap::from([("K".to_owned(), "test-key-not-secret".to_owned())]);
-    let env = move |k: &str| env_map.get(k).cloned();
-    let breakers = Breakers::default();
-    let ctx = BuildContext {
-        breakers: &breakers,
-        base_dir: Path::new("."),
-        env: &env,
-        default_script: "",
-    };
-    build("local", &cfg, &ctx)
-        .map_err(|e| e.to_string())
+    let text = format!(
+        "kind = \"{kind}\"\nbase_url = \"{base}\"\nmodel = \"m\"\napi_key_env = \"K\"\n\
+         stream = false\nmax_retries = 0\n"
+    );
+    build_provider("local", &text, &[("K", "test-key-not-secret")])
         .unwrap()
-}
-
-fn spec(f: &Fixture, provider: Arc<dyn Provider>, quotas: Quotas) -> AgentSpec {
-    AgentSpec {
-        id: AgentId::new(),
-        run_id: RunId::new(),
-        parent: None,
-        name: "worker".into(),
-        role: "executor".into(),
-        task: "look at the notes".into(),
-        system_prompt: "you are a test agent".into(),
-        perms: Permissions::root(CapSet::full()),
-        workspace: f.work.clone(),
-        quotas,
-        provider,
-        prices: None,
-    }
-}
-
-async fn insert_run(store: &Store, run: &RunId) {
-    let record = crewbox::store::RunRecord {
-        id: run.clone(),
-        ..crewbox::store::RunRecord::started(crewbox::engine::Mode::Single, "p", json!({}))
-    };
-    store.insert_run(&record).await.unwrap();
+        .0
 }
 
 /// Runs one agent against `replies`; `steer` (if any) is sent while the first request
@@ -178,8 +115,8 @@ async fn run(
         replies.insert(0, Reply::after(&gate, first));
     }
     let server = TestServer::start(replies).await;
-    let f = fixture();
-    let s = spec(&f, provider(api, &server), quotas);
+    let f = fixture(4);
+    let s = agent_spec(&f, provider(api, &server), quotas, CapSet::full());
     insert_run(&f.store, &s.run_id).await;
     let run_id = s.run_id.clone();
     let handle = f.manager.spawn(s, SpawnOptions::default()).await.unwrap();
@@ -407,33 +344,14 @@ async fn invalid_argument_json_goes_back_as_the_models_own_text() {
 async fn the_breaker_opening_is_an_event_naming_the_cause() {
     let server =
         TestServer::start((0..6).map(|_| Reply::text(500, "disk on fire")).collect()).await;
-    let f = fixture();
-    let cfg: ProviderConfig = toml::from_str(&format!(
-        "kind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nstream = false\nmax_retries = 5\nretry_base_ms = 1\n",
+    let f = fixture(4);
+    let text = format!(
+        "kind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nstream = false\n\
+         max_retries = 5\nretry_base_ms = 1\n",
         server.url
-    ))
-    .unwrap();
-    let breakers = Breakers::default();
-    let env = |_: &str| None;
-    let ctx = BuildContext {
-        breakers: &breakers,
-        base_dir: Path::new("."),
-        env: &env,
-        default_script: "",
-    };
-    let p = build("local", &cfg, &ctx)
-        .map_err(|e| e.to_string())
-        .unwrap();
-    let s = spec(&f, p, Quotas::default());
-    insert_run(&f.store, &s.run_id).await;
-    let run = s.run_id.clone();
-    let out = f
-        .manager
-        .spawn(s, SpawnOptions::default())
-        .await
-        .unwrap()
-        .wait()
-        .await;
+    );
+    let (p, _) = build_provider("local", &text, &[]).unwrap();
+    let (out, run) = run_agent(&f, agent_spec(&f, p, Quotas::default(), CapSet::full())).await;
     assert_eq!(out.state, AgentState::Error);
     let error = out.error.unwrap();
     assert!(

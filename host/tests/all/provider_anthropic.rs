@@ -1,14 +1,12 @@
 //! The Anthropic Messages provider against a local HTTP server speaking the wire format.
 
-use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::http::{Chunk, Reply, TestServer};
+use crate::support::http::{Chunk, Reply, TestServer, build_provider};
 use crewbox::provider::{
-    AgentLabel, BreakerState, Breakers, BuildContext, CompletionRequest, Message, Provider,
-    ProviderConfig, ProviderError, StopReason, ToolCall, ToolSpec, Usage, build,
+    AgentLabel, BreakerState, Breakers, CompletionRequest, Message, Provider, ProviderError,
+    StopReason, ToolCall, ToolSpec, Usage,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -16,25 +14,12 @@ use serde_json::json;
 const KEY: &str = "sk-ant-test-secret-42";
 
 fn provider(server: &TestServer, extra: &str) -> (Arc<dyn Provider>, Breakers) {
-    let cfg: ProviderConfig = toml::from_str(&format!(
+    let text = format!(
         "kind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"claude-test\"\nmax_tokens = 1024\n\
          stall_timeout_s = 0.5\ntimeout_s = 5\nretry_base_ms = 20\n{extra}",
         server.url
-    ))
-    .expect("config");
-    let breakers = Breakers::default();
-    let env_map = HashMap::from([("ANTHROPIC_API_KEY".to_owned(), KEY.to_owned())]);
-    let env = move |k: &str| env_map.get(k).cloned();
-    let ctx = BuildContext {
-        breakers: &breakers,
-        base_dir: Path::new("."),
-        env: &env,
-        default_script: "",
-    };
-    let p = build("claude", &cfg, &ctx)
-        .map_err(|e| e.to_string())
-        .expect("build");
-    (p, breakers)
+    );
+    build_provider("claude", &text, &[("ANTHROPIC_API_KEY", KEY)]).expect("build")
 }
 
 fn request() -> CompletionRequest {
@@ -238,26 +223,41 @@ async fn overloaded_error_event_is_retried() {
     assert_eq!(p.complete(&request()).await.unwrap().text, "Writing.");
 }
 
-#[tokio::test]
-async fn rate_limit_with_http_date_retry_after_then_success() {
-    let at = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
+/// How long a call took whose first attempt got `refusal` with `Retry-After: retry_after`.
+async fn time_after(refusal: Reply, retry_after: &str) -> Duration {
     let server = TestServer::start(vec![
-        Reply::json(
-            429,
-            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}),
-        )
-        .header("retry-after", &at),
+        refusal.header("retry-after", retry_after),
         message(json!([{"type": "text", "text": "ok"}]), "end_turn"),
     ])
     .await;
     let (p, _) = provider(&server, "stream = false\n");
     let t0 = Instant::now();
     assert_eq!(p.complete(&request()).await.unwrap().text, "ok");
+    t0.elapsed()
+}
+
+#[tokio::test]
+async fn rate_limit_with_http_date_retry_after_then_success() {
+    let at = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
+    let refusal = Reply::json(
+        429,
+        json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}),
+    );
     // The date has one-second resolution: at least ~1 s of the 2 s must have been waited.
+    let waited = time_after(refusal, &at).await;
+    assert!(waited >= Duration::from_millis(900), "{waited:?}");
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_on_529() {
+    let refusal = Reply::json(
+        529,
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    );
+    let waited = time_after(refusal, "1").await;
     assert!(
-        t0.elapsed() >= Duration::from_millis(900),
-        "{:?}",
-        t0.elapsed()
+        waited >= Duration::from_secs(1),
+        "Retry-After on 529 was not honoured: {waited:?}"
     );
 }
 
@@ -323,28 +323,16 @@ async fn stalled_stream_times_out_and_counts_for_the_breaker() {
 
 #[tokio::test]
 async fn missing_key_variable_is_a_config_error() {
-    let cfg: ProviderConfig =
-        toml::from_str("kind = \"anthropic\"\nmodel = \"m\"\napi_key_env = \"MY_ANTHROPIC_KEY\"\n")
-            .unwrap();
-    let breakers = Breakers::default();
-    let env = |_: &str| None;
-    let ctx = BuildContext {
-        breakers: &breakers,
-        base_dir: Path::new("."),
-        env: &env,
-        default_script: "",
-    };
-    let err = build("claude", &cfg, &ctx).err().expect("no key");
+    let text = "kind = \"anthropic\"\nmodel = \"m\"\napi_key_env = \"MY_ANTHROPIC_KEY\"\n";
+    let err = build_provider("claude", text, &[]).err().expect("no key");
     assert!(
         matches!(&err, ProviderError::Config(m) if m.contains("`MY_ANTHROPIC_KEY`")),
         "{err}"
     );
 }
 
-#[tokio::test]
-async fn never_sends_blank_text_and_marks_tool_errors() {
-    // An empty assistant turn, a fix round after it, a whitespace-only reply with a call
-    // that failed, a blank steer: what fix rounds, revisions and nudges leave behind.
+/// The `messages` of the request sent for `history` (checked against the API's rules).
+async fn sent_messages(history: Vec<Message>) -> serde_json::Value {
     let server = TestServer::start(vec![message(
         json!([{"type": "text", "text": "ok"}]),
         "end_turn",
@@ -352,7 +340,21 @@ async fn never_sends_blank_text_and_marks_tool_errors() {
     .await;
     let (p, _) = provider(&server, "stream = false\n");
     let mut req = request();
-    req.messages = vec![
+    req.messages = history;
+    p.complete(&req).await.unwrap();
+    let body = server.requests()[0].json();
+    crate::support::wire::assert_well_formed(
+        std::slice::from_ref(&body),
+        crate::support::wire::anthropic_violations,
+    );
+    body["messages"].clone()
+}
+
+#[tokio::test]
+async fn never_sends_blank_text_and_marks_tool_errors() {
+    // An empty assistant turn, a fix round after it, a whitespace-only reply with a call
+    // that failed, a blank steer: what fix rounds, revisions and nudges leave behind.
+    let sent = sent_messages(vec![
         Message::system("sys"),
         Message::user("task"),
         Message::assistant("", vec![]),
@@ -364,15 +366,10 @@ async fn never_sends_blank_text_and_marks_tool_errors() {
         Message::tool_error("toolu_1", "error: permission denied"),
         Message::user("   "),
         Message::tool("stray", ""),
-    ];
-    p.complete(&req).await.unwrap();
-    let body = server.requests()[0].json();
-    crate::support::wire::assert_well_formed(
-        std::slice::from_ref(&body),
-        crate::support::wire::anthropic_violations,
-    );
+    ])
+    .await;
     assert_eq!(
-        body["messages"],
+        sent,
         json!([
             {"role": "user", "content": [
                 {"type": "text", "text": "task"},
@@ -391,14 +388,7 @@ async fn never_sends_blank_text_and_marks_tool_errors() {
 
 #[tokio::test]
 async fn a_steer_between_tool_results_is_sent_after_all_of_them() {
-    let server = TestServer::start(vec![message(
-        json!([{"type": "text", "text": "ok"}]),
-        "end_turn",
-    )])
-    .await;
-    let (p, _) = provider(&server, "stream = false\n");
-    let mut req = request();
-    req.messages = vec![
+    let sent = sent_messages(vec![
         Message::user("task"),
         Message::assistant(
             "",
@@ -410,11 +400,10 @@ async fn a_steer_between_tool_results_is_sent_after_all_of_them() {
         Message::tool("t1", "a"),
         Message::user("Message from the operator: hurry"),
         Message::tool("t2", "alpha"),
-    ];
-    p.complete(&req).await.unwrap();
-    let body = server.requests()[0].json();
+    ])
+    .await;
     assert_eq!(
-        body["messages"][2]["content"],
+        sent[2]["content"],
         json!([
             {"type": "tool_result", "tool_use_id": "t1", "content": "a"},
             {"type": "tool_result", "tool_use_id": "t2", "content": "alpha"},
@@ -435,27 +424,6 @@ async fn a_200_error_body_is_an_error_not_an_empty_reply() {
     assert!(
         matches!(&err, ProviderError::Overloaded { status: 529, message, .. } if message == "Overloaded"),
         "{err}"
-    );
-}
-
-#[tokio::test]
-async fn retry_after_is_honoured_on_529() {
-    let server = TestServer::start(vec![
-        Reply::json(
-            529,
-            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
-        )
-        .header("retry-after", "1"),
-        message(json!([{"type": "text", "text": "ok"}]), "end_turn"),
-    ])
-    .await;
-    let (p, _) = provider(&server, "stream = false\n");
-    let t0 = Instant::now();
-    assert_eq!(p.complete(&request()).await.unwrap().text, "ok");
-    assert!(
-        t0.elapsed() >= Duration::from_secs(1),
-        "Retry-After on 529 was not honoured: {:?}",
-        t0.elapsed()
     );
 }
 

@@ -32,6 +32,32 @@ async fn crewbox(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         .unwrap()
 }
 
+/// `crewbox run --mode single --provider PROVIDER PROMPT --json`.
+async fn run_single(dir: &Path, provider: &str, prompt: &str, env: &[(&str, &str)]) -> Output {
+    let args = [
+        "run",
+        "--mode",
+        "single",
+        "--provider",
+        provider,
+        prompt,
+        "--json",
+    ];
+    crewbox(dir, &args, env).await
+}
+
+/// A repository whose user config has one non-streaming OpenAI provider `oa` at `url`.
+fn repo_with_openai(url: &str, extra: &str) -> tempfile::TempDir {
+    let dir = git_repo(|_| {});
+    user_config(
+        dir.path(),
+        &format!(
+            "[providers.oa]\nkind = \"openai\"\nbase_url = \"{url}/v1\"\nmodel = \"m\"\nstream = false\n{extra}"
+        ),
+    );
+    dir
+}
+
 fn json_of(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -113,20 +139,7 @@ async fn a_key_echoed_by_any_path_reaches_no_sink() {
     let mut sinks = Vec::new();
     let mut runs = Vec::new();
     for provider in ["oa-stream", "oa", "oa", "oa", "an", "cli"] {
-        let out = crewbox(
-            dir.path(),
-            &[
-                "run",
-                "--mode",
-                "single",
-                "--provider",
-                provider,
-                "read the notes",
-                "--json",
-            ],
-            &env,
-        )
-        .await;
+        let out = run_single(dir.path(), provider, "read the notes", &env).await;
         let report = json_of(&out);
         assert_eq!(
             report["agents"][0]["state"], "error",
@@ -220,28 +233,8 @@ async fn logs_off_a_terminal_carry_no_colour_codes() {
         ),
     ])
     .await;
-    let dir = git_repo(|_| {});
-    user_config(
-        dir.path(),
-        &format!(
-            "[providers.oa]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nstream = false\nretry_base_ms = 1\n",
-            server.url
-        ),
-    );
-    let out = crewbox(
-        dir.path(),
-        &[
-            "run",
-            "--mode",
-            "single",
-            "--provider",
-            "oa",
-            "hi",
-            "--json",
-        ],
-        &[("RUST_LOG", "warn")],
-    )
-    .await;
+    let dir = repo_with_openai(&server.url, "retry_base_ms = 1\n");
+    let out = run_single(dir.path(), "oa", "hi", &[("RUST_LOG", "warn")]).await;
     assert_eq!(json_of(&out)["status"], "completed");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("retrying"), "the retry is logged: {stderr}");
@@ -258,28 +251,8 @@ async fn the_report_names_why_an_agent_failed() {
         json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "a long ans"}, "finish_reason": "length"}]}),
     );
     let server = TestServer::start(vec![cut.clone(), cut.clone(), cut]).await;
-    let dir = git_repo(|_| {});
-    user_config(
-        dir.path(),
-        &format!(
-            "[providers.oa]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nstream = false\n",
-            server.url
-        ),
-    );
-    let out = crewbox(
-        dir.path(),
-        &[
-            "run",
-            "--mode",
-            "single",
-            "--provider",
-            "oa",
-            "explain",
-            "--json",
-        ],
-        &[],
-    )
-    .await;
+    let dir = repo_with_openai(&server.url, "");
+    let out = run_single(dir.path(), "oa", "explain", &[]).await;
     let report = json_of(&out);
     let error = report["agents"][0]["error"].as_str().unwrap_or_default();
     assert!(error.starts_with("truncated: "), "{report:#}");

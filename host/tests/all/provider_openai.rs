@@ -1,14 +1,12 @@
 //! The OpenAI-compatible provider against a local HTTP server speaking the wire format.
 
-use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::http::{Chunk, Reply, TestServer};
+use crate::support::http::{Chunk, Reply, TestServer, build_provider};
 use crewbox::provider::{
-    AgentLabel, BreakerState, Breakers, BuildContext, CompletionRequest, Message, Provider,
-    ProviderConfig, ProviderError, StopReason, ToolCall, ToolSpec, Usage, build,
+    AgentLabel, BreakerState, Breakers, CompletionRequest, Message, Provider, ProviderError,
+    StopReason, ToolCall, ToolSpec, Usage,
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -16,27 +14,12 @@ use serde_json::{Value, json};
 const KEY: &str = "sk-test-secret-0123456789";
 
 fn provider(server: &TestServer, extra: &str) -> (Arc<dyn Provider>, Breakers) {
-    let cfg: ProviderConfig = toml::from_str(&format!(
+    let text = format!(
         "kind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"gpt-test\"\napi_key_env = \"TEST_KEY\"\n\
          stall_timeout_s = 0.5\ntimeout_s = 5\nretry_base_ms = 20\n{extra}",
         server.url
-    ))
-    .expect("config");
-    let breakers = Breakers::default();
-    let env_map = HashMap::from([("TEST_KEY".to_owned(), KEY.to_owned())]);
-    let env = move |k: &str| env_map.get(k).cloned();
-    let ctx = BuildContext {
-        breakers: &breakers,
-        base_dir: Path::new("."),
-        env: &env,
-        default_script: "",
-    };
-    (
-        build("local", &cfg, &ctx)
-            .map_err(|e| e.to_string())
-            .expect("build"),
-        breakers,
-    )
+    );
+    build_provider("local", &text, &[("TEST_KEY", KEY)]).expect("build")
 }
 
 fn request() -> CompletionRequest {
@@ -134,22 +117,11 @@ async fn non_streaming_request_has_the_wire_shape_and_reply_is_read() {
 #[tokio::test]
 async fn no_authorization_header_without_a_key() {
     let server = TestServer::start(vec![text_response("hi")]).await;
-    let cfg: ProviderConfig = toml::from_str(&format!(
+    let text = format!(
         "kind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"llama\"\nstream = false\n",
         server.url
-    ))
-    .unwrap();
-    let breakers = Breakers::default();
-    let env = |_: &str| None;
-    let ctx = BuildContext {
-        breakers: &breakers,
-        base_dir: Path::new("."),
-        env: &env,
-        default_script: "",
-    };
-    let p = build("ollama", &cfg, &ctx)
-        .map_err(|e| e.to_string())
-        .unwrap();
+    );
+    let (p, _) = build_provider("ollama", &text, &[]).unwrap();
     assert_eq!(p.complete(&request()).await.unwrap().text, "hi");
     assert_eq!(server.requests()[0].header("authorization"), None);
 }
@@ -233,22 +205,32 @@ async fn streamed_tool_call_fragments_are_assembled_by_index() {
     );
 }
 
-#[tokio::test]
-async fn rate_limit_with_retry_after_then_success() {
+/// How long a call took whose first attempt got `refusal` (which says `Retry-After: 1`).
+async fn time_after(refusal: Reply) -> Duration {
     let server = TestServer::start(vec![
-        Reply::json(429, json!({"error": {"message": "slow down"}})).header("retry-after", "1"),
+        refusal.header("retry-after", "1"),
         text_response("after the wait"),
     ])
     .await;
     let (p, _) = provider(&server, "stream = false\n");
     let t0 = Instant::now();
     assert_eq!(p.complete(&request()).await.unwrap().text, "after the wait");
-    assert!(
-        t0.elapsed() >= Duration::from_secs(1),
-        "Retry-After was not honoured: {:?}",
-        t0.elapsed()
-    );
     assert_eq!(server.requests().len(), 2);
+    t0.elapsed()
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_on_429_and_503() {
+    for refusal in [
+        Reply::json(429, json!({"error": {"message": "slow down"}})),
+        Reply::text(503, "busy"),
+    ] {
+        let waited = time_after(refusal).await;
+        assert!(
+            waited >= Duration::from_secs(1),
+            "Retry-After was not honoured: {waited:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -354,21 +336,9 @@ async fn refused_connection_is_a_connection_error() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
-    let cfg: ProviderConfig = toml::from_str(&format!(
-        "kind = \"openai\"\nbase_url = \"{url}/v1\"\nmodel = \"m\"\nmax_retries = 0\n"
-    ))
-    .unwrap();
-    let breakers = Breakers::default();
-    let env = |_: &str| None;
-    let ctx = BuildContext {
-        breakers: &breakers,
-        base_dir: Path::new("."),
-        env: &env,
-        default_script: "",
-    };
-    let p = build("down", &cfg, &ctx)
-        .map_err(|e| e.to_string())
-        .unwrap();
+    let text =
+        format!("kind = \"openai\"\nbase_url = \"{url}/v1\"\nmodel = \"m\"\nmax_retries = 0\n");
+    let (p, _) = build_provider("down", &text, &[]).unwrap();
     assert!(matches!(
         p.complete(&request()).await,
         Err(ProviderError::Connection(_))
@@ -440,10 +410,24 @@ async fn null_tool_calls_and_null_choices_are_accepted() {
     assert_eq!((c.text.as_str(), c.usage.input), ("ok", 7));
 }
 
+/// The tool calls a streamed reply made of `chunks` comes to.
+async fn streamed_calls(chunks: Vec<String>) -> Vec<ToolCall> {
+    let server = TestServer::start(vec![Reply::sse(&chunks)]).await;
+    let (p, _) = provider(&server, "");
+    p.complete(&request()).await.unwrap().tool_calls
+}
+
+fn list_then_read(list: &str, read: &str) -> Vec<ToolCall> {
+    vec![
+        ToolCall::new(list, "list_dir", json!({"path": "."})),
+        ToolCall::new(read, "read_file", json!({"path": "a"})),
+    ]
+}
+
 #[tokio::test]
 async fn parallel_calls_streamed_without_index_stay_apart() {
     // Gemini's compatible endpoint: each call whole in its own chunk, ids, no `index`.
-    let server = TestServer::start(vec![Reply::sse(&[
+    let calls = streamed_calls(vec![
         chunk(json!({"role": "assistant", "tool_calls": [
             {"id": "g1", "type": "function", "function": {"name": "list_dir", "arguments": "{\"path\":\".\"}"}}
         ]}), None),
@@ -451,23 +435,15 @@ async fn parallel_calls_streamed_without_index_stay_apart() {
             {"id": "g2", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}
         ]}), Some("tool_calls")),
         "[DONE]".into(),
-    ])])
+    ])
     .await;
-    let (p, _) = provider(&server, "");
-    let c = p.complete(&request()).await.unwrap();
-    assert_eq!(
-        c.tool_calls,
-        vec![
-            ToolCall::new("g1", "list_dir", json!({"path": "."})),
-            ToolCall::new("g2", "read_file", json!({"path": "a"})),
-        ]
-    );
+    assert_eq!(calls, list_then_read("g1", "g2"));
 }
 
 #[tokio::test]
 async fn parallel_calls_all_at_index_0_with_distinct_ids_stay_apart() {
     // Reported for Ollama: every call carries `index: 0`, told apart only by its id.
-    let server = TestServer::start(vec![Reply::sse(&[
+    let calls = streamed_calls(vec![
         chunk(json!({"tool_calls": [
             {"index": 0, "id": "o1", "type": "function", "function": {"name": "list_dir", "arguments": "{\"path\":"}}
         ]}), None),
@@ -476,17 +452,9 @@ async fn parallel_calls_all_at_index_0_with_distinct_ids_stay_apart() {
             {"index": 0, "id": "o2", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}
         ]}), Some("tool_calls")),
         "[DONE]".into(),
-    ])])
+    ])
     .await;
-    let (p, _) = provider(&server, "");
-    let c = p.complete(&request()).await.unwrap();
-    assert_eq!(
-        c.tool_calls,
-        vec![
-            ToolCall::new("o1", "list_dir", json!({"path": "."})),
-            ToolCall::new("o2", "read_file", json!({"path": "a"})),
-        ]
-    );
+    assert_eq!(calls, list_then_read("o1", "o2"));
 }
 
 #[tokio::test]
@@ -574,23 +542,6 @@ async fn a_huge_json_reply_is_refused_at_the_configured_cap() {
         );
     }
     assert_eq!(p.complete(&request()).await.unwrap().text, "small");
-}
-
-#[tokio::test]
-async fn retry_after_is_honoured_on_503() {
-    let server = TestServer::start(vec![
-        Reply::text(503, "busy").header("retry-after", "1"),
-        text_response("after the wait"),
-    ])
-    .await;
-    let (p, _) = provider(&server, "stream = false\n");
-    let t0 = Instant::now();
-    assert_eq!(p.complete(&request()).await.unwrap().text, "after the wait");
-    assert!(
-        t0.elapsed() >= Duration::from_secs(1),
-        "Retry-After on 503 was not honoured: {:?}",
-        t0.elapsed()
-    );
 }
 
 #[tokio::test]

@@ -333,3 +333,33 @@ async fn chunked(
     sock.write_all(b"0\r\n\r\n").await?;
     sock.shutdown().await
 }
+
+/// Builds provider `name` from a `[providers.NAME]` table's TOML, as `crewbox` would,
+/// reading environment variables from `env` only.
+pub fn build_provider(
+    name: &str,
+    toml_text: &str,
+    env: &[(&str, &str)],
+) -> Result<
+    (
+        Arc<dyn crewbox::provider::Provider>,
+        crewbox::provider::Breakers,
+    ),
+    crewbox::provider::ProviderError,
+> {
+    let cfg: crewbox::provider::ProviderConfig = toml::from_str(toml_text).expect("config");
+    let env: std::collections::HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let lookup = move |k: &str| env.get(k).cloned();
+    let breakers = crewbox::provider::Breakers::default();
+    let ctx = crewbox::provider::BuildContext {
+        breakers: &breakers,
+        base_dir: std::path::Path::new("."),
+        env: &lookup,
+        default_script: "",
+    };
+    let provider = crewbox::provider::build(name, &cfg, &ctx)?;
+    Ok((provider, breakers))
+}

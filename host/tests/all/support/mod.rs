@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
+pub mod agents;
 pub mod http;
 pub mod peers;
 pub mod repo;
