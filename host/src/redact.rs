@@ -137,13 +137,17 @@ pub fn register_env(var: &str) {
     }
 }
 
+/// Name segments that say the variable points at a secret rather than holding one
+/// (`SSH_KEY_PATH`, `TOKEN_URL`): their values are paths and addresses, left alone.
+const POINTER_NAME_PARTS: &[&str] = &["PATH", "FILE", "DIR", "URL", "SOCK", "SOCKET"];
+
 /// Whether an environment variable's name says it holds a secret.
 pub fn is_secret_name(name: &str) -> bool {
-    name.split('_').any(|part| {
-        SECRET_NAME_PARTS
-            .iter()
-            .any(|p| part.eq_ignore_ascii_case(p))
-    })
+    let has = |parts: &[&str]| {
+        name.split('_')
+            .any(|segment| parts.iter().any(|p| segment.eq_ignore_ascii_case(p)))
+    };
+    has(SECRET_NAME_PARTS) && !has(POINTER_NAME_PARTS)
 }
 
 /// Registers every environment variable whose name says it holds a secret
@@ -241,7 +245,15 @@ mod tests {
         ] {
             assert!(is_secret_name(name), "{name}");
         }
-        for name in ["PATH", "HOME", "KEYBOARD", "MONKEY_BUSINESS", "TOKENIZERS"] {
+        for name in [
+            "PATH",
+            "HOME",
+            "KEYBOARD",
+            "MONKEY_BUSINESS",
+            "TOKENIZERS",
+            "SSH_KEY_PATH",
+            "GIT_TOKEN_URL",
+        ] {
             assert!(!is_secret_name(name), "{name}");
         }
     }

@@ -377,3 +377,41 @@ async fn the_breaker_opening_is_an_event_naming_the_cause() {
             .contains("disk on fire")
     );
 }
+
+#[tokio::test]
+async fn a_steer_that_arrives_after_the_agent_ended_is_reported_not_left_pending() {
+    use crewbox::provider::scripted::ScriptedProvider;
+    use crewbox::store::ControlKind;
+    let f = fixture(4);
+    let p = Arc::new(ScriptedProvider::parse("[[reply]]\ntext = \"done\"\n", "s").unwrap());
+    let (out, run) = run_agent(&f, agent_spec(&f, p, Quotas::default(), CapSet::full())).await;
+    assert_eq!(out.state, AgentState::Completed);
+    let agent = f.store.agents(&run).await.unwrap()[0].id.clone();
+    // `crewbox steer` raced the agent's end: the control is in the store, the agent gone.
+    f.store
+        .push_control(agent.as_str(), ControlKind::Steer, Some("too late"))
+        .await
+        .unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let controls = tokio::spawn({
+        let (m, stop) = (f.manager.clone(), shutdown.clone());
+        async move { m.control_loop(Vec::new(), stop).await }
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !f.store.pending_controls().await.unwrap().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the steer stays pending"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    shutdown.cancel();
+    controls.await.unwrap();
+    let events = f.store.events(Some(&run), 0, 100).await.unwrap();
+    let undelivered: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == "agent.steer-undelivered")
+        .collect();
+    assert_eq!(undelivered.len(), 1, "{events:#?}");
+    assert_eq!(undelivered[0].data["message"], "too late");
+}
