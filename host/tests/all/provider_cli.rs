@@ -378,3 +378,50 @@ fn crewbox_steer_reaches_an_orchestrator_that_plans_without_tools() {
         "{events:#?}"
     );
 }
+
+#[test]
+fn a_large_result_is_stored_once_and_still_reported() {
+    let dir = git_repo(|_| {});
+    let big = "Q".repeat(1 << 20);
+    let (out, report) = crate::support::repo::crewbox(
+        dir.path(),
+        &format!("[[reply]]\ntext = \"{big}\"\n"),
+        &["run", "--mode", "single", "a long answer"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report["result"].as_str().map(str::len), Some(1 << 20));
+    assert_eq!(
+        report["agents"][0]["result"].as_str().map(str::len),
+        Some(1 << 20)
+    );
+    let run = report["run_id"].as_str().unwrap();
+    let status = json_of(&crate::support::repo::bin(
+        dir.path(),
+        &["status", run, "--json"],
+    ));
+    assert_eq!(
+        status["result"], report["result"],
+        "read back through the agent"
+    );
+    // The database (and its WAL) hold the text once, not once per row that names it.
+    let mut stored = 0;
+    for entry in std::fs::read_dir(dir.path().join("state")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            stored += std::fs::read(&path)
+                .unwrap()
+                .iter()
+                .filter(|&&b| b == b'Q')
+                .count();
+        }
+    }
+    let copies = stored as f64 / (1 << 20) as f64;
+    assert!(
+        (1.0..1.5).contains(&copies),
+        "the store holds the result {copies:.2} times"
+    );
+}
