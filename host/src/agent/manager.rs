@@ -179,7 +179,7 @@ impl Manager {
             // Steers are sent under the `live` lock, so none can arrive any more: what is
             // left was never seen by the model, and is reported rather than dropped.
             while let Ok(message) = io.steer.try_recv() {
-                undelivered(&this.inner.store, &spec.run_id, &spec.id, &message);
+                undelivered(&this.inner.store, &spec.run_id, &spec.id, &message).await;
             }
             let _ = tx.send(outcome);
         });
@@ -382,7 +382,7 @@ impl Manager {
                         && agent.state.is_terminal()
                     {
                         let message = c.message.clone().unwrap_or_default();
-                        undelivered(&self.inner.store, &agent.run_id, &agent.id, &message);
+                        undelivered(&self.inner.store, &agent.run_id, &agent.id, &message).await;
                         handled.push(c.seq);
                     }
                     continue;
@@ -411,15 +411,17 @@ impl Manager {
     }
 }
 
-/// Records that a steering message never reached the agent's model.
-fn undelivered(store: &Store, run: &RunId, agent: &AgentId, message: &str) {
+/// Records that a steering message never reached the agent's model (stored before
+/// anyone is told the agent ended).
+async fn undelivered(store: &Store, run: &RunId, agent: &AgentId, message: &str) {
     tracing::warn!(agent_id = %agent, "steering message not delivered: the agent had ended");
-    store.log_event(
-        run,
-        Some(agent),
-        "agent.steer-undelivered",
-        json!({ "message": message, "why": "the agent ended before its next model call" }),
-    );
+    let data = json!({ "message": message, "why": "the agent ended before its next model call" });
+    if let Err(e) = store
+        .append_event(run, Some(agent), "agent.steer-undelivered", data)
+        .await
+    {
+        tracing::warn!(agent_id = %agent, error = %e, "undelivered steer not recorded");
+    }
 }
 
 fn add_stats(a: AgentStats, b: AgentStats) -> AgentStats {

@@ -4,7 +4,7 @@
 
 use std::sync::mpsc;
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 use super::StoreError;
@@ -231,9 +231,37 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             result,
             at,
         } => {
+            // A run's result is usually one of its agents' results, stored already (up
+            // to a reply's full size): then the run refers to that agent instead of
+            // holding a second copy. Reads resolve it (see query.rs `RUN_COLS`).
+            let of_agent: Option<String> = match result {
+                Some(text) => conn
+                    .query_row(
+                        "SELECT id FROM agents WHERE run_id = ?1 AND result = ?2
+                         ORDER BY created_at DESC, id DESC LIMIT 1",
+                        params![id.as_str(), text],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(q("find the agent holding a run's result"))?,
+                None => None,
+            };
+            let own = if of_agent.is_some() {
+                None
+            } else {
+                result.as_deref()
+            };
             conn.execute(
-                "UPDATE runs SET status = ?2, exit_reason = ?3, result = ?4, finished_at = ?5, pid = NULL WHERE id = ?1",
-                params![id.as_str(), status.as_str(), exit_reason.as_str(), result, at],
+                "UPDATE runs SET status = ?2, exit_reason = ?3, result = ?4, result_agent = ?5,
+                 finished_at = ?6, pid = NULL WHERE id = ?1",
+                params![
+                    id.as_str(),
+                    status.as_str(),
+                    exit_reason.as_str(),
+                    own,
+                    of_agent,
+                    at
+                ],
             )
             .map_err(q("finish run"))?;
             conn.execute(
