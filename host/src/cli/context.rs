@@ -54,6 +54,8 @@ impl Context {
             .with_context(|| format!("repository directory {} does not exist", start.display()))?;
         let repo = git_toplevel(&start).unwrap_or(start);
         let config = Config::load(&repo)?;
+        // Every configured key is masked at every sink, used by this command or not.
+        crate::provider::config::register_secrets(&config.providers, &|v| std::env::var(v).ok());
         let state_dir = match (&g.state_dir, &config.state_dir) {
             (Some(d), _) => d.clone(),
             (None, Some(d)) => d.clone(),

@@ -77,7 +77,7 @@ pub enum Command {
     Tree(tree::TreeArgs),
     /// Show a histogram of the dispatch decisions.
     History(history::HistoryArgs),
-    /// Send a message to a running agent (delivered after its current tool call).
+    /// Send a message to a running agent (delivered before its next model call).
     Steer(control::SteerArgs),
     /// Stop a running agent or run.
     Stop(control::StopArgs),
@@ -108,6 +108,7 @@ pub enum Command {
 /// Parses the command line, runs the command and returns the process exit code.
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    crate::redact::register_secret_env();
     crate::observe::init_tracing(cli.global.log_json);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -125,7 +126,7 @@ pub fn main() -> std::process::ExitCode {
             if is_broken_pipe(&e) {
                 return Exit::Ok.into();
             }
-            eprintln!("crewbox: {e:#}");
+            eprintln!("crewbox: {}", crate::redact::clean(&format!("{e:#}")));
             Exit::Usage.into()
         }
     }

@@ -32,8 +32,8 @@ pub enum EngineError {
     /// The request or configuration is wrong (unknown provider, bad script…).
     #[error("{0}")]
     Config(String),
-    /// A provider could not be built.
-    #[error("provider `{name}`: {source}")]
+    /// A provider could not be built. (Its error names the provider already.)
+    #[error("{source}")]
     Provider {
         /// The provider's name.
         name: String,

@@ -124,6 +124,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         at     INTEGER NOT NULL
     );
     "#,
+    // 6: a run whose result is one of its agents' names that agent instead of storing
+    // the text twice (replies run to megabytes).
+    r#"
+    ALTER TABLE runs ADD COLUMN result_agent TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -4,69 +4,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crewbox::agent::AgentState;
-use crewbox::agent::manager::{Manager, SpawnOptions};
-use crewbox::agent::permissions::{CapSet, Permissions};
+use crewbox::agent::manager::SpawnOptions;
+use crewbox::agent::permissions::CapSet;
 use crewbox::agent::quota::Exceeded;
 use crewbox::agent::runner::AgentSpec;
 use crewbox::config::Quotas;
-use crewbox::ids::{AgentId, RunId};
 use crewbox::provider::scripted::ScriptedProvider;
 use crewbox::store::{ControlKind, Store};
-use crewbox::tool::registry::ToolRegistry;
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    work: std::path::PathBuf,
-    store: Store,
-    manager: Manager,
-}
-
-fn fixture(max_concurrent: usize) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::write(work.join("notes.txt"), "alpha\nbeta\n").unwrap();
-    let store = Store::open(&dir.path().join("state")).unwrap();
-    let manager = Manager::new(
-        store.clone(),
-        Arc::new(ToolRegistry::builtin()),
-        max_concurrent,
-    );
-    Fixture {
-        work: work.canonicalize().unwrap(),
-        _dir: dir,
-        store,
-        manager,
-    }
-}
+use crate::support::agents::{Fixture, agent_spec, fixture, insert_run};
 
 fn spec(f: &Fixture, script: &str, quotas: Quotas, caps: CapSet) -> AgentSpec {
-    AgentSpec {
-        id: AgentId::new(),
-        run_id: RunId::new(),
-        parent: None,
-        name: "worker".into(),
-        role: "executor".into(),
-        task: "do the thing".into(),
-        system_prompt: "you are a test agent".into(),
-        perms: Permissions::root(caps),
-        workspace: f.work.clone(),
-        quotas,
-        provider: Arc::new(ScriptedProvider::parse(script, "test script").unwrap()),
-        prices: None,
-    }
-}
-
-async fn insert_run(store: &Store, run: &RunId) {
-    let record = crewbox::store::RunRecord {
-        id: run.clone(),
-        ..crewbox::store::RunRecord::started(
-            crewbox::engine::Mode::Single,
-            "p",
-            serde_json::json!({}),
-        )
-    };
-    store.insert_run(&record).await.unwrap();
+    let provider = Arc::new(ScriptedProvider::parse(script, "test script").unwrap());
+    agent_spec(f, provider, quotas, caps)
 }
 
 const TOOLS_SCRIPT: &str = r#"

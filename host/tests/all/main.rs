@@ -8,6 +8,7 @@
 mod support;
 
 mod agent;
+mod agent_wire;
 mod cli;
 mod cli_observe;
 mod criteria_judge;
@@ -17,8 +18,10 @@ mod plugin_hostile;
 mod plugin_python;
 mod plugin_runtime;
 mod provider_anthropic;
+mod provider_cli;
 mod provider_command;
 mod provider_openai;
+mod provider_peer;
 mod provider_scripted;
 mod recovery;
 mod reflect;
