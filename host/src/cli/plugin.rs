@@ -68,7 +68,8 @@ fn user_plugin_dir() -> Option<PathBuf> {
     Some(base.join("crewbox").join("plugins"))
 }
 
-/// Built-ins, then repo plugins (`.crewbox/plugins/`), then user plugins. Blocking.
+/// Built-ins, then repo plugins (`.crewbox/plugins/`, trusted repositories only), then
+/// user plugins. Blocking.
 pub(crate) fn discover() -> anyhow::Result<Vec<Found>> {
     let mut found: Vec<Found> = BUILTINS
         .iter()
@@ -78,10 +79,11 @@ pub(crate) fn discover() -> anyhow::Result<Vec<Found>> {
             bytes: b.wasm.into(),
         })
         .collect();
-    let dirs = [
-        (Some(PathBuf::from(".crewbox/plugins")), true),
-        (user_plugin_dir(), false),
-    ];
+    // A repository's own plugins only when the user trusts it (see `trust/`).
+    let repo_dir = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| crate::trust::repo_plugin_dir(&cwd));
+    let dirs = [(repo_dir, true), (user_plugin_dir(), false)];
     for (dir, repo) in dirs {
         let Some(dir) = dir.filter(|d| d.is_dir()) else {
             continue;

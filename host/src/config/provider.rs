@@ -1,0 +1,252 @@
+//! Which provider a run uses: the one place that decides it.
+//!
+//! - `--script FILE` (or `--provider scripted --script FILE`): the scripted model with
+//!   that script;
+//! - `--provider NAME`: the user's `[providers.NAME]`, or one of the built-in
+//!   `anthropic` / `openai` providers;
+//! - neither: `default_provider` (the user's, or one a trusted repository selects by
+//!   name); with none set, `anthropic` when `ANTHROPIC_API_KEY` is set, else `openai`
+//!   when `OPENAI_API_KEY` is set, else an error saying how to configure one.
+//!
+//! The scripted model never answers unless named: the embedded demo script is used by
+//! `crewbox demo` only.
+
+use std::path::{Path, PathBuf};
+
+use super::Config;
+use super::effective::Source;
+use crate::provider::config::{AnthropicConfig, OpenaiConfig, ProviderConfig, ScriptedConfig};
+
+/// The name of the scripted provider.
+pub const SCRIPTED: &str = "scripted";
+/// The model of the built-in `anthropic` provider.
+pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
+/// The model of the built-in `openai` provider.
+pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4.1";
+
+/// The built-in providers, present unless the user defines the same name: the
+/// vendors' own endpoints with their usual key variables.
+pub fn builtin_providers() -> Vec<(&'static str, ProviderConfig)> {
+    vec![
+        (
+            "anthropic",
+            ProviderConfig::Anthropic(AnthropicConfig {
+                base_url: "https://api.anthropic.com".into(),
+                model: DEFAULT_ANTHROPIC_MODEL.into(),
+                api_key_env: "ANTHROPIC_API_KEY".into(),
+                max_tokens: None,
+                timeout_s: None,
+                connect_timeout_s: None,
+                stall_timeout_s: None,
+                max_retries: None,
+                retry_base_ms: None,
+                stream: true,
+                price_input_per_mtok: None,
+                price_output_per_mtok: None,
+            }),
+        ),
+        (
+            "openai",
+            ProviderConfig::Openai(OpenaiConfig {
+                base_url: "https://api.openai.com/v1".into(),
+                model: DEFAULT_OPENAI_MODEL.into(),
+                api_key_env: Some("OPENAI_API_KEY".into()),
+                timeout_s: None,
+                connect_timeout_s: None,
+                stall_timeout_s: None,
+                max_retries: None,
+                retry_base_ms: None,
+                stream: true,
+                price_input_per_mtok: None,
+                price_output_per_mtok: None,
+            }),
+        ),
+    ]
+}
+
+/// Why no provider could be chosen.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderChoiceError {
+    /// Nothing names a provider and no key variable is set.
+    #[error(
+        "no model provider is configured: set `default_provider` and a [providers.NAME] table \
+         in {config}, pass --provider NAME, or export ANTHROPIC_API_KEY or OPENAI_API_KEY \
+         (the built-in `anthropic` / `openai` providers use them); `crewbox demo` shows the \
+         scripted model without any"
+    )]
+    NoneConfigured {
+        /// Where the user's config lives.
+        config: String,
+    },
+    /// The name is not a provider of the user's.
+    #[error("unknown provider `{name}` (configured: {known})")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The names there are.
+        known: String,
+    },
+    /// `scripted` was named without a script.
+    #[error(
+        "the scripted provider needs a script: pass --script FILE (`crewbox demo` runs the \
+         built-in demo script)"
+    )]
+    ScriptedWithoutScript,
+}
+
+/// The provider a run uses, with the directory its relative paths resolve against.
+#[derive(Clone, Debug)]
+pub struct ProviderChoice {
+    /// Its name.
+    pub name: String,
+    /// Its configuration.
+    pub config: ProviderConfig,
+    /// Where a relative `script` resolves.
+    pub base_dir: Option<PathBuf>,
+    /// What chose it.
+    pub chosen_by: Source,
+}
+
+impl Config {
+    /// Picks the provider for a run: `script` and `requested` come from the command
+    /// line (or a stored request), `env` reads environment variables.
+    pub fn choose_provider(
+        &self,
+        requested: Option<&str>,
+        script: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ProviderChoice, ProviderChoiceError> {
+        if let Some(script) = script {
+            return Ok(ProviderChoice {
+                name: SCRIPTED.into(),
+                config: ProviderConfig::scripted_file(script.to_owned()),
+                base_dir: None,
+                chosen_by: Source::Cli {
+                    flag: "--script".into(),
+                },
+            });
+        }
+        let (name, chosen_by) = match requested {
+            Some(name) => (
+                name.to_owned(),
+                Source::Cli {
+                    flag: "--provider".into(),
+                },
+            ),
+            None => match &self.default_provider {
+                Some(name) => (name.clone(), self.source_of("default_provider")),
+                None => {
+                    let set = |var: &str| env(var).is_some_and(|v| !v.trim().is_empty());
+                    let (name, var) = if set("ANTHROPIC_API_KEY") {
+                        ("anthropic", "ANTHROPIC_API_KEY")
+                    } else if set("OPENAI_API_KEY") {
+                        ("openai", "OPENAI_API_KEY")
+                    } else {
+                        return Err(ProviderChoiceError::NoneConfigured {
+                            config: super::user_config_path()
+                                .map(|p| p.display().to_string())
+                                .unwrap_or_else(|| "~/.config/crewbox/config.toml".into()),
+                        });
+                    };
+                    (name.to_owned(), Source::Env { var: var.into() })
+                }
+            },
+        };
+        match self.providers.get(&name) {
+            // The user's own scripted provider without a script plays the demo only if
+            // the user wrote it so; a bare `--provider scripted` needs a script.
+            Some(config) => Ok(ProviderChoice {
+                base_dir: self.provider_dirs.get(&name).cloned(),
+                config: config.clone(),
+                name,
+                chosen_by,
+            }),
+            None if name == SCRIPTED => Err(ProviderChoiceError::ScriptedWithoutScript),
+            None => Err(ProviderChoiceError::Unknown {
+                known: self
+                    .providers
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                name,
+            }),
+        }
+    }
+}
+
+impl ProviderConfig {
+    /// The scripted provider with the embedded demo script (`crewbox demo` only).
+    pub fn demo_scripted() -> Self {
+        ProviderConfig::Scripted(ScriptedConfig::default())
+    }
+
+    /// A scripted provider reading `script`.
+    pub fn scripted_file(script: PathBuf) -> Self {
+        ProviderConfig::Scripted(ScriptedConfig {
+            script: Some(script),
+            ..Default::default()
+        })
+    }
+
+    /// Overrides the model (`--model`); scripted providers have none.
+    pub fn set_model(&mut self, model: &str) {
+        match self {
+            ProviderConfig::Scripted(_) => {}
+            ProviderConfig::Openai(c) => c.model = model.to_owned(),
+            ProviderConfig::Anthropic(c) => c.model = model.to_owned(),
+            ProviderConfig::Command(c) => c.model = Some(model.to_owned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn no_provider_means_a_real_vendor_by_key_or_an_error_never_the_demo() {
+        let cfg = Config::default();
+        let err = cfg.choose_provider(None, None, &env(&[])).unwrap_err();
+        assert!(matches!(err, ProviderChoiceError::NoneConfigured { .. }));
+        assert!(err.to_string().contains("ANTHROPIC_API_KEY"), "{err}");
+        let c = cfg
+            .choose_provider(None, None, &env(&[("OPENAI_API_KEY", "sk")]))
+            .unwrap();
+        assert_eq!(c.name, "openai");
+        let c = cfg
+            .choose_provider(
+                None,
+                None,
+                &env(&[("OPENAI_API_KEY", "sk"), ("ANTHROPIC_API_KEY", "sk")]),
+            )
+            .unwrap();
+        assert_eq!(c.name, "anthropic");
+        assert_eq!(
+            c.chosen_by,
+            Source::Env {
+                var: "ANTHROPIC_API_KEY".into()
+            }
+        );
+        let err = cfg
+            .choose_provider(Some("scripted"), None, &env(&[]))
+            .unwrap_err();
+        assert!(matches!(err, ProviderChoiceError::ScriptedWithoutScript));
+        let c = cfg
+            .choose_provider(Some("scripted"), Some(Path::new("/s.toml")), &env(&[]))
+            .unwrap();
+        assert_eq!(c.config, ProviderConfig::scripted_file("/s.toml".into()));
+        let err = cfg
+            .choose_provider(Some("nope"), None, &env(&[]))
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown provider `nope`"), "{err}");
+    }
+}

@@ -1,0 +1,111 @@
+//! Repository trust: what a repository's own files may make crewbox do.
+//!
+//! crewbox runs in repositories other people wrote, with the user's keys. So:
+//! - a repository is **untrusted** until the user runs `crewbox trust` in it (recorded
+//!   outside the repository, see [`store`]); an untrusted repository's
+//!   `.crewbox/config.toml` and `.crewbox/plugins/` are ignored entirely, and its teams
+//!   load as prompts only: every member read-only, no provider, model or validator
+//!   chosen by the repository;
+//! - even a **trusted** repository sets only what [`rules::REPO_KEYS`] allows: it may
+//!   select the user's providers by name, lower quotas and define teams, validators and
+//!   a dispatcher, never define providers, move the state directory or widen grants;
+//! - every path a repository file names is read through [`read::Confined`]: inside the
+//!   repository, bounded, regular files only.
+
+pub mod read;
+pub mod repo;
+pub mod rules;
+pub mod store;
+
+use std::path::Path;
+
+use serde::Serialize;
+
+pub use repo::RepoRoot;
+pub use store::{TrustError, TrustRecord, TrustStore};
+
+/// Whether the user trusts a repository.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trust {
+    /// Not (yet) trusted: its config and plugins are ignored, its teams read-only.
+    #[default]
+    Untrusted,
+    /// Trusted with `crewbox trust`: what [`rules::REPO_KEYS`] allows applies.
+    Trusted,
+}
+
+impl Trust {
+    /// `trusted` or `untrusted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Untrusted => "untrusted",
+            Self::Trusted => "trusted",
+        }
+    }
+
+    /// Whether the repository is trusted.
+    pub fn is_trusted(self) -> bool {
+        self == Self::Trusted
+    }
+
+    /// Looks `root` up in the user's trust store. An unreadable store means untrusted
+    /// (the error is returned for a warning), never trusted.
+    pub fn of(root: &RepoRoot) -> (Self, Option<TrustError>) {
+        let looked_up = TrustStore::user().and_then(|s| s.is_trusted(root.path()));
+        match looked_up {
+            Ok(true) => (Self::Trusted, None),
+            Ok(false) => (Self::Untrusted, None),
+            Err(e) => (Self::Untrusted, Some(e)),
+        }
+    }
+}
+
+/// The repository's own `.crewbox/` files, relative to its root.
+pub const REPO_CONFIG: &str = ".crewbox/config.toml";
+/// The repository's team directory.
+pub const REPO_TEAMS: &str = ".crewbox/teams";
+/// The repository's plugin directory.
+pub const REPO_PLUGINS: &str = ".crewbox/plugins";
+
+/// What an untrusted repository holds that crewbox ignores or limits, for the one-line
+/// notice: each entry is "what (how it is treated)". Empty when there is nothing.
+pub fn untrusted_effects(root: &Path) -> Vec<&'static str> {
+    let exists = |rel: &str| root.join(rel).symlink_metadata().is_ok();
+    let mut out = Vec::new();
+    if exists(REPO_CONFIG) {
+        out.push(".crewbox/config.toml (ignored)");
+    }
+    if exists(REPO_PLUGINS) {
+        out.push(".crewbox/plugins/ (ignored)");
+    }
+    if exists(REPO_TEAMS) {
+        out.push(".crewbox/teams/ (members read-only)");
+    }
+    out
+}
+
+/// The one line shown on a terminal the first time a command runs in an untrusted
+/// repository whose files are affected.
+pub fn notice_line(effects: &[&str]) -> String {
+    format!(
+        "crewbox: this repository is not trusted: {}. Trust it with `crewbox trust` \
+         (see `crewbox config` for what that allows).",
+        effects.join(", ")
+    )
+}
+
+/// The repository's plugin directory if the repository is trusted and it exists
+/// inside the root; `None` otherwise (untrusted repositories' plugins are never
+/// loaded). Blocking.
+pub fn repo_plugin_dir(start: &Path) -> Option<std::path::PathBuf> {
+    let root = RepoRoot::discover(start).ok()?;
+    if !Trust::of(&root).0.is_trusted() {
+        return None;
+    }
+    read::Confined::new(root.path())
+        .ok()?
+        .dir(Path::new(REPO_PLUGINS))
+        .ok()
+        .flatten()
+}
