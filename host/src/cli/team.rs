@@ -83,7 +83,7 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
     for problem in &found.problems {
         eprintln!("crewbox: warning: {problem}");
     }
-    let teams = found.teams;
+    let teams = &found.teams;
     let mut out = std::io::stdout().lock();
     match args.command {
         TeamCommand::List { json } => {
@@ -97,7 +97,7 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
                     "no teams (add one at .crewbox/teams/NAME.toml; see the README)"
                 )?;
             } else {
-                for t in &teams {
+                for t in teams {
                     let members: Vec<&str> = t.members.iter().map(|m| m.name.as_str()).collect();
                     let shadows = match t.shadows.first() {
                         Some(s) => format!(" (shadows {} {})", s.kind(), path_of(s)),
@@ -115,17 +115,12 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
             }
         }
         TeamCommand::Show { name, json } => {
-            let Some(t) = teams.iter().find(|t| t.name.eq_ignore_ascii_case(&name)) else {
-                let known: Vec<&str> = teams.iter().map(|t| t.name.as_str()).collect();
-                eprintln!(
-                    "crewbox: unknown team `{name}` (known: {})",
-                    if known.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        known.join(", ")
-                    }
-                );
-                return Ok(Exit::Usage);
+            let t = match found.find(&name) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("crewbox: {e}");
+                    return Ok(Exit::Usage);
+                }
             };
             if json {
                 serde_json::to_writer_pretty(&mut out, &team_json(t))?;

@@ -72,11 +72,13 @@ pub enum ProviderChoiceError {
         "no model provider is configured: set `default_provider` and a [providers.NAME] table \
          in {config}, pass --provider NAME, or export ANTHROPIC_API_KEY or OPENAI_API_KEY \
          (the built-in `anthropic` / `openai` providers use them); `crewbox demo` shows the \
-         scripted model without any"
+         scripted model without any{note}"
     )]
     NoneConfigured {
         /// Where the user's config lives.
         config: String,
+        /// Why a repository's choice did not count, when it made one.
+        note: String,
     },
     /// The name is not a provider of the user's.
     #[error("unknown provider `{name}` (configured: {known})")]
@@ -146,6 +148,7 @@ impl Config {
                             config: super::user_config_path()
                                 .map(|p| p.display().to_string())
                                 .unwrap_or_else(|| "~/.config/crewbox/config.toml".into()),
+                            note: self.repo_note(),
                         });
                     };
                     (name.to_owned(), Source::Env { var: var.into() })
@@ -171,6 +174,17 @@ impl Config {
                     .join(", "),
                 name,
             }),
+        }
+    }
+}
+
+impl Config {
+    /// A sentence about the repository's config when it was not applied (for errors
+    /// that a repository setting might seem to explain).
+    fn repo_note(&self) -> String {
+        match self.ignored.iter().find(|i| i.key == "*") {
+            Some(i) => format!(". Note: {} was ignored: {}", i.file.display(), i.why),
+            None => String::new(),
         }
     }
 }
