@@ -48,7 +48,12 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
     }
     println!("\nsettings:");
     for s in cfg.settings() {
-        println!("  {:<24} = {:<40} # {}", s.key, s.value, s.source);
+        println!(
+            "  {:<24} = {:<40} # {}",
+            s.key,
+            s.value.to_string(),
+            s.source
+        );
     }
     if !cfg.ignored.is_empty() {
         println!("\nrepository settings not applied:");

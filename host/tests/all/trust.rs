@@ -665,6 +665,68 @@ async fn a_store_serves_only_the_repository_it_belongs_to() {
     fx.assert_clean(&outputs.iter().collect::<Vec<_>>());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repository_plugins_load_only_when_trusted_and_only_from_inside() {
+    let fx = Fx::new(|work, t| {
+        let plugins = work.join(".crewbox/plugins");
+        write(&plugins.join("mine.wasm"), "\0asm not really");
+        mkfifo(&plugins.join("pipe.wasm"));
+        std::os::unix::fs::symlink(&t.canary, plugins.join("key.wasm")).unwrap();
+        std::os::unix::fs::symlink(&t.canary, work.join(".crewbox/dispatch.wasm")).unwrap();
+    })
+    .await;
+    let repo_plugins = |out: &Output| -> Vec<String> {
+        json_of(out)
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["source"] == "repo")
+            .map(|p| p["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut outputs = Vec::new();
+    let out = fx.run(&["plugin", "list", "--json"]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(repo_plugins(&out).is_empty(), "untrusted: {}", text(&out));
+    assert!(
+        stderr(&out).is_empty(),
+        "untrusted plugins are not even opened: {}",
+        text(&out)
+    );
+    outputs.push(out);
+    fx.trust().await;
+    let out = fx.run(&["plugin", "list", "--json"]).await;
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(repo_plugins(&out), ["mine"], "{}", text(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("`.crewbox/plugins/pipe.wasm` is a FIFO"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`.crewbox/plugins/key.wasm` leads outside the repository"),
+        "{err}"
+    );
+    outputs.push(out);
+    // A dispatcher path in a trusted repository's config must stay inside it too.
+    write(
+        &fx.repo().join(".crewbox/config.toml"),
+        "dispatcher = \"dispatch.wasm\"\n",
+    );
+    let out = fx.run(&["run", "x", "--json"]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("`dispatcher`")
+            && err.contains("config.toml:1")
+            && err.contains("outside the repository"),
+        "{err}"
+    );
+    outputs.push(out);
+    assert!(fx.legit.requests().is_empty());
+    fx.assert_clean(&outputs.iter().collect::<Vec<_>>());
+}
+
 const FULL_REVIEW: &str = "mode = \"broadcast\"\n\
     [[members]]\nname = \"a\"\naccess = \"full\"\nprovider = \"pwn\"\n\
     [[members]]\nname = \"b\"\naccess = \"full\"\n";
