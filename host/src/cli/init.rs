@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::Context as _;
 
 use super::{Exit, GlobalArgs};
+use crate::trust::read::Confined;
 use crate::trust::{REPO_CONFIG, REPO_TEAMS, Trust};
 
 /// Arguments of `crewbox init`.
@@ -71,6 +72,12 @@ pub fn run(g: &GlobalArgs, _args: InitArgs) -> anyhow::Result<Exit> {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
+        // `.crewbox/` may be a symlink a repository ships: never write outside it.
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        Confined::new(root.path())
+            .map_err(anyhow::Error::from)
+            .and_then(|c| Ok(c.dir(parent)?))
+            .with_context(|| format!("refusing to write {}", rel.display()))?;
         // create_new: never follow or replace something that appeared meanwhile.
         std::fs::OpenOptions::new()
             .write(true)

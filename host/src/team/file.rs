@@ -322,7 +322,7 @@ pub enum TeamError {
     },
     /// A path the team file names could not be read or was refused.
     #[error("team file {}: `{key}`: {source}", path.display())]
-    Charter {
+    Path {
         /// The team file.
         path: PathBuf,
         /// The key naming the path (`members.NAME.charter_file`, `validators`, …).
@@ -390,7 +390,7 @@ impl TeamFiles<'_> {
             Self::Confined(c) => c.read(&at, MAX_FILE_BYTES),
         }
         .map_err(|e| relabel(e, rel))?;
-        let (mut text, cut) = bounded.into_text_lossy_end(rel)?;
+        let (mut text, cut) = bounded.into_text_cut(rel)?;
         let capped = cap_chars(&mut text, MAX_CHARTER_CHARS);
         if cut && !capped {
             text.push_str("\n[truncated]");
@@ -496,7 +496,7 @@ pub fn parse_team_with(
         ));
         raw_members.truncate(MAX_MEMBERS);
     }
-    let path_err = |key: String, source| TeamError::Charter {
+    let path_err = |key: String, source| TeamError::Path {
         path: path.to_owned(),
         key,
         source,

@@ -52,7 +52,7 @@ fn problem_path(p: &TeamError) -> Option<&Path> {
         TeamError::Read { path, .. }
         | TeamError::Parse { path, .. }
         | TeamError::Invalid { path, .. }
-        | TeamError::Charter { path, .. } => Some(path),
+        | TeamError::Path { path, .. } => Some(path),
         TeamError::DuplicateTeam { second, .. } => Some(second),
         TeamError::ReadDir { .. } | TeamError::TooManyFiles { .. } => None,
     }
@@ -336,7 +336,7 @@ mod tests {
         assert_eq!(names, ["a", "c"]);
         assert_eq!(found.problems.len(), 1);
         match &found.problems[0] {
-            TeamError::Charter { path, key, source } => {
+            TeamError::Path { path, key, source } => {
                 assert_eq!(path, &bad);
                 assert_eq!(key, "members.x.charter_file");
                 assert!(source.is_not_found(), "{source}");

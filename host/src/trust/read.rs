@@ -101,7 +101,7 @@ impl Bounded {
     }
 
     /// The text, cut at the last whole character when the read was truncated.
-    pub fn into_text_lossy_end(self, path: &Path) -> Result<(String, bool), ReadError> {
+    pub fn into_text_cut(self, path: &Path) -> Result<(String, bool), ReadError> {
         let truncated = self.truncated;
         match String::from_utf8(self.bytes) {
             Ok(text) => Ok((text, truncated)),
@@ -194,8 +194,9 @@ impl Confined {
         Ok(full)
     }
 
-    /// The canonical path of directory `rel` when it exists inside the root; `Ok(None)`
-    /// when it does not exist.
+    /// The canonical path of directory `rel` when it exists inside the root (checked on
+    /// the canonical path; files in it are then opened with [`Confined::read`]);
+    /// `Ok(None)` when it does not exist.
     pub fn dir(&self, rel: &Path) -> Result<Option<PathBuf>, ReadError> {
         Self::check_relative(rel)?;
         let full = match self.root.join(rel).canonicalize() {
@@ -304,6 +305,7 @@ fn open_nonblocking(path: &Path, no_follow: bool) -> io::Result<File> {
         }
         opts.custom_flags(flags);
     }
+    #[cfg(not(unix))]
     let _ = no_follow;
     opts.open(path)
 }
@@ -488,7 +490,7 @@ mod tests {
         let b = c.read(Path::new("big"), 11).unwrap();
         assert!(b.truncated);
         assert_eq!(b.bytes.len(), 11);
-        let (text, cut) = b.clone().into_text_lossy_end(Path::new("big")).unwrap();
+        let (text, cut) = b.clone().into_text_cut(Path::new("big")).unwrap();
         assert!(cut);
         assert_eq!(text, "é".repeat(5));
         assert!(matches!(
