@@ -6,6 +6,7 @@
 //! to a ceiling that depends on whether the user trusts the repository ([`limits`]).
 
 pub mod file;
+pub mod files;
 pub mod limits;
 pub mod load;
 
