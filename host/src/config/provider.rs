@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use super::Config;
 use super::effective::Source;
-use crate::provider::config::{AnthropicConfig, OpenaiConfig, ProviderConfig, ScriptedConfig};
+use crate::provider::config::{ProviderConfig, ScriptedConfig};
 
 /// The name of the scripted provider.
 pub const SCRIPTED: &str = "scripted";
@@ -25,43 +25,27 @@ pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4.1";
 
 /// The built-in providers, present unless the user defines the same name: the
-/// vendors' own endpoints with their usual key variables.
+/// vendors' own endpoints with their usual key variables (every other setting is the
+/// provider's documented default).
 pub fn builtin_providers() -> Vec<(&'static str, ProviderConfig)> {
-    vec![
+    let tables = [
         (
             "anthropic",
-            ProviderConfig::Anthropic(AnthropicConfig {
-                base_url: "https://api.anthropic.com".into(),
-                model: DEFAULT_ANTHROPIC_MODEL.into(),
-                api_key_env: "ANTHROPIC_API_KEY".into(),
-                max_tokens: None,
-                timeout_s: None,
-                connect_timeout_s: None,
-                stall_timeout_s: None,
-                max_retries: None,
-                retry_base_ms: None,
-                stream: true,
-                price_input_per_mtok: None,
-                price_output_per_mtok: None,
-            }),
+            format!("kind = \"anthropic\"\nmodel = \"{DEFAULT_ANTHROPIC_MODEL}\"\n"),
         ),
         (
             "openai",
-            ProviderConfig::Openai(OpenaiConfig {
-                base_url: "https://api.openai.com/v1".into(),
-                model: DEFAULT_OPENAI_MODEL.into(),
-                api_key_env: Some("OPENAI_API_KEY".into()),
-                timeout_s: None,
-                connect_timeout_s: None,
-                stall_timeout_s: None,
-                max_retries: None,
-                retry_base_ms: None,
-                stream: true,
-                price_input_per_mtok: None,
-                price_output_per_mtok: None,
-            }),
+            format!(
+                "kind = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\n\
+                 model = \"{DEFAULT_OPENAI_MODEL}\"\napi_key_env = \"OPENAI_API_KEY\"\n"
+            ),
         ),
-    ]
+    ];
+    // Both parse (a unit test says so); a table that did not would just be absent.
+    tables
+        .into_iter()
+        .filter_map(|(name, text)| toml::from_str(&text).ok().map(|p| (name, p)))
+        .collect()
 }
 
 /// Why no provider could be chosen.
@@ -224,6 +208,33 @@ mod tests {
                 .find(|(n, _)| *n == k)
                 .map(|(_, v)| v.to_string())
         }
+    }
+
+    #[test]
+    fn builtin_providers_are_the_vendors_endpoints() {
+        let b = builtin_providers();
+        let names: Vec<&str> = b.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["anthropic", "openai"]);
+        let crate::provider::config::ProviderConfig::Anthropic(a) = &b[0].1 else {
+            panic!("anthropic")
+        };
+        assert_eq!(
+            (
+                a.base_url.as_str(),
+                a.model.as_str(),
+                a.api_key_env.as_str()
+            ),
+            (
+                "https://api.anthropic.com",
+                DEFAULT_ANTHROPIC_MODEL,
+                "ANTHROPIC_API_KEY"
+            )
+        );
+        let crate::provider::config::ProviderConfig::Openai(o) = &b[1].1 else {
+            panic!("openai")
+        };
+        assert_eq!(o.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+        assert_eq!(o.model, DEFAULT_OPENAI_MODEL);
     }
 
     #[test]
