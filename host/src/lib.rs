@@ -10,6 +10,7 @@ pub mod config;
 pub mod engine;
 pub mod ids;
 pub mod observe;
+pub mod paths;
 pub mod plugin;
 pub mod process;
 pub mod provider;
@@ -18,6 +19,7 @@ pub mod schedule;
 pub mod store;
 pub mod team;
 pub mod tool;
+pub mod trust;
 pub mod worktree;
 
 pub use crewbox_handoff as handoff;

@@ -1,20 +1,21 @@
 //! Turning global arguments into paths, configuration and the store.
 
-use std::path::{Path, PathBuf};
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::manager::Manager;
-use crate::config::Config;
+use crate::config::{Config, Source};
 use crate::engine::plugins::PluginSet;
 use crate::engine::run::Engine;
 use crate::plugin::{PluginRuntime, RuntimeConfig};
 use crate::provider::breaker::Breakers;
 use crate::store::Store;
 use crate::tool::registry::ToolRegistry;
+use crate::trust::{RepoRoot, Trust, TrustStore};
 use crate::worktree::{WorktreeManager, WorktreeOptions};
 
 /// Options every subcommand takes.
@@ -23,7 +24,8 @@ pub struct GlobalArgs {
     /// The repository to work on (default: the git repository containing the current directory).
     #[arg(long, global = true, value_name = "DIR")]
     pub repo: Option<PathBuf>,
-    /// Where crewbox keeps its database and worktrees [default: $XDG_STATE_HOME/crewbox/<repo-id>].
+    /// The state base: each repository keeps its database and worktrees in its own
+    /// directory under it [default: $XDG_STATE_HOME/crewbox].
     #[arg(long, global = true, env = "CREWBOX_STATE_DIR", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// Log as JSON lines on stderr (filter with RUST_LOG).
@@ -31,41 +33,102 @@ pub struct GlobalArgs {
     pub log_json: bool,
 }
 
-/// Resolved paths and configuration for one command.
-#[derive(Debug, Clone)]
-pub struct Context {
-    /// The repository root (or the directory given).
-    pub repo: PathBuf,
-    /// The state directory.
-    pub state_dir: PathBuf,
-    /// The merged configuration.
-    pub config: Arc<Config>,
-}
-
-impl Context {
-    /// Resolves the repository, loads configuration and picks the state directory.
-    pub fn resolve(g: &GlobalArgs) -> anyhow::Result<Self> {
-        let start = match &g.repo {
+impl GlobalArgs {
+    /// The repository the command works on (`--repo`, else the current directory's).
+    pub fn repo_root(&self) -> anyhow::Result<RepoRoot> {
+        let start = match &self.repo {
             Some(p) => p.clone(),
             None => std::env::current_dir().context("cannot read the current directory")?,
         };
-        let start = start
-            .canonicalize()
-            .with_context(|| format!("repository directory {} does not exist", start.display()))?;
-        let repo = git_toplevel(&start).unwrap_or(start);
-        let config = Config::load(&repo)?;
+        RepoRoot::discover(&start)
+            .with_context(|| format!("repository directory {} does not exist", start.display()))
+    }
+}
+
+/// Resolved paths and configuration for one command.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The repository root (canonical; or the directory given when it is no repository).
+    pub repo: PathBuf,
+    /// This repository's state directory (`<state base>/<repo-id>`).
+    pub state_dir: PathBuf,
+    /// The configuration in force.
+    pub config: Arc<Config>,
+    /// Why the trust store could not be read (the repository then counts as untrusted).
+    pub trust_error: Option<String>,
+}
+
+impl Context {
+    /// Resolves the repository, its trust, the configuration in force and its state
+    /// directory. The state directory never comes from a repository file.
+    pub fn resolve(g: &GlobalArgs) -> anyhow::Result<Self> {
+        let root = g.repo_root()?;
+        let (trust, trust_error) = Trust::of(&root);
+        let mut config = Config::load(root.path(), trust)?;
         // Every configured key is masked at every sink, used by this command or not.
         crate::provider::config::register_secrets(&config.providers, &|v| std::env::var(v).ok());
-        let state_dir = match (&g.state_dir, &config.state_dir) {
-            (Some(d), _) => d.clone(),
+        let base = match (&g.state_dir, &config.state_dir) {
+            (Some(d), _) => {
+                let by_env =
+                    std::env::var_os("CREWBOX_STATE_DIR").is_some_and(|v| d.as_os_str() == v);
+                let source = if by_env {
+                    Source::Env {
+                        var: "CREWBOX_STATE_DIR".into(),
+                    }
+                } else {
+                    Source::Cli {
+                        flag: "--state-dir".into(),
+                    }
+                };
+                config.origins.insert("state_dir".into(), source);
+                d.clone()
+            }
             (None, Some(d)) => d.clone(),
-            (None, None) => default_state_dir(&repo)?,
+            (None, None) => crate::paths::user_state_dir()
+                .context("neither XDG_STATE_HOME nor HOME is set; pass --state-dir")?,
         };
+        config.state_dir = Some(base.clone());
+        let state_dir = std::path::absolute(&base)
+            .map(|b| crate::paths::repo_state_dir(&b, root.path()))
+            .with_context(|| format!("state directory base {}", base.display()))?;
         Ok(Self {
-            repo,
+            repo: root.path().to_path_buf(),
             state_dir,
             config: Arc::new(config),
+            trust_error: trust_error.map(|e| e.to_string()),
         })
+    }
+
+    /// Tells the user, on stderr, what of the repository's was not applied: each
+    /// ignored or clamped setting of a trusted repository (one line each), and — only
+    /// on a terminal, not for machine-readable output, once per repository and set of
+    /// affected files — one line saying an untrusted repository's files are limited and
+    /// how to trust it. Never a prompt.
+    pub fn announce(&self, machine_output: bool) {
+        if let Some(e) = &self.trust_error {
+            eprintln!("crewbox: warning: {e}; the repository is treated as untrusted");
+        }
+        for ignored in self.config.ignored.iter().filter(|i| i.key != "*") {
+            eprintln!("crewbox: warning: {ignored}");
+        }
+        if self.config.trust.is_trusted() || machine_output || !std::io::stderr().is_terminal() {
+            return;
+        }
+        let effects = crate::trust::untrusted_effects(&self.repo);
+        if effects.is_empty() {
+            return;
+        }
+        let fingerprint = effects.join("\n");
+        let Ok(store) = TrustStore::user() else {
+            return;
+        };
+        if store.noticed(&self.repo, &fingerprint) {
+            return;
+        }
+        eprintln!("{}", crate::trust::notice_line(&effects));
+        if let Err(e) = store.mark_noticed(&self.repo, &fingerprint) {
+            tracing::debug!(error = %e, "could not remember the trust notice");
+        }
     }
 
     /// Where agent worktrees live.
@@ -73,20 +136,25 @@ impl Context {
         self.state_dir.join("worktrees")
     }
 
-    /// Opens (creating) the store.
+    fn identity(&self) -> RepoRoot {
+        RepoRoot::from_canonical(self.repo.clone())
+    }
+
+    /// Opens (creating) the store; it must belong to this repository.
     pub fn open_store(&self) -> anyhow::Result<Store> {
-        Store::open(&self.state_dir)
+        Store::open_for(&self.state_dir, true, &self.identity())
             .with_context(|| format!("state directory {}", self.state_dir.display()))
     }
 
-    /// Opens an existing store (read-side commands never create one).
+    /// Opens an existing store (read-side commands never create one); it must belong
+    /// to this repository.
     pub fn existing_store(&self) -> anyhow::Result<Store> {
-        Ok(Store::open_existing(&self.state_dir)?)
+        Ok(Store::open_for(&self.state_dir, false, &self.identity())?)
     }
 
     /// The store, or None when nothing has run in this state directory yet.
     pub fn store_if_exists(&self) -> anyhow::Result<Option<Store>> {
-        match Store::open_existing(&self.state_dir) {
+        match Store::open_for(&self.state_dir, false, &self.identity()) {
             Ok(store) => Ok(Some(store)),
             Err(crate::store::StoreError::Missing(_)) => Ok(None),
             Err(e) => Err(e.into()),
@@ -138,41 +206,4 @@ impl Context {
         }
         .with_spawn_queue())
     }
-}
-
-/// The work tree root of the git repository containing `dir`, if any.
-pub fn git_toplevel(dir: &Path) -> Option<PathBuf> {
-    let repo = git2::Repository::discover(dir).ok()?;
-    repo.workdir()
-        .map(|w| w.canonicalize().unwrap_or_else(|_| w.to_path_buf()))
-}
-
-/// `$XDG_STATE_HOME/crewbox/<repo-id>` where repo-id is the directory name plus a hash
-/// of its canonical path (so two clones never share state).
-pub fn default_state_dir(repo: &Path) -> anyhow::Result<PathBuf> {
-    let base = crate::config::xdg_dir("XDG_STATE_HOME", ".local/state")
-        .context("neither XDG_STATE_HOME nor HOME is set; pass --state-dir")?;
-    Ok(base.join("crewbox").join(repo_id(repo)))
-}
-
-/// A stable, readable id for a repository path.
-pub fn repo_id(repo: &Path) -> String {
-    let name: String = repo
-        .file_name()
-        .map(|n| {
-            n.to_string_lossy()
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect()
-        })
-        .unwrap_or_else(|| "root".into());
-    let hash = Sha256::digest(repo.as_os_str().as_encoded_bytes());
-    let hex: String = hash.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    format!("{name}-{hex}")
 }

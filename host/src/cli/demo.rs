@@ -11,8 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Context, Exit, GlobalArgs, progress};
 use crate::config::Config;
+use crate::config::provider::SCRIPTED;
 use crate::engine::run::RunRequest;
 use crate::engine::{Mode, RunStatus};
+use crate::provider::config::ProviderConfig;
 
 /// The demo project's files: (path, content).
 const PROJECT: &[(&str, &str)] = &[
@@ -51,12 +53,14 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
         }
     };
     let repo = base.join("project");
-    let state_dir = g.state_dir.clone().unwrap_or_else(|| base.join("state"));
     tokio::task::spawn_blocking({
         let repo = repo.clone();
         move || create_project(&repo)
     })
     .await??;
+    let repo = repo.canonicalize()?;
+    let state_base = g.state_dir.clone().unwrap_or_else(|| base.join("state"));
+    let state_dir = crate::paths::repo_state_dir(&std::path::absolute(&state_base)?, &repo);
     if !args.json {
         eprintln!(
             "demo project: {}\nstate:        {}\n",
@@ -64,14 +68,20 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
             state_dir.display()
         );
     }
-    let config = Config {
+    // The only place the embedded demo script answers: named here, explicitly.
+    let mut config = Config {
         default_mode: Mode::Crew,
+        default_provider: Some(SCRIPTED.into()),
         ..Config::default()
     };
+    config
+        .providers
+        .insert(SCRIPTED.into(), ProviderConfig::demo_scripted());
     let ctx = Context {
-        repo: repo.canonicalize()?,
+        repo: repo.clone(),
         state_dir,
         config: Arc::new(config),
+        trust_error: None,
     };
     let shutdown = CancellationToken::new();
     let engine = ctx.engine(shutdown.clone()).await?;
@@ -80,7 +90,7 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
     let req = RunRequest {
         prompt: DEMO_PROMPT.into(),
         mode: Some(Mode::Crew),
-        provider: Some(crate::config::DEFAULT_PROVIDER.into()),
+        provider: Some(SCRIPTED.into()),
         validators: vec!["handoff-schema".into(), "no-secrets".into()],
         ..RunRequest::default()
     };

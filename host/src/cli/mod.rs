@@ -2,6 +2,7 @@
 //! [`Exit`] code; `main` maps errors to codes. Configuration is two-phase: raw
 //! arguments are checked first, then turned into a [`Context`] (paths, config, store).
 
+pub mod config;
 mod context;
 pub mod control;
 pub mod daemon;
@@ -10,6 +11,7 @@ pub mod dispatch;
 pub mod events;
 pub mod health;
 pub mod history;
+pub mod init;
 pub mod plugin;
 mod progress;
 pub mod resume;
@@ -19,6 +21,7 @@ pub mod send;
 pub mod status;
 pub mod team;
 pub mod tree;
+pub mod trust;
 pub mod validate;
 pub mod worktree;
 
@@ -103,6 +106,43 @@ pub enum Command {
     Daemon(daemon::DaemonArgs),
     /// Show scheduler, circuit breaker, agent and store health.
     Health(health::HealthArgs),
+    /// Trust this repository (its config and plugins apply), list or revoke trust.
+    Trust(trust::TrustArgs),
+    /// Show the configuration in force: each value with its source, and every
+    /// repository setting that was ignored and why.
+    Config(config::ConfigArgs),
+    /// Write a commented .crewbox/config.toml and an example team.
+    Init(init::InitArgs),
+}
+
+impl Command {
+    /// Whether the command's output is for programs (JSON, NDJSON, a daemon's log):
+    /// then no notice is shown beside it.
+    pub fn machine_output(&self) -> bool {
+        match self {
+            Self::Run(a) => a.json,
+            Self::Demo(a) => a.json,
+            Self::Status(a) => a.json,
+            Self::Tree(a) => a.format == tree::TreeFormat::Json,
+            Self::History(a) => a.json,
+            Self::Resume(a) => a.json,
+            Self::Health(a) => a.json,
+            Self::Team(a) => a.command.json(),
+            Self::Worktree(a) => a.command.json(),
+            Self::Schedule(a) => a.command.json(),
+            Self::Trust(a) => a.json,
+            Self::Config(a) => a.json,
+            Self::Events(_) | Self::Daemon(_) => true,
+            Self::Steer(_)
+            | Self::Stop(_)
+            | Self::Send(_)
+            | Self::Plugin(_)
+            | Self::Dispatch(_)
+            | Self::Validate(_)
+            | Self::Handoff(_)
+            | Self::Init(_) => false,
+        }
+    }
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -141,28 +181,42 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
     let g = &cli.global;
+    let machine = cli.command.machine_output();
+    // Every command that works on a repository says what of the repository's own
+    // files was not applied (see `Context::announce`).
+    let ctx = || -> anyhow::Result<Context> {
+        let ctx = Context::resolve(g)?;
+        ctx.announce(machine);
+        Ok(ctx)
+    };
     match cli.command {
-        Command::Run(args) => run::run(Context::resolve(g)?, args).await,
+        Command::Run(args) => run::run(ctx()?, args).await,
         Command::Demo(args) => demo::run(g, args).await,
-        Command::Status(args) => status::run(Context::resolve(g)?, args).await,
-        Command::Events(args) => events::run(Context::resolve(g)?, args).await,
-        Command::Tree(args) => tree::run(Context::resolve(g)?, args).await,
-        Command::History(args) => history::run(Context::resolve(g)?, args).await,
-        Command::Steer(args) => control::steer(Context::resolve(g)?, args).await,
-        Command::Stop(args) => control::stop(Context::resolve(g)?, args).await,
-        Command::Resume(args) => resume::run(Context::resolve(g)?, args).await,
-        Command::Send(args) => send::run(Context::resolve(g)?, args).await,
+        Command::Status(args) => status::run(ctx()?, args).await,
+        Command::Events(args) => events::run(ctx()?, args).await,
+        Command::Tree(args) => tree::run(ctx()?, args).await,
+        Command::History(args) => history::run(ctx()?, args).await,
+        Command::Steer(args) => control::steer(ctx()?, args).await,
+        Command::Stop(args) => control::stop(ctx()?, args).await,
+        Command::Resume(args) => resume::run(ctx()?, args).await,
+        Command::Send(args) => send::run(ctx()?, args).await,
         Command::Plugin(args) => plugin::run(args).await,
         Command::Dispatch(args) => dispatch::run(args).await,
         Command::Validate(args) => validate::run(args).await,
         Command::Handoff(args) => handoff::dispatch(&args),
-        Command::Team(args) => team::run(args, &Context::resolve(g)?.repo).await,
-        Command::Daemon(args) => daemon::run(Context::resolve(g)?, args).await,
-        Command::Health(args) => health::run(Context::resolve(g)?, args).await,
-        Command::Schedule(args) => schedule::run(Context::resolve(g)?, args).await,
+        Command::Team(args) => team::run(args, &ctx()?).await,
+        Command::Daemon(args) => daemon::run(ctx()?, args).await,
+        Command::Health(args) => health::run(ctx()?, args).await,
+        Command::Schedule(args) => schedule::run(ctx()?, args).await,
         Command::Worktree(args) => {
-            let ctx = Context::resolve(g)?;
+            let ctx = ctx()?;
+            // The store must belong to this repository before its worktrees are touched.
+            ctx.store_if_exists()?;
             worktree::run(args, &ctx.repo, &ctx.worktrees_dir()).await
         }
+        Command::Trust(args) => trust::run(g, args),
+        // `config` prints what `announce` would, in full.
+        Command::Config(args) => config::run(Context::resolve(g)?, args),
+        Command::Init(args) => init::run(g, args),
     }
 }

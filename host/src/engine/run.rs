@@ -19,7 +19,7 @@ use crate::agent::runner::AgentSpec;
 use crate::config::Config;
 use crate::ids::{AgentId, RunId};
 use crate::provider::breaker::Breakers;
-use crate::provider::config::{BuildContext, ProviderConfig};
+use crate::provider::config::BuildContext;
 use crate::provider::{Provider, ProviderError};
 use crate::store::{RunRecord, Store, StoreError};
 
@@ -182,35 +182,17 @@ pub struct Engine {
 impl Engine {
     /// Builds the provider named by the request (or the default), with overrides applied.
     pub fn provider(&self, req: &RunRequest) -> Result<(String, Arc<dyn Provider>), EngineError> {
-        let (name, mut cfg) = if let Some(script) = &req.script {
-            (
-                "scripted".to_owned(),
-                ProviderConfig::scripted_file(script.clone()),
-            )
-        } else {
-            let name = req
-                .provider
-                .clone()
-                .unwrap_or_else(|| self.config.default_provider.clone());
-            let cfg = self.config.providers.get(&name).cloned().ok_or_else(|| {
-                let known: Vec<&str> = self.config.providers.keys().map(String::as_str).collect();
-                EngineError::Config(format!(
-                    "unknown provider `{name}` (configured: {})",
-                    known.join(", ")
-                ))
-            })?;
-            (name, cfg)
-        };
+        let env = |var: &str| std::env::var(var).ok();
+        // Which provider: decided in one place (config/provider.rs).
+        let choice = self
+            .config
+            .choose_provider(req.provider.as_deref(), req.script.as_deref(), &env)
+            .map_err(|e| EngineError::Config(e.to_string()))?;
+        let (name, mut cfg) = (choice.name, choice.config);
         if let Some(model) = &req.model {
             cfg.set_model(model);
         }
-        let base_dir = self
-            .config
-            .provider_dirs
-            .get(&name)
-            .cloned()
-            .unwrap_or_else(|| self.repo.clone());
-        let env = |var: &str| std::env::var(var).ok();
+        let base_dir = choice.base_dir.unwrap_or_else(|| self.repo.clone());
         let ctx = BuildContext {
             breakers: &self.breakers,
             base_dir: &base_dir,

@@ -66,24 +66,19 @@ fn info(m: &Member) -> WorkerInfo<'_> {
 }
 
 impl Engine {
-    /// Loads team `name` from the repository's and the user's team directories.
+    /// Loads team `name` from the repository's and the user's team directories, with
+    /// the repository's ceiling applied (see `team/limits.rs`).
     pub async fn load_team(&self, name: &str) -> Result<Team, EngineError> {
         let repo = self.repo.clone();
-        let teams = tokio::task::spawn_blocking(move || crate::team::discover(&repo))
+        let policy = self.config.team_policy();
+        let found = tokio::task::spawn_blocking(move || crate::team::discover(&repo, &policy))
             .await
-            .map_err(|e| EngineError::Config(format!("loading teams: {e}")))?
-            .map_err(|e| EngineError::Config(e.to_string()))?;
-        let known: Vec<&str> = teams.iter().map(|t| t.name.as_str()).collect();
-        match teams.iter().find(|t| t.name.eq_ignore_ascii_case(name)) {
-            Some(team) => Ok(team.clone()),
-            None if known.is_empty() => Err(EngineError::Config(format!(
-                "unknown team `{name}`: no teams are defined (add .crewbox/teams/{name}.toml)"
-            ))),
-            None => Err(EngineError::Config(format!(
-                "unknown team `{name}` (known: {})",
-                known.join(", ")
-            ))),
+            .map_err(|e| EngineError::Config(format!("loading teams: {e}")))?;
+        let team = found.find(name).map_err(EngineError::Config)?.clone();
+        for w in &team.warnings {
+            tracing::warn!(team = %team.name, "{w}");
         }
+        Ok(team)
     }
 
     /// Checks that `req`'s mode can run `team` and resolves each member's model. With a

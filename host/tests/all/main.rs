@@ -28,4 +28,5 @@ mod reflect;
 mod store;
 mod teams;
 mod tools;
+mod trust;
 mod worktree;
