@@ -9,7 +9,7 @@ use std::process::Output;
 use serde_json::{Value, json};
 
 use crate::support::http::{Reply, TestServer};
-use crate::support::repo::{command, git_repo};
+use crate::support::repo::{command, git_repo, state_dir};
 
 const KEY: &str = "sk-e2e-openai-7f3a9c1d2e";
 const KEY2: &str = "sk-ant-e2e-5b8e0f4a6c";
@@ -186,7 +186,7 @@ async fn a_key_echoed_by_any_path_reaches_no_sink() {
         "status --json".into(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
     ));
-    for entry in std::fs::read_dir(dir.path().join("state")).unwrap() {
+    for entry in std::fs::read_dir(state_dir(dir.path())).unwrap() {
         let path = entry.unwrap().path();
         if path.is_file() {
             let bytes = std::fs::read(&path).unwrap();
@@ -196,6 +196,10 @@ async fn a_key_echoed_by_any_path_reaches_no_sink() {
             ));
         }
     }
+    assert!(
+        sinks.iter().any(|(name, _)| name.ends_with("crewbox.db")),
+        "the store file itself is one of the sinks checked"
+    );
     let all: String = sinks.iter().map(|(_, t)| t.as_str()).collect();
     assert!(all.contains("[redacted]"));
     for (sink, text) in &sinks {
@@ -311,7 +315,7 @@ fn crewbox_steer_reaches_an_orchestrator_that_plans_without_tools() {
         .enable_all()
         .build()
         .unwrap();
-    let store = Store::open(&dir.path().join("state")).unwrap();
+    let store = Store::open(&state_dir(dir.path())).unwrap();
     let child = command(
         dir.path(),
         &[
@@ -408,7 +412,7 @@ fn a_large_result_is_stored_once_and_still_reported() {
         "read back through the agent"
     );
     // The store holds the text once, not once per row that names it.
-    let db = rusqlite::Connection::open(dir.path().join("state").join("crewbox.db")).unwrap();
+    let db = rusqlite::Connection::open(state_dir(dir.path()).join("crewbox.db")).unwrap();
     let mut stored = 0i64;
     for (table, column) in [
         ("runs", "result"),
