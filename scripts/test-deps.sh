@@ -44,5 +44,8 @@ _td_pip() {
 }
 
 _td_pip componentize-py==0.25.1 componentize-py || true
+# A third-party mock of the OpenAI and Anthropic APIs (streaming, tool calls, usage,
+# errors): the provider peer test runs multi-turn agents against it.
+_td_pip llm-mock-api==0.1.2 llm-mock-api || true
 
 export CREWBOX_TEST_PEERS

@@ -10,10 +10,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentState;
 use crate::agent::quota::Exceeded;
+use crate::agent::runner::FailReason;
 use crate::batch::{DeliveryKind, MemberCounts};
 use crate::ids::{AgentId, RunId};
 use crate::plugin::Verdict;
-use crate::provider::Usage;
+use crate::provider::{StopReason, Usage};
 use crate::vocab::{ExitReason, Mode, RunStatus, Trend, WorkerStatus};
 use crate::worktree::BranchArtifact;
 
@@ -62,6 +63,9 @@ pub enum Event {
         /// Which hard budget ran out.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exceeded: Option<Exceeded>,
+        /// Why it did not end well (every ending that is not a success).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<FailReason>,
     },
     /// An agent got its own worktree.
     #[serde(rename = "agent.worktree")]
@@ -88,6 +92,23 @@ pub enum Event {
     AgentSteer {
         /// The message (capped).
         message: String,
+    },
+    /// A steering message never reached the agent's model: the agent ended first.
+    #[serde(rename = "agent.steer-undelivered")]
+    AgentSteerUndelivered {
+        /// The message.
+        message: String,
+        /// Why it was not delivered.
+        why: String,
+    },
+    /// The agent was asked to go on after a cut or an empty reply.
+    #[serde(rename = "agent.continue")]
+    AgentContinue {
+        /// What was wrong with the reply (`truncated` or `empty-reply`).
+        reason: FailReason,
+        /// Which continuation of a cut reply this is (from 1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        continuation: Option<u32>,
     },
     /// Validators asked for a fix round.
     #[serde(rename = "agent.fix-round")]
@@ -123,6 +144,17 @@ pub enum Event {
         tool_calls: Vec<String>,
         /// Tokens used.
         usage: Usage,
+        /// Why the model stopped (absent in events of older versions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop: Option<StopReason>,
+    },
+    /// A provider's circuit breaker opened: its calls fail fast until it half-opens.
+    #[serde(rename = "provider.breaker-open")]
+    ProviderBreakerOpen {
+        /// The breaker (provider and model).
+        breaker: String,
+        /// The failure that opened it (capped).
+        cause: String,
     },
     /// A tool ran.
     #[serde(rename = "tool.call")]
@@ -491,6 +523,7 @@ mod tests {
             state: AgentState::Running,
             error: None,
             exceeded: None,
+            reason: None,
         }
         .to_parts();
         assert_eq!(kind, "agent.state");

@@ -36,14 +36,17 @@ pub(crate) mod engine;
 pub mod event;
 pub(crate) mod ids;
 pub(crate) mod observe;
+pub(crate) mod paths;
 pub(crate) mod plugin;
 pub(crate) mod process;
 pub(crate) mod provider;
+pub(crate) mod redact;
 mod repository;
 pub(crate) mod schedule;
 pub(crate) mod store;
 pub(crate) mod team;
 pub(crate) mod tool;
+pub(crate) mod trust;
 pub mod vocab;
 pub(crate) mod worktree;
 
@@ -68,11 +71,12 @@ pub mod types {
     pub use crate::agent::AgentState;
     pub use crate::agent::quota::Exceeded;
     pub use crate::batch::{DeliveryKind, MemberCounts};
-    pub use crate::config::ConfigError;
+    pub use crate::config::{ConfigError, ProviderChoiceError};
     pub use crate::plugin::{CriterionResult, PluginError, PluginFault, PluginKind, Verdict};
     pub use crate::provider::{ProviderError, Usage};
     pub use crate::store::{AgentCounts, RunRecord, StoreError};
-    pub use crate::team::TeamError;
+    pub use crate::team::{FindTeamError, TeamError};
+    pub use crate::trust::Trust;
     pub use crate::worktree::{BranchArtifact, WorktreeError};
 }
 
@@ -115,6 +119,10 @@ pub mod unstable {
     pub mod plugin {
         pub use crate::plugin::*;
     }
+    /// Where crewbox keeps its files (XDG directories).
+    pub mod paths {
+        pub use crate::paths::*;
+    }
     /// Process liveness.
     pub mod process {
         pub use crate::process::*;
@@ -122,6 +130,10 @@ pub mod unstable {
     /// Model providers.
     pub mod provider {
         pub use crate::provider::*;
+    }
+    /// Masking of secrets at every sink.
+    pub mod redact {
+        pub use crate::redact::*;
     }
     /// Scheduled jobs and the daemon.
     pub mod schedule {
@@ -138,6 +150,10 @@ pub mod unstable {
     /// Agent tools.
     pub mod tool {
         pub use crate::tool::*;
+    }
+    /// Repository trust and the confined reads of repository files.
+    pub mod trust {
+        pub use crate::trust::*;
     }
     /// Git worktrees.
     pub mod worktree {

@@ -9,7 +9,8 @@ mod cli;
 
 use crewbox::handoff;
 use crewbox::unstable::{
-    config, engine, ids, observe, plugin, provider, schedule, store, team, worktree,
+    config, engine, ids, observe, paths, plugin, provider, redact, schedule, store, team, trust,
+    worktree,
 };
 
 fn main() -> std::process::ExitCode {

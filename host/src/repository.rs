@@ -1,18 +1,22 @@
-//! Opening a repository: where it is (the git work tree around a directory), its
-//! merged configuration, and the state directory its store and worktrees live in.
-//! Everything that reads or runs starts here.
+//! Opening a repository: where it is (the git work tree around a directory), whether
+//! the user trusts it, the configuration in force (the user's, and what a trusted
+//! repository may set), and the state directory its store and worktrees live in —
+//! never chosen by a repository file. Everything that reads or runs starts here.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Source};
 use crate::engine::{Engine, EngineError, RunReport};
 use crate::event::EventRecord;
 use crate::ids::RunId;
 use crate::store::{AgentCounts, RunRecord, Store, StoreError};
+use crate::trust::{RepoRoot, Trust};
+
+/// The environment variable that sets the state base (as `--state-dir` does).
+const STATE_DIR_ENV: &str = "CREWBOX_STATE_DIR";
 
 /// Why a repository could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -31,17 +35,26 @@ pub enum OpenError {
     /// A configuration file is unreadable or invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// No state directory was given and none can be derived.
+    /// No state base was given and none can be derived.
     #[error("neither XDG_STATE_HOME nor HOME is set; pass --state-dir")]
     NoStateHome,
+    /// The state base cannot be made absolute.
+    #[error("state directory base {}: {source}", path.display())]
+    StateBase {
+        /// The base given.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
-/// A repository with its configuration and state directory, resolved.
+/// A repository with its trust, configuration and state directory, resolved.
 #[derive(Debug, Clone)]
 pub struct Repository {
     repo: PathBuf,
     state_dir: PathBuf,
     config: Arc<Config>,
+    trust_error: Option<String>,
 }
 
 /// What [`Repository::status`] reports: recent runs and agent counts.
@@ -57,35 +70,62 @@ pub struct Status {
 
 impl Repository {
     /// Opens the git repository around `dir` (default: the current directory; a
-    /// directory outside git is used as it is) with its configuration. The state
-    /// directory is `state_dir`, else the configured one, else
-    /// `$XDG_STATE_HOME/crewbox/<repo-id>`.
-    pub fn open(dir: Option<&Path>, state_dir: Option<&Path>) -> Result<Self, OpenError> {
+    /// directory outside git is used as it is) with its trust and configuration. Its
+    /// state lives in its own directory under the state base: `state_base` (the
+    /// command line or `CREWBOX_STATE_DIR`), else the user's configured one, else
+    /// `$XDG_STATE_HOME/crewbox`. Every configured API key is registered with the
+    /// redactor, so no sink ever shows it.
+    pub fn open(dir: Option<&Path>, state_base: Option<&Path>) -> Result<Self, OpenError> {
         let start = match dir {
             Some(p) => p.to_path_buf(),
             None => std::env::current_dir().map_err(OpenError::CurrentDir)?,
         };
-        let start = start.canonicalize().map_err(|source| OpenError::Missing {
+        let root = RepoRoot::discover(&start).map_err(|source| OpenError::Missing {
             path: start.clone(),
             source,
         })?;
-        let repo = git_toplevel(&start).unwrap_or(start);
-        let config = Config::load(&repo)?;
-        let state_dir = match (state_dir, &config.state_dir) {
-            (Some(d), _) => d.to_path_buf(),
+        let (trust, trust_error) = Trust::of(&root);
+        let mut config = Config::load(root.path(), trust)?;
+        crate::provider::config::register_secrets(&config.providers, &|v| std::env::var(v).ok());
+        let base = match (state_base, &config.state_dir) {
+            (Some(d), _) => {
+                let by_env = std::env::var_os(STATE_DIR_ENV).is_some_and(|v| d.as_os_str() == v);
+                let source = if by_env {
+                    Source::Env {
+                        var: STATE_DIR_ENV.into(),
+                    }
+                } else {
+                    Source::Cli {
+                        flag: "--state-dir".into(),
+                    }
+                };
+                config.origins.insert("state_dir".into(), source);
+                d.to_path_buf()
+            }
             (None, Some(d)) => d.clone(),
-            (None, None) => default_state_dir(&repo).ok_or(OpenError::NoStateHome)?,
+            (None, None) => crate::paths::user_state_dir().ok_or(OpenError::NoStateHome)?,
         };
-        Ok(Self::with_config(repo, state_dir, config))
+        config.state_dir = Some(base.clone());
+        let state_dir = std::path::absolute(&base)
+            .map(|b| crate::paths::repo_state_dir(&b, root.path()))
+            .map_err(|source| OpenError::StateBase { path: base, source })?;
+        Ok(Self {
+            repo: root.path().to_path_buf(),
+            state_dir,
+            config: Arc::new(config),
+            trust_error: trust_error.map(|e| e.to_string()),
+        })
     }
 
-    /// A repository at `repo` (used as given) with `config` and its state in `state_dir`.
+    /// A repository at `repo` (canonical, used as given) with `config` and its state in
+    /// `state_dir` itself (no per-repository directory under it).
     #[doc(hidden)]
     pub fn with_config(repo: PathBuf, state_dir: PathBuf, config: Config) -> Self {
         Self {
             repo,
             state_dir,
             config: Arc::new(config),
+            trust_error: None,
         }
     }
 
@@ -110,13 +150,26 @@ impl Repository {
         &self.config
     }
 
-    /// Opens the engine that runs requests here (creating the store). Orphaned
-    /// worktrees of killed processes are pruned first. Runs in flight are left
-    /// resumable when `shutdown` is cancelled.
+    /// Whether the user trusts this repository.
+    pub fn trust(&self) -> Trust {
+        self.config.trust
+    }
+
+    /// Why the user's trust store could not be read (the repository then counts as
+    /// untrusted), for a warning.
+    pub fn trust_error(&self) -> Option<&str> {
+        self.trust_error.as_deref()
+    }
+
+    /// Opens the engine that runs requests here (creating the store, which must belong
+    /// to this repository). Orphaned worktrees of killed processes are pruned first.
+    /// Runs in flight are left resumable when `shutdown` is cancelled.
     pub async fn engine(&self, shutdown: CancellationToken) -> Result<Engine, EngineError> {
+        let store = self.open_store().map_err(EngineError::Store)?;
         Engine::open(
             self.repo.clone(),
-            &self.state_dir,
+            store,
+            &self.worktrees_dir(),
             self.config.clone(),
             shutdown,
         )
@@ -147,22 +200,28 @@ impl Repository {
         Ok(EventLog(self.existing_store()?))
     }
 
-    /// Opens (creating) the store (unstable: for crewbox's own commands).
-    #[doc(hidden)]
-    pub fn open_store(&self) -> Result<Store, StoreError> {
-        Store::open(&self.state_dir)
+    fn identity(&self) -> RepoRoot {
+        RepoRoot::from_canonical(self.repo.clone())
     }
 
-    /// Opens an existing store; read-side commands never create one (unstable).
+    /// Opens (creating) the store; it must belong to this repository (unstable: for
+    /// crewbox's own commands).
+    #[doc(hidden)]
+    pub fn open_store(&self) -> Result<Store, StoreError> {
+        Store::open_for(&self.state_dir, true, &self.identity())
+    }
+
+    /// Opens an existing store, which must belong to this repository; read-side
+    /// commands never create one (unstable).
     #[doc(hidden)]
     pub fn existing_store(&self) -> Result<Store, StoreError> {
-        Store::open_existing(&self.state_dir)
+        Store::open_for(&self.state_dir, false, &self.identity())
     }
 
     /// The store, or None when nothing has run in this state directory yet (unstable).
     #[doc(hidden)]
     pub fn store_if_exists(&self) -> Result<Option<Store>, StoreError> {
-        match Store::open_existing(&self.state_dir) {
+        match self.existing_store() {
             Ok(store) => Ok(Some(store)),
             Err(StoreError::Missing(_)) => Ok(None),
             Err(e) => Err(e),
@@ -190,40 +249,4 @@ impl EventLog {
     pub async fn find_run(&self, id_or_prefix: &str) -> Result<Option<RunId>, StoreError> {
         Ok(self.0.find_run(id_or_prefix).await?.map(|r| r.id))
     }
-}
-
-/// The work tree root of the git repository containing `dir`, if any.
-pub(crate) fn git_toplevel(dir: &Path) -> Option<PathBuf> {
-    let repo = git2::Repository::discover(dir).ok()?;
-    repo.workdir()
-        .map(|w| w.canonicalize().unwrap_or_else(|_| w.to_path_buf()))
-}
-
-/// `$XDG_STATE_HOME/crewbox/<repo-id>` where repo-id is the directory name plus a hash
-/// of its canonical path (so two clones never share state).
-pub(crate) fn default_state_dir(repo: &Path) -> Option<PathBuf> {
-    let base = crate::config::xdg_dir("XDG_STATE_HOME", ".local/state")?;
-    Some(base.join("crewbox").join(repo_id(repo)))
-}
-
-/// A stable, readable id for a repository path.
-pub(crate) fn repo_id(repo: &Path) -> String {
-    let name: String = repo
-        .file_name()
-        .map(|n| {
-            n.to_string_lossy()
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect()
-        })
-        .unwrap_or_else(|| "root".into());
-    let hash = Sha256::digest(repo.as_os_str().as_encoded_bytes());
-    let hex: String = hash.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    format!("{name}-{hex}")
 }

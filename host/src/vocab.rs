@@ -130,11 +130,22 @@ impl Serialize for ModeChoice {
 
 impl<'de> Deserialize<'de> for ModeChoice {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Self::parse(&s).ok_or_else(|| {
-            let all: Vec<&str> = Self::all().map(Self::as_str).collect();
-            serde::de::Error::custom(format!("unknown mode `{s}` (one of: {})", all.join(", ")))
-        })
+        // A visitor, so the error is raised inside the deserializer, which then knows
+        // where the value is (a config error names the line).
+        struct Name;
+        impl serde::de::Visitor<'_> for Name {
+            type Value = ModeChoice;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a mode name")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ModeChoice, E> {
+                ModeChoice::parse(s).ok_or_else(|| {
+                    let all: Vec<&str> = ModeChoice::all().map(ModeChoice::as_str).collect();
+                    E::custom(format!("unknown mode `{s}` (one of: {})", all.join(", ")))
+                })
+            }
+        }
+        d.deserialize_str(Name)
     }
 }
 

@@ -13,7 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::lifecycle::AgentState;
 use super::permissions::{CapSet, Permissions};
-use super::runner::{AgentIo, AgentOutcome, AgentSpec, RunnerEnv, initial_messages, run_turns};
+use super::runner::{
+    AgentIo, AgentOutcome, AgentSpec, FailReason, RunnerEnv, initial_messages, run_turns,
+};
 use crate::event::Event;
 use crate::ids::{AgentId, RunId};
 use crate::provider::Message;
@@ -62,6 +64,7 @@ impl AgentHandle {
             result: String::new(),
             error: Some("the agent task ended without an outcome".into()),
             exceeded: None,
+            reason: Some(FailReason::Internal),
             history: Vec::new(),
         })
     }
@@ -173,6 +176,11 @@ impl Manager {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&spec.id);
+            // Steers are sent under the `live` lock, so none can arrive any more: what is
+            // left was never seen by the model, and is reported rather than dropped.
+            while let Ok(message) = io.steer.try_recv() {
+                undelivered(&this.inner.store, &spec.run_id, &spec.id, &message).await;
+            }
             let _ = tx.send(outcome);
         });
         AgentHandle { id, rx }
@@ -211,6 +219,7 @@ impl Manager {
                 state: AgentState::Running,
                 error: None,
                 exceeded: None,
+                reason: None,
             },
         );
         let env = RunnerEnv {
@@ -270,12 +279,14 @@ impl Manager {
                 state: outcome.state,
                 error: outcome.error.clone(),
                 exceeded: outcome.exceeded,
+                reason: outcome.reason,
             },
         );
         outcome
     }
 
-    /// Queues a steering message for a live agent; false if it is not running here.
+    /// Queues a steering message for a live agent (delivered before its next model call,
+    /// or reported undelivered if it ends first); false if it is not running here.
     pub fn steer(&self, id: &AgentId, message: String) -> bool {
         let live = self.inner.live.lock().unwrap_or_else(|p| p.into_inner());
         live.get(id).is_some_and(|l| l.steer.send(message).is_ok())
@@ -354,6 +365,21 @@ impl Manager {
                         .unwrap_or_else(|p| p.into_inner())
                         .contains_key(&AgentId::from_string(c.target.clone()));
                 if !is_ours {
+                    // A steer for an agent that has ended (it raced the agent's end) is
+                    // reported once, by whichever process sees it, instead of waiting
+                    // forever.
+                    if c.kind == ControlKind::Steer
+                        && let Ok(Some(agent)) = self
+                            .inner
+                            .store
+                            .agent(&AgentId::from_string(c.target.clone()))
+                            .await
+                        && agent.state.is_terminal()
+                    {
+                        let message = c.message.clone().unwrap_or_default();
+                        undelivered(&self.inner.store, &agent.run_id, &agent.id, &message).await;
+                        handled.push(c.seq);
+                    }
                     continue;
                 }
                 match c.kind {
@@ -380,6 +406,19 @@ impl Manager {
     }
 }
 
+/// Records that a steering message never reached the agent's model (stored before
+/// anyone is told the agent ended).
+async fn undelivered(store: &Store, run: &RunId, agent: &AgentId, message: &str) {
+    tracing::warn!(agent_id = %agent, "steering message not delivered: the agent had ended");
+    let event = Event::AgentSteerUndelivered {
+        message: message.to_owned(),
+        why: "the agent ended before its next model call".into(),
+    };
+    if let Err(e) = store.append_event(run, Some(agent), event).await {
+        tracing::warn!(agent_id = %agent, error = %e, "undelivered steer not recorded");
+    }
+}
+
 fn add_stats(a: AgentStats, b: AgentStats) -> AgentStats {
     AgentStats {
         turns: a.turns + b.turns,
@@ -400,6 +439,7 @@ fn stopped_before_start() -> AgentOutcome {
         result: String::new(),
         error: Some("stopped before it started".into()),
         exceeded: None,
+        reason: Some(FailReason::Stopped),
         history: Vec::new(),
     }
 }
@@ -408,6 +448,7 @@ fn failed(error: String) -> AgentOutcome {
     AgentOutcome {
         state: AgentState::Error,
         error: Some(error),
+        reason: Some(FailReason::Internal),
         ..stopped_before_start()
     }
 }

@@ -1,9 +1,11 @@
 //! The turn loop of one agent: ask the model, run the tools it asks for, deliver steering
-//! messages after each tool call, and stop on completion, `finish`, a quota or a stop.
+//! messages between turns (never inside a batch of tool results), read why the model
+//! stopped, and end on completion, `finish`, a quota, a stop or a typed failure.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -16,7 +18,10 @@ use super::quota::{Budget, Exceeded, Prices, TurnGate};
 use crate::config::Quotas;
 use crate::event::Event;
 use crate::ids::{AgentId, RunId};
-use crate::provider::{AgentLabel, CompletionRequest, Message, Provider};
+use crate::provider::{
+    AgentLabel, Completion, CompletionRequest, Message, Provider, ProviderError, StopReason,
+    ToolCall,
+};
 use crate::store::{AgentStats, Store};
 use crate::tool::registry::ToolRegistry;
 use crate::tool::{Spawner, ToolContext};
@@ -28,6 +33,71 @@ const EVENT_TEXT_CAP: usize = 2_000;
 /// The message that turns a running agent into a wrapping-up one at its soft limit.
 pub const WRAP_UP: &str = "You have reached your turn limit. Stop exploring: summarise what you did and what \
      remains, then call `finish` (or reply without tool calls).";
+
+/// How a steering message reaches the model.
+pub const STEER_PREFIX: &str = "Message from the operator: ";
+
+/// Most replies cut at the output token limit that one run of the loop continues before
+/// the agent fails as `truncated`.
+pub const MAX_CONTINUATIONS: u32 = 2;
+
+/// Most empty replies answered with a nudge before the agent fails as `empty-reply`.
+pub const MAX_EMPTY_NUDGES: u32 = 1;
+
+/// Sent after a text reply cut at the output token limit.
+pub const CONTINUE: &str = "Your reply was cut off at the output token limit. Continue exactly where it \
+     stopped, without repeating what you already wrote.";
+
+/// The result of each call of a reply cut at the output token limit: its arguments may
+/// be incomplete, so it is not run.
+pub const CUT_CALL: &str = "error: not run: your reply was cut off at the output token limit, so these \
+     arguments may be incomplete. Send the call again; split large content into smaller calls.";
+
+/// Sent after an empty reply.
+pub const EMPTY_NUDGE: &str =
+    "Your last reply was empty. Answer the task, call a tool, or call `finish`.";
+
+/// Why an agent did not end well: a closed set, stored in its `agent.state` event and
+/// named at the head of its error text (so the report shows it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailReason {
+    /// Stopped by a person or its run.
+    Stopped,
+    /// A hard budget ran out (see [`AgentOutcome::exceeded`]).
+    Budget,
+    /// The model call failed (the provider's error says how).
+    Model,
+    /// Replies kept being cut at the model's output token limit.
+    Truncated,
+    /// The model answered with nothing: no text, no tool call.
+    EmptyReply,
+    /// The server's content filter or the model refused.
+    Refused,
+    /// crewbox itself failed around the agent (store, task).
+    Internal,
+}
+
+impl FailReason {
+    /// The kebab-case name, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stopped => "stopped",
+            Self::Budget => "budget",
+            Self::Model => "model-error",
+            Self::Truncated => "truncated",
+            Self::EmptyReply => "empty-reply",
+            Self::Refused => "refused",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+impl std::fmt::Display for FailReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Everything that defines one agent.
 #[derive(Clone)]
@@ -71,13 +141,16 @@ pub struct AgentOutcome {
     pub error: Option<String>,
     /// Which budget ran out, for aborted.
     pub exceeded: Option<Exceeded>,
+    /// Why it failed, for every ending that is not a success.
+    pub reason: Option<FailReason>,
     /// The whole conversation (for fix rounds that continue the same agent).
     pub history: Vec<Message>,
 }
 
 /// The channels a running agent listens on.
 pub struct AgentIo {
-    /// Steering messages, delivered after the current tool call.
+    /// Steering messages, delivered before the next model call (after the whole batch of
+    /// tool results), and before the agent may finish.
     pub steer: mpsc::UnboundedReceiver<String>,
     /// Stops the agent at the next await point.
     pub cancel: CancellationToken,
@@ -129,6 +202,9 @@ pub async fn run_turns(
         budget: Budget::new(spec.quotas.clone(), spec.prices),
         messages,
         wrapped_up: false,
+        continuations: 0,
+        empty_nudges: 0,
+        cut_text: String::new(),
     }
     .run(io)
     .instrument(span)
@@ -141,12 +217,46 @@ struct TurnLoop<'a> {
     budget: Budget,
     messages: Vec<Message>,
     wrapped_up: bool,
+    /// Replies cut at the output limit so far.
+    continuations: u32,
+    /// Empty replies nudged so far.
+    empty_nudges: u32,
+    /// Text of replies cut at the output limit, waiting for their continuation.
+    cut_text: String,
+}
+
+/// How an agent failed.
+struct Failure {
+    state: AgentState,
+    reason: FailReason,
+    error: String,
+    exceeded: Option<Exceeded>,
+}
+
+impl Failure {
+    fn budget(exceeded: Exceeded) -> Self {
+        Self {
+            state: AgentState::Aborted,
+            reason: FailReason::Budget,
+            error: exceeded.to_string(),
+            exceeded: Some(exceeded),
+        }
+    }
+    /// An error whose text starts with its reason, so the report names it.
+    fn typed(reason: FailReason, detail: impl std::fmt::Display) -> Self {
+        Self {
+            state: AgentState::Error,
+            reason,
+            error: format!("{reason}: {detail}"),
+            exceeded: None,
+        }
+    }
 }
 
 enum Step {
     Next,
     Done(AgentState, String),
-    Fail(AgentState, String, Option<Exceeded>),
+    Fail(Failure),
 }
 
 impl TurnLoop<'_> {
@@ -159,17 +269,28 @@ impl TurnLoop<'_> {
             turn += 1;
             let step = tokio::select! {
                 biased;
-                _ = cancel.cancelled() => Step::Fail(AgentState::Stopped, "stopped on request".into(), None),
-                _ = tokio::time::sleep_until(deadline) => Step::Fail(AgentState::Aborted, Exceeded::WallTime.to_string(), Some(Exceeded::WallTime)),
+                _ = cancel.cancelled() => Step::Fail(Failure {
+                    state: AgentState::Stopped,
+                    reason: FailReason::Stopped,
+                    error: "stopped on request".into(),
+                    exceeded: None,
+                }),
+                _ = tokio::time::sleep_until(deadline) => Step::Fail(Failure::budget(Exceeded::WallTime)),
                 step = self.turn(turn, io, &mut last_text).instrument(tracing::info_span!("turn", turn)) => step,
             };
             if !matches!(step, Step::Next) {
                 break step;
             }
         };
-        let (state, result, error, exceeded) = match step {
-            Step::Done(state, result) => (state, result, None, None),
-            Step::Fail(state, error, exceeded) => (state, last_text, Some(error), exceeded),
+        let (state, result, error, exceeded, reason) = match step {
+            Step::Done(state, result) => (state, result, None, None, None),
+            Step::Fail(f) => (
+                f.state,
+                last_text,
+                Some(f.error),
+                f.exceeded,
+                Some(f.reason),
+            ),
             Step::Next => unreachable!("the loop only breaks on an ending step"),
         };
         AgentOutcome {
@@ -178,37 +299,34 @@ impl TurnLoop<'_> {
             result,
             error,
             exceeded,
+            reason,
             history: self.messages,
         }
+    }
+
+    fn log(&self, event: Event) {
+        self.env
+            .store
+            .log_event(&self.spec.run_id, Some(&self.spec.id), event);
     }
 
     async fn turn(&mut self, turn: u32, io: &mut AgentIo, last_text: &mut String) -> Step {
         let spec = self.spec;
         match self.budget.gate(turn) {
-            TurnGate::Stop => {
-                return Step::Fail(
-                    AgentState::Aborted,
-                    Exceeded::Turns.to_string(),
-                    Some(Exceeded::Turns),
-                );
-            }
+            TurnGate::Stop => return Step::Fail(Failure::budget(Exceeded::Turns)),
             TurnGate::WrapUp => {
                 self.wrapped_up = true;
                 self.messages.push(Message::user(WRAP_UP));
-                self.env
-                    .store
-                    .log_event(&spec.run_id, Some(&spec.id), Event::AgentWrapUp { turn });
+                self.log(Event::AgentWrapUp { turn });
             }
             TurnGate::Continue => {}
         }
+        // The last batch of tool results is complete here: a steer goes after all of them.
+        self.deliver_steering(io);
         let q = self.budget.quotas();
         let dropped = compaction::compact(&mut self.messages, q.context_tokens, q.keep_turns);
         if dropped > 0 {
-            self.env.store.log_event(
-                &spec.run_id,
-                Some(&spec.id),
-                Event::AgentCompacted { dropped },
-            );
+            self.log(Event::AgentCompacted { dropped });
         }
         let request = CompletionRequest {
             agent: AgentLabel {
@@ -226,40 +344,152 @@ impl TurnLoop<'_> {
             match tokio::time::timeout(q.model_timeout, spec.provider.complete(&request)).await {
                 Err(_) => {
                     let msg = format!("model call stalled for {} s", q.model_timeout.as_secs());
-                    return Step::Fail(AgentState::Aborted, msg, Some(Exceeded::WallTime));
+                    return Step::Fail(Failure {
+                        error: msg,
+                        ..Failure::budget(Exceeded::WallTime)
+                    });
                 }
-                Ok(Err(e)) => return Step::Fail(AgentState::Error, e.to_string(), None),
+                Ok(Err(e)) => return Step::Fail(self.model_failure(e)),
                 Ok(Ok(reply)) => reply,
             };
         let broke = self.budget.charge_usage(reply.usage);
-        self.env.store.log_event(
-            &spec.run_id,
-            Some(&spec.id),
-            Event::ModelReply {
-                turn,
-                text: cap(&reply.text),
-                tool_calls: reply.tool_calls.iter().map(|c| c.name.clone()).collect(),
-                usage: reply.usage,
-            },
-        );
-        if !reply.text.is_empty() {
-            *last_text = reply.text.clone();
+        self.log(Event::ModelReply {
+            turn,
+            text: cap(&reply.text),
+            tool_calls: reply.tool_calls.iter().map(|c| c.name.clone()).collect(),
+            usage: reply.usage,
+            stop: Some(reply.stop),
+        });
+        if !reply.text.trim().is_empty() {
+            *last_text = format!("{}{}", self.cut_text, reply.text);
         }
         self.messages.push(Message::assistant(
             reply.text.clone(),
             reply.tool_calls.clone(),
         ));
         if let Some(exceeded) = broke {
-            return Step::Fail(AgentState::Aborted, exceeded.to_string(), Some(exceeded));
+            self.answer_unrun(&reply.tool_calls, &format!("error: {exceeded}"));
+            return Step::Fail(Failure::budget(exceeded));
         }
-        let ending = if self.wrapped_up {
+        if reply.stop == StopReason::MaxTokens {
+            return self.cut_off(&reply);
+        }
+        if reply.tool_calls.is_empty() {
+            return self.text_only(reply, io, turn);
+        }
+        self.continuations = 0;
+        self.cut_text.clear();
+        match self.run_tools(turn, &reply.tool_calls).await {
+            Err(failure) => Step::Fail(failure),
+            // A steer that came in during the batch must reach the model before it ends.
+            Ok(Some(summary)) if !self.answers_steering(io, turn) => {
+                let result = if summary.trim().is_empty() {
+                    last_text.clone()
+                } else {
+                    summary
+                };
+                Step::Done(self.ending(), result)
+            }
+            Ok(_) => Step::Next,
+        }
+    }
+
+    fn ending(&self) -> AgentState {
+        if self.wrapped_up {
             AgentState::Steered
         } else {
             AgentState::Completed
-        };
-        if reply.tool_calls.is_empty() {
-            return Step::Done(ending, reply.text);
         }
+    }
+
+    fn model_failure(&self, e: ProviderError) -> Failure {
+        if let ProviderError::CircuitOpen {
+            key,
+            cause,
+            opened_now: true,
+            ..
+        } = &e
+        {
+            self.log(Event::ProviderBreakerOpen {
+                breaker: key.to_string(),
+                cause: cap(cause),
+            });
+        }
+        Failure {
+            state: AgentState::Error,
+            reason: FailReason::Model,
+            error: e.to_string(),
+            exceeded: None,
+        }
+    }
+
+    /// A reply that hit the output token limit: continue it (bounded), never run its
+    /// possibly cut tool calls.
+    fn cut_off(&mut self, reply: &Completion) -> Step {
+        self.continuations += 1;
+        if self.continuations > MAX_CONTINUATIONS {
+            self.answer_unrun(&reply.tool_calls, CUT_CALL);
+            return Step::Fail(Failure::typed(
+                FailReason::Truncated,
+                format!(
+                    "the model's reply was cut at its output token limit {} times in a row",
+                    self.continuations
+                ),
+            ));
+        }
+        self.log(Event::AgentContinue {
+            reason: FailReason::Truncated,
+            continuation: Some(self.continuations),
+        });
+        if reply.tool_calls.is_empty() {
+            self.cut_text.push_str(&reply.text);
+            self.messages.push(Message::user(CONTINUE));
+        } else {
+            self.answer_unrun(&reply.tool_calls, CUT_CALL);
+        }
+        Step::Next
+    }
+
+    /// A reply without tool calls: the agent's answer, unless it is empty or a steer is
+    /// waiting for it.
+    fn text_only(&mut self, reply: Completion, io: &mut AgentIo, turn: u32) -> Step {
+        let cut = std::mem::take(&mut self.cut_text);
+        self.continuations = 0;
+        if reply.text.trim().is_empty() && cut.trim().is_empty() {
+            if reply.stop == StopReason::Refused {
+                return Step::Fail(Failure::typed(
+                    FailReason::Refused,
+                    "the model or the server's content filter refused to answer",
+                ));
+            }
+            if self.empty_nudges < MAX_EMPTY_NUDGES {
+                self.empty_nudges += 1;
+                self.log(Event::AgentContinue {
+                    reason: FailReason::EmptyReply,
+                    continuation: None,
+                });
+                self.messages.push(Message::user(EMPTY_NUDGE));
+                return Step::Next;
+            }
+            return Step::Fail(Failure::typed(
+                FailReason::EmptyReply,
+                "the model answered with no text and no tool call",
+            ));
+        }
+        if self.answers_steering(io, turn) {
+            // Delivered at the top of the next turn: the agent answers it before ending.
+            return Step::Next;
+        }
+        Step::Done(self.ending(), format!("{cut}{}", reply.text))
+    }
+
+    /// Runs a batch of tool calls; `Ok(Some(summary))` when one of them was `finish`.
+    async fn run_tools(
+        &mut self,
+        turn: u32,
+        calls: &[ToolCall],
+    ) -> Result<Option<String>, Failure> {
+        let spec = self.spec;
         let ctx = ToolContext {
             agent_id: spec.id.clone(),
             root: spec.workspace.clone(),
@@ -270,19 +500,31 @@ impl TurnLoop<'_> {
                 .filter(|_| spec.perms.caps.contains(crate::tool::Capability::Spawn)),
         };
         let mut finish = None;
-        for call in &reply.tool_calls {
+        for (i, call) in calls.iter().enumerate() {
             if let Err(exceeded) = self.budget.charge_tool_call() {
-                // Answer the call so the conversation stays well-formed for a later fix round.
-                self.messages
-                    .push(Message::tool(call.id.clone(), format!("error: {exceeded}")));
-                return Step::Fail(AgentState::Aborted, exceeded.to_string(), Some(exceeded));
+                // Answer every call of the batch so the conversation stays well-formed
+                // for a later fix round.
+                self.answer_unrun(&calls[i..], &format!("error: {exceeded}"));
+                return Err(Failure::budget(exceeded));
             }
-            let result = self
-                .env
-                .tools
-                .call(&call.name, &ctx, call.args.clone(), &spec.perms.caps)
-                .instrument(tracing::info_span!("tool", tool = %call.name))
-                .await;
+            let result = match &call.invalid_args {
+                Some(raw) => Err(format!(
+                    "error: the arguments of `{}` are not valid JSON ({}); send the call again \
+                     with a JSON object",
+                    call.name,
+                    serde_json::from_str::<serde_json::Value>(raw)
+                        .err()
+                        .map(|e| e.to_string())
+                        .unwrap_or_default()
+                )),
+                None => self
+                    .env
+                    .tools
+                    .call(&call.name, &ctx, call.args.clone(), &spec.perms.caps)
+                    .instrument(tracing::info_span!("tool", tool = %call.name))
+                    .await
+                    .map_err(|e| format!("error: {e}")),
+            };
             let (ok, content) = match result {
                 Ok(out) => {
                     if out.finish.is_some() {
@@ -290,47 +532,46 @@ impl TurnLoop<'_> {
                     }
                     (true, out.content)
                 }
-                Err(e) => (false, format!("error: {e}")),
+                Err(e) => (false, e),
             };
-            self.env.store.log_event(
-                &spec.run_id,
-                Some(&spec.id),
-                Event::ToolCall {
-                    turn,
-                    tool: call.name.clone(),
-                    args: cap(&call.args.to_string()),
-                    ok,
-                    output: cap(&content),
-                },
-            );
-            self.messages.push(Message::tool(call.id.clone(), content));
-            self.deliver_steering(io);
+            self.log(Event::ToolCall {
+                turn,
+                tool: call.name.clone(),
+                args: cap(&call.args_text()),
+                ok,
+                output: cap(&content),
+            });
+            self.messages.push(if ok {
+                Message::tool(call.id.clone(), content)
+            } else {
+                Message::tool_error(call.id.clone(), content)
+            });
         }
-        match finish {
-            Some(summary) => {
-                let result = if summary.trim().is_empty() {
-                    last_text.clone()
-                } else {
-                    summary
-                };
-                Step::Done(ending, result)
-            }
-            None => Step::Next,
+        Ok(finish)
+    }
+
+    /// Answers calls that will not run, so every call in the history has its result.
+    fn answer_unrun(&mut self, calls: &[ToolCall], why: &str) {
+        for call in calls {
+            self.messages
+                .push(Message::tool_error(call.id.clone(), why));
         }
     }
 
+    /// Whether a steer is waiting and the agent has a turn left to answer it in (if it
+    /// has none, the agent ends and the manager reports the steer undelivered).
+    fn answers_steering(&self, io: &AgentIo, turn: u32) -> bool {
+        !io.steer.is_empty() && self.budget.gate(turn + 1) != TurnGate::Stop
+    }
+
+    /// Appends every waiting steering message as a user turn.
     fn deliver_steering(&mut self, io: &mut AgentIo) {
         while let Ok(message) = io.steer.try_recv() {
-            self.env.store.log_event(
-                &self.spec.run_id,
-                Some(&self.spec.id),
-                Event::AgentSteer {
-                    message: cap(&message),
-                },
-            );
-            self.messages.push(Message::user(format!(
-                "Message from the operator: {message}"
-            )));
+            self.log(Event::AgentSteer {
+                message: cap(&message),
+            });
+            self.messages
+                .push(Message::user(format!("{STEER_PREFIX}{message}")));
         }
     }
 }

@@ -1,8 +1,12 @@
-//! Turning global arguments into a resolved repository (paths, configuration, store).
+//! Turning global arguments into a resolved repository (trust, configuration, state
+//! directory, store), and telling the user what of the repository's was not applied.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 pub use crewbox::Repository as Context;
+
+use crate::trust::TrustStore;
 
 /// Options every subcommand takes.
 #[derive(Debug, Clone, clap::Args)]
@@ -10,7 +14,8 @@ pub struct GlobalArgs {
     /// The repository to work on (default: the git repository containing the current directory).
     #[arg(long, global = true, value_name = "DIR")]
     pub repo: Option<PathBuf>,
-    /// Where crewbox keeps its database and worktrees [default: $XDG_STATE_HOME/crewbox/<repo-id>].
+    /// The state base: each repository keeps its database and worktrees in its own
+    /// directory under it [default: $XDG_STATE_HOME/crewbox].
     #[arg(long, global = true, env = "CREWBOX_STATE_DIR", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// Log as JSON lines on stderr (filter with RUST_LOG).
@@ -19,11 +24,56 @@ pub struct GlobalArgs {
 }
 
 impl GlobalArgs {
-    /// Resolves the repository, loads configuration and picks the state directory.
+    /// Resolves the repository, its trust, the configuration in force and its state
+    /// directory. The state directory never comes from a repository file.
     pub fn resolve(&self) -> anyhow::Result<Context> {
         Ok(Context::open(
             self.repo.as_deref(),
             self.state_dir.as_deref(),
         )?)
+    }
+
+    /// The repository the command works on (`--repo`, else the current directory's).
+    pub fn repo_root(&self) -> anyhow::Result<crate::trust::RepoRoot> {
+        use anyhow::Context as _;
+        let start = match &self.repo {
+            Some(p) => p.clone(),
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        crate::trust::RepoRoot::discover(&start)
+            .with_context(|| format!("repository directory {} does not exist", start.display()))
+    }
+}
+
+/// Tells the user, on stderr, what of the repository's was not applied: each ignored
+/// or clamped setting of a trusted repository (one line each), and — only on a
+/// terminal, not for machine-readable output, once per repository and set of affected
+/// files — one line saying an untrusted repository's files are limited and how to
+/// trust it. Never a prompt.
+pub fn announce(ctx: &Context, machine_output: bool) {
+    if let Some(e) = ctx.trust_error() {
+        eprintln!("crewbox: warning: {e}; the repository is treated as untrusted");
+    }
+    let config = ctx.config();
+    for ignored in config.ignored.iter().filter(|i| i.key != "*") {
+        eprintln!("crewbox: warning: {ignored}");
+    }
+    if config.trust.is_trusted() || machine_output || !std::io::stderr().is_terminal() {
+        return;
+    }
+    let effects = crate::trust::untrusted_effects(ctx.root());
+    if effects.is_empty() {
+        return;
+    }
+    let fingerprint = effects.join("\n");
+    let Ok(store) = TrustStore::user() else {
+        return;
+    };
+    if store.noticed(ctx.root(), &fingerprint) {
+        return;
+    }
+    eprintln!("{}", crate::trust::notice_line(&effects));
+    if let Err(e) = store.mark_noticed(ctx.root(), &fingerprint) {
+        tracing::debug!(error = %e, "could not remember the trust notice");
     }
 }

@@ -10,7 +10,7 @@ use crate::store::ControlKind;
 pub struct SteerArgs {
     /// The running agent's id.
     pub agent: String,
-    /// The message, delivered after its current tool call.
+    /// The message, delivered before its next model call.
     pub message: String,
 }
 
@@ -42,7 +42,7 @@ pub async fn steer(ctx: Context, args: SteerArgs) -> anyhow::Result<Exit> {
         .push_control(agent.id.as_str(), ControlKind::Steer, Some(&args.message))
         .await?;
     println!(
-        "queued for {} (delivered after its current tool call)",
+        "queued for {} (delivered before its next model call)",
         agent.id
     );
     Ok(Exit::Ok)

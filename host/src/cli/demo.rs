@@ -12,6 +12,8 @@ use crewbox::{Mode, ModeChoice, RunRequest};
 
 use super::{Context, Exit, GlobalArgs, progress};
 use crate::config::Config;
+use crate::config::provider::SCRIPTED;
+use crate::provider::config::ProviderConfig;
 
 /// The demo project's files: (path, content).
 const PROJECT: &[(&str, &str)] = &[
@@ -50,12 +52,14 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
         }
     };
     let repo = base.join("project");
-    let state_dir = g.state_dir.clone().unwrap_or_else(|| base.join("state"));
     tokio::task::spawn_blocking({
         let repo = repo.clone();
         move || create_project(&repo)
     })
     .await??;
+    let repo = repo.canonicalize()?;
+    let state_base = g.state_dir.clone().unwrap_or_else(|| base.join("state"));
+    let state_dir = crate::paths::repo_state_dir(&std::path::absolute(&state_base)?, &repo);
     if !args.json {
         eprintln!(
             "demo project: {}\nstate:        {}\n",
@@ -63,18 +67,23 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
             state_dir.display()
         );
     }
-    let config = Config {
+    // The only place the embedded demo script answers: named here, explicitly.
+    let mut config = Config {
         default_mode: ModeChoice::Mode(Mode::Crew),
+        default_provider: Some(SCRIPTED.into()),
         ..Config::default()
     };
-    let ctx = Context::with_config(repo.canonicalize()?, state_dir, config);
+    config
+        .providers
+        .insert(SCRIPTED.into(), ProviderConfig::demo_scripted());
+    let ctx = Context::with_config(repo.clone(), state_dir, config);
     let shutdown = CancellationToken::new();
     let engine = ctx.engine(shutdown.clone()).await?;
     let progress = (!args.json).then(|| progress::spawn(&engine, shutdown.child_token()));
     let req = RunRequest {
         prompt: DEMO_PROMPT.into(),
         mode: Some(ModeChoice::Mode(Mode::Crew)),
-        provider: Some(crate::config::DEFAULT_PROVIDER.into()),
+        provider: Some(SCRIPTED.into()),
         validators: vec!["handoff-schema".into(), "no-secrets".into()],
         ..RunRequest::default()
     };

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::{Context, Exit};
 use crate::provider::breaker::Breakers;
-use crate::store::{SCHEMA_VERSION, Store};
+use crate::store::SCHEMA_VERSION;
 
 /// Arguments of `crewbox health`.
 #[derive(Debug, Clone, clap::Args)]
@@ -17,7 +17,7 @@ pub struct HealthArgs {
 
 /// Prints the health report.
 pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
-    let store = Store::open(ctx.state_dir())?;
+    let store = ctx.open_store()?;
     let jobs = store.schedules().await?;
     let active = jobs
         .iter()

@@ -2,6 +2,7 @@
 //! [`Exit`] code; `main` maps errors to codes. Configuration is two-phase: raw
 //! arguments are checked first, then turned into a [`Context`] (paths, config, store).
 
+pub mod config;
 mod context;
 pub mod control;
 pub mod daemon;
@@ -10,6 +11,7 @@ pub mod dispatch;
 pub mod events;
 pub mod health;
 pub mod history;
+pub mod init;
 pub mod plugin;
 mod progress;
 pub mod resume;
@@ -19,6 +21,7 @@ pub mod send;
 pub mod status;
 pub mod team;
 pub mod tree;
+pub mod trust;
 pub mod validate;
 pub mod worktree;
 
@@ -91,7 +94,7 @@ pub enum Command {
     Tree(tree::TreeArgs),
     /// Show a histogram of the dispatch decisions.
     History(history::HistoryArgs),
-    /// Send a message to a running agent (delivered after its current tool call).
+    /// Send a message to a running agent (delivered before its next model call).
     Steer(control::SteerArgs),
     /// Stop a running agent or run.
     Stop(control::StopArgs),
@@ -117,11 +120,49 @@ pub enum Command {
     Daemon(daemon::DaemonArgs),
     /// Show scheduler, circuit breaker, agent and store health.
     Health(health::HealthArgs),
+    /// Trust this repository (its config and plugins apply), list or revoke trust.
+    Trust(trust::TrustArgs),
+    /// Show the configuration in force: each value with its source, and every
+    /// repository setting that was ignored and why.
+    Config(config::ConfigArgs),
+    /// Write a commented .crewbox/config.toml and an example team.
+    Init(init::InitArgs),
+}
+
+impl Command {
+    /// Whether the command's output is for programs (JSON, NDJSON, a daemon's log):
+    /// then no notice is shown beside it.
+    pub fn machine_output(&self) -> bool {
+        match self {
+            Self::Run(a) => a.json,
+            Self::Demo(a) => a.json,
+            Self::Status(a) => a.json,
+            Self::Tree(a) => a.format == tree::TreeFormat::Json,
+            Self::History(a) => a.json,
+            Self::Resume(a) => a.json,
+            Self::Health(a) => a.json,
+            Self::Team(a) => a.command.json(),
+            Self::Worktree(a) => a.command.json(),
+            Self::Schedule(a) => a.command.json(),
+            Self::Trust(a) => a.json,
+            Self::Config(a) => a.json,
+            Self::Events(_) | Self::Daemon(_) => true,
+            Self::Steer(_)
+            | Self::Stop(_)
+            | Self::Send(_)
+            | Self::Plugin(_)
+            | Self::Dispatch(_)
+            | Self::Validate(_)
+            | Self::Handoff(_)
+            | Self::Init(_) => false,
+        }
+    }
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    crate::redact::register_secret_env();
     crate::observe::init_tracing(cli.global.log_json);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -139,7 +180,7 @@ pub fn main() -> std::process::ExitCode {
             if is_broken_pipe(&e) {
                 return Exit::Ok.into();
             }
-            eprintln!("crewbox: {e:#}");
+            eprintln!("crewbox: {}", crate::redact::clean(&format!("{e:#}")));
             Exit::Usage.into()
         }
     }
@@ -154,28 +195,42 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
     let g = &cli.global;
+    let machine = cli.command.machine_output();
+    // Every command that works on a repository says what of the repository's own
+    // files was not applied (see `context::announce`).
+    let ctx = || -> anyhow::Result<Context> {
+        let ctx = g.resolve()?;
+        context::announce(&ctx, machine);
+        Ok(ctx)
+    };
     match cli.command {
-        Command::Run(args) => run::run(g.resolve()?, args).await,
+        Command::Run(args) => run::run(ctx()?, args).await,
         Command::Demo(args) => demo::run(g, args).await,
-        Command::Status(args) => status::run(g.resolve()?, args).await,
-        Command::Events(args) => events::run(g.resolve()?, args).await,
-        Command::Tree(args) => tree::run(g.resolve()?, args).await,
-        Command::History(args) => history::run(g.resolve()?, args).await,
-        Command::Steer(args) => control::steer(g.resolve()?, args).await,
-        Command::Stop(args) => control::stop(g.resolve()?, args).await,
-        Command::Resume(args) => resume::run(g.resolve()?, args).await,
-        Command::Send(args) => send::run(g.resolve()?, args).await,
+        Command::Status(args) => status::run(ctx()?, args).await,
+        Command::Events(args) => events::run(ctx()?, args).await,
+        Command::Tree(args) => tree::run(ctx()?, args).await,
+        Command::History(args) => history::run(ctx()?, args).await,
+        Command::Steer(args) => control::steer(ctx()?, args).await,
+        Command::Stop(args) => control::stop(ctx()?, args).await,
+        Command::Resume(args) => resume::run(ctx()?, args).await,
+        Command::Send(args) => send::run(ctx()?, args).await,
         Command::Plugin(args) => plugin::run(args).await,
         Command::Dispatch(args) => dispatch::run(args).await,
         Command::Validate(args) => validate::run(args).await,
         Command::Handoff(args) => handoff::dispatch(&args),
-        Command::Team(args) => team::run(args, g.resolve()?.root()).await,
-        Command::Daemon(args) => daemon::run(g.resolve()?, args).await,
-        Command::Health(args) => health::run(g.resolve()?, args).await,
-        Command::Schedule(args) => schedule::run(g.resolve()?, args).await,
+        Command::Team(args) => team::run(args, &ctx()?).await,
+        Command::Daemon(args) => daemon::run(ctx()?, args).await,
+        Command::Health(args) => health::run(ctx()?, args).await,
+        Command::Schedule(args) => schedule::run(ctx()?, args).await,
         Command::Worktree(args) => {
-            let ctx = g.resolve()?;
+            let ctx = ctx()?;
+            // The store must belong to this repository before its worktrees are touched.
+            ctx.store_if_exists()?;
             worktree::run(args, ctx.root(), &ctx.worktrees_dir()).await
         }
+        Command::Trust(args) => trust::run(g, args),
+        // `config` prints what `announce` would, in full.
+        Command::Config(args) => config::run(g.resolve()?, args),
+        Command::Init(args) => init::run(g, args),
     }
 }

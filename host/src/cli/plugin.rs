@@ -68,7 +68,8 @@ fn user_plugin_dir() -> Option<PathBuf> {
     Some(base.join("crewbox").join("plugins"))
 }
 
-/// Built-ins, then repo plugins (`.crewbox/plugins/`), then user plugins. Blocking.
+/// Built-ins, then repo plugins (`.crewbox/plugins/`, trusted repositories only), then
+/// user plugins. Blocking.
 pub(crate) fn discover() -> anyhow::Result<Vec<Found>> {
     let mut found: Vec<Found> = BUILTINS
         .iter()
@@ -78,14 +79,24 @@ pub(crate) fn discover() -> anyhow::Result<Vec<Found>> {
             bytes: b.wasm.into(),
         })
         .collect();
-    let dirs = [
-        (Some(PathBuf::from(".crewbox/plugins")), true),
-        (user_plugin_dir(), false),
-    ];
-    for (dir, repo) in dirs {
-        let Some(dir) = dir.filter(|d| d.is_dir()) else {
-            continue;
-        };
+    // A repository's own plugins only when the user trusts it, read confined (`trust/`).
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let (repo_plugins, refused) = crate::trust::repo_plugins(&cwd);
+    for e in refused {
+        eprintln!("crewbox: warning: repository plugin refused: {e}");
+    }
+    for (path, bytes) in repo_plugins {
+        found.push(Found {
+            name: path
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+            source: PluginSource::Repo(path),
+            bytes: bytes.into(),
+        });
+    }
+    if let Some(dir) = user_plugin_dir().filter(|d| d.is_dir()) {
         let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
             .with_context(|| format!("reading {}", dir.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -100,14 +111,9 @@ pub(crate) fn discover() -> anyhow::Result<Vec<Found>> {
                 .unwrap_or_default()
                 .to_string_lossy()
                 .into_owned();
-            let source = if repo {
-                PluginSource::Repo(path)
-            } else {
-                PluginSource::User(path)
-            };
             found.push(Found {
                 name,
-                source,
+                source: PluginSource::User(path),
                 bytes: bytes.into(),
             });
         }

@@ -90,12 +90,17 @@ fn describe(e: &EventRecord) -> Option<String> {
         }
         Event::AgentWrapUp { .. } => format!("  [{who}] soft turn limit: wrapping up"),
         Event::AgentSteer { message } => format!("  [{who}] steered: {message}"),
+        Event::AgentSteerUndelivered { why, .. } => format!("  [{who}] steer not delivered: {why}"),
+        Event::ProviderBreakerOpen { breaker, cause } => {
+            format!("  [{who}] circuit {breaker} opened: {cause}")
+        }
         Event::RunFinished { status, .. } => format!("■ run {} {status}", e.run_id),
         Event::RunResumed { .. }
         | Event::RunInterrupted {}
         | Event::BatchFinalized(_)
         | Event::AgentWorktree { .. }
         | Event::AgentCompacted { .. }
+        | Event::AgentContinue { .. }
         | Event::AgentFixRound { .. }
         | Event::AgentValidation { .. }
         | Event::AgentArtifact(_)

@@ -19,7 +19,8 @@ pub struct RunArgs {
     /// Orchestration mode [default: from config, else auto].
     #[arg(long, value_parser = parse_mode)]
     pub mode: Option<ModeChoice>,
-    /// Provider name from the config ([providers.NAME]) [default: from config, else scripted].
+    /// Provider name from your config ([providers.NAME]) or `anthropic`/`openai` [default:
+    /// `default_provider`, else the vendor whose API key is set].
     #[arg(long)]
     pub provider: Option<String>,
     /// Model to use instead of the provider's configured one.

@@ -49,6 +49,13 @@ pub enum ScheduleCommand {
     },
 }
 
+impl ScheduleCommand {
+    /// Whether it prints JSON.
+    pub fn json(&self) -> bool {
+        matches!(self, Self::List { json: true })
+    }
+}
+
 /// Arguments of `crewbox schedule add`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(group(clap::ArgGroup::new("when").required(true).args(["cron", "every", "at", "in_"])))]

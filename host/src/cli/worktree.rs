@@ -33,6 +33,15 @@ pub enum WorktreeCommand {
     },
 }
 
+impl WorktreeCommand {
+    /// Whether it prints JSON.
+    pub fn json(&self) -> bool {
+        match self {
+            Self::List { json } | Self::Prune { json } => *json,
+        }
+    }
+}
+
 /// Runs `crewbox worktree` for the repository at `repo_root`, whose worktrees live in
 /// `worktrees_dir` (`<state>/worktrees/`, resolved by the caller from the config).
 pub async fn run(

@@ -5,11 +5,12 @@
 
 use std::path::PathBuf;
 
+use crate::config::ProviderChoiceError;
 use crate::ids::{AgentId, RunId};
 use crate::plugin::{PluginError, PluginFault, PluginKind};
 use crate::provider::ProviderError;
 use crate::store::StoreError;
-use crate::team::TeamError;
+use crate::team::FindTeamError;
 use crate::vocab::Mode;
 use crate::worktree::WorktreeError;
 
@@ -31,33 +32,22 @@ pub enum EngineError {
     /// The request cannot run as asked. CLI: exit 2.
     #[error(transparent)]
     Usage(#[from] UsageError),
-    /// No provider of that name is configured. CLI: exit 2.
-    #[error("unknown provider `{name}` (configured: {})", known.join(", "))]
-    UnknownProvider {
-        /// The name asked for.
-        name: String,
-        /// The configured names.
-        known: Vec<String>,
-    },
+    /// No provider could be chosen: none is configured, the name is not one of the
+    /// user's, or `scripted` without a script. CLI: exit 2.
+    #[error(transparent)]
+    ProviderChoice(#[from] ProviderChoiceError),
     /// A provider could not be built (bad script, missing key variable…). CLI: exit 2.
-    #[error("provider `{name}`: {source}")]
+    /// (Its error names the provider already.)
+    #[error("{source}")]
     Provider {
         /// The provider's name.
         name: String,
         /// Why.
         source: ProviderError,
     },
-    /// No team of that name is defined. CLI: exit 2.
-    #[error("{}", unknown_team(name, known))]
-    UnknownTeam {
-        /// The name asked for.
-        name: String,
-        /// The teams that are defined.
-        known: Vec<String>,
-    },
-    /// The team definitions could not be read. CLI: exit 2.
+    /// No team of that name is defined, or its file could not be loaded. CLI: exit 2.
     #[error(transparent)]
-    Team(#[from] TeamError),
+    UnknownTeam(#[from] FindTeamError),
     /// A plugin could not be found or loaded (wrong kind, unreadable file, a component
     /// importing what its kind is never granted). CLI: exit 2.
     #[error(transparent)]
@@ -116,10 +106,9 @@ impl EngineError {
             Self::PluginFault { .. } => ErrorClass::PluginFault,
             Self::Interrupted(_) => ErrorClass::Interrupted,
             Self::Usage(_)
-            | Self::UnknownProvider { .. }
+            | Self::ProviderChoice(_)
             | Self::Provider { .. }
-            | Self::UnknownTeam { .. }
-            | Self::Team(_)
+            | Self::UnknownTeam(_)
             | Self::PluginLoad(_)
             | Self::Worktree { .. }
             | Self::Store(_)
@@ -139,14 +128,6 @@ impl From<StoreError> for EngineError {
             StoreError::TeamBusy { .. } | StoreError::RunBusy { .. } => Self::Busy(e),
             other => Self::Store(other),
         }
-    }
-}
-
-fn unknown_team(name: &str, known: &[String]) -> String {
-    if known.is_empty() {
-        format!("unknown team `{name}`: no teams are defined (add .crewbox/teams/{name}.toml)")
-    } else {
-        format!("unknown team `{name}` (known: {})", known.join(", "))
     }
 }
 

@@ -68,15 +68,16 @@ pub(crate) struct Inner {
 }
 
 impl Engine {
-    /// Opens the engine of `repo`, keeping its state in `state_dir`. Runs in flight are
-    /// left resumable when `shutdown` is cancelled.
+    /// Opens the engine of `repo` over its `store`, with agent worktrees in
+    /// `worktrees_dir`. Runs in flight are left resumable when `shutdown` is cancelled.
     pub(crate) async fn open(
         repo: PathBuf,
-        state_dir: &std::path::Path,
+        store: Store,
+        worktrees_dir: &std::path::Path,
         config: Arc<Config>,
         shutdown: CancellationToken,
     ) -> Result<Self, EngineError> {
-        let services = Arc::new(Services::open(repo, state_dir, config).await?);
+        let services = Arc::new(Services::open(repo, store, worktrees_dir, config).await?);
         let executor = Arc::new(LocalExecutor::new(services.clone()));
         let spawns = Arc::new(SpawnQueue::start(executor, services.store().clone()));
         Ok(Self {

@@ -8,7 +8,7 @@ use super::error::EngineError;
 use super::request::RunRequest;
 use super::services::Services;
 use crate::provider::Provider;
-use crate::provider::config::{BuildContext, Prices, ProviderConfig};
+use crate::provider::config::{BuildContext, Prices};
 
 /// The scripted demo conversation embedded in the binary.
 pub const DEMO_SCRIPT: &str = include_str!("../../assets/demo/script.toml");
@@ -26,34 +26,16 @@ pub(crate) struct BuiltProvider {
 /// Builds the provider named by `req` (or the default), with its overrides applied.
 pub(crate) fn build(services: &Services, req: &RunRequest) -> Result<BuiltProvider, EngineError> {
     let config = services.config();
-    let (name, mut cfg) = match &req.script {
-        Some(script) => (
-            "scripted".to_owned(),
-            ProviderConfig::scripted_file(script.clone()),
-        ),
-        None => {
-            let name = req
-                .provider
-                .clone()
-                .unwrap_or_else(|| config.default_provider.clone());
-            let cfg = config.providers.get(&name).cloned().ok_or_else(|| {
-                EngineError::UnknownProvider {
-                    name: name.clone(),
-                    known: config.providers.keys().cloned().collect(),
-                }
-            })?;
-            (name, cfg)
-        }
-    };
+    let env = |var: &str| std::env::var(var).ok();
+    // Which provider: decided in one place (config/provider.rs).
+    let choice = config.choose_provider(req.provider.as_deref(), req.script.as_deref(), &env)?;
+    let (name, mut cfg) = (choice.name, choice.config);
     if let Some(model) = &req.model {
         cfg.set_model(model);
     }
-    let base_dir = config
-        .provider_dirs
-        .get(&name)
-        .cloned()
+    let base_dir = choice
+        .base_dir
         .unwrap_or_else(|| services.repo().to_path_buf());
-    let env = |var: &str| std::env::var(var).ok();
     let ctx = BuildContext {
         breakers: services.breakers(),
         base_dir: &base_dir,

@@ -27,36 +27,34 @@ pub(crate) struct Services {
 }
 
 impl Services {
-    /// Opens (creating) the store in `state_dir` and the repository's worktrees;
+    /// The services over `store`, with the repository's worktrees in `worktrees_dir`;
     /// orphaned worktrees of killed processes are pruned first.
     pub(crate) async fn open(
         repo: PathBuf,
-        state_dir: &Path,
+        store: Store,
+        worktrees_dir: &Path,
         config: Arc<Config>,
     ) -> Result<Self, EngineError> {
-        let store = Store::open(state_dir).map_err(EngineError::Store)?;
-        let worktrees = match WorktreeManager::open(
-            &repo,
-            &state_dir.join("worktrees"),
-            WorktreeOptions::default(),
-        )
-        .await
-        {
-            Ok(w) => {
-                match w.prune().await {
-                    Ok(report) if !report.removed.is_empty() => {
-                        tracing::info!(pruned = report.removed.len(), "pruned orphaned worktrees")
+        let worktrees =
+            match WorktreeManager::open(&repo, worktrees_dir, WorktreeOptions::default()).await {
+                Ok(w) => {
+                    match w.prune().await {
+                        Ok(report) if !report.removed.is_empty() => {
+                            tracing::info!(
+                                pruned = report.removed.len(),
+                                "pruned orphaned worktrees"
+                            )
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "could not prune orphaned worktrees"),
                     }
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "could not prune orphaned worktrees"),
+                    Some(w)
                 }
-                Some(w)
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "no worktree isolation for this directory");
-                None
-            }
-        };
+                Err(e) => {
+                    tracing::debug!(error = %e, "no worktree isolation for this directory");
+                    None
+                }
+            };
         let runtime = PluginRuntime::new(RuntimeConfig::default())
             .map_err(|e| EngineError::PluginLoad(PluginLoadError::Runtime(e)))?;
         Ok(Self {

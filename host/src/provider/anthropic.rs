@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{self, HttpTimeouts, Redactor, SseReader};
+use super::conversation::{is_blank, well_formed};
+use super::http::{self, Body, HttpTimeouts, SseReader};
 use super::openai::estimate_usage;
 use super::{
     Completion, CompletionRequest, Message, Provider, ProviderError, Role, StopReason, ToolCall,
@@ -34,6 +35,8 @@ pub struct AnthropicOptions {
     pub stream: bool,
     /// Connect, overall and stall limits.
     pub timeouts: HttpTimeouts,
+    /// The most bytes of one reply read before the call fails.
+    pub max_reply_bytes: u64,
 }
 
 /// A Messages API client.
@@ -56,10 +59,11 @@ impl std::fmt::Debug for AnthropicProvider {
 impl AnthropicProvider {
     /// A provider named `name` (its config key).
     pub fn new(name: impl Into<String>, options: AnthropicOptions) -> Result<Self, ProviderError> {
-        let client = http::client(&options.timeouts)?;
+        let name = name.into();
+        let client = http::client(&name, &options.timeouts)?;
         let url = format!("{}/v1/messages", options.base_url.trim_end_matches('/'));
         Ok(Self {
-            name: name.into(),
+            name,
             options,
             url,
             client,
@@ -96,7 +100,6 @@ impl AnthropicProvider {
     }
 
     async fn attempt(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
-        let redact = Redactor(self.options.api_key.as_deref());
         let mut builder = self
             .client
             .post(&self.url)
@@ -106,18 +109,17 @@ impl AnthropicProvider {
             builder = builder.header("x-api-key", key);
         }
         let stall = self.options.timeouts.stall;
+        let cap = self.options.max_reply_bytes;
         let head_stall = self.options.stream.then_some(stall);
-        let response = http::send(builder, head_stall, stall, &redact).await?;
-        let mut completion = if self.options.stream {
-            read_stream(SseReader::new(
-                response.bytes_stream(),
-                stall,
-                self.options.api_key.clone(),
-            ))
-            .await?
+        let response = http::send(builder, head_stall, stall).await?;
+        let body = if self.options.stream {
+            http::stream_body(response, stall, cap).await?
         } else {
-            let bytes = http::read_body(response, stall, &redact).await?;
-            from_response(http::parse_json(&bytes, "message")?)
+            Body::Json(http::read_body(response, stall, cap).await?)
+        };
+        let mut completion = match body {
+            Body::Stream(reader) => read_stream(reader).await?,
+            Body::Json(bytes) => from_response(http::parse_json(&bytes, "message")?)?,
         };
         if completion.usage == Usage::default() {
             completion.usage = estimate_usage(request, &completion);
@@ -126,25 +128,34 @@ impl AnthropicProvider {
     }
 }
 
-/// The conversation as alternating user/assistant turns of content blocks; tool results
-/// travel as `tool_result` blocks of a user turn, merged with adjacent user content.
+/// The conversation as the Messages API takes it: alternating user/assistant turns of
+/// content blocks, starting with a user turn. Tool results travel as `tool_result`
+/// blocks at the head of the user turn after the calls ([`well_formed`] put them
+/// there), any text of that turn after them; empty and whitespace-only text is never
+/// sent (the API rejects it), and a turn left with no blocks is dropped.
 fn wire_messages(messages: &[Message]) -> Vec<Value> {
     let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for m in messages {
+    for m in well_formed(messages) {
         let (role, blocks) = match m.role {
             Role::System => continue,
+            Role::User if is_blank(&m.content) => continue,
             Role::User => ("user", vec![json!({"type": "text", "text": m.content})]),
-            Role::Tool => (
-                "user",
-                vec![json!({
+            Role::Tool => {
+                let mut block = json!({
                     "type": "tool_result",
                     "tool_use_id": m.tool_call_id.as_deref().unwrap_or_default(),
-                    "content": m.content,
-                })],
-            ),
+                });
+                if !m.content.is_empty() {
+                    block["content"] = json!(m.content);
+                }
+                if m.is_error {
+                    block["is_error"] = json!(true);
+                }
+                ("user", vec![block])
+            }
             Role::Assistant => {
                 let mut blocks = Vec::new();
-                if !m.content.is_empty() {
+                if !is_blank(&m.content) {
                     blocks.push(json!({"type": "text", "text": m.content}));
                 }
                 for c in &m.tool_calls {
@@ -158,7 +169,7 @@ fn wire_messages(messages: &[Message]) -> Vec<Value> {
                     );
                 }
                 if blocks.is_empty() {
-                    blocks.push(json!({"type": "text", "text": ""}));
+                    continue;
                 }
                 ("assistant", blocks)
             }
@@ -168,8 +179,22 @@ fn wire_messages(messages: &[Message]) -> Vec<Value> {
             _ => out.push((role, blocks)),
         }
     }
+    if out.first().is_none_or(|(role, _)| *role != "user") {
+        out.insert(
+            0,
+            (
+                "user",
+                vec![json!({"type": "text", "text": "(no message)"})],
+            ),
+        );
+    }
     out.into_iter()
-        .map(|(role, content)| json!({"role": role, "content": content}))
+        .map(|(role, mut content)| {
+            // tool_result blocks first: the API reads any block before them as the
+            // user speaking before the results arrived.
+            content.sort_by_key(|b| b["type"] != "tool_result");
+            json!({"role": role, "content": content})
+        })
         .collect()
 }
 
@@ -177,6 +202,7 @@ fn stop_reason(s: Option<&str>, has_calls: bool) -> StopReason {
     match s {
         Some("tool_use") => StopReason::ToolUse,
         Some("max_tokens") => StopReason::MaxTokens,
+        Some("refusal") => StopReason::Refused,
         _ if has_calls => StopReason::ToolUse,
         _ => StopReason::EndTurn,
     }
@@ -184,9 +210,9 @@ fn stop_reason(s: Option<&str>, has_calls: bool) -> StopReason {
 
 #[derive(Deserialize, Default)]
 struct WireUsage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "http::null_default")]
     input_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "http::null_default")]
     output_tokens: u64,
 }
 
@@ -217,15 +243,24 @@ struct WireMessage {
     usage: Option<WireUsage>,
 }
 
-fn from_response(m: WireMessage) -> Completion {
+/// A non-streamed reply: a message, or (with a 200) an error object.
+fn from_response(v: Value) -> Result<Completion, ProviderError> {
+    if v.get("type").and_then(Value::as_str) == Some("error") || v.get("error").is_some() {
+        return Err(http::api_error(v.get("error").unwrap_or(&v)));
+    }
+    let m: WireMessage = serde_json::from_value(v)
+        .map_err(|e| ProviderError::BadResponse(format!("message: {e}")))?;
     let mut text = String::new();
     let mut tool_calls = Vec::new();
     for block in m.content {
         match block {
             WireBlock::Text { text: t } => text.push_str(&t),
             WireBlock::ToolUse { id, name, input } => {
-                let args = if input.is_null() { json!({}) } else { input };
-                tool_calls.push(ToolCall { id, name, args });
+                tool_calls.push(match input {
+                    Value::Null => ToolCall::new(id, name, json!({})),
+                    Value::Object(_) => ToolCall::new(id, name, input),
+                    other => ToolCall::from_wire(id, name, &other.to_string()),
+                });
             }
             WireBlock::Other => {}
         }
@@ -237,48 +272,12 @@ fn from_response(m: WireMessage) -> Completion {
             output: u.output_tokens,
         })
         .unwrap_or_default();
-    Completion {
+    Ok(Completion {
         stop: stop_reason(m.stop_reason.as_deref(), !tool_calls.is_empty()),
         text,
         tool_calls,
         usage,
-    }
-}
-
-/// The error an `error` event (or error body) stands for.
-fn api_error(error: &Value) -> ProviderError {
-    let kind = error.get("type").and_then(Value::as_str).unwrap_or("");
-    let message = http::truncate(
-        error.get("message").and_then(Value::as_str).unwrap_or(kind),
-        600,
-    );
-    match kind {
-        "rate_limit_error" => ProviderError::RateLimited { retry_after: None },
-        "overloaded_error" => ProviderError::Server {
-            status: 529,
-            message,
-        },
-        "authentication_error" => ProviderError::Rejected {
-            status: 401,
-            message,
-        },
-        "permission_error" => ProviderError::Rejected {
-            status: 403,
-            message,
-        },
-        "not_found_error" => ProviderError::Rejected {
-            status: 404,
-            message,
-        },
-        "invalid_request_error" => ProviderError::Rejected {
-            status: 400,
-            message,
-        },
-        _ => ProviderError::Server {
-            status: 500,
-            message,
-        },
-    }
+    })
 }
 
 enum PartialBlock {
@@ -387,7 +386,7 @@ where
                 finished = true;
                 break;
             }
-            "error" => return Err(api_error(v.get("error").unwrap_or(&Value::Null))),
+            "error" => return Err(http::api_error(v.get("error").unwrap_or(&v))),
             _ => {} // ping, content_block_stop and future event kinds
         }
     }
@@ -405,14 +404,12 @@ where
                 name,
                 json,
                 input,
-            } => {
-                let args = if json.trim().is_empty() {
-                    if input.is_object() { input } else { json!({}) }
-                } else {
-                    http::parse_arguments(&json)
-                };
-                Some(ToolCall { id, name, args })
-            }
+            } => Some(if json.trim().is_empty() {
+                let args = if input.is_object() { input } else { json!({}) };
+                ToolCall::new(id, name, args)
+            } else {
+                ToolCall::from_wire(id, name, &json)
+            }),
         })
         .collect();
     Ok(Completion {

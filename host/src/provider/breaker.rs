@@ -59,10 +59,13 @@ pub fn counts_as_failure(err: &ProviderError) -> bool {
     match err {
         ProviderError::Timeout(_)
         | ProviderError::RateLimited { .. }
+        | ProviderError::Overloaded { .. }
         | ProviderError::Server { .. }
         | ProviderError::Connection(_)
         | ProviderError::BadResponse(_) => true,
-        ProviderError::Rejected { .. }
+        // A reply over our own size cap says more about the request than the server.
+        ProviderError::ReplyTooLarge { .. }
+        | ProviderError::Rejected { .. }
         | ProviderError::CircuitOpen { .. }
         | ProviderError::NoScriptedReply { .. }
         | ProviderError::Config(_) => false,
@@ -98,6 +101,7 @@ pub struct Breaker {
     opened_at: Option<Instant>,
     opened_at_wall: Option<SystemTime>,
     trial_in_flight: bool,
+    last_failure: Option<String>,
 }
 
 impl Breaker {
@@ -110,6 +114,7 @@ impl Breaker {
             opened_at: None,
             opened_at_wall: None,
             trial_in_flight: false,
+            last_failure: None,
         }
     }
 
@@ -147,8 +152,20 @@ impl Breaker {
         }
     }
 
-    /// Records how an admitted call ended.
-    pub fn record(&mut self, admission: Admission, outcome: Outcome, now: Instant) {
+    /// The last failure that counted, as its error said (kept for the open circuit's
+    /// error and for `crewbox health`).
+    pub fn last_failure(&self) -> Option<&str> {
+        self.last_failure.as_deref()
+    }
+
+    /// Records a failure's cause and how it ended; true when it opened the circuit.
+    pub fn record_failure(&mut self, admission: Admission, cause: &str, now: Instant) -> bool {
+        self.last_failure = Some(cause.to_owned());
+        self.record(admission, Outcome::Failure, now)
+    }
+
+    /// Records how an admitted call ended; true when this opened the circuit.
+    pub fn record(&mut self, admission: Admission, outcome: Outcome, now: Instant) -> bool {
         if admission == Admission::Trial {
             self.trial_in_flight = false;
         }
@@ -158,6 +175,7 @@ impl Breaker {
                 self.consecutive_failures = 0;
                 self.opened_at = None;
                 self.opened_at_wall = None;
+                false
             }
             Outcome::Failure => {
                 self.consecutive_failures = self.consecutive_failures.saturating_add(1);
@@ -175,8 +193,9 @@ impl Breaker {
                     self.opened_at = Some(now);
                     self.opened_at_wall = Some(SystemTime::now());
                 }
+                trip
             }
-            Outcome::Neutral => {}
+            Outcome::Neutral => false,
         }
     }
 }
@@ -192,6 +211,8 @@ pub struct BreakerStatus {
     pub consecutive_failures: u32,
     /// Wall-clock time the circuit last opened, while it is not closed.
     pub opened_at: Option<SystemTime>,
+    /// The last failure that counted.
+    pub last_failure: Option<String>,
 }
 
 /// The shared registry of circuits, one per `provider/model` key.
@@ -229,6 +250,7 @@ impl Breakers {
                     state: b.state,
                     consecutive_failures: b.consecutive_failures,
                     opened_at: b.opened_at_wall,
+                    last_failure: b.last_failure.clone(),
                 }
             })
             .collect()
@@ -262,10 +284,16 @@ struct TrialGuard<'a> {
 }
 
 impl TrialGuard<'_> {
-    fn finish(mut self, outcome: Outcome) {
+    /// Records the call's end; true when its failure opened the circuit.
+    fn finish(mut self, outcome: Result<(), &ProviderError>) -> bool {
         self.done = true;
         let mut b = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
-        b.record(self.admission, outcome, Instant::now());
+        let now = Instant::now();
+        match outcome {
+            Ok(()) => b.record(self.admission, Outcome::Success, now),
+            Err(e) if counts_as_failure(e) => b.record_failure(self.admission, &e.to_string(), now),
+            Err(_) => b.record(self.admission, Outcome::Neutral, now),
+        }
     }
 }
 
@@ -293,6 +321,8 @@ impl Provider for BreakerProvider {
                 .map_err(|retry_in| ProviderError::CircuitOpen {
                     key: self.key.clone(),
                     retry_in,
+                    cause: b.last_failure().unwrap_or("unknown").to_owned(),
+                    opened_now: false,
                 })?
         };
         let guard = TrialGuard {
@@ -301,16 +331,25 @@ impl Provider for BreakerProvider {
             done: false,
         };
         let result = self.inner.complete(request).await;
-        let outcome = match &result {
-            Ok(_) => Outcome::Success,
-            Err(e) if counts_as_failure(e) => Outcome::Failure,
-            Err(_) => Outcome::Neutral,
-        };
-        if outcome == Outcome::Failure {
-            tracing::debug!(breaker = %self.key, "model call failed; breaker notified");
+        let opened = guard.finish(result.as_ref().map(|_| ()));
+        match result {
+            // The failure that opens the circuit is reported as the opening (naming it),
+            // so the retry layer stops and the caller can record the event once.
+            Err(cause) if opened => {
+                tracing::warn!(breaker = %self.key, error = %cause, "circuit breaker opened");
+                let retry_in = {
+                    let b = self.breaker.lock().unwrap_or_else(|e| e.into_inner());
+                    b.config.cooldown
+                };
+                Err(ProviderError::CircuitOpen {
+                    key: self.key.clone(),
+                    retry_in,
+                    cause: cause.to_string(),
+                    opened_now: true,
+                })
+            }
+            other => other,
         }
-        guard.finish(outcome);
-        result
     }
 }
 

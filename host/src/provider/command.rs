@@ -235,9 +235,12 @@ impl Provider for CommandProvider {
                 .code()
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "a signal".into());
+            // The CLI may echo a key it was given: masked before it becomes an error.
             return Err(ProviderError::Server {
                 status: 500,
-                message: format!("command `{program}` exited with {code}: {stderr}"),
+                message: crate::redact::clean_owned(format!(
+                    "command `{program}` exited with {code}: {stderr}"
+                )),
             });
         }
         if truncated {

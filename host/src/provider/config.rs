@@ -14,7 +14,7 @@ use super::anthropic::{AnthropicOptions, AnthropicProvider};
 use super::breaker::Breakers;
 use super::command::{CommandOptions, CommandProvider, PromptVia};
 use super::http::HttpTimeouts;
-use super::openai::{OpenAiOptions, OpenAiProvider};
+use super::openai::{OpenAiOptions, OpenAiProvider, TokenLimitField};
 use super::retry::{RetryPolicy, RetryProvider};
 use super::scripted::ScriptedProvider;
 use super::{Provider, ProviderError, Usage};
@@ -86,6 +86,12 @@ pub struct OpenaiConfig {
     /// Stream replies (default true).
     #[serde(default = "yes")]
     pub stream: bool,
+    /// The request field for the output token limit: `max_completion_tokens` (default,
+    /// OpenAI) or `max_tokens` (servers that only know the older field).
+    #[serde(default)]
+    pub token_limit_field: TokenLimitField,
+    /// The most bytes of one reply read before the call fails (default 8 MiB).
+    pub max_reply_bytes: Option<u64>,
     /// Price per million input tokens.
     pub price_input_per_mtok: Option<f64>,
     /// Price per million output tokens.
@@ -119,6 +125,8 @@ pub struct AnthropicConfig {
     /// Stream replies (default true).
     #[serde(default = "yes")]
     pub stream: bool,
+    /// The most bytes of one reply read before the call fails (default 8 MiB).
+    pub max_reply_bytes: Option<u64>,
     /// Price per million input tokens.
     pub price_input_per_mtok: Option<f64>,
     /// Price per million output tokens.
@@ -201,10 +209,46 @@ fn seconds(name: &str, key: &str, v: Option<f64>, default: u64) -> Result<Durati
 
 fn api_key(name: &str, var: &str, ctx: &BuildContext<'_>) -> Result<String, ProviderError> {
     match (ctx.env)(var) {
-        Some(v) if !v.trim().is_empty() => Ok(v),
+        Some(v) if !v.trim().is_empty() => {
+            crate::redact::register(&v);
+            Ok(v)
+        }
         _ => Err(ProviderError::Config(format!(
             "provider `{name}`: environment variable `{var}` (api_key_env) is not set or empty"
         ))),
+    }
+}
+
+fn reply_cap(name: &str, v: Option<u64>) -> Result<u64, ProviderError> {
+    match v {
+        None => Ok(super::http::DEFAULT_MAX_REPLY_BYTES),
+        Some(0) => Err(ProviderError::Config(format!(
+            "provider `{name}`: `max_reply_bytes` must be at least 1"
+        ))),
+        Some(n) => Ok(n),
+    }
+}
+
+/// The environment variable holding the key of a provider definition, if it has one.
+pub fn key_variable(cfg: &ProviderConfig) -> Option<&str> {
+    match cfg {
+        ProviderConfig::Openai(c) => c.api_key_env.as_deref(),
+        ProviderConfig::Anthropic(c) => Some(&c.api_key_env),
+        ProviderConfig::Scripted(_) | ProviderConfig::Command(_) => None,
+    }
+}
+
+/// Makes every configured provider's key (the values of their `api_key_env` variables
+/// that are set) known to the redactor, whether or not this process uses it: a key
+/// echoed by another provider's server or an agent CLI is masked all the same.
+pub fn register_secrets<'a>(
+    providers: impl IntoIterator<Item = (&'a String, &'a ProviderConfig)>,
+    env: &dyn Fn(&str) -> Option<String>,
+) {
+    for (_, cfg) in providers {
+        if let Some(value) = key_variable(cfg).and_then(env) {
+            crate::redact::register(&value);
+        }
     }
 }
 
@@ -252,6 +296,8 @@ pub fn build(
                 model: c.model.clone(),
                 api_key,
                 stream: c.stream,
+                token_limit_field: c.token_limit_field,
+                max_reply_bytes: reply_cap(name, c.max_reply_bytes)?,
                 timeouts: HttpTimeouts {
                     connect: seconds(name, "connect_timeout_s", c.connect_timeout_s, 10)?,
                     overall: seconds(name, "timeout_s", c.timeout_s, 600)?,
@@ -271,6 +317,7 @@ pub fn build(
                 api_key: Some(api_key(name, &c.api_key_env, ctx)?),
                 max_tokens: c.max_tokens.unwrap_or(4096),
                 stream: c.stream,
+                max_reply_bytes: reply_cap(name, c.max_reply_bytes)?,
                 timeouts: HttpTimeouts {
                     connect: seconds(name, "connect_timeout_s", c.connect_timeout_s, 10)?,
                     overall: seconds(name, "timeout_s", c.timeout_s, 600)?,

@@ -1,5 +1,5 @@
 //! What the HTTP providers share: the client, status → error mapping, `Retry-After`,
-//! stall-guarded stream reading and key redaction.
+//! stall- and size-guarded reading, and error text that never carries a secret.
 
 use std::time::{Duration, SystemTime};
 
@@ -33,30 +33,35 @@ impl Default for HttpTimeouts {
     }
 }
 
-/// Builds the HTTP client of one provider.
-pub(crate) fn client(timeouts: &HttpTimeouts) -> Result<reqwest::Client, ProviderError> {
+/// Builds the HTTP client of provider `name`.
+pub(crate) fn client(
+    name: &str,
+    timeouts: &HttpTimeouts,
+) -> Result<reqwest::Client, ProviderError> {
     reqwest::Client::builder()
         .connect_timeout(timeouts.connect)
         .user_agent(concat!("crewbox/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| ProviderError::Config(format!("cannot build the HTTP client: {e}")))
+        .map_err(|e| {
+            ProviderError::Config(format!(
+                "provider `{name}`: cannot build the HTTP client: {e}"
+            ))
+        })
 }
 
-/// Removes the API key from text that may echo it (server messages, transport errors).
-pub(crate) struct Redactor<'a>(pub Option<&'a str>);
+/// Longest error body read from a failed response (the rest is not needed to say why).
+const MAX_ERROR_READ: usize = 64 * 1024;
 
-impl Redactor<'_> {
-    /// `text` with every occurrence of the key replaced.
-    pub(crate) fn clean(&self, text: &str) -> String {
-        match self.0 {
-            Some(key) if key.len() >= 4 => text.replace(key, "[redacted]"),
-            _ => text.to_owned(),
-        }
-    }
+/// The default of `max_reply_bytes`: the most of one reply read before giving up.
+pub const DEFAULT_MAX_REPLY_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Server text fit for an error: secrets masked, then cut to `max` bytes.
+pub(crate) fn shown(text: &str, max: usize) -> String {
+    truncate(&crate::redact::clean(text), max)
 }
 
 /// Maps a transport error (no HTTP status) to a provider error.
-pub(crate) fn transport_error(e: &reqwest::Error, redact: &Redactor<'_>) -> ProviderError {
+pub(crate) fn transport_error(e: &reqwest::Error) -> ProviderError {
     // The URL is not secret, but keep messages short: the source chain says what failed.
     let mut msg = e.to_string();
     let mut src = std::error::Error::source(e);
@@ -65,7 +70,7 @@ pub(crate) fn transport_error(e: &reqwest::Error, redact: &Redactor<'_>) -> Prov
         msg.push_str(&s.to_string());
         src = s.source();
     }
-    let msg = redact.clean(&msg);
+    let msg = crate::redact::clean_owned(msg);
     if e.is_timeout() {
         ProviderError::Timeout(msg)
     } else {
@@ -80,7 +85,6 @@ pub(crate) async fn send(
     request: reqwest::RequestBuilder,
     head_stall: Option<Duration>,
     stall: Duration,
-    redact: &Redactor<'_>,
 ) -> Result<reqwest::Response, ProviderError> {
     let sent = match head_stall {
         Some(limit) => tokio::time::timeout(limit, request.send())
@@ -90,7 +94,7 @@ pub(crate) async fn send(
             })?,
         None => request.send().await,
     };
-    let response = sent.map_err(|e| transport_error(&e, redact))?;
+    let response = sent.map_err(|e| transport_error(&e))?;
     let status = response.status();
     if status.is_success() {
         return Ok(response);
@@ -100,12 +104,12 @@ pub(crate) async fn send(
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| parse_retry_after(v, SystemTime::now()));
-    let body = tokio::time::timeout(stall, response.text())
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    Err(status_error(status, retry_after, &redact.clean(&body)))
+    // An error body is read only so far: a hostile server cannot make us buffer it all.
+    let body = match read_capped(response, stall, MAX_ERROR_READ as u64).await {
+        Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(_) => String::new(),
+    };
+    Err(status_error(status, retry_after, &body))
 }
 
 /// The error for an HTTP status that is not a success.
@@ -116,26 +120,117 @@ pub(crate) fn status_error(
 ) -> ProviderError {
     let message = error_message(body);
     match status.as_u16() {
-        429 => ProviderError::RateLimited { retry_after },
+        429 => ProviderError::RateLimited {
+            retry_after,
+            message,
+        },
+        s @ (503 | 529) => ProviderError::Overloaded {
+            status: s,
+            retry_after,
+            message,
+        },
         408 => ProviderError::Timeout(format!("server answered 408: {message}")),
         s if status.is_server_error() => ProviderError::Server { status: s, message },
         s => ProviderError::Rejected { status: s, message },
     }
 }
 
-/// The useful part of an error body: `error.message` when it is JSON, else the text,
-/// truncated.
+/// The useful part of an error body: `error.message` when it is JSON, else the text;
+/// redacted and truncated.
 pub(crate) fn error_message(body: &str) -> String {
+    let text = |v: Option<&serde_json::Value>| v.and_then(|m| m.as_str()).map(str::to_owned);
+    // `{"error": {"message"}}` (OpenAI, Anthropic), `{"error": "…"}` (llama.cpp, Ollama),
+    // `{"object": "error", "message"}` (vLLM), `{"detail"}` (FastAPI servers).
     let from_json = serde_json::from_str::<serde_json::Value>(body)
         .ok()
-        .and_then(|v| {
-            let e = v.get("error")?;
-            e.get("message")
-                .and_then(|m| m.as_str())
-                .map(str::to_owned)
-                .or_else(|| e.as_str().map(str::to_owned))
+        .and_then(|v| match v.get("error") {
+            Some(e) => text(e.get("message")).or_else(|| text(Some(e))),
+            None => text(v.get("message")).or_else(|| text(v.get("detail"))),
         });
-    truncate(from_json.as_deref().unwrap_or(body.trim()), MAX_ERROR_BODY)
+    shown(from_json.as_deref().unwrap_or(body.trim()), MAX_ERROR_BODY)
+}
+
+/// The error an API error object stands for, wherever it arrived: a 200 body, a stream
+/// event (`data: {"error": …}`, Anthropic `event: error`). Reads the OpenAI (`type`,
+/// `code`, `status`) and Anthropic (`type`) vocabularies, so a rate limit is a rate
+/// limit and an overload an overload, not "error 500".
+pub(crate) fn api_error(error: &serde_json::Value) -> ProviderError {
+    let field = |k: &str| match error.get(k) {
+        Some(serde_json::Value::String(s)) => s.to_ascii_lowercase(),
+        Some(serde_json::Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    };
+    let (kind, code, status) = (field("type"), field("code"), field("status"));
+    let raw = error
+        .get("message")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| error.as_str().map(str::to_owned))
+        .unwrap_or_else(|| error.to_string());
+    let message = shown(&raw, MAX_ERROR_BODY);
+    let any = |words: &[&str]| {
+        [&kind, &code, &status]
+            .iter()
+            .any(|f| words.iter().any(|w| f.contains(w)))
+    };
+    let rejected = |status| ProviderError::Rejected {
+        status,
+        message: message.clone(),
+    };
+    if any(&["insufficient_quota", "billing"]) {
+        // Out of credit: waiting will not help, so not a rate limit.
+        rejected(429)
+    } else if any(&[
+        "rate_limit",
+        "429",
+        "resource_exhausted",
+        "too_many_requests",
+    ]) {
+        ProviderError::RateLimited {
+            retry_after: None,
+            message,
+        }
+    } else if any(&["overloaded", "529", "503", "unavailable"]) {
+        let status = if any(&["529", "overloaded"]) {
+            529
+        } else {
+            503
+        };
+        ProviderError::Overloaded {
+            status,
+            retry_after: None,
+            message,
+        }
+    } else if any(&[
+        "authentication",
+        "invalid_api_key",
+        "401",
+        "unauthenticated",
+    ]) {
+        rejected(401)
+    } else if any(&["permission", "403"]) {
+        rejected(403)
+    } else if any(&["not_found", "404", "model_not_found"]) {
+        rejected(404)
+    } else if any(&[
+        "invalid_request",
+        "context_length",
+        "400",
+        "invalid_argument",
+    ]) {
+        rejected(400)
+    } else if any(&["timeout"]) {
+        ProviderError::Timeout(format!("the server reported a timeout: {message}"))
+    } else {
+        ProviderError::Server {
+            status: 500,
+            message: if kind.is_empty() {
+                format!("the server sent an error: {message}")
+            } else {
+                format!("the server sent an error ({kind}): {message}")
+            },
+        }
+    }
 }
 
 /// At most `max` bytes of `s`, cut on a character boundary.
@@ -163,13 +258,91 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// Reads an SSE body, failing with `Timeout` when no chunk arrives for `stall`.
+/// How a successful response carries its reply.
+#[derive(Debug)]
+pub(crate) enum Body {
+    /// Server-Sent Events (what a stream request expects).
+    Stream(SseReader<futures::stream::BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>>),
+    /// One JSON document, read whole (a server that ignores `stream: true`, or reports
+    /// an error with a 200).
+    Json(Vec<u8>),
+}
+
+/// Reads the reply of a stream request. A 200 that is not an event stream is read as
+/// JSON if it is JSON (a completion from a server that ignores `stream`, or an error
+/// object); anything else is an error naming what came instead.
+pub(crate) async fn stream_body(
+    response: reqwest::Response,
+    stall: Duration,
+    cap: u64,
+) -> Result<Body, ProviderError> {
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if content_type.contains("event-stream") {
+        return Ok(Body::Stream(SseReader::new(
+            response.bytes_stream().boxed(),
+            stall,
+            cap,
+        )));
+    }
+    let (bytes, _) = read_capped(response, stall, cap)
+        .await
+        .and_then(|(b, over)| {
+            if over {
+                Err(ProviderError::ReplyTooLarge { limit: cap })
+            } else {
+                Ok((b, over))
+            }
+        })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let start = text.trim_start();
+    if start.starts_with('{') || content_type.contains("json") {
+        return Ok(Body::Json(bytes));
+    }
+    if ["data:", "event:", ":", "id:", "retry:"]
+        .iter()
+        .any(|p| start.starts_with(p))
+    {
+        // An event stream without its content type: parse what was read.
+        let chunk: Result<bytes::Bytes, reqwest::Error> = Ok(bytes::Bytes::from(bytes));
+        return Ok(Body::Stream(SseReader::new(
+            futures::stream::iter([chunk]).boxed(),
+            stall,
+            cap,
+        )));
+    }
+    let kind = if content_type.is_empty() {
+        "no content type".to_owned()
+    } else {
+        format!("content type `{content_type}`")
+    };
+    Err(ProviderError::BadResponse(format!(
+        "asked for an event stream, the server answered 200 with {kind}: {}",
+        shown(start, 200)
+    )))
+}
+
+/// Reads an SSE body, failing with `Timeout` when no chunk arrives for `stall` and with
+/// `ReplyTooLarge` past `cap` bytes (which also bounds any single line).
 pub(crate) struct SseReader<S> {
     body: S,
     parser: SseParser,
     pending: std::collections::VecDeque<SseEvent>,
     stall: Duration,
-    redact_key: Option<String>,
+    cap: u64,
+    read: u64,
+}
+
+impl<S> std::fmt::Debug for SseReader<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SseReader")
+            .field("read", &self.read)
+            .finish()
+    }
 }
 
 impl<S, B> SseReader<S>
@@ -178,13 +351,14 @@ where
     B: AsRef<[u8]>,
 {
     /// Wraps a body stream.
-    pub(crate) fn new(body: S, stall: Duration, redact_key: Option<String>) -> Self {
+    pub(crate) fn new(body: S, stall: Duration, cap: u64) -> Self {
         Self {
             body,
             parser: SseParser::default(),
             pending: Default::default(),
             stall,
-            redact_key,
+            cap,
+            read: 0,
         }
     }
 
@@ -204,12 +378,15 @@ where
                 })?;
             match chunk {
                 None => return Ok(None),
-                Some(Err(e)) => {
-                    return Err(transport_error(&e, &Redactor(self.redact_key.as_deref())));
-                }
+                Some(Err(e)) => return Err(transport_error(&e)),
                 Some(Ok(bytes)) => {
+                    let bytes = bytes.as_ref();
+                    self.read += bytes.len() as u64;
+                    if self.read > self.cap {
+                        return Err(ProviderError::ReplyTooLarge { limit: self.cap });
+                    }
                     let mut out = Vec::new();
-                    self.parser.feed(bytes.as_ref(), &mut out);
+                    self.parser.feed(bytes, &mut out);
                     self.pending.extend(out);
                 }
             }
@@ -217,12 +394,16 @@ where
     }
 }
 
-/// Reads a whole (non-streamed) body with the stall limit applied per chunk.
-pub(crate) async fn read_body(
+/// Reads at most `cap` bytes of a body with the stall limit applied per chunk; the flag
+/// says whether more was there (the rest is not read).
+async fn read_capped(
     response: reqwest::Response,
     stall: Duration,
-    redact: &Redactor<'_>,
-) -> Result<Vec<u8>, ProviderError> {
+    cap: u64,
+) -> Result<(Vec<u8>, bool), ProviderError> {
+    if response.content_length().is_some_and(|n| n > cap) {
+        return Ok((Vec::new(), true));
+    }
     let mut body = response.bytes_stream();
     let mut buf = Vec::new();
     loop {
@@ -233,31 +414,69 @@ pub(crate) async fn read_body(
                     stall.as_secs_f32()
                 )));
             }
-            Ok(None) => return Ok(buf),
-            Ok(Some(Err(e))) => return Err(transport_error(&e, redact)),
-            Ok(Some(Ok(b))) => buf.extend_from_slice(&b),
+            Ok(None) => return Ok((buf, false)),
+            Ok(Some(Err(e))) => return Err(transport_error(&e)),
+            Ok(Some(Ok(b))) => {
+                let room = (cap as usize).saturating_sub(buf.len());
+                buf.extend_from_slice(&b[..b.len().min(room)]);
+                if b.len() > room {
+                    return Ok((buf, true));
+                }
+            }
         }
     }
 }
 
-/// Parses JSON from the server, mapping failure to `BadResponse`.
+/// Reads a whole (non-streamed) reply, at most `cap` bytes.
+pub(crate) async fn read_body(
+    response: reqwest::Response,
+    stall: Duration,
+    cap: u64,
+) -> Result<Vec<u8>, ProviderError> {
+    match read_capped(response, stall, cap).await? {
+        (_, true) => Err(ProviderError::ReplyTooLarge { limit: cap }),
+        (bytes, false) => Ok(bytes),
+    }
+}
+
+/// Parses JSON from the server, mapping failure to `BadResponse` with a redacted excerpt.
 pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
     what: &str,
 ) -> Result<T, ProviderError> {
     serde_json::from_slice(bytes).map_err(|e| {
-        let shown = truncate(&String::from_utf8_lossy(bytes), 200);
-        ProviderError::BadResponse(format!("{what}: {e} (got: {shown})"))
+        let excerpt = shown(&String::from_utf8_lossy(bytes), 200);
+        ProviderError::BadResponse(format!("{what}: {e} (got: {excerpt})"))
     })
 }
 
-/// Parses a tool call's JSON arguments; garbage is kept as a string for the loop to
-/// report back to the model.
-pub(crate) fn parse_arguments(raw: &str) -> serde_json::Value {
-    if raw.trim().is_empty() {
-        return serde_json::Value::Object(Default::default());
+/// A deserializer for optional fields where servers send `null` for "none": `null` and
+/// absence both give the default (`"tool_calls": null`, `"choices": null`).
+pub(crate) fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + serde::Deserialize<'de>,
+{
+    use serde::Deserialize as _;
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Call ids as the wire needs them: present and unique (servers omit them, or repeat
+/// one for every call).
+pub(crate) fn unique_ids(calls: &mut [super::ToolCall]) {
+    let mut seen = std::collections::HashSet::new();
+    for (i, c) in calls.iter_mut().enumerate() {
+        if c.id.trim().is_empty() || !seen.insert(c.id.clone()) {
+            let mut n = i;
+            c.id = loop {
+                let id = format!("call_{n}");
+                if seen.insert(id.clone()) {
+                    break id;
+                }
+                n += 1;
+            };
+        }
     }
-    serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_owned()))
 }
 
 /// Runs one attempt under the overall time limit of a model call.
@@ -304,6 +523,10 @@ mod tests {
             ProviderError::RateLimited { .. }
         ));
         assert!(matches!(
+            status_error(StatusCode::from_u16(529).unwrap(), None, ""),
+            ProviderError::Overloaded { status: 529, .. }
+        ));
+        assert!(matches!(
             status_error(StatusCode::BAD_GATEWAY, None, ""),
             ProviderError::Server { status: 502, .. }
         ));
@@ -320,10 +543,54 @@ mod tests {
 
     #[test]
     fn redaction_and_truncation() {
+        crate::redact::register("sk-http-unit-secret");
         assert_eq!(
-            Redactor(Some("sk-secret")).clean("key sk-secret bad"),
+            error_message(r#"{"error":{"message":"key sk-http-unit-secret bad"}}"#),
             "key [redacted] bad"
         );
         assert_eq!(truncate("héllo", 2), "h…");
+    }
+
+    #[test]
+    fn api_errors_name_their_kind() {
+        use serde_json::json;
+        let e = api_error(
+            &json!({"message": "slow", "type": "requests", "code": "rate_limit_exceeded"}),
+        );
+        assert!(
+            matches!(&e, ProviderError::RateLimited { message, .. } if message == "slow"),
+            "{e}"
+        );
+        let e = api_error(&json!({"type": "overloaded_error", "message": "Overloaded"}));
+        assert!(
+            matches!(e, ProviderError::Overloaded { status: 529, .. }),
+            "{e}"
+        );
+        let e = api_error(&json!({"type": "invalid_request_error", "message": "bad"}));
+        assert!(
+            matches!(e, ProviderError::Rejected { status: 400, .. }),
+            "{e}"
+        );
+        let e = api_error(&json!({"message": "kaput"}));
+        assert!(e.to_string().contains("kaput"), "{e}");
+        let e = status_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(Duration::from_secs(2)),
+            "busy",
+        );
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn ids_are_made_present_and_unique() {
+        use super::super::ToolCall;
+        let mut calls = vec![
+            ToolCall::new("", "a", serde_json::json!({})),
+            ToolCall::new("x", "b", serde_json::json!({})),
+            ToolCall::new("x", "c", serde_json::json!({})),
+        ];
+        unique_ids(&mut calls);
+        let ids: Vec<_> = calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["call_0", "x", "call_2"]);
     }
 }

@@ -8,6 +8,7 @@ pub mod anthropic;
 pub mod breaker;
 pub mod command;
 pub mod config;
+pub mod conversation;
 pub mod http;
 pub mod openai;
 pub mod retry;
@@ -46,8 +47,50 @@ pub struct ToolCall {
     pub id: String,
     /// The tool's name.
     pub name: String,
-    /// The arguments as JSON (an object, unless the model sent garbage).
+    /// The arguments as JSON (`null` when the model's text was not JSON).
     pub args: serde_json::Value,
+    /// The model's own argument text when it was not valid JSON: the loop reports it
+    /// back, and it is re-sent verbatim in the history (never re-encoded as a string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid_args: Option<String>,
+}
+
+impl ToolCall {
+    /// A call with well-formed arguments.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, args: serde_json::Value) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            args,
+            invalid_args: None,
+        }
+    }
+
+    /// A call from the argument text a server sent: JSON if it parses (an empty text is
+    /// `{}`), else kept as the model wrote it in [`ToolCall::invalid_args`].
+    pub fn from_wire(id: impl Into<String>, name: impl Into<String>, raw: &str) -> Self {
+        let mut call = Self::new(id, name, serde_json::Value::Object(Default::default()));
+        if raw.trim().is_empty() {
+            return call;
+        }
+        match serde_json::from_str(raw) {
+            Ok(args) => call.args = args,
+            Err(_) => {
+                call.args = serde_json::Value::Null;
+                call.invalid_args = Some(raw.to_owned());
+            }
+        }
+        call
+    }
+
+    /// The arguments as the model's text: the JSON, or what it sent when that was not
+    /// JSON.
+    pub fn args_text(&self) -> String {
+        match &self.invalid_args {
+            Some(raw) => raw.clone(),
+            None => self.args.to_string(),
+        }
+    }
 }
 
 /// One message of a conversation.
@@ -63,6 +106,9 @@ pub struct Message {
     /// For `Role::Tool`: the id of the call this answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// For `Role::Tool`: the call failed (sent as `is_error` where the API has it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
 }
 
 impl Message {
@@ -88,12 +134,20 @@ impl Message {
             ..Self::plain(Role::Tool, content)
         }
     }
+    /// The result of a tool call that failed.
+    pub fn tool_error(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            is_error: true,
+            ..Self::tool(call_id, content)
+        }
+    }
     fn plain(role: Role, content: impl Into<String>) -> Self {
         Self {
             role,
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            is_error: false,
         }
     }
 }
@@ -161,8 +215,10 @@ pub enum StopReason {
     EndTurn,
     /// The model asked for tool calls.
     ToolUse,
-    /// The output token limit was reached.
+    /// The output token limit was reached: the reply (text or tool arguments) is cut.
     MaxTokens,
+    /// The server's content filter or the model's refusal ended the reply.
+    Refused,
 }
 
 /// A model's reply.
@@ -184,11 +240,25 @@ pub enum ProviderError {
     /// No answer in time, or the stream stalled. Retried.
     #[error("model call timed out: {0}")]
     Timeout(String),
-    /// 429: the server asks us to slow down. Retried after `retry_after` if given.
-    #[error("rate limited by the model server{}", retry_after.map(|d| format!(" (retry after {} ms)", d.as_millis())).unwrap_or_default())]
+    /// 429 (or a rate-limit error in a stream or body): the server asks us to slow
+    /// down. Retried after `retry_after` if given.
+    #[error("rate limited by the model server{}{}", retry_after_text(*retry_after), colon(message))]
     RateLimited {
         /// The server's `Retry-After`, if any.
         retry_after: Option<Duration>,
+        /// What the server said (truncated, redacted; may be empty).
+        message: String,
+    },
+    /// 503 / 529 (or an `overloaded` error): the server is busy. Retried after
+    /// `retry_after` if given.
+    #[error("model server overloaded ({status}){}{}", retry_after_text(*retry_after), colon(message))]
+    Overloaded {
+        /// HTTP status (529 for Anthropic's `overloaded_error`).
+        status: u16,
+        /// The server's `Retry-After`, if any.
+        retry_after: Option<Duration>,
+        /// What the server said (truncated, redacted).
+        message: String,
     },
     /// 5xx. Retried.
     #[error("model server error {status}: {message}")]
@@ -212,13 +282,25 @@ pub enum ProviderError {
         /// What the server said.
         message: String,
     },
+    /// The reply is larger than the provider's `max_reply_bytes`. Not retried.
+    #[error("the model's reply exceeded {limit} bytes (max_reply_bytes) and was not read further")]
+    ReplyTooLarge {
+        /// The cap, in bytes.
+        limit: u64,
+    },
     /// The circuit breaker for this provider+model is open. Not retried.
-    #[error("circuit breaker for {key} is open after repeated failures; retry in {} s", retry_in.as_secs().max(1))]
+    #[error("circuit breaker for {key} {} after repeated failures (last: {cause}); retry in {} s",
+        if *opened_now { "opened" } else { "is open" }, retry_in.as_secs().max(1))]
     CircuitOpen {
         /// `provider/model`.
         key: String,
         /// Time until a trial call is allowed.
         retry_in: Duration,
+        /// The failure that opened it (the last one counted).
+        cause: String,
+        /// This call's failure is the one that opened it (so callers report the opening
+        /// once).
+        opened_now: bool,
     },
     /// The scripted provider has no entry for this call. Not retried.
     #[error("script has no reply for agent `{agent}` (role `{role}`) at turn {turn}")]
@@ -231,6 +313,7 @@ pub enum ProviderError {
         turn: u32,
     },
     /// The provider is misconfigured (missing key variable, bad command). Not retried.
+    /// The text names the provider (`provider `x`: …`); wrappers do not repeat it.
     #[error("{0}")]
     Config(String),
 }
@@ -238,10 +321,43 @@ pub enum ProviderError {
 impl ProviderError {
     /// Whether the call may succeed if simply tried again.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Self::Timeout(_) | Self::RateLimited { .. } | Self::Server { .. } | Self::Connection(_)
-        )
+        match self {
+            Self::Timeout(_)
+            | Self::RateLimited { .. }
+            | Self::Overloaded { .. }
+            | Self::Server { .. }
+            | Self::Connection(_) => true,
+            Self::BadResponse(_)
+            | Self::Rejected { .. }
+            | Self::ReplyTooLarge { .. }
+            | Self::CircuitOpen { .. }
+            | Self::NoScriptedReply { .. }
+            | Self::Config(_) => false,
+        }
+    }
+
+    /// How long the server asked us to wait before trying again, if it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::RateLimited { retry_after, .. } | Self::Overloaded { retry_after, .. } => {
+                *retry_after
+            }
+            _ => None,
+        }
+    }
+}
+
+fn retry_after_text(after: Option<Duration>) -> String {
+    after
+        .map(|d| format!(" (retry after {} ms)", d.as_millis()))
+        .unwrap_or_default()
+}
+
+fn colon(message: &str) -> String {
+    if message.is_empty() {
+        String::new()
+    } else {
+        format!(": {message}")
     }
 }
 

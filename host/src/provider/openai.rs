@@ -1,19 +1,43 @@
-//! Any OpenAI-compatible Chat Completions server (OpenAI, Ollama, vLLM, llama.cpp …).
+//! Any OpenAI-compatible Chat Completions server (OpenAI, Ollama, vLLM, llama.cpp,
+//! SGLang, Gemini's compatible endpoint …).
 //!
 //! One attempt per `complete`; retries and the breaker wrap this provider (see
-//! `config::build`). Streaming assembles `delta.tool_calls` fragments by their index.
-
-use std::collections::BTreeMap;
+//! `config::build`). Servers differ in what they leave out: optional fields may be
+//! absent or `null` (`tool_calls`, `choices` of a usage chunk, `content`), and streamed
+//! tool-call fragments are assembled by call id when the server sends one and by
+//! `index` otherwise (see `CallAssembler`).
 
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{self, HttpTimeouts, Redactor, SseReader};
+use super::conversation::{is_blank, well_formed};
+use super::http::{self, Body, HttpTimeouts, SseReader, null_default};
 use super::{
     Completion, CompletionRequest, Message, Provider, ProviderError, Role, StopReason, ToolCall,
     Usage,
 };
+
+/// Which request field carries the output token limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenLimitField {
+    /// `max_completion_tokens`: OpenAI's field (`max_tokens` is deprecated there and
+    /// refused by o-series models).
+    #[default]
+    MaxCompletionTokens,
+    /// `max_tokens`: for servers that only know the older field.
+    MaxTokens,
+}
+
+impl TokenLimitField {
+    fn key(self) -> &'static str {
+        match self {
+            Self::MaxCompletionTokens => "max_completion_tokens",
+            Self::MaxTokens => "max_tokens",
+        }
+    }
+}
 
 /// How to reach an OpenAI-compatible server.
 #[derive(Clone, Debug)]
@@ -28,6 +52,10 @@ pub struct OpenAiOptions {
     pub stream: bool,
     /// Connect, overall and stall limits.
     pub timeouts: HttpTimeouts,
+    /// The field the output token limit goes in.
+    pub token_limit_field: TokenLimitField,
+    /// The most bytes of one reply read before the call fails.
+    pub max_reply_bytes: u64,
 }
 
 /// A Chat Completions client.
@@ -51,13 +79,14 @@ impl std::fmt::Debug for OpenAiProvider {
 impl OpenAiProvider {
     /// A provider named `name` (its config key).
     pub fn new(name: impl Into<String>, options: OpenAiOptions) -> Result<Self, ProviderError> {
-        let client = http::client(&options.timeouts)?;
+        let name = name.into();
+        let client = http::client(&name, &options.timeouts)?;
         let url = format!(
             "{}/chat/completions",
             options.base_url.trim_end_matches('/')
         );
         Ok(Self {
-            name: name.into(),
+            name,
             options,
             url,
             client,
@@ -66,9 +95,13 @@ impl OpenAiProvider {
 
     /// The JSON body for `request`.
     pub fn body(&self, request: &CompletionRequest) -> Value {
+        let messages: Vec<Value> = well_formed(&request.messages)
+            .iter()
+            .filter_map(wire_message)
+            .collect();
         let mut body = json!({
             "model": self.options.model,
-            "messages": request.messages.iter().map(wire_message).collect::<Vec<_>>(),
+            "messages": messages,
             "stream": self.options.stream,
         });
         if !request.tools.is_empty() {
@@ -83,7 +116,7 @@ impl OpenAiProvider {
                 .collect();
         }
         if let Some(max) = request.max_tokens {
-            body["max_tokens"] = json!(max);
+            body[self.options.token_limit_field.key()] = json!(max);
         }
         if self.options.stream {
             body["stream_options"] = json!({"include_usage": true});
@@ -92,21 +125,22 @@ impl OpenAiProvider {
     }
 
     async fn attempt(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
-        let redact = Redactor(self.options.api_key.as_deref());
         let mut builder = self.client.post(&self.url).json(&self.body(request));
         if let Some(key) = &self.options.api_key {
             builder = builder.bearer_auth(key);
         }
         let stall = self.options.timeouts.stall;
+        let cap = self.options.max_reply_bytes;
         let head_stall = self.options.stream.then_some(stall);
-        let response = http::send(builder, head_stall, stall, &redact).await?;
-        let mut completion = if self.options.stream {
-            let reader =
-                SseReader::new(response.bytes_stream(), stall, self.options.api_key.clone());
-            read_stream(reader).await?
+        let response = http::send(builder, head_stall, stall).await?;
+        let body = if self.options.stream {
+            http::stream_body(response, stall, cap).await?
         } else {
-            let bytes = http::read_body(response, stall, &redact).await?;
-            from_response(http::parse_json(&bytes, "chat completion")?)?
+            Body::Json(http::read_body(response, stall, cap).await?)
+        };
+        let mut completion = match body {
+            Body::Stream(reader) => read_stream(reader).await?,
+            Body::Json(bytes) => from_response(http::parse_json(&bytes, "chat completion")?)?,
         };
         if completion.usage == Usage::default() {
             completion.usage = estimate_usage(request, &completion);
@@ -126,14 +160,15 @@ pub(crate) fn estimate_usage(request: &CompletionRequest, c: &Completion) -> Usa
         output: Usage::estimate(&c.text)
             + c.tool_calls
                 .iter()
-                .map(|t| Usage::estimate(&t.args.to_string()))
+                .map(|t| Usage::estimate(&t.args_text()))
                 .sum::<u64>(),
     }
 }
 
-/// One message in the Chat Completions wire shape.
-fn wire_message(m: &Message) -> Value {
-    match m.role {
+/// One message in the Chat Completions wire shape; an assistant message that says
+/// nothing and calls nothing is left out.
+fn wire_message(m: &Message) -> Option<Value> {
+    Some(match m.role {
         Role::System => json!({"role": "system", "content": m.content}),
         Role::User => json!({"role": "user", "content": m.content}),
         Role::Tool => json!({
@@ -142,34 +177,50 @@ fn wire_message(m: &Message) -> Value {
             "content": m.content,
         }),
         Role::Assistant if m.tool_calls.is_empty() => {
+            if is_blank(&m.content) {
+                return None;
+            }
             json!({"role": "assistant", "content": m.content})
         }
         Role::Assistant => json!({
             "role": "assistant",
-            "content": if m.content.is_empty() { Value::Null } else { json!(m.content) },
+            "content": if is_blank(&m.content) { Value::Null } else { json!(m.content) },
             "tool_calls": m.tool_calls.iter().map(|c| json!({
                 "id": c.id,
                 "type": "function",
-                "function": {"name": c.name, "arguments": c.args.to_string()},
+                // The model's own text when it was not JSON: re-encoding it as a JSON
+                // string would show the model something it never wrote.
+                "function": {"name": c.name, "arguments": c.args_text()},
             })).collect::<Vec<_>>(),
         }),
-    }
+    })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct WireUsage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     prompt_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     completion_tokens: u64,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct WireFunction {
     #[serde(default)]
     name: Option<String>,
+    /// A string of JSON (some servers send the object itself).
     #[serde(default)]
-    arguments: Option<String>,
+    arguments: Option<Value>,
+}
+
+impl WireFunction {
+    fn arguments(&self) -> String {
+        match &self.arguments {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -184,10 +235,24 @@ struct WireToolCall {
 
 #[derive(Deserialize)]
 struct WireMessage {
+    /// A string, `null`, or (some servers) a list of text parts.
     #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default, deserialize_with = "null_default")]
     tool_calls: Vec<WireToolCall>,
+}
+
+impl WireMessage {
+    fn text(&self) -> String {
+        match &self.content {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect(),
+            _ => String::new(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -200,7 +265,7 @@ struct WireChoice {
 
 #[derive(Deserialize)]
 struct WireResponse {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     choices: Vec<WireChoice>,
     #[serde(default)]
     usage: Option<WireUsage>,
@@ -208,31 +273,30 @@ struct WireResponse {
     error: Option<Value>,
 }
 
+impl WireResponse {
+    fn usage(&self) -> Option<Usage> {
+        self.usage.as_ref().map(|u| Usage {
+            input: u.prompt_tokens,
+            output: u.completion_tokens,
+        })
+    }
+}
+
 fn stop_reason(finish: Option<&str>, has_calls: bool) -> StopReason {
     match finish {
         Some("length") => StopReason::MaxTokens,
+        Some("content_filter") => StopReason::Refused,
         Some("tool_calls" | "function_call") => StopReason::ToolUse,
         _ if has_calls => StopReason::ToolUse,
         _ => StopReason::EndTurn,
     }
 }
 
-fn stream_error(error: &Value) -> ProviderError {
-    let message = error
-        .get("message")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .unwrap_or_else(|| error.to_string());
-    ProviderError::Server {
-        status: 500,
-        message: http::truncate(&message, 600),
-    }
-}
-
 fn from_response(r: WireResponse) -> Result<Completion, ProviderError> {
     if let Some(e) = &r.error {
-        return Err(stream_error(e));
+        return Err(http::api_error(e));
     }
+    let usage = r.usage().unwrap_or_default();
     let choice = r
         .choices
         .into_iter()
@@ -241,42 +305,94 @@ fn from_response(r: WireResponse) -> Result<Completion, ProviderError> {
     let message = choice
         .message
         .ok_or_else(|| ProviderError::BadResponse("the choice has no message".into()))?;
-    let tool_calls: Vec<ToolCall> = message
+    let mut tool_calls: Vec<ToolCall> = message
         .tool_calls
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let f = c.function.unwrap_or(WireFunction {
-                name: None,
-                arguments: None,
-            });
-            ToolCall {
-                id: c.id.unwrap_or_else(|| format!("call_{i}")),
-                name: f.name.unwrap_or_default(),
-                args: http::parse_arguments(f.arguments.as_deref().unwrap_or("")),
-            }
+        .iter()
+        .map(|c| {
+            let f = c.function.as_ref();
+            ToolCall::from_wire(
+                c.id.clone().unwrap_or_default(),
+                f.and_then(|f| f.name.clone()).unwrap_or_default(),
+                &f.map(WireFunction::arguments).unwrap_or_default(),
+            )
         })
         .collect();
-    let usage = r
-        .usage
-        .map(|u| Usage {
-            input: u.prompt_tokens,
-            output: u.completion_tokens,
-        })
-        .unwrap_or_default();
+    http::unique_ids(&mut tool_calls);
     Ok(Completion {
-        text: message.content.unwrap_or_default(),
+        text: message.text(),
         stop: stop_reason(choice.finish_reason.as_deref(), !tool_calls.is_empty()),
         tool_calls,
         usage,
     })
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct PartialCall {
+    index: Option<usize>,
     id: Option<String>,
     name: String,
     arguments: String,
+}
+
+/// Puts streamed tool-call fragments together. A fragment with an id belongs to the
+/// call with that id (a new id is a new call, whatever its `index`: some servers send
+/// `index: 0` for every call); one without an id belongs to the latest call with its
+/// `index`, or, with no index either, to the latest call — unless it names a tool, which
+/// only a call's first fragment does.
+#[derive(Debug, Default)]
+struct CallAssembler {
+    calls: Vec<PartialCall>,
+}
+
+impl CallAssembler {
+    fn add(&mut self, tc: WireToolCall) {
+        let id = tc.id.filter(|id| !id.trim().is_empty());
+        let f = tc.function.unwrap_or_default();
+        let name = f.name.clone().filter(|n| !n.is_empty());
+        let slot = match &id {
+            Some(id) => self
+                .calls
+                .iter()
+                .rposition(|c| c.id.as_deref() == Some(id.as_str())),
+            None => match tc.index {
+                Some(index) => self.calls.iter().rposition(|c| c.index == Some(index)),
+                None if name.is_none() => self.calls.len().checked_sub(1),
+                None => None,
+            },
+        };
+        let slot = match slot {
+            Some(i) => i,
+            None => {
+                self.calls.push(PartialCall {
+                    index: tc.index,
+                    id: id.clone(),
+                    ..Default::default()
+                });
+                self.calls.len() - 1
+            }
+        };
+        let call = &mut self.calls[slot];
+        if call.id.is_none() {
+            call.id = id;
+        }
+        if let Some(n) = name {
+            // Some servers repeat the whole name in every fragment; OpenAI sends it once.
+            if call.name != n {
+                call.name.push_str(&n);
+            }
+        }
+        call.arguments.push_str(&f.arguments());
+    }
+
+    fn finish(self) -> Vec<ToolCall> {
+        let mut calls: Vec<ToolCall> = self
+            .calls
+            .into_iter()
+            .map(|c| ToolCall::from_wire(c.id.unwrap_or_default(), c.name, &c.arguments))
+            .collect();
+        http::unique_ids(&mut calls);
+        calls
+    }
 }
 
 async fn read_stream<S, B>(mut reader: SseReader<S>) -> Result<Completion, ProviderError>
@@ -285,7 +401,7 @@ where
     B: AsRef<[u8]>,
 {
     let mut text = String::new();
-    let mut calls: BTreeMap<usize, PartialCall> = BTreeMap::new();
+    let mut calls = CallAssembler::default();
     let mut finish: Option<String> = None;
     let mut usage = Usage::default();
     let mut done = false;
@@ -294,15 +410,15 @@ where
             done = true;
             break;
         }
+        if event.data.trim().is_empty() {
+            continue;
+        }
         let chunk: WireResponse = http::parse_json(event.data.as_bytes(), "stream chunk")?;
         if let Some(e) = &chunk.error {
-            return Err(stream_error(e));
+            return Err(http::api_error(e));
         }
-        if let Some(u) = chunk.usage {
-            usage = Usage {
-                input: u.prompt_tokens,
-                output: u.completion_tokens,
-            };
+        if let Some(u) = chunk.usage() {
+            usage = u;
         }
         for choice in chunk.choices {
             if let Some(f) = choice.finish_reason {
@@ -311,22 +427,9 @@ where
             let Some(delta) = choice.message else {
                 continue;
             };
-            if let Some(c) = delta.content {
-                text.push_str(&c);
-            }
-            for (pos, tc) in delta.tool_calls.into_iter().enumerate() {
-                let slot = calls.entry(tc.index.unwrap_or(pos)).or_default();
-                if let Some(id) = tc.id {
-                    slot.id = Some(id);
-                }
-                if let Some(f) = tc.function {
-                    if let Some(n) = f.name {
-                        slot.name.push_str(&n);
-                    }
-                    if let Some(a) = f.arguments {
-                        slot.arguments.push_str(&a);
-                    }
-                }
+            text.push_str(&delta.text());
+            for tc in delta.tool_calls {
+                calls.add(tc);
             }
         }
     }
@@ -335,14 +438,7 @@ where
             "the stream ended before the reply was complete".into(),
         ));
     }
-    let tool_calls: Vec<ToolCall> = calls
-        .into_iter()
-        .map(|(i, c)| ToolCall {
-            id: c.id.unwrap_or_else(|| format!("call_{i}")),
-            name: c.name,
-            args: http::parse_arguments(&c.arguments),
-        })
-        .collect();
+    let tool_calls = calls.finish();
     Ok(Completion {
         text,
         stop: stop_reason(finish.as_deref(), !tool_calls.is_empty()),
@@ -361,5 +457,97 @@ impl Provider for OpenAiProvider {
     }
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
         super::http::within(self.options.timeouts.overall, self.attempt(request)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fragment(
+        index: Option<usize>,
+        id: Option<&str>,
+        name: Option<&str>,
+        args: &str,
+    ) -> WireToolCall {
+        WireToolCall {
+            index,
+            id: id.map(str::to_owned),
+            function: Some(WireFunction {
+                name: name.map(str::to_owned),
+                arguments: Some(json!(args)),
+            }),
+        }
+    }
+
+    fn names(calls: &[ToolCall]) -> Vec<(&str, &str, Value)> {
+        calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str(), c.args.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn distinct_ids_at_the_same_index_are_distinct_calls() {
+        let mut a = CallAssembler::default();
+        a.add(fragment(
+            Some(0),
+            Some("c1"),
+            Some("list_dir"),
+            "{\"path\":",
+        ));
+        a.add(fragment(Some(0), None, None, "\".\"}"));
+        a.add(fragment(
+            Some(0),
+            Some("c2"),
+            Some("read_file"),
+            "{\"path\":\"a\"}",
+        ));
+        assert_eq!(
+            names(&a.finish()),
+            [
+                ("c1", "list_dir", json!({"path": "."})),
+                ("c2", "read_file", json!({"path": "a"}))
+            ]
+        );
+    }
+
+    #[test]
+    fn calls_without_index_are_keyed_by_id_or_by_their_name() {
+        let mut a = CallAssembler::default();
+        a.add(fragment(None, Some("g1"), Some("list_dir"), "{}"));
+        a.add(fragment(
+            None,
+            Some("g2"),
+            Some("read_file"),
+            "{\"path\":\"x\"}",
+        ));
+        a.add(fragment(None, None, Some("grep"), "{\"pattern\":"));
+        a.add(fragment(None, None, None, "\"y\"}"));
+        let calls = a.finish();
+        assert_eq!(
+            names(&calls),
+            [
+                ("g1", "list_dir", json!({})),
+                ("g2", "read_file", json!({"path": "x"})),
+                ("call_2", "grep", json!({"pattern": "y"}))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_repeated_name_is_not_doubled() {
+        let mut a = CallAssembler::default();
+        a.add(fragment(Some(0), Some("c"), Some("read_file"), "{\"pa"));
+        a.add(fragment(
+            Some(0),
+            Some("c"),
+            Some("read_file"),
+            "th\":\"a\"}",
+        ));
+        assert_eq!(
+            names(&a.finish()),
+            [("c", "read_file", json!({"path": "a"}))]
+        );
     }
 }

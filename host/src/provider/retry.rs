@@ -40,11 +40,9 @@ impl RetryPolicy {
         if retry >= self.max_retries || !err.is_retryable() {
             return None;
         }
-        if let ProviderError::RateLimited {
-            retry_after: Some(after),
-        } = err
-        {
-            return (*after <= self.max_retry_after).then_some(*after);
+        // 429, 503 and 529 may say when to come back; waiting less would be refused.
+        if let Some(after) = err.retry_after() {
+            return (after <= self.max_retry_after).then_some(after);
         }
         let ceiling = self
             .base
@@ -130,10 +128,18 @@ mod tests {
         let p = RetryPolicy::default();
         let e = ProviderError::RateLimited {
             retry_after: Some(Duration::from_secs(7)),
+            message: String::new(),
         };
         assert_eq!(p.delay(0, &e, 0.1), Some(Duration::from_secs(7)));
+        let e = ProviderError::Overloaded {
+            status: 529,
+            retry_after: Some(Duration::from_secs(9)),
+            message: String::new(),
+        };
+        assert_eq!(p.delay(0, &e, 0.1), Some(Duration::from_secs(9)));
         let e = ProviderError::RateLimited {
             retry_after: Some(Duration::from_secs(3600)),
+            message: String::new(),
         };
         assert_eq!(p.delay(0, &e, 0.1), None);
     }
@@ -199,6 +205,7 @@ mod tests {
                 server(),
                 ProviderError::RateLimited {
                     retry_after: Some(Duration::from_secs(5)),
+                    message: String::new(),
                 },
             ]),
             calls: Mutex::default(),

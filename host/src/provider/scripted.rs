@@ -372,17 +372,22 @@ impl Provider for ScriptedProvider {
                     status: 500,
                     message: what,
                 },
-                ScriptedFault::RateLimit => ProviderError::RateLimited { retry_after: None },
+                ScriptedFault::RateLimit => ProviderError::RateLimited {
+                    retry_after: None,
+                    message: what,
+                },
                 ScriptedFault::Connection => ProviderError::Connection(what),
             });
         }
         let tool_calls: Vec<ToolCall> = entry
             .tool_calls
             .iter()
-            .map(|c| ToolCall {
-                id: format!("call_{}", self.next_call_id.fetch_add(1, Ordering::Relaxed)),
-                name: c.name.clone(),
-                args: serde_json::Value::Object(c.args.clone()),
+            .map(|c| {
+                ToolCall::new(
+                    format!("call_{}", self.next_call_id.fetch_add(1, Ordering::Relaxed)),
+                    c.name.clone(),
+                    serde_json::Value::Object(c.args.clone()),
+                )
             })
             .collect();
         let input = entry.usage.input.unwrap_or_else(|| {

@@ -2,7 +2,9 @@
 //! append-only event log and control messages. Facts are written before the side effects
 //! they describe; a corrupt or newer-schema database is an error, never a silent reset.
 
+mod identity;
 mod query;
+pub use identity::{RecordedRepo, RepoIdentity};
 pub use query::AgentCounts;
 mod records;
 mod schedules;
@@ -140,6 +142,26 @@ pub enum StoreError {
         /// Its process.
         pid: u32,
     },
+    /// The store was recorded for another repository.
+    #[error(
+        "the store at {} belongs to the repository at {}{}, not to {}; crewbox keeps one \
+         state directory per repository — use the default, or a --state-dir base, instead \
+         of pointing two repositories at one directory",
+        path.display(),
+        recorded_root.display(),
+        recorded_commit.as_deref().map(|c| format!(" (root commit {c})")).unwrap_or_default(),
+        root.display()
+    )]
+    OtherRepository {
+        /// The database file.
+        path: PathBuf,
+        /// The repository recorded in it.
+        recorded_root: PathBuf,
+        /// Its root commit.
+        recorded_commit: Option<String>,
+        /// The repository it was opened for.
+        root: PathBuf,
+    },
     /// The writer thread is gone (the process is shutting down).
     #[error("the store writer has shut down")]
     Closed,
@@ -181,30 +203,55 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Opens (creating and migrating if needed) the store in `state_dir`.
     pub fn open(state_dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(state_dir).map_err(|e| StoreError::Open {
-            path: state_dir.to_path_buf(),
-            detail: format!("cannot create the state directory: {e}"),
-        })?;
-        let path = state_dir.join(DB_FILE);
-        let mut conn = open_conn(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
-        )?;
-        migrate(&mut conn, &path)?;
-        let reader = open_conn(&path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
-        Self::from_parts(path, conn, reader)
+        Self::open_with(state_dir, true, None)
     }
 
     /// Opens an existing store without creating one (for status, events, steer, stop).
     pub fn open_existing(state_dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with(state_dir, false, None)
+    }
+
+    /// Opens (creating if `create`) the store of repository `repo`: a new store records
+    /// it, an existing one must belong to it ([`StoreError::OtherRepository`]).
+    pub fn open_for(
+        state_dir: &Path,
+        create: bool,
+        repo: &dyn RepoIdentity,
+    ) -> Result<Self, StoreError> {
+        Self::open_with(state_dir, create, Some(repo))
+    }
+
+    fn open_with(
+        state_dir: &Path,
+        create: bool,
+        repo: Option<&dyn RepoIdentity>,
+    ) -> Result<Self, StoreError> {
         let path = state_dir.join(DB_FILE);
-        if !path.exists() {
-            return Err(StoreError::Missing(path));
-        }
-        let mut conn = open_conn(&path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        let flags = if create {
+            std::fs::create_dir_all(state_dir).map_err(|e| StoreError::Open {
+                path: state_dir.to_path_buf(),
+                detail: format!("cannot create the state directory: {e}"),
+            })?;
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+        } else {
+            if !path.exists() {
+                return Err(StoreError::Missing(path));
+            }
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+        };
+        let mut conn = open_conn(&path, flags)?;
         migrate(&mut conn, &path)?;
+        if let Some(repo) = repo {
+            identity::bind(&conn, &path, repo)?;
+        }
         let reader = open_conn(&path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
         Self::from_parts(path, conn, reader)
+    }
+
+    /// The repository this store belongs to, when one was recorded.
+    pub async fn repository(&self) -> Result<Option<RecordedRepo>, StoreError> {
+        let path = self.inner.path.clone();
+        self.read(move |c| identity::recorded(c, &path)).await
     }
 
     fn from_parts(

@@ -10,7 +10,10 @@ use crate::event::EventRecord;
 use crate::ids::{AgentId, RunId};
 use crate::vocab::{ExitReason, Mode, RunStatus};
 
-const RUN_COLS: &str = "id, mode, prompt, team, status, exit_reason, result, spec, pid, created_at, finished_at, details";
+/// A run's result is its own, or (stored once) that of the agent it names.
+const RUN_COLS: &str = "id, mode, prompt, team, status, exit_reason, \
+     COALESCE(result, (SELECT a.result FROM agents a WHERE a.id = runs.result_agent)), \
+     spec, pid, created_at, finished_at, details";
 const AGENT_COLS: &str = "id, run_id, parent_id, name, role, task, caps, depth, join_mode, state, turns, tool_calls, \
      tokens_in, tokens_out, cost, result, error, created_at, started_at, finished_at";
 

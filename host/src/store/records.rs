@@ -147,7 +147,7 @@ pub struct AgentRecord {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ControlKind {
-    /// Deliver a message to a running agent after its current tool call.
+    /// Deliver a message to a running agent before its next model call.
     Steer,
     /// Stop the agent or run.
     Stop,

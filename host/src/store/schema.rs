@@ -124,6 +124,20 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         at     INTEGER NOT NULL
     );
     "#,
+    // 6: a run whose result is one of its agents' names that agent instead of storing
+    // the text twice (replies run to megabytes).
+    r#"
+    ALTER TABLE runs ADD COLUMN result_agent TEXT;
+    "#,
+    // 7: the repository this store belongs to (see store/identity.rs): one row.
+    r#"
+    CREATE TABLE repository (
+        id          INTEGER PRIMARY KEY CHECK (id = 1),
+        root        TEXT NOT NULL,
+        root_commit TEXT,
+        recorded_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

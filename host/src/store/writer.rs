@@ -4,7 +4,7 @@
 
 use std::sync::mpsc;
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::{broadcast, oneshot};
 
 use super::StoreError;
@@ -110,6 +110,11 @@ fn run(
                 Err(_) => break,
             }
         }
+        if let Some(redactor) = crate::redact::snapshot() {
+            for (write, _) in &mut group {
+                redact(write, &redactor);
+            }
+        }
         let results = commit_group(&mut conn, &group);
         for ((write, ack), result) in group.drain(..).zip(results) {
             // Published only once committed, so a subscriber never sees a lost event.
@@ -129,6 +134,71 @@ fn run(
                 let _ = ack.send(result.map(|_| ()));
             }
         }
+    }
+}
+
+/// Masks every registered secret in the text a write carries: this is the one door into
+/// the database, so no row can hold a key whatever built it.
+fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
+    use super::schedules::ScheduleWrite;
+    use super::steps::StepWrite;
+    let clean = |s: &mut String| redactor.clean_in_place(s);
+    let opt = |s: &mut Option<String>| {
+        if let Some(s) = s {
+            redactor.clean_in_place(s);
+        }
+    };
+    match write {
+        Write::InsertRun(r) => {
+            clean(&mut r.prompt);
+            opt(&mut r.result);
+            redact_value(&mut r.spec, redactor);
+            if let Some(d) = &mut r.details {
+                redact_value(d, redactor);
+            }
+        }
+        Write::FinishRun { result, .. } => opt(result),
+        Write::SetRunDetails { details, .. } => clean(details),
+        Write::RecordDispatch { record, .. } => clean(&mut record.reason),
+        Write::InsertAgent(a) => clean(&mut a.task),
+        Write::FinishAgent { result, error, .. } => {
+            opt(result);
+            opt(error);
+        }
+        Write::Event(e) => {
+            // What subscribers are sent is what the log holds: an event that carried a
+            // secret is published as read back from its cleaned row.
+            if let std::borrow::Cow::Owned(cleaned) = redactor.clean(&e.data) {
+                e.data = cleaned;
+                let data = serde_json::from_str(&e.data).unwrap_or(serde_json::Value::Null);
+                e.event = Event::from_parts(e.kind.clone(), data);
+            }
+        }
+        Write::PushControl { message, .. } => opt(message),
+        Write::Step(StepWrite::Begin { data, .. } | StepWrite::Done { data, .. }) => clean(data),
+        Write::Schedule(ScheduleWrite::Insert(r)) => clean(&mut r.prompt),
+        Write::SetRunPid { .. }
+        | Write::AgentState { .. }
+        | Write::ConsumeControls { .. }
+        | Write::Step(
+            StepWrite::ClaimRun { .. } | StepWrite::ReleaseRun { .. } | StepWrite::ClaimTeam { .. },
+        )
+        | Write::Schedule(
+            ScheduleWrite::Remove { .. }
+            | ScheduleWrite::Pause { .. }
+            | ScheduleWrite::RunNow { .. }
+            | ScheduleWrite::Fire { .. }
+            | ScheduleWrite::Finished { .. },
+        ) => {}
+    }
+}
+
+fn redact_value(v: &mut serde_json::Value, r: &crate::redact::Redactor) {
+    match v {
+        serde_json::Value::String(s) => r.clean_in_place(s),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|i| redact_value(i, r)),
+        serde_json::Value::Object(map) => map.values_mut().for_each(|i| redact_value(i, r)),
+        _ => {}
     }
 }
 
@@ -213,9 +283,37 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
             result,
             at,
         } => {
+            // A run's result is usually one of its agents' results, stored already (up
+            // to a reply's full size): then the run refers to that agent instead of
+            // holding a second copy. Reads resolve it (see query.rs `RUN_COLS`).
+            let of_agent: Option<String> = match result {
+                Some(text) => conn
+                    .query_row(
+                        "SELECT id FROM agents WHERE run_id = ?1 AND result = ?2
+                         ORDER BY created_at DESC, id DESC LIMIT 1",
+                        params![id.as_str(), text],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(q("find the agent holding a run's result"))?,
+                None => None,
+            };
+            let own = if of_agent.is_some() {
+                None
+            } else {
+                result.as_deref()
+            };
             conn.execute(
-                "UPDATE runs SET status = ?2, exit_reason = ?3, result = ?4, finished_at = ?5, pid = NULL WHERE id = ?1",
-                params![id.as_str(), status.as_str(), exit_reason.as_str(), result, at],
+                "UPDATE runs SET status = ?2, exit_reason = ?3, result = ?4, result_agent = ?5,
+                 finished_at = ?6, pid = NULL WHERE id = ?1",
+                params![
+                    id.as_str(),
+                    status.as_str(),
+                    exit_reason.as_str(),
+                    own,
+                    of_agent,
+                    at
+                ],
             )
             .map_err(q("finish run"))?;
             conn.execute(

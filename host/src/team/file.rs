@@ -10,16 +10,21 @@
 //! - Team and member names use `A-Z a-z 0-9 . _ -`, 1 to 64 characters; member names
 //!   are unique ignoring ASCII case; a team has at least one member.
 //! - A member has `charter` (inline Markdown), `charter_file` (a relative path, read
-//!   from the team file's directory), or neither; not both. Absolute paths are refused.
-//! - `access` is `read-only` (the default) or `full`.
+//!   from the team file's directory), or neither; not both. Absolute paths are refused;
+//!   a repository's charter files must stay inside the repository (see
+//!   [`crate::trust::read`]) and are read bounded, regular files only.
+//! - `access` is `read-only` (the default) or `full`; what a member finally gets also
+//!   depends on where the team came from (see [`super::limits`]).
+//! - Sizes are capped ([`super::limits`]): over a cap, text is cut with a visible
+//!   `[truncated]` marker and the team carries a warning; extra members are dropped.
 
-use std::collections::HashMap;
-use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use super::files::TeamFiles;
+use super::limits::{self, MAX_CHARTER_CHARS, MAX_MEMBERS};
+use crate::trust::read::{MAX_FILE_BYTES, ReadError, cap_chars, read_bounded};
 use crate::vocab::Mode;
 
 /// The longest team or member name, in characters.
@@ -51,7 +56,7 @@ pub enum TeamSource {
 
 impl TeamSource {
     /// Precedence rank: built-in < user < repo.
-    fn rank(&self) -> u8 {
+    pub(super) fn rank(&self) -> u8 {
         match self {
             Self::Builtin => 0,
             Self::User(_) => 1,
@@ -85,6 +90,10 @@ pub struct Team {
     pub worker_timeout: std::time::Duration,
     /// Where it was defined.
     pub source: TeamSource,
+    /// Lower-precedence definitions of the same name this one replaces.
+    pub shadows: Vec<TeamSource>,
+    /// What was cut, capped or ignored while loading it (one line each).
+    pub warnings: Vec<String>,
 }
 
 /// How long a worker may run unless the team file says otherwise (`worker_timeout_s`).
@@ -134,8 +143,10 @@ pub struct Member {
     pub charter: Option<String>,
     /// The file the charter was read from, as written in the team file.
     pub charter_file: Option<PathBuf>,
-    /// What the member may do.
+    /// What the member may do: its `access`, capped by the ceiling of its team's source.
     pub access: Access,
+    /// The `access` its team file asked for.
+    pub requested_access: Access,
     /// Provider name; the run's default when absent.
     pub provider: Option<String>,
     /// Model name; the provider's default when absent.
@@ -259,16 +270,17 @@ pub enum TeamError {
     ReadDir {
         /// The directory.
         dir: PathBuf,
-        /// The I/O error.
-        source: io::Error,
+        /// Why.
+        source: ReadError,
     },
-    /// A team file could not be read.
+    /// A team file could not be read (or was refused: outside the repository, not a
+    /// regular file, too large).
     #[error("cannot read team file {}: {source}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
-        /// The I/O error.
-        source: io::Error,
+        /// Why.
+        source: ReadError,
     },
     /// The TOML is malformed or has unknown or wrongly typed keys.
     #[error("team file {}: {message}", path.display())]
@@ -286,20 +298,29 @@ pub enum TeamError {
         /// The rule broken.
         problem: TeamProblem,
     },
-    /// A `charter_file` could not be read.
-    #[error("team file {}: member `{member}`: cannot read charter_file {}: {source}", path.display(), charter.display())]
-    Charter {
+    /// A path the team file names could not be read or was refused.
+    #[error("team file {}: `{key}`: {source}", path.display())]
+    Path {
         /// The team file.
         path: PathBuf,
-        /// The member.
-        member: String,
-        /// The resolved charter path.
-        charter: PathBuf,
-        /// The I/O error.
-        source: io::Error,
+        /// The key naming the path (`members.NAME.charter_file`, `validators`, …).
+        key: String,
+        /// Why it was refused or could not be read.
+        source: ReadError,
     },
-    /// Two files in one directory define the same team name (ignoring case).
-    #[error("team `{name}` is defined twice: {} and {}", first.display(), second.display())]
+    /// A team directory holds more files than are read.
+    #[error("team directory {} holds {found} team files; only the first {kept} (by name) are read", dir.display())]
+    TooManyFiles {
+        /// The directory.
+        dir: PathBuf,
+        /// How many there are.
+        found: usize,
+        /// How many were read.
+        kept: usize,
+    },
+    /// Two files in one directory define the same team name (ignoring case); the
+    /// second is skipped.
+    #[error("team `{name}` is defined twice: {} and {} (the second is skipped)", first.display(), second.display())]
     DuplicateTeam {
         /// The name.
         name: String,
@@ -320,8 +341,19 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 /// Parses and checks one team file's text; `path` names the file in errors, gives
-/// the default name (its stem) and the directory `charter_file` is read from.
+/// the default name (its stem) and the directory `charter_file` is read from (read
+/// anywhere, bounded: for the user's own and built-in teams).
 pub fn parse_team(text: &str, path: &Path, source: TeamSource) -> Result<Team, TeamError> {
+    parse_team_with(text, path, source, TeamFiles::Anywhere)
+}
+
+/// [`parse_team`] reading the paths the file names through `files`.
+pub fn parse_team_with(
+    text: &str,
+    path: &Path,
+    source: TeamSource,
+    files: TeamFiles<'_>,
+) -> Result<Team, TeamError> {
     let invalid = |problem| TeamError::Invalid {
         path: path.to_owned(),
         problem,
@@ -352,10 +384,23 @@ pub fn parse_team(text: &str, path: &Path, source: TeamSource) -> Result<Team, T
     {
         return Err(invalid(TeamProblem::Threshold { value }));
     }
-    let dir = path.parent().unwrap_or(Path::new(""));
+    let mut warnings = Vec::new();
+    let mut raw_members = raw.members;
+    if raw_members.len() > MAX_MEMBERS {
+        warnings.push(format!(
+            "{} members; only the first {MAX_MEMBERS} are kept",
+            raw_members.len()
+        ));
+        raw_members.truncate(MAX_MEMBERS);
+    }
+    let path_err = |key: String, source| TeamError::Path {
+        path: path.to_owned(),
+        key,
+        source,
+    };
     let mut seen: Vec<String> = Vec::new();
-    let mut members = Vec::with_capacity(raw.members.len());
-    for m in raw.members {
+    let mut members = Vec::with_capacity(raw_members.len());
+    for m in raw_members {
         if !valid_name(&m.name) {
             return Err(invalid(TeamProblem::InvalidName {
                 what: "member",
@@ -371,7 +416,15 @@ pub fn parse_team(text: &str, path: &Path, source: TeamSource) -> Result<Team, T
             (Some(_), Some(_)) => {
                 return Err(invalid(TeamProblem::CharterAndFile { member: m.name }));
             }
-            (Some(text), None) => Some(text),
+            (Some(mut text), None) => {
+                if cap_chars(&mut text, MAX_CHARTER_CHARS) {
+                    warnings.push(limits::cut_warning(
+                        &format!("member `{}`: charter", m.name),
+                        MAX_CHARTER_CHARS,
+                    ));
+                }
+                Some(text)
+            }
             (None, Some(file)) if file.is_absolute() => {
                 return Err(invalid(TeamProblem::AbsoluteCharterFile {
                     member: m.name,
@@ -379,29 +432,52 @@ pub fn parse_team(text: &str, path: &Path, source: TeamSource) -> Result<Team, T
                 }));
             }
             (None, Some(file)) => {
-                let full = dir.join(file);
-                let text = fs::read_to_string(&full).map_err(|source| TeamError::Charter {
-                    path: path.to_owned(),
-                    member: m.name.clone(),
-                    charter: full.clone(),
-                    source,
-                })?;
+                let (text, cut) = files
+                    .read_charter(path, file)
+                    .map_err(|e| path_err(format!("members.{}.charter_file", m.name), e))?;
+                if cut {
+                    warnings.push(limits::cut_warning(
+                        &format!("member `{}`: charter_file {}", m.name, file.display()),
+                        MAX_CHARTER_CHARS,
+                    ));
+                }
                 Some(text)
             }
             (None, None) => None,
         };
+        let validators = limits::cap_list(
+            m.validators,
+            &format!("member `{}`: validators", m.name),
+            &mut warnings,
+        )
+        .into_iter()
+        .map(|v| {
+            files
+                .validator(&v)
+                .map_err(|e| path_err(format!("members.{}.validators", m.name), e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
         members.push(Member {
             role: m.role.unwrap_or_else(|| m.name.clone()),
             name: m.name,
             charter,
             charter_file: m.charter_file,
             access: m.access,
+            requested_access: m.access,
             provider: m.provider,
             model: m.model,
-            validators: m.validators,
+            validators,
         });
     }
-    Ok(Team {
+    let validators = limits::cap_list(raw.validators, "validators", &mut warnings)
+        .into_iter()
+        .map(|v| {
+            files
+                .validator(&v)
+                .map_err(|e| path_err("validators".into(), e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut team = Team {
         name,
         mode: raw.mode,
         shared_context: raw.shared_context,
@@ -409,7 +485,7 @@ pub fn parse_team(text: &str, path: &Path, source: TeamSource) -> Result<Team, T
         orchestrator: raw.orchestrator,
         evaluator: raw.evaluator,
         members,
-        validators: raw.validators,
+        validators,
         worker_timeout: raw
             .worker_timeout_s
             .map_or(DEFAULT_WORKER_TIMEOUT, std::time::Duration::from_secs),
@@ -427,71 +503,22 @@ pub fn parse_team(text: &str, path: &Path, source: TeamSource) -> Result<Team, T
             },
         },
         source,
-    })
+        shadows: Vec::new(),
+        warnings,
+    };
+    limits::cap_texts(&mut team);
+    Ok(team)
 }
 
-/// Reads and checks one team file.
+/// Reads and checks one team file of the user's (or a built-in): anywhere, bounded.
 pub fn load_file(path: &Path, source: TeamSource) -> Result<Team, TeamError> {
-    let text = fs::read_to_string(path).map_err(|source| TeamError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    let text = read_bounded(path, MAX_FILE_BYTES)
+        .and_then(|b| b.into_text(path, MAX_FILE_BYTES))
+        .map_err(|source| TeamError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
     parse_team(&text, path, source)
-}
-
-/// Loads every `*.toml` in `dir` (sorted by file name), tagging each with
-/// `source(path)`, e.g. `load_dir(dir, TeamSource::Repo)`. A missing directory
-/// holds no teams. Blocking: call it from `spawn_blocking`.
-pub fn load_dir(dir: &Path, source: fn(PathBuf) -> TeamSource) -> Result<Vec<Team>, TeamError> {
-    let read_dir_err = |source| TeamError::ReadDir {
-        dir: dir.to_owned(),
-        source,
-    };
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(err) => return Err(read_dir_err(err)),
-    };
-    let mut paths = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(read_dir_err)?.path();
-        if path.extension().is_some_and(|e| e == "toml") && path.is_file() {
-            paths.push(path);
-        }
-    }
-    paths.sort();
-    let mut teams: Vec<Team> = Vec::with_capacity(paths.len());
-    let mut by_name: HashMap<String, PathBuf> = HashMap::new();
-    for path in paths {
-        let team = load_file(&path, source(path.clone()))?;
-        if let Some(first) = by_name.insert(team.name.to_ascii_lowercase(), path.clone()) {
-            return Err(TeamError::DuplicateTeam {
-                name: team.name,
-                first,
-                second: path,
-            });
-        }
-        teams.push(team);
-    }
-    Ok(teams)
-}
-
-/// Merges layers by precedence (built-in < user < repo): a team from a higher
-/// source replaces one with the same name (ignoring case). Sorted by name.
-pub fn merge_layers(layers: impl IntoIterator<Item = Vec<Team>>) -> Vec<Team> {
-    let mut merged: HashMap<String, Team> = HashMap::new();
-    for team in layers.into_iter().flatten() {
-        let key = team.name.to_ascii_lowercase();
-        match merged.get(&key) {
-            Some(existing) if existing.source.rank() > team.source.rank() => {}
-            _ => {
-                merged.insert(key, team);
-            }
-        }
-    }
-    let mut teams: Vec<Team> = merged.into_values().collect();
-    teams.sort_by(|a, b| a.name.cmp(&b.name));
-    teams
 }
 
 #[cfg(test)]
@@ -534,6 +561,7 @@ name = "alice"
                     charter: None,
                     charter_file: None,
                     access: Access::ReadOnly,
+                    requested_access: Access::ReadOnly,
                     provider: None,
                     model: None,
                     validators: Vec::new(),
@@ -542,6 +570,8 @@ name = "alice"
                 delivery: Default::default(),
                 worker_timeout: DEFAULT_WORKER_TIMEOUT,
                 source: TeamSource::Builtin,
+                shadows: Vec::new(),
+                warnings: Vec::new(),
             }
         );
         assert_eq!(team.mode, Mode::Broadcast);
@@ -639,122 +669,5 @@ name = "alice"
         assert_eq!(member.summary().as_deref(), Some("Reads diffs."));
         member.charter = Some("x".repeat(300));
         assert_eq!(member.summary().unwrap().chars().count(), 160);
-    }
-
-    fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
-        let path = dir.join(rel);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(&path, text).unwrap();
-        path
-    }
-
-    #[test]
-    fn example_file_loads() {
-        let tmp = tempfile::tempdir().unwrap();
-        let teams = tmp.path().join(".crewbox/teams");
-        let path = write(&teams, "review-crew.toml", include_str!("EXAMPLE.toml"));
-        write(
-            &teams,
-            "charters/security.md",
-            "# Security\n\nLooks for injection bugs.\n",
-        );
-        let loaded = load_dir(&teams, TeamSource::Repo).unwrap();
-        assert_eq!(loaded.len(), 1);
-        let team = &loaded[0];
-        assert_eq!(team.name, "review-crew");
-        assert_eq!(team.mode, Mode::Reflect);
-        assert_eq!(team.source, TeamSource::Repo(path));
-        let names: Vec<&str> = team.members.iter().map(|m| m.name.as_str()).collect();
-        assert_eq!(names, ["architect", "implementer", "security"]);
-        assert_eq!(team.member("IMPLEMENTER").unwrap().access, Access::Full);
-        let security = team.member("security").unwrap();
-        assert_eq!(
-            security.summary().as_deref(),
-            Some("Looks for injection bugs.")
-        );
-        assert_eq!(
-            security.charter_file,
-            Some(PathBuf::from("charters/security.md"))
-        );
-        assert!(team.orchestrator.as_ref().unwrap().instructions.is_some());
-        assert!(team.evaluator.is_some());
-    }
-
-    #[test]
-    fn load_dir_reports_the_failing_file_and_missing_charters() {
-        let tmp = tempfile::tempdir().unwrap();
-        assert!(
-            load_dir(&tmp.path().join("absent"), TeamSource::Repo)
-                .unwrap()
-                .is_empty()
-        );
-        write(tmp.path(), "a.toml", MINIMAL);
-        write(tmp.path(), "notes.txt", "ignored");
-        let bad = write(
-            tmp.path(),
-            "b.toml",
-            "mode = \"broadcast\"\n[[members]]\nname = \"x\"\ncharter_file = \"missing.md\"\n",
-        );
-        match load_dir(tmp.path(), TeamSource::User) {
-            Err(TeamError::Charter {
-                path,
-                member,
-                charter,
-                ..
-            }) => {
-                assert_eq!(path, bad);
-                assert_eq!(member, "x");
-                assert_eq!(charter, tmp.path().join("missing.md"));
-            }
-            other => panic!("expected a charter error, got {other:?}"),
-        }
-        fs::remove_file(&bad).unwrap();
-        let teams = load_dir(tmp.path(), TeamSource::User).unwrap();
-        assert_eq!(
-            teams.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-            ["a"]
-        );
-    }
-
-    #[test]
-    fn same_name_in_two_files_is_refused() {
-        let tmp = tempfile::tempdir().unwrap();
-        write(tmp.path(), "ops.toml", MINIMAL);
-        write(tmp.path(), "OPS.toml", MINIMAL);
-        let err = load_dir(tmp.path(), TeamSource::Repo).unwrap_err();
-        assert!(matches!(err, TeamError::DuplicateTeam { .. }), "{err}");
-    }
-
-    #[test]
-    fn higher_sources_override_by_name() {
-        let team = |name: &str, source: TeamSource| Team {
-            name: name.into(),
-            ..parse_team(MINIMAL, Path::new("x.toml"), source).unwrap()
-        };
-        let merged = merge_layers([
-            vec![
-                team("review", TeamSource::Builtin),
-                team("docs", TeamSource::Builtin),
-            ],
-            vec![team("Review", TeamSource::User("u/Review.toml".into()))],
-            vec![team("review", TeamSource::Repo("r/review.toml".into()))],
-        ]);
-        let got: Vec<(&str, &TeamSource)> = merged
-            .iter()
-            .map(|t| (t.name.as_str(), &t.source))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                ("docs", &TeamSource::Builtin),
-                ("review", &TeamSource::Repo("r/review.toml".into())),
-            ]
-        );
-        // Order of layers does not matter: precedence comes from the source.
-        let reversed = merge_layers([
-            vec![team("review", TeamSource::Repo("r/review.toml".into()))],
-            vec![team("review", TeamSource::Builtin)],
-        ]);
-        assert_eq!(reversed[0].source, TeamSource::Repo("r/review.toml".into()));
     }
 }

@@ -5,69 +5,19 @@ use std::time::Duration;
 
 use crewbox::Event;
 use crewbox::unstable::agent::AgentState;
-use crewbox::unstable::agent::manager::{Manager, SpawnOptions};
-use crewbox::unstable::agent::permissions::{CapSet, Permissions};
+use crewbox::unstable::agent::manager::SpawnOptions;
+use crewbox::unstable::agent::permissions::CapSet;
 use crewbox::unstable::agent::quota::Exceeded;
 use crewbox::unstable::agent::runner::AgentSpec;
 use crewbox::unstable::config::Quotas;
-use crewbox::unstable::ids::{AgentId, RunId};
 use crewbox::unstable::provider::scripted::ScriptedProvider;
 use crewbox::unstable::store::{ControlKind, Store};
-use crewbox::unstable::tool::registry::ToolRegistry;
 
-struct Fixture {
-    _dir: tempfile::TempDir,
-    work: std::path::PathBuf,
-    store: Store,
-    manager: Manager,
-}
-
-fn fixture(max_concurrent: usize) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    std::fs::write(work.join("notes.txt"), "alpha\nbeta\n").unwrap();
-    let store = Store::open(&dir.path().join("state")).unwrap();
-    let manager = Manager::new(
-        store.clone(),
-        Arc::new(ToolRegistry::builtin()),
-        max_concurrent,
-    );
-    Fixture {
-        work: work.canonicalize().unwrap(),
-        _dir: dir,
-        store,
-        manager,
-    }
-}
+use crate::support::agents::{Fixture, agent_spec, fixture, insert_run};
 
 fn spec(f: &Fixture, script: &str, quotas: Quotas, caps: CapSet) -> AgentSpec {
-    AgentSpec {
-        id: AgentId::new(),
-        run_id: RunId::new(),
-        parent: None,
-        name: "worker".into(),
-        role: "executor".into(),
-        task: "do the thing".into(),
-        system_prompt: "you are a test agent".into(),
-        perms: Permissions::root(caps),
-        workspace: f.work.clone(),
-        quotas,
-        provider: Arc::new(ScriptedProvider::parse(script, "test script").unwrap()),
-        prices: None,
-    }
-}
-
-async fn insert_run(store: &Store, run: &RunId) {
-    let record = crewbox::unstable::store::RunRecord {
-        id: run.clone(),
-        ..crewbox::unstable::store::RunRecord::started(
-            crewbox::Mode::Single,
-            "p",
-            serde_json::json!({}),
-        )
-    };
-    store.insert_run(&record).await.unwrap();
+    let provider = Arc::new(ScriptedProvider::parse(script, "test script").unwrap());
+    agent_spec(f, provider, quotas, caps)
 }
 
 const TOOLS_SCRIPT: &str = r#"

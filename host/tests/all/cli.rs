@@ -9,6 +9,7 @@ fn crewbox(dir: &Path, args: &[&str]) -> Output {
         .current_dir(dir)
         .env("CREWBOX_STATE_DIR", dir.join(".state"))
         .env("XDG_CONFIG_HOME", dir.join(".config"))
+        .env("XDG_STATE_HOME", dir.join(".xdg-state"))
         .env("XDG_CACHE_HOME", crate::support::shared_cache_home())
         .env_remove("RUST_LOG")
         .output()
@@ -193,9 +194,10 @@ fn bad_input_is_a_clear_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("txet"), "{}", stderr(&out));
 
-    std::fs::create_dir_all(dir.path().join(".crewbox")).unwrap();
+    // The user's config: unknown keys are errors there (a repository's are ignored).
+    std::fs::create_dir_all(dir.path().join(".config/crewbox")).unwrap();
     std::fs::write(
-        dir.path().join(".crewbox/config.toml"),
+        dir.path().join(".config/crewbox/config.toml"),
         "max_concurent = 3\n",
     )
     .unwrap();
@@ -208,7 +210,7 @@ fn bad_input_is_a_clear_usage_error() {
     );
 
     std::fs::write(
-        dir.path().join(".crewbox/config.toml"),
+        dir.path().join(".config/crewbox/config.toml"),
         "[providers.remote]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\nmodel = \"m\"\napi_key_env = \"CREWBOX_TEST_UNSET_KEY\"\n",
     )
     .unwrap();

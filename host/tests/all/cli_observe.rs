@@ -9,6 +9,7 @@ fn crewbox(dir: &Path, args: &[&str]) -> Output {
         .current_dir(dir)
         .env("CREWBOX_STATE_DIR", dir.join(".state"))
         .env("XDG_CONFIG_HOME", dir.join(".config"))
+        .env("XDG_STATE_HOME", dir.join(".xdg-state"))
         .env("XDG_CACHE_HOME", crate::support::shared_cache_home())
         .env_remove("RUST_LOG")
         .output()

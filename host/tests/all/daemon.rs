@@ -28,11 +28,6 @@ fn setup() -> Env {
     std::fs::create_dir_all(repo.join(".crewbox")).unwrap();
     std::fs::write(repo.join("README.md"), "hello\n").unwrap();
     std::fs::write(
-        repo.join(".crewbox/config.toml"),
-        "[providers.scripted]\nkind = \"scripted\"\nscript = \"s.toml\"\n",
-    )
-    .unwrap();
-    std::fs::write(
         repo.join(".crewbox/s.toml"),
         "[[reply]]\nrepeat = true\ntext = \"ok\"\n",
     )
@@ -51,12 +46,28 @@ fn setup() -> Env {
             "init",
         ],
     );
-    Env {
+    let env = Env {
         state: dir.path().join("state"),
         config: dir.path().join("config"),
         repo,
         _dir: dir,
-    }
+    };
+    user_config(&env, "");
+    env
+}
+
+/// Writes the user's config: the scripted provider (providers are the user's own,
+/// never a repository's) reading `.crewbox/s.toml`, plus `extra`.
+fn user_config(env: &Env, extra: &str) {
+    std::fs::create_dir_all(env.config.join("crewbox")).unwrap();
+    std::fs::write(
+        env.config.join("crewbox/config.toml"),
+        format!(
+            "{extra}default_provider = \"scripted\"\n[providers.scripted]\nkind = \"scripted\"\nscript = {:?}\n",
+            env.repo.join(".crewbox/s.toml")
+        ),
+    )
+    .unwrap();
 }
 
 fn command(env: &Env, args: &[&str]) -> Command {
@@ -65,6 +76,7 @@ fn command(env: &Env, args: &[&str]) -> Command {
         .current_dir(&env.repo)
         .env("CREWBOX_STATE_DIR", &env.state)
         .env("XDG_CONFIG_HOME", &env.config)
+        .env("XDG_STATE_HOME", env.state.with_file_name("xdg-state"))
         .env("XDG_CACHE_HOME", crate::support::shared_cache_home())
         .env_remove("RUST_LOG");
     c
@@ -351,12 +363,7 @@ fn daemon_obeys_the_config_switch_run_now_pause_and_stops_cleanly_on_sigterm() {
     add(&["schedule", "run-now", "hourly"]);
 
     // `scheduling = false` in the user config: the daemon runs but fires nothing.
-    std::fs::create_dir_all(env.config.join("crewbox")).unwrap();
-    std::fs::write(
-        env.config.join("crewbox/config.toml"),
-        "scheduling = false\n",
-    )
-    .unwrap();
+    user_config(&env, "scheduling = false\n");
     let off = start_daemon(&env);
     std::thread::sleep(Duration::from_millis(1200));
     let fires = crash(off);
@@ -364,11 +371,7 @@ fn daemon_obeys_the_config_switch_run_now_pause_and_stops_cleanly_on_sigterm() {
     let health = json(&crewbox(&env, &["health", "--json"]));
     assert_eq!(health["scheduler"]["enabled"], false, "{health}");
 
-    std::fs::write(
-        env.config.join("crewbox/config.toml"),
-        "scheduling = true\n",
-    )
-    .unwrap();
+    user_config(&env, "scheduling = true\n");
     let on = start_daemon(&env);
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: signalling our own child by its pid.
@@ -471,7 +474,9 @@ text = "tests written"
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let run_id = loop {
-        if let Some((id, steps)) = steps_of_only_run(&env.state) {
+        if let Some((id, steps)) =
+            steps_of_only_run(&crate::support::repo::repo_state_dir(&env.state, &env.repo))
+        {
             let state = |k: &str| {
                 steps
                     .iter()
@@ -495,12 +500,7 @@ text = "tests written"
     let health = json(&crewbox(&env, &["health", "--json"]));
     assert_eq!(health["runs"]["interrupted"], 1, "{health}");
 
-    std::fs::create_dir_all(env.config.join("crewbox")).unwrap();
-    std::fs::write(
-        env.config.join("crewbox/config.toml"),
-        "scheduling = false\n",
-    )
-    .unwrap();
+    user_config(&env, "scheduling = false\n");
     let daemon = start_daemon(&env);
     // The resumed run ends within a few seconds; then a graceful stop.
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -68,3 +68,54 @@ async fn subscribers_see_what_the_log_stores_in_order() {
     assert_eq!(line["kind"], "run.started");
     assert_eq!(line["data"]["mode"], "single");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_never_see_a_secret_the_log_masks() {
+    use crewbox::unstable::redact;
+    // A key this process knows (as a configured provider's key would be); unique, so
+    // no other test of the suite is affected by it being masked.
+    let secret = format!("sk-test-{}", uuid::Uuid::now_v7().simple());
+    redact::register(&secret);
+    let dir = git_repo(|_| {});
+    let script = dir.path().join("script.toml");
+    std::fs::write(
+        &script,
+        format!("[[reply]]\nagent = \"agent\"\ntext = \"the key is {secret}\"\n"),
+    )
+    .unwrap();
+    let repo = Repository::with_config(
+        dir.path().join("repo"),
+        dir.path().join("state"),
+        Config::default(),
+    );
+    let engine = repo.engine(CancellationToken::new()).await.unwrap();
+    let mut events = engine.subscribe();
+    let mut req = RunRequest::new("say the key");
+    req.mode = Some(ModeChoice::Mode(Mode::Single));
+    req.script = Some(script);
+    let report = engine.run(req).await.unwrap();
+
+    let mut seen: Vec<EventRecord> = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        seen.push(e);
+    }
+    let reply = seen
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::ModelReply { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .expect("the reply was published");
+    assert_eq!(reply, format!("the key is {}", redact::MASK));
+    for e in &seen {
+        let line = serde_json::to_string(e).unwrap();
+        assert!(!line.contains(&secret), "published with the key: {line}");
+    }
+    let stored = repo
+        .events()
+        .unwrap()
+        .after(Some(&report.run_id), 0, 1000)
+        .await
+        .unwrap();
+    assert_eq!(seen, stored, "published = stored, masked alike");
+}

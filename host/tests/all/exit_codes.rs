@@ -34,7 +34,15 @@ fn a_dispatcher_fault_exits_3_before_anything_runs() {
     );
     let tasks: String = (0..TOO_MANY).map(|i| format!("- task {i}\n")).collect();
     let prompt = format!("do all of these:\n{tasks}");
-    let out = bin(dir.path(), &["run", &prompt, "--mode", "auto", "--json"]);
+    let script = dir.path().join("script.toml");
+    std::fs::write(&script, "[[reply]]\nrepeat = true\ntext = \"x\"\n").unwrap();
+    let script = script.to_str().unwrap();
+    let out = bin(
+        dir.path(),
+        &[
+            "run", &prompt, "--mode", "auto", "--json", "--script", script,
+        ],
+    );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
@@ -129,10 +137,20 @@ fn usage_and_configuration_errors_exit_2() {
             "runs a team",
         ),
         (
-            vec!["run", "x", "--validator", &guest("echo-dispatcher.wasm")],
+            vec![
+                "run",
+                "x",
+                "--validator",
+                &guest("echo-dispatcher.wasm"),
+                "--script",
+                script,
+            ],
             "not a validator",
         ),
-        (vec!["run", "x", "--team", "nobody"], "unknown team"),
+        (
+            vec!["run", "x", "--team", "nobody", "--script", script],
+            "unknown team",
+        ),
         (
             vec!["run", "x", "--provider", "nowhere"],
             "unknown provider",

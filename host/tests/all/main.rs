@@ -11,6 +11,7 @@
 mod support;
 
 mod agent;
+mod agent_wire;
 mod cli;
 mod cli_observe;
 mod criteria_judge;
@@ -22,12 +23,15 @@ mod plugin_hostile;
 mod plugin_python;
 mod plugin_runtime;
 mod provider_anthropic;
+mod provider_cli;
 mod provider_command;
 mod provider_openai;
+mod provider_peer;
 mod provider_scripted;
 mod recovery;
 mod reflect;
 mod store;
 mod teams;
 mod tools;
+mod trust;
 mod worktree;

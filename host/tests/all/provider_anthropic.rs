@@ -1,14 +1,12 @@
 //! The Anthropic Messages provider against a local HTTP server speaking the wire format.
 
-use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::http::{Chunk, Reply, TestServer};
+use crate::support::http::{Chunk, Reply, TestServer, build_provider};
 use crewbox::unstable::provider::{
-    AgentLabel, BreakerState, Breakers, BuildContext, CompletionRequest, Message, Provider,
-    ProviderConfig, ProviderError, StopReason, ToolCall, ToolSpec, Usage, build,
+    AgentLabel, BreakerState, Breakers, CompletionRequest, Message, Provider, ProviderError,
+    StopReason, ToolCall, ToolSpec, Usage,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -16,25 +14,12 @@ use serde_json::json;
 const KEY: &str = "sk-ant-test-secret-42";
 
 fn provider(server: &TestServer, extra: &str) -> (Arc<dyn Provider>, Breakers) {
-    let cfg: ProviderConfig = toml::from_str(&format!(
+    let text = format!(
         "kind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"claude-test\"\nmax_tokens = 1024\n\
          stall_timeout_s = 0.5\ntimeout_s = 5\nretry_base_ms = 20\n{extra}",
         server.url
-    ))
-    .expect("config");
-    let breakers = Breakers::default();
-    let env_map = HashMap::from([("ANTHROPIC_API_KEY".to_owned(), KEY.to_owned())]);
-    let env = move |k: &str| env_map.get(k).cloned();
-    let ctx = BuildContext {
-        breakers: &breakers,
-        base_dir: Path::new("."),
-        env: &env,
-        default_script: "",
-    };
-    let p = build("claude", &cfg, &ctx)
-        .map_err(|e| e.to_string())
-        .expect("build");
-    (p, breakers)
+    );
+    build_provider("claude", &text, &[("ANTHROPIC_API_KEY", KEY)]).expect("build")
 }
 
 fn request() -> CompletionRequest {
@@ -50,11 +35,11 @@ fn request() -> CompletionRequest {
             Message::user("Create hello.txt"),
             Message::assistant(
                 "On it.",
-                vec![ToolCall {
-                    id: "toolu_1".into(),
-                    name: "write_file".into(),
-                    args: json!({"path": "hello.txt"}),
-                }],
+                vec![ToolCall::new(
+                    "toolu_1",
+                    "write_file",
+                    json!({"path": "hello.txt"}),
+                )],
             ),
             Message::tool("toolu_1", "wrote 5 bytes"),
             Message::user("Steering: also add a newline."),
@@ -96,11 +81,11 @@ async fn non_streaming_request_shape_and_tool_use_reply() {
     assert_eq!(c.stop, StopReason::ToolUse);
     assert_eq!(
         c.tool_calls,
-        vec![ToolCall {
-            id: "toolu_2".into(),
-            name: "read_file".into(),
-            args: json!({"path": "hello.txt"})
-        }]
+        vec![ToolCall::new(
+            "toolu_2",
+            "read_file",
+            json!({"path": "hello.txt"})
+        )]
     );
     assert_eq!(
         c.usage,
@@ -199,11 +184,11 @@ async fn streamed_text_and_tool_use() {
     assert_eq!(c.stop, StopReason::ToolUse);
     assert_eq!(
         c.tool_calls,
-        vec![ToolCall {
-            id: "toolu_9".into(),
-            name: "write_file".into(),
-            args: json!({"path": "a.txt"})
-        }]
+        vec![ToolCall::new(
+            "toolu_9",
+            "write_file",
+            json!({"path": "a.txt"})
+        )]
     );
     assert_eq!(
         c.usage,
@@ -231,33 +216,48 @@ async fn overloaded_error_event_is_retried() {
     let (p, _) = provider(&server, "max_retries = 0\n");
     let err = p.complete(&request()).await.unwrap_err();
     assert!(
-        matches!(err, ProviderError::Server { status: 529, .. }),
+        matches!(err, ProviderError::Overloaded { status: 529, .. }),
         "{err}"
     );
     let (p, _) = provider(&server, "");
     assert_eq!(p.complete(&request()).await.unwrap().text, "Writing.");
 }
 
-#[tokio::test]
-async fn rate_limit_with_http_date_retry_after_then_success() {
-    let at = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
+/// How long a call took whose first attempt got `refusal` with `Retry-After: retry_after`.
+async fn time_after(refusal: Reply, retry_after: &str) -> Duration {
     let server = TestServer::start(vec![
-        Reply::json(
-            429,
-            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}),
-        )
-        .header("retry-after", &at),
+        refusal.header("retry-after", retry_after),
         message(json!([{"type": "text", "text": "ok"}]), "end_turn"),
     ])
     .await;
     let (p, _) = provider(&server, "stream = false\n");
     let t0 = Instant::now();
     assert_eq!(p.complete(&request()).await.unwrap().text, "ok");
+    t0.elapsed()
+}
+
+#[tokio::test]
+async fn rate_limit_with_http_date_retry_after_then_success() {
+    let at = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(2));
+    let refusal = Reply::json(
+        429,
+        json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}}),
+    );
     // The date has one-second resolution: at least ~1 s of the 2 s must have been waited.
+    let waited = time_after(refusal, &at).await;
+    assert!(waited >= Duration::from_millis(900), "{waited:?}");
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_on_529() {
+    let refusal = Reply::json(
+        529,
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    );
+    let waited = time_after(refusal, "1").await;
     assert!(
-        t0.elapsed() >= Duration::from_millis(900),
-        "{:?}",
-        t0.elapsed()
+        waited >= Duration::from_secs(1),
+        "Retry-After on 529 was not honoured: {waited:?}"
     );
 }
 
@@ -310,30 +310,149 @@ async fn stalled_stream_times_out_and_counts_for_the_breaker() {
     let server = TestServer::start((0..5).map(|_| stalled()).collect()).await;
     let (p, breakers) = provider(&server, "max_retries = 4\n");
     let err = p.complete(&request()).await.unwrap_err();
-    assert!(matches!(err, ProviderError::Timeout(_)), "{err}");
+    assert!(
+        matches!(&err, ProviderError::CircuitOpen { opened_now: true, cause, .. } if cause.contains("stalled")),
+        "{err}"
+    );
     assert_eq!(breakers.snapshot()[0].state, BreakerState::Open);
     assert!(matches!(
         p.complete(&request()).await,
-        Err(ProviderError::CircuitOpen { .. })
+        Err(ProviderError::CircuitOpen { cause, .. }) if cause.contains("stalled")
     ));
 }
 
 #[tokio::test]
 async fn missing_key_variable_is_a_config_error() {
-    let cfg: ProviderConfig =
-        toml::from_str("kind = \"anthropic\"\nmodel = \"m\"\napi_key_env = \"MY_ANTHROPIC_KEY\"\n")
-            .unwrap();
-    let breakers = Breakers::default();
-    let env = |_: &str| None;
-    let ctx = BuildContext {
-        breakers: &breakers,
-        base_dir: Path::new("."),
-        env: &env,
-        default_script: "",
-    };
-    let err = build("claude", &cfg, &ctx).err().expect("no key");
+    let text = "kind = \"anthropic\"\nmodel = \"m\"\napi_key_env = \"MY_ANTHROPIC_KEY\"\n";
+    let err = build_provider("claude", text, &[]).err().expect("no key");
     assert!(
         matches!(&err, ProviderError::Config(m) if m.contains("`MY_ANTHROPIC_KEY`")),
         "{err}"
     );
+}
+
+/// The `messages` of the request sent for `history` (checked against the API's rules).
+async fn sent_messages(history: Vec<Message>) -> serde_json::Value {
+    let server = TestServer::start(vec![message(
+        json!([{"type": "text", "text": "ok"}]),
+        "end_turn",
+    )])
+    .await;
+    let (p, _) = provider(&server, "stream = false\n");
+    let mut req = request();
+    req.messages = history;
+    p.complete(&req).await.unwrap();
+    let body = server.requests()[0].json();
+    crate::support::wire::assert_well_formed(
+        std::slice::from_ref(&body),
+        crate::support::wire::anthropic_violations,
+    );
+    body["messages"].clone()
+}
+
+#[tokio::test]
+async fn never_sends_blank_text_and_marks_tool_errors() {
+    // An empty assistant turn, a fix round after it, a whitespace-only reply with a call
+    // that failed, a blank steer: what fix rounds, revisions and nudges leave behind.
+    let sent = sent_messages(vec![
+        Message::system("sys"),
+        Message::user("task"),
+        Message::assistant("", vec![]),
+        Message::user("Validation failed: fix it."),
+        Message::assistant(
+            "  \n",
+            vec![ToolCall::new("toolu_1", "write_file", json!({"path": "a"}))],
+        ),
+        Message::tool_error("toolu_1", "error: permission denied"),
+        Message::user("   "),
+        Message::tool("stray", ""),
+    ])
+    .await;
+    assert_eq!(
+        sent,
+        json!([
+            {"role": "user", "content": [
+                {"type": "text", "text": "task"},
+                {"type": "text", "text": "Validation failed: fix it."}
+            ]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "write_file", "input": {"path": "a"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "error: permission denied", "is_error": true},
+                {"type": "text", "text": "[result of tool call stray]\n"}
+            ]}
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_steer_between_tool_results_is_sent_after_all_of_them() {
+    let sent = sent_messages(vec![
+        Message::user("task"),
+        Message::assistant(
+            "",
+            vec![
+                ToolCall::new("t1", "list_dir", json!({})),
+                ToolCall::new("t2", "read_file", json!({"path": "a"})),
+            ],
+        ),
+        Message::tool("t1", "a"),
+        Message::user("Message from the operator: hurry"),
+        Message::tool("t2", "alpha"),
+    ])
+    .await;
+    assert_eq!(
+        sent[2]["content"],
+        json!([
+            {"type": "tool_result", "tool_use_id": "t1", "content": "a"},
+            {"type": "tool_result", "tool_use_id": "t2", "content": "alpha"},
+            {"type": "text", "text": "Message from the operator: hurry"}
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_200_error_body_is_an_error_not_an_empty_reply() {
+    let server = TestServer::start(vec![Reply::json(
+        200,
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    )])
+    .await;
+    let (p, _) = provider(&server, "stream = false\nmax_retries = 0\n");
+    let err = p.complete(&request()).await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::Overloaded { status: 529, message, .. } if message == "Overloaded"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_rate_limit_error_event_mid_stream_is_a_rate_limit() {
+    let server = TestServer::start(vec![Reply::sse_events(&[
+        stream_events()[0].clone(),
+        (
+            "error",
+            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "Number of request tokens has exceeded your rate limit"}}),
+        ),
+    ])])
+    .await;
+    let (p, _) = provider(&server, "max_retries = 0\n");
+    let err = p.complete(&request()).await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::RateLimited { message, .. } if message.contains("rate limit")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn the_key_never_reaches_an_error_from_an_error_event() {
+    let server = TestServer::start(vec![Reply::sse_events(&[(
+        "error",
+        json!({"type": "error", "error": {"type": "api_error", "message": format!("bad key {KEY}")}}),
+    )])])
+    .await;
+    let (p, _) = provider(&server, "max_retries = 0\n");
+    let err = p.complete(&request()).await.unwrap_err().to_string();
+    assert!(!err.contains(KEY) && err.contains("[redacted]"), "{err}");
 }

@@ -207,7 +207,10 @@ async fn injected_faults_map_to_provider_errors() {
     ));
     assert!(matches!(
         p.complete(&r).await,
-        Err(ProviderError::RateLimited { retry_after: None })
+        Err(ProviderError::RateLimited {
+            retry_after: None,
+            ..
+        })
     ));
     assert!(matches!(
         p.complete(&r).await,

@@ -90,7 +90,7 @@ impl Db {
             .enable_all()
             .build()
             .unwrap();
-        let store = Store::open(&dir.join("state")).unwrap();
+        let store = Store::open(&crate::support::repo::state_dir(dir)).unwrap();
         Self { rt, store }
     }
 

@@ -462,6 +462,8 @@ text = '''
 '''
 "#;
     let dir = repo(team);
+    // A team's validators (and full access) apply only in a trusted repository.
+    assert!(bin(dir.path(), &["trust"]).status.success());
     let (out, report) = crewbox(dir.path(), script, &["run", "work", "--team", "trio"]);
     assert!(
         out.status.success(),

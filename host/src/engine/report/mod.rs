@@ -177,10 +177,13 @@ impl RunReport {
                 | Event::AgentWrapUp { .. }
                 | Event::AgentCompacted { .. }
                 | Event::AgentSteer { .. }
+                | Event::AgentSteerUndelivered { .. }
+                | Event::AgentContinue { .. }
                 | Event::AgentFixRound { .. }
                 | Event::AgentChain { .. }
                 | Event::ModelReply { .. }
                 | Event::ToolCall { .. }
+                | Event::ProviderBreakerOpen { .. }
                 | Event::SwarmDelivery { .. }
                 | Event::GroupDelivery { .. }
                 | Event::GroupDeliveryFailed { .. }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 
 /// One request as the server saw it.
 #[derive(Clone, Debug)]
@@ -40,6 +41,8 @@ impl Recorded {
 pub enum Chunk {
     /// Bytes sent as one HTTP chunk.
     Data(String),
+    /// `len` copies of one byte, sent in 64 KiB chunks (huge bodies without the memory).
+    Filler(u8, usize),
     /// Silence.
     Pause(Duration),
     /// Close the connection without finishing the body.
@@ -57,6 +60,14 @@ pub enum Reply {
     },
     /// A chunked body (SSE streams).
     Chunked { status: u16, chunks: Vec<Chunk> },
+    /// A chunked body with its own headers (e.g. a content type that is not SSE).
+    Stream {
+        status: u16,
+        headers: Vec<(String, String)>,
+        chunks: Vec<Chunk>,
+    },
+    /// Waits until the gate is opened (the test acts in between), then answers.
+    After(Arc<Notify>, Box<Reply>),
     /// Close the connection without answering.
     Hangup,
 }
@@ -94,6 +105,10 @@ impl Reply {
                 .map(|d| Chunk::Data(format!("data: {d}\n\n")))
                 .collect(),
         }
+    }
+    /// `reply`, sent once `gate` is notified.
+    pub fn after(gate: &Arc<Notify>, reply: Reply) -> Self {
+        Self::After(gate.clone(), Box::new(reply))
     }
     /// An SSE stream of named events (`event:` + `data:`), one chunk each.
     pub fn sse_events(events: &[(&str, serde_json::Value)]) -> Self {
@@ -152,6 +167,19 @@ impl TestServer {
     pub fn requests(&self) -> Vec<Recorded> {
         self.requests.lock().unwrap().clone()
     }
+
+    /// Waits (polling, with a deadline) until `n` requests have arrived.
+    pub async fn wait_for_requests(&self, n: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while self.requests.lock().unwrap().len() < n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the server got {} requests, expected {n}",
+                self.requests.lock().unwrap().len()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
 }
 
 async fn read_request(sock: &mut TcpStream) -> std::io::Result<Option<Recorded>> {
@@ -205,6 +233,7 @@ fn reason(status: u16) -> &'static str {
         429 => "Too Many Requests",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
+        529 => "Overloaded",
         _ => "Status",
     }
 }
@@ -223,8 +252,16 @@ async fn serve(
         .unwrap()
         .pop_front()
         .unwrap_or_else(|| Reply::text(500, "test server: no more replies"));
+    answer(&mut sock, reply).await
+}
+
+async fn answer(sock: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
     match reply {
         Reply::Hangup => Ok(()),
+        Reply::After(gate, reply) => {
+            gate.notified().await;
+            Box::pin(answer(sock, *reply)).await
+        }
         Reply::Full {
             status,
             headers,
@@ -244,25 +281,86 @@ async fn serve(
             sock.shutdown().await
         }
         Reply::Chunked { status, chunks } => {
-            let head = format!(
-                "HTTP/1.1 {status} {}\r\nconnection: close\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
-                reason(status)
-            );
-            sock.write_all(head.as_bytes()).await?;
-            sock.flush().await?;
-            for chunk in chunks {
-                match chunk {
-                    Chunk::Data(d) => {
-                        sock.write_all(format!("{:x}\r\n{d}\r\n", d.len()).as_bytes())
-                            .await?;
-                        sock.flush().await?;
-                    }
-                    Chunk::Pause(d) => tokio::time::sleep(d).await,
-                    Chunk::Drop => return Ok(()),
-                }
+            let headers = vec![("content-type".into(), "text/event-stream".into())];
+            chunked(sock, status, headers, chunks).await
+        }
+        Reply::Stream {
+            status,
+            headers,
+            chunks,
+        } => chunked(sock, status, headers, chunks).await,
+    }
+}
+
+async fn chunked(
+    sock: &mut TcpStream,
+    status: u16,
+    headers: Vec<(String, String)>,
+    chunks: Vec<Chunk>,
+) -> std::io::Result<()> {
+    let mut head = format!(
+        "HTTP/1.1 {status} {}\r\nconnection: close\r\ntransfer-encoding: chunked\r\n",
+        reason(status)
+    );
+    for (n, v) in headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    sock.write_all(head.as_bytes()).await?;
+    sock.flush().await?;
+    for chunk in chunks {
+        match chunk {
+            Chunk::Data(d) => {
+                sock.write_all(format!("{:x}\r\n{d}\r\n", d.len()).as_bytes())
+                    .await?;
+                sock.flush().await?;
             }
-            sock.write_all(b"0\r\n\r\n").await?;
-            sock.shutdown().await
+            Chunk::Filler(byte, mut len) => {
+                let piece = vec![byte; 64 * 1024];
+                while len > 0 {
+                    let n = len.min(piece.len());
+                    sock.write_all(format!("{n:x}\r\n").as_bytes()).await?;
+                    sock.write_all(&piece[..n]).await?;
+                    sock.write_all(b"\r\n").await?;
+                    len -= n;
+                }
+                sock.flush().await?;
+            }
+            Chunk::Pause(d) => tokio::time::sleep(d).await,
+            Chunk::Drop => return Ok(()),
         }
     }
+    sock.write_all(b"0\r\n\r\n").await?;
+    sock.shutdown().await
+}
+
+/// Builds provider `name` from a `[providers.NAME]` table's TOML, as `crewbox` would,
+/// reading environment variables from `env` only.
+pub fn build_provider(
+    name: &str,
+    toml_text: &str,
+    env: &[(&str, &str)],
+) -> Result<
+    (
+        Arc<dyn crewbox::unstable::provider::Provider>,
+        crewbox::unstable::provider::Breakers,
+    ),
+    crewbox::unstable::provider::ProviderError,
+> {
+    let cfg: crewbox::unstable::provider::ProviderConfig =
+        toml::from_str(toml_text).expect("config");
+    let env: std::collections::HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let lookup = move |k: &str| env.get(k).cloned();
+    let breakers = crewbox::unstable::provider::Breakers::default();
+    let ctx = crewbox::unstable::provider::BuildContext {
+        breakers: &breakers,
+        base_dir: std::path::Path::new("."),
+        env: &lookup,
+        default_script: "",
+    };
+    let provider = crewbox::unstable::provider::build(name, &cfg, &ctx)?;
+    Ok((provider, breakers))
 }

@@ -1,9 +1,11 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
+pub mod agents;
 pub mod http;
 pub mod peers;
 pub mod repo;
+pub mod wire;
 
 use std::path::PathBuf;
 

@@ -1,7 +1,7 @@
 //! Shared by the end-to-end tests that drive the real binary in a temp git repository
 //! (`#[path]`-included, so each test crate uses only some of it).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// A temp dir holding `repo/` (one commit: `notes.txt` = "alpha"), after `setup` wrote
@@ -31,8 +31,20 @@ pub fn command(dir: &Path, args: &[&str]) -> Command {
         .current_dir(dir.join("repo"))
         .env("CREWBOX_STATE_DIR", dir.join("state"))
         .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_STATE_HOME", dir.join("xdg-state"))
         .env("XDG_CACHE_HOME", super::shared_cache_home());
     c
+}
+
+/// The state directory `crewbox` uses for the repository at `repo` under the state
+/// base `base` (`CREWBOX_STATE_DIR`): each repository gets its own directory there.
+pub fn repo_state_dir(base: &Path, repo: &Path) -> PathBuf {
+    crewbox::unstable::paths::repo_state_dir(base, &repo.canonicalize().unwrap())
+}
+
+/// The state directory of the temp dir's `repo/` (see [`command`]).
+pub fn state_dir(dir: &Path) -> PathBuf {
+    repo_state_dir(&dir.join("state"), &dir.join("repo"))
 }
 
 /// Runs `crewbox ARGS` (see [`command`]) to its end.

@@ -57,19 +57,19 @@ pub(crate) struct TeamContext {
     validators: HashMap<String, Vec<ValidatorEntry>>,
 }
 
-/// Loads team `name` from the repository's and the user's team directories.
+/// Loads team `name` from the repository's and the user's team directories, with the
+/// repository's ceiling applied (see `team/limits.rs`).
 pub(crate) async fn load_team(services: &Services, name: &str) -> Result<Team, EngineError> {
     let repo = services.repo().to_path_buf();
-    let teams = tokio::task::spawn_blocking(move || crate::team::discover(&repo))
+    let policy = services.config().team_policy();
+    let found = tokio::task::spawn_blocking(move || crate::team::discover(&repo, &policy))
         .await
-        .map_err(|e| EngineError::Internal(format!("loading teams: {e}")))??;
-    match teams.iter().find(|t| t.name.eq_ignore_ascii_case(name)) {
-        Some(team) => Ok(team.clone()),
-        None => Err(EngineError::UnknownTeam {
-            name: name.to_owned(),
-            known: teams.iter().map(|t| t.name.clone()).collect(),
-        }),
+        .map_err(|e| EngineError::Internal(format!("loading teams: {e}")))?;
+    let team = found.find(name)?.clone();
+    for w in &team.warnings {
+        tracing::warn!(team = %team.name, "{w}");
     }
+    Ok(team)
 }
 
 impl TeamContext {

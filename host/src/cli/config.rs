@@ -1,0 +1,73 @@
+//! `crewbox config [--json]`: the configuration in force, each value with its source,
+//! every repository setting that was ignored or clamped and why, and the table of
+//! what a repository may set.
+
+use serde_json::json;
+
+use super::{Context, Exit};
+use crate::config::effective::repo_rules_text;
+
+/// Arguments of `crewbox config`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConfigArgs {
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints the configuration in force.
+pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
+    let cfg = ctx.config();
+    let env = |var: &str| std::env::var(var).ok();
+    // What `run` would use without --provider (or why it cannot run).
+    let choice = cfg.choose_provider(None, None, &env);
+    if args.json {
+        let mut out = cfg.to_json();
+        out["repository"] = json!(ctx.root());
+        out["state_dir"] = json!(ctx.state_dir());
+        out["run_provider"] = match &choice {
+            Ok(c) => json!({"name": c.name, "source": c.chosen_by}),
+            Err(e) => json!({"name": null, "error": e.to_string()}),
+        };
+        out["trust_error"] = json!(ctx.trust_error());
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(Exit::Ok);
+    }
+    println!(
+        "repository: {} ({})",
+        ctx.root().display(),
+        cfg.trust.as_str()
+    );
+    if let Some(e) = ctx.trust_error() {
+        println!("            trust store unreadable: {e}");
+    }
+    println!("state:      {}", ctx.state_dir().display());
+    match &choice {
+        Ok(c) => println!("provider:   {} (chosen by {})", c.name, c.chosen_by),
+        Err(e) => println!("provider:   none: {e}"),
+    }
+    println!("\nsettings:");
+    for s in cfg.settings() {
+        println!(
+            "  {:<24} = {:<40} # {}",
+            s.key,
+            s.value.to_string(),
+            s.source
+        );
+    }
+    if !cfg.ignored.is_empty() {
+        println!("\nrepository settings not applied:");
+        for i in &cfg.ignored {
+            println!("  {i}");
+        }
+    }
+    println!("\nwhat a repository's .crewbox/config.toml may set (when trusted):");
+    print!("{}", repo_rules_text());
+    if !cfg.trust.is_trusted() {
+        println!(
+            "\nThis repository is not trusted: its config and plugins are ignored and its teams run \
+             read-only. Trust it with `crewbox trust`."
+        );
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,225 @@
+//! Where each setting in force came from, and what a repository asked for that was
+//! not applied: what `crewbox config` prints.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::Config;
+use crate::provider::config::ProviderConfig;
+use crate::trust::rules::{REPO_KEYS, UNLISTED};
+
+/// Where a setting's value came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Source {
+    /// crewbox's documented default.
+    Default,
+    /// The user's config file.
+    User {
+        /// The file.
+        path: PathBuf,
+        /// The line the key is on.
+        line: Option<usize>,
+    },
+    /// The repository's config file (trusted repositories only).
+    Repo {
+        /// The file.
+        path: PathBuf,
+        /// The line the key is on.
+        line: Option<usize>,
+    },
+    /// An environment variable.
+    Env {
+        /// Its name.
+        var: String,
+    },
+    /// A command-line option.
+    Cli {
+        /// The option.
+        flag: String,
+    },
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at =
+            |f: &mut std::fmt::Formatter<'_>, who: &str, path: &PathBuf, line: &Option<usize>| {
+                match line {
+                    Some(l) => write!(f, "{who} {}:{l}", path.display()),
+                    None => write!(f, "{who} {}", path.display()),
+                }
+            };
+        match self {
+            Self::Default => f.write_str("default"),
+            Self::User { path, line } => at(f, "user", path, line),
+            Self::Repo { path, line } => at(f, "repo", path, line),
+            Self::Env { var } => write!(f, "environment {var}"),
+            Self::Cli { flag } => write!(f, "command line {flag}"),
+        }
+    }
+}
+
+/// What happened to a repository setting that was not applied as written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IgnoredAction {
+    /// Not applied at all.
+    Ignored,
+    /// Applied only up to the user's value.
+    Clamped {
+        /// What the repository wrote.
+        asked: String,
+        /// What stays in force.
+        kept: String,
+    },
+}
+
+/// A repository setting that was ignored or clamped, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Ignored {
+    /// The repository file.
+    pub file: PathBuf,
+    /// The key (`*` for the whole file).
+    pub key: String,
+    /// Its line, when known.
+    pub line: Option<usize>,
+    /// Ignored or clamped.
+    pub action: IgnoredAction,
+    /// The rule, in one line.
+    pub why: String,
+}
+
+impl std::fmt::Display for Ignored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        match &self.action {
+            IgnoredAction::Ignored if self.key == "*" => write!(f, ": ignored: {}", self.why),
+            IgnoredAction::Ignored => write!(f, ": `{}` is ignored: {}", self.key, self.why),
+            IgnoredAction::Clamped { asked, kept } => write!(
+                f,
+                ": `{} = {asked}` is clamped to {kept}: {}",
+                self.key, self.why
+            ),
+        }
+    }
+}
+
+/// A provider as `crewbox config` shows it: kind and where it sends requests, never a
+/// key (configs only hold the names of key variables anyway).
+pub fn provider_summary(p: &ProviderConfig) -> Value {
+    match p {
+        ProviderConfig::Scripted(c) => json!({"kind": "scripted", "script": c.script}),
+        ProviderConfig::Openai(c) => json!({
+            "kind": "openai", "base_url": c.base_url, "model": c.model,
+            "api_key_env": c.api_key_env,
+        }),
+        ProviderConfig::Anthropic(c) => json!({
+            "kind": "anthropic", "base_url": c.base_url, "model": c.model,
+            "api_key_env": c.api_key_env,
+        }),
+        ProviderConfig::Command(c) => json!({
+            "kind": "command", "command": c.command, "model": c.model,
+        }),
+    }
+}
+
+/// One setting in force: its key, value and source.
+#[derive(Clone, Debug, Serialize)]
+pub struct Setting {
+    /// The key (dotted for tables).
+    pub key: String,
+    /// The value.
+    pub value: Value,
+    /// Where it came from.
+    pub source: Source,
+}
+
+impl Config {
+    /// The source of `key`, `Default` when nothing set it.
+    pub fn source_of(&self, key: &str) -> Source {
+        self.origins.get(key).cloned().unwrap_or(Source::Default)
+    }
+
+    /// Every setting in force with its source, in a stable order.
+    pub fn settings(&self) -> Vec<Setting> {
+        let q = &self.quotas;
+        let mut values: Vec<(String, Value)> = vec![
+            ("default_provider".into(), json!(self.default_provider)),
+            ("default_mode".into(), json!(self.default_mode)),
+            ("max_concurrent".into(), json!(self.max_concurrent)),
+            ("state_dir".into(), json!(self.state_dir)),
+            (
+                "dispatcher".into(),
+                json!(self.dispatcher.as_deref().unwrap_or("heuristic")),
+            ),
+            ("dispatch_history".into(), json!(self.dispatch_history)),
+            ("scheduling".into(), json!(self.scheduling)),
+            ("timezone".into(), json!(self.timezone)),
+            ("quotas.max_turns".into(), json!(q.max_turns)),
+            ("quotas.grace_turns".into(), json!(q.grace_turns)),
+            ("quotas.max_tokens".into(), json!(q.max_tokens)),
+            ("quotas.wall_time_s".into(), json!(q.wall_time.as_secs())),
+            ("quotas.max_tool_calls".into(), json!(q.max_tool_calls)),
+            ("quotas.max_cost".into(), json!(q.max_cost)),
+            (
+                "quotas.model_timeout_s".into(),
+                json!(q.model_timeout.as_secs()),
+            ),
+            ("quotas.context_tokens".into(), json!(q.context_tokens)),
+            ("quotas.keep_turns".into(), json!(q.keep_turns)),
+            ("quotas.max_depth".into(), json!(q.max_depth)),
+        ];
+        for (name, p) in &self.providers {
+            values.push((format!("providers.{name}"), provider_summary(p)));
+        }
+        values
+            .into_iter()
+            .map(|(key, value)| Setting {
+                source: self.source_of(&key),
+                key,
+                value,
+            })
+            .collect()
+    }
+
+    /// The whole picture as JSON: trust, settings with sources, what was ignored and
+    /// the rules.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "trust": self.trust,
+            "files": self.sources,
+            "settings": self.settings(),
+            "ignored": self.ignored,
+            "repo_rules": repo_rules_json(),
+        })
+    }
+}
+
+/// The repository rules table as JSON rows.
+pub fn repo_rules_json() -> Value {
+    let rows: Vec<Value> = REPO_KEYS
+        .iter()
+        .chain([&UNLISTED])
+        .map(|r| json!({"key": r.key, "rule": r.rule, "why": r.why}))
+        .collect();
+    Value::Array(rows)
+}
+
+/// The repository rules table as text, one row a line.
+pub fn repo_rules_text() -> String {
+    let mut out = String::new();
+    for r in REPO_KEYS.iter().chain([&UNLISTED]) {
+        out.push_str(&format!(
+            "  {:<18} {:<15} {}\n",
+            r.key,
+            r.rule.as_str(),
+            r.why
+        ));
+    }
+    out
+}

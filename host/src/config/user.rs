@@ -1,0 +1,86 @@
+//! The user's own configuration file, `$XDG_CONFIG_HOME/crewbox/config.toml`: every
+//! setting, unknown keys an error. This is the only place that defines providers,
+//! the state directory and anything else that widens access or moves secrets.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::quotas::QuotaFile;
+use crate::provider::config::ProviderConfig;
+use crate::vocab::ModeChoice;
+
+/// The user's config file as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// The provider used when `--provider` is not given.
+    pub default_provider: Option<String>,
+    /// The mode used when `--mode` is not given.
+    pub default_mode: Option<ModeChoice>,
+    /// Agents running at once.
+    pub max_concurrent: Option<usize>,
+    /// The state base: each repository's state lives in `<state_dir>/<repo-id>/`
+    /// (default `$XDG_STATE_HOME/crewbox`).
+    pub state_dir: Option<PathBuf>,
+    /// The dispatcher plugin for `auto` (a built-in name or a `.wasm` path).
+    pub dispatcher: Option<String>,
+    /// How many dispatch decisions to keep (default 200).
+    pub dispatch_history: Option<u32>,
+    /// Whether `crewbox daemon` fires scheduled jobs (default true).
+    pub scheduling: Option<bool>,
+    /// The IANA zone cron jobs are read in when `schedule add` names none (default UTC).
+    pub timezone: Option<String>,
+    /// Agent quotas.
+    #[serde(default)]
+    pub quotas: QuotaFile,
+    /// Model providers by name.
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+}
+
+/// The line (1-based) of byte offset `at` in `text`.
+pub(crate) fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+/// The line each key is written on: top-level keys, and one level into tables
+/// (`quotas.max_tokens`, `providers.claude`). Empty when the text does not parse.
+pub(crate) fn key_lines(text: &str) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    let Ok(doc) = toml::de::DeTable::parse(text) else {
+        return out;
+    };
+    for (key, value) in doc.get_ref() {
+        out.insert(key.get_ref().to_string(), line_of(text, key.span().start));
+        if let toml::de::DeValue::Table(t) = value.get_ref() {
+            for (sub, _) in t {
+                out.insert(
+                    format!("{}.{}", key.get_ref(), sub.get_ref()),
+                    line_of(text, sub.span().start),
+                );
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_of_keys_and_table_keys() {
+        let text = "default_mode = \"crew\"\n\n[quotas]\nmax_tokens = 5\n[providers.claude]\nkind = \"anthropic\"\n";
+        let lines = key_lines(text);
+        assert_eq!(lines["default_mode"], 1);
+        assert_eq!(lines["quotas.max_tokens"], 4);
+        assert_eq!(lines["providers.claude"], 5);
+        assert!(key_lines("x = [").is_empty());
+    }
+}

@@ -1,0 +1,76 @@
+//! Where crewbox keeps its files: the user's config directory, the state base and the
+//! per-repository state directory under it.
+//!
+//! State belongs to one repository: whatever base is chosen (`--state-dir`,
+//! `CREWBOX_STATE_DIR`, `state_dir` in the user's config, else
+//! `$XDG_STATE_HOME/crewbox`), each repository gets its own directory
+//! `<base>/<repo-id>` under it, so two repositories never share a store or worktrees.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// `$VAR` if set and absolute, else `$HOME/<fallback>`.
+pub fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(fallback)))
+}
+
+/// `$XDG_CONFIG_HOME/crewbox` (else `~/.config/crewbox`).
+pub fn user_config_dir() -> Option<PathBuf> {
+    xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("crewbox"))
+}
+
+/// `$XDG_STATE_HOME/crewbox` (else `~/.local/state/crewbox`): the default state base
+/// and the home of the trust store.
+pub fn user_state_dir() -> Option<PathBuf> {
+    xdg_dir("XDG_STATE_HOME", ".local/state").map(|d| d.join("crewbox"))
+}
+
+/// A stable, readable id for a repository root: its directory name plus a hash of its
+/// canonical path (so two clones never share state).
+pub fn repo_id(root: &Path) -> String {
+    let name: String = root
+        .file_name()
+        .map(|n| {
+            n.to_string_lossy()
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_else(|| "root".into());
+    let hash = Sha256::digest(root.as_os_str().as_encoded_bytes());
+    let hex: String = hash.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("{name}-{hex}")
+}
+
+/// The state directory of the repository at `root` (canonical) under `base`.
+pub fn repo_state_dir(base: &Path, root: &Path) -> PathBuf {
+    base.join(repo_id(root))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_repository_gets_its_own_directory_under_the_base() {
+        let a = repo_state_dir(Path::new("/base"), Path::new("/src/app"));
+        let b = repo_state_dir(Path::new("/base"), Path::new("/other/app"));
+        assert!(a.starts_with("/base") && b.starts_with("/base"));
+        assert_ne!(a, b);
+        assert!(repo_id(Path::new("/src/my app")).starts_with("my_app-"));
+        assert_eq!(
+            repo_id(Path::new("/src/app")),
+            repo_id(Path::new("/src/app"))
+        );
+    }
+}

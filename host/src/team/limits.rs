@@ -1,0 +1,161 @@
+//! Caps on what a team definition may hold, and the ceiling on what a repository's
+//! team may make its members do.
+//!
+//! Caps (every source): a charter at most [`MAX_CHARTER_CHARS`] characters, shared
+//! context, routing and orchestrator instructions at most [`MAX_CONTEXT_CHARS`] each,
+//! at most [`MAX_MEMBERS`] members and [`MAX_VALIDATORS`] validators per list. Over a
+//! cap, text is cut on a character boundary with a visible `[truncated]` marker (extra
+//! entries are dropped) and the team carries a warning; it never fails.
+//!
+//! Ceiling (repository teams): in an untrusted repository every member is read-only
+//! and the team picks no provider, model or validator (those fall back to the run's);
+//! in a trusted one a member keeps its access and may only name providers the user
+//! has.
+
+use crate::trust::Trust;
+use crate::trust::read::cap_chars;
+
+use super::file::{Access, Team, TeamSource};
+
+/// The longest charter, in characters.
+pub const MAX_CHARTER_CHARS: usize = 4_000;
+/// The longest shared context, routing hints or orchestrator instructions.
+pub const MAX_CONTEXT_CHARS: usize = 8_000;
+/// The most members a team keeps.
+pub const MAX_MEMBERS: usize = 64;
+/// The most validators in one list (a team's, or a member's).
+pub const MAX_VALIDATORS: usize = 16;
+/// The most team files read from one directory.
+pub const MAX_TEAM_FILES: usize = 128;
+
+/// The warning for text cut at `cap` characters.
+pub(super) fn cut_warning(what: &str, cap: usize) -> String {
+    format!("{what} is longer than {cap} characters and was cut ([truncated])")
+}
+
+/// Keeps the first [`MAX_VALIDATORS`] entries, warning when it drops any.
+pub(super) fn cap_list(
+    mut list: Vec<String>,
+    what: &str,
+    warnings: &mut Vec<String>,
+) -> Vec<String> {
+    if list.len() > MAX_VALIDATORS {
+        warnings.push(format!(
+            "{what}: {} entries; only the first {MAX_VALIDATORS} are kept",
+            list.len()
+        ));
+        list.truncate(MAX_VALIDATORS);
+    }
+    list
+}
+
+/// Cuts the team-wide texts to [`MAX_CONTEXT_CHARS`].
+pub(super) fn cap_texts(team: &mut Team) {
+    let cut = |what: &str, text: Option<&mut String>, warnings: &mut Vec<String>| {
+        if let Some(t) = text
+            && cap_chars(t, MAX_CONTEXT_CHARS)
+        {
+            warnings.push(cut_warning(what, MAX_CONTEXT_CHARS));
+        }
+    };
+    cut(
+        "shared_context",
+        team.shared_context.as_mut(),
+        &mut team.warnings,
+    );
+    cut("routing", team.routing.as_mut(), &mut team.warnings);
+    cut(
+        "[orchestrator] instructions",
+        team.orchestrator
+            .as_mut()
+            .and_then(|o| o.instructions.as_mut()),
+        &mut team.warnings,
+    );
+}
+
+/// What the user allows teams of a repository.
+#[derive(Clone, Debug, Default)]
+pub struct TeamPolicy {
+    /// Whether the user trusts the repository.
+    pub trust: Trust,
+    /// The user's provider names: the only ones a repository team may select.
+    pub providers: Vec<String>,
+}
+
+impl TeamPolicy {
+    /// The most a repository team's member may do.
+    pub fn ceiling(&self) -> Access {
+        match self.trust {
+            Trust::Untrusted => Access::ReadOnly,
+            Trust::Trusted => Access::Full,
+        }
+    }
+
+    /// Applies the ceiling to a team (repository teams only; the user's own and
+    /// built-in teams are left as written).
+    pub fn apply(&self, team: &mut Team) {
+        if !matches!(team.source, TeamSource::Repo(_)) {
+            return;
+        }
+        let ceiling = self.ceiling();
+        let untrusted = !self.trust.is_trusted();
+        let mut warnings = Vec::new();
+        for m in &mut team.members {
+            if m.access == Access::Full && ceiling == Access::ReadOnly {
+                m.access = Access::ReadOnly;
+                warnings.push(format!(
+                    "member `{}`: access `full` capped at `read-only` (the repository is not trusted)",
+                    m.name
+                ));
+            }
+            warnings.extend(self.choice(
+                &format!("member `{}`", m.name),
+                &mut m.provider,
+                &mut m.model,
+            ));
+            if untrusted && !m.validators.is_empty() {
+                warnings.push(format!(
+                    "member `{}`: validators ignored (the repository is not trusted)",
+                    m.name
+                ));
+                m.validators.clear();
+            }
+        }
+        if let Some(o) = &mut team.orchestrator {
+            warnings.extend(self.choice("[orchestrator]", &mut o.provider, &mut o.model));
+        }
+        if let Some(e) = &mut team.evaluator {
+            warnings.extend(self.choice("[evaluator]", &mut e.provider, &mut e.model));
+        }
+        if untrusted && !team.validators.is_empty() {
+            warnings.push("validators ignored (the repository is not trusted)".into());
+            team.validators.clear();
+        }
+        team.warnings.extend(warnings);
+    }
+
+    /// Clears a provider/model choice the repository may not make; the warning says so.
+    fn choice(
+        &self,
+        who: &str,
+        provider: &mut Option<String>,
+        model: &mut Option<String>,
+    ) -> Option<String> {
+        if !self.trust.is_trusted() {
+            let chose = provider.take().is_some() | model.take().is_some();
+            return chose.then(|| {
+                format!(
+                    "{who}: provider/model ignored (the repository is not trusted; the run's provider is used)"
+                )
+            });
+        }
+        let p = provider.as_deref()?;
+        if self.providers.iter().any(|n| n == p) {
+            return None;
+        }
+        let warning =
+            format!("{who}: provider `{p}` is not one of yours; the run's provider is used");
+        *provider = None;
+        Some(warning)
+    }
+}

@@ -1,0 +1,159 @@
+//! Repository trust: what a repository's own files may make crewbox do.
+//!
+//! crewbox runs in repositories other people wrote, with the user's keys. So:
+//! - a repository is **untrusted** until the user runs `crewbox trust` in it (recorded
+//!   outside the repository, see [`store`]); an untrusted repository's
+//!   `.crewbox/config.toml` and `.crewbox/plugins/` are ignored entirely, and its teams
+//!   load as prompts only: every member read-only, no provider, model or validator
+//!   chosen by the repository;
+//! - even a **trusted** repository sets only what [`rules::REPO_KEYS`] allows: it may
+//!   select the user's providers by name, lower quotas and define teams, validators and
+//!   a dispatcher, never define providers, move the state directory or widen grants;
+//! - every path a repository file names is read through [`read::Confined`]: inside the
+//!   repository, bounded, regular files only.
+
+pub mod read;
+pub mod repo;
+pub mod rules;
+pub mod store;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use repo::RepoRoot;
+pub use store::{TrustError, TrustRecord, TrustStore};
+
+/// Whether the user trusts a repository.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Trust {
+    /// Not (yet) trusted: its config and plugins are ignored, its teams read-only.
+    #[default]
+    Untrusted,
+    /// Trusted with `crewbox trust`: what [`rules::REPO_KEYS`] allows applies.
+    Trusted,
+}
+
+impl Trust {
+    /// `trusted` or `untrusted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Untrusted => "untrusted",
+            Self::Trusted => "trusted",
+        }
+    }
+
+    /// Whether the repository is trusted.
+    pub fn is_trusted(self) -> bool {
+        self == Self::Trusted
+    }
+
+    /// Looks `root` up in the user's trust store. An unreadable store means untrusted
+    /// (the error is returned for a warning), never trusted.
+    pub fn of(root: &RepoRoot) -> (Self, Option<TrustError>) {
+        let looked_up = TrustStore::user().and_then(|s| s.is_trusted(root.path()));
+        match looked_up {
+            Ok(true) => (Self::Trusted, None),
+            Ok(false) => (Self::Untrusted, None),
+            Err(e) => (Self::Untrusted, Some(e)),
+        }
+    }
+}
+
+/// The repository's own `.crewbox/` files, relative to its root.
+pub const REPO_CONFIG: &str = ".crewbox/config.toml";
+/// The repository's team directory.
+pub const REPO_TEAMS: &str = ".crewbox/teams";
+/// The repository's plugin directory.
+pub const REPO_PLUGINS: &str = ".crewbox/plugins";
+
+/// What an untrusted repository holds that crewbox ignores or limits, for the one-line
+/// notice: each entry is "what (how it is treated)". Empty when there is nothing.
+pub fn untrusted_effects(root: &Path) -> Vec<&'static str> {
+    let exists = |rel: &str| root.join(rel).symlink_metadata().is_ok();
+    let mut out = Vec::new();
+    if exists(REPO_CONFIG) {
+        out.push(".crewbox/config.toml (ignored)");
+    }
+    if exists(REPO_PLUGINS) {
+        out.push(".crewbox/plugins/ (ignored)");
+    }
+    if exists(REPO_TEAMS) {
+        out.push(".crewbox/teams/ (members read-only)");
+    }
+    out
+}
+
+/// The one line shown on a terminal the first time a command runs in an untrusted
+/// repository whose files are affected.
+pub fn notice_line(effects: &[&str]) -> String {
+    format!(
+        "crewbox: this repository is not trusted: {}. Trust it with `crewbox trust` \
+         (see `crewbox config` for what that allows).",
+        effects.join(", ")
+    )
+}
+
+/// The most bytes read from one plugin component a repository holds.
+pub const MAX_COMPONENT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What [`repo_plugins`] found: each component's path and bytes, and the files it
+/// refused.
+pub type RepoPlugins = (Vec<(PathBuf, Vec<u8>)>, Vec<read::ReadError>);
+
+/// The `.wasm` components of the repository containing `start`: none when the
+/// repository is untrusted (its plugins are never even opened), else every file of
+/// `.crewbox/plugins/`, read beneath the root, bounded, regular files only. A file
+/// that is refused is reported, not loaded. Blocking.
+pub fn repo_plugins(start: &Path) -> RepoPlugins {
+    let none = || (Vec::new(), Vec::new());
+    let Ok(root) = RepoRoot::discover(start) else {
+        return none();
+    };
+    if !Trust::of(&root).0.is_trusted() {
+        return none();
+    }
+    let Ok(confined) = read::Confined::new(root.path()) else {
+        return none();
+    };
+    let dir = match confined.dir(Path::new(REPO_PLUGINS)) {
+        Ok(Some(d)) => d,
+        Ok(None) => return none(),
+        Err(e) => return (Vec::new(), vec![e]),
+    };
+    let mut names: Vec<std::ffi::OsString> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .map(|e| e.file_name())
+            .filter(|n| Path::new(n).extension().is_some_and(|e| e == "wasm"))
+            .collect(),
+        Err(source) => {
+            let e = read::ReadError::Io {
+                path: REPO_PLUGINS.into(),
+                source,
+            };
+            return (Vec::new(), vec![e]);
+        }
+    };
+    names.sort();
+    let (mut found, mut refused) = (Vec::new(), Vec::new());
+    for name in names {
+        let rel = Path::new(REPO_PLUGINS).join(&name);
+        let read = confined.read(&rel, MAX_COMPONENT_BYTES).and_then(|b| {
+            if b.truncated {
+                Err(read::ReadError::TooLarge {
+                    path: rel.clone(),
+                    limit: MAX_COMPONENT_BYTES,
+                })
+            } else {
+                Ok(b.bytes)
+            }
+        });
+        match read {
+            Ok(bytes) => found.push((root.path().join(&rel), bytes)),
+            Err(e) => refused.push(e),
+        }
+    }
+    (found, refused)
+}
