@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use crate::engine::Mode;
 use crate::provider::config::ProviderConfig;
+use crate::sandbox::{SandboxConfig, SandboxSetting};
 
 /// The provider used when none is named: the built-in scripted model.
 pub const DEFAULT_PROVIDER: &str = "scripted";
@@ -166,6 +167,8 @@ pub struct ConfigFile {
     /// Model providers by name.
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// The process sandbox of agent commands (user config only).
+    pub sandbox: Option<SandboxSetting>,
 }
 
 /// The merged configuration.
@@ -195,6 +198,8 @@ pub struct Config {
     pub provider_dirs: BTreeMap<String, PathBuf>,
     /// Files that were read, lowest precedence first.
     pub sources: Vec<PathBuf>,
+    /// The process sandbox of agent commands.
+    pub sandbox: SandboxConfig,
 }
 
 impl Default for Config {
@@ -217,6 +222,7 @@ impl Default for Config {
             providers,
             provider_dirs: BTreeMap::new(),
             sources: Vec::new(),
+            sandbox: SandboxConfig::default(),
         }
     }
 }
@@ -236,19 +242,27 @@ pub fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {
 
 impl Config {
     /// Loads user then repo config. `repo_root` is where `.crewbox/` is looked for.
+    /// Settings that widen access (`sandbox`) are refused in the repository's file.
     pub fn load(repo_root: &Path) -> Result<Self, ConfigError> {
-        let mut files = Vec::new();
-        if let Some(user) = user_config_path() {
-            files.push(user);
-        }
-        files.push(repo_root.join(".crewbox").join("config.toml"));
-        Self::load_files(&files)
+        let user: Vec<PathBuf> = user_config_path().into_iter().collect();
+        let repo = repo_root.join(".crewbox").join("config.toml");
+        Self::load_layers(&user, std::slice::from_ref(&repo))
     }
 
-    /// Loads the given files in order (later wins); missing files are skipped.
+    /// Loads the given files in order (later wins); missing files are skipped. Every
+    /// file counts as the user's own.
     pub fn load_files(files: &[PathBuf]) -> Result<Self, ConfigError> {
+        Self::load_layers(files, &[])
+    }
+
+    /// Loads `user` files, then `repo` files, which may not set user-only keys.
+    fn load_layers(user: &[PathBuf], repo: &[PathBuf]) -> Result<Self, ConfigError> {
         let mut cfg = Config::default();
-        for path in files {
+        let layers = user
+            .iter()
+            .map(|p| (p, true))
+            .chain(repo.iter().map(|p| (p, false)));
+        for (path, is_user) in layers {
             let text = match std::fs::read_to_string(path) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -263,6 +277,15 @@ impl Config {
                 path: path.clone(),
                 message: e.to_string().trim_end().to_owned(),
             })?;
+            if !is_user && file.sandbox.is_some() {
+                return Err(ConfigError::Value {
+                    key: "sandbox".into(),
+                    origin: path.display().to_string(),
+                    message: "the process sandbox can only be configured in your user config \
+                              (a repository cannot widen what its agents may do)"
+                        .into(),
+                });
+            }
             cfg.merge(file, path)?;
             cfg.sources.push(path.clone());
         }
@@ -321,6 +344,16 @@ impl Config {
             self.provider_dirs.insert(name.clone(), dir.clone());
             self.providers.insert(name, p);
         }
+        if let Some(s) = f.sandbox {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            self.sandbox
+                .apply(s, path, home.as_deref())
+                .map_err(|e| ConfigError::Value {
+                    key: format!("sandbox.{}", e.key),
+                    origin,
+                    message: e.message,
+                })?;
+        }
         Ok(())
     }
 }
@@ -337,6 +370,15 @@ impl ProviderConfig {
             script: Some(script),
             ..Default::default()
         })
+    }
+
+    /// The environment variable this provider reads its API key from, if any.
+    pub fn key_var(&self) -> Option<&str> {
+        match self {
+            ProviderConfig::Openai(c) => c.api_key_env.as_deref(),
+            ProviderConfig::Anthropic(c) => Some(&c.api_key_env),
+            ProviderConfig::Scripted(_) | ProviderConfig::Command(_) => None,
+        }
     }
 
     /// Overrides the model (`--model`); scripted providers have none.

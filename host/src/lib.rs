@@ -13,6 +13,7 @@ pub mod observe;
 pub mod plugin;
 pub mod process;
 pub mod provider;
+pub mod sandbox;
 pub mod schedule;
 pub mod store;
 pub mod team;

@@ -140,6 +140,10 @@ pub struct CommandConfig {
     pub model: Option<String>,
     /// Retries after the first attempt (default 0: an agent CLI run is expensive).
     pub max_retries: Option<u32>,
+    /// Environment variables the CLI gets besides the base allowlist (e.g. its own API
+    /// key): exactly these, nothing else of crewbox's environment.
+    #[serde(default)]
+    pub pass_env: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -178,6 +182,8 @@ pub struct BuildContext<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,
     /// The embedded demo script, used by `scripted` without a `script`.
     pub default_script: &'a str,
+    /// Where the `command` provider runs its child.
+    pub sandbox: &'a crate::sandbox::Sandbox,
 }
 
 /// The retry policy of scripted providers: injected faults are retried like real ones,
@@ -288,6 +294,8 @@ pub fn build(
                 prompt_via: c.prompt_via,
                 timeout: seconds(name, "timeout_s", c.timeout_s, 1800)?,
                 model: c.model.clone(),
+                pass_env: c.pass_env.clone(),
+                sandbox: ctx.sandbox.clone(),
             };
             (
                 Arc::new(CommandProvider::new(name, options)?),
@@ -368,6 +376,7 @@ mod tests {
             base_dir: Path::new("."),
             env: &env,
             default_script: "",
+            sandbox: &crate::sandbox::Sandbox::missing(),
         };
         let cfg = parse("kind = \"anthropic\"\nmodel = \"m\"\n").unwrap();
         let err = build("claude", &cfg, &ctx)
@@ -408,6 +417,7 @@ mod tests {
             base_dir: dir.path(),
             env: &env,
             default_script: "[[reply]]\ntext = \"demo\"\n",
+            sandbox: &crate::sandbox::Sandbox::missing(),
         };
         let p = build("demo", &parse("kind = \"scripted\"\n").unwrap(), &ctx).unwrap();
         assert_eq!((p.name(), p.model()), ("demo", "script"));

@@ -31,7 +31,8 @@ fn fixture(max_concurrent: usize) -> Fixture {
         store.clone(),
         Arc::new(ToolRegistry::builtin()),
         max_concurrent,
-    );
+    )
+    .with_sandbox(crate::support::sandbox::sandbox(&dir.path().join("state")));
     Fixture {
         work: work.canonicalize().unwrap(),
         _dir: dir,
@@ -54,6 +55,7 @@ fn spec(f: &Fixture, script: &str, quotas: Quotas, caps: CapSet) -> AgentSpec {
         quotas,
         provider: Arc::new(ScriptedProvider::parse(script, "test script").unwrap()),
         prices: None,
+        network: false,
     }
 }
 

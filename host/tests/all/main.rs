@@ -22,6 +22,7 @@ mod provider_openai;
 mod provider_scripted;
 mod recovery;
 mod reflect;
+mod sandbox;
 mod store;
 mod teams;
 mod tools;

@@ -30,6 +30,7 @@ fn provider(server: &TestServer, extra: &str) -> (Arc<dyn Provider>, Breakers) {
         base_dir: Path::new("."),
         env: &env,
         default_script: "",
+        sandbox: &crewbox::sandbox::Sandbox::missing(),
     };
     let p = build("claude", &cfg, &ctx)
         .map_err(|e| e.to_string())
@@ -330,6 +331,7 @@ async fn missing_key_variable_is_a_config_error() {
         base_dir: Path::new("."),
         env: &env,
         default_script: "",
+        sandbox: &crewbox::sandbox::Sandbox::missing(),
     };
     let err = build("claude", &cfg, &ctx).err().expect("no key");
     assert!(

@@ -30,6 +30,7 @@ fn provider(server: &TestServer, extra: &str) -> (Arc<dyn Provider>, Breakers) {
         base_dir: Path::new("."),
         env: &env,
         default_script: "",
+        sandbox: &crewbox::sandbox::Sandbox::missing(),
     };
     (
         build("local", &cfg, &ctx)
@@ -146,6 +147,7 @@ async fn no_authorization_header_without_a_key() {
         base_dir: Path::new("."),
         env: &env,
         default_script: "",
+        sandbox: &crewbox::sandbox::Sandbox::missing(),
     };
     let p = build("ollama", &cfg, &ctx)
         .map_err(|e| e.to_string())
@@ -373,6 +375,7 @@ async fn refused_connection_is_a_connection_error() {
         base_dir: Path::new("."),
         env: &env,
         default_script: "",
+        sandbox: &crewbox::sandbox::Sandbox::missing(),
     };
     let p = build("down", &cfg, &ctx)
         .map_err(|e| e.to_string())

@@ -3,7 +3,9 @@
 
 pub mod http;
 pub mod peers;
+pub mod procs;
 pub mod repo;
+pub mod sandbox;
 
 use std::path::PathBuf;
 
