@@ -53,6 +53,8 @@ pub struct CommandOptions {
     pub model: Option<String>,
     /// Variables of crewbox's environment the child gets besides the base allowlist.
     pub pass_env: Vec<String>,
+    /// Extra read-only paths the child sees (its installation).
+    pub read: Vec<std::path::PathBuf>,
     /// Where the child runs.
     pub sandbox: Sandbox,
 }
@@ -185,6 +187,7 @@ impl Provider for CommandProvider {
         let mut spawn = agent
             .command(Program::Argv(argv))
             .with_network()
+            .read_also(&self.options.read)
             .env(EnvPolicy {
                 pass: self.options.pass_env.clone(),
                 allow_named_keys: true,

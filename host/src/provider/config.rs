@@ -144,6 +144,10 @@ pub struct CommandConfig {
     /// key): exactly these, nothing else of crewbox's environment.
     #[serde(default)]
     pub pass_env: Vec<String>,
+    /// Paths the CLI needs to see besides the sandbox's view (its installation, e.g.
+    /// `~/.local/share/my-agent`): absolute or `~/…`, read-only.
+    #[serde(default)]
+    pub read: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -295,6 +299,15 @@ pub fn build(
                 timeout: seconds(name, "timeout_s", c.timeout_s, 1800)?,
                 model: c.model.clone(),
                 pass_env: c.pass_env.clone(),
+                read: c
+                    .read
+                    .iter()
+                    .map(|r| {
+                        let home = (ctx.env)("HOME").map(PathBuf::from);
+                        crate::sandbox::config::expand_path("read", r, home.as_deref())
+                            .map_err(|e| ProviderError::Config(format!("provider `{name}`: {e}")))
+                    })
+                    .collect::<Result<_, _>>()?,
                 sandbox: ctx.sandbox.clone(),
             };
             (

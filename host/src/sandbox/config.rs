@@ -153,7 +153,11 @@ pub struct SandboxConfigError {
 }
 
 /// `~/x` against `home`, or an absolute path; anything else is an error.
-fn expand(key: &str, raw: &str, home: Option<&Path>) -> Result<PathBuf, SandboxConfigError> {
+pub fn expand_path(
+    key: &str,
+    raw: &str,
+    home: Option<&Path>,
+) -> Result<PathBuf, SandboxConfigError> {
     let err = |message: String| SandboxConfigError {
         key: key.into(),
         message,
@@ -201,10 +205,10 @@ impl SandboxConfig {
             self.network = n;
         }
         for raw in &f.read {
-            self.read.push(expand("read", raw, home)?);
+            self.read.push(expand_path("read", raw, home)?);
         }
         for raw in &f.write {
-            self.write.push(expand("write", raw, home)?);
+            self.write.push(expand_path("write", raw, home)?);
         }
         for name in f.pass_env {
             if !env_name_ok(&name) {

@@ -436,9 +436,20 @@ fn exec(policy: &Policy, facts: Facts) -> Result<std::convert::Infallible, Setup
         .env_clear()
         .envs(policy.env.iter().map(|(k, v)| (k, v)))
         .exec();
-    let mut e = SetupError::at_stage(Stage::Exec, format!("cannot run `{program}`: {err}"));
     if err.kind() == io::ErrorKind::NotFound {
+        let mut e = SetupError::at_stage(
+            Stage::Exec,
+            format!(
+                "cannot run `{program}`: not found in the sandbox ({err}); only the system \
+                 directories, toolchains, the workspace and the paths in `[sandbox] read` (or a \
+                 command provider's `read`) are visible"
+            ),
+        );
         e.code = 127;
+        return Err(e);
     }
-    Err(e)
+    Err(SetupError::at_stage(
+        Stage::Exec,
+        format!("cannot run `{program}`: {err}"),
+    ))
 }

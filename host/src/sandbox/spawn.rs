@@ -104,6 +104,7 @@ pub struct Spawn<'a> {
     env: EnvPolicy,
     network: bool,
     stdin: bool,
+    read: Vec<PathBuf>,
 }
 
 impl<'a> Spawn<'a> {
@@ -118,7 +119,15 @@ impl<'a> Spawn<'a> {
             agent,
             program,
             stdin: false,
+            read: Vec::new(),
         }
+    }
+
+    /// Also shows these paths read-only (those that exist).
+    pub fn read_also(mut self, paths: &[PathBuf]) -> Self {
+        self.read
+            .extend(paths.iter().filter_map(|p| p.canonicalize().ok()));
+        self
     }
 
     /// Shares the host's network whatever the agent's grant (the `command` provider
@@ -223,6 +232,7 @@ impl<'a> Spawn<'a> {
                 private_home: &dirs.home,
                 private_tmp: &dirs.tmp,
                 network: self.network,
+                extra_read: &self.read,
             },
         );
         let mut env = self.environment();

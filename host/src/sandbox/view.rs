@@ -100,6 +100,8 @@ pub struct AgentView<'a> {
     pub private_tmp: &'a Path,
     /// Whether the process shares the host's network.
     pub network: bool,
+    /// Read-only paths for this process only (a `command` provider's own `read`).
+    pub extra_read: &'a [PathBuf],
 }
 
 /// The view's mounts plus the paths the process may write beneath / to.
@@ -213,7 +215,7 @@ pub fn plan(host: &HostLayout, agent: &AgentView<'_>) -> Plan {
             ));
         }
     }
-    for path in &host.extra_read {
+    for path in host.extra_read.iter().chain(agent.extra_read) {
         entries.push((Layer::Extra, bind(path, path, false)));
         visible.push(path.clone());
     }
@@ -320,6 +322,7 @@ mod tests {
             private_home: Path::new("/s/a1/home"),
             private_tmp: Path::new("/s/a1/tmp"),
             network,
+            extra_read: &[],
         }
     }
 

@@ -599,14 +599,14 @@ async fn run_command_background_jobs_do_not_outlive_it() {
     let mark = procs::marker("bg");
     let command = format!("{}; echo done", procs::background(&mark, "ready", 30));
     let out = ws.ok("run_command", json!({ "command": command })).await;
+    let gone = procs::gone(&mark);
+    procs::kill(&mark);
+    assert!(gone, "the background sleep survived the command");
     assert_eq!(out, "[exit code 0]\ndone\n");
     assert!(
         ws.root.join("ready").exists(),
         "the background job never started"
     );
-    let gone = procs::gone(&mark);
-    procs::kill(&mark);
-    assert!(gone, "the background sleep survived the command");
 }
 
 #[tokio::test]

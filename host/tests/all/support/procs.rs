@@ -9,11 +9,12 @@ pub fn marker(what: &str) -> String {
     format!("crewbox-mark-{what}-{:012x}", fastrand::u64(..) >> 16)
 }
 
-/// A shell snippet starting `sh` in the background with `marker` as its `$0`: it
+/// A shell snippet starting `sh` in the background, in a session of its own (out of
+/// the command's process group, as a daemon would), with `marker` as its `$0`: it
 /// touches `ready_file`, then sleeps `secs` (`; :` keeps shells from exec'ing `sleep`).
 pub fn background(marker: &str, ready_file: &str, secs: u32) -> String {
     format!(
-        "sh -c 'touch {ready_file}; sleep {secs}; :' {marker} & while [ ! -e {ready_file} ]; do sleep 0.01; done"
+        "setsid sh -c 'touch {ready_file}; sleep {secs}; :' {marker} & while [ ! -e {ready_file} ]; do sleep 0.01; done"
     )
 }
 
@@ -35,6 +36,16 @@ pub fn marked(marker: &str) -> Vec<u32> {
                     .any(|arg| arg == marker.as_bytes())
         })
         .collect()
+}
+
+/// How many processes the host has.
+pub fn count() -> usize {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 /// Polls until `ok()` holds or `within` passes.

@@ -41,11 +41,9 @@ pub fn sandbox(state: &Path) -> Sandbox {
     sandbox_with(state, SandboxConfig::default(), &[])
 }
 
-/// The line to put in a user config file for tests that drive the real binary.
-pub fn user_config_line() -> &'static str {
-    if disabled() {
-        "sandbox = \"off\"\n"
-    } else {
-        ""
-    }
+/// A `[sandbox]` table with `lines` for a user config file (turned off under
+/// `CREWBOX_TEST_SANDBOX=off`).
+pub fn user_config_table(lines: &str) -> String {
+    let off = if disabled() { "mode = \"off\"\n" } else { "" };
+    format!("[sandbox]\n{off}{lines}")
 }
