@@ -201,9 +201,9 @@ impl Provider for CommandProvider {
                 self.name
             ))
         })?;
-        let stdin = child.child.stdin.take();
-        let stdout = child.child.stdout.take().expect("stdout is piped");
-        let stderr = child.child.stderr.take().expect("stderr is piped");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
         let input = prompt.clone();
         let run = async {
             let feed = async move {
@@ -217,7 +217,7 @@ impl Provider for CommandProvider {
                 feed,
                 read_capped(stdout, MAX_OUTPUT),
                 read_tail(stderr, STDERR_TAIL),
-                child.child.wait()
+                child.wait()
             );
             (out, err, status)
         };
@@ -226,7 +226,7 @@ impl Provider for CommandProvider {
             Ok(r) => r,
             Err(_) => {
                 child.kill_tree();
-                let _ = child.child.wait().await;
+                let _ = child.wait().await;
                 return Err(ProviderError::Timeout(format!(
                     "command `{program}` did not finish within {} s and was killed",
                     timeout.as_secs_f32()

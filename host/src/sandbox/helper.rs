@@ -1,19 +1,18 @@
-//! The helper: this same binary, started again with [`HELPER_ARG`], turns a [`Policy`]
-//! into a sandboxed process. `main` calls [`run_if_helper`] before anything else, so the
-//! helper is a fresh single-threaded process (no async runtime, no locks held by other
-//! threads) and may fork and allocate freely.
+//! The helper: this same binary, started once with [`HELPER_ARG`] as the sandbox server
+//! (see `server`), turns each [`Policy`] into a sandboxed process. `main` calls
+//! [`run_if_helper`] before anything else, so the server is a fresh single-threaded
+//! process (no async runtime, no locks held by other threads) whose forks may fork and
+//! allocate freely.
 //!
-//! Three processes, each with one job:
-//! 1. the **helper** (its parent is the crewbox thread that started it) asks to be
-//!    killed when that thread goes, reads the policy from stdin, creates the user,
-//!    mount, pid, IPC and (without network) network namespaces, maps its own uid/gid,
-//!    forks the init process, waits for it and ends the way the command ended;
-//! 2. the **init** process (pid 1 of the new pid namespace; also killed with its
-//!    parent) builds the view on a fresh root and pivots into it, mounts `/proc`,
-//!    bounds the number of processes, brings up a private loopback, forks the command
-//!    and reaps. When it exits, the kernel kills every process left in the namespace;
+//! Two processes per command, each with one job:
+//! 1. the **init** process, cloned by the server straight into new user, mount, pid,
+//!    IPC and (without network) network namespaces, so it is pid 1 there (and killed
+//!    when the server goes), maps its own uid/gid, builds the view on a fresh root and
+//!    pivots into it, mounts `/proc`, bounds the number of processes, brings up a
+//!    private loopback, forks the command, reaps, and reports the command's status to
+//!    the server. When it exits, the kernel kills every process left in the namespace:
 //!    nothing started inside can outlive the command, its agent or crewbox;
-//! 3. the **command** sets resource limits, restricts itself with Landlock, drops every
+//! 2. the **command** sets resource limits, restricts itself with Landlock, drops every
 //!    capability and execs.
 //!
 //! A failure at any step is reported as one line `<nonce> <stage>: <message>` on
@@ -23,8 +22,8 @@
 use std::ffi::OsStr;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, Read, Write};
-use std::os::fd::FromRawFd;
+use std::io::{self, Write};
+use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,12 +37,18 @@ const PID_MAX_MIN: u64 = 301;
 
 static ENTRY_INSTALLED: AtomicBool = AtomicBool::new(false);
 
-/// Runs the helper and exits when this process was started as one; otherwise records
-/// that this binary can serve as its own helper and returns. Call it first in `main`.
+/// Runs the sandbox server and exits when this process was started as one; otherwise
+/// records that this binary can serve as its own helper and returns. Call it first in
+/// `main`.
 pub fn run_if_helper() {
     ENTRY_INSTALLED.store(true, Ordering::Relaxed);
-    if std::env::args_os().nth(1).as_deref() == Some(OsStr::new(HELPER_ARG)) {
-        std::process::exit(helper_main());
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() == Some(OsStr::new(HELPER_ARG)) {
+        let host = args
+            .next()
+            .and_then(|a| a.to_str()?.parse::<u32>().ok())
+            .unwrap_or(0);
+        std::process::exit(super::server::serve(host));
     }
 }
 
@@ -88,72 +93,76 @@ impl<T> Context<T> for io::Result<T> {
     }
 }
 
-/// How the command ended, to be reproduced by the helper.
-enum Ending {
-    Code(i32),
-    Signal(i32),
-}
-
-fn ending(status: libc::c_int) -> Ending {
-    if libc::WIFSIGNALED(status) {
-        Ending::Signal(libc::WTERMSIG(status))
-    } else {
-        Ending::Code(libc::WEXITSTATUS(status))
-    }
-}
-
 fn report(nonce: &str, err: &SetupError) {
     let line = err.to_string().replace('\n', " ");
     let _ = writeln!(io::stderr(), "{nonce} {line}");
 }
 
-fn helper_main() -> i32 {
-    // First, so that a crewbox dying from here on takes this process with it.
+/// The descriptors the server hands an init process.
+pub struct InitFds {
+    /// stdin, stdout, stderr of the command.
+    pub stdio: Vec<OwnedFd>,
+    /// Where the command's raw wait status goes (4 bytes) when it ends.
+    pub status: OwnedFd,
+    /// The server's "alive" pipe: read end (kept) and write end (closed at once).
+    pub alive: (RawFd, RawFd),
+}
+
+/// The init process of one request, started by the server with `clone` straight into
+/// new user, mount, pid, IPC and (without network) network namespaces: pid 1 there.
+/// Builds the view, forks the command and reports its status. Never returns; when it
+/// exits, the kernel kills whatever is left in its pid namespace.
+pub fn init_main(request: &[u8], fds: InitFds, uid: libc::uid_t, gid: libc::gid_t) -> ! {
+    // First, so that a server dying from here on takes this process with it; then
+    // make sure it did not die before (its copy of the alive pipe's write end would be
+    // the last one).
     let _ = sys::set_parent_death_signal(libc::SIGKILL);
-    // Unbuffered: whatever follows the policy is the command's stdin.
-    // SAFETY: fd 0 is this process's stdin; ManuallyDrop keeps it open.
-    let mut stdin = std::mem::ManuallyDrop::new(unsafe { File::from_raw_fd(0) });
-    let policy = match Policy::decode(&mut *stdin) {
+    sys::close_fd(fds.alive.1);
+    if !sys::fd_pipe_writer_alive(fds.alive.0) {
+        std::process::exit(SETUP_FAILED);
+    }
+    sys::unblock_signals();
+    let mut moved = fds.stdio.into_iter().zip(0..).collect::<Vec<_>>();
+    moved.push((fds.status, 3));
+    for (fd, to) in moved {
+        if sys::move_fd(fd, to).is_err() {
+            std::process::exit(SETUP_FAILED);
+        }
+    }
+    sys::close_from(4);
+    let policy = match Policy::from_request(request) {
         Ok(p) => p,
         Err(e) => {
             let _ = writeln!(io::stderr(), "crewbox sandbox helper: {e}");
-            return SETUP_FAILED;
+            std::process::exit(SETUP_FAILED);
         }
     };
-    if u32::try_from(sys::parent_pid()).ok() != Some(policy.parent_pid) {
-        // crewbox went away before the death signal was armed.
-        return SETUP_FAILED;
-    }
-    sys::close_from_3();
-    match outer(&policy) {
-        Ok(Ending::Code(code)) => code,
-        Ok(Ending::Signal(signal)) => sys::die_by_signal(signal),
+    let child = match start(&policy, uid, gid) {
+        Ok(child) => child,
         Err(e) => {
             report(&policy.nonce, &e);
-            e.code
+            std::process::exit(e.code);
+        }
+    };
+    // The command's end of file must not wait for this process.
+    sys::close_stdio();
+    loop {
+        match sys::wait(-1) {
+            Ok((pid, raw)) if pid == child => {
+                // SAFETY: fd 3 is the status pipe set up above; 4 bytes fit any pipe.
+                unsafe { libc::write(3, raw.to_le_bytes().as_ptr().cast(), 4) };
+                // Exiting as pid 1 makes the kernel kill whatever is left in here.
+                std::process::exit(0);
+            }
+            Ok(_) => continue,
+            Err(_) => std::process::exit(SETUP_FAILED),
         }
     }
 }
 
-fn namespaces_unavailable(e: io::Error) -> SetupError {
-    SetupError::at_stage(
-        Stage::Namespaces,
-        format!(
-            "cannot create user namespaces ({e}); they may be disabled \
-             (sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces, \
-             kernel.apparmor_restrict_unprivileged_userns) or refused inside this container"
-        ),
-    )
-}
-
-fn outer(policy: &Policy) -> Result<Ending, SetupError> {
-    let (uid, gid) = sys::ids();
-    let mut flags =
-        libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
-    if !policy.network {
-        flags |= libc::CLONE_NEWNET;
-    }
-    sys::unshare(flags).map_err(namespaces_unavailable)?;
+/// Maps ids, builds the view, bounds processes, brings up the loopback and forks the
+/// command; returns its pid.
+fn start(policy: &Policy, uid: libc::uid_t, gid: libc::gid_t) -> Result<libc::pid_t, SetupError> {
     // The same ids inside as outside: files keep their owners, and the kernel still
     // counts this user's processes against its limits.
     match std::fs::write("/proc/self/setgroups", "deny") {
@@ -166,26 +175,40 @@ fn outer(policy: &Policy) -> Result<Ending, SetupError> {
         .at(Stage::Namespaces, || "writing the uid map".into())?;
     std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
         .at(Stage::Namespaces, || "writing the gid map".into())?;
-    let (alive_r, alive_w) = sys::pipe().at(Stage::Namespaces, || "pipe".into())?;
-    let (mut status_r, status_w) = sys::pipe().at(Stage::Namespaces, || "pipe".into())?;
-    match sys::fork().at(Stage::Namespaces, || "forking the init process".into())? {
-        sys::Forked::Child => {
-            drop(alive_w);
-            drop(status_r);
-            init(policy, &alive_r, status_w, uid)
-        }
-        sys::Forked::Parent(pid) => {
-            drop(alive_r);
-            drop(status_w);
-            let (_, status) = sys::wait(pid).at(Stage::Namespaces, || "waiting".into())?;
-            let mut raw = [0u8; 4];
-            Ok(match status_r.read_exact(&mut raw) {
-                Ok(()) => ending(i32::from_le_bytes(raw)),
-                // Init ended without a command status: it failed (and said why) or was killed.
-                Err(_) => ending(status),
-            })
-        }
+    build_view(policy)?;
+    let facts = Facts {
+        process_limit: bound_processes(policy, uid)?,
+    };
+    if !policy.network {
+        sys::loopback_up().at(Stage::Network, || "bringing up the private loopback".into())?;
     }
+    match sys::fork().at(Stage::Exec, || "forking the command".into())? {
+        sys::Forked::Child => {
+            sys::close_fd(3);
+            command(policy, facts)
+        }
+        sys::Forked::Parent(pid) => Ok(pid),
+    }
+}
+
+/// The namespaces a request's init process is cloned into.
+pub fn namespace_flags(network: bool) -> libc::c_int {
+    let flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
+    if network {
+        flags
+    } else {
+        flags | libc::CLONE_NEWNET
+    }
+}
+
+/// The message for a failed `clone` into new namespaces.
+pub fn namespaces_unavailable(e: &io::Error) -> String {
+    format!(
+        "{}: cannot create user namespaces ({e}); they may be disabled \
+         (sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces, \
+         kernel.apparmor_restrict_unprivileged_userns) or refused inside this container",
+        Stage::Namespaces.as_str()
+    )
 }
 
 /// How the number of processes is bounded (reported by the probe).
@@ -213,45 +236,6 @@ impl ProcessLimit {
 #[derive(Clone, Copy, Debug)]
 struct Facts {
     process_limit: ProcessLimit,
-}
-
-fn init(policy: &Policy, alive: &File, mut status: File, uid: libc::uid_t) -> ! {
-    let run = || -> Result<(Facts, libc::pid_t), SetupError> {
-        sys::set_parent_death_signal(libc::SIGKILL)
-            .at(Stage::Namespaces, || "arming the death signal".into())?;
-        if !sys::pipe_writer_alive(alive) {
-            std::process::exit(SETUP_FAILED);
-        }
-        build_view(policy)?;
-        let facts = Facts {
-            process_limit: bound_processes(policy, uid)?,
-        };
-        if !policy.network {
-            sys::loopback_up().at(Stage::Network, || "bringing up the private loopback".into())?;
-        }
-        match sys::fork().at(Stage::Exec, || "forking the command".into())? {
-            sys::Forked::Child => command(policy, facts),
-            sys::Forked::Parent(pid) => Ok((facts, pid)),
-        }
-    };
-    let (_, child) = match run() {
-        Ok(r) => r,
-        Err(e) => {
-            report(&policy.nonce, &e);
-            std::process::exit(e.code);
-        }
-    };
-    loop {
-        match sys::wait(-1) {
-            Ok((pid, raw)) if pid == child => {
-                let _ = status.write_all(&raw.to_le_bytes());
-                // Exiting as pid 1 makes the kernel kill whatever is left in here.
-                std::process::exit(0);
-            }
-            Ok(_) => continue,
-            Err(_) => std::process::exit(SETUP_FAILED),
-        }
-    }
 }
 
 fn inside(root: &Path, path: &Path) -> std::path::PathBuf {

@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
 pub mod child;
+#[cfg(target_os = "linux")]
+mod client;
 pub mod config;
 pub mod env;
 #[cfg(target_os = "linux")]
@@ -27,6 +29,8 @@ pub mod layout;
 pub mod policy;
 #[cfg(target_os = "linux")]
 mod rules;
+#[cfg(target_os = "linux")]
+mod server;
 mod spawn;
 #[cfg(target_os = "linux")]
 mod sys;
@@ -139,6 +143,27 @@ struct On {
     layout: view::HostLayout,
     /// `<state>/sandbox`: `mnt/` (where each new root is built) and `agents/`.
     base: PathBuf,
+    /// The sandbox server, started on first use (and again if it died).
+    server: Mutex<Option<Arc<client::Server>>>,
+}
+
+impl On {
+    fn server(&self) -> Result<Arc<client::Server>, SandboxError> {
+        let mut server = self.server.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = &*server
+            && !s.is_dead()
+        {
+            return Ok(s.clone());
+        }
+        let started = Arc::new(client::Server::start(&self.helper).map_err(|source| {
+            SandboxError::Helper {
+                helper: self.helper.clone(),
+                source,
+            }
+        })?);
+        *server = Some(started.clone());
+        Ok(started)
+    }
 }
 
 /// The sandbox of one crewbox process: settings, host layout, helper. Cheap to clone.
@@ -245,6 +270,7 @@ impl Sandbox {
             helper,
             layout,
             base,
+            server: Mutex::new(None),
         })
     }
 

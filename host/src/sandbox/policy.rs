@@ -1,7 +1,7 @@
 //! The policy one sandboxed process runs under: plain data, decided by the host before
 //! the helper starts, and applied by the helper step by step (see `helper`).
 //!
-//! It travels to the helper on its stdin as one framed JSON document (see
+//! It travels to the sandbox server over its socket as one framed JSON document (see
 //! [`Policy::encode`]), so nothing of it shows in any process's environment or argv.
 
 use std::io::{self, Read};
@@ -155,8 +155,6 @@ pub struct Policy {
     /// A random token: the helper prefixes its own error lines with it, so the host can
     /// tell them from anything the command prints.
     pub nonce: String,
-    /// The host process; the helper gives up if its parent is no longer that.
-    pub parent_pid: u32,
     /// What to run.
     pub program: Program,
     /// Its working directory (inside the view).
@@ -223,7 +221,6 @@ mod tests {
     fn sample() -> Policy {
         Policy {
             nonce: "n0nce".into(),
-            parent_pid: 42,
             program: Program::Shell("echo hi".into()),
             cwd: "/w".into(),
             env: vec![("PATH".into(), "/usr/bin".into())],

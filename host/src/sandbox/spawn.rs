@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use serde::Serialize;
-use tokio::io::AsyncWriteExt;
 
 use super::child::SandboxedChild;
 use super::env::{self, EnvPolicy};
@@ -202,7 +201,7 @@ impl<'a> Spawn<'a> {
                     .unwrap_or_default()
             ))
         })?;
-        Ok(SandboxedChild::new(child, None))
+        SandboxedChild::direct(child).map_err(|e| SandboxError::Exec(format!("`{program}`: {e}")))
     }
 
     fn dirs(&self, on: &On) -> Result<std::sync::Arc<AgentDirs>, SandboxError> {
@@ -240,7 +239,6 @@ impl<'a> Spawn<'a> {
         env::set(&mut env, "TMPDIR", "/tmp");
         Policy {
             nonce: format!("crewbox-sandbox-{:032x}", fastrand::u128(..)),
-            parent_pid: std::process::id(),
             program: self.program.clone(),
             cwd: workspace
                 .as_ref()
@@ -257,31 +255,44 @@ impl<'a> Spawn<'a> {
     }
 
     async fn spawn_sandboxed(self, on: &On) -> Result<SandboxedChild, SandboxError> {
+        use tokio::net::unix::pipe;
         let dirs = self.dirs(on)?;
         let policy = self.policy(on, &dirs);
-        let mut child = tokio::process::Command::new(&on.helper)
-            .arg0("crewbox-sandbox")
-            .arg(super::policy::HELPER_ARG)
-            .env_clear()
-            .current_dir("/")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|source| SandboxError::Helper {
-                helper: on.helper.clone(),
-                source,
-            })?;
-        let mut stdin = child.stdin.take().expect("stdin is piped");
-        let mut child = SandboxedChild::new(child, Some(policy.nonce.clone()));
-        // The helper reads the policy before anything else, so this cannot deadlock. A
-        // write error means it died; its stderr (read by the caller) says why.
-        if stdin.write_all(&policy.encode()).await.is_ok() && self.stdin {
-            child.child.stdin = Some(stdin);
-        }
-        Ok(child)
+        let server = on.server()?;
+        let helper_err = |source: std::io::Error| SandboxError::Helper {
+            helper: on.helper.clone(),
+            source,
+        };
+        let pipe = || super::sys::pipe().map_err(helper_err);
+        let (stdin_read, stdin_write) = if self.stdin {
+            let (r, w) = pipe()?;
+            (r, Some(w))
+        } else {
+            let null = std::fs::File::open("/dev/null")
+                .map_err(io_err("opening", Path::new("/dev/null")))?;
+            (null, None)
+        };
+        let (out_read, out_write) = pipe()?;
+        let (err_read, err_write) = pipe()?;
+        let (_pid, served) = server
+            .spawn(
+                &policy.encode(),
+                policy.network,
+                [stdin_read.into(), out_write.into(), err_write.into()],
+            )
+            .await
+            .map_err(helper_err)?;
+        let stdin = stdin_write
+            .map(pipe::Sender::from_file)
+            .transpose()
+            .map_err(helper_err)?;
+        Ok(SandboxedChild::served(
+            served,
+            stdin,
+            pipe::Receiver::from_file(out_read).map_err(helper_err)?,
+            pipe::Receiver::from_file(err_read).map_err(helper_err)?,
+            policy.nonce,
+        ))
     }
 }
 
@@ -404,14 +415,14 @@ impl super::Sandbox {
 async fn wait_output(mut child: SandboxedChild) -> Result<serde_json::Value, String> {
     use tokio::io::AsyncReadExt;
     let (mut out, mut err) = (String::new(), String::new());
-    let mut stdout = child.child.stdout.take().expect("piped");
-    let mut stderr = child.child.stderr.take().expect("piped");
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
     let (a, b) = tokio::join!(
         stdout.read_to_string(&mut out),
         stderr.read_to_string(&mut err)
     );
     a.and(b).map_err(|e| e.to_string())?;
-    let status = child.child.wait().await.map_err(|e| e.to_string())?;
+    let status = child.wait().await.map_err(|e| e.to_string())?;
     if let Some(f) = child.setup_failure(&status, &err) {
         return Err(match f.stage {
             Some(stage) => format!("{}: {}", stage.as_str(), f.message),

@@ -6,6 +6,7 @@
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -20,12 +21,6 @@ fn check(rc: libc::c_int) -> io::Result<()> {
 fn cstr(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
-}
-
-/// `unshare(2)`.
-pub fn unshare(flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: unshare takes no pointers.
-    check(unsafe { libc::unshare(flags) })
 }
 
 /// Asks the kernel to send `signal` to this process when its parent thread exits.
@@ -89,12 +84,11 @@ pub fn pipe() -> io::Result<(std::fs::File, std::fs::File)> {
     })
 }
 
-/// Whether the write end of `read_end`'s pipe is still open somewhere (a non-blocking
-/// read sees no end of file). Used to learn that a parent is still alive.
-pub fn pipe_writer_alive(read_end: &std::fs::File) -> bool {
-    use std::os::fd::AsRawFd;
+/// Whether the write end of the pipe `read_end` reads from is still open somewhere (a
+/// non-blocking poll sees no end of file). Used to learn that a parent is still alive.
+pub fn fd_pipe_writer_alive(read_end: RawFd) -> bool {
     let mut poll = libc::pollfd {
-        fd: read_end.as_raw_fd(),
+        fd: read_end,
         events: libc::POLLIN,
         revents: 0,
     };
@@ -103,16 +97,64 @@ pub fn pipe_writer_alive(read_end: &std::fs::File) -> bool {
     rc == 0
 }
 
-/// Closes every descriptor from 3 up (nothing of the host's may reach the command).
-pub fn close_from_3() {
+/// Closes one descriptor by number.
+pub fn close_fd(fd: RawFd) {
+    // SAFETY: closing a descriptor number this process no longer uses.
+    unsafe { libc::close(fd) };
+}
+
+/// Points stdin, stdout and stderr at `/dev/null` (a process that must not hold a
+/// command's pipes open).
+pub fn close_stdio() {
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        use std::os::fd::AsRawFd;
+        for fd in 0..3 {
+            // SAFETY: dup2 onto the stdio numbers; `null` is closed when dropped.
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+        }
+    } else {
+        for fd in 0..3 {
+            close_fd(fd);
+        }
+    }
+}
+
+/// `clone(2)` with `flags` (namespaces) and fork semantics: the child continues here on
+/// a copy of the stack. Only for single-threaded processes.
+pub fn clone_into(flags: libc::c_int) -> io::Result<Forked> {
+    // SAFETY: without CLONE_VM and with a null stack this is fork with namespace flags;
+    // the caller is single-threaded, so the child's copy of memory is consistent.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    match rc {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(pid as libc::pid_t)),
+    }
+}
+
+/// Closes every descriptor from `first` up (nothing of the host's may reach the command).
+pub fn close_from(first: libc::c_int) {
     // SAFETY: close_range only closes descriptors; ENOSYS (before Linux 5.9) falls back.
-    if unsafe { libc::close_range(3, libc::c_uint::MAX, 0) } == 0 {
+    if unsafe { libc::close_range(first as libc::c_uint, libc::c_uint::MAX, 0) } == 0 {
         return;
     }
     if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
         let fds: Vec<libc::c_int> = dir
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .filter(|&fd| fd > 2)
+            .filter(|&fd| fd >= first)
             .collect();
         for fd in fds {
             // SAFETY: closing a descriptor number; the read_dir one is already gone.
@@ -283,23 +325,6 @@ pub fn ids() -> (libc::uid_t, libc::gid_t) {
     unsafe { (libc::geteuid(), libc::getegid()) }
 }
 
-/// Ends this process with `signal` as a real signal death when it can (so whoever
-/// waits sees the same ending as the command's), else exits 128 + signal.
-pub fn die_by_signal(signal: libc::c_int) -> ! {
-    // SAFETY: resetting a disposition, unblocking and raising take no pointers we own;
-    // core dumps are turned off first so a re-raised SIGSEGV leaves no file behind.
-    unsafe {
-        let _ = set_limit(libc::RLIMIT_CORE, 0, 0);
-        libc::signal(signal, libc::SIG_DFL);
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, signal);
-        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        libc::raise(signal);
-    }
-    std::process::exit(128 + signal)
-}
-
 /// The Landlock ABI version of the running kernel (0: none or disabled).
 pub fn landlock_abi() -> i32 {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
@@ -313,4 +338,60 @@ pub fn landlock_abi() -> i32 {
         )
     };
     i32::try_from(v).unwrap_or(0).max(0)
+}
+
+/// Blocks SIGCHLD and returns a signalfd that becomes readable when a child ends.
+pub fn child_signal_fd() -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: an empty sigset is filled in by sigemptyset/sigaddset; no pointers kept.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fd = libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(std::os::fd::OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Reads whatever is pending on a (non-blocking) signalfd.
+pub fn drain_signal_fd(fd: &std::os::fd::OwnedFd) {
+    use std::os::fd::AsRawFd;
+    let mut buf = [0u8; 128 * 8];
+    // SAFETY: reading into a local buffer of the given size.
+    while unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+}
+
+/// Reaps one ended child without blocking: its pid and raw wait status.
+pub fn reap_any() -> Option<(libc::pid_t, libc::c_int)> {
+    let mut status = 0;
+    // SAFETY: `status` is a valid out pointer.
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    (pid > 0).then_some((pid, status))
+}
+
+/// Unblocks every signal (a forked child of the server inherits SIGCHLD blocked).
+pub fn unblock_signals() {
+    // SAFETY: an empty set, set as the mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Moves `fd` to descriptor number `to` (closing what was there).
+pub fn move_fd(fd: std::os::fd::OwnedFd, to: libc::c_int) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    if fd.as_raw_fd() == to {
+        std::mem::forget(fd);
+        return Ok(());
+    }
+    // SAFETY: dup2 onto a plain descriptor number; `fd` is closed when dropped.
+    check(unsafe { libc::dup2(fd.as_raw_fd(), to) })
 }

@@ -155,7 +155,7 @@ async fn run(sandbox: &AgentSandbox, command: &str, timeout: Duration) -> Result
         .await
         .map_err(|e| ToolError::Failed(e.to_string()))?;
     let buffer = Mutex::new(HeadTail::new(OUTPUT_CAP_BYTES));
-    let (stdout, stderr) = (child.child.stdout.take(), child.child.stderr.take());
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let mut pump =
         std::pin::pin!(async { tokio::join!(pump(stdout, &buffer), pump(stderr, &buffer)) });
     let mut pumped = false;
@@ -164,7 +164,7 @@ async fn run(sandbox: &AgentSandbox, command: &str, timeout: Duration) -> Result
         loop {
             tokio::select! {
                 _ = &mut pump, if !pumped => pumped = true,
-                status = child.child.wait() => break status,
+                status = child.wait() => break status,
             }
         }
     })
@@ -180,7 +180,7 @@ async fn run(sandbox: &AgentSandbox, command: &str, timeout: Duration) -> Result
             status.map_err(|e| ToolError::Failed(format!("waiting for the command: {e}")))?,
         ),
         Err(_) => {
-            let _ = child.child.wait().await;
+            let _ = child.wait().await;
             Ending::TimedOut(timeout)
         }
     };

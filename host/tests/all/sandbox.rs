@@ -631,7 +631,12 @@ async fn a_fork_bomb_is_bounded_and_ends_with_its_timeout() {
     let before = procs::count();
     let started = std::time::Instant::now();
     let out = d.run("bomb() { bomb | bomb & }; bomb; sleep 30", 2).await;
-    assert!(out.starts_with("[timed out after 2 s"), "{out}");
+    // Either the bomb's own shell could not fork any more and gave up, or the timeout
+    // ended it; both leave nothing behind.
+    assert!(
+        out.starts_with("[timed out after 2 s") || out.contains("Cannot fork"),
+        "{out}"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "{:?}",
