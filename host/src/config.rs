@@ -372,12 +372,15 @@ impl ProviderConfig {
         })
     }
 
-    /// The environment variable this provider reads its API key from, if any.
-    pub fn key_var(&self) -> Option<&str> {
+    /// The environment variables holding this provider's secrets: the one it reads its
+    /// API key from, or those a `command` provider passes to its CLI. Agent commands
+    /// never get any of them.
+    pub fn secret_vars(&self) -> Vec<&str> {
         match self {
-            ProviderConfig::Openai(c) => c.api_key_env.as_deref(),
-            ProviderConfig::Anthropic(c) => Some(&c.api_key_env),
-            ProviderConfig::Scripted(_) | ProviderConfig::Command(_) => None,
+            ProviderConfig::Openai(c) => c.api_key_env.as_deref().into_iter().collect(),
+            ProviderConfig::Anthropic(c) => vec![c.api_key_env.as_str()],
+            ProviderConfig::Command(c) => c.pass_env.iter().map(String::as_str).collect(),
+            ProviderConfig::Scripted(_) => Vec::new(),
         }
     }
 

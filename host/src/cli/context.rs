@@ -109,7 +109,7 @@ impl Context {
                     .config
                     .providers
                     .values()
-                    .filter_map(|p| p.key_var())
+                    .flat_map(|p| p.secret_vars())
                     .map(str::to_owned)
                     .collect(),
                 user_config,

@@ -2,10 +2,11 @@
 //! executes, and the `command` provider's child.
 //!
 //! The policy is data ([`Policy`]), decided here from the agent's capabilities, its
-//! workspace and the user's config; the mechanism is small: crewbox starts itself again
-//! as a helper ([`helper`]) which applies the policy with user, mount, pid, IPC and
-//! network namespaces, a view of the filesystem built on an empty root ([`view`]),
-//! Landlock ([`rules`]) and resource limits, then execs. It needs no install step and no
+//! workspace and the user's config; the mechanism is small: crewbox starts itself once
+//! more as a sandbox server (`server`), which for each policy clones an init process
+//! ([`helper`]) into new user, mount, pid, IPC and network namespaces; it builds a view
+//! of the filesystem on an empty root ([`view`]), and the command restricts itself with
+//! Landlock (`rules`) and resource limits, then execs. It needs no install step and no
 //! privileges, and it fails closed: where the kernel cannot provide a piece, the process
 //! is refused with an error that names the missing feature and the setting that turns
 //! the sandbox off (`sandbox = "off"`, user config only).

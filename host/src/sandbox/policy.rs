@@ -244,7 +244,7 @@ mod tests {
     }
 
     #[test]
-    fn round_trips_and_leaves_the_rest_of_stdin() {
+    fn round_trips_and_leaves_what_follows_unread() {
         let mut bytes = sample().encode();
         bytes.extend_from_slice(b"the prompt");
         let mut input = &bytes[..];

@@ -355,8 +355,61 @@ pub fn serve(host: u32) -> i32 {
 }
 
 impl Policy {
-    /// Decodes a policy sent to the server (the same framing as on a pipe).
+    /// Decodes a policy sent to the server.
     pub fn from_request(mut bytes: &[u8]) -> io::Result<Self> {
         Policy::decode(&mut bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_round_trip_and_garbage_is_ignored() {
+        let r = reply(REP_EXITED, 0x0102_0304_0506_0708, -125);
+        assert_eq!(
+            parse_reply(&r),
+            Some((REP_EXITED, 0x0102_0304_0506_0708, -125))
+        );
+        assert_eq!(parse_reply(&r[..12]), None);
+        assert_eq!(header(REQ_KILL, 7)[..2], [REQ_KILL, 7]);
+    }
+
+    #[test]
+    fn descriptors_travel_with_a_message() {
+        use std::io::{Read, Write};
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        let rc = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        assert_eq!(rc, 0);
+        // SAFETY: both were just created.
+        let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (r, w) = sys::pipe().unwrap();
+        send_with_fds(a.as_raw_fd(), b"hello", &[w.as_raw_fd()]).unwrap();
+        drop(w);
+        let mut buf = [0u8; 16];
+        let (n, got) = recv_with_fds(b.as_raw_fd(), &mut buf).unwrap().unwrap();
+        assert_eq!(&buf[..n], b"hello");
+        assert_eq!(got.len(), 1);
+        let mut w = std::fs::File::from(got.into_iter().next().unwrap());
+        w.write_all(b"through").unwrap();
+        drop(w);
+        let mut text = String::new();
+        let mut r = r;
+        r.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "through");
+        drop(a);
+        assert!(
+            recv_with_fds(b.as_raw_fd(), &mut buf).unwrap().is_none(),
+            "end of file"
+        );
     }
 }

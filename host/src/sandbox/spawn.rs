@@ -1,5 +1,5 @@
-//! Starting one process for an agent: the policy is built here and handed to the
-//! helper on its stdin; with the sandbox off the program is started directly.
+//! Starting one process for an agent: the policy is built here and sent to the sandbox
+//! server with the process's stdio; with the sandbox off the program is started directly.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

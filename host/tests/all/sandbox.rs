@@ -812,3 +812,54 @@ fn command_provider_gets_exactly_its_pass_env_and_the_network() {
     );
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
 }
+
+/// Runs `crewbox ARGS` where the kernel refuses new user namespaces: inside a user
+/// namespace whose own limit of nested ones is 0 (a real refusal by this kernel, for
+/// this process tree only). `None` when even that cannot be arranged.
+fn without_user_namespaces(f: &Fixture, inner: Command) -> Option<Output> {
+    let probe = Command::new("unshare")
+        .args(["--user", "--map-root-user", "true"])
+        .output()
+        .ok()?;
+    if !probe.status.success() {
+        return None;
+    }
+    let mut c = Command::new("unshare");
+    c.args(["--user", "--map-root-user", "sh", "-c"])
+        .arg("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"")
+        .arg("sh")
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir(inner.get_current_dir().unwrap_or(f.path()));
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    Some(c.output().unwrap())
+}
+
+#[test]
+fn without_kernel_support_commands_are_refused_never_run_unconfined() {
+    let f = Fixture::new("");
+    let marker = f.path().join("ran.txt");
+    let calls = [("touch", format!("touch {}; echo ran", marker.display()))];
+    let Some(out) = without_user_namespaces(&f, f.command(&calls, &[])) else {
+        eprintln!("SKIPPED: cannot create a user namespace to take user namespaces away in");
+        return;
+    };
+    let o = f.outputs(&out, &calls);
+    assert!(!marker.exists(), "the command ran: {}", o["touch"]);
+    let shown = &o["touch"];
+    assert!(
+        shown.contains("process sandbox is not available")
+            && shown.contains("user namespaces")
+            && shown.contains("sandbox = \"off\""),
+        "{shown}"
+    );
+    let health = without_user_namespaces(&f, f.base_command(&["health", "--json"])).unwrap();
+    let report: Value = serde_json::from_slice(&health.stdout).unwrap();
+    assert_eq!(report["sandbox"]["ready"], false, "{report:#}");
+    assert_eq!(report["sandbox"]["user_namespaces"], false, "{report:#}");
+}
