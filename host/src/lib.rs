@@ -15,6 +15,7 @@ pub mod plugin;
 pub mod process;
 pub mod provider;
 pub mod redact;
+pub mod sandbox;
 pub mod schedule;
 pub mod store;
 pub mod team;

@@ -84,6 +84,8 @@ struct Inner {
     live: Mutex<HashMap<AgentId, Live>>,
     /// Runs driven here, cancelled by a stop aimed at the run.
     runs: Mutex<HashMap<RunId, CancellationToken>>,
+    /// Where agents' processes run.
+    sandbox: crate::sandbox::Sandbox,
 }
 
 /// Runs agents. Cheap to clone.
@@ -93,7 +95,8 @@ pub struct Manager {
 }
 
 impl Manager {
-    /// A manager running at most `max_concurrent` agents at once.
+    /// A manager running at most `max_concurrent` agents at once. Its agents' commands
+    /// are refused until a sandbox is given with [`Manager::with_sandbox`].
     pub fn new(store: Store, tools: Arc<ToolRegistry>, max_concurrent: usize) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -102,8 +105,22 @@ impl Manager {
                 slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
                 live: Mutex::new(HashMap::new()),
                 runs: Mutex::new(HashMap::new()),
+                sandbox: crate::sandbox::Sandbox::missing(),
             }),
         }
+    }
+
+    /// Runs its agents' processes in `sandbox`. Call before the manager is cloned.
+    pub fn with_sandbox(mut self, sandbox: crate::sandbox::Sandbox) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("with_sandbox is called before the manager is shared")
+            .sandbox = sandbox;
+        self
+    }
+
+    /// Where its agents' processes run.
+    pub fn sandbox(&self) -> &crate::sandbox::Sandbox {
+        &self.inner.sandbox
     }
 
     /// The store facts go to.
@@ -222,12 +239,20 @@ impl Manager {
             "agent.state",
             json!({ "state": "running" }),
         );
+        // Registered for every agent: the `command` provider finds it by the agent's id.
+        let sandbox = self.inner.sandbox.agent(crate::sandbox::AgentScope {
+            id: spec.id.to_string(),
+            workspace: Some(spec.workspace.clone()),
+            writable: spec.perms.caps.contains(Capability::Write),
+            network: spec.network,
+        });
         let env = RunnerEnv {
             store: store.clone(),
             tools: self.inner.tools.clone(),
             spawner: Some(Arc::new(ChildSpawner {
                 manager: Arc::downgrade(&self.inner),
             }) as Arc<dyn Spawner>),
+            sandbox: Some(sandbox),
         };
         let messages = opts
             .history

@@ -126,6 +126,9 @@ pub struct AgentSpec {
     pub provider: Arc<dyn Provider>,
     /// Prices for the cost budget.
     pub prices: Option<Prices>,
+    /// Whether its commands share the host's network (granted by the user's config or
+    /// command line, never by a repository).
+    pub network: bool,
 }
 
 /// How an agent ended.
@@ -165,6 +168,8 @@ pub struct RunnerEnv {
     pub tools: Arc<ToolRegistry>,
     /// For `spawn_agent` (only used when the agent holds `spawn`).
     pub spawner: Option<Arc<dyn Spawner>>,
+    /// The agent's process sandbox (only offered to tools when it holds `exec`).
+    pub sandbox: Option<Arc<crate::sandbox::AgentSandbox>>,
 }
 
 fn cap(text: &str) -> String {
@@ -501,6 +506,11 @@ impl TurnLoop<'_> {
                 .spawner
                 .clone()
                 .filter(|_| spec.perms.caps.contains(crate::tool::Capability::Spawn)),
+            sandbox: self
+                .env
+                .sandbox
+                .clone()
+                .filter(|_| spec.perms.caps.contains(crate::tool::Capability::Exec)),
         };
         let mut finish = None;
         for (i, call) in calls.iter().enumerate() {

@@ -1,7 +1,7 @@
 //! Turning global arguments into paths, configuration and the store.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -161,15 +161,54 @@ impl Context {
         }
     }
 
+    /// The process sandbox for agents' commands, from the user's config.
+    pub fn sandbox(&self) -> anyhow::Result<crate::sandbox::Sandbox> {
+        let user_config = crate::config::user_config_path();
+        Ok(crate::sandbox::Sandbox::new(
+            crate::sandbox::SandboxOptions {
+                config: self.config.sandbox.clone(),
+                helper: crate::sandbox::Helper::CurrentExe,
+                paths: crate::sandbox::layout::HostPaths {
+                    // Every repository's state, not only this one's, stays hidden.
+                    state_base: self
+                        .config
+                        .state_dir
+                        .as_deref()
+                        .and_then(|b| std::path::absolute(b).ok()),
+                    ..crate::sandbox::layout::HostPaths::from_env(
+                        &self.state_dir,
+                        user_config
+                            .as_ref()
+                            .and_then(|p| p.parent())
+                            .map(Path::to_owned),
+                    )
+                },
+                key_vars: self
+                    .config
+                    .providers
+                    .values()
+                    .flat_map(|p| p.secret_vars())
+                    .map(str::to_owned)
+                    .collect(),
+                user_config,
+            },
+        )?)
+    }
+
     /// Builds the engine for commands that run agents. Orphaned worktrees of killed
     /// processes are pruned first.
     pub async fn engine(&self, shutdown: CancellationToken) -> anyhow::Result<Engine> {
         let store = self.open_store()?;
+        let sandbox = self.sandbox()?;
+        if sandbox.is_off() {
+            eprintln!("crewbox: {}", sandbox.off_warning());
+        }
         let manager = Manager::new(
             store.clone(),
             Arc::new(ToolRegistry::builtin()),
             self.config.max_concurrent,
-        );
+        )
+        .with_sandbox(sandbox);
         let worktrees = match WorktreeManager::open(
             &self.repo,
             &self.worktrees_dir(),

@@ -61,6 +61,10 @@ pub struct RunArgs {
     /// Reflect: most iterations of the loop.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub max_iterations: u32,
+    /// Let agents' commands use the network (by default they have none, not even the
+    /// host's loopback); `[sandbox] network` in your config does the same for every run.
+    #[arg(long)]
+    pub network: bool,
     /// Print one JSON object (the run report) and no progress.
     #[arg(long)]
     pub json: bool,
@@ -108,6 +112,7 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
         chain_depth: Some(args.chain_depth),
         team: args.team,
         max_iterations: Some(args.max_iterations),
+        network: args.network,
     };
     let report = match drive(&engine, &shutdown, args.json, engine.run(req)).await? {
         Ok(report) => report,

@@ -99,6 +99,8 @@ pub struct Config {
     pub ignored: Vec<Ignored>,
     /// Whether the user trusts the repository.
     pub trust: Trust,
+    /// The process sandbox of agents' commands (user config only).
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 impl Default for Config {
@@ -122,6 +124,7 @@ impl Default for Config {
             origins: BTreeMap::new(),
             ignored: Vec::new(),
             trust: Trust::Untrusted,
+            sandbox: crate::sandbox::SandboxConfig::default(),
         }
     }
 }
@@ -247,6 +250,16 @@ impl Config {
         for (name, p) in f.providers {
             self.provider_dirs.insert(name.clone(), dir.clone());
             self.providers.insert(name, p);
+        }
+        if let Some(s) = f.sandbox {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            self.sandbox
+                .apply(s, path, home.as_deref())
+                .map_err(|e| ConfigError::Value {
+                    key: format!("sandbox.{}", e.key),
+                    origin: path.display().to_string(),
+                    message: e.message,
+                })?;
         }
         self.sources.push(path.to_owned());
         Ok(())

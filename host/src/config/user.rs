@@ -10,6 +10,7 @@ use serde::Deserialize;
 use super::quotas::QuotaFile;
 use crate::engine::Mode;
 use crate::provider::config::ProviderConfig;
+use crate::sandbox::SandboxSetting;
 
 /// The user's config file as written.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -38,6 +39,8 @@ pub struct ConfigFile {
     /// Model providers by name.
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// The process sandbox of agents' commands.
+    pub sandbox: Option<SandboxSetting>,
 }
 
 /// The line (1-based) of byte offset `at` in `text`.

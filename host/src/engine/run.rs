@@ -145,6 +145,10 @@ pub struct RunRequest {
     /// Reflect: most iterations (default 5).
     #[serde(default)]
     pub max_iterations: Option<u32>,
+    /// Agents' commands share the host's network (the CLI is the user; a repository
+    /// cannot ask for it).
+    #[serde(default)]
+    pub network: bool,
 }
 
 /// The stored, resumable description of a run: never secrets, only names.
@@ -198,6 +202,7 @@ impl Engine {
             base_dir: &base_dir,
             env: &env,
             default_script: DEMO_SCRIPT,
+            sandbox: self.manager.sandbox(),
         };
         let provider = crate::provider::config::build(&name, &cfg, &ctx).map_err(|source| {
             EngineError::Provider {
@@ -257,6 +262,11 @@ impl Engine {
             quotas: self.config.quotas.clone(),
             provider: ctx.provider.clone(),
             prices: ctx.prices,
+            network: ctx.req.network
+                || self
+                    .config
+                    .sandbox
+                    .network_for(ctx.team.as_ref().map(|t| t.team.name.as_str())),
         }
     }
 

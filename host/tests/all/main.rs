@@ -25,6 +25,7 @@ mod provider_peer;
 mod provider_scripted;
 mod recovery;
 mod reflect;
+mod sandbox;
 mod store;
 mod teams;
 mod tools;

@@ -33,7 +33,8 @@ pub fn fixture(max_concurrent: usize) -> Fixture {
         store.clone(),
         Arc::new(ToolRegistry::builtin()),
         max_concurrent,
-    );
+    )
+    .with_sandbox(crate::support::sandbox::sandbox(&dir.path().join("state")));
     Fixture {
         work: work.canonicalize().unwrap(),
         _dir: dir,
@@ -62,6 +63,7 @@ pub fn agent_spec(
         quotas,
         provider,
         prices: None,
+        network: false,
     }
 }
 

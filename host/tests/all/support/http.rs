@@ -359,6 +359,7 @@ pub fn build_provider(
         base_dir: std::path::Path::new("."),
         env: &lookup,
         default_script: "",
+        sandbox: &crewbox::sandbox::Sandbox::missing(),
     };
     let provider = crewbox::provider::build(name, &cfg, &ctx)?;
     Ok((provider, breakers))

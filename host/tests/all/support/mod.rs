@@ -4,7 +4,9 @@
 pub mod agents;
 pub mod http;
 pub mod peers;
+pub mod procs;
 pub mod repo;
+pub mod sandbox;
 pub mod wire;
 
 use std::path::PathBuf;
