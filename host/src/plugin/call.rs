@@ -298,6 +298,7 @@ impl Plugin {
                     .workspace
                     .filter(|_| inner.grants.has_workspace())
                     .map(Arc::new),
+                root: Arc::default(),
                 max_read: limits.max_read_bytes,
                 max_diff: limits.max_string_bytes as usize,
             },

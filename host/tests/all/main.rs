@@ -16,6 +16,7 @@ mod modes;
 mod plugin_hostile;
 mod plugin_python;
 mod plugin_runtime;
+mod plugin_workspace;
 mod provider_anthropic;
 mod provider_command;
 mod provider_openai;

@@ -1,6 +1,7 @@
 //! Host side of each plugin import, one small module per interface, plus the store
 //! state and the linker that links only what a plugin is granted.
 
+mod beneath;
 pub(crate) mod log;
 pub(crate) mod model;
 pub(crate) mod workspace;
