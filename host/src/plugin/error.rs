@@ -96,6 +96,17 @@ pub enum PluginFault {
         /// The cap.
         limit: u64,
     },
+    /// One answer (or one host call's arguments) was larger than the cap in total,
+    /// however its strings and lists were laid out in guest memory.
+    #[error(
+        "plugin `{plugin}` moved more than {limit} bytes across the sandbox in one answer or host call"
+    )]
+    TransferTooLarge {
+        /// The plugin's name.
+        plugin: String,
+        /// The cap in bytes.
+        limit: u64,
+    },
     /// A fresh instance could not be created (pool exhausted, start function failed…).
     #[error("plugin `{plugin}` could not be instantiated: {detail}")]
     Instantiate {
@@ -124,6 +135,7 @@ impl PluginFault {
             | Self::Deadline { plugin, .. }
             | Self::MemoryLimit { plugin, .. }
             | Self::OutputTooLarge { plugin, .. }
+            | Self::TransferTooLarge { plugin, .. }
             | Self::Instantiate { plugin, .. }
             | Self::WrongKind { plugin, .. } => plugin,
         }

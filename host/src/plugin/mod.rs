@@ -34,5 +34,5 @@ pub use grants::{Capability, Grants, ModelBudget, ReadOnlyDir, Rule, Violation};
 pub use host::model::{ModelAccess, ModelReply};
 pub use host::workspace::WorkspaceView;
 pub use kind::PluginKind;
-pub use limits::Limits;
+pub use limits::{ComponentCaps, Limits};
 pub use runtime::{ComponentInfo, PluginRuntime, PluginSource, RuntimeConfig, default_cache_dir};

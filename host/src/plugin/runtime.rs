@@ -16,7 +16,7 @@ use super::error::PluginError;
 use super::grants::{Grants, Rule, Violation, kinds_exported, violations};
 use super::host;
 use super::kind::PluginKind;
-use super::limits::Limits;
+use super::limits::{ComponentCaps, Limits};
 
 /// Where a plugin came from; shown to users and decides how far it may be trusted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -50,8 +50,11 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
     /// How many instances may be live at once (pooling allocator slots).
     pub max_instances: u32,
-    /// The largest memory any plugin may be given; per-plugin [`Limits`] are clamped to it.
+    /// The most memory any plugin may be given (all its memories together); per-plugin
+    /// [`Limits`] are clamped to it.
     pub max_memory_bytes: u64,
+    /// Core instances, memories and tables one plugin may create.
+    pub component_caps: ComponentCaps,
     /// Epoch tick: the resolution of call deadlines.
     pub epoch_tick: Duration,
 }
@@ -62,6 +65,7 @@ impl Default for RuntimeConfig {
             cache_dir: default_cache_dir(),
             max_instances: 64,
             max_memory_bytes: 64 << 20,
+            component_caps: ComponentCaps::default(),
             epoch_tick: Duration::from_millis(5),
         }
     }
@@ -119,10 +123,16 @@ impl PluginRuntime {
     pub fn new(config: RuntimeConfig) -> Result<Self, PluginError> {
         let mut pool = PoolingAllocationConfig::default();
         let n = config.max_instances.max(1);
+        let caps = config.component_caps;
+        // Each component instance may take at most its caps from the pool, and the pool
+        // holds the caps of every instance, so no plugin can starve another of slots.
         pool.total_component_instances(n)
-            .total_core_instances(n * 8)
-            .total_memories(n * 2)
-            .total_tables(n * 4)
+            .max_core_instances_per_component(caps.instances)
+            .max_memories_per_component(caps.memories)
+            .max_tables_per_component(caps.tables)
+            .total_core_instances(n * caps.instances)
+            .total_memories(n * caps.memories)
+            .total_tables(n * caps.tables)
             .total_stacks(n)
             .max_memory_size(usize::try_from(config.max_memory_bytes).unwrap_or(usize::MAX));
         let mut wasm = Config::new();

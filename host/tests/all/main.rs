@@ -14,6 +14,7 @@ mod criteria_judge;
 mod daemon;
 mod modes;
 mod plugin_hostile;
+mod plugin_limits;
 mod plugin_python;
 mod plugin_runtime;
 mod plugin_workspace;

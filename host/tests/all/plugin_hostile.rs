@@ -621,12 +621,38 @@ async fn oversized_output_is_a_fault() {
         deadline: Duration::from_secs(10),
         ..validator_limits()
     };
+    // The whole answer is capped while it is copied out: a giant string never reaches
+    // the per-string check.
     let flood = load(
         &rt,
         "hostile-bigoutput",
         BIGOUTPUT,
         Grants::defaults_for(PluginKind::Validator),
         limits,
+    )
+    .await;
+    for criteria in [&[][..], &["fix-bytes=2097152"]] {
+        let fault = validate_fault(&flood, CallEnv::default(), criteria).await;
+        assert_eq!(
+            fault,
+            PluginFault::TransferTooLarge {
+                plugin: "hostile-bigoutput".into(),
+                limit: limits.max_answer_bytes
+            }
+        );
+        healthy.assert_serving().await;
+    }
+    // With a larger answer budget, each string and each list still has its own cap.
+    let roomy = Limits {
+        max_answer_bytes: 128 << 20,
+        ..limits
+    };
+    let flood = load(
+        &rt,
+        "hostile-bigoutput",
+        BIGOUTPUT,
+        Grants::defaults_for(PluginKind::Validator),
+        roomy,
     )
     .await;
     let string_cap = limits.max_string_bytes;

@@ -5,6 +5,7 @@ pub mod http;
 pub mod limited;
 pub mod peers;
 pub mod repo;
+pub mod wat;
 
 use std::path::PathBuf;
 
