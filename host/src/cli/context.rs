@@ -11,7 +11,6 @@ use crate::agent::manager::Manager;
 use crate::config::Config;
 use crate::engine::plugins::PluginSet;
 use crate::engine::run::Engine;
-use crate::plugin::{PluginRuntime, RuntimeConfig};
 use crate::provider::breaker::Breakers;
 use crate::store::Store;
 use crate::tool::registry::ToolRegistry;
@@ -122,7 +121,7 @@ impl Context {
                 None
             }
         };
-        let runtime = PluginRuntime::new(RuntimeConfig::default())?;
+        let runtime = super::plugin::runtime()?;
         Ok(Engine {
             store,
             manager,

@@ -8,7 +8,9 @@ use serde::Serialize;
 
 use super::Exit;
 use crate::plugin::builtin::BUILTINS;
-use crate::plugin::{Grants, PluginKind, PluginRuntime, PluginSource, RuntimeConfig, Violation};
+use crate::plugin::{
+    Compiler, Grants, PluginKind, PluginRuntime, PluginSource, RuntimeConfig, Violation,
+};
 
 /// `crewbox plugin …`.
 #[derive(Debug, clap::Args)]
@@ -134,9 +136,13 @@ pub(crate) fn resolve(spec: &str) -> anyhow::Result<Option<Found>> {
     Ok(discover()?.into_iter().find(|f| f.name == spec))
 }
 
-/// A runtime with the default on-disk cache.
+/// A runtime with the default on-disk cache, compiling untrusted components in a
+/// limited child process (this binary).
 pub(crate) fn runtime() -> anyhow::Result<PluginRuntime> {
-    Ok(PluginRuntime::new(RuntimeConfig::default())?)
+    Ok(PluginRuntime::new(RuntimeConfig {
+        compiler: Compiler::this_program()?,
+        ..RuntimeConfig::default()
+    })?)
 }
 
 #[derive(Serialize)]

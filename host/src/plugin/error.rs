@@ -20,6 +20,16 @@ pub enum PluginError {
         /// What the compiler said.
         reason: String,
     },
+    /// The component is over the compile limits (size, code, compile time or memory).
+    #[error("plugin `{plugin}` was refused: {refusal}{}", if *cached { " (remembered from an earlier attempt; `crewbox plugin check FILE` compiles it again)" } else { "" })]
+    Refused {
+        /// The plugin's name.
+        plugin: String,
+        /// Which limit it is over.
+        refusal: super::compile::CompileRefusal,
+        /// Whether the refusal was read from the cache rather than found just now.
+        cached: bool,
+    },
     /// The component breaks the capability rules; each violation names interface and rule.
     #[error("plugin `{plugin}` cannot load: {}", violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Denied {

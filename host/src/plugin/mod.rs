@@ -15,6 +15,7 @@ mod bindings;
 pub mod builtin;
 mod cache;
 mod call;
+mod compile;
 mod error;
 mod grants;
 mod host;
@@ -29,6 +30,7 @@ pub use bindings::types::{
 pub use bindings::workspace::ChangeKind;
 pub use cache::CacheOutcome;
 pub use call::{CallEnv, Plugin};
+pub use compile::{COMPILER_ARG, CompileLimits, CompileRefusal, Compiler, compiler_main};
 pub use error::{PluginError, PluginFault};
 pub use grants::{Capability, Grants, ModelBudget, ReadOnlyDir, Rule, Violation};
 pub use host::model::{ModelAccess, ModelReply};

@@ -4,11 +4,12 @@
 //! component text format ([`crate::support::wat`]).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crewbox::plugin::{
-    AgentOutput, AgentStatus, CallEnv, Grants, Limits, Plugin, PluginError, PluginFault,
-    PluginKind, PluginRuntime, PluginSource, RuntimeConfig, Verdict,
+    AgentOutput, AgentStatus, CallEnv, CompileLimits, CompileRefusal, Compiler, Grants, Limits,
+    Plugin, PluginError, PluginFault, PluginKind, PluginRuntime, PluginSource, RuntimeConfig,
+    Verdict,
 };
 
 use crate::support::wat::Validator;
@@ -229,4 +230,207 @@ async fn a_plugin_with_many_memories_cannot_starve_the_pool() {
         .err()
         .expect("refused");
     assert!(e.to_string().contains("128 core module instances"), "{e}");
+}
+/// A runtime that compiles untrusted components the way the CLI does: in a child
+/// process (the crewbox binary) under `limits`, caching compiled code and refusals in
+/// `cache`.
+fn child_runtime(cache: &std::path::Path, limits: CompileLimits) -> PluginRuntime {
+    PluginRuntime::new(RuntimeConfig {
+        cache_dir: Some(cache.to_owned()),
+        max_instances: 2,
+        compiler: Compiler::Child(env!("CARGO_BIN_EXE_crewbox").into()),
+        compile_limits: limits,
+        ..RuntimeConfig::default()
+    })
+    .unwrap()
+}
+
+fn refusal(e: PluginError) -> (CompileRefusal, bool) {
+    match e {
+        PluginError::Refused {
+            refusal, cached, ..
+        } => (refusal, cached),
+        other => panic!("expected a compile refusal, got {other}"),
+    }
+}
+
+/// Regression: one function of nested blocks took a minute (and GBs) to compile, and as a
+/// repository's dispatcher it cost that on every run. A function with more blocks than
+/// any real toolchain emits is refused before compiling. Run under an address-space cap,
+/// so a regression fails here instead of taking the machine.
+#[test]
+fn a_function_of_nested_blocks_is_refused_before_compiling() {
+    if !crate::support::limited::in_child(
+        "plugin_limits::a_function_of_nested_blocks_is_refused_before_compiling",
+        6 << 30,
+    ) {
+        return;
+    }
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    tokio.block_on(async {
+        let rt = runtime(2);
+        let bomb = Validator {
+            nested_functions: 1,
+            nesting: 100_000,
+            ..Validator::default()
+        };
+        let started = Instant::now();
+        let e = load(&rt, "nested", bomb.component(), limits())
+            .await
+            .err()
+            .expect("refused");
+        let elapsed = started.elapsed();
+        let message = e.to_string();
+        assert_eq!(
+            refusal(e),
+            (
+                CompileRefusal::FunctionTooComplex {
+                    index: 3,
+                    blocks: 10_001,
+                    limit: 10_000
+                },
+                false
+            ),
+            "{message}"
+        );
+        assert!(
+            message.contains("`nested`") && message.contains("10001 blocks"),
+            "{message}"
+        );
+        assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    });
+}
+
+/// A component within the scan's caps that still takes long to compile is compiled in a
+/// child process, killed at the deadline, and the refusal is remembered: the next load
+/// (the next run) refuses at once instead of compiling again.
+#[tokio::test]
+async fn compile_time_is_bounded_and_the_refusal_is_cached() {
+    let cache = tempfile::tempdir().unwrap();
+    let limits = CompileLimits {
+        deadline: Duration::from_secs(2),
+        ..CompileLimits::default()
+    };
+    // 40 functions of 9,000 blocks: each under the caps, together ~25 s of compiling.
+    let slow = Validator {
+        nested_functions: 40,
+        nesting: 1000,
+        nests: 9,
+        ..Validator::default()
+    }
+    .component();
+    let rt = child_runtime(cache.path(), limits);
+    let started = Instant::now();
+    let e = load(&rt, "slow", slow.clone(), self::limits())
+        .await
+        .err()
+        .expect("refused");
+    let elapsed = started.elapsed();
+    assert_eq!(refusal(e), (CompileRefusal::Deadline { secs: 2 }, false));
+    assert!(
+        elapsed < Duration::from_secs(8),
+        "the child was not stopped at the deadline: {elapsed:?}"
+    );
+    // The next run (a fresh runtime on the same cache) refuses without compiling.
+    let rt = child_runtime(cache.path(), limits);
+    let started = Instant::now();
+    let e = load(&rt, "slow", slow.clone(), self::limits())
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(refusal(e), (CompileRefusal::Deadline { secs: 2 }, true));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        started.elapsed()
+    );
+    // Under other limits the refusal says nothing: it compiles again.
+    let roomy = CompileLimits {
+        deadline: Duration::from_secs(3),
+        ..limits
+    };
+    let rt = child_runtime(cache.path(), roomy);
+    let e = load(&rt, "slow", slow, self::limits())
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(refusal(e), (CompileRefusal::Deadline { secs: 3 }, false));
+    // An ordinary plugin compiles in the child and runs.
+    let ok = Validator {
+        results: 1,
+        detail_bytes: 1,
+        passed: true,
+        results_pass: true,
+        ..Validator::default()
+    };
+    let p = load(&rt, "ok", ok.component(), self::limits())
+        .await
+        .unwrap();
+    assert!(validate(&p).await.unwrap().passed);
+}
+
+/// The compiler child runs under a memory limit: a compile that needs more is refused
+/// (and remembered), while ordinary plugins compile under the same limit.
+#[tokio::test]
+async fn compile_memory_is_bounded_in_the_child() {
+    let cache = tempfile::tempdir().unwrap();
+    let limits = CompileLimits {
+        max_memory_bytes: 24 << 20,
+        ..CompileLimits::default()
+    };
+    let rt = child_runtime(cache.path(), limits);
+    let hungry = Validator {
+        nested_functions: 8,
+        nesting: 1000,
+        nests: 9,
+        ..Validator::default()
+    }
+    .component();
+    let e = load(&rt, "hungry", hungry.clone(), self::limits())
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(
+        refusal(e),
+        (CompileRefusal::Memory { limit: 24 << 20 }, false)
+    );
+    let e = load(&rt, "hungry", hungry, self::limits())
+        .await
+        .err()
+        .expect("refused");
+    assert!(refusal(e).1, "the second refusal comes from the cache");
+    let trivial = crate::guest_wasm!("trivial-validator.wasm").to_vec();
+    load(&rt, "trivial", trivial, self::limits()).await.unwrap();
+}
+
+/// A component larger than the cap is refused before anything reads its contents.
+#[tokio::test]
+async fn an_oversized_component_is_refused() {
+    let cache = tempfile::tempdir().unwrap();
+    let limits = CompileLimits {
+        max_component_bytes: 64 << 10,
+        ..CompileLimits::default()
+    };
+    let rt = child_runtime(cache.path(), limits);
+    let big = Validator {
+        results: 1,
+        nested_functions: 30,
+        nesting: 1000,
+        ..Validator::default()
+    }
+    .component();
+    let e = load(&rt, "big", big.clone(), self::limits())
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(
+        refusal(e),
+        (
+            CompileRefusal::ComponentTooLarge {
+                size: big.len() as u64,
+                limit: 64 << 10
+            },
+            false
+        )
+    );
 }

@@ -28,6 +28,12 @@ pub struct Validator {
     pub nested_functions: u32,
     /// Nesting depth of each of them.
     pub nesting: u32,
+    /// How many such nests follow one another in each function (at least one).
+    pub nests: u32,
+    /// Functions of straight-line code in an extra module (costly in memory).
+    pub flat_functions: u32,
+    /// `local.get`/`local.set` pairs in each of them, over this many locals.
+    pub flat_ops: u32,
 }
 
 /// Where the main module keeps things (all below the shared detail buffer).
@@ -127,15 +133,34 @@ impl Validator {
         }
         if self.nested_functions > 0 {
             t.push_str("  (core module $heavy\n");
-            let body = format!(
-                "    (func{}{})\n",
+            let nest = format!(
+                "{}{}",
                 " block".repeat(self.nesting as usize),
                 " end".repeat(self.nesting as usize)
             );
+            let body = format!("    (func{})\n", nest.repeat(self.nests.max(1) as usize));
             for _ in 0..self.nested_functions {
                 t.push_str(&body);
             }
             t.push_str("  )\n  (core instance (instantiate $heavy))\n");
+        }
+        if self.flat_functions > 0 {
+            let locals = 1000;
+            let mut body = format!("    (func (local{})", " i64".repeat(locals));
+            for i in 0..self.flat_ops as usize {
+                let _ = write!(
+                    body,
+                    " local.get {} local.set {}",
+                    i % locals,
+                    (i * 7 + 1) % locals
+                );
+            }
+            body.push_str(")\n");
+            t.push_str("  (core module $flat\n");
+            for _ in 0..self.flat_functions {
+                t.push_str(&body);
+            }
+            t.push_str("  )\n  (core instance (instantiate $flat))\n");
         }
         t.push_str(COMPONENT_TAIL);
         t
