@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use super::Exit;
 use super::plugin::{Found, resolve, runtime};
+use crate::plugin::text::escape;
 use crate::plugin::{DispatchRequest, Grants, Mode, PluginKind};
 
 /// `crewbox dispatch …`.
@@ -85,7 +86,7 @@ pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
     {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", escape(&e.to_string()));
             return Ok(Exit::Usage);
         }
     };
@@ -97,7 +98,7 @@ pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
     let d = match plugin.decide(&request).await {
         Ok(d) => d,
         Err(fault) => {
-            eprintln!("{fault}");
+            eprintln!("{}", escape(&fault.to_string()));
             return Ok(Exit::PluginFault);
         }
     };
@@ -117,16 +118,17 @@ pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
+        // The dispatcher's words, escaped: they must not drive the terminal.
         println!("mode:   {}", mode_name(d.mode));
-        println!("reason: {}", d.reason);
+        println!("reason: {}", escape(&d.reason));
         if let Some(n) = d.swarm_size {
             println!("swarm:  {n}");
         }
         for t in &d.tasks {
-            println!("task:   {t}");
+            println!("task:   {}", escape(t));
         }
         for s in &d.signals {
-            println!("signal: {} ({})", s.name, s.detail);
+            println!("signal: {} ({})", escape(&s.name), escape(&s.detail));
         }
     }
     Ok(Exit::Ok)

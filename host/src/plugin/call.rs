@@ -374,12 +374,13 @@ impl Plugin {
             Ok(Err((true, e))) if e.downcast_ref::<Trap>().is_none() => {
                 Err(PluginFault::Instantiate {
                     plugin,
-                    detail: format!("{e:#}"),
+                    detail: super::text::escape(&format!("{e:#}")).into_owned(),
                 })
             }
+            // The backtrace carries the guest's own function names: escaped.
             Ok(Err((_, e))) => Err(PluginFault::Trap {
                 plugin,
-                detail: format!("{e:?}"),
+                detail: super::text::escape(&format!("{e:?}")).into_owned(),
             }),
         }
     }

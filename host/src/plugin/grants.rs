@@ -350,11 +350,12 @@ pub fn violations<'a>(
     let exports: Vec<&str> = exports.into_iter().collect();
     let found = kinds_exported(exports.iter().copied());
     let mut out = Vec::new();
+    // Import names are the component's own strings: escaped before any message shows them.
     let mut violation = |kind: Option<PluginKind>, interface: &str, rule: Rule| {
         out.push(Violation {
-            plugin: plugin.to_owned(),
+            plugin: super::text::escape(plugin).into_owned(),
             kind,
-            interface: interface.to_owned(),
+            interface: super::text::escape(interface).into_owned(),
             rule,
         });
     };

@@ -22,6 +22,8 @@ mod host;
 mod kind;
 mod limits;
 mod runtime;
+pub mod text;
+pub mod verdict;
 
 pub use bindings::types::{
     Access, AgentOutput, AgentStatus, CriterionResult, DispatchDecision, DispatchRequest, Mode,

@@ -350,6 +350,9 @@ impl PluginRuntime {
         grants: Grants,
         limits: Option<Limits>,
     ) -> Result<Plugin, PluginError> {
+        // A name is often a file stem: the repository chose it. It is only a label, so it
+        // is escaped once here and every message naming the plugin is safe to print.
+        let name = &*super::text::escape(name);
         let this = self.clone();
         let task_name = name.to_owned();
         let size = bytes.len();

@@ -17,6 +17,7 @@ mod plugin_hostile;
 mod plugin_limits;
 mod plugin_python;
 mod plugin_runtime;
+mod plugin_verdicts;
 mod plugin_workspace;
 mod provider_anthropic;
 mod provider_command;

@@ -16,8 +16,10 @@ pub struct Validator {
     pub pages_each: u32,
     /// Results in the verdict; every detail points at the same buffer.
     pub results: u32,
-    /// Size of that shared detail buffer, in bytes.
+    /// Size of that shared detail buffer, in bytes (filled with `x`).
     pub detail_bytes: u32,
+    /// The detail's text instead of `x`s, when set (any bytes: escapes, newlines…).
+    pub detail: Option<String>,
     /// The verdict's `passed` flag.
     pub passed: bool,
     /// Each result's `passed` flag.
@@ -51,7 +53,11 @@ impl Validator {
 
     /// The component's text.
     pub fn text(&self) -> String {
-        let results_at = (DETAIL + self.detail_bytes + 7) & !7;
+        let detail_bytes = self
+            .detail
+            .as_ref()
+            .map_or(self.detail_bytes, |d| d.len() as u32);
+        let results_at = (DETAIL + detail_bytes + 7) & !7;
         let heap = (results_at + self.results * 20 + 7) & !7;
         let pages = heap / 65536 + 16;
         let mut t = String::new();
@@ -63,6 +69,7 @@ impl Validator {
     (memory (export "memory") {pages})
     (global $bump (mut i32) (i32.const {heap}))
     (data (i32.const {NAME}) "wat-validator")
+    (data (i32.const {DETAIL}) "{detail_data}")
     (func (export "cabi_realloc") (param $old i32) (param $old_size i32) (param $align i32) (param $size i32) (result i32)
       (local $ptr i32)
       (local.set $ptr (i32.and (i32.add (global.get $bump) (i32.sub (local.get $align) (i32.const 1)))
@@ -85,7 +92,7 @@ impl Validator {
     (func (export "validate") (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)
       (local $i i32) (local $at i32)
       {spin}
-      (memory.fill (i32.const {DETAIL}) (i32.const 120) (i32.const {detail_bytes}))
+      {fill}
       (i32.store8 (i32.const {CRITERION}) (i32.const 99))
       (block $done
         (loop $each
@@ -106,6 +113,13 @@ impl Validator {
       (i32.const {VERDICT})))
   (core instance $m (instantiate $main))
 "#,
+            detail_data = self
+                .detail
+                .as_deref()
+                .unwrap_or("")
+                .bytes()
+                .map(|b| format!("\\{b:02x}"))
+                .collect::<String>(),
             info_len = INFO + 4,
             info_desc = INFO + 8,
             info_desc_len = INFO + 12,
@@ -116,7 +130,12 @@ impl Validator {
             } else {
                 ""
             },
-            detail_bytes = self.detail_bytes,
+            fill = match &self.detail {
+                Some(_) => String::new(),
+                None => format!(
+                    "(memory.fill (i32.const {DETAIL}) (i32.const 120) (i32.const {detail_bytes}))"
+                ),
+            },
             results = self.results,
             results_pass = u8::from(self.results_pass),
             passed = u8::from(self.passed),
