@@ -166,6 +166,40 @@ pub struct ConfigFile {
     /// Model providers by name.
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// Plugin grants; only the user's own config may set them (they widen access).
+    pub plugins: Option<PluginsFile>,
+}
+
+/// `[plugins]` of the user's config.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginsFile {
+    /// `[plugins.grants.NAME]`: what a plugin file called NAME is granted.
+    #[serde(default)]
+    pub grants: BTreeMap<String, PluginGrantFile>,
+}
+
+/// One `[plugins.grants.NAME]` table.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginGrantFile {
+    /// The component file the grant is for (relative to the config file).
+    pub path: PathBuf,
+    /// Pins the file's contents: its sha256, hex.
+    pub sha256: Option<String>,
+    /// `model = { max_tokens = …, timeout_s = … }`: the `model` import, with its budget
+    /// per validator call.
+    pub model: Option<ModelGrantFile>,
+}
+
+/// The model budget of a grant.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelGrantFile {
+    /// Input plus output tokens per call.
+    pub max_tokens: u64,
+    /// Seconds of waiting on the model per call.
+    pub timeout_s: u64,
 }
 
 /// The merged configuration.
@@ -195,6 +229,8 @@ pub struct Config {
     pub provider_dirs: BTreeMap<String, PathBuf>,
     /// Files that were read, lowest precedence first.
     pub sources: Vec<PathBuf>,
+    /// Grants to plugin files, from the user's config only.
+    pub plugin_grants: Vec<crate::plugin::UserGrant>,
 }
 
 impl Default for Config {
@@ -217,6 +253,7 @@ impl Default for Config {
             providers,
             provider_dirs: BTreeMap::new(),
             sources: Vec::new(),
+            plugin_grants: Vec::new(),
         }
     }
 }
@@ -320,6 +357,34 @@ impl Config {
         for (name, p) in f.providers {
             self.provider_dirs.insert(name.clone(), dir.clone());
             self.providers.insert(name, p);
+        }
+        if let Some(plugins) = f.plugins {
+            // [plugin helper, issue 13] A grant widens what a plugin may do: only the
+            // user's own config may hold one, never a repository's.
+            if user_config_path().as_deref() != Some(path) {
+                return Err(ConfigError::Value {
+                    key: "plugins".into(),
+                    origin,
+                    message: "plugin grants widen access; only the user's own config may set them"
+                        .into(),
+                });
+            }
+            for (name, g) in plugins.grants {
+                self.plugin_grants.retain(|u| u.name != name);
+                self.plugin_grants.push(crate::plugin::UserGrant {
+                    name,
+                    path: if g.path.is_absolute() {
+                        g.path
+                    } else {
+                        dir.join(g.path)
+                    },
+                    sha256: g.sha256,
+                    model: g.model.map(|m| crate::plugin::ModelBudget {
+                        tokens: m.max_tokens,
+                        time: Duration::from_secs(m.timeout_s),
+                    }),
+                });
+            }
         }
         Ok(())
     }

@@ -214,6 +214,13 @@ impl TurnLoop<'_> {
                 json!({ "dropped": dropped }),
             );
         }
+        // [plugin helper, issue 13] A request that cannot fit the token budget is not sent.
+        if let Some(exceeded) = self
+            .budget
+            .refuses_request(compaction::estimate(&self.messages))
+        {
+            return Step::Fail(AgentState::Aborted, exceeded.to_string(), Some(exceeded));
+        }
         let request = CompletionRequest {
             agent: AgentLabel {
                 id: spec.id.to_string(),

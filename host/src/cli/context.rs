@@ -128,7 +128,8 @@ impl Context {
             config: self.config.clone(),
             repo: self.repo.clone(),
             breakers: Breakers::default(),
-            plugins: PluginSet::new(runtime, self.repo.clone()),
+            plugins: PluginSet::new(runtime, self.repo.clone())
+                .with_user_grants(self.config.plugin_grants.clone()),
             worktrees,
             shutdown,
             spawns: None,

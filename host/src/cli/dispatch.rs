@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use super::Exit;
-use super::plugin::{Found, resolve, runtime};
+use super::plugin::{resolve, runtime};
+use crate::plugin::discover::Found;
 use crate::plugin::text::escape;
 use crate::plugin::{DispatchRequest, Grants, Mode, PluginKind};
 
@@ -64,15 +65,25 @@ pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
     } = args.command;
     let spec = plugin.map_or_else(|| "heuristic".to_owned(), |p| p.display().to_string());
     let lookup = spec.clone();
-    let Some(Found {
+    let found = match tokio::task::spawn_blocking(move || resolve(&lookup)).await? {
+        Ok(Some(found)) => found,
+        Ok(None) => {
+            eprintln!(
+                "no dispatcher `{}`: not a file, a built-in or a discovered plugin",
+                escape(&spec)
+            );
+            return Ok(Exit::Usage);
+        }
+        Err(e) => {
+            eprintln!("{}", escape(&format!("{e:#}")));
+            return Ok(Exit::Usage);
+        }
+    };
+    let Found {
         name,
         source,
         bytes,
-    }) = tokio::task::spawn_blocking(move || resolve(&lookup)).await??
-    else {
-        eprintln!("no dispatcher `{spec}`: not a file, a built-in or a discovered plugin");
-        return Ok(Exit::Usage);
-    };
+    } = found;
     let rt = runtime()?;
     let plugin = match rt
         .load(

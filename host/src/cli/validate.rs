@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context as _;
 use serde::Deserialize;
 
 use super::Exit;
-use super::plugin::{Found, resolve, runtime};
+use super::plugin::{resolve, runtime, user_grants};
+use crate::plugin::discover::Found;
 use crate::plugin::text::escape;
 use crate::plugin::{AgentOutput, AgentStatus, CallEnv, PluginKind, WorkspaceView, verdict};
 
@@ -85,22 +85,28 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
         reply: file.reply,
     };
     let spec = args.plugin.clone();
-    let Some(Found {
+    let found = match tokio::task::spawn_blocking(move || resolve(&spec)).await? {
+        Ok(Some(found)) => found,
+        Ok(None) => {
+            eprintln!(
+                "no validator `{}`: not a file, a built-in or a discovered plugin",
+                escape(&args.plugin)
+            );
+            return Ok(Exit::Usage);
+        }
+        Err(e) => {
+            eprintln!("{}", escape(&format!("{e:#}")));
+            return Ok(Exit::Usage);
+        }
+    };
+    let rt = runtime()?;
+    let user = tokio::task::spawn_blocking(user_grants).await??;
+    let grants = super::plugin::grants(&found, PluginKind::Validator, &user);
+    let Found {
         name,
         source,
         bytes,
-    }) = tokio::task::spawn_blocking(move || resolve(&spec))
-        .await?
-        .context("looking for the plugin")?
-    else {
-        eprintln!(
-            "no validator `{}`: not a file, a built-in or a discovered plugin",
-            args.plugin
-        );
-        return Ok(Exit::Usage);
-    };
-    let rt = runtime()?;
-    let grants = crate::engine::plugins::grants_for(&name, &source, PluginKind::Validator);
+    } = found;
     let plugin = match rt.load(&name, source, bytes, grants, None).await {
         Ok(p) if p.kind() == PluginKind::Validator => p,
         Ok(p) => {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
-use wasmtime::component::Component;
+use wasmtime::component::{Component, InstancePre};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::cache::{CacheOutcome, DiskCache};
@@ -303,6 +303,11 @@ impl PluginRuntime {
         }
     }
 
+    /// The compile limits of this runtime (the component size cap bounds file reads).
+    pub fn compile_limits(&self) -> &CompileLimits {
+        &self.inner.config.compile_limits
+    }
+
     /// Reads a component's kind, imports and exports. Blocking (compiles, or loads from cache).
     pub fn inspect(&self, bytes: &[u8]) -> Result<ComponentInfo, PluginError> {
         let (component, _) = self.compile("(inspected)", bytes, false)?;
@@ -318,16 +323,52 @@ impl PluginRuntime {
         kind: Option<PluginKind>,
         grants: &Grants,
     ) -> Vec<Violation> {
-        match self.compile(name, bytes, true) {
+        self.check_compiled(name, bytes, kind, grants, false)
+    }
+
+    /// Like [`PluginRuntime::check`], but compiles again even if a refusal is cached
+    /// (`crewbox plugin check`). Blocking.
+    pub fn check_fresh(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        kind: Option<PluginKind>,
+        grants: &Grants,
+    ) -> Vec<Violation> {
+        self.check_compiled(name, bytes, kind, grants, true)
+    }
+
+    fn check_compiled(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        kind: Option<PluginKind>,
+        grants: &Grants,
+        fresh: bool,
+    ) -> Vec<Violation> {
+        match self.compile(name, bytes, fresh) {
             Ok((component, _)) => {
                 let info = self.describe(&component, bytes.len());
-                violations(
+                let mut found = violations(
                     name,
                     kind,
                     info.imports.iter().map(String::as_str),
                     info.exports.iter().map(String::as_str),
                     grants,
-                )
+                );
+                // Passing the rules is not loading: the imports must also link.
+                if found.is_empty()
+                    && let Some(kind) = kind.or(info.kind)
+                    && let Err(reason) = self.link(&component, kind, grants)
+                {
+                    found.push(Violation {
+                        plugin: super::text::escape(name).into_owned(),
+                        kind: Some(kind),
+                        interface: String::new(),
+                        rule: Rule::DoesNotLink { reason },
+                    });
+                }
+                found
             }
             Err(e) => vec![Violation {
                 plugin: name.to_owned(),
@@ -338,6 +379,21 @@ impl PluginRuntime {
                 },
             }],
         }
+    }
+
+    /// Links `component` as a `kind` under `grants` and pre-instantiates it, as `load`
+    /// does; the error says why it would not load.
+    fn link(
+        &self,
+        component: &Component,
+        kind: PluginKind,
+        grants: &Grants,
+    ) -> Result<(InstancePre<host::HostState>, Exports), String> {
+        let why = |e: wasmtime::Error| super::text::escape(&format!("{e:#}")).into_owned();
+        let linker = host::linker(&self.inner.engine, grants).map_err(why)?;
+        let pre = linker.instantiate_pre(component).map_err(why)?;
+        let exports = Exports::new(kind, &pre).map_err(why)?;
+        Ok((pre, exports))
     }
 
     /// Compiles (off the async runtime), checks every import against the kind and the
@@ -389,14 +445,12 @@ impl PluginRuntime {
                     reason: format!("{e:#}"),
                 })?;
         }
-        let contract = |e: wasmtime::Error| PluginError::Contract {
-            plugin: name.to_owned(),
-            reason: format!("{e:#}"),
-        };
-        let linker = host::linker(&self.inner.engine, &grants)
-            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        let pre = linker.instantiate_pre(&component).map_err(contract)?;
-        let exports = Exports::new(kind, &pre).map_err(contract)?;
+        let (pre, exports) =
+            self.link(&component, kind, &grants)
+                .map_err(|reason| PluginError::Contract {
+                    plugin: name.to_owned(),
+                    reason,
+                })?;
         let mut limits = limits.unwrap_or_else(|| Limits::for_kind(kind));
         limits.memory_bytes = limits.memory_bytes.min(self.inner.config.max_memory_bytes);
         Ok(Plugin {

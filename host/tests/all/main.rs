@@ -13,6 +13,7 @@ mod cli_observe;
 mod criteria_judge;
 mod daemon;
 mod modes;
+mod plugin_cli;
 mod plugin_hostile;
 mod plugin_limits;
 mod plugin_python;

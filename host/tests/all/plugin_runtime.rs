@@ -413,7 +413,13 @@ async fn every_builtin_loads_under_the_grants_crewbox_gives_it() {
     let rt = runtime(cache.path());
     for b in builtin::BUILTINS {
         // Kind defaults, plus the model for criteria-judge (and nothing else).
-        let grants = crewbox::engine::plugins::grants_for(b.name, &PluginSource::Builtin, b.kind);
+        let grants = crewbox::engine::plugins::grants_for(
+            b.name,
+            &PluginSource::Builtin,
+            b.kind,
+            b.wasm,
+            &[],
+        );
         assert_eq!(
             grants.model_budget().is_some(),
             b.name == "criteria-judge",

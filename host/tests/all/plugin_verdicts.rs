@@ -257,3 +257,30 @@ text = "first answer"
             .unwrap();
     assert!(!text.contains('\x1b') && !text.contains('\r'), "{text:?}");
 }
+
+/// Regression: a fix prompt of ~120 MiB went out as one 31M-token request; the 500k
+/// token budget stopped the agent only after it was sent. A request that cannot fit
+/// the budget is now refused before it is sent.
+#[test]
+fn a_request_over_the_token_budget_is_never_sent() {
+    let dir = git_repo(|_| {});
+    let config = dir.path().join("config/crewbox");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), "[quotas]\nmax_tokens = 2000\n").unwrap();
+    let task = "x".repeat(40_000);
+    let (out, report) = crewbox(
+        dir.path(),
+        DONE_WITHOUT_HANDOFF,
+        &["run", &task, "--mode", "single"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    let agent = &report["agents"][0];
+    assert_eq!(agent["state"], "aborted", "{report}");
+    assert!(
+        agent["error"].as_str().unwrap().contains("token budget"),
+        "{agent}"
+    );
+    assert_eq!(agent["turns"], 0, "the model was never asked: {agent}");
+    let events = crate::support::repo::events(dir.path(), report["run_id"].as_str().unwrap());
+    assert!(events.iter().all(|e| e["kind"] != "model.reply"));
+}

@@ -36,6 +36,8 @@ pub struct Validator {
     pub flat_functions: u32,
     /// `local.get`/`local.set` pairs in each of them, over this many locals.
     pub flat_ops: u32,
+    /// Extra component imports, as text (e.g. an interface with a wrong signature).
+    pub imports: Vec<String>,
 }
 
 /// Where the main module keeps things (all below the shared detail buffer).
@@ -62,6 +64,9 @@ impl Validator {
         let pages = heap / 65536 + 16;
         let mut t = String::new();
         t.push_str(COMPONENT_HEAD);
+        for import in &self.imports {
+            let _ = writeln!(t, "  {import}");
+        }
         let _ = write!(
             t,
             r#"

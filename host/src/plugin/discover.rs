@@ -1,0 +1,166 @@
+//! Where plugins are found: built into the binary, in the repository's
+//! `.crewbox/plugins/`, in the user's `$XDG_CONFIG_HOME/crewbox/plugins/`.
+//!
+//! Finding a plugin never reads the others: directories are listed by name only, and the
+//! one file that is named is read through [`super::file::read_component`] (regular files
+//! only, bounded), so a FIFO or a link to `/dev/zero` among them can neither hang nor
+//! exhaust the process.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::builtin::BUILTINS;
+use super::file::{FileError, read_component};
+use super::runtime::PluginSource;
+
+/// Most entries read from one plugin directory.
+const MAX_ENTRIES: usize = 1000;
+
+/// A plugin found by name: where it is, not yet read.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    /// Its name (built-in name or file stem).
+    pub name: String,
+    /// Where it comes from.
+    pub source: PluginSource,
+}
+
+/// A plugin with its bytes.
+#[derive(Clone, Debug)]
+pub struct Found {
+    /// Its name.
+    pub name: String,
+    /// Where it comes from.
+    pub source: PluginSource,
+    /// The component.
+    pub bytes: Arc<[u8]>,
+}
+
+impl Candidate {
+    /// Reads the component (at most `max` bytes). Blocking.
+    pub fn read(self, max: u64) -> Result<Found, FileError> {
+        let bytes: Arc<[u8]> = match &self.source {
+            PluginSource::Builtin => BUILTINS
+                .iter()
+                .find(|b| b.name == self.name)
+                .map(|b| Arc::from(b.wasm))
+                .unwrap_or_else(|| Arc::from(&[][..])),
+            PluginSource::User(p) | PluginSource::Repo(p) | PluginSource::File(p) => {
+                read_component(p, max)?.into()
+            }
+        };
+        Ok(Found {
+            name: self.name,
+            source: self.source,
+            bytes,
+        })
+    }
+}
+
+/// `$XDG_CONFIG_HOME/crewbox/plugins`, else `$HOME/.config/crewbox/plugins`.
+pub fn user_plugin_dir() -> Option<PathBuf> {
+    crate::config::xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("crewbox").join("plugins"))
+}
+
+/// The `*.wasm` names in `dir`, sorted, without opening any of them.
+fn listed(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .take(MAX_ENTRIES)
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Built-ins, then the repository's plugins (`repo_dir`, normally `.crewbox/plugins`),
+/// then the user's. Lists directories; reads nothing. Blocking.
+pub fn candidates(repo_dir: &Path) -> Vec<Candidate> {
+    let mut out: Vec<Candidate> = BUILTINS
+        .iter()
+        .map(|b| Candidate {
+            name: b.name.to_owned(),
+            source: PluginSource::Builtin,
+        })
+        .collect();
+    for path in listed(repo_dir) {
+        out.push(Candidate {
+            name: stem(&path),
+            source: PluginSource::Repo(path),
+        });
+    }
+    if let Some(dir) = user_plugin_dir() {
+        for path in listed(&dir) {
+            out.push(Candidate {
+                name: stem(&path),
+                source: PluginSource::User(path),
+            });
+        }
+    }
+    out
+}
+
+/// Resolves `NAME|FILE`: an existing path is that file; otherwise a built-in, then a
+/// repository or user plugin of that name (only that one file is read). Blocking.
+pub fn resolve(spec: &str, repo_dir: &Path, max: u64) -> Result<Option<Found>, FileError> {
+    let path = Path::new(spec);
+    if path.exists() {
+        let found = Candidate {
+            name: stem(path),
+            source: PluginSource::File(path.to_owned()),
+        };
+        return found.read(max).map(Some);
+    }
+    candidates(repo_dir)
+        .into_iter()
+        .find(|c| c.name == spec)
+        .map(|c| c.read(max))
+        .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finding_one_plugin_reads_only_that_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = dir.path().join("plugins");
+        std::fs::create_dir(&plugins).unwrap();
+        // Anything but a regular file would hang or never end if it were read.
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            plugins.join("hang.wasm"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("/dev/zero", plugins.join("zero.wasm")).unwrap();
+        std::fs::write(plugins.join("mine.wasm"), b"\0asm").unwrap();
+        let names: Vec<String> = candidates(&plugins).into_iter().map(|c| c.name).collect();
+        assert!(
+            names.ends_with(&["hang".into(), "mine".into(), "zero".into()]),
+            "{names:?}"
+        );
+        let mine = resolve("mine", &plugins, 1 << 20).unwrap().unwrap();
+        assert_eq!(&*mine.bytes, b"\0asm");
+        assert!(matches!(mine.source, PluginSource::Repo(_)));
+        assert!(resolve("heuristic", &plugins, 1 << 20).unwrap().is_some());
+        assert!(resolve("nothing", &plugins, 1 << 20).unwrap().is_none());
+        for bad in ["hang", "zero"] {
+            let e = resolve(bad, &plugins, 1 << 20).unwrap_err();
+            assert!(matches!(e, FileError::NotRegular { .. }), "{bad}: {e}");
+        }
+    }
+}
