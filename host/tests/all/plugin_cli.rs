@@ -339,3 +339,41 @@ fn a_model_grant_comes_from_the_user_config_with_its_budget() {
     assert!(calls >= 1 && tokens <= 40, "{detail}");
     assert!(detail.contains("then budget-exhausted"), "{detail}");
 }
+
+/// Regression: a `log` message with a newline forged a line of the host's log, and
+/// escape sequences in it reached the terminal.
+#[test]
+fn plugin_log_messages_cannot_forge_log_lines() {
+    let dir = git_repo(|_| {});
+    let echo = write(
+        dir.path(),
+        "echo.wasm",
+        crate::guest_wasm!("echo-dispatcher.wasm"),
+    );
+    let prompt = "log:fine\n2030-01-01T00:00:00Z ERROR crewbox: forged\x1b[2J";
+    let out = command(
+        dir.path(),
+        &[
+            "dispatch",
+            "explain",
+            "--plugin",
+            echo.to_str().unwrap(),
+            prompt,
+        ],
+    )
+    .env("RUST_LOG", "info")
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("fine\\n2030-01-01T00:00:00Z ERROR crewbox: forged\\x1b[2J"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.lines().any(|l| l.starts_with("2030-01-01")),
+        "{stderr}"
+    );
+    // The log's own colours are its business; the plugin's sequence must not be there.
+    assert!(!stderr.contains("\x1b[2J"), "{stderr:?}");
+}
