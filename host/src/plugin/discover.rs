@@ -138,14 +138,7 @@ mod tests {
         let plugins = dir.path().join("plugins");
         std::fs::create_dir(&plugins).unwrap();
         // Anything but a regular file would hang or never end if it were read.
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            plugins.join("hang.wasm"),
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
+        crate::plugin::file::make_fifo(&plugins.join("hang.wasm"));
         std::os::unix::fs::symlink("/dev/zero", plugins.join("zero.wasm")).unwrap();
         std::fs::write(plugins.join("mine.wasm"), b"\0asm").unwrap();
         let names: Vec<String> = candidates(&plugins).into_iter().map(|c| c.name).collect();

@@ -99,6 +99,19 @@ pub fn read_component(path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
     Ok(bytes)
 }
 
+/// Makes a FIFO at `path`, for tests of what must never be waited on.
+#[cfg(test)]
+pub(crate) fn make_fifo(path: &Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,14 +136,7 @@ mod tests {
             })
         ));
         let fifo = dir.path().join("fifo.wasm");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &fifo,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
+        make_fifo(&fifo);
         let e = read_component(&fifo, 1 << 20).unwrap_err();
         assert!(
             e.to_string().ends_with("is a FIFO, not a regular file"),

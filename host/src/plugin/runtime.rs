@@ -201,10 +201,10 @@ impl PluginRuntime {
             k
         };
         if !fresh {
-            let memo = inner.refused.lock().unwrap_or_else(|p| p.into_inner());
-            let cached = memo
+            let remembered = (inner.refused.lock().unwrap_or_else(|p| p.into_inner()))
                 .get(&memo_key)
-                .cloned()
+                .cloned();
+            let cached = remembered
                 .or_else(|| inner.cache.as_ref().and_then(|c| c.refusal(bytes, &limits)));
             if let Some(r) = cached {
                 return Err(refused(r, true));

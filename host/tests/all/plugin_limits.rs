@@ -321,12 +321,9 @@ async fn compile_time_is_bounded_and_the_refusal_is_cached() {
     .component();
     let rt = child_runtime(cache.path(), limits);
     let started = Instant::now();
-    let e = load(&rt, "slow", slow.clone(), self::limits())
-        .await
-        .err()
-        .expect("refused");
+    let r = refused(&rt, "slow", &slow).await;
     let elapsed = started.elapsed();
-    assert_eq!(refusal(e), (CompileRefusal::Deadline { secs: 2 }, false));
+    assert_eq!(r, (CompileRefusal::Deadline { secs: 2 }, false));
     assert!(
         elapsed < Duration::from_secs(8),
         "the child was not stopped at the deadline: {elapsed:?}"
@@ -334,11 +331,8 @@ async fn compile_time_is_bounded_and_the_refusal_is_cached() {
     // The next run (a fresh runtime on the same cache) refuses without compiling.
     let rt = child_runtime(cache.path(), limits);
     let started = Instant::now();
-    let e = load(&rt, "slow", slow.clone(), self::limits())
-        .await
-        .err()
-        .expect("refused");
-    assert_eq!(refusal(e), (CompileRefusal::Deadline { secs: 2 }, true));
+    let r = refused(&rt, "slow", &slow).await;
+    assert_eq!(r, (CompileRefusal::Deadline { secs: 2 }, true));
     assert!(
         started.elapsed() < Duration::from_secs(1),
         "took {:?}",
@@ -350,11 +344,8 @@ async fn compile_time_is_bounded_and_the_refusal_is_cached() {
         ..limits
     };
     let rt = child_runtime(cache.path(), roomy);
-    let e = load(&rt, "slow", slow, self::limits())
-        .await
-        .err()
-        .expect("refused");
-    assert_eq!(refusal(e), (CompileRefusal::Deadline { secs: 3 }, false));
+    let r = refused(&rt, "slow", &slow).await;
+    assert_eq!(r, (CompileRefusal::Deadline { secs: 3 }, false));
     // An ordinary plugin compiles in the child and runs.
     let ok = Validator {
         results: 1,
@@ -386,19 +377,10 @@ async fn compile_memory_is_bounded_in_the_child() {
         ..Validator::default()
     }
     .component();
-    let e = load(&rt, "hungry", hungry.clone(), self::limits())
-        .await
-        .err()
-        .expect("refused");
-    assert_eq!(
-        refusal(e),
-        (CompileRefusal::Memory { limit: 24 << 20 }, false)
-    );
-    let e = load(&rt, "hungry", hungry, self::limits())
-        .await
-        .err()
-        .expect("refused");
-    assert!(refusal(e).1, "the second refusal comes from the cache");
+    let r = refused(&rt, "hungry", &hungry).await;
+    assert_eq!(r, (CompileRefusal::Memory { limit: 24 << 20 }, false));
+    let r = refused(&rt, "hungry", &hungry).await;
+    assert!(r.1, "the second refusal comes from the cache");
     let trivial = crate::guest_wasm!("trivial-validator.wasm").to_vec();
     load(&rt, "trivial", trivial, self::limits()).await.unwrap();
 }
@@ -419,12 +401,9 @@ async fn an_oversized_component_is_refused() {
         ..Validator::default()
     }
     .component();
-    let e = load(&rt, "big", big.clone(), self::limits())
-        .await
-        .err()
-        .expect("refused");
+    let r = refused(&rt, "big", &big).await;
     assert_eq!(
-        refusal(e),
+        r,
         (
             CompileRefusal::ComponentTooLarge {
                 size: big.len() as u64,

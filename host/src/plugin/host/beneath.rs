@@ -286,15 +286,7 @@ mod tests {
         std::fs::write(ws.join("big"), vec![b'x'; 101]).unwrap();
         assert_eq!(read(root.as_fd(), "big", 100), Err(Refusal::TooLarge(100)));
         assert_eq!(read(root.as_fd(), "sub", 100), Err(Refusal::IsDirectory));
-        let fifo = ws.join("pipe");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &fifo,
-            FileType::Fifo,
-            Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
+        crate::plugin::file::make_fifo(&ws.join("pipe"));
         assert_eq!(read(root.as_fd(), "pipe", 100), Err(Refusal::NotRegular));
     }
 
