@@ -333,6 +333,13 @@ impl TurnLoop<'_> {
         if dropped > 0 {
             self.log("agent.compacted", json!({ "dropped": dropped }));
         }
+        // [plugin helper, issue 13] A request that cannot fit the token budget is not sent.
+        if let Some(exceeded) = self
+            .budget
+            .refuses_request(compaction::estimate(&self.messages))
+        {
+            return Step::Fail(Failure::budget(exceeded));
+        }
         let request = CompletionRequest {
             agent: AgentLabel {
                 id: spec.id.to_string(),

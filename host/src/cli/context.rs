@@ -11,7 +11,6 @@ use crate::agent::manager::Manager;
 use crate::config::{Config, Source};
 use crate::engine::plugins::PluginSet;
 use crate::engine::run::Engine;
-use crate::plugin::{PluginRuntime, RuntimeConfig};
 use crate::provider::breaker::Breakers;
 use crate::store::Store;
 use crate::tool::registry::ToolRegistry;
@@ -231,14 +230,15 @@ impl Context {
                 None
             }
         };
-        let runtime = PluginRuntime::new(RuntimeConfig::default())?;
+        let runtime = super::plugin::runtime()?;
         Ok(Engine {
             store,
             manager,
             config: self.config.clone(),
             repo: self.repo.clone(),
             breakers: Breakers::default(),
-            plugins: PluginSet::new(runtime, self.repo.clone()),
+            plugins: PluginSet::new(runtime, self.repo.clone())
+                .with_user_grants(self.config.plugin_grants.clone()),
             worktrees,
             shutdown,
             spawns: None,

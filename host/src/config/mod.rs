@@ -101,6 +101,8 @@ pub struct Config {
     pub trust: Trust,
     /// The process sandbox of agents' commands (user config only).
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// Grants to plugin files (user config only).
+    pub plugin_grants: Vec<crate::plugin::UserGrant>,
 }
 
 impl Default for Config {
@@ -125,6 +127,7 @@ impl Default for Config {
             ignored: Vec::new(),
             trust: Trust::Untrusted,
             sandbox: crate::sandbox::SandboxConfig::default(),
+            plugin_grants: Vec::new(),
         }
     }
 }
@@ -169,6 +172,15 @@ impl Config {
     /// `repo_root` — the settings its `.crewbox/config.toml` may set.
     pub fn load(repo_root: &Path, trust: Trust) -> Result<Self, ConfigError> {
         Self::load_layers(user_config_path().as_deref(), repo_root, trust)
+    }
+
+    /// Loads the user's config alone (no repository layer).
+    pub fn load_user() -> Result<Self, ConfigError> {
+        let mut cfg = Config::default();
+        if let Some(path) = user_config_path() {
+            cfg.apply_user_file(&path)?;
+        }
+        Ok(cfg)
     }
 
     /// Loads `user` (a missing file is skipped) and the repository layer.
@@ -260,6 +272,24 @@ impl Config {
                     origin: path.display().to_string(),
                     message: e.message,
                 })?;
+        }
+        if let Some(plugins) = f.plugins {
+            for (name, g) in plugins.grants {
+                self.plugin_grants.retain(|u| u.name != name);
+                self.plugin_grants.push(crate::plugin::UserGrant {
+                    name,
+                    path: if g.path.is_absolute() {
+                        g.path
+                    } else {
+                        dir.join(g.path)
+                    },
+                    sha256: g.sha256,
+                    model: g.model.map(|m| crate::plugin::ModelBudget {
+                        tokens: m.max_tokens,
+                        time: std::time::Duration::from_secs(m.timeout_s),
+                    }),
+                });
+            }
         }
         self.sources.push(path.to_owned());
         Ok(())

@@ -23,6 +23,23 @@ fn caps(access: Access) -> CapSet {
     }
 }
 
+/// [plugin helper, issue 13] The most each crew position may do. A role plugin's
+/// `spec().access` can only narrow it: the tool set never comes from the plugin itself.
+fn ceiling(position: &str) -> Access {
+    match position {
+        "executor" => Access::Full,
+        _ => Access::ReadOnly,
+    }
+}
+
+/// The tools of a crew position: its ceiling, narrowed by what the role says it needs.
+fn role_caps(position: &str, wanted: Access) -> CapSet {
+    match (ceiling(position), wanted) {
+        (Access::Full, Access::Full) => caps(Access::Full),
+        _ => caps(Access::ReadOnly),
+    }
+}
+
 impl Engine {
     fn role_env(&self, root: &std::path::Path, diff: Option<&str>) -> CallEnv {
         CallEnv {
@@ -47,10 +64,12 @@ impl Engine {
     fn role_agent(
         &self,
         ctx: &ModeContext,
+        position: &str,
         role: &crate::plugin::RoleSpec,
         task: String,
     ) -> AgentSpec {
-        let mut spec = self.agent_spec(ctx, &role.name, &role.name, &task, caps(role.access));
+        let tools = role_caps(position, role.access);
+        let mut spec = self.agent_spec(ctx, position, position, &task, tools);
         if let Some(limit) = role.turn_limit {
             spec.quotas.max_turns = spec.quotas.max_turns.min(limit.max(1));
         }
@@ -81,7 +100,7 @@ impl Engine {
             .role_prompt(self.role_env(&self.repo, None), &role_ctx)
             .await
             .map_err(|f| fault("planner", f))?;
-        let plan_spec = self.role_agent(ctx, &planner_spec, prompt);
+        let plan_spec = self.role_agent(ctx, "planner", &planner_spec, prompt);
         let plan_run = self
             .run_agent(plan_spec, &ExecOptions::default(), None, None)
             .await?;
@@ -121,7 +140,7 @@ impl Engine {
         role_ctx.plan = Some(plan);
 
         // Execute (full tools, its own worktree kept across revisions), then review.
-        let mut exec_spec = self.role_agent(ctx, &executor_spec, String::new());
+        let mut exec_spec = self.role_agent(ctx, "executor", &executor_spec, String::new());
         let held: Option<HeldWorktree> = match ctx.isolation() {
             Isolation::Worktree
                 if exec_spec
@@ -176,7 +195,7 @@ impl Engine {
                 .role_prompt(self.role_env(&workspace, Some(&diff)), &role_ctx)
                 .await
                 .map_err(|f| fault("reviewer", f))?;
-            let mut review_spec = self.role_agent(ctx, &reviewer_spec, prompt);
+            let mut review_spec = self.role_agent(ctx, "reviewer", &reviewer_spec, prompt);
             // The reviewer reads the executor's worktree; its tool set has no write or exec.
             review_spec.workspace = workspace.clone();
             let review = self
@@ -234,5 +253,20 @@ impl Engine {
             result: exec_result,
             details,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A role plugin claiming `full` access for the planner or reviewer position gets
+    /// read-only tools; the executor gets full tools only if its role asks for them.
+    #[test]
+    fn a_role_never_widens_its_positions_tools() {
+        assert_eq!(role_caps("planner", Access::Full), CapSet::read_only());
+        assert_eq!(role_caps("reviewer", Access::Full), CapSet::read_only());
+        assert_eq!(role_caps("executor", Access::Full), CapSet::full());
+        assert_eq!(role_caps("executor", Access::ReadOnly), CapSet::read_only());
     }
 }

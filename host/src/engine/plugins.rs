@@ -10,7 +10,9 @@ use tokio::sync::Mutex;
 
 use super::run::EngineError;
 use crate::plugin::builtin::{BUILTINS, Builtin};
-use crate::plugin::{Grants, ModelBudget, Plugin, PluginKind, PluginRuntime, PluginSource};
+use crate::plugin::{
+    Grants, ModelBudget, Plugin, PluginKind, PluginRuntime, PluginSource, UserGrant,
+};
 
 /// Budget of a built-in validator that asks the model (criteria-judge).
 pub const JUDGE_BUDGET: ModelBudget = ModelBudget {
@@ -26,6 +28,7 @@ const MODEL_BUILTINS: &[&str] = &["criteria-judge"];
 pub struct PluginSet {
     runtime: PluginRuntime,
     base_dir: PathBuf,
+    user_grants: Arc<[UserGrant]>,
     loaded: Arc<Mutex<HashMap<String, Plugin>>>,
 }
 
@@ -35,8 +38,15 @@ impl PluginSet {
         Self {
             runtime,
             base_dir,
+            user_grants: Arc::from([]),
             loaded: Arc::default(),
         }
+    }
+
+    /// With the grants of the user's own config (`[plugins.grants.NAME]`).
+    pub fn with_user_grants(mut self, grants: Vec<UserGrant>) -> Self {
+        self.user_grants = grants.into();
+        self
     }
 
     /// The runtime.
@@ -57,7 +67,7 @@ impl PluginSet {
                         b.name, b.kind
                     )));
                 }
-                let grants = grants_for(b.name, &PluginSource::Builtin, kind);
+                let grants = grants_for(b.name, &PluginSource::Builtin, kind, b.wasm, &[]);
                 self.runtime
                     .load(
                         b.name,
@@ -101,39 +111,54 @@ impl PluginSet {
                 names.join(", ")
             )));
         }
-        let bytes = tokio::fs::read(&full).await.map_err(|e| {
-            EngineError::Config(format!("cannot read plugin {}: {e}", full.display()))
-        })?;
+        // A FIFO or a link to a device named by a config must not hang or exhaust us.
+        let max = self.runtime.compile_limits().max_component_bytes;
+        let file = full.clone();
+        let bytes =
+            tokio::task::spawn_blocking(move || crate::plugin::file::read_component(&file, max))
+                .await
+                .map_err(|e| {
+                    EngineError::Config(format!("reading plugin {}: {e}", full.display()))
+                })?
+                .map_err(|e| EngineError::Config(e.to_string()))?;
         let name = full
             .file_stem()
             .and_then(|s| s.to_str())
             .unwrap_or(path)
             .to_owned();
+        let source = PluginSource::File(full.clone());
+        let grants = grants_for(&name, &source, kind, &bytes, &self.user_grants);
         self.runtime
-            .load(
-                &name,
-                PluginSource::File(full.clone()),
-                Arc::from(bytes),
-                Grants::defaults_for(kind),
-                None,
-            )
+            .load(&name, source, Arc::from(bytes), grants, None)
             .await
             .map_err(|e| EngineError::Config(e.to_string()))
     }
 }
 
 /// The grants a plugin gets: its kind's defaults, plus the model for the built-ins that
-/// need it (trusted: they ship with crewbox). Files get no model unless the user's own
-/// configuration grants it.
-pub fn grants_for(name: &str, source: &PluginSource, kind: PluginKind) -> Grants {
+/// need it (trusted: they ship with crewbox). A file gets the model only from a grant in
+/// the user's own config naming it, its path (and its hash, when pinned).
+pub fn grants_for(
+    name: &str,
+    source: &PluginSource,
+    kind: PluginKind,
+    bytes: &[u8],
+    user_grants: &[UserGrant],
+) -> Grants {
     let grants = Grants::defaults_for(kind);
+    if kind != PluginKind::Validator {
+        return grants;
+    }
     match source {
-        PluginSource::Builtin
-            if kind == PluginKind::Validator && MODEL_BUILTINS.contains(&name) =>
+        PluginSource::Builtin if MODEL_BUILTINS.contains(&name) => grants.model(JUDGE_BUDGET),
+        _ => match user_grants
+            .iter()
+            .find(|g| g.applies_to(name, source, bytes))
+            .and_then(|g| g.model)
         {
-            grants.model(JUDGE_BUDGET)
-        }
-        _ => grants,
+            Some(budget) => grants.model(budget),
+            None => grants,
+        },
     }
 }
 

@@ -198,13 +198,16 @@ impl RunReport {
             "run {}  mode {}  status {}  ({reason})",
             self.run_id, self.mode, self.status
         );
+        // Plugin text (a dispatcher's reason, validators' words, review findings) is
+        // escaped: it must not drive the terminal or forge lines of the report.
+        use crate::plugin::text::escape;
         if let Some(d) = self.details.get("decision") {
             let _ = writeln!(
                 s,
                 "decision: {} ({}, {})",
                 d["mode"].as_str().unwrap_or("?"),
                 d["source"].as_str().unwrap_or("?"),
-                d["reason"].as_str().unwrap_or("?")
+                escape(d["reason"].as_str().unwrap_or("?"))
             );
         }
         for a in &self.agents {
@@ -228,13 +231,19 @@ impl RunReport {
         for a in &self.agents {
             for v in &a.verdicts {
                 let outcome = v["outcome"].as_str().unwrap_or("?");
+                let validator = match v["source"].as_str() {
+                    Some("builtin") | None => escape(v["validator"].as_str().unwrap_or("?")),
+                    Some(source) => format!(
+                        "{} ({})",
+                        escape(v["validator"].as_str().unwrap_or("?")),
+                        escape(source)
+                    )
+                    .into(),
+                };
                 let _ = writeln!(
                     s,
                     "  verdict  {:<12} round {} {:<15} {}",
-                    a.name,
-                    v["round"],
-                    v["validator"].as_str().unwrap_or("?"),
-                    outcome
+                    a.name, v["round"], validator, outcome
                 );
                 for c in v["verdict"]["results"]
                     .as_array()
@@ -245,8 +254,8 @@ impl RunReport {
                     let _ = writeln!(
                         s,
                         "           ✗ {}: {}",
-                        c["criterion"].as_str().unwrap_or("?"),
-                        c["detail"].as_str().unwrap_or("")
+                        escape(c["criterion"].as_str().unwrap_or("?")),
+                        escape(c["detail"].as_str().unwrap_or(""))
                     );
                 }
             }
@@ -272,7 +281,7 @@ impl RunReport {
                 v["verdict"].as_str().unwrap_or("?")
             );
             for f in v["findings"].as_array().into_iter().flatten() {
-                let _ = writeln!(s, "  - {}", f.as_str().unwrap_or(""));
+                let _ = writeln!(s, "  - {}", escape(f.as_str().unwrap_or("")));
             }
         }
         if let Some(c) = self

@@ -263,9 +263,10 @@ impl Engine {
             .map(|(i, r)| (*i, r.changed.clone()))
             .collect();
         let conflicts = conflicts(&changed);
+        // [plugin helper, issue 13] A member counts only if its work passed validation.
         let ok: Vec<&ExecResult> = results
             .values()
-            .filter(|r| r.outcome.state.is_success())
+            .filter(|r| r.outcome.state.is_success() && r.validation.accepts())
             .collect();
         let mut details = serde_json::Map::new();
         details.insert("strategy".into(), json!(strategy));
@@ -295,7 +296,8 @@ impl Engine {
             Strategy::Vote => {
                 let answers: Vec<(usize, String, String)> = results
                     .iter()
-                    .filter(|(_, r)| r.outcome.state.is_success())
+                    // [plugin helper, issue 13] Only validated work can win the vote.
+                    .filter(|(_, r)| r.outcome.state.is_success() && r.validation.accepts())
                     .map(|(i, r)| (*i, r.outcome.result.clone(), r.diff.clone()))
                     .collect();
                 let groups = vote_groups(&answers);

@@ -407,7 +407,8 @@ pub(super) struct MemberRun {
 impl MemberRun {
     fn ran(id: &AgentId, elapsed: Duration, r: &ExecResult) -> Self {
         let o = &r.outcome;
-        let ok = o.state.is_success();
+        // [plugin helper, issue 13] Work that failed validation is a failed result.
+        let ok = o.state.is_success() && r.validation.accepts();
         Self {
             agent_id: id.to_string(),
             duration_ms: elapsed.as_millis() as u64,
@@ -419,6 +420,8 @@ impl MemberRun {
             },
             reply: if ok {
                 o.result.clone()
+            } else if o.state.is_success() {
+                format!("(its work did not pass validation)\n{}", o.result)
             } else {
                 format!(
                     "(ended {}: {})",
