@@ -99,6 +99,11 @@ pub struct Config {
     pub ignored: Vec<Ignored>,
     /// Whether the user trusts the repository.
     pub trust: Trust,
+    /// `[packs] max_access`: the ceiling of imported packs in every trusted repository.
+    pub pack_access: crate::team::Access,
+    /// This repository's own pack ceiling from its trust record
+    /// (`crewbox trust --pack-access`), which wins over `pack_access`.
+    pub pack_grant: Option<crate::team::Access>,
 }
 
 impl Default for Config {
@@ -122,6 +127,8 @@ impl Default for Config {
             origins: BTreeMap::new(),
             ignored: Vec::new(),
             trust: Trust::Untrusted,
+            pack_access: crate::team::Access::ReadOnly,
+            pack_grant: None,
         }
     }
 }
@@ -159,7 +166,18 @@ impl Config {
         crate::team::TeamPolicy {
             trust: self.trust,
             providers: self.providers.keys().cloned().collect(),
+            pack_access: self.effective_pack_access(),
+            run_limit: None,
         }
+    }
+
+    /// The ceiling of this repository's imported packs: its trust record's, else the
+    /// user's `[packs] max_access`; read-only for an untrusted repository.
+    pub fn effective_pack_access(&self) -> crate::team::Access {
+        if !self.trust.is_trusted() {
+            return crate::team::Access::ReadOnly;
+        }
+        self.pack_grant.unwrap_or(self.pack_access)
     }
 
     /// Loads the user's config, then — if the user trusts the repository at
@@ -243,6 +261,9 @@ impl Config {
         }
         if let Some(n) = f.dispatch_history {
             self.dispatch_history = n.max(1);
+        }
+        if let Some(a) = f.packs.max_access {
+            self.pack_access = a;
         }
         for (name, p) in f.providers {
             self.provider_dirs.insert(name.clone(), dir.clone());

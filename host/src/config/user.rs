@@ -38,6 +38,18 @@ pub struct ConfigFile {
     /// Model providers by name.
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// What imported role packs (Squad, Claude Code subagents) may do.
+    #[serde(default)]
+    pub packs: PackFile,
+}
+
+/// `[packs]`: the ceiling of imported repository packs.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackFile {
+    /// The most a member of a trusted repository's Squad or Claude pack may do
+    /// (`read-only`, the default, or `full`).
+    pub max_access: Option<crate::team::Access>,
 }
 
 /// The line (1-based) of byte offset `at` in `text`.

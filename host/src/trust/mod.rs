@@ -61,6 +61,17 @@ impl Trust {
     }
 }
 
+/// The ceiling the user set for `root`'s imported packs with `crewbox trust
+/// --pack-access` (None: not set, not trusted, or the store is unreadable).
+pub fn pack_grant(root: &RepoRoot) -> Option<crate::team::Access> {
+    TrustStore::user()
+        .ok()?
+        .get(root.path())
+        .ok()
+        .flatten()?
+        .pack_access
+}
+
 /// The repository's own `.crewbox/` files, relative to its root.
 pub const REPO_CONFIG: &str = ".crewbox/config.toml";
 /// The repository's team directory.
