@@ -61,6 +61,9 @@ pub struct RunArgs {
     /// Reflect: most iterations of the loop.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub max_iterations: u32,
+    /// Make every agent read-only (no write, no exec), whatever its team or pack asks.
+    #[arg(long)]
+    pub read_only: bool,
     /// Print one JSON object (the run report) and no progress.
     #[arg(long)]
     pub json: bool,
@@ -108,6 +111,7 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
         chain_depth: Some(args.chain_depth),
         team: args.team,
         max_iterations: Some(args.max_iterations),
+        read_only: args.read_only,
     };
     let report = match drive(&engine, &shutdown, args.json, engine.run(req)).await? {
         Ok(report) => report,

@@ -104,6 +104,8 @@ pub struct Config {
     /// This repository's own pack ceiling from its trust record
     /// (`crewbox trust --pack-access`), which wins over `pack_access`.
     pub pack_grant: Option<crate::team::Access>,
+    /// `[packs.models]`: the user's model aliases for packs (lowercase keys).
+    pub pack_models: BTreeMap<String, String>,
 }
 
 impl Default for Config {
@@ -129,6 +131,7 @@ impl Default for Config {
             trust: Trust::Untrusted,
             pack_access: crate::team::Access::ReadOnly,
             pack_grant: None,
+            pack_models: BTreeMap::new(),
         }
     }
 }
@@ -264,6 +267,9 @@ impl Config {
         }
         if let Some(a) = f.packs.max_access {
             self.pack_access = a;
+        }
+        for (alias, id) in f.packs.models {
+            self.pack_models.insert(alias.to_ascii_lowercase(), id);
         }
         for (name, p) in f.providers {
             self.provider_dirs.insert(name.clone(), dir.clone());

@@ -50,6 +50,9 @@ pub struct PackFile {
     /// The most a member of a trusted repository's Squad or Claude pack may do
     /// (`read-only`, the default, or `full`).
     pub max_access: Option<crate::team::Access>,
+    /// Model aliases packs use (`sonnet = "claude-sonnet-4-5"`), over the built-in ones.
+    #[serde(default)]
+    pub models: BTreeMap<String, String>,
 }
 
 /// The line (1-based) of byte offset `at` in `text`.

@@ -191,7 +191,6 @@ impl Engine {
                 continue;
             };
             let prompt = worker_prompt(
-                m.charter.as_deref(),
                 team.shared_context.as_deref(),
                 &ctx.req.prompt,
                 task,

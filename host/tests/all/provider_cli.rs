@@ -311,7 +311,7 @@ fn crewbox_steer_reaches_an_orchestrator_that_plans_without_tools() {
         .enable_all()
         .build()
         .unwrap();
-    let store = Store::open(&dir.path().join("state")).unwrap();
+    let store = Store::open(&crate::support::repo::state_dir(dir.path())).unwrap();
     let child = command(
         dir.path(),
         &[
@@ -408,7 +408,8 @@ fn a_large_result_is_stored_once_and_still_reported() {
         "read back through the agent"
     );
     // The store holds the text once, not once per row that names it.
-    let db = rusqlite::Connection::open(dir.path().join("state").join("crewbox.db")).unwrap();
+    let db = rusqlite::Connection::open(crate::support::repo::state_dir(dir.path()).join("crewbox.db"))
+        .unwrap();
     let mut stored = 0i64;
     for (table, column) in [
         ("runs", "result"),
