@@ -256,7 +256,11 @@ fn show_text(out: &mut impl Write, t: &Team) -> std::io::Result<()> {
             (a, b) if a.kind() == b.kind() => String::new(),
             (a, _) => format!(" [{}]", a.kind()),
         };
-        writeln!(out, "  {name:<16} {:<20} {access:<10} {model}{origin}", m.role)?;
+        writeln!(
+            out,
+            "  {name:<28} {:<24} {access:<24} {model}{origin}",
+            m.role
+        )?;
     }
     Ok(())
 }

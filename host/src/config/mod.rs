@@ -170,7 +170,6 @@ impl Config {
             trust: self.trust,
             providers: self.providers.keys().cloned().collect(),
             pack_access: self.effective_pack_access(),
-            run_limit: None,
         }
     }
 

@@ -170,12 +170,17 @@ impl Engine {
         let mut spec = self.agent_spec(ctx, &m.name, &m.role, task, caps_for(m.access));
         spec.provider = tc.provider(&m.name, &ctx.provider);
         // The charter is the member's system prompt, naming the file it came from.
-        let from = m
-            .file
-            .as_deref()
-            .map(|f| f.strip_prefix(&self.repo).unwrap_or(f).display().to_string());
+        let from = m.file.as_deref().map(|f| {
+            f.strip_prefix(&self.repo)
+                .unwrap_or(f)
+                .display()
+                .to_string()
+        });
         spec.system_prompt
-            .push_str(&super::orchestrate::charter_section(m.charter.as_deref(), from.as_deref()));
+            .push_str(&super::orchestrate::charter_section(
+                m.charter.as_deref(),
+                from.as_deref(),
+            ));
         // A definition may lower the turn limit, never raise it.
         if let Some(n) = m.max_turns {
             spec.quotas.max_turns = spec.quotas.max_turns.min(n);

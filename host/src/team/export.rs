@@ -88,7 +88,10 @@ fn inside(repo: &Path, dir: &Path) -> Result<PathBuf, ExportError> {
             dir.display()
         )));
     }
-    Ok(rel.components().filter(|c| *c != Component::CurDir).collect())
+    Ok(rel
+        .components()
+        .filter(|c| *c != Component::CurDir)
+        .collect())
 }
 
 /// Exports `team` from the repository at `repo` (canonical) in `format`, into `dir`
@@ -129,7 +132,8 @@ pub fn export(
                 },
             };
             let pack = squad::open(&confined, &rel, layout)?;
-            let plan = squad_write::plan(team, pack.as_ref(), &rel).map_err(ExportError::Refused)?;
+            let plan =
+                squad_write::plan(team, pack.as_ref(), &rel).map_err(ExportError::Refused)?;
             let mut report = ExportReport {
                 dir: rel.clone(),
                 written: Vec::new(),
@@ -252,8 +256,14 @@ mod tests {
     #[test]
     fn dirs_stay_inside() {
         let repo = Path::new("/r");
-        assert_eq!(inside(repo, Path::new(".squad")).unwrap(), PathBuf::from(".squad"));
-        assert_eq!(inside(repo, Path::new("./a/b")).unwrap(), PathBuf::from("a/b"));
+        assert_eq!(
+            inside(repo, Path::new(".squad")).unwrap(),
+            PathBuf::from(".squad")
+        );
+        assert_eq!(
+            inside(repo, Path::new("./a/b")).unwrap(),
+            PathBuf::from("a/b")
+        );
         for bad in ["../x", "a/../../x", "", "/elsewhere"] {
             assert!(inside(repo, Path::new(bad)).is_err(), "{bad}");
         }

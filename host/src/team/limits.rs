@@ -12,8 +12,8 @@
 //! validator (those fall back to the run's); in a trusted one a native member keeps
 //! its access, an imported pack's member (Squad, Claude) stays read-only unless the
 //! user raised the pack ceiling, and a team may only name providers the user has.
-//! Members from the user's own files get what they ask for. A run limit
-//! (`--read-only`) lowers every ceiling again.
+//! Members from the user's own files get what they ask for. A read-only run
+//! (`crewbox run --read-only`) lowers every agent again.
 
 use crate::trust::Trust;
 use crate::trust::read::cap_chars;
@@ -87,8 +87,15 @@ pub struct TeamPolicy {
     /// trusted repository: read-only unless the user opts in (`[packs] max_access` in
     /// the user's config, or `crewbox trust --pack-access`).
     pub pack_access: Access,
-    /// A limit for this run (`crewbox run --read-only`) that lowers every ceiling.
-    pub run_limit: Option<Access>,
+}
+
+/// `member `a`` or `members `a`, `b``.
+fn who(names: &[String]) -> String {
+    if names.len() == 1 {
+        format!("member `{}`", names[0])
+    } else {
+        format!("members `{}`", names.join("`, `"))
+    }
 }
 
 /// The lower of two access levels.
@@ -102,12 +109,11 @@ pub fn min_access(a: Access, b: Access) -> Access {
 impl TeamPolicy {
     /// The most a member of a repository team in `format` may do.
     pub fn ceiling_for(&self, format: TeamFormat) -> Access {
-        let ceiling = match (self.trust, format.is_pack()) {
+        match (self.trust, format.is_pack()) {
             (Trust::Untrusted, _) => Access::ReadOnly,
             (Trust::Trusted, false) => Access::Full,
             (Trust::Trusted, true) => self.pack_access,
-        };
-        self.lowered(ceiling)
+        }
     }
 
     /// The most a repository's native team member may do.
@@ -115,15 +121,9 @@ impl TeamPolicy {
         self.ceiling_for(TeamFormat::Crewbox)
     }
 
-    fn lowered(&self, access: Access) -> Access {
-        self.run_limit.map_or(access, |l| min_access(access, l))
-    }
-
     /// Why the ceiling of `format` is read-only, for the warning.
     fn why(&self, format: TeamFormat) -> &'static str {
-        if self.run_limit == Some(Access::ReadOnly) {
-            "this run is read-only"
-        } else if !self.trust.is_trusted() {
+        if !self.trust.is_trusted() {
             "the repository is not trusted"
         } else if format.is_pack() {
             "imported packs are read-only until you allow more: `[packs] max_access = \"full\"` \
@@ -135,19 +135,21 @@ impl TeamPolicy {
 
     /// Applies the ceilings to a team: every member gets min(requested, ceiling of
     /// where it was defined) — a repository member the repository's ceiling, a member
-    /// from the user's own files what it asks for (lowered only by a run limit). The
-    /// repository's provider, model and validator choices are checked too.
+    /// from the user's own files what it asks for. The repository's provider, model
+    /// and validator choices are checked too. (A read-only run lowers every agent
+    /// again when it starts: `RunRequest::read_only`.)
     pub fn apply(&self, team: &mut Team) {
         let repo_team = matches!(team.source, TeamSource::Repo(_));
         let untrusted = !self.trust.is_trusted();
         let mut warnings = Vec::new();
         let mut capped: Vec<String> = Vec::new();
+        let mut unchosen: Vec<String> = Vec::new();
         for m in &mut team.members {
             let from_repo = matches!(m.source, TeamSource::Repo(_));
             let ceiling = if from_repo {
                 self.ceiling_for(team.format)
             } else {
-                self.lowered(Access::Full)
+                Access::Full
             };
             let granted = min_access(m.requested_access, ceiling);
             if granted != m.requested_access {
@@ -157,11 +159,17 @@ impl TeamPolicy {
             if !from_repo {
                 continue;
             }
-            warnings.extend(self.choice(
-                &format!("member `{}`", m.name),
-                &mut m.provider,
-                &mut m.model,
-            ));
+            if untrusted {
+                if m.provider.take().is_some() | m.model.take().is_some() {
+                    unchosen.push(m.name.clone());
+                }
+            } else {
+                warnings.extend(self.choice(
+                    &format!("member `{}`", m.name),
+                    &mut m.provider,
+                    &mut m.model,
+                ));
+            }
             if untrusted && !m.validators.is_empty() {
                 warnings.push(format!(
                     "member `{}`: validators ignored (the repository is not trusted)",
@@ -170,16 +178,21 @@ impl TeamPolicy {
                 m.validators.clear();
             }
         }
-        if !capped.is_empty() {
-            let who = if capped.len() == 1 {
-                format!("member `{}`", capped[0])
-            } else {
-                format!("members `{}`", capped.join("`, `"))
-            };
+        if !unchosen.is_empty() {
             warnings.insert(
                 0,
                 format!(
-                    "{who}: access `full` capped at `read-only` ({})",
+                    "{}: provider/model ignored (the repository is not trusted; the run's provider is used)",
+                    who(&unchosen)
+                ),
+            );
+        }
+        if !capped.is_empty() {
+            warnings.insert(
+                0,
+                format!(
+                    "{}: access `full` capped at `read-only` ({})",
+                    who(&capped),
                     self.why(team.format)
                 ),
             );

@@ -56,7 +56,11 @@ impl Discovered {
         if let Some(p) = broken {
             return Err(format!("team `{name}` could not be loaded: {p}"));
         }
-        if let Some(n) = self.notes.iter().find(|n| n.team.eq_ignore_ascii_case(name)) {
+        if let Some(n) = self
+            .notes
+            .iter()
+            .find(|n| n.team.eq_ignore_ascii_case(name))
+        {
             return Err(format!("team `{name}` could not be loaded: {n}"));
         }
         let known: Vec<&str> = self.teams.iter().map(|t| t.name.as_str()).collect();
@@ -98,7 +102,12 @@ pub fn discover(repo: &Path, policy: &TeamPolicy) -> Discovered {
         None => Vec::new(),
     };
     let repo_teams = load_repo_dir(repo, &mut problems);
-    let (user_packs, repo_packs) = load_packs(repo, claude::user_dir().as_deref(), &mut problems, &mut notes);
+    let (user_packs, repo_packs) = load_packs(
+        repo,
+        claude::user_dir().as_deref(),
+        &mut problems,
+        &mut notes,
+    );
     let mut teams = merge_layers([user_packs, user, repo_packs, repo_teams]);
     for t in &mut teams {
         policy.apply(t);
@@ -158,19 +167,20 @@ pub fn load_packs(
             None
         }
     });
-    let repo_layer = confined.as_ref().and_then(|c| {
-        match PackDir::in_repo(c, Path::new(claude::REPO_DIR)) {
-            Ok(Some(d)) => Some((
-                claude::read_layer(&d, Path::new(claude::REPO_DIR), TeamSource::Repo),
-                repo.join(claude::REPO_DIR),
-            )),
-            Ok(None) => None,
-            Err(e) => {
-                problems.push(pack_err(repo.join(claude::REPO_DIR), e));
-                None
-            }
-        }
-    });
+    let repo_layer =
+        confined
+            .as_ref()
+            .and_then(|c| match PackDir::in_repo(c, Path::new(claude::REPO_DIR)) {
+                Ok(Some(d)) => Some((
+                    claude::read_layer(&d, Path::new(claude::REPO_DIR), TeamSource::Repo),
+                    repo.join(claude::REPO_DIR),
+                )),
+                Ok(None) => None,
+                Err(e) => {
+                    problems.push(pack_err(repo.join(claude::REPO_DIR), e));
+                    None
+                }
+            });
     let mut user_packs = Vec::new();
     match claude::team(user_layer, repo_layer) {
         Ok(Some(team)) if matches!(team.source, TeamSource::User(_)) => user_packs.push(team),

@@ -408,8 +408,9 @@ fn a_large_result_is_stored_once_and_still_reported() {
         "read back through the agent"
     );
     // The store holds the text once, not once per row that names it.
-    let db = rusqlite::Connection::open(crate::support::repo::state_dir(dir.path()).join("crewbox.db"))
-        .unwrap();
+    let db =
+        rusqlite::Connection::open(crate::support::repo::state_dir(dir.path()).join("crewbox.db"))
+            .unwrap();
     let mut stored = 0i64;
     for (table, column) in [
         ("runs", "result"),

@@ -117,11 +117,7 @@ pub fn nudge_prompt(members: &[&str]) -> String {
 
 /// A worker's prompt: the shared context, the request and its task (its charter is
 /// in its system prompt, see [`charter_section`]).
-pub fn worker_prompt(
-    shared_context: Option<&str>,
-    request: &str,
-    task: &str,
-) -> String {
+pub fn worker_prompt(shared_context: Option<&str>, request: &str, task: &str) -> String {
     let mut p = String::new();
     push_section(&mut p, "Shared context", shared_context);
     let _ = write!(

@@ -64,11 +64,14 @@ pub fn read_layer(dir: &PackDir, shown: &Path, source: fn(PathBuf) -> TeamSource
         let text = match dir.read(&rel, MAX_FILE_BYTES) {
             Ok(t) => t,
             Err(e) => {
-                layer.skipped.push(skip(format!("refused: {e}")));
+                layer.skipped.push(skip(super::refusal(&e, &shown_file)));
                 continue;
             }
         };
-        let mut notes: Vec<String> = text.warning(&shown_file, MAX_FILE_BYTES).into_iter().collect();
+        let mut notes: Vec<String> = text
+            .warning(&shown_file, MAX_FILE_BYTES)
+            .into_iter()
+            .collect();
         match parse_agent(&text.text, text.truncated, &mut notes) {
             Ok(mut m) => {
                 if let Some(first) = layer.members.iter().find(|o| o.name == m.name) {
@@ -83,9 +86,11 @@ pub fn read_layer(dir: &PackDir, shown: &Path, source: fn(PathBuf) -> TeamSource
                 let file = dir.root().join(&rel);
                 m.source = source(file.clone());
                 m.file = Some(file);
-                layer
-                    .warnings
-                    .extend(notes.into_iter().map(|n| format!("{}: {n}", shown_file.display())));
+                layer.warnings.extend(
+                    notes
+                        .into_iter()
+                        .map(|n| format!("{}: {n}", shown_file.display())),
+                );
                 layer.members.push(m);
             }
             Err(reason) => layer.skipped.push(skip(reason)),
@@ -103,9 +108,10 @@ fn walk(dir: &PackDir, shown: &Path, layer: &mut Layer) -> Vec<PathBuf> {
         let entries = match dir.list(&rel) {
             Ok(e) => e,
             Err(e) => {
-                layer
-                    .warnings
-                    .push(format!("{}: cannot be listed: {e}", shown.join(&rel).display()));
+                layer.warnings.push(format!(
+                    "{}: cannot be listed: {e}",
+                    shown.join(&rel).display()
+                ));
                 continue;
             }
         };
@@ -206,7 +212,16 @@ pub fn classify(tool: &str) -> ToolClass {
 }
 
 /// The tools every subagent has when `tools` is absent, as far as access goes.
-const ALL_TOOLS: &[&str] = &["Read", "Grep", "Glob", "Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"];
+const ALL_TOOLS: &[&str] = &[
+    "Read",
+    "Grep",
+    "Glob",
+    "Write",
+    "Edit",
+    "MultiEdit",
+    "NotebookEdit",
+    "Bash",
+];
 
 fn tool_list(v: Option<&Value>) -> Option<Vec<String>> {
     match v? {
@@ -307,11 +322,7 @@ pub fn parse_agent(text: &str, cut: bool, notes: &mut Vec<String>) -> Result<Mem
         return Err("no front matter (a `---` block at the top of the file)".into());
     };
     let fm = frontmatter::parse(front);
-    notes.extend(
-        fm.warnings
-            .iter()
-            .map(|w| format!("front matter {w}")),
-    );
+    notes.extend(fm.warnings.iter().map(|w| format!("front matter {w}")));
     let name = match scalar(fm.get("name")) {
         Some(n) if valid_agent_name(n) => n.to_owned(),
         Some(n) => {
@@ -337,7 +348,9 @@ pub fn parse_agent(text: &str, cut: bool, notes: &mut Vec<String>) -> Result<Mem
         .filter(|k| !READ_KEYS.contains(&k.as_str()))
         .collect();
     if let Some(m) = mode.filter(|m| !matches!(*m, "plan" | "default")) {
-        notes.push(format!("permissionMode `{m}` never widens what crewbox grants"));
+        notes.push(format!(
+            "permissionMode `{m}` never widens what crewbox grants"
+        ));
         ignored.push("permissionMode".into());
     }
     let max_turns = match scalar(fm.get("maxTurns")) {
@@ -452,7 +465,11 @@ mod tests {
 
     fn access(tools: Option<&str>, denied: Option<&str>, mode: Option<&str>) -> Access {
         let fm = |key: &str, v: Option<&str>| {
-            v.map(|v| frontmatter::parse(&format!("{key}: {v}\n")).entries[0].value.clone())
+            v.map(|v| {
+                frontmatter::parse(&format!("{key}: {v}\n")).entries[0]
+                    .value
+                    .clone()
+            })
         };
         requested_access(
             fm("tools", tools).as_ref(),
@@ -477,17 +494,36 @@ mod tests {
             (Some("Read, Bash"), Some("Bash"), None, ReadOnly),
             (Some("Read, Bash(git:*)"), Some("Bash"), None, ReadOnly),
             (Some("Read, Bash"), Some("Bash(rm:*)"), None, Full),
-            (None, Some("Write, Edit, MultiEdit, NotebookEdit, Bash"), None, ReadOnly),
+            (
+                None,
+                Some("Write, Edit, MultiEdit, NotebookEdit, Bash"),
+                None,
+                ReadOnly,
+            ),
             (None, Some("Write, Edit"), None, Full),
-            (None, Some("[\"Write\", \"Edit\", \"MultiEdit\", \"NotebookEdit\"]"), None, Full),
+            (
+                None,
+                Some("[\"Write\", \"Edit\", \"MultiEdit\", \"NotebookEdit\"]"),
+                None,
+                Full,
+            ),
             (Some("Write"), None, Some("plan"), ReadOnly),
             (None, None, Some("plan"), ReadOnly),
             (None, None, Some("bypassPermissions"), Full),
-            (Some("Read, Task, Agent, WebFetch, WebSearch, mcp__github__create_pr"), None, None, ReadOnly),
+            (
+                Some("Read, Task, Agent, WebFetch, WebSearch, mcp__github__create_pr"),
+                None,
+                None,
+                ReadOnly,
+            ),
             (Some("Read, Frobnicate"), None, None, ReadOnly),
         ];
         for (tools, denied, mode, want) in table {
-            assert_eq!(access(tools, denied, mode), want, "{tools:?} - {denied:?} ({mode:?})");
+            assert_eq!(
+                access(tools, denied, mode),
+                want,
+                "{tools:?} - {denied:?} ({mode:?})"
+            );
         }
     }
 
@@ -508,7 +544,9 @@ mod tests {
             "Reviews code for bugs"
         );
         assert_eq!(
-            first_sentence("Use this agent when\n  reviewing v1.2 code! Examples: <example>x</example>"),
+            first_sentence(
+                "Use this agent when\n  reviewing v1.2 code! Examples: <example>x</example>"
+            ),
             "Use this agent when reviewing v1.2 code!"
         );
         assert_eq!(first_sentence("No period"), "No period");
@@ -533,7 +571,10 @@ mod tests {
         assert_eq!(m.charter.as_deref(), Some("You review ${HOME}."));
         assert_eq!(m.max_turns, Some(7));
         assert_eq!(m.ignored, ["color", "hooks", "permissionMode"]);
-        assert!(notes.iter().any(|n| n.contains("never widens")), "{notes:?}");
+        assert!(
+            notes.iter().any(|n| n.contains("never widens")),
+            "{notes:?}"
+        );
         for (text, why) in [
             ("no front matter\n", "no front matter"),
             ("# Title\n---\nname: x\n---\n", "no front matter"),
@@ -544,7 +585,12 @@ mod tests {
             let err = parse_agent(text, false, &mut Vec::new()).unwrap_err();
             assert!(err.contains(why), "{text}: {err}");
         }
-        let m = parse_agent("---\nname: big\n---\n".to_owned().as_str(), true, &mut Vec::new()).unwrap();
+        let m = parse_agent(
+            "---\nname: big\n---\n".to_owned().as_str(),
+            true,
+            &mut Vec::new(),
+        )
+        .unwrap();
         assert!(m.truncated);
     }
 }

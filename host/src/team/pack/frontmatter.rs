@@ -64,7 +64,11 @@ pub fn split(text: &str) -> Option<(&str, &str, usize)> {
         let end = text[at..].find('\n').map_or(text.len(), |n| at + n);
         let l = text[at..end].trim_end();
         if l == "---" || l == "..." {
-            let body = if end < text.len() { &text[end + 1..] } else { "" };
+            let body = if end < text.len() {
+                &text[end + 1..]
+            } else {
+                ""
+            };
             return Some((&text[first_end + 1..at], body, line + 1));
         }
         if end == text.len() {
@@ -81,9 +85,7 @@ struct Lines<'a> {
 }
 
 fn indent(line: &str) -> usize {
-    line.chars()
-        .take_while(|c| *c == ' ' || *c == '\t')
-        .count()
+    line.chars().take_while(|c| *c == ' ' || *c == '\t').count()
 }
 
 fn is_blank_or_comment(line: &str) -> bool {
@@ -108,8 +110,10 @@ pub fn parse(front: &str) -> FrontMatter {
             continue;
         }
         if indent(line) > 0 {
-            fm.warnings
-                .push(format!("line {}: indented line outside a key; ignored", i + 2));
+            fm.warnings.push(format!(
+                "line {}: indented line outside a key; ignored",
+                i + 2
+            ));
             i += 1;
             continue;
         }
@@ -147,7 +151,11 @@ fn key_of(line: &str) -> Option<(String, &str)> {
     let colon = line
         .char_indices()
         .find(|&(i, c)| {
-            c == ':' && line[i + 1..].chars().next().is_none_or(|n| n == ' ' || n == '\t')
+            c == ':'
+                && line[i + 1..]
+                    .chars()
+                    .next()
+                    .is_none_or(|n| n == ' ' || n == '\t')
         })?
         .0;
     let key = line[..colon].trim();
@@ -159,13 +167,7 @@ fn key_of(line: &str) -> Option<(String, &str)> {
 
 impl Lines<'_> {
     /// The value starting with `rest` on line `i`; returns it and the next line to read.
-    fn value(
-        &self,
-        i: usize,
-        rest: &str,
-        key: &str,
-        warnings: &mut Vec<String>,
-    ) -> (Value, usize) {
+    fn value(&self, i: usize, rest: &str, key: &str, warnings: &mut Vec<String>) -> (Value, usize) {
         let line_no = i + 2;
         let rest = rest.trim();
         if let Some(c @ ('&' | '*' | '!')) = rest.chars().next() {
@@ -563,7 +565,16 @@ mod tests {
     fn garbage_never_panics_and_is_reported() {
         let fm = parse("  stray\n: nokey\n- item\nname: \"unclosed\nok: 1\n[x\n");
         assert!(fm.warnings.len() >= 3, "{:?}", fm.warnings);
-        for text in ["", "\n\n", ":", "a:\n  - b: c\n", "k: [[[[", "k: '", "k: |", "k: >\n"] {
+        for text in [
+            "",
+            "\n\n",
+            ":",
+            "a:\n  - b: c\n",
+            "k: [[[[",
+            "k: '",
+            "k: |",
+            "k: >\n",
+        ] {
             let _ = parse(text);
         }
     }

@@ -335,11 +335,14 @@ pub fn words(text: &str) -> String {
 pub fn plain(text: &str) -> String {
     let text = link(text).map_or(text, |(label, _)| label);
     let text: String = text
+        .replace("\\|", "|")
         .chars()
         .filter(|c| !matches!(c, '*' | '`' | '~'))
         .collect();
-    text.trim_matches(|c: char| c.is_whitespace() || c == '_' || !(c.is_alphanumeric() || c.is_ascii_punctuation()))
-        .to_owned()
+    text.trim_matches(|c: char| {
+        c.is_whitespace() || c == '_' || !(c.is_alphanumeric() || c.is_ascii_punctuation())
+    })
+    .to_owned()
 }
 
 /// `[label](target)` at the start of a cell, as (label, target).
@@ -441,6 +444,7 @@ mod tests {
         assert_eq!(plain("[Dallas](agents/dallas/charter.md)"), "Dallas");
         assert_eq!(plain("Tony Stark (Iron Man)"), "Tony Stark (Iron Man)");
         assert_eq!(plain("✅ Active"), "Active");
+        assert_eq!(plain("QA \\| Release"), "QA | Release");
         assert_eq!(
             link("[charter](.squad/agents/ripley/charter.md)"),
             Some(("charter", ".squad/agents/ripley/charter.md"))
@@ -452,7 +456,10 @@ mod tests {
     #[test]
     fn replacement_keeps_width_when_it_can() {
         assert_eq!(cell_replacement(" Tester       ", "QA"), " QA           ");
-        assert_eq!(cell_replacement(" Tester ", "Quality Owner"), " Quality Owner ");
+        assert_eq!(
+            cell_replacement(" Tester ", "Quality Owner"),
+            " Quality Owner "
+        );
         assert_eq!(cell_replacement("x", "y"), "y ");
     }
 }

@@ -211,6 +211,24 @@ pub fn slug(name: &str) -> String {
     out
 }
 
+/// Why a file of a pack was refused, naming it as `shown` (its path from the
+/// repository or the user's directory): a link is refused for leaving the *pack*.
+pub fn refusal(e: &ReadError, shown: &Path) -> String {
+    let at = shown.display();
+    match e {
+        ReadError::Escapes { .. } => {
+            format!("`{at}` leads outside its pack (through `..` or a symlink); refused")
+        }
+        ReadError::NotRegular { kind, .. } => {
+            format!("`{at}` is a {kind}, not a regular file; refused")
+        }
+        ReadError::Absolute { .. } => format!("`{at}` is an absolute path; refused"),
+        ReadError::TooLarge { limit, .. } => format!("`{at}` is larger than {limit} bytes"),
+        ReadError::NotText { .. } => format!("`{at}` is not UTF-8 text"),
+        ReadError::Io { source, .. } => format!("cannot read `{at}`: {source}"),
+    }
+}
+
 /// `path` shown relative to `root` when it lies inside it.
 pub fn shown(root: &Path, path: &Path) -> PathBuf {
     path.strip_prefix(root).unwrap_or(path).to_path_buf()

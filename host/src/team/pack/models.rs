@@ -86,9 +86,16 @@ mod tests {
     #[test]
     fn aliases_ids_and_fallbacks() {
         let none = BTreeMap::new();
-        let mine: BTreeMap<String, String> = [("opus".to_owned(), "claude-opus-9".to_owned())].into();
-        assert_eq!(resolve("sonnet", &anthropic(), &none).unwrap(), "claude-sonnet-4-5");
-        assert_eq!(resolve("opus", &anthropic(), &mine).unwrap(), "claude-opus-9");
+        let mine: BTreeMap<String, String> =
+            [("opus".to_owned(), "claude-opus-9".to_owned())].into();
+        assert_eq!(
+            resolve("sonnet", &anthropic(), &none).unwrap(),
+            "claude-sonnet-4-5"
+        );
+        assert_eq!(
+            resolve("opus", &anthropic(), &mine).unwrap(),
+            "claude-opus-9"
+        );
         assert_eq!(
             resolve("claude-sonnet-4.6", &anthropic(), &none).unwrap(),
             "claude-sonnet-4-6"

@@ -134,7 +134,11 @@ pub fn find(repo: &Confined) -> Result<Option<SquadPack>, ReadError> {
 }
 
 /// The Squad pack in directory `rel` of the repository, when it holds a `team.md`.
-pub fn open(repo: &Confined, rel: &Path, format: TeamFormat) -> Result<Option<SquadPack>, ReadError> {
+pub fn open(
+    repo: &Confined,
+    rel: &Path,
+    format: TeamFormat,
+) -> Result<Option<SquadPack>, ReadError> {
     let Some(dir) = PackDir::in_repo(repo, rel)? else {
         return Ok(None);
     };
@@ -244,7 +248,10 @@ fn infrastructure(display: &str, role: &str, status: &str) -> Option<String> {
         return Some("a human member".into());
     }
     if let Some(w) = INACTIVE.iter().find(|w| has(&status_words, w)) {
-        return Some(format!("status `{}` ({w}): not active", markdown::plain(status)));
+        return Some(format!(
+            "status `{}` ({w}): not active",
+            markdown::plain(status)
+        ));
     }
     None
 }
@@ -267,9 +274,7 @@ fn charter_target(cell: &str) -> Result<Option<(String, String)>, String> {
     if parts.iter().any(|p| p.eq_ignore_ascii_case("_alumni")) {
         return Err("an alumni charter (`_alumni/`)".into());
     }
-    let at = parts
-        .iter()
-        .rposition(|p| p.eq_ignore_ascii_case("agents"));
+    let at = parts.iter().rposition(|p| p.eq_ignore_ascii_case("agents"));
     Ok(match at {
         Some(i) if i + 3 == parts.len() && parts[i + 1] != ".." && parts[i + 2] != ".." => {
             Some((parts[i + 1].to_owned(), parts[i + 2].to_owned()))
@@ -316,8 +321,7 @@ impl SquadPack {
             }
             match self.resolve(&display, cell(columns.charter)) {
                 Ok((name, charter)) => {
-                    if let Some(first) = taken.iter().position(|t| t.eq_ignore_ascii_case(&name))
-                    {
+                    if let Some(first) = taken.iter().position(|t| t.eq_ignore_ascii_case(&name)) {
                         out.skip = Some(format!(
                             "member name `{name}` is already taken by row {}",
                             first + 1
@@ -340,7 +344,11 @@ impl SquadPack {
     }
 
     /// A member's name and charter file from its display name and Charter cell.
-    fn resolve(&self, display: &str, charter_cell: &str) -> Result<(String, Option<PathBuf>), String> {
+    fn resolve(
+        &self,
+        display: &str,
+        charter_cell: &str,
+    ) -> Result<(String, Option<PathBuf>), String> {
         let named = charter_target(charter_cell)?;
         let (dir_name, file) = match &named {
             Some((dir, file)) => (dir.clone(), file.clone()),
@@ -355,7 +363,11 @@ impl SquadPack {
             Some(e) if e.kind == EntryKind::Dir || e.kind == EntryKind::Symlink => e.name.clone(),
             _ => dir_name.clone(),
         };
-        let name = if valid_name(&dir) { dir.clone() } else { slug(&dir) };
+        let name = if valid_name(&dir) {
+            dir.clone()
+        } else {
+            slug(&dir)
+        };
         if !valid_name(&name) {
             return Err(format!("`{dir}` cannot be a member name"));
         }
@@ -416,9 +428,7 @@ impl SquadPack {
                 .model_for(name)
                 .or_else(|| charter.as_deref().and_then(charter_model))
                 .or_else(|| model_cell.and_then(|m| model_value(&m)));
-            let source_path = file
-                .clone()
-                .unwrap_or_else(|| repo_root.join(&shown_md));
+            let source_path = file.clone().unwrap_or_else(|| repo_root.join(&shown_md));
             members.push(Member {
                 name: name.clone(),
                 role: if row.role.is_empty() {
@@ -449,15 +459,17 @@ impl SquadPack {
             ));
         }
         let shared_context = self.shared_context(&mut warnings);
-        let routing = self.optional_text("routing.md", &mut warnings).map(|mut t| {
-            if cap_chars(&mut t, MAX_CONTEXT_CHARS) {
-                warnings.push(cut_warning(
-                    &format!("{}", self.rel.join("routing.md").display()),
-                    MAX_CONTEXT_CHARS,
-                ));
-            }
-            t
-        });
+        let routing = self
+            .optional_text("routing.md", &mut warnings)
+            .map(|mut t| {
+                if cap_chars(&mut t, MAX_CONTEXT_CHARS) {
+                    warnings.push(cut_warning(
+                        &format!("{}", self.rel.join("routing.md").display()),
+                        MAX_CONTEXT_CHARS,
+                    ));
+                }
+                t
+            });
         Ok(Team {
             name: TEAM_NAME.into(),
             mode: TeamMode::Orchestrate,
@@ -495,7 +507,12 @@ impl SquadPack {
                 ));
                 return Ok(None);
             }
-            Err(e) => return Err(format!("its charter was refused: {}", at_pack(&e, &self.rel))),
+            Err(e) => {
+                return Err(format!(
+                    "its charter was refused: {}",
+                    super::refusal(&e, &shown)
+                ));
+            }
         };
         warnings.extend(read.warning(&shown, MAX_FILE_BYTES));
         let mut text = read.text;
@@ -524,7 +541,11 @@ impl SquadPack {
             }
             Err(e) if e.is_not_found() => None,
             Err(e) => {
-                warnings.push(format!("{} is ignored: {}", shown.display(), at_pack(&e, &self.rel)));
+                warnings.push(format!(
+                    "{} is ignored: {}",
+                    shown.display(),
+                    super::refusal(&e, &shown)
+                ));
                 None
             }
         }
@@ -564,12 +585,6 @@ impl SquadPack {
         }
         Some(text)
     }
-}
-
-/// A read error about a file of the pack, its path shown from the repository.
-fn at_pack(e: &ReadError, rel: &Path) -> String {
-    let msg = e.to_string();
-    msg.replacen("`agents", &format!("`{}/agents", rel.display()), 1)
 }
 
 /// A model value as written: `auto`, `inherit`, `default` and placeholders mean the
@@ -628,13 +643,14 @@ impl SquadConfig {
                 return Self::default();
             }
         };
-        let value: serde_json::Value = match serde_json::from_str(text.trim_start_matches('\u{feff}')) {
-            Ok(v) => v,
-            Err(e) => {
-                warnings.push(format!("{} is not JSON ({e}); ignored", shown.display()));
-                return Self::default();
-            }
-        };
+        let value: serde_json::Value =
+            match serde_json::from_str(text.trim_start_matches('\u{feff}')) {
+                Ok(v) => v,
+                Err(e) => {
+                    warnings.push(format!("{} is not JSON ({e}); ignored", shown.display()));
+                    return Self::default();
+                }
+            };
         let Some(obj) = value.as_object() else {
             warnings.push(format!("{} is not a JSON object; ignored", shown.display()));
             return Self::default();
@@ -688,12 +704,24 @@ mod tests {
     fn roster_headings_and_tables() {
         for (text, ok) in [
             ("## Members\n\n| Name | Role |\n|--|--|\n| A | x |\n", true),
-            ("# Team\n### Team Members 👥\n| **Name** | Role |\n|--|--|\n| A | x |\n", true),
+            (
+                "# Team\n### Team Members 👥\n| **Name** | Role |\n|--|--|\n| A | x |\n",
+                true,
+            ),
             ("## Roster\n| Name |\n| --- |\n| A |\n", true),
-            ("# Team Roster\n\n## Coordinator\n| Name | Role |\n|--|--|\n| Squad | C |\n", false),
-            ("## Human Members\n| Name | Role |\n|--|--|\n| Ann | PM |\n", false),
+            (
+                "# Team Roster\n\n## Coordinator\n| Name | Role |\n|--|--|\n| Squad | C |\n",
+                false,
+            ),
+            (
+                "## Human Members\n| Name | Role |\n|--|--|\n| Ann | PM |\n",
+                false,
+            ),
             ("## Members\n| Agent | Role |\n|--|--|\n| A | x |\n", false),
-            ("## Members\n\nno table\n## Other\n| Name |\n|--|\n| A |\n", false),
+            (
+                "## Members\n\nno table\n## Other\n| Name |\n|--|\n| A |\n",
+                false,
+            ),
             ("", false),
         ] {
             let doc = Doc::parse(text);
@@ -736,7 +764,10 @@ mod tests {
             t("[charter](.squad/agents/Rai/charter.md)"),
             Ok(Some(("Rai".into(), "charter.md".into())))
         );
-        assert_eq!(t(".ai-team\\agents\\x\\charter.md"), Ok(Some(("x".into(), "charter.md".into()))));
+        assert_eq!(
+            t(".ai-team\\agents\\x\\charter.md"),
+            Ok(Some(("x".into(), "charter.md".into())))
+        );
         assert_eq!(t("—"), Ok(None));
         assert_eq!(t("copilot-instructions.md"), Ok(None));
         assert_eq!(t("../../etc/passwd"), Ok(None));
@@ -752,6 +783,9 @@ mod tests {
         assert_eq!(charter_model("## Model\n"), None);
         assert_eq!(charter_model("no model"), None);
         assert_eq!(model_value("—"), None);
-        assert_eq!(model_value("`claude-haiku-4.5`").as_deref(), Some("claude-haiku-4.5"));
+        assert_eq!(
+            model_value("`claude-haiku-4.5`").as_deref(),
+            Some("claude-haiku-4.5")
+        );
     }
 }

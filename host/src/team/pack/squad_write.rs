@@ -83,7 +83,9 @@ pub fn plan(team: &Team, pack: Option<&SquadPack>, rel: &Path) -> Result<Plan, S
     let mut new_rows: Vec<String> = Vec::new();
     for m in &team.members {
         let row = roster.rows.iter().find(|r| {
-            r.name.as_deref().is_some_and(|n| n.eq_ignore_ascii_case(&m.name))
+            r.name
+                .as_deref()
+                .is_some_and(|n| n.eq_ignore_ascii_case(&m.name))
                 || (r.name.is_none() && super::slug(&r.display) == m.name.to_ascii_lowercase())
         });
         let Some(row) = row else {
@@ -148,10 +150,13 @@ pub fn plan(team: &Team, pack: Option<&SquadPack>, rel: &Path) -> Result<Plan, S
             .charter(&charter_rel, &m.name, &mut Vec::new())
             .map_err(|why| format!("member `{}`: {why}", m.name))?;
         match (&m.charter, current) {
-            (Some(new), Some((old, _))) if *new == old => {}
+            (Some(new), Some((old, _))) if same_text(new, &old) => {}
             (Some(new), old) => {
                 refuse_cut(m, new, &pack.rel.join(&charter_rel))?;
-                let (old_eol, old_final) = match pack.dir.read(&charter_rel, crate::trust::read::MAX_FILE_BYTES) {
+                let (old_eol, old_final) = match pack
+                    .dir
+                    .read(&charter_rel, crate::trust::read::MAX_FILE_BYTES)
+                {
                     Ok(t) => (Doc::parse(&t.text).line_ending(), t.text.ends_with('\n')),
                     Err(_) => ("\n", true),
                 };
@@ -224,6 +229,11 @@ pub fn plan(team: &Team, pack: Option<&SquadPack>, rel: &Path) -> Result<Plan, S
         }
     }
     Ok(plan)
+}
+
+/// Whether two charters say the same: line endings and trailing whitespace aside.
+fn same_text(a: &str, b: &str) -> bool {
+    a.replace("\r\n", "\n").trim_end() == b.replace("\r\n", "\n").trim_end()
 }
 
 fn refuse_cut(m: &Member, text: &str, file: &Path) -> Result<(), String> {
@@ -383,9 +393,16 @@ mod tests {
             ignored: Vec::new(),
             max_turns: None,
         };
-        let err = refuse_cut(&m, "text\n[truncated]\n", Path::new(".squad/agents/a/charter.md"))
-            .unwrap_err();
-        assert!(err.contains("member `a`") && err.contains(".squad/agents/a/charter.md"), "{err}");
+        let err = refuse_cut(
+            &m,
+            "text\n[truncated]\n",
+            Path::new(".squad/agents/a/charter.md"),
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("member `a`") && err.contains(".squad/agents/a/charter.md"),
+            "{err}"
+        );
         assert!(refuse_cut(&m, "fine", Path::new("x")).is_ok());
     }
 }

@@ -77,10 +77,7 @@ impl WriteRoot {
             path: rel.to_owned(),
             root: self.root.clone(),
         };
-        if rel
-            .components()
-            .any(|c| !matches!(c, Component::Normal(_)))
-        {
+        if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
             return Err(escapes());
         }
         let name = rel
@@ -142,7 +139,8 @@ mod imp {
         // SAFETY: `open_how` is plain data; all-zero is its documented default.
         let mut how: libc::open_how = unsafe { std::mem::zeroed() };
         how.flags = (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
-        how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+        how.resolve =
+            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
         // SAFETY: a valid fd, a NUL-terminated path, a live `open_how` and its size.
         let fd = unsafe {
             libc::syscall(
@@ -195,7 +193,10 @@ mod imp {
         let root_c = cstr(root.root.as_os_str().as_bytes()).map_err(io_at(rel))?;
         // SAFETY: a valid NUL-terminated path; the returned fd is checked and owned.
         let root_fd = check(unsafe {
-            libc::open(root_c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+            libc::open(
+                root_c.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
         })
         .map_err(io_at(rel))?;
         // SAFETY: a fresh descriptor nobody else owns.
@@ -218,7 +219,12 @@ mod imp {
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: a valid directory fd, a NUL-terminated name and a live `stat`.
         let exists = unsafe {
-            libc::fstatat(dir.as_raw_fd(), name_c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW)
+            libc::fstatat(
+                dir.as_raw_fd(),
+                name_c.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
         } == 0;
         let mode = if exists {
             match st.st_mode & libc::S_IFMT {
@@ -253,7 +259,12 @@ mod imp {
             file.sync_all()?;
             // SAFETY: valid directory fds and NUL-terminated names.
             check(unsafe {
-                libc::renameat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name_c.as_ptr())
+                libc::renameat(
+                    dir.as_raw_fd(),
+                    tmp.as_ptr(),
+                    dir.as_raw_fd(),
+                    name_c.as_ptr(),
+                )
             })?;
             // SAFETY: a valid fd.
             unsafe { libc::fsync(dir.as_raw_fd()) };
@@ -383,7 +394,9 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 1, "no temporary file is left: {names:?}");
-        let err = root.write(Path::new("missing/x.md"), b"x", false).unwrap_err();
+        let err = root
+            .write(Path::new("missing/x.md"), b"x", false)
+            .unwrap_err();
         assert!(matches!(err, WriteError::Io { .. }), "{err}");
     }
 
@@ -403,13 +416,30 @@ mod tests {
             let err = root.write(Path::new(rel), b"PWNED", true).unwrap_err();
             assert!(matches!(err, WriteError::Escapes { .. }), "{rel}: {err}");
         }
-        let err = root.write(Path::new("link.md"), b"PWNED", false).unwrap_err();
+        let err = root
+            .write(Path::new("link.md"), b"PWNED", false)
+            .unwrap_err();
         assert!(
-            matches!(err, WriteError::NotRegular { kind: "symlink", .. }),
+            matches!(
+                err,
+                WriteError::NotRegular {
+                    kind: "symlink",
+                    ..
+                }
+            ),
             "{err}"
         );
-        assert_eq!(fs::read_to_string(outside.join("victim.md")).unwrap(), "KEEP");
-        assert!(pack.join("link.md").symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(
+            fs::read_to_string(outside.join("victim.md")).unwrap(),
+            "KEEP"
+        );
+        assert!(
+            pack.join("link.md")
+                .symlink_metadata()
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
     }
 
     #[cfg(unix)]
@@ -421,7 +451,10 @@ mod tests {
         fs::set_permissions(tmp.path().join("a.md"), fs::Permissions::from_mode(0o600)).unwrap();
         let root = WriteRoot::new(tmp.path(), false).unwrap();
         root.write(Path::new("a.md"), b"y", false).unwrap();
-        let mode = fs::metadata(tmp.path().join("a.md")).unwrap().permissions().mode();
+        let mode = fs::metadata(tmp.path().join("a.md"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
     }
 }
