@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 pub use super::files::TeamFiles;
 use super::limits::{self, MAX_CHARTER_CHARS, MAX_MEMBERS};
+pub use super::origin::{Skipped, SkippedWhat, TeamFormat, TeamSource};
 use crate::engine::{Mode, str_enum};
 use crate::trust::read::{MAX_FILE_BYTES, ReadError, cap_chars, read_bounded};
 
@@ -66,86 +67,6 @@ str_enum!(
         Full = "full",
     }
 );
-
-/// The format a team was read from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TeamFormat {
-    /// A `.crewbox/teams/NAME.toml` file (or the user's).
-    #[default]
-    Crewbox,
-    /// A Squad pack in `.squad/`.
-    Squad,
-    /// A Squad pack in the legacy `.ai-team/`.
-    SquadLegacy,
-    /// Claude Code subagents (`.claude/agents/`, `~/.claude/agents/`).
-    Claude,
-}
-
-impl TeamFormat {
-    /// `crewbox`, `squad`, `squad-legacy` or `claude`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Crewbox => "crewbox",
-            Self::Squad => "squad",
-            Self::SquadLegacy => "squad-legacy",
-            Self::Claude => "claude",
-        }
-    }
-
-    /// Whether the team was imported from another tool's files.
-    pub fn is_pack(self) -> bool {
-        self != Self::Crewbox
-    }
-}
-
-impl std::fmt::Display for TeamFormat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A roster row or file that did not become a member, and why.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Skipped {
-    /// The row's name, or the file.
-    #[serde(flatten)]
-    pub what: SkippedWhat,
-    /// Why it is not a member.
-    pub reason: String,
-}
-
-/// What was skipped: a roster row by its name, or a file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SkippedWhat {
-    /// A roster row, by the name it shows.
-    Name(String),
-    /// A file.
-    File(PathBuf),
-}
-
-/// Where a team definition came from; later sources override earlier ones by name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TeamSource {
-    /// Shipped with crewbox.
-    Builtin,
-    /// `$XDG_CONFIG_HOME/crewbox/teams/`, this file.
-    User(PathBuf),
-    /// The repository's `.crewbox/teams/`, this file.
-    Repo(PathBuf),
-}
-
-impl TeamSource {
-    /// Precedence rank: built-in < user < repo.
-    pub(super) fn rank(&self) -> u8 {
-        match self {
-            Self::Builtin => 0,
-            Self::User(_) => 1,
-            Self::Repo(_) => 2,
-        }
-    }
-}
 
 /// A checked team with charters resolved.
 #[derive(Clone, Debug, PartialEq)]

@@ -12,6 +12,7 @@ pub mod file;
 pub mod files;
 pub mod limits;
 pub mod load;
+pub mod origin;
 pub mod pack;
 
 pub use export::{ExportError, ExportFormat, ExportReport, export};
@@ -23,29 +24,8 @@ pub use file::{
 pub use limits::TeamPolicy;
 pub use load::{Discovered, PackNote, discover, merge_layers};
 
-use std::path::Path;
-
 /// The control-message target of team `name` (`crewbox send --team`): its running
 /// reflect loop reads messages sent there at the start of its next iteration.
 pub fn message_target(name: &str) -> String {
     format!("team:{}", name.to_ascii_lowercase())
-}
-
-impl TeamSource {
-    /// The file the team came from (none for built-in teams).
-    pub fn path(&self) -> Option<&Path> {
-        match self {
-            Self::Builtin => None,
-            Self::User(p) | Self::Repo(p) => Some(p),
-        }
-    }
-
-    /// `builtin`, `user` or `repo`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::Builtin => "builtin",
-            Self::User(_) => "user",
-            Self::Repo(_) => "repo",
-        }
-    }
 }

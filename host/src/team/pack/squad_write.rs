@@ -32,8 +32,6 @@ pub struct FileWrite {
     pub rel: PathBuf,
     /// Its new bytes.
     pub bytes: Vec<u8>,
-    /// Whether it exists now.
-    pub replaces: bool,
 }
 
 /// What an export to Squad would do.
@@ -102,10 +100,9 @@ pub fn plan(team: &Team, pack: Option<&SquadPack>, rel: &Path) -> Result<Plan, S
                 plan.writes.push(FileWrite {
                     rel: charter_rel,
                     bytes: with_final_newline(c, "\n").into_bytes(),
-                    replaces: false,
                 });
             }
-            new_rows.push(new_row(&roster, m, &style, eol));
+            new_rows.push(new_row(&roster, m, &style));
             continue;
         };
         if row.name.is_none() {
@@ -170,7 +167,6 @@ pub fn plan(team: &Team, pack: Option<&SquadPack>, rel: &Path) -> Result<Plan, S
                 plan.writes.push(FileWrite {
                     rel: charter_rel,
                     bytes: body.into_bytes(),
-                    replaces: old.is_some(),
                 });
             }
             (None, Some(_)) => plan.notes.push(format!(
@@ -224,7 +220,6 @@ pub fn plan(team: &Team, pack: Option<&SquadPack>, rel: &Path) -> Result<Plan, S
             plan.writes.push(FileWrite {
                 rel: PathBuf::from("team.md"),
                 bytes: out.into_bytes(),
-                replaces: true,
             });
         }
     }
@@ -301,7 +296,7 @@ fn style_of(roster: &Roster, text: &str, rel: &Path) -> CellStyle {
     }
 }
 
-fn new_row(roster: &Roster, m: &Member, style: &CellStyle, _eol: &str) -> String {
+fn new_row(roster: &Roster, m: &Member, style: &CellStyle) -> String {
     let path = format!("{}agents/{}/charter.md", style.prefix, m.name);
     let charter = if style.link {
         format!("[{path}]({path})")
@@ -346,7 +341,6 @@ fn plan_new(team: &Team, rel: &Path) -> Result<Plan, String> {
             plan.writes.push(FileWrite {
                 rel: charter_rel.clone(),
                 bytes: with_final_newline(c, "\n").into_bytes(),
-                replaces: false,
             });
         }
         md.push_str(&format!(
@@ -360,7 +354,6 @@ fn plan_new(team: &Team, rel: &Path) -> Result<Plan, String> {
     plan.writes.push(FileWrite {
         rel: PathBuf::from("team.md"),
         bytes: md.into_bytes(),
-        replaces: false,
     });
     Ok(plan)
 }
