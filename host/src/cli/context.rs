@@ -64,6 +64,7 @@ impl Context {
         let root = g.repo_root()?;
         let (trust, trust_error) = Trust::of(&root);
         let mut config = Config::load(root.path(), trust)?;
+        config.pack_grant = crate::trust::pack_grant(&root);
         // Every configured key is masked at every sink, used by this command or not.
         crate::provider::config::register_secrets(&config.providers, &|v| std::env::var(v).ok());
         let base = match (&g.state_dir, &config.state_dir) {

@@ -65,6 +65,9 @@ pub struct RunArgs {
     /// host's loopback); `[sandbox] network` in your config does the same for every run.
     #[arg(long)]
     pub network: bool,
+    /// Make every agent read-only (no write, no exec), whatever its team or pack asks.
+    #[arg(long)]
+    pub read_only: bool,
     /// Print one JSON object (the run report) and no progress.
     #[arg(long)]
     pub json: bool,
@@ -113,6 +116,7 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
         team: args.team,
         max_iterations: Some(args.max_iterations),
         network: args.network,
+        read_only: args.read_only,
     };
     let report = match drive(&engine, &shutdown, args.json, engine.run(req)).await? {
         Ok(report) => report,

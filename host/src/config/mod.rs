@@ -103,6 +103,13 @@ pub struct Config {
     pub sandbox: crate::sandbox::SandboxConfig,
     /// Grants to plugin files (user config only).
     pub plugin_grants: Vec<crate::plugin::UserGrant>,
+    /// `[packs] max_access`: the ceiling of imported packs in every trusted repository.
+    pub pack_access: crate::team::Access,
+    /// This repository's own pack ceiling from its trust record
+    /// (`crewbox trust --pack-access`), which wins over `pack_access`.
+    pub pack_grant: Option<crate::team::Access>,
+    /// `[packs.models]`: the user's model aliases for packs (lowercase keys).
+    pub pack_models: BTreeMap<String, String>,
 }
 
 impl Default for Config {
@@ -128,6 +135,9 @@ impl Default for Config {
             trust: Trust::Untrusted,
             sandbox: crate::sandbox::SandboxConfig::default(),
             plugin_grants: Vec::new(),
+            pack_access: crate::team::Access::ReadOnly,
+            pack_grant: None,
+            pack_models: BTreeMap::new(),
         }
     }
 }
@@ -165,7 +175,17 @@ impl Config {
         crate::team::TeamPolicy {
             trust: self.trust,
             providers: self.providers.keys().cloned().collect(),
+            pack_access: self.effective_pack_access(),
         }
+    }
+
+    /// The ceiling of this repository's imported packs: its trust record's, else the
+    /// user's `[packs] max_access`; read-only for an untrusted repository.
+    pub fn effective_pack_access(&self) -> crate::team::Access {
+        if !self.trust.is_trusted() {
+            return crate::team::Access::ReadOnly;
+        }
+        self.pack_grant.unwrap_or(self.pack_access)
     }
 
     /// Loads the user's config, then — if the user trusts the repository at
@@ -258,6 +278,12 @@ impl Config {
         }
         if let Some(n) = f.dispatch_history {
             self.dispatch_history = n.max(1);
+        }
+        if let Some(a) = f.packs.max_access {
+            self.pack_access = a;
+        }
+        for (alias, id) in f.packs.models {
+            self.pack_models.insert(alias.to_ascii_lowercase(), id);
         }
         for (name, p) in f.providers {
             self.provider_dirs.insert(name.clone(), dir.clone());

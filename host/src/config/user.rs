@@ -43,6 +43,9 @@ pub struct ConfigFile {
     pub sandbox: Option<SandboxSetting>,
     /// Plugin grants (they widen access, so only the user's own config has them).
     pub plugins: Option<PluginsFile>,
+    /// What imported role packs (Squad, Claude Code subagents) may do.
+    #[serde(default)]
+    pub packs: PackFile,
 }
 
 /// `[plugins]` of the user's config.
@@ -75,6 +78,18 @@ pub struct ModelGrantFile {
     pub max_tokens: u64,
     /// Seconds of waiting on the model per call.
     pub timeout_s: u64,
+}
+
+/// `[packs]`: the ceiling of imported repository packs.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackFile {
+    /// The most a member of a trusted repository's Squad or Claude pack may do
+    /// (`read-only`, the default, or `full`).
+    pub max_access: Option<crate::team::Access>,
+    /// Model aliases packs use (`sonnet = "claude-sonnet-4-5"`), over the built-in ones.
+    #[serde(default)]
+    pub models: BTreeMap<String, String>,
 }
 
 /// The line (1-based) of byte offset `at` in `text`.

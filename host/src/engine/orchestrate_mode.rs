@@ -190,12 +190,7 @@ impl Engine {
             let Some(m) = team.member(worker) else {
                 continue;
             };
-            let prompt = worker_prompt(
-                m.charter.as_deref(),
-                team.shared_context.as_deref(),
-                &ctx.req.prompt,
-                task,
-            );
+            let prompt = worker_prompt(team.shared_context.as_deref(), &ctx.req.prompt, task);
             items.push(GroupItem {
                 key: format!("{}worker/{}", input.prefix, m.name.to_ascii_lowercase()),
                 spec: self.member_spec(ctx, tc, m, &prompt),

@@ -149,6 +149,10 @@ pub struct RunRequest {
     /// cannot ask for it).
     #[serde(default)]
     pub network: bool,
+    /// Every agent of the run is read-only (no write, no exec), whatever its team,
+    /// pack or mode asks for.
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 /// The stored, resumable description of a run: never secrets, only names.
@@ -249,6 +253,12 @@ impl Engine {
         task: &str,
         caps: CapSet,
     ) -> AgentSpec {
+        // A run-level read-only limit lowers every agent's tools again.
+        let caps = if ctx.req.read_only {
+            caps.intersection(CapSet::read_only())
+        } else {
+            caps
+        };
         AgentSpec {
             id: AgentId::new(),
             run_id: ctx.run_id.clone(),

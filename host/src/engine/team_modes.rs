@@ -110,12 +110,25 @@ impl Engine {
             };
             self.provider(&sub).map(|(_, p)| p)
         };
+        // A pack's model (`sonnet`, `claude-sonnet-4.6`) is used when the provider can
+        // serve it; otherwise the provider's default, with a warning.
+        let env = |var: &str| std::env::var(var).ok();
+        let run_config = self
+            .config
+            .choose_provider(req.provider.as_deref(), None, &env)
+            .ok()
+            .map(|c| c.config);
         let mut providers = HashMap::new();
         for m in &team.members {
-            providers.insert(
-                m.name.clone(),
-                build(m.provider.as_ref(), m.model.as_ref())?,
-            );
+            let model = match (&m.model, &run_config) {
+                (Some(declared), Some(cfg)) if team.format.is_pack() && req.script.is_none() => {
+                    crate::team::pack::models::resolve(declared, cfg, &self.config.pack_models)
+                        .map_err(|why| tracing::warn!(team = %team.name, member = %m.name, "{why}"))
+                        .ok()
+                }
+                _ => m.model.clone(),
+            };
+            providers.insert(m.name.clone(), build(m.provider.as_ref(), model.as_ref())?);
         }
         let orchestrator = match &team.orchestrator {
             Some(o) => build(o.provider.as_ref(), o.model.as_ref())?,
@@ -156,6 +169,22 @@ impl Engine {
     ) -> AgentSpec {
         let mut spec = self.agent_spec(ctx, &m.name, &m.role, task, caps_for(m.access));
         spec.provider = tc.provider(&m.name, &ctx.provider);
+        // The charter is the member's system prompt, naming the file it came from.
+        let from = m.file.as_deref().map(|f| {
+            f.strip_prefix(&self.repo)
+                .unwrap_or(f)
+                .display()
+                .to_string()
+        });
+        spec.system_prompt
+            .push_str(&super::orchestrate::charter_section(
+                m.charter.as_deref(),
+                from.as_deref(),
+            ));
+        // A definition may lower the turn limit, never raise it.
+        if let Some(n) = m.max_turns {
+            spec.quotas.max_turns = spec.quotas.max_turns.min(n);
+        }
         spec
     }
 
@@ -314,7 +343,6 @@ impl Engine {
                 let prompt = broadcast_prompt(
                     &info(m),
                     &others,
-                    m.charter.as_deref(),
                     team.shared_context.as_deref(),
                     &ctx.req.prompt,
                 );
@@ -351,7 +379,6 @@ impl Engine {
                 .collect();
             let prompt = sequential_prompt(
                 &info(m),
-                m.charter.as_deref(),
                 team.shared_context.as_deref(),
                 &ctx.req.prompt,
                 &earlier,

@@ -4,8 +4,11 @@
 //! - a repository is **untrusted** until the user runs `crewbox trust` in it (recorded
 //!   outside the repository, see [`store`]); an untrusted repository's
 //!   `.crewbox/config.toml` and `.crewbox/plugins/` are ignored entirely, and its teams
-//!   load as prompts only: every member read-only, no provider, model or validator
-//!   chosen by the repository;
+//!   (team files and imported packs) load as prompts only: every member read-only, no
+//!   provider, model or validator chosen by the repository;
+//! - a trusted repository's imported packs (`.squad/`, `.claude/agents/`) stay
+//!   read-only until the user raises their ceiling ([`pack_grant`], `[packs]` in the
+//!   user's config);
 //! - even a **trusted** repository sets only what [`rules::REPO_KEYS`] allows: it may
 //!   select the user's providers by name, lower quotas and define teams, validators and
 //!   a dispatcher, never define providers, move the state directory or widen grants;
@@ -61,6 +64,17 @@ impl Trust {
     }
 }
 
+/// The ceiling the user set for `root`'s imported packs with `crewbox trust
+/// --pack-access` (None: not set, not trusted, or the store is unreadable).
+pub fn pack_grant(root: &RepoRoot) -> Option<crate::team::Access> {
+    TrustStore::user()
+        .ok()?
+        .get(root.path())
+        .ok()
+        .flatten()?
+        .pack_access
+}
+
 /// The repository's own `.crewbox/` files, relative to its root.
 pub const REPO_CONFIG: &str = ".crewbox/config.toml";
 /// The repository's team directory.
@@ -81,6 +95,15 @@ pub fn untrusted_effects(root: &Path) -> Vec<&'static str> {
     }
     if exists(REPO_TEAMS) {
         out.push(".crewbox/teams/ (members read-only)");
+    }
+    for (pack, effect) in [
+        (".squad/team.md", ".squad/ (members read-only)"),
+        (".ai-team/team.md", ".ai-team/ (members read-only)"),
+        (".claude/agents", ".claude/agents/ (members read-only)"),
+    ] {
+        if exists(pack) {
+            out.push(effect);
+        }
     }
     out
 }

@@ -14,6 +14,7 @@ mod cli_observe;
 mod criteria_judge;
 mod daemon;
 mod modes;
+mod packs;
 mod plugin_cli;
 mod plugin_hostile;
 mod plugin_limits;

@@ -13,8 +13,8 @@ pub use eval::{
 pub use parse::{Assignments, parse_assignments};
 pub use prompts::{
     EarlierReply, PlanningInput, WorkerInfo, WorkerResult, WorkerStatus, broadcast_prompt,
-    evaluator_prompt, nudge_prompt, planning_prompt, self_evaluation_prompt, sequential_prompt,
-    synthesis_prompt, worker_prompt,
+    charter_section, evaluator_prompt, nudge_prompt, planning_prompt, self_evaluation_prompt,
+    sequential_prompt, synthesis_prompt, worker_prompt,
 };
 pub use reflect::{
     ErrorBudget, IterationOutcome, ReflectAction, ReflectConfig, ReflectLoop, StallDetector,
