@@ -74,6 +74,7 @@ fn spec(run: &RunId, workspace: &std::path::Path, provider: Arc<dyn Provider>) -
         quotas: Quotas::default(),
         provider,
         prices: None,
+        network: false,
     }
 }
 

@@ -137,6 +137,7 @@ async fn manager_baseline(state: &Path, workspace: &Path) -> (f64, f64) {
                 quotas: Quotas::default(),
                 provider: provider.clone(),
                 prices: None,
+                network: false,
             };
             handles.push(manager.spawn(spec, SpawnOptions::default()).await.unwrap());
         }

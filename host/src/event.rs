@@ -354,6 +354,18 @@ pub enum ValidationStatus {
     Skipped,
 }
 
+impl ValidationStatus {
+    /// Whether the agent's work may count as a result: validation passed, or there was
+    /// none. Every mode decides with this (a failed or faulted validation never ends a
+    /// run as goal-met).
+    pub fn accepts(self) -> bool {
+        match self {
+            Self::Passed | Self::Skipped => true,
+            Self::ValidationFailed | Self::Faulted => false,
+        }
+    }
+}
+
 /// What one validator said in one round.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
@@ -387,6 +399,10 @@ pub struct RoundResult {
     pub round: u32,
     /// The validator's name.
     pub validator: String,
+    /// Where it came from (`builtin`, `file:PATH`, …): a file named like a built-in is
+    /// told apart by this (empty in events of older versions).
+    #[serde(default)]
+    pub source: String,
     /// What it said.
     #[serde(flatten)]
     pub outcome: VerdictOutcome,
@@ -591,6 +607,7 @@ mod tests {
         let verdict = Event::ValidatorVerdict(RoundResult {
             round: 0,
             validator: "v".into(),
+            source: "builtin".into(),
             outcome: VerdictOutcome::Error {
                 message: "m".into(),
             },

@@ -42,6 +42,7 @@ pub(crate) mod process;
 pub(crate) mod provider;
 pub(crate) mod redact;
 mod repository;
+pub(crate) mod sandbox;
 pub(crate) mod schedule;
 pub(crate) mod store;
 pub(crate) mod team;
@@ -134,6 +135,10 @@ pub mod unstable {
     /// Masking of secrets at every sink.
     pub mod redact {
         pub use crate::redact::*;
+    }
+    /// The process sandbox agents' commands run in.
+    pub mod sandbox {
+        pub use crate::sandbox::*;
     }
     /// Scheduled jobs and the daemon.
     pub mod schedule {

@@ -9,10 +9,17 @@ mod cli;
 
 use crewbox::handoff;
 use crewbox::unstable::{
-    config, engine, ids, observe, paths, plugin, provider, redact, schedule, store, team, trust,
-    worktree,
+    config, engine, ids, observe, paths, plugin, provider, redact, sandbox, schedule, store, team,
+    trust, worktree,
 };
 
 fn main() -> std::process::ExitCode {
+    // First: when started as the sandbox helper, this runs it and never returns.
+    #[cfg(target_os = "linux")]
+    crewbox::unstable::sandbox::helper::run_if_helper();
+    // The plugin compiler child (`Compiler::Child`), before any parsing.
+    if let Some(code) = crewbox::unstable::plugin::compiler_main() {
+        return code;
+    }
     cli::main()
 }

@@ -12,6 +12,8 @@ use crate::config::{Config, ConfigError, Source};
 use crate::engine::{Engine, EngineError, RunReport};
 use crate::event::EventRecord;
 use crate::ids::RunId;
+use crate::sandbox::layout::HostPaths;
+use crate::sandbox::{Helper, Sandbox, SandboxError, SandboxMode, SandboxOptions};
 use crate::store::{AgentCounts, RunRecord, Store, StoreError};
 use crate::trust::{RepoRoot, Trust};
 
@@ -86,6 +88,7 @@ impl Repository {
         })?;
         let (trust, trust_error) = Trust::of(&root);
         let mut config = Config::load(root.path(), trust)?;
+        config.pack_grant = crate::trust::pack_grant(&root);
         crate::provider::config::register_secrets(&config.providers, &|v| std::env::var(v).ok());
         let base = match (state_base, &config.state_dir) {
             (Some(d), _) => {
@@ -163,17 +166,64 @@ impl Repository {
 
     /// Opens the engine that runs requests here (creating the store, which must belong
     /// to this repository). Orphaned worktrees of killed processes are pruned first.
-    /// Runs in flight are left resumable when `shutdown` is cancelled.
+    /// Runs in flight are left resumable when `shutdown` is cancelled. Agents' commands
+    /// run in the process sandbox the user's config describes; a program whose `main`
+    /// does not start crewbox's sandbox helper gets every command refused instead.
     pub async fn engine(&self, shutdown: CancellationToken) -> Result<Engine, EngineError> {
         let store = self.open_store().map_err(EngineError::Store)?;
+        let sandbox = self.sandbox()?;
         Engine::open(
             self.repo.clone(),
             store,
+            sandbox,
             &self.worktrees_dir(),
             self.config.clone(),
             shutdown,
         )
         .await
+    }
+
+    /// The process sandbox for agents' commands, from the user's config (unstable: for
+    /// crewbox's own commands). Where this process cannot be the sandbox helper (its
+    /// `main` does not call it) and the sandbox is on, commands are refused: fail
+    /// closed.
+    #[doc(hidden)]
+    pub fn sandbox(&self) -> Result<Sandbox, SandboxError> {
+        let config = self.config.sandbox.clone();
+        if config.mode == SandboxMode::On && !sandbox_helper_installed() {
+            tracing::warn!(
+                "this process cannot run the sandbox helper: agent commands are refused"
+            );
+            return Ok(Sandbox::missing());
+        }
+        let user_config = crate::config::user_config_path();
+        Sandbox::new(SandboxOptions {
+            config,
+            helper: Helper::CurrentExe,
+            paths: HostPaths {
+                // Every repository's state, not only this one's, stays hidden.
+                state_base: self
+                    .config
+                    .state_dir
+                    .as_deref()
+                    .and_then(|b| std::path::absolute(b).ok()),
+                ..HostPaths::from_env(
+                    &self.state_dir,
+                    user_config
+                        .as_ref()
+                        .and_then(|p| p.parent())
+                        .map(Path::to_owned),
+                )
+            },
+            key_vars: self
+                .config
+                .providers
+                .values()
+                .flat_map(|p| p.secret_vars())
+                .map(str::to_owned)
+                .collect(),
+            user_config,
+        })
     }
 
     /// The `limit` newest runs and the agent counts. Works while another process runs.
@@ -248,5 +298,17 @@ impl EventLog {
     /// The run with this id or unique id prefix, if any.
     pub async fn find_run(&self, id_or_prefix: &str) -> Result<Option<RunId>, StoreError> {
         Ok(self.0.find_run(id_or_prefix).await?.map(|r| r.id))
+    }
+}
+
+/// Whether this process's `main` starts crewbox's sandbox helper.
+fn sandbox_helper_installed() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        crate::sandbox::helper::entry_installed()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
     }
 }

@@ -84,6 +84,8 @@ struct Inner {
     live: Mutex<HashMap<AgentId, Live>>,
     /// Runs driven here, cancelled by a stop aimed at the run.
     runs: Mutex<HashMap<RunId, CancellationToken>>,
+    /// Where agents' processes run.
+    sandbox: crate::sandbox::Sandbox,
 }
 
 /// Runs agents. Cheap to clone.
@@ -93,8 +95,24 @@ pub struct Manager {
 }
 
 impl Manager {
-    /// A manager running at most `max_concurrent` agents at once.
+    /// A manager running at most `max_concurrent` agents at once. Its agents' commands
+    /// are refused (no sandbox: fail closed); see [`Manager::sandboxed`].
     pub fn new(store: Store, tools: Arc<ToolRegistry>, max_concurrent: usize) -> Self {
+        Self::sandboxed(
+            store,
+            tools,
+            max_concurrent,
+            crate::sandbox::Sandbox::missing(),
+        )
+    }
+
+    /// A manager whose agents' processes run in `sandbox`.
+    pub fn sandboxed(
+        store: Store,
+        tools: Arc<ToolRegistry>,
+        max_concurrent: usize,
+        sandbox: crate::sandbox::Sandbox,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -102,8 +120,14 @@ impl Manager {
                 slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
                 live: Mutex::new(HashMap::new()),
                 runs: Mutex::new(HashMap::new()),
+                sandbox,
             }),
         }
+    }
+
+    /// Where its agents' processes run.
+    pub fn sandbox(&self) -> &crate::sandbox::Sandbox {
+        &self.inner.sandbox
     }
 
     /// The store facts go to.
@@ -222,12 +246,20 @@ impl Manager {
                 reason: None,
             },
         );
+        // Registered for every agent: the `command` provider finds it by the agent's id.
+        let sandbox = self.inner.sandbox.agent(crate::sandbox::AgentScope {
+            id: spec.id.to_string(),
+            workspace: Some(spec.workspace.clone()),
+            writable: spec.perms.caps.contains(Capability::Write),
+            network: spec.network,
+        });
         let env = RunnerEnv {
             store: store.clone(),
             tools: self.inner.tools.clone(),
             spawner: Some(Arc::new(ChildSpawner {
                 manager: Arc::downgrade(&self.inner),
             }) as Arc<dyn Spawner>),
+            sandbox: Some(sandbox),
         };
         let messages = opts
             .history

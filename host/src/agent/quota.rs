@@ -98,6 +98,13 @@ impl Budget {
         }
     }
 
+    /// Whether sending a request of about `input` tokens would break the token budget:
+    /// checked before the request goes out, so an oversized prompt is never sent.
+    pub fn refuses_request(&self, input: u64) -> Option<Exceeded> {
+        let spent = self.stats.tokens_in + self.stats.tokens_out;
+        (spent.saturating_add(input) > self.quotas.max_tokens).then_some(Exceeded::Tokens)
+    }
+
     /// Charges one tool call, or refuses it when the budget is used up.
     pub fn charge_tool_call(&mut self) -> Result<(), Exceeded> {
         if self.stats.tool_calls >= self.quotas.max_tool_calls {
@@ -130,6 +137,19 @@ mod tests {
         assert_eq!(b.gate(3), TurnGate::Continue);
         assert_eq!(b.gate(4), TurnGate::WrapUp);
         assert_eq!(b.gate(5), TurnGate::Stop);
+    }
+
+    #[test]
+    fn a_request_over_the_token_budget_is_refused_before_it_is_sent() {
+        let mut b = Budget::new(quotas(), None);
+        assert_eq!(b.refuses_request(100), None);
+        assert_eq!(b.refuses_request(101), Some(Exceeded::Tokens));
+        b.charge_usage(Usage {
+            input: 30,
+            output: 20,
+        });
+        assert_eq!(b.refuses_request(50), None);
+        assert_eq!(b.refuses_request(51), Some(Exceeded::Tokens));
     }
 
     #[test]

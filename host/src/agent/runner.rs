@@ -126,6 +126,9 @@ pub struct AgentSpec {
     pub provider: Arc<dyn Provider>,
     /// Prices for the cost budget.
     pub prices: Option<Prices>,
+    /// Whether its commands share the host's network (granted by the user's config or
+    /// command line, never by a repository).
+    pub network: bool,
 }
 
 /// How an agent ended.
@@ -165,6 +168,8 @@ pub struct RunnerEnv {
     pub tools: Arc<ToolRegistry>,
     /// For `spawn_agent` (only used when the agent holds `spawn`).
     pub spawner: Option<Arc<dyn Spawner>>,
+    /// The agent's process sandbox (only offered to tools when it holds `exec`).
+    pub sandbox: Option<Arc<crate::sandbox::AgentSandbox>>,
 }
 
 fn cap(text: &str) -> String {
@@ -327,6 +332,13 @@ impl TurnLoop<'_> {
         let dropped = compaction::compact(&mut self.messages, q.context_tokens, q.keep_turns);
         if dropped > 0 {
             self.log(Event::AgentCompacted { dropped });
+        }
+        // [plugin helper, issue 13] A request that cannot fit the token budget is not sent.
+        if let Some(exceeded) = self
+            .budget
+            .refuses_request(compaction::estimate(&self.messages))
+        {
+            return Step::Fail(Failure::budget(exceeded));
         }
         let request = CompletionRequest {
             agent: AgentLabel {
@@ -498,6 +510,11 @@ impl TurnLoop<'_> {
                 .spawner
                 .clone()
                 .filter(|_| spec.perms.caps.contains(crate::tool::Capability::Spawn)),
+            sandbox: self
+                .env
+                .sandbox
+                .clone()
+                .filter(|_| spec.perms.caps.contains(crate::tool::Capability::Exec)),
         };
         let mut finish = None;
         for (i, call) in calls.iter().enumerate() {

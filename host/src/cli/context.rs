@@ -77,3 +77,16 @@ pub fn announce(ctx: &Context, machine_output: bool) {
         tracing::debug!(error = %e, "could not remember the trust notice");
     }
 }
+
+/// Opens the engine for commands that run agents, saying on stderr when agents'
+/// commands run without the process sandbox (the user turned it off).
+pub async fn engine(
+    ctx: &Context,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<crewbox::Engine> {
+    let engine = ctx.engine(shutdown).await?;
+    if engine.sandbox().is_off() {
+        eprintln!("crewbox: {}", engine.sandbox().off_warning());
+    }
+    Ok(engine)
+}

@@ -14,7 +14,7 @@ pub struct DaemonArgs {}
 /// runs in flight; a second one exits at once.
 pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
     // Never cancelled on the first signal: runs in flight are allowed to finish.
-    let engine = ctx.engine(CancellationToken::new()).await?;
+    let engine = super::context::engine(&ctx, CancellationToken::new()).await?;
     let stop = CancellationToken::new();
     let signals = tokio::spawn(watch_signals(stop.clone()));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<FireNotice>();

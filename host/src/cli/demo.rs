@@ -78,7 +78,7 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
         .insert(SCRIPTED.into(), ProviderConfig::demo_scripted());
     let ctx = Context::with_config(repo.clone(), state_dir, config);
     let shutdown = CancellationToken::new();
-    let engine = ctx.engine(shutdown.clone()).await?;
+    let engine = super::context::engine(&ctx, shutdown.clone()).await?;
     let progress = (!args.json).then(|| progress::spawn(&engine, shutdown.child_token()));
     let req = RunRequest {
         prompt: DEMO_PROMPT.into(),

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use super::Exit;
-use super::plugin::{Found, resolve, runtime};
+use super::plugin::{resolve, runtime};
+use crate::plugin::discover::Found;
+use crate::plugin::text::escape;
 use crate::plugin::{DispatchRequest, Grants, Mode, PluginKind};
 
 /// `crewbox dispatch …`.
@@ -44,15 +46,25 @@ pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
     } = args.command;
     let spec = plugin.map_or_else(|| "heuristic".to_owned(), |p| p.display().to_string());
     let lookup = spec.clone();
-    let Some(Found {
+    let found = match tokio::task::spawn_blocking(move || resolve(&lookup)).await? {
+        Ok(Some(found)) => found,
+        Ok(None) => {
+            eprintln!(
+                "no dispatcher `{}`: not a file, a built-in or a discovered plugin",
+                escape(&spec)
+            );
+            return Ok(Exit::Usage);
+        }
+        Err(e) => {
+            eprintln!("{}", escape(&format!("{e:#}")));
+            return Ok(Exit::Usage);
+        }
+    };
+    let Found {
         name,
         source,
         bytes,
-    }) = tokio::task::spawn_blocking(move || resolve(&lookup)).await??
-    else {
-        eprintln!("no dispatcher `{spec}`: not a file, a built-in or a discovered plugin");
-        return Ok(Exit::Usage);
-    };
+    } = found;
     let rt = runtime()?;
     let plugin = match rt
         .load(
@@ -66,7 +78,7 @@ pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
     {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", escape(&e.to_string()));
             return Ok(Exit::Usage);
         }
     };
@@ -79,7 +91,7 @@ pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
     let d = match plugin.decide(&request).await {
         Ok(d) => d,
         Err(fault) => {
-            eprintln!("{fault}");
+            eprintln!("{}", escape(&fault.to_string()));
             return Ok(Exit::PluginFault);
         }
     };
@@ -99,16 +111,17 @@ pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
+        // The dispatcher's words, escaped: they must not drive the terminal.
         println!("mode:   {}", mode_name(d.mode));
-        println!("reason: {}", d.reason);
+        println!("reason: {}", escape(&d.reason));
         if let Some(n) = d.swarm_size {
             println!("swarm:  {n}");
         }
         for t in &d.tasks {
-            println!("task:   {t}");
+            println!("task:   {}", escape(t));
         }
         for s in &d.signals {
-            println!("signal: {} ({})", s.name, s.detail);
+            println!("signal: {} ({})", escape(&s.name), escape(&s.detail));
         }
     }
     Ok(Exit::Ok)

@@ -1,4 +1,5 @@
-//! `crewbox health`: the scheduler, circuit breakers, agents and the store at a glance.
+//! `crewbox health`: the scheduler, circuit breakers, agents, the process sandbox and
+//! the store at a glance.
 
 use chrono::DateTime;
 use serde_json::json;
@@ -39,6 +40,10 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
     let size = std::fs::metadata(store.path())
         .map(|m| m.len())
         .unwrap_or(0);
+    let sandbox = match ctx.sandbox() {
+        Ok(sandbox) => sandbox.probe().await,
+        Err(e) => crate::sandbox::ProbeReport::failed(e.to_string()),
+    };
     let report = json!({
         "scheduler": {
             "enabled": ctx.config().scheduling,
@@ -54,6 +59,7 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
         },
         "agents": { "running": counts.running, "queued": counts.queued },
         "runs": { "unfinished": unfinished, "interrupted": interrupted },
+        "sandbox": sandbox,
         "store": {
             "path": store.path(),
             "size_bytes": size,
@@ -100,6 +106,7 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
             ""
         }
     );
+    println!("sandbox: {}", sandbox.render_text());
     println!(
         "store: {} ({} bytes, schema v{})",
         store.path().display(),

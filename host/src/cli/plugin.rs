@@ -1,14 +1,15 @@
 //! `crewbox plugin list|inspect|check`: what plugins exist and whether they load.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use anyhow::Context as _;
 use serde::Serialize;
 
 use super::Exit;
-use crate::plugin::builtin::BUILTINS;
-use crate::plugin::{Grants, PluginKind, PluginRuntime, PluginSource, RuntimeConfig, Violation};
+use crate::plugin::discover::{self, Found};
+use crate::plugin::text::escape;
+use crate::plugin::{
+    Compiler, Grants, PluginKind, PluginRuntime, PluginSource, RuntimeConfig, UserGrant, Violation,
+};
 
 /// `crewbox plugin …`.
 #[derive(Debug, clap::Args)]
@@ -52,97 +53,46 @@ fn parse_kind(s: &str) -> Result<PluginKind, String> {
     PluginKind::parse(s).ok_or_else(|| format!("unknown kind `{s}` (dispatcher, validator, role)"))
 }
 
-/// A plugin found on disk or built in, not yet loaded.
-pub(crate) struct Found {
-    pub(crate) name: String,
-    pub(crate) source: PluginSource,
-    pub(crate) bytes: Arc<[u8]>,
-}
-
-/// `$XDG_CONFIG_HOME/crewbox/plugins`, else `$HOME/.config/crewbox/plugins`.
-fn user_plugin_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(base.join("crewbox").join("plugins"))
-}
-
-/// Built-ins, then repo plugins (`.crewbox/plugins/`, trusted repositories only), then
-/// user plugins. Blocking.
-pub(crate) fn discover() -> anyhow::Result<Vec<Found>> {
-    let mut found: Vec<Found> = BUILTINS
-        .iter()
-        .map(|b| Found {
-            name: b.name.to_owned(),
-            source: PluginSource::Builtin,
-            bytes: b.wasm.into(),
-        })
-        .collect();
-    // A repository's own plugins only when the user trusts it, read confined (`trust/`).
-    let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let (repo_plugins, refused) = crate::trust::repo_plugins(&cwd);
-    for e in refused {
-        eprintln!("crewbox: warning: repository plugin refused: {e}");
-    }
-    for (path, bytes) in repo_plugins {
-        found.push(Found {
-            name: path
-                .file_stem()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned(),
-            source: PluginSource::Repo(path),
-            bytes: bytes.into(),
-        });
-    }
-    if let Some(dir) = user_plugin_dir().filter(|d| d.is_dir()) {
-        let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .with_context(|| format!("reading {}", dir.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
-            .collect();
-        paths.sort();
-        for path in paths {
-            let bytes =
-                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-            let name = path
-                .file_stem()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            found.push(Found {
-                name,
-                source: PluginSource::User(path),
-                bytes: bytes.into(),
-            });
-        }
-    }
-    Ok(found)
-}
-
-/// Resolves `NAME|FILE`: an existing file path, else a built-in or discovered name. Blocking.
+/// Resolves `NAME|FILE` the way every plugin command does: an existing path, a
+/// built-in, or a repository or user plugin of that name. Only the one plugin named is
+/// read (regular files only, bounded). Blocking.
 pub(crate) fn resolve(spec: &str) -> anyhow::Result<Option<Found>> {
-    let path = Path::new(spec);
-    if path.is_file() {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let name = path
-            .file_stem()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        return Ok(Some(Found {
-            name,
-            source: PluginSource::File(path.to_owned()),
-            bytes: bytes.into(),
-        }));
-    }
-    Ok(discover()?.into_iter().find(|f| f.name == spec))
+    let max = crate::plugin::CompileLimits::default().max_component_bytes;
+    Ok(discover::resolve(
+        spec,
+        trusted_repo_root().as_deref(),
+        max,
+    )?)
 }
 
-/// A runtime with the default on-disk cache.
+/// The root of the repository around the current directory, if the user trusts it:
+/// only then are its `.crewbox/plugins` looked at.
+fn trusted_repo_root() -> Option<PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    let root = crate::trust::RepoRoot::discover(&cwd).ok()?;
+    crate::trust::Trust::of(&root)
+        .0
+        .is_trusted()
+        .then(|| root.path().to_owned())
+}
+
+/// The grants of the user's own config (`[plugins.grants.NAME]`). Blocking.
+pub(crate) fn user_grants() -> anyhow::Result<Vec<UserGrant>> {
+    Ok(crate::config::Config::load_user()?.plugin_grants)
+}
+
+/// The grants `found` gets, as a run would give them.
+pub(crate) fn grants(found: &Found, kind: PluginKind, user: &[UserGrant]) -> Grants {
+    crate::engine::grants_for(&found.name, &found.source, kind, &found.bytes, user)
+}
+
+/// A runtime with the default on-disk cache, compiling untrusted components in a
+/// limited child process (this binary).
 pub(crate) fn runtime() -> anyhow::Result<PluginRuntime> {
-    Ok(PluginRuntime::new(RuntimeConfig::default())?)
+    Ok(PluginRuntime::new(RuntimeConfig {
+        compiler: Compiler::this_program()?,
+        ..RuntimeConfig::default()
+    })?)
 }
 
 #[derive(Serialize)]
@@ -154,6 +104,9 @@ struct Listed {
     imports: Vec<String>,
     grants: Option<Grants>,
     violations: Vec<String>,
+    /// Why it could not be read or compiled, if so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -172,76 +125,113 @@ pub async fn run(args: PluginArgs) -> anyhow::Result<Exit> {
     tokio::task::spawn_blocking(move || run_blocking(args)).await?
 }
 
+/// One row of `plugin list`: every plugin is read (bounded) and checked on its own, so
+/// one unreadable file is a row with an error, not a failed command.
+fn list_row(rt: &PluginRuntime, c: discover::Candidate, user: &[UserGrant]) -> Listed {
+    let (name, source) = (c.name.clone(), c.source.clone());
+    let failed = |error: String| Listed {
+        name: name.clone(),
+        kind: None,
+        source: source.clone(),
+        imports: Vec::new(),
+        grants: None,
+        violations: Vec::new(),
+        error: Some(error),
+    };
+    let found = match c.read(rt.compile_limits().max_component_bytes) {
+        Ok(f) => f,
+        Err(e) => return failed(e.to_string()),
+    };
+    let info = match rt.inspect(&found.bytes) {
+        Ok(info) => info,
+        Err(e) => return failed(e.to_string()),
+    };
+    let grants = info.kind.map(|k| grants(&found, k, user));
+    let violations = rt
+        .check(
+            &found.name,
+            &found.bytes,
+            info.kind,
+            grants.as_ref().unwrap_or(&Grants::none()),
+        )
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    Listed {
+        name: found.name,
+        kind: info.kind,
+        source: found.source,
+        imports: info.imports,
+        grants,
+        violations,
+        error: None,
+    }
+}
+
+/// Reads a file named on the command line (regular files only, bounded).
+fn read_file(rt: &PluginRuntime, file: &Path) -> anyhow::Result<(String, Vec<u8>)> {
+    let bytes = crate::plugin::file::read_component(file, rt.compile_limits().max_component_bytes)?;
+    let name = file
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    Ok((name, bytes))
+}
+
 fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
     let rt = runtime()?;
+    let user = user_grants()?;
     match args.command {
         PluginCommand::List { json } => {
-            let mut rows = Vec::new();
-            for f in discover()? {
-                let (kind, imports) = match rt.inspect(&f.bytes) {
-                    Ok(info) => (info.kind, info.imports),
-                    Err(_) => (None, Vec::new()),
-                };
-                let grants = kind.map(|k| crate::engine::grants_for(&f.name, &f.source, k));
-                let violations = rt
-                    .check(
-                        &f.name,
-                        &f.bytes,
-                        kind,
-                        grants.as_ref().unwrap_or(&Grants::none()),
-                    )
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect();
-                rows.push(Listed {
-                    name: f.name,
-                    kind,
-                    source: f.source,
-                    imports,
-                    grants,
-                    violations,
-                });
-            }
+            let rows: Vec<Listed> = discover::candidates(trusted_repo_root().as_deref())
+                .into_iter()
+                .map(|c| list_row(&rt, c, &user))
+                .collect();
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
+                // Names and paths come from the repository: escaped.
                 for r in &rows {
                     let kind = r.kind.map_or("?", PluginKind::as_str);
-                    let imports: Vec<&str> = r
+                    let imports: Vec<String> = r
                         .imports
                         .iter()
-                        .map(String::as_str)
                         .filter(|i| i.starts_with("crewbox:"))
+                        .map(|i| escape(i).into_owned())
                         .collect();
                     println!(
                         "{:<24} {:<10} {:<40} {}",
-                        r.name,
+                        escape(&r.name),
                         kind,
-                        r.source.to_string(),
+                        escape(&r.source.to_string()),
                         imports.join(" ")
                     );
                     for v in &r.violations {
-                        println!("    ! {v}");
+                        println!("    ! {}", escape(v));
+                    }
+                    if let Some(e) = &r.error {
+                        println!("    ! {}", escape(e));
                     }
                 }
             }
             Ok(Exit::Ok)
         }
         PluginCommand::Inspect { file, json } => {
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let (name, bytes) = match read_file(&rt, &file) {
+                Ok(read) => read,
+                Err(e) => {
+                    eprintln!("{}", escape(&e.to_string()));
+                    return Ok(Exit::Usage);
+                }
+            };
             let info = match rt.inspect(&bytes) {
                 Ok(info) => info,
                 Err(e) => {
-                    eprintln!("{e}");
+                    eprintln!("{}", escape(&e.to_string()));
                     return Ok(Exit::CheckFailed);
                 }
             };
-            let name = file
-                .file_stem()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
             let grants = info.kind.map(Grants::defaults_for).unwrap_or_default();
             let violations = rt.check(&name, &bytes, None, &grants);
             let out = Inspected {
@@ -256,10 +246,17 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
+                let list = |items: &[String]| {
+                    items
+                        .iter()
+                        .map(|i| escape(i).into_owned())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
                 println!("kind:    {}", out.kind.map_or("none", PluginKind::as_str));
                 println!("size:    {} bytes", out.size);
-                println!("exports: {}", out.exports.join(", "));
-                println!("imports: {}", out.imports.join(", "));
+                println!("exports: {}", list(&out.exports));
+                println!("imports: {}", list(&out.imports));
                 println!(
                     "loads:   {}",
                     if out.loads {
@@ -269,35 +266,40 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                     }
                 );
                 for v in &out.violations {
-                    println!("  ! {v}");
+                    println!("  ! {}", escape(&v.to_string()));
                 }
             }
             Ok(Exit::Ok)
         }
         PluginCommand::Check { file, kind, json } => {
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-            let name = file
-                .file_stem()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
+            let (name, bytes) = match read_file(&rt, &file) {
+                Ok(read) => read,
+                Err(e) => {
+                    eprintln!("{}", escape(&e.to_string()));
+                    return Ok(Exit::Usage);
+                }
+            };
             let detected = rt.inspect(&bytes).ok().and_then(|i| i.kind);
+            let found = Found {
+                name: name.clone(),
+                source: PluginSource::File(file.clone()),
+                bytes: bytes.clone().into(),
+            };
             let grants = kind
                 .or(detected)
-                .map(Grants::defaults_for)
+                .map(|k| grants(&found, k, &user))
                 .unwrap_or_default();
-            let violations = rt.check(&name, &bytes, kind, &grants);
+            let violations = rt.check_fresh(&name, &bytes, kind, &grants);
             if json {
                 println!(
                     "{}",
                     serde_json::json!({ "ok": violations.is_empty(), "violations": violations })
                 );
             } else if violations.is_empty() {
-                println!("ok: `{name}` loads under the rules");
+                println!("ok: `{}` loads and links under the rules", escape(&name));
             } else {
                 for v in &violations {
-                    println!("{v}");
+                    println!("{}", escape(&v.to_string()));
                 }
             }
             Ok(if violations.is_empty() {

@@ -41,7 +41,7 @@ pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
         return Ok(nothing_to_resume(args.json));
     }
     let shutdown = CancellationToken::new();
-    let engine = ctx.engine(shutdown.clone()).await?;
+    let engine = super::context::engine(&ctx, shutdown.clone()).await?;
     let mut reports = Vec::with_capacity(runs.len());
     let mut exit = Exit::Ok;
     for run in runs {

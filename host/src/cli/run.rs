@@ -60,6 +60,13 @@ pub struct RunArgs {
     /// Reflect: most iterations of the loop.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub max_iterations: u32,
+    /// Let agents' commands use the network (by default they have none, not even the
+    /// host's loopback); `[sandbox] network` in your config does the same for every run.
+    #[arg(long)]
+    pub network: bool,
+    /// Make every agent read-only (no write, no exec), whatever its team or pack asks.
+    #[arg(long)]
+    pub read_only: bool,
     /// Print one JSON object (the run report) and no progress.
     #[arg(long)]
     pub json: bool,
@@ -85,7 +92,7 @@ pub fn parse_mode(s: &str) -> Result<ModeChoice, String> {
 /// Runs the prompt and prints the report.
 pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
     let shutdown = CancellationToken::new();
-    let engine = ctx.engine(shutdown.clone()).await?;
+    let engine = super::context::engine(&ctx, shutdown.clone()).await?;
     let req = RunRequest {
         prompt: args.prompt,
         mode: args.mode,
@@ -103,6 +110,8 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
         chain_depth: Some(args.chain_depth),
         team: args.team,
         max_iterations: Some(args.max_iterations),
+        network: args.network,
+        read_only: args.read_only,
     };
     let report = match drive(&engine, &shutdown, args.json, engine.run(req)).await? {
         Ok(report) => report,

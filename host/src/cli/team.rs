@@ -1,12 +1,14 @@
-//! `crewbox team list|show NAME`: the teams visible from this repository.
+//! `crewbox team list|show NAME|export NAME`: the teams visible from this repository
+//! (team files and imported packs), and writing one out.
 
 use std::io::Write;
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::cli::{Context, Exit};
-use crate::team::{Team, TeamSource, discover};
+use crate::team::{ExportFormat, Member, Team, TeamSource, discover, export};
 
 /// Arguments of `crewbox team`.
 #[derive(Debug, Clone, Args)]
@@ -19,16 +21,38 @@ pub struct TeamArgs {
 /// `crewbox team` subcommands.
 #[derive(Debug, Clone, Subcommand)]
 pub enum TeamCommand {
-    /// List the teams from `.crewbox/teams/` and `$XDG_CONFIG_HOME/crewbox/teams/`.
+    /// List the teams: `.crewbox/teams/`, `$XDG_CONFIG_HOME/crewbox/teams/`, and the
+    /// imported packs `.squad/` (or `.ai-team/`), `.claude/agents/` and
+    /// `~/.claude/agents/`.
     List {
         /// Print a JSON array instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// Show one team: mode, members and where it was defined.
+    /// Show one team: mode, format, members with their access, and where each came from.
     Show {
         /// The team's name.
         name: String,
+        /// Print a JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a team as a crewbox team file (`--format crewbox`, into
+    /// `.crewbox/teams/`) or back into a Squad pack (`--format squad`, edited in place:
+    /// only the rows and charters that changed).
+    Export {
+        /// The team's name.
+        name: String,
+        /// What to write.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// The directory, inside the repository (default: `.crewbox/teams` for
+        /// crewbox; the repository's Squad pack, else `.squad`, for squad).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Replace an existing crewbox team file.
+        #[arg(long)]
+        force: bool,
         /// Print a JSON object instead of text.
         #[arg(long)]
         json: bool,
@@ -39,7 +63,7 @@ impl TeamCommand {
     /// Whether it prints JSON.
     pub fn json(&self) -> bool {
         match self {
-            Self::List { json } | Self::Show { json, .. } => *json,
+            Self::List { json } | Self::Show { json, .. } | Self::Export { json, .. } => *json,
         }
     }
 }
@@ -48,23 +72,36 @@ fn source_json(s: &TeamSource) -> serde_json::Value {
     json!({"source": s.kind(), "path": s.path()})
 }
 
+fn member_json(m: &Member) -> serde_json::Value {
+    json!({
+        "name": m.name,
+        "display": m.display,
+        "role": m.role,
+        "source": m.source.kind(),
+        "file": m.file,
+        "requested_access": m.requested_access,
+        "access": m.access,
+        "provider": m.provider,
+        "model": m.model,
+        "max_turns": m.max_turns,
+        "charter_chars": m.charter.as_deref().map_or(0, |c| c.chars().count()),
+        "truncated": m.truncated,
+        "ignored": m.ignored,
+    })
+}
+
 /// A team as `list --json` and `show --json` print it.
 fn team_json(t: &Team) -> serde_json::Value {
     json!({
         "name": t.name,
         "mode": t.mode,
+        "format": t.format.as_str(),
         "source": t.source.kind(),
         "path": t.source.path(),
         "shadows": t.shadows.iter().map(source_json).collect::<Vec<_>>(),
+        "skipped": t.skipped,
         "warnings": t.warnings,
-        "members": t.members.iter().map(|m| json!({
-            "name": m.name,
-            "role": m.role,
-            "access": m.access,
-            "requested_access": m.requested_access,
-            "provider": m.provider,
-            "model": m.model,
-        })).collect::<Vec<_>>(),
+        "members": t.members.iter().map(member_json).collect::<Vec<_>>(),
     })
 }
 
@@ -83,6 +120,9 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
     for problem in &found.problems {
         eprintln!("crewbox: warning: {problem}");
     }
+    for note in &found.notes {
+        eprintln!("crewbox: note: {note}");
+    }
     let teams = &found.teams;
     let mut out = std::io::stdout().lock();
     match args.command {
@@ -94,7 +134,7 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
             } else if teams.is_empty() {
                 writeln!(
                     out,
-                    "no teams (add one at .crewbox/teams/NAME.toml; see the README)"
+                    "no teams (add one at .crewbox/teams/NAME.toml, or a .squad/ or .claude/agents/ pack; see the README)"
                 )?;
             } else {
                 for t in teams {
@@ -105,9 +145,10 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
                     };
                     writeln!(
                         out,
-                        "{:<20} {:<12} {:<40} {}{shadows}",
+                        "{:<20} {:<12} {:<13} {:<40} {}{shadows}",
                         t.name,
                         t.mode,
+                        t.format.as_str(),
                         members.join(", "),
                         path_of(&t.source)
                     )?;
@@ -126,36 +167,100 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
                 serde_json::to_writer_pretty(&mut out, &team_json(t))?;
                 writeln!(out)?;
             } else {
-                writeln!(out, "team:   {}", t.name)?;
-                writeln!(out, "mode:   {}", t.mode)?;
-                writeln!(out, "source: {} ({})", path_of(&t.source), t.source.kind())?;
-                for s in &t.shadows {
-                    writeln!(out, "shadows: {} ({})", path_of(s), s.kind())?;
+                show_text(&mut out, t)?;
+            }
+        }
+        TeamCommand::Export {
+            name,
+            format,
+            dir,
+            force,
+            json,
+        } => {
+            let t = match found.find(&name) {
+                Ok(t) => t.clone(),
+                Err(e) => {
+                    eprintln!("crewbox: {e}");
+                    return Ok(Exit::Usage);
                 }
-                for w in &t.warnings {
-                    writeln!(out, "warning: {w}")?;
+            };
+            let repo = ctx.root().to_path_buf();
+            let aliases = ctx.config().pack_models.clone();
+            let done = tokio::task::spawn_blocking(move || {
+                export(&repo, &t, format, dir.as_deref(), force, &aliases)
+            })
+            .await?;
+            let report = match done {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("crewbox: team export refused: {e}");
+                    return Ok(Exit::Usage);
                 }
-                writeln!(out, "members:")?;
-                for m in &t.members {
-                    let model = match (&m.provider, &m.model) {
-                        (Some(p), Some(md)) => format!("{p}/{md}"),
-                        (Some(p), None) => p.clone(),
-                        (None, Some(md)) => md.clone(),
-                        (None, None) => "(run's model)".into(),
-                    };
-                    let access = if m.access == m.requested_access {
-                        m.access.to_string()
-                    } else {
-                        format!("{} (asked {})", m.access, m.requested_access)
-                    };
-                    writeln!(
-                        out,
-                        "  {:<16} {:<20} {:<10} {}",
-                        m.name, m.role, access, model
-                    )?;
+            };
+            if json {
+                serde_json::to_writer_pretty(&mut out, &report)?;
+                writeln!(out)?;
+            } else {
+                if report.written.is_empty() {
+                    writeln!(out, "nothing changed in {}", report.dir.display())?;
+                }
+                for w in &report.written {
+                    writeln!(out, "wrote {}", w.display())?;
+                }
+                for n in &report.notes {
+                    writeln!(out, "note: {n}")?;
                 }
             }
         }
     }
     Ok(Exit::Ok)
+}
+
+fn show_text(out: &mut impl Write, t: &Team) -> std::io::Result<()> {
+    writeln!(out, "team:   {}", t.name)?;
+    writeln!(out, "mode:   {}", t.mode)?;
+    writeln!(out, "format: {}", t.format.as_str())?;
+    writeln!(out, "source: {} ({})", path_of(&t.source), t.source.kind())?;
+    for s in &t.shadows {
+        writeln!(out, "shadows: {} ({})", path_of(s), s.kind())?;
+    }
+    for w in &t.warnings {
+        writeln!(out, "warning: {w}")?;
+    }
+    for s in &t.skipped {
+        let what = match &s.what {
+            crate::team::SkippedWhat::Name(n) => format!("row `{n}`"),
+            crate::team::SkippedWhat::File(f) => f.display().to_string(),
+        };
+        writeln!(out, "skipped: {what}: {}", s.reason)?;
+    }
+    writeln!(out, "members:")?;
+    for m in &t.members {
+        let model = match (&m.provider, &m.model) {
+            (Some(p), Some(md)) => format!("{p}/{md}"),
+            (Some(p), None) => p.clone(),
+            (None, Some(md)) => md.clone(),
+            (None, None) => "(run's model)".into(),
+        };
+        let access = if m.access == m.requested_access {
+            m.access.to_string()
+        } else {
+            format!("{} (asked {})", m.access, m.requested_access)
+        };
+        let name = if m.display == m.name {
+            m.name.clone()
+        } else {
+            format!("{} ({})", m.name, m.display)
+        };
+        let origin = match (&m.source, &t.source) {
+            (a, b) if a.kind() == b.kind() => String::new(),
+            (a, _) => format!(" [{}]", a.kind()),
+        };
+        writeln!(
+            out,
+            "  {name:<28} {:<24} {access:<24} {model}{origin}",
+            m.role
+        )?;
+    }
+    Ok(())
 }

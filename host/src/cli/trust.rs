@@ -6,6 +6,7 @@
 use serde_json::json;
 
 use super::{Exit, GlobalArgs};
+use crate::team::Access;
 use crate::trust::{TrustStore, rules};
 
 /// Arguments of `crewbox trust`.
@@ -17,9 +18,18 @@ pub struct TrustArgs {
     /// Stop trusting the repository.
     #[arg(long)]
     pub revoke: bool,
+    /// The most members of this repository's imported role packs (Squad, Claude Code
+    /// subagents) may do: `read-only` (the default) or `full`. Kept by a later
+    /// `crewbox trust` without it; gone with `--revoke`.
+    #[arg(long, value_name = "ACCESS", value_parser = parse_access, conflicts_with_all = ["list", "revoke"])]
+    pub pack_access: Option<Access>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_access(s: &str) -> Result<Access, String> {
+    Access::parse(s).ok_or_else(|| format!("`{s}` is not an access level (read-only or full)"))
 }
 
 /// Trusts, revokes or lists.
@@ -59,11 +69,13 @@ pub fn run(g: &GlobalArgs, args: TrustArgs) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Ok);
     }
-    let record = store.trust(root.path())?;
+    let record = store.trust(root.path(), args.pack_access)?;
+    let packs = record.pack_access.unwrap_or(Access::ReadOnly);
     if args.json {
         println!(
             "{}",
-            json!({"root": record.root, "trusted": true, "trusted_at": record.trusted_at})
+            json!({"root": record.root, "trusted": true, "trusted_at": record.trusted_at,
+                   "pack_access": record.pack_access})
         );
         return Ok(Exit::Ok);
     }
@@ -77,9 +89,17 @@ pub fn run(g: &GlobalArgs, args: TrustArgs) -> anyhow::Result<Exit> {
          now in force from .crewbox/: config.toml ({}), plugins/, and its teams' own access, \
          providers (yours, by name) and validators.\n\
          still never taken from a repository: provider definitions, state_dir, scheduling, \
-         sandbox, plugin grants, telemetry — see `crewbox config`. Undo with `crewbox trust --revoke`.",
+         sandbox, plugin grants, telemetry — see `crewbox config`. Undo with `crewbox trust --revoke`.\n\
+         imported packs (.squad/, .ai-team/, .claude/agents/): members {}",
         record.root.display(),
-        honoured.join(", ")
+        honoured.join(", "),
+        match record.pack_access {
+            Some(a) => format!("at most `{a}` (this repository's trust record)"),
+            None => format!(
+                "at most your `[packs] max_access` (default `{packs}`); raise it here with \
+                 `crewbox trust --pack-access full`"
+            ),
+        }
     );
     Ok(Exit::Ok)
 }

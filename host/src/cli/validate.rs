@@ -2,12 +2,13 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context as _;
 use serde::Deserialize;
 
 use super::Exit;
-use super::plugin::{Found, resolve, runtime};
-use crate::plugin::{AgentOutput, AgentStatus, CallEnv, PluginKind, WorkspaceView};
+use super::plugin::{resolve, runtime, user_grants};
+use crate::plugin::discover::Found;
+use crate::plugin::text::escape;
+use crate::plugin::{AgentOutput, AgentStatus, CallEnv, PluginKind, WorkspaceView, verdict};
 
 /// `crewbox validate`.
 #[derive(Debug, clap::Args)]
@@ -84,30 +85,36 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
         reply: file.reply,
     };
     let spec = args.plugin.clone();
-    let Some(Found {
-        name,
-        source,
-        bytes,
-    }) = tokio::task::spawn_blocking(move || resolve(&spec))
-        .await?
-        .context("looking for the plugin")?
-    else {
-        eprintln!(
-            "no validator `{}`: not a file, a built-in or a discovered plugin",
-            args.plugin
-        );
-        return Ok(Exit::Usage);
-    };
-    let rt = runtime()?;
-    let grants = crate::engine::grants_for(&name, &source, PluginKind::Validator);
-    let plugin = match rt.load(&name, source, bytes, grants, None).await {
-        Ok(p) if p.kind() == PluginKind::Validator => p,
-        Ok(p) => {
-            eprintln!("`{name}` is a {}, not a validator", p.kind());
+    let found = match tokio::task::spawn_blocking(move || resolve(&spec)).await? {
+        Ok(Some(found)) => found,
+        Ok(None) => {
+            eprintln!(
+                "no validator `{}`: not a file, a built-in or a discovered plugin",
+                escape(&args.plugin)
+            );
             return Ok(Exit::Usage);
         }
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", escape(&format!("{e:#}")));
+            return Ok(Exit::Usage);
+        }
+    };
+    let rt = runtime()?;
+    let user = tokio::task::spawn_blocking(user_grants).await??;
+    let grants = super::plugin::grants(&found, PluginKind::Validator, &user);
+    let Found {
+        name,
+        source,
+        bytes,
+    } = found;
+    let plugin = match rt.load(&name, source, bytes, grants, None).await {
+        Ok(p) if p.kind() == PluginKind::Validator => p,
+        Ok(p) => {
+            eprintln!("`{}` is a {}, not a validator", escape(&name), p.kind());
+            return Ok(Exit::Usage);
+        }
+        Err(e) => {
+            eprintln!("{}", escape(&e.to_string()));
             return Ok(Exit::Usage);
         }
     };
@@ -120,53 +127,57 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
         workspace,
         model: None,
     };
+    let source = plugin.source().to_string();
     let (exit, json) = match plugin.validate(env, &output, &args.criteria).await {
         Ok(Ok(v)) => {
+            // The one verdict rule (the engine's): the flag and every criterion.
+            let passed = verdict::passes(&v);
             let results: Vec<_> = v
                 .results
                 .iter()
                 .map(|r| serde_json::json!({ "criterion": r.criterion, "passed": r.passed, "detail": r.detail }))
                 .collect();
             let json = serde_json::json!({
-                "plugin": name, "judged": true, "passed": v.passed, "results": results, "fix_prompt": v.fix_prompt,
+                "plugin": name, "source": source, "judged": true, "passed": passed,
+                "flag": v.passed, "results": results, "fix_prompt": v.fix_prompt,
             });
             if !args.json {
-                println!("{}", if v.passed { "PASS" } else { "FAIL" });
+                println!(
+                    "{} ({} {source})",
+                    if passed { "PASS" } else { "FAIL" },
+                    escape(&name)
+                );
+                if !v.passed && v.results.iter().all(|r| r.passed) {
+                    println!("  the validator failed the work without naming a failed criterion");
+                }
                 for r in &v.results {
                     println!(
                         "  [{}] {}: {}",
                         if r.passed { "ok" } else { "!!" },
-                        r.criterion,
-                        r.detail
+                        escape(&r.criterion),
+                        escape(&r.detail)
                     );
                 }
                 if let Some(fix) = &v.fix_prompt {
-                    println!("fix: {fix}");
+                    println!("fix: {}", escape(fix));
                 }
             }
-            (
-                if v.passed {
-                    Exit::Ok
-                } else {
-                    Exit::CheckFailed
-                },
-                json,
-            )
+            (if passed { Exit::Ok } else { Exit::CheckFailed }, json)
         }
         Ok(Err(reason)) => {
             if !args.json {
-                println!("could not judge: {reason}");
+                println!("could not judge: {}", escape(&reason));
             }
             (
                 Exit::CheckFailed,
-                serde_json::json!({ "plugin": name, "judged": false, "passed": false, "error": reason }),
+                serde_json::json!({ "plugin": name, "source": source, "judged": false, "passed": false, "error": reason }),
             )
         }
         Err(fault) => {
-            eprintln!("{fault}");
+            eprintln!("{}", escape(&fault.to_string()));
             (
                 Exit::PluginFault,
-                serde_json::json!({ "plugin": name, "judged": false, "passed": false, "fault": fault.to_string() }),
+                serde_json::json!({ "plugin": name, "source": source, "judged": false, "passed": false, "fault": fault.to_string() }),
             )
         }
     };

@@ -40,6 +40,8 @@ pub enum Source {
         /// The option.
         flag: String,
     },
+    /// The user's trust record for this repository (`crewbox trust --pack-access`).
+    Trust,
 }
 
 impl std::fmt::Display for Source {
@@ -57,6 +59,7 @@ impl std::fmt::Display for Source {
             Self::Repo { path, line } => at(f, "repo", path, line),
             Self::Env { var } => write!(f, "environment {var}"),
             Self::Cli { flag } => write!(f, "command line {flag}"),
+            Self::Trust => f.write_str("trust record (crewbox trust --pack-access)"),
         }
     }
 }
@@ -142,6 +145,9 @@ pub struct Setting {
 impl Config {
     /// The source of `key`, `Default` when nothing set it.
     pub fn source_of(&self, key: &str) -> Source {
+        if key == "packs.max_access" && self.trust.is_trusted() && self.pack_grant.is_some() {
+            return Source::Trust;
+        }
         self.origins.get(key).cloned().unwrap_or(Source::Default)
     }
 
@@ -173,6 +179,10 @@ impl Config {
             ("quotas.context_tokens".into(), json!(q.context_tokens)),
             ("quotas.keep_turns".into(), json!(q.keep_turns)),
             ("quotas.max_depth".into(), json!(q.max_depth)),
+            (
+                "packs.max_access".into(),
+                json!(self.effective_pack_access()),
+            ),
         ];
         for (name, p) in &self.providers {
             values.push((format!("providers.{name}"), provider_summary(p)));

@@ -99,6 +99,17 @@ pub struct Config {
     pub ignored: Vec<Ignored>,
     /// Whether the user trusts the repository.
     pub trust: Trust,
+    /// The process sandbox of agents' commands (user config only).
+    pub sandbox: crate::sandbox::SandboxConfig,
+    /// Grants to plugin files (user config only).
+    pub plugin_grants: Vec<crate::plugin::UserGrant>,
+    /// `[packs] max_access`: the ceiling of imported packs in every trusted repository.
+    pub pack_access: crate::team::Access,
+    /// This repository's own pack ceiling from its trust record
+    /// (`crewbox trust --pack-access`), which wins over `pack_access`.
+    pub pack_grant: Option<crate::team::Access>,
+    /// `[packs.models]`: the user's model aliases for packs (lowercase keys).
+    pub pack_models: BTreeMap<String, String>,
 }
 
 impl Default for Config {
@@ -122,6 +133,11 @@ impl Default for Config {
             origins: BTreeMap::new(),
             ignored: Vec::new(),
             trust: Trust::Untrusted,
+            sandbox: crate::sandbox::SandboxConfig::default(),
+            plugin_grants: Vec::new(),
+            pack_access: crate::team::Access::ReadOnly,
+            pack_grant: None,
+            pack_models: BTreeMap::new(),
         }
     }
 }
@@ -159,13 +175,32 @@ impl Config {
         crate::team::TeamPolicy {
             trust: self.trust,
             providers: self.providers.keys().cloned().collect(),
+            pack_access: self.effective_pack_access(),
         }
+    }
+
+    /// The ceiling of this repository's imported packs: its trust record's, else the
+    /// user's `[packs] max_access`; read-only for an untrusted repository.
+    pub fn effective_pack_access(&self) -> crate::team::Access {
+        if !self.trust.is_trusted() {
+            return crate::team::Access::ReadOnly;
+        }
+        self.pack_grant.unwrap_or(self.pack_access)
     }
 
     /// Loads the user's config, then — if the user trusts the repository at
     /// `repo_root` — the settings its `.crewbox/config.toml` may set.
     pub fn load(repo_root: &Path, trust: Trust) -> Result<Self, ConfigError> {
         Self::load_layers(user_config_path().as_deref(), repo_root, trust)
+    }
+
+    /// Loads the user's config alone (no repository layer).
+    pub fn load_user() -> Result<Self, ConfigError> {
+        let mut cfg = Config::default();
+        if let Some(path) = user_config_path() {
+            cfg.apply_user_file(&path)?;
+        }
+        Ok(cfg)
     }
 
     /// Loads `user` (a missing file is skipped) and the repository layer.
@@ -244,9 +279,43 @@ impl Config {
         if let Some(n) = f.dispatch_history {
             self.dispatch_history = n.max(1);
         }
+        if let Some(a) = f.packs.max_access {
+            self.pack_access = a;
+        }
+        for (alias, id) in f.packs.models {
+            self.pack_models.insert(alias.to_ascii_lowercase(), id);
+        }
         for (name, p) in f.providers {
             self.provider_dirs.insert(name.clone(), dir.clone());
             self.providers.insert(name, p);
+        }
+        if let Some(s) = f.sandbox {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            self.sandbox
+                .apply(s, path, home.as_deref())
+                .map_err(|e| ConfigError::Value {
+                    key: format!("sandbox.{}", e.key),
+                    origin: path.display().to_string(),
+                    message: e.message,
+                })?;
+        }
+        if let Some(plugins) = f.plugins {
+            for (name, g) in plugins.grants {
+                self.plugin_grants.retain(|u| u.name != name);
+                self.plugin_grants.push(crate::plugin::UserGrant {
+                    name,
+                    path: if g.path.is_absolute() {
+                        g.path
+                    } else {
+                        dir.join(g.path)
+                    },
+                    sha256: g.sha256,
+                    model: g.model.map(|m| crate::plugin::ModelBudget {
+                        tokens: m.max_tokens,
+                        time: std::time::Duration::from_secs(m.timeout_s),
+                    }),
+                });
+            }
         }
         self.sources.push(path.to_owned());
         Ok(())

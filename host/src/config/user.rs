@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::quotas::QuotaFile;
 use crate::provider::config::ProviderConfig;
+use crate::sandbox::SandboxSetting;
 use crate::vocab::ModeChoice;
 
 /// The user's config file as written.
@@ -38,6 +39,57 @@ pub struct ConfigFile {
     /// Model providers by name.
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// The process sandbox of agents' commands.
+    pub sandbox: Option<SandboxSetting>,
+    /// Plugin grants (they widen access, so only the user's own config has them).
+    pub plugins: Option<PluginsFile>,
+    /// What imported role packs (Squad, Claude Code subagents) may do.
+    #[serde(default)]
+    pub packs: PackFile,
+}
+
+/// `[plugins]` of the user's config.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginsFile {
+    /// `[plugins.grants.NAME]`: what a plugin file called NAME is granted.
+    #[serde(default)]
+    pub grants: BTreeMap<String, PluginGrantFile>,
+}
+
+/// One `[plugins.grants.NAME]` table.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginGrantFile {
+    /// The component file the grant is for (relative to the config file).
+    pub path: PathBuf,
+    /// Pins the file's contents: its sha256, hex.
+    pub sha256: Option<String>,
+    /// `model = { max_tokens = …, timeout_s = … }`: the `model` import, with its budget
+    /// per validator call.
+    pub model: Option<ModelGrantFile>,
+}
+
+/// The model budget of a grant.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelGrantFile {
+    /// Input plus output tokens per call.
+    pub max_tokens: u64,
+    /// Seconds of waiting on the model per call.
+    pub timeout_s: u64,
+}
+
+/// `[packs]`: the ceiling of imported repository packs.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackFile {
+    /// The most a member of a trusted repository's Squad or Claude pack may do
+    /// (`read-only`, the default, or `full`).
+    pub max_access: Option<crate::team::Access>,
+    /// Model aliases packs use (`sonnet = "claude-sonnet-4-5"`), over the built-in ones.
+    #[serde(default)]
+    pub models: BTreeMap<String, String>,
 }
 
 /// The line (1-based) of byte offset `at` in `text`.

@@ -116,7 +116,12 @@ impl RunContext {
         task: &str,
         access: Access,
     ) -> AgentSpec {
-        let caps = CapSet::from(access);
+        // A run-level read-only limit lowers every agent's tools again.
+        let caps = match self.req.read_only {
+            true => CapSet::from(access).intersection(CapSet::read_only()),
+            false => CapSet::from(access),
+        };
+        let team = self.team.as_ref().map(|t| t.team.name.as_str());
         AgentSpec {
             id: AgentId::new(),
             run_id: self.run_id.clone(),
@@ -130,6 +135,8 @@ impl RunContext {
             quotas: self.services.config().quotas.clone(),
             provider: self.provider.clone(),
             prices: self.prices,
+            // The network is the user's to grant: the command line or their config.
+            network: self.req.network || self.services.config().sandbox.network_for(team),
         }
     }
 

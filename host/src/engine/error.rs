@@ -9,6 +9,7 @@ use crate::config::ProviderChoiceError;
 use crate::ids::{AgentId, RunId};
 use crate::plugin::{PluginError, PluginFault, PluginKind};
 use crate::provider::ProviderError;
+use crate::sandbox::SandboxError;
 use crate::store::StoreError;
 use crate::team::FindTeamError;
 use crate::vocab::Mode;
@@ -69,6 +70,10 @@ pub enum EngineError {
         /// What git said.
         source: WorktreeError,
     },
+    /// The process sandbox for agents' commands could not be set up (its directories,
+    /// no helper). CLI: exit 2.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
     /// The store failed; nothing already stored is lost. CLI: exit 2.
     #[error(transparent)]
     Store(StoreError),
@@ -111,6 +116,7 @@ impl EngineError {
             | Self::UnknownTeam(_)
             | Self::PluginLoad(_)
             | Self::Worktree { .. }
+            | Self::Sandbox(_)
             | Self::Store(_)
             | Self::Busy(_)
             | Self::NotResumable { .. }
@@ -234,14 +240,9 @@ pub enum PluginLoadError {
         /// The built-ins of that kind.
         builtins: Vec<&'static str>,
     },
-    /// The component file could not be read.
-    #[error("cannot read plugin {}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// The component file could not be read (missing, not a regular file, too large).
+    #[error(transparent)]
+    File(crate::plugin::file::FileError),
     /// The runtime refused the component (invalid, imports what it is not granted…).
     #[error(transparent)]
     Runtime(#[from] PluginError),

@@ -48,6 +48,7 @@ pub use request::RunRequest;
 use crate::config::Config;
 use crate::event::EventRecord;
 use crate::ids::RunId;
+use crate::sandbox::Sandbox;
 use crate::store::{RunRecord, Store, StoreError};
 use executor::LocalExecutor;
 use services::Services;
@@ -68,16 +69,18 @@ pub(crate) struct Inner {
 }
 
 impl Engine {
-    /// Opens the engine of `repo` over its `store`, with agent worktrees in
-    /// `worktrees_dir`. Runs in flight are left resumable when `shutdown` is cancelled.
+    /// Opens the engine of `repo` over its `store`, running agents' commands in
+    /// `sandbox`, with agent worktrees in `worktrees_dir`. Runs in flight are left
+    /// resumable when `shutdown` is cancelled.
     pub(crate) async fn open(
         repo: PathBuf,
         store: Store,
+        sandbox: Sandbox,
         worktrees_dir: &std::path::Path,
         config: Arc<Config>,
         shutdown: CancellationToken,
     ) -> Result<Self, EngineError> {
-        let services = Arc::new(Services::open(repo, store, worktrees_dir, config).await?);
+        let services = Arc::new(Services::open(repo, store, sandbox, worktrees_dir, config).await?);
         let executor = Arc::new(LocalExecutor::new(services.clone()));
         let spawns = Arc::new(SpawnQueue::start(executor, services.store().clone()));
         Ok(Self {
@@ -119,6 +122,13 @@ impl Engine {
     #[doc(hidden)]
     pub fn store(&self) -> &Store {
         self.inner.services.store()
+    }
+
+    /// The process sandbox agents' commands run in (unstable: for crewbox's own
+    /// commands, which warn when it is off).
+    #[doc(hidden)]
+    pub fn sandbox(&self) -> &Sandbox {
+        self.inner.services.manager().sandbox()
     }
 
     /// The configuration runs use (unstable: for crewbox's own commands).

@@ -11,7 +11,9 @@ use tokio::sync::Mutex;
 use super::error::{EngineError, PluginLoadError};
 use super::validate::ValidatorEntry;
 use crate::plugin::builtin::{BUILTINS, Builtin};
-use crate::plugin::{Grants, ModelBudget, Plugin, PluginKind, PluginRuntime, PluginSource};
+use crate::plugin::{
+    Grants, ModelBudget, Plugin, PluginKind, PluginRuntime, PluginSource, UserGrant,
+};
 use crate::vocab::{Access, Mode};
 
 /// Budget of a built-in validator that asks the model (criteria-judge).
@@ -28,6 +30,7 @@ const MODEL_BUILTINS: &[&str] = &["criteria-judge"];
 pub struct PluginSet {
     runtime: PluginRuntime,
     base_dir: PathBuf,
+    user_grants: Arc<[UserGrant]>,
     loaded: Arc<Mutex<HashMap<String, Plugin>>>,
 }
 
@@ -37,8 +40,15 @@ impl PluginSet {
         Self {
             runtime,
             base_dir,
+            user_grants: Arc::from([]),
             loaded: Arc::default(),
         }
+    }
+
+    /// With the grants of the user's own config (`[plugins.grants.NAME]`).
+    pub fn with_user_grants(mut self, grants: Vec<UserGrant>) -> Self {
+        self.user_grants = grants.into();
+        self
     }
 
     /// The runtime.
@@ -62,7 +72,7 @@ impl PluginSet {
                     }
                     .into());
                 }
-                let grants = grants_for(b.name, &PluginSource::Builtin, kind);
+                let grants = grants_for(b.name, &PluginSource::Builtin, kind, b.wasm, &[]);
                 self.runtime
                     .load(
                         b.name,
@@ -120,25 +130,25 @@ impl PluginSet {
             }
             .into());
         }
-        let bytes = tokio::fs::read(&full)
-            .await
-            .map_err(|source| PluginLoadError::Read {
-                path: full.clone(),
-                source,
-            })?;
+        // A FIFO or a link to a device named by a config must not hang or exhaust us.
+        let max = self.runtime.compile_limits().max_component_bytes;
+        let file = full.clone();
+        let bytes =
+            tokio::task::spawn_blocking(move || crate::plugin::file::read_component(&file, max))
+                .await
+                .map_err(|e| {
+                    EngineError::Internal(format!("reading plugin {}: {e}", full.display()))
+                })?
+                .map_err(PluginLoadError::File)?;
         let name = full
             .file_stem()
             .and_then(|s| s.to_str())
             .unwrap_or(path)
             .to_owned();
+        let source = PluginSource::File(full.clone());
+        let grants = grants_for(&name, &source, kind, &bytes, &self.user_grants);
         self.runtime
-            .load(
-                &name,
-                PluginSource::File(full.clone()),
-                Arc::from(bytes),
-                Grants::defaults_for(kind),
-                None,
-            )
+            .load(&name, source, Arc::from(bytes), grants, None)
             .await
             .map_err(|e| PluginLoadError::Runtime(e).into())
     }
@@ -190,17 +200,32 @@ impl From<crate::plugin::Access> for Access {
 }
 
 /// The grants a plugin gets: its kind's defaults, plus the model for the built-ins that
-/// need it (trusted: they ship with crewbox). Files get no model unless the user's own
-/// configuration grants it.
-pub fn grants_for(name: &str, source: &PluginSource, kind: PluginKind) -> Grants {
+/// need it (trusted: they ship with crewbox). A file gets the model only from a grant in
+/// the user's own config naming it, its path (and its hash, when pinned).
+pub fn grants_for(
+    name: &str,
+    source: &PluginSource,
+    kind: PluginKind,
+    bytes: &[u8],
+    user_grants: &[UserGrant],
+) -> Grants {
     let grants = Grants::defaults_for(kind);
-    let trusted_judge = kind == PluginKind::Validator && MODEL_BUILTINS.contains(&name);
+    if kind != PluginKind::Validator {
+        return grants;
+    }
     match source {
-        PluginSource::Builtin if trusted_judge => grants.model(JUDGE_BUDGET),
+        PluginSource::Builtin if MODEL_BUILTINS.contains(&name) => grants.model(JUDGE_BUDGET),
         PluginSource::Builtin
         | PluginSource::User(_)
         | PluginSource::Repo(_)
-        | PluginSource::File(_) => grants,
+        | PluginSource::File(_) => match user_grants
+            .iter()
+            .find(|g| g.applies_to(name, source, bytes))
+            .and_then(|g| g.model)
+        {
+            Some(budget) => grants.model(budget),
+            None => grants,
+        },
     }
 }
 

@@ -41,6 +41,7 @@ pub(crate) fn build(services: &Services, req: &RunRequest) -> Result<BuiltProvid
         base_dir: &base_dir,
         env: &env,
         default_script: DEMO_SCRIPT,
+        sandbox: services.manager().sandbox(),
     };
     let provider = crate::provider::config::build(&name, &cfg, &ctx).map_err(|source| {
         EngineError::Provider {

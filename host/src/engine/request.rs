@@ -54,6 +54,14 @@ pub struct RunRequest {
     /// Reflect: most iterations (default 5).
     #[serde(default)]
     pub max_iterations: Option<u32>,
+    /// Agents' commands share the host's network (the CLI is the user; a repository
+    /// cannot ask for it).
+    #[serde(default)]
+    pub network: bool,
+    /// Every agent of the run is read-only (no write, no exec), whatever its team,
+    /// pack or mode asks for.
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 impl RunRequest {

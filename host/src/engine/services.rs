@@ -9,8 +9,9 @@ use super::error::{EngineError, PluginLoadError};
 use super::plugins::PluginSet;
 use crate::agent::manager::Manager;
 use crate::config::Config;
-use crate::plugin::{PluginRuntime, RuntimeConfig};
+use crate::plugin::{Compiler, PluginRuntime, RuntimeConfig};
 use crate::provider::breaker::Breakers;
+use crate::sandbox::Sandbox;
 use crate::store::Store;
 use crate::tool::registry::ToolRegistry;
 use crate::worktree::{WorktreeManager, WorktreeOptions};
@@ -32,6 +33,7 @@ impl Services {
     pub(crate) async fn open(
         repo: PathBuf,
         store: Store,
+        sandbox: Sandbox,
         worktrees_dir: &Path,
         config: Arc<Config>,
     ) -> Result<Self, EngineError> {
@@ -55,16 +57,26 @@ impl Services {
                     None
                 }
             };
-        let runtime = PluginRuntime::new(RuntimeConfig::default())
-            .map_err(|e| EngineError::PluginLoad(PluginLoadError::Runtime(e)))?;
+        // Untrusted components compile in a limited child process where this process
+        // can be one (the crewbox binary).
+        let compiler = Compiler::for_this_process().map_err(|e| {
+            EngineError::Internal(format!("cannot find this program to compile plugins: {e}"))
+        })?;
+        let runtime = PluginRuntime::new(RuntimeConfig {
+            compiler,
+            ..RuntimeConfig::default()
+        })
+        .map_err(|e| EngineError::PluginLoad(PluginLoadError::Runtime(e)))?;
         Ok(Self {
-            manager: Manager::new(
+            manager: Manager::sandboxed(
                 store.clone(),
                 Arc::new(ToolRegistry::builtin()),
                 config.max_concurrent,
+                sandbox,
             ),
             store,
-            plugins: PluginSet::new(runtime, repo.clone()),
+            plugins: PluginSet::new(runtime, repo.clone())
+                .with_user_grants(config.plugin_grants.clone()),
             breakers: Breakers::default(),
             config,
             repo,

@@ -129,6 +129,7 @@ impl ValidatorReview {
                     .map(|v| RoundResult {
                         round,
                         validator: v.plugin.name().to_owned(),
+                        source: v.plugin.source().to_string(),
                         outcome: VerdictOutcome::Error {
                             message: message.clone(),
                         },
@@ -160,9 +161,8 @@ impl ValidatorReview {
             let output = &output;
             async move {
                 let outcome = match v.plugin.validate(env, output, &v.criteria).await {
-                    Ok(Ok(verdict))
-                        if verdict.passed && verdict.results.iter().all(|r| r.passed) =>
-                    {
+                    // The one verdict rule: its flag and every criterion.
+                    Ok(Ok(verdict)) if crate::plugin::verdict::passes(&verdict) => {
                         VerdictOutcome::Passed { verdict }
                     }
                     Ok(Ok(verdict)) => VerdictOutcome::Failed { verdict },
@@ -174,6 +174,7 @@ impl ValidatorReview {
                 RoundResult {
                     round,
                     validator: v.plugin.name().to_owned(),
+                    source: v.plugin.source().to_string(),
                     outcome,
                 }
             }
@@ -207,26 +208,21 @@ fn plugin_change(kind: crate::worktree::ChangeKind) -> crate::plugin::ChangeKind
     }
 }
 
-/// The fix prompt for the failed criteria of a round (None when nothing failed).
+/// The fix prompt for the failed verdicts of a round (None when none failed); every
+/// failed verdict contributes, even one that names no failed criterion.
 pub fn fix_prompt(results: &[RoundResult]) -> Option<String> {
-    let mut lines = Vec::new();
-    for r in results {
-        if let VerdictOutcome::Failed { verdict } = &r.outcome {
-            for c in verdict.results.iter().filter(|c| !c.passed) {
-                lines.push(format!("- [{}] {}: {}", r.validator, c.criterion, c.detail));
-            }
-            if let Some(p) = &verdict.fix_prompt {
-                lines.push(format!("  {} suggests: {}", r.validator, p.trim()));
-            }
-        }
-    }
-    (!lines.is_empty()).then(|| {
-        format!(
-            "Validators checked your work and these criteria failed:\n{}\n\nFix them in the same workspace, verify, \
-             and reply with an updated summary and handoff.",
-            lines.join("\n")
-        )
-    })
+    let failed: Vec<crate::plugin::verdict::Failed<'_>> = results
+        .iter()
+        .filter_map(|r| match &r.outcome {
+            VerdictOutcome::Failed { verdict } => Some(crate::plugin::verdict::Failed {
+                validator: &r.validator,
+                source: &r.source,
+                verdict,
+            }),
+            _ => None,
+        })
+        .collect();
+    crate::plugin::verdict::fix_prompt(&failed)
 }
 
 #[async_trait]

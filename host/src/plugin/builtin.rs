@@ -79,6 +79,12 @@ pub fn builtin(name: &str) -> Option<&'static Builtin> {
     BUILTINS.iter().find(|b| b.name == name)
 }
 
+/// Whether `bytes` are exactly one of the embedded components (trusted: compiled
+/// in-process without compile limits).
+pub fn is_builtin(bytes: &[u8]) -> bool {
+    BUILTINS.iter().any(|b| b.wasm == bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

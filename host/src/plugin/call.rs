@@ -284,10 +284,7 @@ impl Plugin {
         let state = HostState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            memory: MemoryCap {
-                limit: limits.memory_bytes,
-                hit: false,
-            },
+            memory: MemoryCap::new(limits.memory_bytes, inner.runtime.config.component_caps),
             log: LogState {
                 plugin: inner.name.clone(),
                 remaining: limits.max_log_bytes,
@@ -298,6 +295,7 @@ impl Plugin {
                     .workspace
                     .filter(|_| inner.grants.has_workspace())
                     .map(Arc::new),
+                root: Arc::default(),
                 max_read: limits.max_read_bytes,
                 max_diff: limits.max_string_bytes as usize,
             },
@@ -310,6 +308,11 @@ impl Plugin {
         };
         let mut store = Store::new(&inner.runtime.engine, state);
         store.limiter(|s| &mut s.memory);
+        // Bounds what lifting one answer (or one host call's arguments) may copy onto the
+        // host, counted while it is copied: strings by their bytes, lists by their items.
+        // Many list entries pointing at one guest buffer are charged for every entry, so
+        // a guest cannot make the host allocate more than this per transfer.
+        store.set_hostcall_fuel(usize::try_from(limits.max_answer_bytes).unwrap_or(usize::MAX));
         // Every epoch tick, a running guest yields to the async executor (so a spinning
         // plugin never holds a runtime worker thread) until its wall-clock deadline,
         // then it is interrupted (a `Deadline` fault).
@@ -358,6 +361,10 @@ impl Plugin {
                 plugin,
                 limit: limits.memory_bytes,
             }),
+            Ok(Err((_, e))) if is_transfer_cap(&e) => Err(PluginFault::TransferTooLarge {
+                plugin,
+                limit: limits.max_answer_bytes,
+            }),
             Ok(Err((_, e))) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
                 Err(PluginFault::Deadline {
                     plugin,
@@ -367,12 +374,13 @@ impl Plugin {
             Ok(Err((true, e))) if e.downcast_ref::<Trap>().is_none() => {
                 Err(PluginFault::Instantiate {
                     plugin,
-                    detail: format!("{e:#}"),
+                    detail: super::text::escape(&format!("{e:#}")).into_owned(),
                 })
             }
+            // The backtrace carries the guest's own function names: escaped.
             Ok(Err((_, e))) => Err(PluginFault::Trap {
                 plugin,
-                detail: format!("{e:?}"),
+                detail: super::text::escape(&format!("{e:?}")).into_owned(),
             }),
         }
     }
@@ -394,6 +402,16 @@ impl Plugin {
             }
         }
     }
+}
+
+/// Whether wasmtime stopped a lift because the store's hostcall fuel ran out. Its error
+/// type is private, so this matches the message of the pinned wasmtime version (a test
+/// of the typed fault guards it).
+fn is_transfer_cap(e: &wasmtime::Error) -> bool {
+    e.chain().any(|c| {
+        c.to_string()
+            .contains("fuel allocated for hostcalls has been exhausted")
+    })
 }
 
 /// Size caps on what a guest returns, checked after the call.

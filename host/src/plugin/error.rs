@@ -20,6 +20,16 @@ pub enum PluginError {
         /// What the compiler said.
         reason: String,
     },
+    /// The component is over the compile limits (size, code, compile time or memory).
+    #[error("plugin `{plugin}` was refused: {refusal}{}", if *cached { " (remembered from an earlier attempt; `crewbox plugin check FILE` compiles it again)" } else { "" })]
+    Refused {
+        /// The plugin's name.
+        plugin: String,
+        /// Which limit it is over.
+        refusal: super::compile::CompileRefusal,
+        /// Whether the refusal was read from the cache rather than found just now.
+        cached: bool,
+    },
     /// The component breaks the capability rules; each violation names interface and rule.
     #[error("plugin `{plugin}` cannot load: {}", violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Denied {
@@ -96,6 +106,17 @@ pub enum PluginFault {
         /// The cap.
         limit: u64,
     },
+    /// One answer (or one host call's arguments) was larger than the cap in total,
+    /// however its strings and lists were laid out in guest memory.
+    #[error(
+        "plugin `{plugin}` moved more than {limit} bytes across the sandbox in one answer or host call"
+    )]
+    TransferTooLarge {
+        /// The plugin's name.
+        plugin: String,
+        /// The cap in bytes.
+        limit: u64,
+    },
     /// A fresh instance could not be created (pool exhausted, start function failed…).
     #[error("plugin `{plugin}` could not be instantiated: {detail}")]
     Instantiate {
@@ -124,6 +145,7 @@ impl PluginFault {
             | Self::Deadline { plugin, .. }
             | Self::MemoryLimit { plugin, .. }
             | Self::OutputTooLarge { plugin, .. }
+            | Self::TransferTooLarge { plugin, .. }
             | Self::Instantiate { plugin, .. }
             | Self::WrongKind { plugin, .. } => plugin,
         }

@@ -20,6 +20,50 @@ pub struct ModelBudget {
     pub time: Duration,
 }
 
+/// A grant from the user's own config (`[plugins.grants.NAME]`): it applies to the
+/// plugin called `name` loaded from exactly `path` (and with exactly `sha256`, when
+/// pinned), never to a built-in and never to a plugin a repository brought along.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UserGrant {
+    /// The plugin's name (its file stem).
+    pub name: String,
+    /// The component file the grant is for.
+    pub path: PathBuf,
+    /// The sha256 of the file's bytes, hex; when set, other bytes get no grant.
+    pub sha256: Option<String>,
+    /// The model budget granted (`model = { max_tokens, timeout_s }`).
+    pub model: Option<ModelBudget>,
+}
+
+impl UserGrant {
+    /// Whether this grant applies to the plugin `name` from `source` with `bytes`.
+    pub fn applies_to(
+        &self,
+        name: &str,
+        source: &super::runtime::PluginSource,
+        bytes: &[u8],
+    ) -> bool {
+        use super::runtime::PluginSource as S;
+        let path = match source {
+            S::File(p) | S::User(p) => p,
+            S::Builtin | S::Repo(_) => return false,
+        };
+        let same_file = match (self.path.canonicalize(), path.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        let pinned = self.sha256.as_deref().is_none_or(|want| {
+            use sha2::{Digest, Sha256};
+            let got: String = Sha256::digest(bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            want.eq_ignore_ascii_case(&got)
+        });
+        self.name == name && same_file && pinned
+    }
+}
+
 /// A host directory preopened read-only for WASI filesystem access.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ReadOnlyDir {
@@ -171,6 +215,12 @@ pub enum Rule {
         /// What the compiler said.
         reason: String,
     },
+    /// The imports pass these rules, but linking them against the host failed (a
+    /// function crewbox does not have, or a different signature).
+    DoesNotLink {
+        /// What the linker said.
+        reason: String,
+    },
     /// The component's kind is not the one it was configured as.
     KindMismatch {
         /// The configured kind.
@@ -208,6 +258,15 @@ impl std::fmt::Display for Violation {
                     "{who} imports `{iface}`, which {kind}s are never granted"
                 )
             }
+            Rule::NeedsGrant {
+                capability: Capability::Model,
+            } => write!(
+                f,
+                "{who} imports `{iface}`, which needs a model grant in the user's config: \
+                 `[plugins.grants.{}]` with `path = \"…\"` (this file) and \
+                 `model = {{ max_tokens = …, timeout_s = … }}`",
+                self.plugin
+            ),
             Rule::NeedsGrant { capability } => {
                 write!(
                     f,
@@ -220,7 +279,9 @@ impl std::fmt::Display for Violation {
             }
             Rule::NotProvided => write!(
                 f,
-                "{who} imports `{iface}`, which crewbox does not provide to plugins"
+                "{who} imports `{iface}`, which crewbox does not provide to plugins \
+                 (it provides crewbox:plugin@{PACKAGE_VERSION} and WASI 0.2.0 to 0.2.{})",
+                WASI_VERSION.2
             ),
             Rule::NoPluginExport => write!(
                 f,
@@ -237,6 +298,12 @@ impl std::fmt::Display for Violation {
             Rule::NotAComponent { reason } => {
                 write!(f, "{who} is not a loadable component: {reason}")
             }
+            Rule::DoesNotLink { reason } => {
+                write!(
+                    f,
+                    "{who} does not link against what crewbox provides: {reason}"
+                )
+            }
             Rule::KindMismatch { expected, found } => {
                 write!(
                     f,
@@ -249,6 +316,20 @@ impl std::fmt::Display for Violation {
 
 /// The crewbox package version the host speaks.
 pub const PACKAGE_VERSION: &str = "0.1.0";
+
+/// The newest WASI 0.2 release the host implements (wasmtime-wasi 48): a guest built
+/// against a newer one may call what is not there.
+pub const WASI_VERSION: (u64, u64, u64) = (0, 2, 12);
+
+/// Whether `version` is a WASI 0.2 release the host provides (0.2.0 up to
+/// [`WASI_VERSION`]).
+fn wasi_provided(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u64>());
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(Ok(0)), Some(Ok(2)), Some(Ok(patch)), None) => patch <= WASI_VERSION.2,
+        _ => false,
+    }
+}
 
 /// WASI interfaces linked for every plugin over an empty context: they expose no
 /// files, network, environment or arguments, only clocks, randomness and captured stdio.
@@ -328,11 +409,14 @@ fn check_import(kind: PluginKind, grants: &Grants, name: &str) -> Option<Rule> {
         return Some(Rule::NetworkNeverGranted);
     }
     if base == "wasi:filesystem/types" || base == "wasi:filesystem/preopens" {
+        if !version.is_some_and(wasi_provided) {
+            return Some(Rule::NotProvided);
+        }
         return (!grants.has(Capability::ReadOnlyFs)).then_some(Rule::NeedsGrant {
             capability: Capability::ReadOnlyFs,
         });
     }
-    if SANDBOXED_WASI.contains(&base) && version.is_some_and(|v| v.starts_with("0.2.")) {
+    if SANDBOXED_WASI.contains(&base) && version.is_some_and(wasi_provided) {
         return None;
     }
     Some(Rule::NotProvided)
@@ -350,11 +434,12 @@ pub fn violations<'a>(
     let exports: Vec<&str> = exports.into_iter().collect();
     let found = kinds_exported(exports.iter().copied());
     let mut out = Vec::new();
+    // Import names are the component's own strings: escaped before any message shows them.
     let mut violation = |kind: Option<PluginKind>, interface: &str, rule: Rule| {
         out.push(Violation {
-            plugin: plugin.to_owned(),
+            plugin: super::text::escape(plugin).into_owned(),
             kind,
-            interface: interface.to_owned(),
+            interface: super::text::escape(interface).into_owned(),
             rule,
         });
     };
@@ -451,9 +536,30 @@ mod tests {
         assert_eq!(
             v,
             [
-                "validator `x` imports `crewbox:plugin/model`, which needs a model grant in the user's config"
+                "validator `x` imports `crewbox:plugin/model`, which needs a model grant in the user's config: `[plugins.grants.x]` with `path = \"…\"` (this file) and `model = { max_tokens = …, timeout_s = … }`"
             ]
         );
+    }
+
+    #[test]
+    fn only_the_wasi_releases_the_host_implements_are_accepted() {
+        let g = Grants::defaults_for(PluginKind::Validator);
+        let export = "crewbox:plugin/validate@0.1.0";
+        for ok in ["wasi:cli/stdout@0.2.0", "wasi:io/streams@0.2.12"] {
+            assert!(
+                check(PluginKind::Validator, &g, &[ok], export).is_empty(),
+                "{ok}"
+            );
+        }
+        for newer in [
+            "wasi:io/streams@0.2.13",
+            "wasi:cli/stdout@0.3.0",
+            "wasi:cli/stdout@0.2",
+        ] {
+            let v = check(PluginKind::Validator, &g, &[newer], export);
+            assert_eq!(v.len(), 1, "{newer}: {v:?}");
+            assert!(v[0].contains("WASI 0.2.0 to 0.2.12"), "{v:?}");
+        }
     }
 
     #[test]
@@ -475,8 +581,8 @@ mod tests {
             [
                 "role `x` imports `wasi:sockets/tcp`: network is never granted",
                 "role `x` imports `wasi:filesystem/preopens`, which needs a read-only filesystem grant",
-                "role `x` imports `wasi:http/types`, which crewbox does not provide to plugins",
-                "role `x` imports `crewbox:plugin/log`, which crewbox does not provide to plugins",
+                "role `x` imports `wasi:http/types`, which crewbox does not provide to plugins (it provides crewbox:plugin@0.1.0 and WASI 0.2.0 to 0.2.12)",
+                "role `x` imports `crewbox:plugin/log`, which crewbox does not provide to plugins (it provides crewbox:plugin@0.1.0 and WASI 0.2.0 to 0.2.12)",
             ]
         );
     }

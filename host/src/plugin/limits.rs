@@ -1,4 +1,4 @@
-//! Per-call limits: memory, deadline and output sizes, with defaults per kind.
+//! Per-call limits: memory, deadline and answer sizes, with defaults per kind.
 
 use std::time::Duration;
 
@@ -17,6 +17,10 @@ pub struct Limits {
     pub max_string_bytes: u64,
     /// Cap on any one list returned by the guest, in items.
     pub max_list_items: u64,
+    /// Cap on one whole answer (a verdict, a decision, a prompt…) and on the arguments
+    /// of one host call: the bytes of all strings plus the host size of all list items
+    /// copied out of the guest, however they are laid out in guest memory.
+    pub max_answer_bytes: u64,
     /// Cap on log and captured stdout/stderr per call, in bytes.
     pub max_log_bytes: u64,
     /// Cap on one file read through `workspace`, in bytes.
@@ -24,21 +28,47 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The defaults for a kind: dispatchers are on the prompt's hot path (1 s), roles
-    /// build prompts (5 s), validators may read files and call a model (30 s).
+    /// The defaults for a kind: dispatchers are on the prompt's hot path (1 s, answers of
+    /// 64 KiB), roles build prompts (5 s, 2 MiB: a prompt carries the diff), validators may
+    /// read files and call a model (30 s, 1 MiB).
     pub fn for_kind(kind: PluginKind) -> Self {
-        let deadline = match kind {
-            PluginKind::Dispatcher => Duration::from_secs(1),
-            PluginKind::Validator => Duration::from_secs(30),
-            PluginKind::Role => Duration::from_secs(5),
+        let (deadline, max_answer_bytes) = match kind {
+            PluginKind::Dispatcher => (Duration::from_secs(1), 64 << 10),
+            PluginKind::Validator => (Duration::from_secs(30), 1 << 20),
+            PluginKind::Role => (Duration::from_secs(5), 2 << 20),
         };
         Self {
             memory_bytes: 64 << 20,
             deadline,
             max_string_bytes: 1 << 20,
             max_list_items: 4096,
+            max_answer_bytes,
             max_log_bytes: 64 << 10,
             max_read_bytes: 1 << 20,
+        }
+    }
+}
+
+/// How many core instances, memories and tables one plugin's component may create. A
+/// component is many core modules; without these caps one plugin could take the whole
+/// instance pool, and with it every other plugin's ability to start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ComponentCaps {
+    /// Core module instances (a Rust component has 3; componentize-py's about 40).
+    pub instances: u32,
+    /// Linear memories (toolchains emit one). Each pool slot reserves address space for
+    /// a whole memory, so this multiplies the pool's reservation.
+    pub memories: u32,
+    /// Tables (toolchains emit one or two).
+    pub tables: u32,
+}
+
+impl Default for ComponentCaps {
+    fn default() -> Self {
+        Self {
+            instances: 100,
+            memories: 2,
+            tables: 8,
         }
     }
 }

@@ -15,12 +15,17 @@ mod bindings;
 pub mod builtin;
 mod cache;
 mod call;
+mod compile;
+pub mod discover;
 mod error;
+pub mod file;
 mod grants;
 mod host;
 mod kind;
 mod limits;
 mod runtime;
+pub mod text;
+pub mod verdict;
 
 pub use bindings::types::{
     Access, AgentOutput, AgentStatus, CriterionResult, DispatchDecision, DispatchRequest, Mode,
@@ -29,10 +34,11 @@ pub use bindings::types::{
 pub use bindings::workspace::ChangeKind;
 pub use cache::CacheOutcome;
 pub use call::{CallEnv, Plugin};
+pub use compile::{COMPILER_ARG, CompileLimits, CompileRefusal, Compiler, compiler_main};
 pub use error::{PluginError, PluginFault};
-pub use grants::{Capability, Grants, ModelBudget, ReadOnlyDir, Rule, Violation};
+pub use grants::{Capability, Grants, ModelBudget, ReadOnlyDir, Rule, UserGrant, Violation};
 pub use host::model::{ModelAccess, ModelReply};
 pub use host::workspace::WorkspaceView;
 pub use kind::PluginKind;
-pub use limits::Limits;
+pub use limits::{ComponentCaps, Limits};
 pub use runtime::{ComponentInfo, PluginRuntime, PluginSource, RuntimeConfig, default_cache_dir};

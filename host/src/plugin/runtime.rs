@@ -1,22 +1,24 @@
 //! The engine: configuration, compilation (cached, off the async runtime), the import
 //! rules, and loading a component into a ready-to-call [`Plugin`].
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
-use wasmtime::component::Component;
+use wasmtime::component::{Component, InstancePre};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::cache::{CacheOutcome, DiskCache};
 use super::call::{Exports, Plugin, PluginInner};
+use super::compile::{self, CompileLimits, CompileRefusal, Compiler, Failure};
 use super::error::PluginError;
 use super::grants::{Grants, Rule, Violation, kinds_exported, violations};
 use super::host;
 use super::kind::PluginKind;
-use super::limits::Limits;
+use super::limits::{ComponentCaps, Limits};
 
 /// Where a plugin came from; shown to users and decides how far it may be trusted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -50,10 +52,17 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
     /// How many instances may be live at once (pooling allocator slots).
     pub max_instances: u32,
-    /// The largest memory any plugin may be given; per-plugin [`Limits`] are clamped to it.
+    /// The most memory any plugin may be given (all its memories together); per-plugin
+    /// [`Limits`] are clamped to it.
     pub max_memory_bytes: u64,
+    /// Core instances, memories and tables one plugin may create.
+    pub component_caps: ComponentCaps,
     /// Epoch tick: the resolution of call deadlines.
     pub epoch_tick: Duration,
+    /// Limits on compiling an untrusted component.
+    pub compile_limits: CompileLimits,
+    /// How untrusted components are compiled.
+    pub compiler: Compiler,
 }
 
 impl Default for RuntimeConfig {
@@ -62,7 +71,10 @@ impl Default for RuntimeConfig {
             cache_dir: default_cache_dir(),
             max_instances: 64,
             max_memory_bytes: 64 << 20,
+            component_caps: ComponentCaps::default(),
             epoch_tick: Duration::from_millis(5),
+            compile_limits: CompileLimits::default(),
+            compiler: Compiler::InProcess,
         }
     }
 }
@@ -104,6 +116,8 @@ pub(crate) struct RuntimeInner {
     pub(crate) engine: Engine,
     pub(crate) config: RuntimeConfig,
     cache: Option<DiskCache>,
+    /// Refusals of this process, for runtimes without a disk cache.
+    refused: Mutex<HashMap<Vec<u8>, CompileRefusal>>,
     _ticker: Ticker,
 }
 
@@ -119,18 +133,19 @@ impl PluginRuntime {
     pub fn new(config: RuntimeConfig) -> Result<Self, PluginError> {
         let mut pool = PoolingAllocationConfig::default();
         let n = config.max_instances.max(1);
+        let caps = config.component_caps;
+        // Each component instance may take at most its caps from the pool, and the pool
+        // holds the caps of every instance, so no plugin can starve another of slots.
         pool.total_component_instances(n)
-            .total_core_instances(n * 8)
-            .total_memories(n * 2)
-            .total_tables(n * 4)
+            .max_core_instances_per_component(caps.instances)
+            .max_memories_per_component(caps.memories)
+            .max_tables_per_component(caps.tables)
+            .total_core_instances(n * caps.instances)
+            .total_memories(n * caps.memories)
+            .total_tables(n * caps.tables)
             .total_stacks(n)
             .max_memory_size(usize::try_from(config.max_memory_bytes).unwrap_or(usize::MAX));
-        let mut wasm = Config::new();
-        wasm.wasm_component_model(true)
-            .epoch_interruption(true)
-            .memory_reservation(config.max_memory_bytes)
-            .memory_reservation_for_growth(0)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let wasm = wasm_config(config.max_memory_bytes, Some(pool));
         let engine = Engine::new(&wasm).map_err(|e| PluginError::Engine(format!("{e:#}")))?;
         let stop = Arc::new(AtomicBool::new(false));
         let (tick_engine, tick_stop, tick) = (engine.clone(), stop.clone(), config.epoch_tick);
@@ -152,21 +167,124 @@ impl PluginRuntime {
                 engine,
                 config,
                 cache,
+                refused: Mutex::default(),
                 _ticker: Ticker(stop),
             }),
         })
     }
 
-    /// Compiles (or loads from cache). Blocking.
-    fn compile(&self, name: &str, bytes: &[u8]) -> Result<(Component, CacheOutcome), PluginError> {
-        let compiled = match &self.inner.cache {
-            Some(cache) => cache.load_or_compile(&self.inner.engine, bytes),
-            None => Component::new(&self.inner.engine, bytes).map(|c| (c, CacheOutcome::Compiled)),
+    /// Compiles (or loads from cache) within the compile limits; `fresh` ignores a cached
+    /// refusal and compiles again. Blocking.
+    fn compile(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        fresh: bool,
+    ) -> Result<(Component, CacheOutcome), PluginError> {
+        let inner = &*self.inner;
+        let limits = inner.config.compile_limits;
+        let refused = |refusal: CompileRefusal, cached: bool| match refusal {
+            CompileRefusal::Invalid { reason } => PluginError::Compile {
+                plugin: name.to_owned(),
+                reason,
+            },
+            refusal => PluginError::Refused {
+                plugin: name.to_owned(),
+                refusal,
+                cached,
+            },
         };
-        compiled.map_err(|e| PluginError::Compile {
-            plugin: name.to_owned(),
-            reason: format!("{e:#}"),
-        })
+        let memo_key = {
+            use sha2::{Digest, Sha256};
+            let mut k = Sha256::digest(bytes).to_vec();
+            k.extend_from_slice(limits.key().as_bytes());
+            k
+        };
+        if !fresh {
+            let remembered = (inner.refused.lock().unwrap_or_else(|p| p.into_inner()))
+                .get(&memo_key)
+                .cloned();
+            let cached =
+                remembered.or_else(|| inner.cache.as_ref().and_then(|c| c.refusal(bytes, &limits)));
+            if let Some(r) = cached {
+                return Err(refused(r, true));
+            }
+        }
+        if let Some(component) = inner
+            .cache
+            .as_ref()
+            .and_then(|c| c.load(&inner.engine, bytes))
+        {
+            return Ok((component, CacheOutcome::Hit));
+        }
+        let compiled = compile::scan(bytes, &limits)
+            .map_err(Failure::Refused)
+            .and_then(|()| self.compile_now(bytes));
+        let (component, serialized) = match compiled {
+            Ok(done) => done,
+            Err(Failure::Refused(r)) => {
+                inner
+                    .refused
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(memo_key, r.clone());
+                if let Some(cache) = &inner.cache {
+                    cache.store_refusal(bytes, &limits, &r);
+                }
+                return Err(refused(r, false));
+            }
+            Err(Failure::Broken(reason)) => {
+                return Err(PluginError::Task {
+                    plugin: name.to_owned(),
+                    reason,
+                });
+            }
+        };
+        inner
+            .refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&memo_key);
+        let outcome = match &inner.cache {
+            Some(cache) => {
+                cache.clear_refusal(bytes, &limits);
+                match serialized.map_or_else(|| component.serialize(), Ok) {
+                    Ok(code) => cache.store(bytes, &code),
+                    Err(_) => CacheOutcome::Compiled,
+                }
+            }
+            None => CacheOutcome::Compiled,
+        };
+        Ok((component, outcome))
+    }
+
+    /// Compiles: built-ins in-process, anything else the way the config says. Returns
+    /// the serialized code too when it came from the compiler child.
+    fn compile_now(&self, bytes: &[u8]) -> Result<(Component, Option<Vec<u8>>), Failure> {
+        let inner = &*self.inner;
+        let limits = &inner.config.compile_limits;
+        if super::builtin::is_builtin(bytes) {
+            return Component::new(&inner.engine, bytes)
+                .map(|c| (c, None))
+                .map_err(|e| Failure::Broken(format!("a built-in failed to compile: {e:#}")));
+        }
+        match &inner.config.compiler {
+            Compiler::InProcess => {
+                compile::on_thread(&inner.engine, bytes, limits).map(|c| (c, None))
+            }
+            Compiler::Child(program) => {
+                let code =
+                    compile::in_child(program, bytes, limits, inner.config.max_memory_bytes)?;
+                // SAFETY: the code was produced by this same program's compiler for an
+                // engine configured like this one ([`wasm_config`]); wasmtime checks the
+                // header and the compatibility of every setting before using it.
+                let component =
+                    unsafe { Component::deserialize(&inner.engine, &code) }.map_err(|e| {
+                        Failure::Broken(format!("the compiled plugin does not load: {e:#}"))
+                    })?;
+                Ok((component, Some(code)))
+            }
+        }
     }
 
     fn describe(&self, component: &Component, size: usize) -> ComponentInfo {
@@ -185,9 +303,14 @@ impl PluginRuntime {
         }
     }
 
+    /// The compile limits of this runtime (the component size cap bounds file reads).
+    pub fn compile_limits(&self) -> &CompileLimits {
+        &self.inner.config.compile_limits
+    }
+
     /// Reads a component's kind, imports and exports. Blocking (compiles, or loads from cache).
     pub fn inspect(&self, bytes: &[u8]) -> Result<ComponentInfo, PluginError> {
-        let (component, _) = self.compile("(inspected)", bytes)?;
+        let (component, _) = self.compile("(inspected)", bytes, false)?;
         Ok(self.describe(&component, bytes.len()))
     }
 
@@ -200,16 +323,52 @@ impl PluginRuntime {
         kind: Option<PluginKind>,
         grants: &Grants,
     ) -> Vec<Violation> {
-        match self.compile(name, bytes) {
+        self.check_compiled(name, bytes, kind, grants, false)
+    }
+
+    /// Like [`PluginRuntime::check`], but compiles again even if a refusal is cached
+    /// (`crewbox plugin check`). Blocking.
+    pub fn check_fresh(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        kind: Option<PluginKind>,
+        grants: &Grants,
+    ) -> Vec<Violation> {
+        self.check_compiled(name, bytes, kind, grants, true)
+    }
+
+    fn check_compiled(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        kind: Option<PluginKind>,
+        grants: &Grants,
+        fresh: bool,
+    ) -> Vec<Violation> {
+        match self.compile(name, bytes, fresh) {
             Ok((component, _)) => {
                 let info = self.describe(&component, bytes.len());
-                violations(
+                let mut found = violations(
                     name,
                     kind,
                     info.imports.iter().map(String::as_str),
                     info.exports.iter().map(String::as_str),
                     grants,
-                )
+                );
+                // Passing the rules is not loading: the imports must also link.
+                if found.is_empty()
+                    && let Some(kind) = kind.or(info.kind)
+                    && let Err(reason) = self.link(&component, kind, grants)
+                {
+                    found.push(Violation {
+                        plugin: super::text::escape(name).into_owned(),
+                        kind: Some(kind),
+                        interface: String::new(),
+                        rule: Rule::DoesNotLink { reason },
+                    });
+                }
+                found
             }
             Err(e) => vec![Violation {
                 plugin: name.to_owned(),
@@ -222,6 +381,21 @@ impl PluginRuntime {
         }
     }
 
+    /// Links `component` as a `kind` under `grants` and pre-instantiates it, as `load`
+    /// does; the error says why it would not load.
+    fn link(
+        &self,
+        component: &Component,
+        kind: PluginKind,
+        grants: &Grants,
+    ) -> Result<(InstancePre<host::HostState>, Exports), String> {
+        let why = |e: wasmtime::Error| super::text::escape(&format!("{e:#}")).into_owned();
+        let linker = host::linker(&self.inner.engine, grants).map_err(why)?;
+        let pre = linker.instantiate_pre(component).map_err(why)?;
+        let exports = Exports::new(kind, &pre).map_err(why)?;
+        Ok((pre, exports))
+    }
+
     /// Compiles (off the async runtime), checks every import against the kind and the
     /// grants, links only what is granted and pre-instantiates.
     pub async fn load(
@@ -232,11 +406,14 @@ impl PluginRuntime {
         grants: Grants,
         limits: Option<Limits>,
     ) -> Result<Plugin, PluginError> {
+        // A name is often a file stem: the repository chose it. It is only a label, so it
+        // is escaped once here and every message naming the plugin is safe to print.
+        let name = &*super::text::escape(name);
         let this = self.clone();
         let task_name = name.to_owned();
         let size = bytes.len();
         let (component, cache) =
-            tokio::task::spawn_blocking(move || this.compile(&task_name, &bytes))
+            tokio::task::spawn_blocking(move || this.compile(&task_name, &bytes, false))
                 .await
                 .map_err(|e| PluginError::Task {
                     plugin: name.to_owned(),
@@ -270,14 +447,12 @@ impl PluginRuntime {
                     reason: format!("{e:#}"),
                 })?;
         }
-        let contract = |e: wasmtime::Error| PluginError::Contract {
-            plugin: name.to_owned(),
-            reason: format!("{e:#}"),
-        };
-        let linker = host::linker(&self.inner.engine, &grants)
-            .map_err(|e| PluginError::Engine(format!("{e:#}")))?;
-        let pre = linker.instantiate_pre(&component).map_err(contract)?;
-        let exports = Exports::new(kind, &pre).map_err(contract)?;
+        let (pre, exports) =
+            self.link(&component, kind, &grants)
+                .map_err(|reason| PluginError::Contract {
+                    plugin: name.to_owned(),
+                    reason,
+                })?;
         let mut limits = limits.unwrap_or_else(|| Limits::for_kind(kind));
         limits.memory_bytes = limits.memory_bytes.min(self.inner.config.max_memory_bytes);
         Ok(Plugin {
@@ -295,4 +470,22 @@ impl PluginRuntime {
             }),
         })
     }
+}
+
+/// The engine configuration every plugin is compiled and run with. The compiler child
+/// builds the same one without the pool (`pool: None`): the pool does not change the
+/// compiled code, so what the child compiles loads here.
+pub(crate) fn wasm_config(
+    memory_reservation: u64,
+    pool: Option<PoolingAllocationConfig>,
+) -> Config {
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true)
+        .epoch_interruption(true)
+        .memory_reservation(memory_reservation)
+        .memory_reservation_for_growth(0);
+    if let Some(pool) = pool {
+        wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    wasm
 }

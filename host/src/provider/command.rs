@@ -2,17 +2,23 @@
 //!
 //! The CLI is stateless between calls, so the prompt carries the conversation
 //! ([`render_prompt`]): on a first turn it is the system prompt and the task as plain
-//! text; later turns add a transcript with one `[role]` header per message. The child
-//! runs in the request's workspace, directly from argv (no shell unless argv names
-//! one), and is killed when the call times out or is dropped.
+//! text; later turns add a transcript with one `[role]` header per message.
+//!
+//! The child runs from argv (no shell unless argv names one) in the calling agent's
+//! process sandbox (see `crate::sandbox`): its workspace as the agent may use it, its
+//! private `$HOME` and `/tmp`, the network (it must reach its API), and an environment
+//! of the base allowlist plus exactly the variables named in `pass_env`. A call that is
+//! no running agent's (a validator's model call) runs in a throwaway sandbox that may
+//! read the request's workspace, if any, and write only its private dirs. The child and everything it started are killed when the call times out
+//! or is dropped.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
+
+use crate::sandbox::{AgentScope, EnvPolicy, Program, Sandbox};
 
 use super::{
     Completion, CompletionRequest, Message, Provider, ProviderError, Role, StopReason, Usage,
@@ -45,6 +51,12 @@ pub struct CommandOptions {
     pub timeout: Duration,
     /// What `model()` reports (defaults to the program name).
     pub model: Option<String>,
+    /// Variables of crewbox's environment the child gets besides the base allowlist.
+    pub pass_env: Vec<String>,
+    /// Extra read-only paths the child sees (its installation).
+    pub read: Vec<std::path::PathBuf>,
+    /// Where the child runs.
+    pub sandbox: Sandbox,
 }
 
 /// An external agent CLI behind the `Provider` trait.
@@ -157,33 +169,35 @@ impl Provider for CommandProvider {
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
         let program = &self.options.argv[0];
         let prompt = render_prompt(&request.messages);
-        let mut cmd = Command::new(program);
-        cmd.args(&self.options.argv[1..])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        match self.options.prompt_via {
-            PromptVia::Arg => {
-                cmd.arg(&prompt).stdin(Stdio::null());
-            }
-            PromptVia::Stdin => {
-                cmd.stdin(Stdio::piped());
-            }
+        let sandbox = &self.options.sandbox;
+        // The agent's own sandbox, or for a call that is no running agent's (a validator's)
+        // a throwaway one that may read the request's workspace but write nothing there.
+        let agent = sandbox.for_agent(&request.agent.id).unwrap_or_else(|| {
+            sandbox.agent(AgentScope {
+                id: format!("{}-call-{:08x}", request.agent.id, fastrand::u32(..)),
+                workspace: request.workspace.clone(),
+                writable: false,
+                network: true,
+            })
+        });
+        let mut argv = self.options.argv.clone();
+        if self.options.prompt_via == PromptVia::Arg {
+            argv.push(prompt.clone());
         }
-        if let Some(dir) = &request.workspace {
-            cmd.current_dir(dir);
+        let mut spawn = agent
+            .command(Program::Argv(argv))
+            .with_network()
+            .read_also(&self.options.read)
+            .env(EnvPolicy {
+                pass: self.options.pass_env.clone(),
+                allow_named_keys: true,
+            });
+        if self.options.prompt_via == PromptVia::Stdin {
+            spawn = spawn.piped_stdin();
         }
-        // Its own process group, so a timeout also ends the CLI's children.
-        #[cfg(unix)]
-        cmd.process_group(0);
-        let mut child = cmd.spawn().map_err(|e| {
-            let dir = request
-                .workspace
-                .as_ref()
-                .map(|d| format!(" in {}", d.display()))
-                .unwrap_or_default();
+        let mut child = spawn.spawn().await.map_err(|e| {
             ProviderError::Config(format!(
-                "provider `{}`: cannot run `{program}`{dir}: {e}",
+                "provider `{}`: cannot run `{program}`: {e}",
                 self.name
             ))
         })?;
@@ -216,9 +230,7 @@ impl Provider for CommandProvider {
         let (out, err, status) = match tokio::time::timeout(timeout, run).await {
             Ok(r) => r,
             Err(_) => {
-                // `run` is dropped; the child is killed here (and by kill_on_drop anyway).
-                kill_group(&child);
-                let _ = child.start_kill();
+                child.kill_tree();
                 let _ = child.wait().await;
                 return Err(ProviderError::Timeout(format!(
                     "command `{program}` did not finish within {} s and was killed",
@@ -226,10 +238,19 @@ impl Provider for CommandProvider {
                 )));
             }
         };
+        // Whatever the CLI left running goes with it.
+        child.kill_tree();
         let io = |e: std::io::Error| ProviderError::Connection(format!("command `{program}`: {e}"));
         let status = status.map_err(io)?;
         let (stdout, truncated) = out.map_err(io)?;
         let stderr = String::from_utf8_lossy(&err.map_err(io)?).trim().to_owned();
+        if let Some(failure) = child.setup_failure(&status, &stderr) {
+            return Err(ProviderError::Config(format!(
+                "provider `{}`: {}",
+                self.name,
+                sandbox.describe_failure(failure)
+            )));
+        }
         if !status.success() {
             let code = status
                 .code()
@@ -259,18 +280,3 @@ impl Provider for CommandProvider {
         })
     }
 }
-
-/// Kills the child's whole process group (it leads one, see `process_group(0)`).
-#[cfg(unix)]
-fn kill_group(child: &tokio::process::Child) {
-    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-        // SAFETY: kill(2) with a negative pid signals that process group and touches no
-        // memory of ours; the group was created for this child alone.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-        }
-    }
-}
-
-#[cfg(not(unix))]
-fn kill_group(_child: &tokio::process::Child) {}

@@ -148,6 +148,14 @@ pub struct CommandConfig {
     pub model: Option<String>,
     /// Retries after the first attempt (default 0: an agent CLI run is expensive).
     pub max_retries: Option<u32>,
+    /// Environment variables the CLI gets besides the base allowlist (e.g. its own API
+    /// key): exactly these, nothing else of crewbox's environment.
+    #[serde(default)]
+    pub pass_env: Vec<String>,
+    /// Paths the CLI needs to see besides the sandbox's view (its installation, e.g.
+    /// `~/.local/share/my-agent`): absolute or `~/…`, read-only.
+    #[serde(default)]
+    pub read: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -186,6 +194,8 @@ pub struct BuildContext<'a> {
     pub env: &'a dyn Fn(&str) -> Option<String>,
     /// The embedded demo script, used by `scripted` without a `script`.
     pub default_script: &'a str,
+    /// Where the `command` provider runs its child.
+    pub sandbox: &'a crate::sandbox::Sandbox,
 }
 
 /// The retry policy of scripted providers: injected faults are retried like real ones,
@@ -235,6 +245,18 @@ pub fn key_variable(cfg: &ProviderConfig) -> Option<&str> {
         ProviderConfig::Openai(c) => c.api_key_env.as_deref(),
         ProviderConfig::Anthropic(c) => Some(&c.api_key_env),
         ProviderConfig::Scripted(_) | ProviderConfig::Command(_) => None,
+    }
+}
+
+impl ProviderConfig {
+    /// The environment variables holding this provider's secrets: the one it reads its
+    /// API key from, or those a `command` provider passes to its CLI. Agent commands
+    /// never get any of them.
+    pub fn secret_vars(&self) -> Vec<&str> {
+        match self {
+            ProviderConfig::Command(c) => c.pass_env.iter().map(String::as_str).collect(),
+            other => key_variable(other).into_iter().collect(),
+        }
     }
 }
 
@@ -335,6 +357,17 @@ pub fn build(
                 prompt_via: c.prompt_via,
                 timeout: seconds(name, "timeout_s", c.timeout_s, 1800)?,
                 model: c.model.clone(),
+                pass_env: c.pass_env.clone(),
+                read: c
+                    .read
+                    .iter()
+                    .map(|r| {
+                        let home = (ctx.env)("HOME").map(PathBuf::from);
+                        crate::sandbox::config::expand_path("read", r, home.as_deref())
+                            .map_err(|e| ProviderError::Config(format!("provider `{name}`: {e}")))
+                    })
+                    .collect::<Result<_, _>>()?,
+                sandbox: ctx.sandbox.clone(),
             };
             (
                 Arc::new(CommandProvider::new(name, options)?),
@@ -415,6 +448,7 @@ mod tests {
             base_dir: Path::new("."),
             env: &env,
             default_script: "",
+            sandbox: &crate::sandbox::Sandbox::missing(),
         };
         let cfg = parse("kind = \"anthropic\"\nmodel = \"m\"\n").unwrap();
         let err = build("claude", &cfg, &ctx)
@@ -455,6 +489,7 @@ mod tests {
             base_dir: dir.path(),
             env: &env,
             default_script: "[[reply]]\ntext = \"demo\"\n",
+            sandbox: &crate::sandbox::Sandbox::missing(),
         };
         let p = build("demo", &parse("kind = \"scripted\"\n").unwrap(), &ctx).unwrap();
         assert_eq!((p.name(), p.model()), ("demo", "script"));

@@ -86,6 +86,7 @@ struct Entry {
     agent: Option<String>,
     turn: Option<u32>,
     when: Option<Regex>,
+    system: Option<Regex>,
     repeat: bool,
     text: String,
     tool_calls: Vec<RawToolCall>,
@@ -98,6 +99,7 @@ const KEYS: &[&str] = &[
     "agent",
     "turn",
     "when",
+    "system",
     "repeat",
     "text",
     "tool_calls",
@@ -215,6 +217,9 @@ impl ScriptedProvider {
             let when = field::<String>(&t, "when", &fail)?
                 .map(|w| Regex::new(&w).map_err(|e| fail("when", format!("invalid regex: {e}"))))
                 .transpose()?;
+            let system = field::<String>(&t, "system", &fail)?
+                .map(|w| Regex::new(&w).map_err(|e| fail("system", format!("invalid regex: {e}"))))
+                .transpose()?;
             let turn = field::<u32>(&t, "turn", &fail)?;
             if turn == Some(0) {
                 return Err(fail("turn", "turns are 1-based".into()));
@@ -223,6 +228,7 @@ impl ScriptedProvider {
                 agent: field(&t, "agent", &fail)?,
                 turn,
                 when,
+                system,
                 repeat: field(&t, "repeat", &fail)?.unwrap_or(false),
                 text: field(&t, "text", &fail)?.unwrap_or_default(),
                 tool_calls: field(&t, "tool_calls", &fail)?.unwrap_or_default(),
@@ -292,6 +298,12 @@ impl ScriptedProvider {
             .last()
             .map(|m| m.content.as_str())
             .unwrap_or("");
+        let system = request
+            .messages
+            .iter()
+            .find(|m| m.role == super::Role::System)
+            .map(|m| m.content.as_str())
+            .unwrap_or("");
         let mut guard = self.index.lock().unwrap_or_else(|e| e.into_inner());
         let Index {
             by_agent,
@@ -313,7 +325,7 @@ impl ScriptedProvider {
             let TurnBuckets { by_turn, any_turn } = turns;
             let specific = by_turn.get_mut(&request.turn);
             for bucket in specific.into_iter().chain(std::iter::once(any_turn)) {
-                if let Some(i) = self.first_match(bucket, used, latest)
+                if let Some(i) = self.first_match(bucket, used, latest, system)
                     && best.as_ref().is_none_or(|(b, _)| i < *b)
                 {
                     best = Some((i, bucket));
@@ -330,16 +342,21 @@ impl ScriptedProvider {
         Some(i)
     }
 
-    fn first_match(&self, bucket: &Bucket, used: &[bool], latest: &str) -> Option<usize> {
+    fn first_match(
+        &self,
+        bucket: &Bucket,
+        used: &[bool],
+        latest: &str,
+        system: &str,
+    ) -> Option<usize> {
         bucket.entries[bucket.start..]
             .iter()
             .copied()
             .filter(|&i| !used[i])
             .find(|&i| {
-                self.entries[i]
-                    .when
-                    .as_ref()
-                    .is_none_or(|re| re.is_match(latest))
+                let e = &self.entries[i];
+                e.when.as_ref().is_none_or(|re| re.is_match(latest))
+                    && e.system.as_ref().is_none_or(|re| re.is_match(system))
             })
     }
 }

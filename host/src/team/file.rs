@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 pub use super::files::TeamFiles;
 use super::limits::{self, MAX_CHARTER_CHARS, MAX_MEMBERS};
+pub use super::origin::{Skipped, SkippedWhat, TeamFormat, TeamSource};
 use crate::trust::read::{MAX_FILE_BYTES, ReadError, cap_chars, read_bounded};
 use crate::vocab::Mode;
 
@@ -41,28 +42,6 @@ fn team_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
     Mode::parse(&name)
         .filter(|m| m.runs_a_team())
         .ok_or_else(|| serde::de::Error::unknown_variant(&name, TEAM_MODES))
-}
-
-/// Where a team definition came from; later sources override earlier ones by name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TeamSource {
-    /// Shipped with crewbox.
-    Builtin,
-    /// `$XDG_CONFIG_HOME/crewbox/teams/`, this file.
-    User(PathBuf),
-    /// The repository's `.crewbox/teams/`, this file.
-    Repo(PathBuf),
-}
-
-impl TeamSource {
-    /// Precedence rank: built-in < user < repo.
-    pub(super) fn rank(&self) -> u8 {
-        match self {
-            Self::Builtin => 0,
-            Self::User(_) => 1,
-            Self::Repo(_) => 2,
-        }
-    }
 }
 
 /// A checked team with charters resolved.
@@ -88,12 +67,16 @@ pub struct Team {
     pub delivery: crate::batch::GroupJoinConfig,
     /// How long an orchestrate/reflect worker may run before it counts as timed out.
     pub worker_timeout: std::time::Duration,
-    /// Where it was defined.
+    /// Where it was defined (for an imported pack: its directory or roster file).
     pub source: TeamSource,
+    /// The format it was read from.
+    pub format: TeamFormat,
     /// Lower-precedence definitions of the same name this one replaces.
     pub shadows: Vec<TeamSource>,
     /// What was cut, capped or ignored while loading it (one line each).
     pub warnings: Vec<String>,
+    /// Roster rows and files of an imported pack that are not members, each with why.
+    pub skipped: Vec<Skipped>,
 }
 
 /// How long a worker may run unless the team file says otherwise (`worker_timeout_s`).
@@ -153,6 +136,19 @@ pub struct Member {
     pub model: Option<String>,
     /// Validators for this member, in addition to the team's.
     pub validators: Vec<String>,
+    /// The name as its definition shows it (`McManus` for `mcmanus`).
+    pub display: String,
+    /// Where this member was defined (a Claude team mixes the user's and the
+    /// repository's files).
+    pub source: TeamSource,
+    /// The file its charter came from (its definition file when the charter is inline).
+    pub file: Option<PathBuf>,
+    /// Whether its charter was cut at the cap.
+    pub truncated: bool,
+    /// Fields of its definition that crewbox read but never acts on.
+    pub ignored: Vec<String>,
+    /// A turn limit below the configured one (a definition may only lower it).
+    pub max_turns: Option<u32>,
 }
 
 impl Member {
@@ -199,6 +195,7 @@ struct RawTeam {
 #[serde(deny_unknown_fields)]
 struct RawMember {
     name: String,
+    display: Option<String>,
     role: Option<String>,
     charter: Option<String>,
     charter_file: Option<PathBuf>,
@@ -208,6 +205,7 @@ struct RawMember {
     model: Option<String>,
     #[serde(default)]
     validators: Vec<String>,
+    max_turns: Option<u32>,
 }
 
 /// What is wrong with a team definition.
@@ -249,6 +247,12 @@ pub enum TeamProblem {
     /// Both `charter` and `charter_file` on one member.
     #[error("member `{member}` has both `charter` and `charter_file`; keep one")]
     CharterAndFile {
+        /// The member.
+        member: String,
+    },
+    /// `display` is not one short line.
+    #[error("member `{member}`: display must be one line of at most 64 characters")]
+    InvalidDisplay {
         /// The member.
         member: String,
     },
@@ -412,12 +416,19 @@ pub fn parse_team_with(
             return Err(invalid(TeamProblem::DuplicateMember { name: m.name }));
         }
         seen.push(folded);
+        if let Some(d) = &m.display
+            && (d.trim().is_empty() || d.chars().count() > MAX_NAME_LEN || d.contains(['\n', '\r']))
+        {
+            return Err(invalid(TeamProblem::InvalidDisplay { member: m.name }));
+        }
+        let mut truncated = false;
         let charter = match (m.charter, &m.charter_file) {
             (Some(_), Some(_)) => {
                 return Err(invalid(TeamProblem::CharterAndFile { member: m.name }));
             }
             (Some(mut text), None) => {
                 if cap_chars(&mut text, MAX_CHARTER_CHARS) {
+                    truncated = true;
                     warnings.push(limits::cut_warning(
                         &format!("member `{}`: charter", m.name),
                         MAX_CHARTER_CHARS,
@@ -436,6 +447,7 @@ pub fn parse_team_with(
                     .read_charter(path, file)
                     .map_err(|e| path_err(format!("members.{}.charter_file", m.name), e))?;
                 if cut {
+                    truncated = true;
                     warnings.push(limits::cut_warning(
                         &format!("member `{}`: charter_file {}", m.name, file.display()),
                         MAX_CHARTER_CHARS,
@@ -457,8 +469,13 @@ pub fn parse_team_with(
                 .map_err(|e| path_err(format!("members.{}.validators", m.name), e))
         })
         .collect::<Result<Vec<_>, _>>()?;
+        let file = match &m.charter_file {
+            Some(f) => Some(path.parent().unwrap_or(Path::new("")).join(f)),
+            None => charter.is_some().then(|| path.to_owned()),
+        };
         members.push(Member {
             role: m.role.unwrap_or_else(|| m.name.clone()),
+            display: m.display.unwrap_or_else(|| m.name.clone()),
             name: m.name,
             charter,
             charter_file: m.charter_file,
@@ -467,6 +484,11 @@ pub fn parse_team_with(
             provider: m.provider,
             model: m.model,
             validators,
+            source: source.clone(),
+            file,
+            truncated,
+            ignored: Vec::new(),
+            max_turns: m.max_turns,
         });
     }
     let validators = limits::cap_list(raw.validators, "validators", &mut warnings)
@@ -503,8 +525,10 @@ pub fn parse_team_with(
             },
         },
         source,
+        format: TeamFormat::Crewbox,
         shadows: Vec::new(),
         warnings,
+        skipped: Vec::new(),
     };
     limits::cap_texts(&mut team);
     Ok(team)
@@ -565,13 +589,21 @@ name = "alice"
                     provider: None,
                     model: None,
                     validators: Vec::new(),
+                    display: "alice".into(),
+                    source: TeamSource::Builtin,
+                    file: None,
+                    truncated: false,
+                    ignored: Vec::new(),
+                    max_turns: None,
                 }],
                 validators: Vec::new(),
                 delivery: Default::default(),
                 worker_timeout: DEFAULT_WORKER_TIMEOUT,
                 source: TeamSource::Builtin,
+                format: TeamFormat::Crewbox,
                 shadows: Vec::new(),
                 warnings: Vec::new(),
+                skipped: Vec::new(),
             }
         );
         assert_eq!(team.mode, Mode::Broadcast);

@@ -7,15 +7,18 @@
 //! cap, text is cut on a character boundary with a visible `[truncated]` marker (extra
 //! entries are dropped) and the team carries a warning; it never fails.
 //!
-//! Ceiling (repository teams): in an untrusted repository every member is read-only
-//! and the team picks no provider, model or validator (those fall back to the run's);
-//! in a trusted one a member keeps its access and may only name providers the user
-//! has.
+//! Ceiling (repository teams): a member gets min(requested, ceiling). In an untrusted
+//! repository every member is read-only and the team picks no provider, model or
+//! validator (those fall back to the run's); in a trusted one a native member keeps
+//! its access, an imported pack's member (Squad, Claude) stays read-only unless the
+//! user raised the pack ceiling, and a team may only name providers the user has.
+//! Members from the user's own files get what they ask for. A read-only run
+//! (`crewbox run --read-only`) lowers every agent again.
 
 use crate::trust::Trust;
 use crate::trust::read::cap_chars;
 
-use super::file::{Access, Team, TeamSource};
+use super::file::{Access, Team, TeamFormat, TeamSource};
 
 /// The longest charter, in characters.
 pub const MAX_CHARTER_CHARS: usize = 4_000;
@@ -80,39 +83,93 @@ pub struct TeamPolicy {
     pub trust: Trust,
     /// The user's provider names: the only ones a repository team may select.
     pub providers: Vec<String>,
+    /// The most a member of an imported repository pack (Squad, Claude) may do in a
+    /// trusted repository: read-only unless the user opts in (`[packs] max_access` in
+    /// the user's config, or `crewbox trust --pack-access`).
+    pub pack_access: Access,
+}
+
+/// `member `a`` or `members `a`, `b``.
+fn who(names: &[String]) -> String {
+    if names.len() == 1 {
+        format!("member `{}`", names[0])
+    } else {
+        format!("members `{}`", names.join("`, `"))
+    }
+}
+
+/// The lower of two access levels.
+pub fn min_access(a: Access, b: Access) -> Access {
+    match (a, b) {
+        (Access::Full, Access::Full) => Access::Full,
+        (Access::ReadOnly, _) | (_, Access::ReadOnly) => Access::ReadOnly,
+    }
 }
 
 impl TeamPolicy {
-    /// The most a repository team's member may do.
-    pub fn ceiling(&self) -> Access {
-        match self.trust {
-            Trust::Untrusted => Access::ReadOnly,
-            Trust::Trusted => Access::Full,
+    /// The most a member of a repository team in `format` may do.
+    pub fn ceiling_for(&self, format: TeamFormat) -> Access {
+        match (self.trust, format.is_pack()) {
+            (Trust::Untrusted, _) => Access::ReadOnly,
+            (Trust::Trusted, false) => Access::Full,
+            (Trust::Trusted, true) => self.pack_access,
         }
     }
 
-    /// Applies the ceiling to a team (repository teams only; the user's own and
-    /// built-in teams are left as written).
-    pub fn apply(&self, team: &mut Team) {
-        if !matches!(team.source, TeamSource::Repo(_)) {
-            return;
+    /// The most a repository's native team member may do.
+    pub fn ceiling(&self) -> Access {
+        self.ceiling_for(TeamFormat::Crewbox)
+    }
+
+    /// Why the ceiling of `format` is read-only, for the warning.
+    fn why(&self, format: TeamFormat) -> &'static str {
+        if !self.trust.is_trusted() {
+            "the repository is not trusted"
+        } else if format.is_pack() {
+            "imported packs are read-only until you allow more: `[packs] max_access = \"full\"` \
+             in your config, or `crewbox trust --pack-access full`"
+        } else {
+            "the ceiling"
         }
-        let ceiling = self.ceiling();
+    }
+
+    /// Applies the ceilings to a team: every member gets min(requested, ceiling of
+    /// where it was defined) — a repository member the repository's ceiling, a member
+    /// from the user's own files what it asks for. The repository's provider, model
+    /// and validator choices are checked too. (A read-only run lowers every agent
+    /// again when it starts: `RunRequest::read_only`.)
+    pub fn apply(&self, team: &mut Team) {
+        let repo_team = matches!(team.source, TeamSource::Repo(_));
         let untrusted = !self.trust.is_trusted();
         let mut warnings = Vec::new();
+        let mut capped: Vec<String> = Vec::new();
+        let mut unchosen: Vec<String> = Vec::new();
         for m in &mut team.members {
-            if m.access == Access::Full && ceiling == Access::ReadOnly {
-                m.access = Access::ReadOnly;
-                warnings.push(format!(
-                    "member `{}`: access `full` capped at `read-only` (the repository is not trusted)",
-                    m.name
+            let from_repo = matches!(m.source, TeamSource::Repo(_));
+            let ceiling = if from_repo {
+                self.ceiling_for(team.format)
+            } else {
+                Access::Full
+            };
+            let granted = min_access(m.requested_access, ceiling);
+            if granted != m.requested_access {
+                capped.push(m.name.clone());
+            }
+            m.access = granted;
+            if !from_repo {
+                continue;
+            }
+            if untrusted {
+                if m.provider.take().is_some() | m.model.take().is_some() {
+                    unchosen.push(m.name.clone());
+                }
+            } else {
+                warnings.extend(self.choice(
+                    &format!("member `{}`", m.name),
+                    &mut m.provider,
+                    &mut m.model,
                 ));
             }
-            warnings.extend(self.choice(
-                &format!("member `{}`", m.name),
-                &mut m.provider,
-                &mut m.model,
-            ));
             if untrusted && !m.validators.is_empty() {
                 warnings.push(format!(
                     "member `{}`: validators ignored (the repository is not trusted)",
@@ -121,15 +178,36 @@ impl TeamPolicy {
                 m.validators.clear();
             }
         }
-        if let Some(o) = &mut team.orchestrator {
-            warnings.extend(self.choice("[orchestrator]", &mut o.provider, &mut o.model));
+        if !unchosen.is_empty() {
+            warnings.insert(
+                0,
+                format!(
+                    "{}: provider/model ignored (the repository is not trusted; the run's provider is used)",
+                    who(&unchosen)
+                ),
+            );
         }
-        if let Some(e) = &mut team.evaluator {
-            warnings.extend(self.choice("[evaluator]", &mut e.provider, &mut e.model));
+        if !capped.is_empty() {
+            warnings.insert(
+                0,
+                format!(
+                    "{}: access `full` capped at `read-only` ({})",
+                    who(&capped),
+                    self.why(team.format)
+                ),
+            );
         }
-        if untrusted && !team.validators.is_empty() {
-            warnings.push("validators ignored (the repository is not trusted)".into());
-            team.validators.clear();
+        if repo_team {
+            if let Some(o) = &mut team.orchestrator {
+                warnings.extend(self.choice("[orchestrator]", &mut o.provider, &mut o.model));
+            }
+            if let Some(e) = &mut team.evaluator {
+                warnings.extend(self.choice("[evaluator]", &mut e.provider, &mut e.model));
+            }
+            if untrusted && !team.validators.is_empty() {
+                warnings.push("validators ignored (the repository is not trusted)".into());
+                team.validators.clear();
+            }
         }
         team.warnings.extend(warnings);
     }

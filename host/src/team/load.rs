@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::file::{Team, TeamError, TeamFiles, TeamSource, load_file, parse_team_with};
 use super::limits::{MAX_TEAM_FILES, TeamPolicy};
+use super::pack::{PackDir, claude, squad};
 use crate::trust::REPO_TEAMS;
 use crate::trust::read::{Confined, MAX_FILE_BYTES, ReadError};
 
@@ -17,6 +18,23 @@ pub struct Discovered {
     pub teams: Vec<Team>,
     /// Files skipped, each with why.
     pub problems: Vec<TeamError>,
+    /// Packs that hold no team (an empty roster is a real state), each with why.
+    pub notes: Vec<PackNote>,
+}
+
+/// Why a pack gave no team.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackNote {
+    /// The team it would have been (`squad`, `claude`).
+    pub team: String,
+    /// Why there is none.
+    pub message: String,
+}
+
+impl std::fmt::Display for PackNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 /// Why [`Discovered::find`] found no team.
@@ -64,15 +82,25 @@ impl Discovered {
                 .and_then(|f| f.file_stem())
                 .is_some_and(|s| s.to_string_lossy().eq_ignore_ascii_case(name))
         });
-        Err(match broken {
-            Some(p) => FindTeamError::Broken {
+        if let Some(p) = broken {
+            return Err(FindTeamError::Broken {
                 name: name.to_owned(),
                 problem: p.to_string(),
-            },
-            None => FindTeamError::Unknown {
+            });
+        }
+        if let Some(n) = self
+            .notes
+            .iter()
+            .find(|n| n.team.eq_ignore_ascii_case(name))
+        {
+            return Err(FindTeamError::Broken {
                 name: name.to_owned(),
-                known: self.teams.iter().map(|t| t.name.clone()).collect(),
-            },
+                problem: n.to_string(),
+            });
+        }
+        Err(FindTeamError::Unknown {
+            name: name.to_owned(),
+            known: self.teams.iter().map(|t| t.name.clone()).collect(),
         })
     }
 }
@@ -93,23 +121,107 @@ pub fn user_team_dir() -> Option<PathBuf> {
     crate::paths::user_config_dir().map(|d| d.join("teams"))
 }
 
-/// Every team visible from the repository at `repo` (canonical): the user's teams,
-/// overridden by the repository's of the same name, which are read confined to the
-/// repository and limited by `policy`. Blocking: call it from `spawn_blocking`.
+/// Every team visible from the repository at `repo` (canonical), in the cascade
+/// built-in < user < repo: the user's team files and Claude Code subagents, then the
+/// repository's Squad pack, Claude Code subagents and team files (read confined to
+/// the repository). At one level a native team file wins over an imported pack of
+/// the same name. Every member is limited by `policy`. Blocking: call it from
+/// `spawn_blocking`.
 pub fn discover(repo: &Path, policy: &TeamPolicy) -> Discovered {
     let mut problems = Vec::new();
+    let mut notes = Vec::new();
     let user = match user_team_dir() {
         Some(dir) => load_user_dir(&dir, &mut problems),
         None => Vec::new(),
     };
-    let mut repo_teams = load_repo_dir(repo, &mut problems);
-    for t in &mut repo_teams {
+    let repo_teams = load_repo_dir(repo, &mut problems);
+    let (user_packs, repo_packs) = load_packs(
+        repo,
+        claude::user_dir().as_deref(),
+        &mut problems,
+        &mut notes,
+    );
+    let mut teams = merge_layers([user_packs, user, repo_packs, repo_teams]);
+    for t in &mut teams {
         policy.apply(t);
     }
     Discovered {
-        teams: merge_layers([user, repo_teams]),
+        teams,
         problems,
+        notes,
     }
+}
+
+/// The imported packs: (the user's, the repository's). A pack that cannot be read is
+/// a problem; one that holds no team a note.
+pub fn load_packs(
+    repo: &Path,
+    user_claude: Option<&Path>,
+    problems: &mut Vec<TeamError>,
+    notes: &mut Vec<PackNote>,
+) -> (Vec<Team>, Vec<Team>) {
+    let mut repo_packs = Vec::new();
+    let pack_err = |dir: PathBuf, source| TeamError::ReadDir { dir, source };
+    let confined = match Confined::new(repo) {
+        Ok(c) => Some(c),
+        Err(source) => {
+            problems.push(pack_err(
+                repo.to_owned(),
+                ReadError::Io {
+                    path: repo.to_owned(),
+                    source,
+                },
+            ));
+            None
+        }
+    };
+    let note = |team: &str, message: String| PackNote {
+        team: team.into(),
+        message,
+    };
+    if let Some(c) = &confined {
+        match squad::find(c) {
+            Ok(Some(pack)) => match pack.to_team(repo) {
+                Ok(team) => repo_packs.push(team),
+                Err(why) => notes.push(note(squad::TEAM_NAME, why)),
+            },
+            Ok(None) => {}
+            Err(e) => problems.push(pack_err(repo.join(".squad"), e)),
+        }
+    }
+    let user_layer = user_claude.and_then(|dir| match PackDir::at(dir) {
+        Ok(Some(d)) => Some((
+            claude::read_layer(&d, Path::new("~/.claude/agents"), TeamSource::User),
+            dir.to_owned(),
+        )),
+        Ok(None) => None,
+        Err(e) => {
+            problems.push(pack_err(dir.to_owned(), e));
+            None
+        }
+    });
+    let repo_layer =
+        confined
+            .as_ref()
+            .and_then(|c| match PackDir::in_repo(c, Path::new(claude::REPO_DIR)) {
+                Ok(Some(d)) => Some((
+                    claude::read_layer(&d, Path::new(claude::REPO_DIR), TeamSource::Repo),
+                    repo.join(claude::REPO_DIR),
+                )),
+                Ok(None) => None,
+                Err(e) => {
+                    problems.push(pack_err(repo.join(claude::REPO_DIR), e));
+                    None
+                }
+            });
+    let mut user_packs = Vec::new();
+    match claude::team(user_layer, repo_layer) {
+        Ok(Some(team)) if matches!(team.source, TeamSource::User(_)) => user_packs.push(team),
+        Ok(Some(team)) => repo_packs.push(team),
+        Ok(None) => {}
+        Err(why) => notes.push(note(claude::TEAM_NAME, why)),
+    }
+    (user_packs, repo_packs)
 }
 
 /// Loads the `*.toml` team files of the user's directory `dir` (sorted by name; a
@@ -267,6 +379,13 @@ pub fn merge_layers(layers: impl IntoIterator<Item = Vec<Team>>) -> Vec<Team> {
                 merged.insert(key, existing);
             }
             Some(existing) => {
+                if existing.format.is_pack() && !team.format.is_pack() {
+                    team.warnings.push(format!(
+                        "shadows the imported {} pack at {} (this native team is used; remove it to use the pack)",
+                        existing.format,
+                        existing.source.path().unwrap_or(Path::new("")).display()
+                    ));
+                }
                 team.shadows.push(existing.source);
                 team.shadows.extend(existing.shadows);
                 team.shadows.sort_by_key(|s| std::cmp::Reverse(s.rank()));
@@ -309,6 +428,7 @@ mod tests {
         TeamPolicy {
             trust: Trust::Trusted,
             providers: vec!["anthropic".into()],
+            ..TeamPolicy::default()
         }
     }
 
@@ -397,6 +517,7 @@ mod tests {
         Discovered {
             teams: merge_layers([teams]),
             problems,
+            notes: Vec::new(),
         }
     }
 
@@ -503,6 +624,7 @@ mod tests {
             &TeamPolicy {
                 trust: Trust::Trusted,
                 providers: vec!["mine".into()],
+                ..TeamPolicy::default()
             },
         );
         let t = found.find("ops").unwrap();

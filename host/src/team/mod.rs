@@ -1,45 +1,31 @@
 //! Teams: named groups of members with charters, run in one of the team modes.
 //!
-//! A team is defined in a TOML file (see [`file`] and `EXAMPLE.toml`); definitions
-//! come from built-in, user and repo sources, higher ones overriding lower ones
-//! ([`load`]). What a definition may hold is capped, and a repository's teams are held
-//! to a ceiling that depends on whether the user trusts the repository ([`limits`]).
+//! A team is defined in a TOML file (see [`file`] and `EXAMPLE.toml`) or imported
+//! from another tool's role pack — Squad's `.squad/`, Claude Code's `.claude/agents/`
+//! ([`pack`]); definitions come from built-in, user and repo sources, higher ones
+//! overriding lower ones ([`load`]). What a definition may hold is capped, and every
+//! member gets min(requested access, the ceiling of where it came from) ([`limits`]).
+//! A team can be written back as a team file or into a Squad pack ([`export`]).
 
+pub mod export;
 pub mod file;
 pub mod files;
 pub mod limits;
 pub mod load;
+pub mod origin;
+pub mod pack;
 
+pub use export::{ExportError, ExportFormat, ExportReport, export};
 pub use file::{
-    Access, DEFAULT_WORKER_TIMEOUT, Evaluator, MAX_NAME_LEN, Member, Orchestrator, Team, TeamError,
-    TeamFiles, TeamProblem, TeamSource, load_file, parse_team, parse_team_with, valid_name,
+    Access, DEFAULT_WORKER_TIMEOUT, Evaluator, MAX_NAME_LEN, Member, Orchestrator, Skipped,
+    SkippedWhat, Team, TeamError, TeamFiles, TeamFormat, TeamProblem, TeamSource, load_file,
+    parse_team, parse_team_with, valid_name,
 };
 pub use limits::TeamPolicy;
-pub use load::{Discovered, FindTeamError, discover, merge_layers};
-
-use std::path::Path;
+pub use load::{Discovered, FindTeamError, PackNote, discover, merge_layers};
 
 /// The control-message target of team `name` (`crewbox send --team`): its running
 /// reflect loop reads messages sent there at the start of its next iteration.
 pub fn message_target(name: &str) -> String {
     format!("team:{}", name.to_ascii_lowercase())
-}
-
-impl TeamSource {
-    /// The file the team came from (none for built-in teams).
-    pub fn path(&self) -> Option<&Path> {
-        match self {
-            Self::Builtin => None,
-            Self::User(p) | Self::Repo(p) => Some(p),
-        }
-    }
-
-    /// `builtin`, `user` or `repo`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::Builtin => "builtin",
-            Self::User(_) => "user",
-            Self::Repo(_) => "repo",
-        }
-    }
 }

@@ -59,7 +59,8 @@ pub trait Spawner: Send + Sync {
     ) -> Result<String, String>;
 }
 
-/// What a tool call can see: the workspace and, for `spawn_agent`, a spawner.
+/// What a tool call can see: the workspace, for `spawn_agent` a spawner, and for
+/// tools that start processes the agent's process sandbox.
 #[derive(Clone)]
 pub struct ToolContext {
     /// The agent calling the tool.
@@ -68,6 +69,9 @@ pub struct ToolContext {
     pub root: PathBuf,
     /// Present only when the agent holds `spawn`.
     pub spawner: Option<Arc<dyn Spawner>>,
+    /// Where processes run; present only when the agent holds `exec`. Without it every
+    /// process is refused.
+    pub sandbox: Option<Arc<crate::sandbox::AgentSandbox>>,
 }
 
 /// A tool call's successful result.

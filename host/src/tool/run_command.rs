@@ -1,21 +1,19 @@
-//! `run_command {command, timeout_s?}` (exec): runs `sh -c COMMAND` in the workspace root.
+//! `run_command {command, timeout_s?}` (exec): runs `sh -c COMMAND` in the workspace root,
+//! inside the agent's process sandbox (`crate::sandbox`).
 //!
-//! - The command runs in its own process group. When it ends (or times out) the whole
-//!   group is killed with SIGKILL, so background jobs (`server &`) never outlive the call
-//!   and a timeout takes every child down, not just `sh`.
-//! - stdin is `/dev/null`; stdout and stderr are read together in arrival order into one
+//! - The sandbox decides what the command sees and may write, its environment (an
+//!   allowlist: provider keys never reach it), its network and its limits.
+//! - When the command ends (or times out, or the call is dropped) everything it started
+//!   is killed, so background jobs (`server &`) never outlive the call and a timeout
+//!   takes every child down, not just `sh`.
+//! - stdin is empty; stdout and stderr are read together in arrival order into one
 //!   buffer capped at [`OUTPUT_CAP_BYTES`], keeping the head and the tail.
-//! - The environment is the host's minus every variable whose name contains `KEY`,
-//!   `TOKEN`, `SECRET`, `PASSWORD` or `CREDENTIAL` (any case), so provider API keys never
-//!   reach agent commands; `GIT_TERMINAL_PROMPT=0`, `PAGER=cat` and `GIT_PAGER=cat` are
-//!   set so nothing waits for a terminal.
-//! - A non-zero exit is a normal result (the model reads the exit code); only a command
-//!   that cannot be started is a `ToolError`.
+//! - A non-zero exit is a normal result (the model reads the exit code); a command that
+//!   cannot be started, or a sandbox that cannot be set up, is a `ToolError`.
 
 use std::collections::VecDeque;
-use std::ffi::{OsStr, OsString};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -27,6 +25,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use super::support::{self, human_bytes, invalid};
 use super::{Capability, Tool, ToolContext, ToolError, ToolOutput};
 use crate::provider::ToolSpec;
+use crate::sandbox::{AgentSandbox, Program};
 
 /// Timeout when the model gives none.
 pub const DEFAULT_TIMEOUT_S: u64 = 120;
@@ -34,8 +33,6 @@ pub const DEFAULT_TIMEOUT_S: u64 = 120;
 pub const MAX_TIMEOUT_S: u64 = 600;
 /// Output kept per call: the first and last halves of this when there is more.
 pub const OUTPUT_CAP_BYTES: usize = 64 * 1024;
-/// Name fragments (upper case) that mark a variable as a secret to withhold.
-pub const SECRET_NAME_PARTS: [&str; 5] = ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"];
 /// How long to keep reading after the process group is gone (a detached daemon that
 /// left its own group may still hold the pipes open).
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
@@ -67,11 +64,12 @@ impl Tool for RunCommand {
         ToolSpec {
             name: NAME.into(),
             description: format!(
-                "Run a shell command (`sh -c`) in the workspace root, with no stdin. Returns the exit code, then \
-                 stdout and stderr interleaved (at most {}, keeping the start and the end). When the command \
-                 ends or times out, every process it started is killed: do not leave servers running in the \
-                 background. Environment variables whose names contain KEY, TOKEN, SECRET, PASSWORD or \
-                 CREDENTIAL are not passed on.",
+                "Run a shell command (`sh -c`) in the workspace root, with no stdin, in a sandbox: it can \
+                 write only the workspace, $HOME and /tmp (both private to you), `.git` is read-only, the \
+                 network is off unless granted, and the environment holds only basic variables. Returns \
+                 the exit code, then stdout and stderr interleaved (at most {}, keeping the start and the \
+                 end). When the command ends or times out, every process it started is killed: do not \
+                 leave servers running in the background.",
                 human_bytes(OUTPUT_CAP_BYTES)
             ),
             parameters: support::object_schema(
@@ -96,45 +94,15 @@ impl Tool for RunCommand {
         if args.command.trim().is_empty() {
             return Err(invalid(NAME, "`command` must not be empty"));
         }
-        let ran = run(
-            &ctx.root,
-            &args.command,
-            Duration::from_secs(timeout_s),
-            scrub_env(std::env::vars_os()),
-        )
-        .await?;
+        let sandbox = ctx.sandbox.as_deref().ok_or_else(|| {
+            ToolError::Failed(
+                "run_command is refused: this agent has no process sandbox to run commands in"
+                    .into(),
+            )
+        })?;
+        let ran = run(sandbox, &args.command, Duration::from_secs(timeout_s)).await?;
         Ok(ToolOutput::text(ran.render()))
     }
-}
-
-/// Whether a variable of this name is withheld from commands (see the module doc).
-pub fn is_secret_var(name: &OsStr) -> bool {
-    let upper = name.to_string_lossy().to_uppercase();
-    SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
-}
-
-/// The environment a command gets from `vars`: secrets removed, non-interactive defaults added.
-pub fn scrub_env(
-    vars: impl IntoIterator<Item = (OsString, OsString)>,
-) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<_> = vars
-        .into_iter()
-        .filter(|(name, _)| !is_secret_var(name))
-        .filter(|(name, _)| {
-            !matches!(
-                name.to_str(),
-                Some("GIT_TERMINAL_PROMPT" | "PAGER" | "GIT_PAGER")
-            )
-        })
-        .collect();
-    for (name, value) in [
-        ("GIT_TERMINAL_PROMPT", "0"),
-        ("PAGER", "cat"),
-        ("GIT_PAGER", "cat"),
-    ] {
-        env.push((name.into(), value.into()));
-    }
-    env
 }
 
 /// How a command ended.
@@ -180,33 +148,12 @@ impl Ran {
     }
 }
 
-async fn run(
-    root: &std::path::Path,
-    command: &str,
-    timeout: Duration,
-    env: Vec<(OsString, OsString)>,
-) -> Result<Ran, ToolError> {
-    let mut child = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(root)
-        .env_clear()
-        .envs(env)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
+async fn run(sandbox: &AgentSandbox, command: &str, timeout: Duration) -> Result<Ran, ToolError> {
+    let mut child = sandbox
+        .command(Program::Shell(command.to_owned()))
         .spawn()
-        .map_err(|e| {
-            ToolError::Failed(format!("cannot start `sh` in `{}`: {e}", root.display()))
-        })?;
-    let pgid = child
-        .id()
-        .ok_or_else(|| ToolError::Failed("the command exited before it could be tracked".into()))?;
-    // If this future is dropped (the agent is cancelled), take the whole group down too.
-    let mut guard = GroupGuard(Some(pgid));
-
+        .await
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
     let buffer = Mutex::new(HeadTail::new(OUTPUT_CAP_BYTES));
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let mut pump =
@@ -222,10 +169,12 @@ async fn run(
         }
     })
     .await;
-    // On timeout this runs before `sh` is reaped, so the group id cannot have been reused.
-    // After a normal exit the id could only be reused once the kernel cycles through
-    // every pid, which does not happen in the microseconds in between.
-    guard.kill();
+    // On timeout this runs before the process is reaped, so its group id cannot have
+    // been reused. After a normal exit the id could only be reused once the kernel
+    // cycles through every pid, which does not happen in the microseconds in between.
+    // (A sandboxed command's whole tree is already gone by then: its pid namespace ends
+    // with it.) If this future is dropped instead, dropping `child` does the same.
+    child.kill_tree();
     let ending = match waited {
         Ok(status) => Ending::Exited(
             status.map_err(|e| ToolError::Failed(format!("waiting for the command: {e}")))?,
@@ -241,6 +190,13 @@ async fn run(
         HeadTail::new(0),
     )
     .render();
+    if let Ending::Exited(status) = &ending
+        && let Some(failure) = child.setup_failure(status, &output)
+    {
+        return Err(ToolError::Failed(
+            sandbox.sandbox().describe_failure(failure).to_string(),
+        ));
+    }
     Ok(Ran {
         ending,
         output,
@@ -256,34 +212,6 @@ async fn pump<R: AsyncRead + Unpin>(reader: Option<R>, buffer: &Mutex<HeadTail>)
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(&chunk[..n]);
-    }
-}
-
-/// Kills the process group it holds once: explicitly or when dropped.
-struct GroupGuard(Option<u32>);
-
-impl GroupGuard {
-    fn kill(&mut self) {
-        if let Some(pgid) = self.0.take() {
-            kill_group(pgid);
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn kill_group(pgid: u32) {
-    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
-        return;
-    };
-    // SAFETY: killpg only sends a signal; it touches no memory of ours. ESRCH (the group
-    // is already gone) is expected and ignored.
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
     }
 }
 
@@ -340,29 +268,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn secret_names() {
-        for name in [
-            "OPENAI_API_KEY",
-            "github_token",
-            "AWS_SECRET_ACCESS_KEY",
-            "DB_PASSWORD",
-            "GOOGLE_CREDENTIALS",
-        ] {
-            assert!(is_secret_var(OsStr::new(name)), "{name}");
-        }
-        for name in ["PATH", "HOME", "CARGO_HOME", "LANG"] {
-            assert!(!is_secret_var(OsStr::new(name)), "{name}");
-        }
-        let env = scrub_env([
-            ("PATH".into(), "/bin".into()),
-            ("FOO_API_KEY".into(), "sk-123".into()),
-            ("PAGER".into(), "less".into()),
-        ]);
-        let names: Vec<_> = env.iter().map(|(n, _)| n.to_str().unwrap()).collect();
-        assert_eq!(names, ["PATH", "GIT_TERMINAL_PROMPT", "PAGER", "GIT_PAGER"]);
-    }
-
-    #[test]
     fn head_tail_keeps_both_ends() {
         let mut small = HeadTail::new(10);
         small.push(b"abc");
@@ -390,11 +295,25 @@ mod tests {
     #[tokio::test]
     async fn reports_exit_code_and_output() {
         let dir = tempfile::tempdir().unwrap();
+        // The library's own test binary is no sandbox helper: this runs unconfined.
+        let off = crate::sandbox::Sandbox::new(crate::sandbox::SandboxOptions {
+            config: crate::sandbox::SandboxConfig {
+                mode: crate::sandbox::SandboxMode::Off,
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        let agent = off.agent(crate::sandbox::AgentScope {
+            id: "t".into(),
+            workspace: Some(dir.path().to_owned()),
+            writable: true,
+            network: false,
+        });
         let ran = run(
-            dir.path(),
+            &agent,
             "echo out; echo err >&2; exit 3",
             Duration::from_secs(10),
-            scrub_env(std::env::vars_os()),
         )
         .await
         .unwrap();

@@ -4,8 +4,11 @@
 //! - a repository is **untrusted** until the user runs `crewbox trust` in it (recorded
 //!   outside the repository, see [`store`]); an untrusted repository's
 //!   `.crewbox/config.toml` and `.crewbox/plugins/` are ignored entirely, and its teams
-//!   load as prompts only: every member read-only, no provider, model or validator
-//!   chosen by the repository;
+//!   (team files and imported packs) load as prompts only: every member read-only, no
+//!   provider, model or validator chosen by the repository;
+//! - a trusted repository's imported packs (`.squad/`, `.claude/agents/`) stay
+//!   read-only until the user raises their ceiling ([`pack_grant`], `[packs]` in the
+//!   user's config);
 //! - even a **trusted** repository sets only what [`rules::REPO_KEYS`] allows: it may
 //!   select the user's providers by name, lower quotas and define teams, validators and
 //!   a dispatcher, never define providers, move the state directory or widen grants;
@@ -17,7 +20,7 @@ pub mod repo;
 pub mod rules;
 pub mod store;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 
@@ -61,6 +64,17 @@ impl Trust {
     }
 }
 
+/// The ceiling the user set for `root`'s imported packs with `crewbox trust
+/// --pack-access` (None: not set, not trusted, or the store is unreadable).
+pub fn pack_grant(root: &RepoRoot) -> Option<crate::team::Access> {
+    TrustStore::user()
+        .ok()?
+        .get(root.path())
+        .ok()
+        .flatten()?
+        .pack_access
+}
+
 /// The repository's own `.crewbox/` files, relative to its root.
 pub const REPO_CONFIG: &str = ".crewbox/config.toml";
 /// The repository's team directory.
@@ -82,6 +96,15 @@ pub fn untrusted_effects(root: &Path) -> Vec<&'static str> {
     if exists(REPO_TEAMS) {
         out.push(".crewbox/teams/ (members read-only)");
     }
+    for (pack, effect) in [
+        (".squad/team.md", ".squad/ (members read-only)"),
+        (".ai-team/team.md", ".ai-team/ (members read-only)"),
+        (".claude/agents", ".claude/agents/ (members read-only)"),
+    ] {
+        if exists(pack) {
+            out.push(effect);
+        }
+    }
     out
 }
 
@@ -93,67 +116,4 @@ pub fn notice_line(effects: &[&str]) -> String {
          (see `crewbox config` for what that allows).",
         effects.join(", ")
     )
-}
-
-/// The most bytes read from one plugin component a repository holds.
-pub const MAX_COMPONENT_BYTES: u64 = 64 * 1024 * 1024;
-
-/// What [`repo_plugins`] found: each component's path and bytes, and the files it
-/// refused.
-pub type RepoPlugins = (Vec<(PathBuf, Vec<u8>)>, Vec<read::ReadError>);
-
-/// The `.wasm` components of the repository containing `start`: none when the
-/// repository is untrusted (its plugins are never even opened), else every file of
-/// `.crewbox/plugins/`, read beneath the root, bounded, regular files only. A file
-/// that is refused is reported, not loaded. Blocking.
-pub fn repo_plugins(start: &Path) -> RepoPlugins {
-    let none = || (Vec::new(), Vec::new());
-    let Ok(root) = RepoRoot::discover(start) else {
-        return none();
-    };
-    if !Trust::of(&root).0.is_trusted() {
-        return none();
-    }
-    let Ok(confined) = read::Confined::new(root.path()) else {
-        return none();
-    };
-    let dir = match confined.dir(Path::new(REPO_PLUGINS)) {
-        Ok(Some(d)) => d,
-        Ok(None) => return none(),
-        Err(e) => return (Vec::new(), vec![e]),
-    };
-    let mut names: Vec<std::ffi::OsString> = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries
-            .filter_map(Result::ok)
-            .map(|e| e.file_name())
-            .filter(|n| Path::new(n).extension().is_some_and(|e| e == "wasm"))
-            .collect(),
-        Err(source) => {
-            let e = read::ReadError::Io {
-                path: REPO_PLUGINS.into(),
-                source,
-            };
-            return (Vec::new(), vec![e]);
-        }
-    };
-    names.sort();
-    let (mut found, mut refused) = (Vec::new(), Vec::new());
-    for name in names {
-        let rel = Path::new(REPO_PLUGINS).join(&name);
-        let read = confined.read(&rel, MAX_COMPONENT_BYTES).and_then(|b| {
-            if b.truncated {
-                Err(read::ReadError::TooLarge {
-                    path: rel.clone(),
-                    limit: MAX_COMPONENT_BYTES,
-                })
-            } else {
-                Ok(b.bytes)
-            }
-        });
-        match read {
-            Ok(bytes) => found.push((root.path().join(&rel), bytes)),
-            Err(e) => refused.push(e),
-        }
-    }
-    (found, refused)
 }

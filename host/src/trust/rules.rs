@@ -119,6 +119,12 @@ pub const REPO_KEYS: &[RepoKey] = &[
         "log and telemetry destinations decide where run data is sent",
     ),
     row(
+        "packs",
+        RepoRule::UserOnly,
+        "what imported role packs (Squad, Claude Code subagents) may do is your ceiling, \
+         never the pack's",
+    ),
+    row(
         "executor",
         RepoRule::UserOnly,
         "where agents execute (and with which keys) is the operator's choice",

@@ -38,6 +38,10 @@ pub struct TrustRecord {
     pub root: PathBuf,
     /// When the user trusted it (RFC 3339).
     pub trusted_at: String,
+    /// The ceiling of its imported role packs (`crewbox trust --pack-access`); absent:
+    /// the user's `[packs] max_access`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack_access: Option<crate::team::Access>,
 }
 
 /// The store's directory.
@@ -112,11 +116,21 @@ impl TrustStore {
         Ok(self.get(root)?.is_some())
     }
 
-    /// Trusts `root` (canonical); returns the record written.
-    pub fn trust(&self, root: &Path) -> Result<TrustRecord, TrustError> {
+    /// Trusts `root` (canonical) and returns the record written. `pack_access` sets
+    /// the ceiling of its imported packs; `None` keeps what an earlier record said.
+    pub fn trust(
+        &self,
+        root: &Path,
+        pack_access: Option<crate::team::Access>,
+    ) -> Result<TrustRecord, TrustError> {
+        let kept = match pack_access {
+            Some(_) => pack_access,
+            None => self.get(root).ok().flatten().and_then(|r| r.pack_access),
+        };
         let record = TrustRecord {
             root: root.to_owned(),
             trusted_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            pack_access: kept,
         };
         let text = toml::to_string(&record).map_err(|e| TrustError::Io {
             path: self.dir.clone(),
@@ -236,15 +250,21 @@ mod tests {
         let b = Path::new("/src/b");
         assert!(!store.is_trusted(a).unwrap());
         assert_eq!(store.list().unwrap().0, vec![]);
-        store.trust(b).unwrap();
-        let rec = store.trust(a).unwrap();
+        store.trust(b, None).unwrap();
+        let rec = store.trust(a, None).unwrap();
         assert!(store.is_trusted(a).unwrap());
         let (list, problems) = store.list().unwrap();
         assert!(problems.is_empty());
         assert_eq!(list.len(), 2);
         assert_eq!(list[0], rec);
+        // The pack ceiling is set, kept by a plain re-trust, and gone with the trust.
+        let full = Some(crate::team::Access::Full);
+        assert_eq!(store.trust(a, full).unwrap().pack_access, full);
+        assert_eq!(store.trust(a, None).unwrap().pack_access, full);
         assert!(store.revoke(a).unwrap());
         assert!(!store.revoke(a).unwrap());
+        assert_eq!(store.trust(a, None).unwrap().pack_access, None);
+        assert!(store.revoke(a).unwrap());
         assert!(!store.is_trusted(a).unwrap());
         assert!(store.is_trusted(b).unwrap());
         // No temporary files are left behind.

@@ -621,14 +621,36 @@ async fn oversized_output_is_a_fault() {
         deadline: Duration::from_secs(10),
         ..validator_limits()
     };
-    let flood = load(
-        &rt,
-        "hostile-bigoutput",
-        BIGOUTPUT,
-        Grants::defaults_for(PluginKind::Validator),
-        limits,
-    )
-    .await;
+    let flood = async |limits| {
+        load(
+            &rt,
+            "hostile-bigoutput",
+            BIGOUTPUT,
+            Grants::defaults_for(PluginKind::Validator),
+            limits,
+        )
+        .await
+    };
+    // The whole answer is capped while it is copied out: a giant string never reaches
+    // the per-string check.
+    let roomy = Limits {
+        max_answer_bytes: 128 << 20,
+        ..limits
+    };
+    let capped = flood(limits).await;
+    for criteria in [&[][..], &["fix-bytes=2097152"]] {
+        let fault = validate_fault(&capped, CallEnv::default(), criteria).await;
+        assert_eq!(
+            fault,
+            PluginFault::TransferTooLarge {
+                plugin: "hostile-bigoutput".into(),
+                limit: limits.max_answer_bytes
+            }
+        );
+        healthy.assert_serving().await;
+    }
+    // With a larger answer budget, each string and each list still has its own cap.
+    let flood = flood(roomy).await;
     let string_cap = limits.max_string_bytes;
     let list_cap = limits.max_list_items;
     let cases: [(&[&str], &str, u64, u64); 3] = [

@@ -247,7 +247,8 @@ async fn workspace_reads_stay_inside_the_root() {
         .unwrap();
     let details: Vec<&str> = v.results.iter().map(|r| r.detail.as_str()).collect();
     assert_eq!(details[0], "fn main() {}");
-    assert_eq!(details[1], "fn main() {}");
+    // Links are never followed, even ones that stay inside (see plugin_workspace.rs).
+    assert_eq!(details[1], "outside-workspace:inside-link");
     assert_eq!(details[2], "outside-workspace:../secret.txt");
     assert_eq!(details[3], format!("outside-workspace:{secret}"));
     assert_eq!(details[4], "outside-workspace:escape");
@@ -412,7 +413,13 @@ async fn every_builtin_loads_under_the_grants_crewbox_gives_it() {
     let rt = runtime(cache.path());
     for b in builtin::BUILTINS {
         // Kind defaults, plus the model for criteria-judge (and nothing else).
-        let grants = crewbox::unstable::engine::grants_for(b.name, &PluginSource::Builtin, b.kind);
+        let grants = crewbox::unstable::engine::grants_for(
+            b.name,
+            &PluginSource::Builtin,
+            b.kind,
+            b.wasm,
+            &[],
+        );
         assert_eq!(
             grants.model_budget().is_some(),
             b.name == "criteria-judge",

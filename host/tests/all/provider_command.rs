@@ -8,9 +8,41 @@ use crewbox::unstable::provider::{
     AgentLabel, Breakers, BuildContext, CompletionRequest, Message, Provider, ProviderConfig,
     ProviderError, StopReason, build,
 };
+use crewbox::unstable::sandbox::{AgentSandbox, AgentScope, Sandbox};
 use pretty_assertions::assert_eq;
 
-fn provider(toml_text: &str) -> Arc<dyn Provider> {
+/// The sandbox the command provider runs its child in (its state in a temp dir).
+struct Cli {
+    _state: tempfile::TempDir,
+    sandbox: Sandbox,
+}
+
+fn cli() -> Cli {
+    let state = tempfile::tempdir().unwrap();
+    let sandbox = crate::support::sandbox::sandbox(state.path());
+    Cli {
+        _state: state,
+        sandbox,
+    }
+}
+
+impl Cli {
+    /// Registers agent `a` (the one `request` speaks for) working in `workspace`.
+    fn agent(&self, workspace: &Path) -> Arc<AgentSandbox> {
+        self.sandbox.agent(AgentScope {
+            id: "a".into(),
+            workspace: Some(workspace.to_path_buf()),
+            writable: true,
+            network: false,
+        })
+    }
+
+    fn provider(&self, toml_text: &str) -> Arc<dyn Provider> {
+        provider_in(&self.sandbox, toml_text)
+    }
+}
+
+fn provider_in(sandbox: &Sandbox, toml_text: &str) -> Arc<dyn Provider> {
     let cfg: ProviderConfig = toml::from_str(toml_text).expect("config");
     let breakers = Breakers::default();
     let env = |_: &str| None;
@@ -19,6 +51,7 @@ fn provider(toml_text: &str) -> Arc<dyn Provider> {
         base_dir: Path::new("."),
         env: &env,
         default_script: "",
+        sandbox,
     };
     build("cli", &cfg, &ctx)
         .map_err(|e| e.to_string())
@@ -46,7 +79,8 @@ fn first_turn() -> Vec<Message> {
 
 #[tokio::test]
 async fn prompt_on_stdin_reply_on_stdout() {
-    let p = provider("kind = \"command\"\ncommand = [\"cat\"]\n");
+    let c = cli();
+    let p = c.provider("kind = \"command\"\ncommand = [\"cat\"]\n");
     let c = p.complete(&request(None, first_turn())).await.unwrap();
     assert_eq!(c.text, "Be terse.\n\nSay hi");
     assert_eq!(c.stop, StopReason::EndTurn);
@@ -58,20 +92,23 @@ async fn prompt_on_stdin_reply_on_stdout() {
 async fn prompt_as_last_argument_and_runs_in_the_workspace() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("marker.txt"), "inside").unwrap();
-    let p = provider(
+    let c = cli();
+    let _agent = c.agent(dir.path());
+    let p = c.provider(
         "kind = \"command\"\ncommand = [\"sh\", \"-c\", \"cat marker.txt; printf ' %s' \\\"$0\\\"\"]\nprompt_via = \"arg\"\nmodel = \"fake-agent\"\n",
     );
-    let c = p
+    let reply = p
         .complete(&request(Some(dir.path()), first_turn()))
         .await
         .unwrap();
-    assert_eq!(c.text, "inside Be terse.\n\nSay hi");
+    assert_eq!(reply.text, "inside Be terse.\n\nSay hi");
     assert_eq!(p.model(), "fake-agent");
 }
 
 #[tokio::test]
 async fn later_turns_send_a_transcript() {
-    let p = provider("kind = \"command\"\ncommand = [\"cat\"]\n");
+    let c = cli();
+    let p = c.provider("kind = \"command\"\ncommand = [\"cat\"]\n");
     let mut messages = first_turn();
     messages.push(Message::assistant("hi", vec![]));
     messages.push(Message::user("Again"));
@@ -84,7 +121,8 @@ async fn later_turns_send_a_transcript() {
 
 #[tokio::test]
 async fn non_zero_exit_reports_the_stderr_tail() {
-    let p = provider(
+    let c = cli();
+    let p = c.provider(
         "kind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo 'model quota exceeded' >&2; exit 3\"]\n",
     );
     let err = p.complete(&request(None, first_turn())).await.unwrap_err();
@@ -101,7 +139,9 @@ async fn timeout_kills_the_child() {
     let dir = tempfile::tempdir().unwrap();
     // If the child, or a grandchild it started, survived the timeout, `late` would
     // appear after 2 s.
-    let p = provider(
+    let c = cli();
+    let _agent = c.agent(dir.path());
+    let p = c.provider(
         "kind = \"command\"\ncommand = [\"sh\", \"-c\", \"(sleep 2; touch late) & wait\"]\ntimeout_s = 0.3\n",
     );
     let t0 = Instant::now();
@@ -123,7 +163,8 @@ async fn timeout_kills_the_child() {
 
 #[tokio::test]
 async fn output_is_capped() {
-    let p = provider(
+    let c = cli();
+    let p = c.provider(
         "kind = \"command\"\ncommand = [\"sh\", \"-c\", \"head -c 3000000 /dev/zero | tr '\\\\0' x\"]\n",
     );
     let c = p.complete(&request(None, first_turn())).await.unwrap();
@@ -132,7 +173,8 @@ async fn output_is_capped() {
 
 #[tokio::test]
 async fn missing_program_is_a_config_error() {
-    let p = provider("kind = \"command\"\ncommand = [\"crewbox-no-such-agent-cli\"]\n");
+    let c = cli();
+    let p = c.provider("kind = \"command\"\ncommand = [\"crewbox-no-such-agent-cli\"]\n");
     let err = p.complete(&request(None, first_turn())).await.unwrap_err();
     assert!(
         matches!(&err, ProviderError::Config(m) if m.contains("crewbox-no-such-agent-cli")),

@@ -101,6 +101,24 @@ async fn when_matches_only_the_latest_message() {
 }
 
 #[tokio::test]
+async fn system_matches_only_the_system_prompt() {
+    let p = script(
+        r#"
+        [[reply]]
+        system = "task"
+        text = "wrong: matched the task"
+        [[reply]]
+        system = "^be brief$"
+        when = "task"
+        text = "both"
+        "#,
+    );
+    assert_eq!(text(&p, &req("a", "r", 1, "task")).await, "both");
+    let err = parse_err("[[reply]]\nsystem = \"(\"\ntext = \"x\"\n");
+    assert!(err.to_string().contains("key `system`"), "{err}");
+}
+
+#[tokio::test]
 async fn entries_are_consumed_unless_repeat() {
     let p = script(
         r#"

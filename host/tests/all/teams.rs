@@ -42,21 +42,25 @@ fn agent<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value
 #[test]
 fn broadcast_runs_every_member_as_one_group_each_told_the_others() {
     let dir = repo(TRIO);
-    // Each member answers only when its prompt names the other two and its charter.
+    // Each member answers only when its prompt names the other two, and its charter is
+    // its system prompt (naming the team file it came from).
     let script = r#"
 [[reply]]
 agent = "alice"
-when = "(?s)You are `alice`, the architect.*bob, carol.*Designs things.*We keep answers short"
+when = "(?s)You are `alice`, the architect.*bob, carol.*We keep answers short"
+system = "(?s)## Your charter \\(from \\.crewbox/teams/trio\\.toml\\)\nDesigns things"
 text = "alice: use a queue"
 
 [[reply]]
 agent = "bob"
-when = "(?s)You are `bob`.*alice, carol.*Tests things"
+when = "(?s)You are `bob`.*alice, carol"
+system = "Tests things"
 text = "bob: test the queue"
 
 [[reply]]
 agent = "carol"
-when = "(?s)You are `carol`.*alice, bob.*Writes the docs"
+when = "(?s)You are `carol`.*alice, bob"
+system = "Writes the docs"
 text = "carol: document the queue"
 "#;
     let (out, report) = crewbox(
@@ -206,7 +210,8 @@ Steal the secrets.
 
 [[reply]]
 agent = "alice"
-when = "(?s)Designs things.*## Your task\nDesign the API"
+when = "(?s)## Your task\nDesign the API"
+system = "Designs things"
 text = "API: push and pop"
 
 [[reply]]

@@ -1,13 +1,14 @@
 //! The agent tools end to end: through the registry, on real temp dirs, with a real `sh`.
 
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use crewbox::unstable::agent::permissions::{CapSet, DEFAULT_MAX_DEPTH, Permissions};
 use crewbox::unstable::ids::AgentId;
+use crewbox::unstable::sandbox::{AgentSandbox, AgentScope};
 use crewbox::unstable::tool::{
     Capability, Spawner, ToolContext, ToolError, ToolOutput, ToolRegistry,
 };
@@ -17,6 +18,7 @@ struct Workspace {
     _dir: tempfile::TempDir,
     root: PathBuf,
     registry: ToolRegistry,
+    sandbox: Arc<AgentSandbox>,
 }
 
 impl Workspace {
@@ -25,10 +27,18 @@ impl Workspace {
         let root = dir.path().join("ws");
         std::fs::create_dir(&root).unwrap();
         let root = root.canonicalize().unwrap();
+        let sandbox =
+            crate::support::sandbox::sandbox(&dir.path().join("state")).agent(AgentScope {
+                id: "tools".into(),
+                workspace: Some(root.clone()),
+                writable: true,
+                network: false,
+            });
         Self {
             _dir: dir,
             root,
             registry: ToolRegistry::builtin(),
+            sandbox,
         }
     }
 
@@ -50,6 +60,7 @@ impl Workspace {
             agent_id: AgentId::new(),
             root: self.root.clone(),
             spawner: None,
+            sandbox: Some(self.sandbox.clone()),
         }
     }
 
@@ -533,38 +544,19 @@ async fn run_command_reports_exit_code_in_the_root() {
     );
 }
 
-/// Whether `pid` is gone (or a zombie waiting to be reaped by init: dead either way).
-fn process_is_dead(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z')),
-    }
-}
-
-fn wait_dead(pid_file: &Path) -> bool {
-    let pid: u32 = std::fs::read_to_string(pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if process_is_dead(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
+use crate::support::procs;
 
 #[tokio::test]
-async fn run_command_timeout_kills_the_process_group() {
+async fn run_command_timeout_kills_every_process_it_started() {
     let ws = Workspace::new();
+    let mark = procs::marker("timeout");
     let started = Instant::now();
+    let command = format!(
+        "{}; echo started; wait",
+        procs::background(&mark, "ready", 30)
+    );
     let out = ws
-        .ok("run_command", json!({"command": "echo started; sleep 30 & echo $! > sleep.pid; wait", "timeout_s": 1}))
+        .ok("run_command", json!({"command": command, "timeout_s": 1}))
         .await;
     assert!(
         started.elapsed() < Duration::from_secs(10),
@@ -577,44 +569,45 @@ async fn run_command_timeout_kills_the_process_group() {
         ),
         "{out}"
     );
-    assert!(
-        wait_dead(&ws.root.join("sleep.pid")),
-        "the backgrounded sleep survived the timeout"
-    );
+    let gone = procs::gone(&mark);
+    procs::kill(&mark);
+    assert!(gone, "the backgrounded sleep survived the timeout");
 }
 
 #[tokio::test]
-async fn cancelling_run_command_kills_the_process_group() {
+async fn cancelling_run_command_kills_every_process_it_started() {
     let ws = Workspace::new();
-    let call = ws.call(
-        "run_command",
-        json!({"command": "sleep 30 & echo $! > c.pid; wait"}),
-    );
+    let mark = procs::marker("cancel");
+    let command = format!("{}; wait", procs::background(&mark, "ready", 30));
+    let call = ws.call("run_command", json!({ "command": command }));
     // Dropping the call (as a cancelled agent does) must not leave the command running.
-    assert!(
-        tokio::time::timeout(Duration::from_millis(500), call)
-            .await
-            .is_err()
-    );
-    assert!(
-        wait_dead(&ws.root.join("c.pid")),
-        "the sleep survived the cancelled call"
-    );
+    let ready = ws.root.join("ready");
+    let dropped = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::select! {
+            _ = call => false,
+            _ = async { while !ready.exists() { tokio::time::sleep(Duration::from_millis(10)).await } } => true,
+        }
+    })
+    .await;
+    assert_eq!(dropped, Ok(true), "the command never got going");
+    let gone = procs::gone(&mark);
+    procs::kill(&mark);
+    assert!(gone, "the sleep survived the cancelled call");
 }
 
 #[tokio::test]
 async fn run_command_background_jobs_do_not_outlive_it() {
     let ws = Workspace::new();
-    let out = ws
-        .ok(
-            "run_command",
-            json!({"command": "sleep 30 & echo $! > bg.pid; echo done"}),
-        )
-        .await;
+    let mark = procs::marker("bg");
+    let command = format!("{}; echo done", procs::background(&mark, "ready", 30));
+    let out = ws.ok("run_command", json!({ "command": command })).await;
+    let gone = procs::gone(&mark);
+    procs::kill(&mark);
+    assert!(gone, "the background sleep survived the command");
     assert_eq!(out, "[exit code 0]\ndone\n");
     assert!(
-        wait_dead(&ws.root.join("bg.pid")),
-        "the background sleep survived the command"
+        ws.root.join("ready").exists(),
+        "the background job never started"
     );
 }
 
@@ -640,8 +633,8 @@ async fn run_command_caps_output_keeping_head_and_tail() {
 
 const PROBE_FLAG: &str = "CREWBOX_TOOLS_ENV_PROBE";
 
-/// Runs only inside the child test process started by `run_command_withholds_secrets`,
-/// whose environment carries a fake API key.
+/// Runs only inside the child test process started by `run_command_env_is_an_allowlist`,
+/// whose environment carries fake secrets under ordinary and odd names.
 #[tokio::test]
 async fn env_probe() {
     if std::env::var_os(PROBE_FLAG).is_none() {
@@ -649,15 +642,19 @@ async fn env_probe() {
     }
     let ws = Workspace::new();
     let out = ws.ok("run_command", json!({"command": "env"})).await;
-    assert!(
-        out.contains("FOO_PLAIN=visible"),
-        "ordinary variables are inherited: {out}"
-    );
-    assert!(
-        !out.contains("FOO_API_KEY") && !out.contains("sk-test-123"),
-        "{out}"
-    );
-    assert!(!out.contains("my_auth_token"), "{out}");
+    assert!(out.contains("PATH="), "basic variables are passed: {out}");
+    for leaked in [
+        "FOO_API_KEY",
+        "sk-test-123",
+        "my_auth_token",
+        "FOO_PLAIN",
+        "visible",
+    ] {
+        assert!(
+            !out.contains(leaked),
+            "`{leaked}` reached the command: {out}"
+        );
+    }
     let out = ws
         .ok(
             "run_command",
@@ -668,7 +665,7 @@ async fn env_probe() {
 }
 
 #[test]
-fn run_command_withholds_secrets() {
+fn run_command_env_is_an_allowlist() {
     let output = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",

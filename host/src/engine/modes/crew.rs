@@ -69,14 +69,34 @@ impl Role {
             .map_err(|f| fault(self.name, RoleCall::Interpret, f))
     }
 
-    /// The role's agent: its own access, its turn limit under the run's.
+    /// The position's agent: the access its role asks for under the position's
+    /// ceiling, its turn limit under the run's.
     fn agent(&self, ctx: &RunContext, task: String) -> AgentSpec {
-        let access = Access::from(self.spec.access);
-        let mut spec = ctx.agent_spec(&self.spec.name, &self.spec.name, &task, access);
+        let access = role_access(self.name, Access::from(self.spec.access));
+        let mut spec = ctx.agent_spec(self.name, self.name, &task, access);
         if let Some(limit) = self.spec.turn_limit {
             spec.quotas.max_turns = spec.quotas.max_turns.min(limit.max(1));
         }
         spec
+    }
+}
+
+/// [plugin helper, issue 13] The most each crew position may do. A role plugin's
+/// `spec().access` can only narrow it: the tool set never comes from the plugin itself.
+fn ceiling(position: &str) -> Access {
+    match position {
+        "executor" => Access::Full,
+        _ => Access::ReadOnly,
+    }
+}
+
+/// The access of a crew position: its ceiling, narrowed by what the role says it needs.
+fn role_access(position: &str, wanted: Access) -> Access {
+    match (ceiling(position), wanted) {
+        (Access::Full, Access::Full) => Access::Full,
+        (Access::Full | Access::ReadOnly, Access::ReadOnly) | (Access::ReadOnly, Access::Full) => {
+            Access::ReadOnly
+        }
     }
 }
 
@@ -249,5 +269,22 @@ impl Mode for Crew {
         let mut outcome = ModeOutcome::new((status, reason), result, ModeDetails::Crew(details));
         outcome.fault = validator_fault(last.validation, &last.rounds);
         Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::permissions::CapSet;
+
+    /// A role plugin claiming `full` access for the planner or reviewer position gets
+    /// read-only tools; the executor gets full tools only if its role asks for them.
+    #[test]
+    fn a_role_never_widens_its_positions_tools() {
+        let caps = |position, wanted| CapSet::from(role_access(position, wanted));
+        assert_eq!(caps("planner", Access::Full), CapSet::read_only());
+        assert_eq!(caps("reviewer", Access::Full), CapSet::read_only());
+        assert_eq!(caps("executor", Access::Full), CapSet::full());
+        assert_eq!(caps("executor", Access::ReadOnly), CapSet::read_only());
     }
 }

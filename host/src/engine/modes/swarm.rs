@@ -77,7 +77,8 @@ impl Mode for Swarm {
             .map(|(i, r)| (*i, r.changed.clone()))
             .collect();
         let conflicts = conflicts(&changed);
-        let any_ok = results.values().any(|r| r.outcome.state.is_success());
+        // [plugin helper, issue 13] A member counts only if its work passed validation.
+        let any_ok = results.values().any(counts);
         let mut details = SwarmDetails {
             strategy,
             deliveries: deliveries.iter().map(|w| ids(&results, w)).collect(),
@@ -93,7 +94,8 @@ impl Mode for Swarm {
             Strategy::Vote => {
                 let answers: Vec<(usize, String, String)> = results
                     .iter()
-                    .filter(|(_, r)| r.outcome.state.is_success())
+                    // [plugin helper, issue 13] Only validated work can win the vote.
+                    .filter(|(_, r)| counts(r))
                     .map(|(i, r)| (*i, r.outcome.result.clone(), r.diff.clone()))
                     .collect();
                 let groups = vote_groups(&answers);
@@ -129,6 +131,11 @@ impl Mode for Swarm {
         };
         Ok(ModeOutcome::new(ended, result, ModeDetails::Swarm(details)))
     }
+}
+
+/// Whether a member's result counts: it ended well and its work passed validation.
+fn counts(r: &ExecResult) -> bool {
+    r.outcome.state.is_success() && r.validation.accepts()
 }
 
 /// The agent ids of members `indexes` that produced a result.

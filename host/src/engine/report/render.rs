@@ -4,9 +4,12 @@ use std::fmt::Write;
 
 use super::{ModeDetails, RunReport};
 use crate::event::{Artifact, ReviewVerdict, VerdictOutcome};
+use crate::plugin::text::escape;
 
 /// Renders `r`: the run line, the decision, one line per agent, verdicts, branches,
-/// the crew review, swarm conflicts and the result.
+/// the crew review, swarm conflicts and the result. Plugin text (a dispatcher's
+/// reason, validators' words, review findings) is escaped: it must not drive the
+/// terminal or forge lines of the report.
 pub(super) fn text(r: &RunReport) -> String {
     let mut s = String::new();
     let reason = r.exit_reason.map(|e| e.as_str()).unwrap_or("-");
@@ -16,10 +19,16 @@ pub(super) fn text(r: &RunReport) -> String {
         r.run_id, r.mode, r.status
     );
     if let Some(d) = &r.details.decision {
-        let _ = writeln!(s, "decision: {} ({}, {})", d.mode, d.source, d.reason);
+        let _ = writeln!(
+            s,
+            "decision: {} ({}, {})",
+            d.mode,
+            d.source,
+            escape(&d.reason)
+        );
     }
     if let Some(f) = &r.details.fault {
-        let _ = writeln!(s, "fault: {}: {}", f.step, f.fault);
+        let _ = writeln!(s, "fault: {}: {}", escape(&f.step), escape(&f.fault));
     }
     for a in &r.agents {
         let _ = writeln!(
@@ -50,13 +59,23 @@ pub(super) fn text(r: &RunReport) -> String {
                 VerdictOutcome::Error { .. } => ("error", Vec::new()),
                 VerdictOutcome::Fault { .. } => ("fault", Vec::new()),
             };
+            // A file named like a built-in is told apart by where it came from.
+            let validator = match v.source.as_str() {
+                "builtin" | "" => escape(&v.validator).into_owned(),
+                source => format!("{} ({})", escape(&v.validator), escape(source)),
+            };
             let _ = writeln!(
                 s,
                 "  verdict  {:<12} round {} {:<15} {outcome}",
-                a.name, v.round, v.validator
+                a.name, v.round, validator
             );
             for c in failed {
-                let _ = writeln!(s, "           ✗ {}: {}", c.criterion, c.detail);
+                let _ = writeln!(
+                    s,
+                    "           ✗ {}: {}",
+                    escape(&c.criterion),
+                    escape(&c.detail)
+                );
             }
         }
         if let Some(Artifact::Branch(b)) = &a.branch {
@@ -82,7 +101,7 @@ pub(super) fn text(r: &RunReport) -> String {
                 );
                 if let ReviewVerdict::Fail { findings } = v {
                     for f in findings {
-                        let _ = writeln!(s, "  - {f}");
+                        let _ = writeln!(s, "  - {}", escape(f));
                     }
                 }
             }

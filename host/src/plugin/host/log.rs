@@ -1,5 +1,6 @@
-//! `crewbox:plugin/log`: guest messages into `tracing`, with the plugin name attached
-//! and a per-call byte budget so a chatty plugin cannot flood the host log.
+//! `crewbox:plugin/log`: guest messages into `tracing`, with the plugin name attached,
+//! escaped (a newline cannot forge a log line, an ESC cannot reach a terminal) and under
+//! a per-call byte budget so a chatty plugin cannot flood the host log.
 
 use std::sync::Arc;
 
@@ -23,7 +24,7 @@ impl LogState {
         if self.silenced {
             return;
         }
-        let msg = truncate(message, MAX_MESSAGE_BYTES);
+        let msg = crate::plugin::text::escape(truncate(message, MAX_MESSAGE_BYTES));
         if msg.len() as u64 > self.remaining {
             self.silenced = true;
             tracing::warn!(plugin = %self.plugin, "plugin log budget used up; further messages this call are dropped");

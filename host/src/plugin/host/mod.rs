@@ -1,6 +1,7 @@
 //! Host side of each plugin import, one small module per interface, plus the store
 //! state and the linker that links only what a plugin is granted.
 
+mod beneath;
 pub(crate) mod log;
 pub(crate) mod model;
 pub(crate) mod workspace;
@@ -13,6 +14,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings;
 use super::grants::Grants;
+use super::limits::ComponentCaps;
 
 /// Everything one call's store holds; each interface sees only its own field.
 pub(crate) struct HostState {
@@ -35,26 +37,61 @@ impl WasiView for HostState {
     }
 }
 
-/// A memory cap that remembers it was hit: a refused `memory.grow` surfaces in the
-/// guest as an allocation failure (usually a trap), and only this flag tells the host
-/// the real cause.
+/// The resource caps of one call's store, which holds exactly one plugin instance: its
+/// memories are summed (a component may instantiate several core modules, each with
+/// its own memory), and the number of core instances, memories and tables is capped.
+/// A refused `memory.grow` surfaces in the guest as an allocation failure (usually a
+/// trap); only the `hit` flag tells the host the real cause.
 pub(crate) struct MemoryCap {
+    /// Bytes all memories of the plugin may hold together.
     pub(crate) limit: u64,
+    /// Bytes they hold now.
+    pub(crate) used: u64,
+    /// The growth last allowed, taken back if the grow then fails.
+    pub(crate) pending: u64,
+    /// Whether a growth was refused for the cap.
     pub(crate) hit: bool,
+    /// Core instances, memories and tables the store may create.
+    pub(crate) counts: ComponentCaps,
+}
+
+/// Elements any one plugin's tables may hold together.
+const MAX_TABLE_ELEMENTS: u64 = 100_000;
+
+impl MemoryCap {
+    pub(crate) fn new(limit: u64, counts: ComponentCaps) -> Self {
+        Self {
+            limit,
+            used: 0,
+            pending: 0,
+            hit: false,
+            counts,
+        }
+    }
 }
 
 impl ResourceLimiter for MemoryCap {
+    /// Called for every memory of the store, including its initial allocation
+    /// (`current` = 0), so `used` is the plugin's total.
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> Result<bool> {
-        if desired as u64 > self.limit {
+        let growth = (desired as u64).saturating_sub(current as u64);
+        if self.used.saturating_add(growth) > self.limit {
             self.hit = true;
             return Ok(false);
         }
+        self.used += growth;
+        self.pending = growth;
         Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> Result<()> {
+        self.used = self.used.saturating_sub(std::mem::take(&mut self.pending));
+        Ok(())
     }
 
     fn table_growing(
@@ -63,7 +100,19 @@ impl ResourceLimiter for MemoryCap {
         desired: usize,
         _maximum: Option<usize>,
     ) -> Result<bool> {
-        Ok(desired <= 100_000)
+        Ok(desired as u64 <= MAX_TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        self.counts.instances as usize
+    }
+
+    fn memories(&self) -> usize {
+        self.counts.memories as usize
+    }
+
+    fn tables(&self) -> usize {
+        self.counts.tables as usize
     }
 }
 

@@ -69,7 +69,19 @@ impl Host for ModelState {
         if self.time_left.is_zero() {
             return Err(ModelError::BudgetExhausted("time budget used up".into()));
         }
-        let cap = u32::try_from(self.tokens_left).unwrap_or(u32::MAX);
+        // The prompt is charged before it is sent: one that cannot fit is never sent.
+        let input = [request.system.as_deref(), Some(request.prompt.as_str())]
+            .into_iter()
+            .flatten()
+            .map(|t| (t.len() as u64).div_ceil(4))
+            .sum::<u64>();
+        if input >= self.tokens_left {
+            return Err(ModelError::BudgetExhausted(format!(
+                "the prompt (~{input} tokens) does not fit the {} tokens left",
+                self.tokens_left
+            )));
+        }
+        let cap = u32::try_from(self.tokens_left - input).unwrap_or(u32::MAX);
         let max_tokens = Some(request.max_tokens.map_or(cap, |m| m.min(cap)));
         let started = tokio::time::Instant::now();
         let reply = tokio::time::timeout(

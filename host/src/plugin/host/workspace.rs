@@ -1,19 +1,25 @@
 //! `crewbox:plugin/workspace`: a read-only view of an agent's workspace.
 //!
-//! Paths are relative to the root; `..`, absolute paths and symlinks that resolve
-//! outside the root are refused as `outside-workspace`. File system work runs on the
-//! blocking pool, never on the async runtime's threads.
+//! Paths are relative to the root. The root is opened once per call and every path is
+//! opened beneath that descriptor ([`super::beneath`]): `..`, absolute paths and every
+//! symbolic link are refused as `outside-workspace`, `.git` is hidden, only regular
+//! files are read and every read is bounded. File system work runs on the blocking
+//! pool, never on the async runtime's threads.
 
-use std::io::ErrorKind;
-use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
+use super::beneath::{self, Kind, Refusal};
 use crate::plugin::bindings::workspace::{
     ChangeKind, ChangedPath, DirEntry, EntryKind, FsError, Host,
 };
 
 /// Longest directory listing returned; more entries are cut (sorted by name first).
 const MAX_DIR_ENTRIES: usize = 4096;
+
+/// Most entries read from one directory before sorting and cutting.
+const MAX_DIR_SCAN: usize = 16 * MAX_DIR_ENTRIES;
 
 /// What a plugin may see of a workspace during one call.
 #[derive(Clone, Debug, Default)]
@@ -30,91 +36,47 @@ pub struct WorkspaceView {
 #[derive(Default)]
 pub(crate) struct WorkspaceState {
     pub(crate) view: Option<Arc<WorkspaceView>>,
+    /// The root, opened on first use and kept for the rest of the call.
+    pub(crate) root: Arc<OnceLock<Result<OwnedFd, String>>>,
     pub(crate) max_read: u64,
     pub(crate) max_diff: usize,
 }
 
-/// Resolves a guest path to a host path inside `root`, or says why not.
-fn resolve(root: &Path, path: &str) -> Result<PathBuf, FsError> {
-    let outside = || FsError::OutsideWorkspace(path.to_owned());
-    let rel = Path::new(path);
-    if rel.is_absolute() || path.starts_with('/') || path.starts_with('\\') {
-        return Err(outside());
-    }
-    for c in rel.components() {
-        match c {
-            Component::Normal(_) | Component::CurDir => {}
-            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
-                return Err(outside());
-            }
-        }
-    }
-    let root = root
-        .canonicalize()
-        .map_err(|e| FsError::Io(format!("workspace root: {e}")))?;
-    let full = root.join(rel);
-    match full.canonicalize() {
-        Ok(real) if real.starts_with(&root) => Ok(real),
-        Ok(_) => Err(outside()),
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            // A dangling symlink is reported by what it is, not where it points.
-            Err(FsError::NotFound(path.to_owned()))
-        }
-        Err(e) => Err(FsError::Io(e.to_string())),
+/// Puts a refusal in WIT terms, naming the guest's path.
+fn fs_error(path: &str, r: Refusal) -> FsError {
+    match r {
+        Refusal::Outside => FsError::OutsideWorkspace(path.to_owned()),
+        Refusal::NotFound => FsError::NotFound(path.to_owned()),
+        Refusal::IsDirectory => FsError::Io(format!("`{path}` is a directory")),
+        Refusal::NotDirectory => FsError::Io(format!("`{path}` is not a directory")),
+        Refusal::NotRegular => FsError::Io(format!("`{path}` is not a regular file")),
+        Refusal::TooLarge(max) => FsError::TooLarge(max),
+        Refusal::Io(e) => FsError::Io(format!("`{path}`: {e}")),
     }
 }
 
-fn read_file(root: &Path, path: &str, max: u64) -> Result<String, FsError> {
-    let full = resolve(root, path)?;
-    let meta = std::fs::metadata(&full).map_err(|e| FsError::Io(e.to_string()))?;
-    if meta.is_dir() {
-        return Err(FsError::Io(format!("`{path}` is a directory")));
-    }
-    // FIFOs, sockets and devices could block the read or never end: regular files only.
-    if !meta.is_file() {
-        return Err(FsError::Io(format!("`{path}` is not a regular file")));
-    }
-    if meta.len() > max {
-        return Err(FsError::TooLarge(max));
-    }
-    let bytes = std::fs::read(&full).map_err(|e| FsError::Io(e.to_string()))?;
-    if bytes.len() as u64 > max {
-        return Err(FsError::TooLarge(max));
-    }
+fn read_file(root: &OwnedFd, path: &str, max: u64) -> Result<String, FsError> {
+    let rel = beneath::relative(path).map_err(|r| fs_error(path, r))?;
+    let bytes = beneath::read(root.as_fd(), rel, max).map_err(|r| fs_error(path, r))?;
     String::from_utf8(bytes).map_err(|_| FsError::NotText(path.to_owned()))
 }
 
-fn list_dir(root: &Path, path: &str) -> Result<Vec<DirEntry>, FsError> {
-    let path = if path.is_empty() { "." } else { path };
-    let full = resolve(root, path)?;
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(&full).map_err(|e| FsError::Io(e.to_string()))? {
-        let entry = entry.map_err(|e| FsError::Io(e.to_string()))?;
-        let meta = entry
-            .path()
-            .symlink_metadata()
-            .map_err(|e| FsError::Io(e.to_string()))?;
-        let ft = meta.file_type();
-        let kind = if ft.is_symlink() {
-            EntryKind::Symlink
-        } else if ft.is_dir() {
-            EntryKind::Directory
-        } else if ft.is_file() {
-            EntryKind::File
-        } else {
-            EntryKind::Other
-        };
-        let size = if kind == EntryKind::File {
-            meta.len()
-        } else {
-            0
-        };
-        out.push(DirEntry {
-            name: entry.file_name().to_string_lossy().into_owned(),
-            kind,
+fn list_dir(root: &OwnedFd, path: &str) -> Result<Vec<DirEntry>, FsError> {
+    let rel = beneath::relative(path).map_err(|r| fs_error(path, r))?;
+    let entries = beneath::list(root.as_fd(), rel, MAX_DIR_SCAN).map_err(|r| fs_error(path, r))?;
+    let mut out: Vec<DirEntry> = entries
+        .into_iter()
+        .map(|(name, kind, size)| DirEntry {
+            name,
+            kind: match kind {
+                Kind::File => EntryKind::File,
+                Kind::Directory => EntryKind::Directory,
+                Kind::Symlink => EntryKind::Symlink,
+                Kind::Other => EntryKind::Other,
+            },
             size,
-        });
-    }
+        })
+        .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out.truncate(MAX_DIR_ENTRIES);
     Ok(out)
@@ -123,14 +85,23 @@ fn list_dir(root: &Path, path: &str) -> Result<Vec<DirEntry>, FsError> {
 impl WorkspaceState {
     async fn blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Path) -> Result<T, FsError> + Send + 'static,
+        f: impl FnOnce(&OwnedFd) -> Result<T, FsError> + Send + 'static,
     ) -> Result<T, FsError> {
         let Some(view) = self.view.clone() else {
             return Err(FsError::Io("no workspace is attached to this call".into()));
         };
-        tokio::task::spawn_blocking(move || f(&view.root))
-            .await
-            .unwrap_or_else(|e| Err(FsError::Io(format!("workspace task failed: {e}"))))
+        let root = self.root.clone();
+        tokio::task::spawn_blocking(move || {
+            let root = root.get_or_init(|| {
+                beneath::open_root(&view.root).map_err(|e| format!("workspace root: {e}"))
+            });
+            match root {
+                Ok(fd) => f(fd),
+                Err(e) => Err(FsError::Io(e.clone())),
+            }
+        })
+        .await
+        .unwrap_or_else(|e| Err(FsError::Io(format!("workspace task failed: {e}"))))
     }
 }
 
@@ -162,28 +133,5 @@ impl Host for WorkspaceState {
             return String::new();
         };
         super::log::truncate(&view.diff, self.max_diff).to_owned()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resolve_refuses_escapes() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a.txt"), "hi").unwrap();
-        assert!(resolve(dir.path(), "a.txt").is_ok());
-        assert!(resolve(dir.path(), "./a.txt").is_ok());
-        for bad in ["../a.txt", "/etc/passwd", "x/../../a"] {
-            assert!(
-                matches!(resolve(dir.path(), bad), Err(FsError::OutsideWorkspace(_))),
-                "{bad}"
-            );
-        }
-        assert!(matches!(
-            resolve(dir.path(), "missing"),
-            Err(FsError::NotFound(_))
-        ));
     }
 }

@@ -29,10 +29,11 @@ pub fn fixture(max_concurrent: usize) -> Fixture {
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(work.join("notes.txt"), "alpha\nbeta\n").unwrap();
     let store = Store::open(&dir.path().join("state")).unwrap();
-    let manager = Manager::new(
+    let manager = Manager::sandboxed(
         store.clone(),
         Arc::new(ToolRegistry::builtin()),
         max_concurrent,
+        crate::support::sandbox::sandbox(&dir.path().join("state")),
     );
     Fixture {
         work: work.canonicalize().unwrap(),
@@ -62,6 +63,7 @@ pub fn agent_spec(
         quotas,
         provider,
         prices: None,
+        network: false,
     }
 }
 

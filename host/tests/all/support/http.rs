@@ -360,6 +360,7 @@ pub fn build_provider(
         base_dir: std::path::Path::new("."),
         env: &lookup,
         default_script: "",
+        sandbox: &crewbox::unstable::sandbox::Sandbox::missing(),
     };
     let provider = crewbox::unstable::provider::build(name, &cfg, &ctx)?;
     Ok((provider, breakers))

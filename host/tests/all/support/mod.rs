@@ -3,8 +3,12 @@
 
 pub mod agents;
 pub mod http;
+pub mod limited;
 pub mod peers;
+pub mod procs;
 pub mod repo;
+pub mod sandbox;
+pub mod wat;
 pub mod wire;
 
 use std::path::PathBuf;
@@ -14,4 +18,17 @@ use std::path::PathBuf;
 /// per build rather than once per test.
 pub fn shared_cache_home() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("xdg-cache")
+}
+
+/// Embeds a committed test guest from `tests/guests/dist/`; a missing file is a compile
+/// error, not a skipped test.
+#[macro_export]
+macro_rules! guest_wasm {
+    ($file:literal) => {
+        include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/guests/dist/",
+            $file
+        ))
+    };
 }

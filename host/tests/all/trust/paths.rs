@@ -152,15 +152,37 @@ async fn repository_plugins_load_only_when_trusted_and_only_from_inside() {
     fx.trust().await;
     let out = fx.run(&["plugin", "list", "--json"]).await;
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(repo_plugins(&out), ["mine"], "{}", text(&out));
-    let err = stderr(&out);
+    assert_eq!(
+        repo_plugins(&out),
+        ["key", "mine", "pipe"],
+        "{}",
+        text(&out)
+    );
+    // Each is read beneath the root: the FIFO and the link out are rows with an error.
+    let error = |name: &str| -> String {
+        json_of(&out)
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["source"] == "repo" && p["name"] == name)
+            .and_then(|p| p["error"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
     assert!(
-        err.contains("`.crewbox/plugins/pipe.wasm` is a FIFO"),
-        "{err}"
+        error("pipe").contains("`.crewbox/plugins/pipe.wasm` is a FIFO"),
+        "{}",
+        text(&out)
     );
     assert!(
-        err.contains("`.crewbox/plugins/key.wasm` leads outside the repository"),
-        "{err}"
+        error("key").contains("`.crewbox/plugins/key.wasm` leads outside the repository"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !error("mine").contains("repository plugin refused"),
+        "{}",
+        text(&out)
     );
     outputs.push(out);
     // A dispatcher path in a trusted repository's config must stay inside it too.

@@ -27,7 +27,6 @@ impl Mode for Broadcast {
                 let prompt = broadcast_prompt(
                     &WorkerInfo::from_member(m, None),
                     &others,
-                    m.charter.as_deref(),
                     team.shared_context.as_deref(),
                     &ctx.req.prompt,
                 );

@@ -103,12 +103,25 @@ impl TeamContext {
             };
             providers::build(services, &sub).map(|b| b.provider)
         };
+        // A pack's model (`sonnet`, `claude-sonnet-4.6`) is used when the provider can
+        // serve it; otherwise the provider's default, with a warning.
+        let config = services.config();
+        let env = |var: &str| std::env::var(var).ok();
+        let run_config = config
+            .choose_provider(req.provider.as_deref(), None, &env)
+            .ok()
+            .map(|c| c.config);
         let mut by_member = HashMap::new();
         for m in &team.members {
-            by_member.insert(
-                m.name.clone(),
-                build(m.provider.as_ref(), m.model.as_ref())?,
-            );
+            let model = match (&m.model, &run_config) {
+                (Some(declared), Some(cfg)) if team.format.is_pack() && req.script.is_none() => {
+                    crate::team::pack::models::resolve(declared, cfg, &config.pack_models)
+                        .map_err(|why| tracing::warn!(team = %team.name, member = %m.name, "{why}"))
+                        .ok()
+                }
+                (Some(_) | None, Some(_) | None) => m.model.clone(),
+            };
+            by_member.insert(m.name.clone(), build(m.provider.as_ref(), model.as_ref())?);
         }
         let orchestrator = match &team.orchestrator {
             Some(o) => build(o.provider.as_ref(), o.model.as_ref())?,
@@ -140,11 +153,25 @@ impl TeamContext {
         })
     }
 
-    /// Member `m`'s agent for `task`: its access, its model.
+    /// Member `m`'s agent for `task`: its access, its model, its charter as part of its
+    /// system prompt (naming the file it came from), its turn limit under the run's.
     pub(crate) fn member_spec(&self, ctx: &RunContext, m: &Member, task: &str) -> AgentSpec {
         let mut spec = ctx.agent_spec(&m.name, &m.role, task, m.access);
         if let Some(p) = self.providers.get(&m.name) {
             spec.provider = p.clone();
+        }
+        let repo = ctx.services().repo();
+        let from = m
+            .file
+            .as_deref()
+            .map(|f| f.strip_prefix(repo).unwrap_or(f).display().to_string());
+        spec.system_prompt.push_str(&prompts::charter_section(
+            m.charter.as_deref(),
+            from.as_deref(),
+        ));
+        // A definition may lower the turn limit, never raise it.
+        if let Some(n) = m.max_turns {
+            spec.quotas.max_turns = spec.quotas.max_turns.min(n);
         }
         spec
     }
@@ -206,7 +233,8 @@ pub(crate) struct MemberRun {
 impl MemberRun {
     fn ran(id: &AgentId, elapsed: Duration, r: &ExecResult) -> Self {
         let o = &r.outcome;
-        let ok = o.state.is_success();
+        // [plugin helper, issue 13] Work that failed validation is a failed result.
+        let ok = o.state.is_success() && r.validation.accepts();
         Self {
             agent_id: id.to_string(),
             duration_ms: elapsed.as_millis() as u64,
@@ -218,6 +246,8 @@ impl MemberRun {
             },
             reply: if ok {
                 o.result.clone()
+            } else if o.state.is_success() {
+                format!("(its work did not pass validation)\n{}", o.result)
             } else {
                 format!(
                     "(ended {}: {})",

@@ -185,12 +185,7 @@ pub(crate) async fn orchestrate_round(
         let Some(m) = team.member(worker) else {
             continue;
         };
-        let prompt = worker_prompt(
-            m.charter.as_deref(),
-            team.shared_context.as_deref(),
-            &ctx.req.prompt,
-            task,
-        );
+        let prompt = worker_prompt(team.shared_context.as_deref(), &ctx.req.prompt, task);
         items.push(GroupItem {
             key: StepKey::worker(input.round, &m.name),
             spec: tc.member_spec(ctx, m, &prompt),

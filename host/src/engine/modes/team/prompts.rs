@@ -114,15 +114,10 @@ pub fn nudge_prompt(members: &[&str]) -> String {
     )
 }
 
-/// A worker's prompt: its charter, the shared context, the request and its task.
-pub fn worker_prompt(
-    charter: Option<&str>,
-    shared_context: Option<&str>,
-    request: &str,
-    task: &str,
-) -> String {
+/// A worker's prompt: the shared context, the request and its task (its charter is
+/// in its system prompt, see [`charter_section`]).
+pub fn worker_prompt(shared_context: Option<&str>, request: &str, task: &str) -> String {
     let mut p = String::new();
-    push_section(&mut p, "Your charter", charter);
     push_section(&mut p, "Shared context", shared_context);
     let _ = write!(
         p,
@@ -211,7 +206,6 @@ pub fn self_evaluation_prompt(request: &str, synthesis: &str) -> String {
 pub fn broadcast_prompt(
     member: &WorkerInfo<'_>,
     others: &[&str],
-    charter: Option<&str>,
     shared_context: Option<&str>,
     request: &str,
 ) -> String {
@@ -226,7 +220,6 @@ pub fn broadcast_prompt(
             others.join(", ")
         );
     }
-    push_section(&mut p, "Your charter", charter);
     push_section(&mut p, "Shared context", shared_context);
     let _ = write!(p, "\n## Request\n{}\n", request.trim());
     p
@@ -244,7 +237,6 @@ pub struct EarlierReply<'a> {
 /// A sequential member's prompt: like broadcast, plus the earlier replies in order.
 pub fn sequential_prompt(
     member: &WorkerInfo<'_>,
-    charter: Option<&str>,
     shared_context: Option<&str>,
     request: &str,
     earlier: &[EarlierReply<'_>],
@@ -258,7 +250,6 @@ pub fn sequential_prompt(
     } else {
         p.push_str("; build on the earlier replies below rather than repeating them.\n");
     }
-    push_section(&mut p, "Your charter", charter);
     push_section(&mut p, "Shared context", shared_context);
     let _ = write!(p, "\n## Request\n{}\n", request.trim());
     if !earlier.is_empty() {
@@ -268,6 +259,19 @@ pub fn sequential_prompt(
         }
     }
     p
+}
+
+/// The part of a team member's system prompt that holds its charter, naming the
+/// file it came from (a pack's charter is the member's system prompt, as in the
+/// tool it was written for).
+pub fn charter_section(charter: Option<&str>, from: Option<&str>) -> String {
+    let Some(charter) = charter.map(str::trim).filter(|c| !c.is_empty()) else {
+        return String::new();
+    };
+    match from {
+        Some(file) => format!("\n\n## Your charter (from {file})\n{charter}\n"),
+        None => format!("\n\n## Your charter\n{charter}\n"),
+    }
 }
 
 fn push_section(p: &mut String, title: &str, body: Option<&str>) {
@@ -377,19 +381,25 @@ mod tests {
     }
 
     #[test]
+    fn charters_name_their_file() {
+        assert_eq!(
+            charter_section(Some("Be terse.\n"), Some(".squad/agents/a/charter.md")),
+            "\n\n## Your charter (from .squad/agents/a/charter.md)\nBe terse.\n"
+        );
+        assert_eq!(charter_section(Some("x"), None), "\n\n## Your charter\nx\n");
+        assert_eq!(charter_section(Some("  "), Some("f")), "");
+        assert_eq!(charter_section(None, Some("f")), "");
+    }
+
+    #[test]
     fn worker_prompt_sections() {
         assert_eq!(
-            worker_prompt(
-                Some("Be terse."),
-                Some("Rust repo."),
-                "Fix it.",
-                "Patch parse.rs"
-            ),
-            "## Your charter\nBe terse.\n\n## Shared context\nRust repo.\n\n\
+            worker_prompt(Some("Rust repo."), "Fix it.", "Patch parse.rs"),
+            "## Shared context\nRust repo.\n\n\
              ## Original request\nFix it.\n\n## Your task\nPatch parse.rs\n"
         );
         assert_eq!(
-            worker_prompt(None, Some("  "), "Fix it.", "t"),
+            worker_prompt(Some("  "), "Fix it.", "t"),
             "## Original request\nFix it.\n\n## Your task\nt\n"
         );
     }
@@ -438,24 +448,22 @@ mod tests {
     #[test]
     fn broadcast_tells_name_role_and_others() {
         let ws = workers();
-        let p = broadcast_prompt(&ws[0], &["bob", "carol"], Some("Charter."), None, "Q?");
+        let p = broadcast_prompt(&ws[0], &["bob", "carol"], None, "Q?");
         assert!(p.starts_with("You are `alice`, the implementer of a team."));
         assert!(p.contains("(bob, carol)"));
-        assert!(p.contains("## Your charter\nCharter."));
         assert!(p.ends_with("## Request\nQ?\n"));
-        let alone = broadcast_prompt(&ws[0], &[], None, None, "Q?");
+        let alone = broadcast_prompt(&ws[0], &[], None, "Q?");
         assert!(alone.contains("only member"));
     }
 
     #[test]
     fn sequential_sees_earlier_replies_in_order() {
         let ws = workers();
-        let first = sequential_prompt(&ws[0], None, None, "Q?", &[]);
+        let first = sequential_prompt(&ws[0], None, "Q?", &[]);
         assert!(first.contains("you go first"));
         assert!(!first.contains("Earlier replies"));
         let p = sequential_prompt(
             &ws[1],
-            None,
             Some("ctx"),
             "Q?",
             &[

@@ -30,7 +30,6 @@ impl Mode for Sequential {
                 .collect();
             let prompt = sequential_prompt(
                 &WorkerInfo::from_member(m, None),
-                m.charter.as_deref(),
                 team.shared_context.as_deref(),
                 &ctx.req.prompt,
                 &earlier,

@@ -1,0 +1,581 @@
+//! A tolerant reader of YAML front matter: the top-level keys of the block between
+//! the first two `---` lines of a Markdown file.
+//!
+//! Real agent files are often not strict YAML (unquoted `: ` inside a description,
+//! duplicate keys, tabs), and a strict parser would drop the whole file. This reader
+//! reads what a person meant and says, in a warning, where the text is not strict
+//! YAML. It understands plain, quoted (`'…'`, `"…"`, across lines) and block (`|`,
+//! `>`) scalars, flow (`[a, b]`) and block (`- a`) lists of scalars; nested mappings
+//! are recognised and not read. Anchors, aliases and tags are never expanded (an
+//! alias bomb costs nothing) and nothing is interpolated.
+
+/// A top-level value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// No value (`key:` alone, `null`, `~`).
+    Empty,
+    /// A scalar, as text.
+    Scalar(String),
+    /// A list of scalars.
+    List(Vec<String>),
+    /// A mapping or a list of mappings: present, not read.
+    Nested,
+}
+
+/// One top-level key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The key.
+    pub key: String,
+    /// Its value.
+    pub value: Value,
+    /// Its line in the file (1-based).
+    pub line: usize,
+}
+
+/// The keys of one front matter block, in order, and where it was not strict YAML.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FrontMatter {
+    /// Top-level keys in file order; a duplicate key keeps its first value.
+    pub entries: Vec<Entry>,
+    /// One line per place the text is not strict YAML (or was not read).
+    pub warnings: Vec<String>,
+}
+
+impl FrontMatter {
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.entries.iter().find(|e| e.key == key).map(|e| &e.value)
+    }
+}
+
+/// Splits a file into its front matter and body: `None` when the first line (after a
+/// byte order mark) is not `---` or no closing `---` (or `...`) line follows. The
+/// third value is the body's first line number (1-based).
+pub fn split(text: &str) -> Option<(&str, &str, usize)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let first_end = text.find('\n')?;
+    if text[..first_end].trim_end() != "---" {
+        return None;
+    }
+    let mut at = first_end + 1;
+    let mut line = 2;
+    while at <= text.len() {
+        let end = text[at..].find('\n').map_or(text.len(), |n| at + n);
+        let l = text[at..end].trim_end();
+        if l == "---" || l == "..." {
+            let body = if end < text.len() {
+                &text[end + 1..]
+            } else {
+                ""
+            };
+            return Some((&text[first_end + 1..at], body, line + 1));
+        }
+        if end == text.len() {
+            break;
+        }
+        at = end + 1;
+        line += 1;
+    }
+    None
+}
+
+struct Lines<'a> {
+    lines: Vec<&'a str>,
+}
+
+fn indent(line: &str) -> usize {
+    line.chars().take_while(|c| *c == ' ' || *c == '\t').count()
+}
+
+fn is_blank_or_comment(line: &str) -> bool {
+    let t = line.trim();
+    t.is_empty() || t.starts_with('#')
+}
+
+/// Reads the top-level keys of a front matter block (without its `---` lines).
+pub fn parse(front: &str) -> FrontMatter {
+    let src = Lines {
+        lines: front
+            .split('\n')
+            .map(|l| l.strip_suffix('\r').unwrap_or(l))
+            .collect(),
+    };
+    let mut fm = FrontMatter::default();
+    let mut i = 0;
+    while i < src.lines.len() {
+        let line = src.lines[i];
+        if is_blank_or_comment(line) {
+            i += 1;
+            continue;
+        }
+        if indent(line) > 0 {
+            fm.warnings.push(format!(
+                "line {}: indented line outside a key; ignored",
+                i + 2
+            ));
+            i += 1;
+            continue;
+        }
+        let Some((key, rest)) = key_of(line) else {
+            fm.warnings
+                .push(format!("line {}: not a `key: value` line; ignored", i + 2));
+            i += 1;
+            continue;
+        };
+        let line_no = i + 2;
+        let (value, next) = src.value(i, rest, &key, &mut fm.warnings);
+        if fm.entries.iter().any(|e| e.key == key) {
+            fm.warnings.push(format!(
+                "line {line_no}: duplicate key `{key}`; the first one is used"
+            ));
+        } else {
+            fm.entries.push(Entry {
+                key,
+                value,
+                line: line_no,
+            });
+        }
+        i = next;
+    }
+    fm
+}
+
+/// `key: rest` (the key may be quoted); `rest` is what follows the colon.
+fn key_of(line: &str) -> Option<(String, &str)> {
+    if let Some(q @ ('"' | '\'')) = line.chars().next() {
+        let close = line[1..].find(q)? + 1;
+        let rest = line[close + 1..].strip_prefix(':')?;
+        return Some((line[1..close].to_owned(), rest));
+    }
+    let colon = line
+        .char_indices()
+        .find(|&(i, c)| {
+            c == ':'
+                && line[i + 1..]
+                    .chars()
+                    .next()
+                    .is_none_or(|n| n == ' ' || n == '\t')
+        })?
+        .0;
+    let key = line[..colon].trim();
+    if key.is_empty() || key.starts_with('-') || key.contains(' ') {
+        return None;
+    }
+    Some((key.to_owned(), &line[colon + 1..]))
+}
+
+impl Lines<'_> {
+    /// The value starting with `rest` on line `i`; returns it and the next line to read.
+    fn value(&self, i: usize, rest: &str, key: &str, warnings: &mut Vec<String>) -> (Value, usize) {
+        let line_no = i + 2;
+        let rest = rest.trim();
+        if let Some(c @ ('&' | '*' | '!')) = rest.chars().next() {
+            warnings.push(format!(
+                "line {line_no}: `{key}` starts with `{c}` (an anchor, alias or tag); not expanded, read as text"
+            ));
+        }
+        match rest.chars().next() {
+            None => self.indented_block(i, key, warnings),
+            Some('|' | '>') if is_block_header(rest) => {
+                let (text, next) = self.block_scalar(i, rest.starts_with('>'));
+                (Value::Scalar(text), next)
+            }
+            Some(q @ ('"' | '\'')) => {
+                let (text, next, closed) = self.quoted(i, rest, q);
+                if !closed {
+                    warnings.push(format!(
+                        "line {line_no}: `{key}` has an unclosed quote; read to the end of the block"
+                    ));
+                }
+                (Value::Scalar(text), next)
+            }
+            Some('[') => {
+                let (items, next, closed) = self.flow_list(i, rest);
+                if !closed {
+                    warnings.push(format!(
+                        "line {line_no}: `{key}` has an unclosed `[`; read to the end of the block"
+                    ));
+                }
+                (Value::List(items), next)
+            }
+            Some('{') => (Value::Nested, self.skip_indented(i + 1)),
+            Some(_) => {
+                let mut text = strip_comment(rest).to_owned();
+                let mut next = i + 1;
+                // Continuation lines of a plain scalar are folded with spaces.
+                while next < self.lines.len() && indent(self.lines[next]) > 0 {
+                    let l = self.lines[next].trim();
+                    if !l.is_empty() {
+                        text.push(' ');
+                        text.push_str(strip_comment(l));
+                    }
+                    next += 1;
+                }
+                if text.contains(": ") {
+                    warnings.push(format!(
+                        "line {line_no}: `{key}` holds an unquoted `: ` (not strict YAML); read as text"
+                    ));
+                }
+                let value = match text.as_str() {
+                    "null" | "~" | "Null" | "NULL" => Value::Empty,
+                    _ => Value::Scalar(text),
+                };
+                (value, next)
+            }
+        }
+    }
+
+    /// A key with nothing after the colon: a block list, a nested mapping, or empty.
+    fn indented_block(&self, i: usize, key: &str, warnings: &mut Vec<String>) -> (Value, usize) {
+        let next = self.skip_indented(i + 1);
+        let block: Vec<&str> = self.lines[i + 1..next]
+            .iter()
+            .copied()
+            .filter(|l| !is_blank_or_comment(l))
+            .collect();
+        let Some(first) = block.first() else {
+            return (Value::Empty, next);
+        };
+        if !first.trim_start().starts_with('-') {
+            return (Value::Nested, next);
+        }
+        let base = indent(first);
+        let mut items = Vec::new();
+        for l in &block {
+            let t = l.trim_start();
+            if indent(l) == base
+                && let Some(item) = t.strip_prefix('-')
+            {
+                let item = item.trim();
+                if key_of(item).is_some() || item.starts_with('{') {
+                    return (Value::Nested, next);
+                }
+                items.push(unquote(strip_comment(item)));
+            } else if indent(l) > base {
+                // A continuation of the item above (or a nested structure).
+                if let Some(last) = items.last_mut() {
+                    last.push(' ');
+                    last.push_str(t);
+                }
+            } else {
+                warnings.push(format!("`{key}`: a list item is misaligned; read anyway"));
+            }
+        }
+        (Value::List(items), next)
+    }
+
+    /// The first line at or after `from` that is not indented (blank lines skipped).
+    fn skip_indented(&self, from: usize) -> usize {
+        let mut j = from;
+        while j < self.lines.len() && (indent(self.lines[j]) > 0 || self.lines[j].trim().is_empty())
+        {
+            j += 1;
+        }
+        // Trailing blank lines belong to nobody.
+        while j > from && self.lines[j - 1].trim().is_empty() {
+            j -= 1;
+        }
+        j
+    }
+
+    fn block_scalar(&self, i: usize, folded: bool) -> (String, usize) {
+        let next = self.skip_indented(i + 1);
+        let body = &self.lines[i + 1..next];
+        let base = body
+            .iter()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| indent(l))
+            .min()
+            .unwrap_or(0);
+        let mut out = String::new();
+        let mut prev_blank = true;
+        for l in body {
+            let text = if l.trim().is_empty() {
+                ""
+            } else {
+                &l[l.char_indices().nth(base).map_or(l.len(), |(b, _)| b)..]
+            };
+            if !folded {
+                out.push_str(text);
+                out.push('\n');
+            } else if text.is_empty() {
+                out.push('\n');
+                prev_blank = true;
+            } else {
+                if !prev_blank {
+                    out.push(' ');
+                }
+                out.push_str(text);
+                prev_blank = false;
+            }
+        }
+        (out.trim_end().to_owned(), next)
+    }
+
+    /// A quoted scalar starting at `rest` on line `i`, possibly over several lines.
+    fn quoted(&self, i: usize, rest: &str, q: char) -> (String, usize, bool) {
+        let mut out = String::new();
+        let mut j = i;
+        let mut text = &rest[1..];
+        loop {
+            let mut chars = text.char_indices().peekable();
+            while let Some((_, c)) = chars.next() {
+                match c {
+                    '\\' if q == '"' => match chars.next().map(|(_, e)| e) {
+                        Some('n') => out.push('\n'),
+                        Some('t') => out.push('\t'),
+                        Some('"') => out.push('"'),
+                        Some('\\') => out.push('\\'),
+                        Some('/') => out.push('/'),
+                        Some(other) => {
+                            out.push('\\');
+                            out.push(other);
+                        }
+                        None => {}
+                    },
+                    '\'' if q == '\'' && chars.peek().is_some_and(|(_, n)| *n == '\'') => {
+                        chars.next();
+                        out.push('\'');
+                    }
+                    c if c == q => return (out, j + 1, true),
+                    c => out.push(c),
+                }
+            }
+            j += 1;
+            if j >= self.lines.len() {
+                return (out, j, false);
+            }
+            out.push(' ');
+            text = self.lines[j].trim_start();
+        }
+    }
+
+    fn flow_list(&self, i: usize, rest: &str) -> (Vec<String>, usize, bool) {
+        let mut joined = rest.to_owned();
+        let mut j = i;
+        let mut closed = flow_end(&joined).is_some();
+        while !closed && j + 1 < self.lines.len() && indent(self.lines[j + 1]) > 0 {
+            j += 1;
+            joined.push(' ');
+            joined.push_str(self.lines[j].trim());
+            closed = flow_end(&joined).is_some();
+        }
+        let inner_end = flow_end(&joined).unwrap_or(joined.len());
+        let inner = &joined[1..inner_end];
+        let items = split_flow(inner)
+            .into_iter()
+            .map(|s| unquote(s.trim()))
+            .filter(|s| !s.is_empty())
+            .collect();
+        (items, j + 1, closed)
+    }
+}
+
+fn is_block_header(rest: &str) -> bool {
+    strip_comment(rest)
+        .chars()
+        .skip(1)
+        .all(|c| matches!(c, '-' | '+') || c.is_ascii_digit())
+}
+
+/// The index of the `]` closing a flow list that starts at 0, outside quotes.
+fn flow_end(s: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    for (i, c) in s.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[') => depth += 1,
+            (None, ']') => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            (None, _) => {}
+        }
+    }
+    None
+}
+
+fn split_flow(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut quote: Option<char> = None;
+    let mut depth = 0usize;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '{' | '(') => depth += 1,
+            (None, ']' | '}' | ')') => depth = depth.saturating_sub(1),
+            (None, ',') if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            (None, _) => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+/// A plain scalar without a trailing ` # comment`.
+fn strip_comment(s: &str) -> &str {
+    let mut quote: Option<char> = None;
+    let mut prev_space = true;
+    for (i, c) in s.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') if prev_space => quote = Some(c),
+            (None, '#') if prev_space && i > 0 => return s[..i].trim_end(),
+            _ => {}
+        }
+        prev_space = c == ' ' || c == '\t';
+    }
+    s.trim_end()
+}
+
+/// An item without surrounding quotes.
+fn unquote(s: &str) -> String {
+    let s = s.trim();
+    for q in ['"', '\''] {
+        if s.len() >= 2 && s.starts_with(q) && s.ends_with(q) {
+            let inner = &s[1..s.len() - 1];
+            return if q == '\'' {
+                inner.replace("''", "'")
+            } else {
+                inner.replace("\\\"", "\"")
+            };
+        }
+    }
+    s.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn scalar(fm: &FrontMatter, key: &str) -> String {
+        match fm.get(key) {
+            Some(Value::Scalar(s)) => s.clone(),
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+
+    fn list(fm: &FrontMatter, key: &str) -> Vec<String> {
+        match fm.get(key) {
+            Some(Value::List(l)) => l.clone(),
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn split_needs_an_opening_line_and_a_closing_one() {
+        assert_eq!(
+            split("\u{feff}---\r\nname: a\r\n---\r\nbody\n"),
+            Some(("name: a\r\n", "body\n", 4))
+        );
+        assert_eq!(split("---\nname: a\n...\n"), Some(("name: a\n", "", 4)));
+        assert_eq!(split("# Title\n\n---\nname: a\n---\n"), None);
+        assert_eq!(split("---\nname: a\n"), None);
+        assert_eq!(split("no front matter"), None);
+    }
+
+    #[test]
+    fn the_shapes_real_agent_files_use() {
+        let fm = parse(
+            "name: code-reviewer\n\
+             description: Use this agent when reviewing. Examples: <example>Context: x</example>\n\
+             tools: Read, Glob, Grep, Bash(git diff:*)\n\
+             model: claude-sonnet-4-6      # opus | sonnet\n\
+             color: green\n\
+             disallowedTools: [\"Write\", 'Edit', MultiEdit]\n\
+             skills:\n  - pdca\n  - \"review\"\n\
+             hooks:\n  PreToolUse:\n    - matcher: \"Write\"\n      command: \"${CLAUDE_PLUGIN_ROOT}/x.sh\"\n\
+             mcpServers:\n  github:\n    command: npx\n\
+             maxTurns: 15\n\
+             tools: Write\n",
+        );
+        assert_eq!(scalar(&fm, "name"), "code-reviewer");
+        assert!(scalar(&fm, "description").starts_with("Use this agent when reviewing. Examples:"));
+        assert_eq!(scalar(&fm, "tools"), "Read, Glob, Grep, Bash(git diff:*)");
+        assert_eq!(scalar(&fm, "model"), "claude-sonnet-4-6");
+        assert_eq!(list(&fm, "disallowedTools"), ["Write", "Edit", "MultiEdit"]);
+        assert_eq!(list(&fm, "skills"), ["pdca", "review"]);
+        assert_eq!(fm.get("hooks"), Some(&Value::Nested));
+        assert_eq!(fm.get("mcpServers"), Some(&Value::Nested));
+        assert_eq!(scalar(&fm, "maxTurns"), "15");
+        let keys: Vec<&str> = fm.entries.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "name",
+                "description",
+                "tools",
+                "model",
+                "color",
+                "disallowedTools",
+                "skills",
+                "hooks",
+                "mcpServers",
+                "maxTurns"
+            ]
+        );
+        assert_eq!(fm.warnings.len(), 2, "{:?}", fm.warnings);
+        assert!(fm.warnings[0].contains("unquoted `: `"));
+        assert!(fm.warnings[1].contains("duplicate key `tools`"));
+    }
+
+    #[test]
+    fn block_scalars_quotes_and_empty_values() {
+        let fm = parse(
+            "description: |\n  Line one.\n\n  Line two: with colon.\n\
+             summary: >-\n  Folded\n  text.\n\n  Next.\n\
+             quoted: \"a \\\"b\\\"\n  c\"\n\
+             single: 'it''s'\n\
+             tools: []\n\
+             empty:\n\
+             nothing: ~\n\
+             flow: [Read,\n  Grep]\n\
+             alias: *ref\n",
+        );
+        assert_eq!(
+            scalar(&fm, "description"),
+            "Line one.\n\nLine two: with colon."
+        );
+        assert_eq!(scalar(&fm, "summary"), "Folded text.\nNext.");
+        assert_eq!(scalar(&fm, "quoted"), "a \"b\" c");
+        assert_eq!(scalar(&fm, "single"), "it's");
+        assert_eq!(list(&fm, "tools"), Vec::<String>::new());
+        assert_eq!(fm.get("empty"), Some(&Value::Empty));
+        assert_eq!(fm.get("nothing"), Some(&Value::Empty));
+        assert_eq!(list(&fm, "flow"), ["Read", "Grep"]);
+        assert_eq!(scalar(&fm, "alias"), "*ref");
+        assert_eq!(fm.warnings.len(), 1, "{:?}", fm.warnings);
+    }
+
+    #[test]
+    fn garbage_never_panics_and_is_reported() {
+        let fm = parse("  stray\n: nokey\n- item\nname: \"unclosed\nok: 1\n[x\n");
+        assert!(fm.warnings.len() >= 3, "{:?}", fm.warnings);
+        for text in [
+            "",
+            "\n\n",
+            ":",
+            "a:\n  - b: c\n",
+            "k: [[[[",
+            "k: '",
+            "k: |",
+            "k: >\n",
+        ] {
+            let _ = parse(text);
+        }
+    }
+}

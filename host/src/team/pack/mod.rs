@@ -1,0 +1,266 @@
+//! Role packs other tools keep — Squad's `.squad/` (legacy `.ai-team/`) and Claude
+//! Code subagents (`.claude/agents/`, `~/.claude/agents/`) — read as teams, and
+//! written back.
+//!
+//! Imported formats are data: nothing in a pack is executed, followed or expanded.
+//! Every file is read beneath its pack's directory (a symlink leaving it is refused),
+//! bounded, regular files only; CRLF, a byte order mark and invalid UTF-8 are
+//! tolerated with a warning; one bad file is reported and never hides the rest.
+//! What a pack's members may do is decided by the user's ceiling
+//! ([`super::limits::TeamPolicy`]), never by the pack.
+
+pub mod claude;
+pub mod frontmatter;
+pub mod markdown;
+pub mod models;
+pub mod squad;
+pub mod squad_write;
+pub mod write;
+
+use std::path::{Path, PathBuf};
+
+use crate::trust::read::{Bounded, Confined, ReadError};
+
+/// The most files read from one pack.
+pub const MAX_PACK_FILES: usize = 128;
+/// The deepest directory level read below a pack's root.
+pub const MAX_DEPTH: usize = 4;
+/// The most entries looked at in one directory.
+pub const MAX_DIR_ENTRIES: usize = 4096;
+
+/// A file's text as read: cut at the byte cap, invalid UTF-8 replaced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Text {
+    /// The text.
+    pub text: String,
+    /// The file was larger than the cap; `text` is its beginning.
+    pub truncated: bool,
+    /// The file was not valid UTF-8; invalid bytes became U+FFFD.
+    pub lossy: bool,
+}
+
+impl Text {
+    fn decode(b: Bounded) -> Self {
+        let truncated = b.truncated;
+        match String::from_utf8(b.bytes) {
+            Ok(text) => Self {
+                text,
+                truncated,
+                lossy: false,
+            },
+            // A cut read may end inside a character: drop the partial one.
+            Err(e) if truncated && e.utf8_error().error_len().is_none() => {
+                let valid = e.utf8_error().valid_up_to();
+                let mut bytes = e.into_bytes();
+                bytes.truncate(valid);
+                Self {
+                    text: String::from_utf8(bytes).unwrap_or_default(),
+                    truncated,
+                    lossy: false,
+                }
+            }
+            Err(e) => Self {
+                text: String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                truncated,
+                lossy: true,
+            },
+        }
+    }
+
+    /// One warning for what was cut or replaced, naming `shown`.
+    pub fn warning(&self, shown: &Path, cap: u64) -> Option<String> {
+        match (self.truncated, self.lossy) {
+            (false, false) => None,
+            (true, false) => Some(format!(
+                "{} is larger than {cap} bytes; only its beginning is read",
+                shown.display()
+            )),
+            (false, true) => Some(format!(
+                "{} is not valid UTF-8; invalid bytes were replaced",
+                shown.display()
+            )),
+            (true, true) => Some(format!(
+                "{} is larger than {cap} bytes and not valid UTF-8; its beginning is read, invalid bytes replaced",
+                shown.display()
+            )),
+        }
+    }
+}
+
+/// What a directory entry is (symlinks are never followed when listing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+    /// Anything else (FIFO, socket, device).
+    Other,
+}
+
+/// One directory entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Its name.
+    pub name: String,
+    /// What it is.
+    pub kind: EntryKind,
+}
+
+/// A pack's directory: every read confined beneath it.
+#[derive(Clone, Debug)]
+pub struct PackDir {
+    confined: Confined,
+}
+
+impl PackDir {
+    /// The pack directory `rel` of the repository `repo` is confined to, when it
+    /// exists; refused when it leads outside the repository.
+    pub fn in_repo(repo: &Confined, rel: &Path) -> Result<Option<Self>, ReadError> {
+        match repo.dir(rel)? {
+            Some(dir) => Self::at(&dir),
+            None => Ok(None),
+        }
+    }
+
+    /// The directory `dir` (the user's own), when it exists.
+    pub fn at(dir: &Path) -> Result<Option<Self>, ReadError> {
+        match Confined::new(dir) {
+            Ok(confined) if confined.root().is_dir() => Ok(Some(Self { confined })),
+            Ok(_) => Err(ReadError::NotRegular {
+                path: dir.to_owned(),
+                kind: "file where a directory was expected",
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(ReadError::Io {
+                path: dir.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// The canonical directory.
+    pub fn root(&self) -> &Path {
+        self.confined.root()
+    }
+
+    /// Reads at most `cap` bytes of `rel` as text, beneath the pack.
+    pub fn read(&self, rel: &Path, cap: u64) -> Result<Text, ReadError> {
+        self.confined.read(rel, cap).map(Text::decode)
+    }
+
+    /// The entries of directory `rel` (`""`: the root), sorted by name; at most
+    /// [`MAX_DIR_ENTRIES`] are looked at. Names that are not UTF-8 are left out.
+    pub fn list(&self, rel: &Path) -> Result<Vec<Entry>, ReadError> {
+        let Some(dir) = self.confined.dir(rel)? else {
+            return Ok(Vec::new());
+        };
+        let io = |source| ReadError::Io {
+            path: rel.to_owned(),
+            source,
+        };
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(io)?.take(MAX_DIR_ENTRIES) {
+            let entry = entry.map_err(io)?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let kind = match entry.file_type() {
+                Ok(t) if t.is_symlink() => EntryKind::Symlink,
+                Ok(t) if t.is_dir() => EntryKind::Dir,
+                Ok(t) if t.is_file() => EntryKind::File,
+                Ok(_) | Err(_) => EntryKind::Other,
+            };
+            out.push(Entry { name, kind });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// The entry of directory `rel` named `name` ignoring ASCII case (an exact match
+    /// first).
+    pub fn find(&self, rel: &Path, name: &str) -> Result<Option<Entry>, ReadError> {
+        let entries = self.list(rel)?;
+        Ok(entries
+            .iter()
+            .find(|e| e.name == name)
+            .or_else(|| entries.iter().find(|e| e.name.eq_ignore_ascii_case(name)))
+            .cloned())
+    }
+}
+
+/// Squad's slug rule: lowercase, every run of characters other than `a-z0-9` one
+/// `-`, none at either end (`Fact Checker` → `fact-checker`, `McManus` → `mcmanus`).
+pub fn slug(name: &str) -> String {
+    let lower = name.to_lowercase();
+    let mut out = String::new();
+    let mut dash = false;
+    for c in lower.chars() {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            if dash && !out.is_empty() {
+                out.push('-');
+            }
+            dash = false;
+            out.push(c);
+        } else {
+            dash = true;
+        }
+    }
+    out
+}
+
+/// Why a file of a pack was refused, naming it as `shown` (its path from the
+/// repository or the user's directory): a link is refused for leaving the *pack*.
+pub fn refusal(e: &ReadError, shown: &Path) -> String {
+    let at = shown.display();
+    match e {
+        ReadError::Escapes { .. } => {
+            format!("`{at}` leads outside its pack (through `..` or a symlink); refused")
+        }
+        ReadError::NotRegular { kind, .. } => {
+            format!("`{at}` is a {kind}, not a regular file; refused")
+        }
+        ReadError::Absolute { .. } => format!("`{at}` is an absolute path; refused"),
+        ReadError::TooLarge { limit, .. } => format!("`{at}` is larger than {limit} bytes"),
+        ReadError::NotText { .. } => format!("`{at}` is not UTF-8 text"),
+        ReadError::Io { source, .. } => format!("cannot read `{at}`: {source}"),
+    }
+}
+
+/// `path` shown relative to `root` when it lies inside it.
+pub fn shown(root: &Path, path: &Path) -> PathBuf {
+    path.strip_prefix(root).unwrap_or(path).to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_follow_squads_rule() {
+        assert_eq!(slug("McManus"), "mcmanus");
+        assert_eq!(slug("Fact Checker"), "fact-checker");
+        assert_eq!(slug("Tony Stark (Iron Man)"), "tony-stark-iron-man");
+        assert_eq!(slug("  EECOM!! "), "eecom");
+        assert_eq!(slug("José"), "jos");
+        assert_eq!(slug("—"), "");
+    }
+
+    #[test]
+    fn text_is_cut_or_replaced_never_refused() {
+        let t = Text::decode(Bounded {
+            bytes: b"ok \xff bad".to_vec(),
+            truncated: false,
+        });
+        assert!(t.lossy && !t.truncated);
+        assert_eq!(t.text, "ok \u{fffd} bad");
+        let t = Text::decode(Bounded {
+            bytes: "aé".as_bytes()[..2].to_vec(),
+            truncated: true,
+        });
+        assert_eq!((t.text.as_str(), t.lossy, t.truncated), ("a", false, true));
+        assert!(t.warning(Path::new("x.md"), 2).unwrap().contains("x.md"));
+    }
+}

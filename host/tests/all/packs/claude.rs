@@ -1,0 +1,157 @@
+//! Reading Claude Code subagents: tolerant front matter, the tools → access table,
+//! skipped files, ignored fields, and the user's agents under the repository's.
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::fixtures;
+use super::{Fx, member, names, skipped, warnings};
+
+#[test]
+fn agents_become_members_with_roles_models_and_requested_access() {
+    let fx = Fx::new(fixtures::claude);
+    fx.trust(&["--pack-access", "full"]);
+    let t = fx.show("claude");
+    assert_eq!(t["format"], "claude");
+    assert_eq!(t["mode"], "orchestrate");
+    assert_eq!(t["source"], "repo");
+    // File order (by path); the subdirectory's agent is read, the subproject's not.
+    assert_eq!(
+        names(&t),
+        [
+            "code-reviewer",
+            "db-expert",
+            "doc-writer",
+            "fixer",
+            "planner"
+        ]
+    );
+    let review = member(&t, "code-reviewer");
+    assert_eq!(
+        review["role"],
+        "Use this agent when you need a review of recent changes"
+    );
+    assert_eq!(review["model"], "sonnet");
+    assert_eq!(review["requested_access"], "read-only");
+    assert_eq!(review["ignored"], json!(["color"]));
+    assert_eq!(review["source"], "repo");
+    assert!(
+        review["file"]
+            .as_str()
+            .unwrap()
+            .ends_with(".claude/agents/code-reviewer.md")
+    );
+    // A trailing comment is no part of the model; `inherit` is the run's.
+    let fixer = member(&t, "fixer");
+    assert_eq!(fixer["model"], "claude-sonnet-4-6");
+    assert_eq!(fixer["role"], "Fixes failing tests");
+    assert_eq!(fixer["requested_access"], "full", "no `tools`: everything");
+    assert_eq!(
+        fixer["access"], "full",
+        "the user raised this repository's ceiling"
+    );
+    assert_eq!(fixer["max_turns"], 4);
+    assert_eq!(fixer["ignored"], json!(["skills", "hooks", "mcpServers"]));
+    let doc = member(&t, "doc-writer");
+    assert_eq!(doc["model"], json!(null));
+    assert_eq!(doc["role"], "Writes docs: guides, references");
+    assert_eq!(
+        doc["requested_access"], "full",
+        "Bash remains after disallowedTools"
+    );
+    assert_eq!(doc["charter_chars"], "You write docs.".len());
+    // permissionMode: plan is read-only even with Write listed.
+    let planner = member(&t, "planner");
+    assert_eq!(planner["requested_access"], "read-only");
+    assert_eq!(planner["role"], "Plans work in small steps");
+    assert_eq!(planner["ignored"], json!(["effort", "memory"]));
+    // Task, WebFetch and MCP tools never become a capability; Bash(psql:*) is full.
+    let db = member(&t, "db-expert");
+    assert_eq!(db["requested_access"], "full");
+    let w = warnings(&t);
+    assert!(
+        w.iter().any(|w| w.contains("data/db-expert.md")
+            && w.contains(
+                "`Task`, `WebFetch`, `mcp__pg__query` never become a crewbox capability"
+            )),
+        "{w:?}"
+    );
+    assert!(
+        w.iter()
+            .any(|w| w.contains("code-reviewer.md") && w.contains("unquoted `: `")),
+        "the description is not strict YAML, and still read: {w:?}"
+    );
+}
+
+#[test]
+fn files_without_front_matter_or_a_valid_name_are_skipped_with_why() {
+    let fx = Fx::new(fixtures::claude);
+    let t = fx.show("claude");
+    let skip = skipped(&t);
+    let reason = |file: &str| {
+        skip.iter()
+            .find(|(f, _)| f.ends_with(file))
+            .map(|(_, r)| r.clone())
+            .unwrap_or_else(|| panic!("{file} not skipped: {skip:?}"))
+    };
+    assert!(reason("README.md").contains("no front matter"));
+    assert!(reason("heading-first.md").contains("no front matter"));
+    assert!(reason("bad-name.md").contains("`name: Bad_Name` is not a valid"));
+    assert!(reason("no-name.md").contains("no `name`"));
+    assert!(reason("zz-duplicate.md").contains("`planner` is already defined by planner.md"));
+    assert_eq!(skip.len(), 5, "{skip:?}");
+    // A name is never made up from a file name.
+    assert!(!names(&t).iter().any(|n| n == "no-name" || n == "bad-name"));
+    assert!(!names(&t).iter().any(|n| n == "sub-agent"));
+}
+
+#[test]
+fn the_users_agents_join_and_the_repositorys_win_by_name() {
+    let fx = Fx::new(fixtures::claude);
+    fixtures::user_claude(&fx.home());
+    let t = fx.show("claude");
+    assert_eq!(t["source"], "repo");
+    assert_eq!(
+        names(&t),
+        [
+            "code-reviewer",
+            "db-expert",
+            "doc-writer",
+            "fixer",
+            "planner",
+            "helper"
+        ]
+    );
+    let review = member(&t, "code-reviewer");
+    assert_eq!(review["source"], "repo");
+    assert!(
+        review["role"]
+            .as_str()
+            .unwrap()
+            .starts_with("Use this agent")
+    );
+    assert!(
+        warnings(&t)
+            .iter()
+            .any(|w| w.contains("member `code-reviewer`: the repository's")),
+        "{:?}",
+        warnings(&t)
+    );
+    // The user's own agent gets what it asks for, even in an untrusted repository.
+    let helper = member(&t, "helper");
+    assert_eq!(helper["source"], "user");
+    assert_eq!(
+        (
+            helper["requested_access"].as_str(),
+            helper["access"].as_str()
+        ),
+        (Some("full"), Some("full"))
+    );
+    assert_eq!(member(&t, "fixer")["access"], "read-only");
+    // Without repository agents the team is the user's.
+    std::fs::remove_dir_all(fx.repo().join(".claude")).unwrap();
+    let t = fx.show("claude");
+    assert_eq!(t["source"], "user");
+    assert_eq!(names(&t), ["code-reviewer", "helper"]);
+    assert_eq!(member(&t, "code-reviewer")["role"], "My own reviewer");
+}

@@ -1,0 +1,279 @@
+//! Reading Squad packs: roster shapes, skipped rows, display names and slugs, the
+//! legacy layout, both directories, models, shared context and empty rosters.
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::fixtures::{self, NO_CHARTER_COLUMN_MD};
+use super::{Fx, member, names, skipped, text, warnings};
+
+#[test]
+fn the_roster_table_is_the_team_and_everything_else_is_not() {
+    let fx = Fx::new(fixtures::squad);
+    let t = fx.show("squad");
+    assert_eq!(t["format"], "squad");
+    assert_eq!(t["mode"], "orchestrate");
+    assert_eq!(t["source"], "repo");
+    assert_eq!(
+        t["path"],
+        json!(fx.repo().canonicalize().unwrap().join(".squad/team.md"))
+    );
+    // Roster order; the Coordinator, @copilot and Issue Source tables are not rows;
+    // `ghost/` (no row), `hockney/` (history only) and `_alumni/` are not members.
+    assert_eq!(names(&t), ["flight", "mcmanus", "fact-checker", "eecom"]);
+    assert_eq!(
+        skipped(&t),
+        [
+            ("Dana Reyes".to_owned(), "a human member".to_owned()),
+            (
+                "Kobayashi".to_owned(),
+                "status `Retired` (retired): not active".to_owned()
+            ),
+            (
+                "Scribe".to_owned(),
+                "Squad's session logger (infrastructure)".to_owned()
+            ),
+            (
+                "Ralph".to_owned(),
+                "Squad's work monitor (infrastructure)".to_owned()
+            ),
+        ]
+    );
+    // Display names are kept; names are directories, never kebab-cased displays.
+    let mc = member(&t, "mcmanus");
+    assert_eq!(mc["display"], "McManus");
+    assert_eq!(mc["role"], "Backend Dev");
+    assert_eq!(mc["source"], "repo");
+    assert_eq!(
+        mc["file"],
+        json!(
+            fx.repo()
+                .canonicalize()
+                .unwrap()
+                .join(".squad/agents/mcmanus/charter.md")
+        )
+    );
+    assert_eq!(mc["requested_access"], "full", "Squad declares no tools");
+    assert_eq!(mc["access"], "read-only");
+    assert_eq!(mc["truncated"], false);
+    assert_eq!(mc["charter_chars"], 94);
+    assert_eq!(member(&t, "fact-checker")["display"], "Fact Checker");
+    assert_eq!(member(&t, "eecom")["display"], "EECOM");
+    let w = warnings(&t);
+    assert!(
+        w.iter()
+            .any(|w| w.contains("`teamRoot`") && w.contains("never follows")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn models_come_from_config_then_the_charter() {
+    let fx = Fx::new(fixtures::squad);
+    fx.trust(&[]);
+    let t = fx.show("squad");
+    // agentModelOverrides, then defaultModel (which beats the charter's preference).
+    assert_eq!(member(&t, "eecom")["model"], "claude-opus-4.6");
+    assert_eq!(member(&t, "mcmanus")["model"], "claude-sonnet-4.6");
+    // Without a config the charter's `## Model` preference applies; `auto` is none.
+    std::fs::remove_file(fx.repo().join(".squad/config.json")).unwrap();
+    let t = fx.show("squad");
+    assert_eq!(member(&t, "mcmanus")["model"], "claude-haiku-4.5");
+    assert_eq!(member(&t, "fact-checker")["model"], json!(null));
+    assert_eq!(member(&t, "flight")["model"], json!(null));
+    // An untrusted repository chooses no model.
+    let out = fx.run(&["trust", "--revoke"]);
+    assert!(out.status.success());
+    let t = fx.show("squad");
+    assert_eq!(member(&t, "mcmanus")["model"], json!(null));
+}
+
+#[test]
+fn shared_context_and_routing_come_from_the_pack() {
+    let fx = Fx::new(fixtures::squad);
+    // The crewbox export shows the team's texts as crewbox reads them.
+    let out = fx.run(&["team", "export", "squad", "--format", "crewbox"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let toml = std::fs::read_to_string(fx.repo().join(".crewbox/teams/squad.toml")).unwrap();
+    let team: toml::Value = toml::from_str(&toml).unwrap();
+    let ctx = team["shared_context"].as_str().unwrap();
+    assert!(
+        ctx.starts_with("## Project Context\n- **Owner:** Test Owner"),
+        "{ctx}"
+    );
+    assert!(
+        ctx.contains("## Decisions (.squad/decisions.md)\n# Decisions"),
+        "{ctx}"
+    );
+    assert!(
+        !ctx.contains("Issue Source"),
+        "the next section is not context: {ctx}"
+    );
+    assert!(
+        team["routing"]
+            .as_str()
+            .unwrap()
+            .contains("| Storage | McManus |")
+    );
+}
+
+#[test]
+fn the_legacy_layout_and_both_directories() {
+    let fx = Fx::new(fixtures::legacy);
+    let t = fx.show("squad");
+    assert_eq!(t["format"], "squad-legacy");
+    assert_eq!(names(&t), ["coulson", "romanoff"]);
+    assert_eq!(member(&t, "romanoff")["role"], "QA Engineer");
+    let skip = skipped(&t);
+    assert_eq!(skip[0].0, "Fitz");
+    assert!(skip[0].1.contains("inactive"), "{skip:?}");
+    assert_eq!(skip[1].0, "Scribe");
+    // With both, `.squad/` wins and says so.
+    fixtures::squad(&fx.repo());
+    let t = fx.show("squad");
+    assert_eq!(t["format"], "squad");
+    assert_eq!(names(&t)[0], "flight");
+    assert!(
+        warnings(&t)
+            .iter()
+            .any(|w| w.contains("both .squad/ and .ai-team/") && w.contains(".ai-team/ ignored")),
+        "{:?}",
+        warnings(&t)
+    );
+}
+
+#[test]
+fn roster_variants_links_case_models_and_missing_columns() {
+    let fx = Fx::new(fixtures::variants);
+    fx.trust(&[]);
+    let t = fx.show("squad");
+    assert_eq!(
+        names(&t),
+        ["dallas", "ripley", "rai", "tony-stark-iron-man"]
+    );
+    assert_eq!(member(&t, "dallas")["charter_chars"], 17);
+    assert_eq!(member(&t, "ripley")["charter_chars"], 18);
+    // `.squad/agents/Rai/charter.md` is the directory `rai/` on disk.
+    let rai = member(&t, "rai");
+    assert_eq!(rai["display"], "Rai");
+    assert_eq!(rai["charter_chars"], 25);
+    // The Model column, when nothing else names one; `—` and `auto` are none.
+    assert_eq!(member(&t, "dallas")["model"], "claude-opus-4.6");
+    assert_eq!(rai["model"], "gpt-5.4");
+    assert_eq!(member(&t, "ripley")["model"], json!(null));
+    let tony = member(&t, "tony-stark-iron-man");
+    assert_eq!(tony["display"], "Tony Stark (Iron Man)");
+    assert_eq!(tony["model"], json!(null));
+    assert_eq!(tony["charter_chars"], 15, "found by its slug");
+    // A roster without Charter or Status columns: members by slug, Scribe skipped.
+    Fx::write(&fx.repo(), ".squad/team.md", NO_CHARTER_COLUMN_MD);
+    Fx::write(&fx.repo(), ".squad/agents/keyser/charter.md", "# Keyser\n");
+    let t = fx.show("squad");
+    assert_eq!(names(&t), ["keyser", "redfoot"]);
+    assert_eq!(member(&t, "keyser")["charter_chars"], 9);
+    assert_eq!(member(&t, "redfoot")["charter_chars"], 0);
+    assert_eq!(member(&t, "redfoot")["file"], json!(null));
+}
+
+#[test]
+fn an_empty_or_broken_roster_is_no_team_and_a_note_and_hides_nothing_else() {
+    for (team_md, why) in [
+        (
+            "# Squad Team\n\n## Members\n\n| Name | Role | Charter | Status |\n|---|---|---|---|\n",
+            "lists no member",
+        ),
+        (
+            "# Squad Team\n\n## Members\n\n| Name | Role | Charter | Status |\n|---|---|---|---|\n| Scribe | Logger | — | 📋 |\n",
+            "lists no member",
+        ),
+        ("# Squad Team\n\n## Members\n\nnobody yet\n", "no table"),
+        ("# Just notes\n\nNo roster here.\n", "no `## Members`"),
+        ("", "no `## Members`"),
+        ("| Name |\n|---|\n| Orphan table |\n", "no `## Members`"),
+    ] {
+        let fx = Fx::new(|work| {
+            Fx::write(work, ".squad/team.md", team_md);
+            fixtures::claude(work);
+        });
+        let out = fx.run(&["team", "list", "--json"]);
+        assert!(out.status.success(), "{}", text(&out));
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let teams: Vec<&str> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(teams, ["claude"], "{team_md}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("note: .squad/team.md") && stderr.contains(why),
+            "{team_md}: {stderr}"
+        );
+        let show = fx.run(&["team", "show", "squad"]);
+        assert_eq!(show.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&show.stderr).contains("team `squad` could not be loaded"),
+            "{}",
+            text(&show)
+        );
+    }
+}
+
+#[test]
+fn crlf_bom_and_invalid_utf8_are_read_with_warnings() {
+    let fx = Fx::new(|work| {
+        fixtures::squad(work);
+        let crlf = format!("\u{feff}{}", fixtures::SQUAD_TEAM_MD.replace('\n', "\r\n"));
+        Fx::write(work, ".squad/team.md", &crlf);
+        let mut bytes = b"# EECOM\r\n\r\nCore \xff\xfe runtime.\r\n".to_vec();
+        bytes.extend_from_slice(b"\r\n");
+        std::fs::write(work.join(".squad/agents/eecom/charter.md"), bytes).unwrap();
+    });
+    let t = fx.show("squad");
+    assert_eq!(names(&t), ["flight", "mcmanus", "fact-checker", "eecom"]);
+    assert_eq!(member(&t, "mcmanus")["role"], "Backend Dev");
+    assert!(
+        warnings(&t)
+            .iter()
+            .any(|w| w.contains(".squad/agents/eecom/charter.md is not valid UTF-8")),
+        "{:?}",
+        warnings(&t)
+    );
+}
+
+#[test]
+fn a_native_team_of_the_same_name_wins_with_a_note() {
+    let fx = Fx::new(|work| {
+        fixtures::squad(work);
+        Fx::write(
+            work,
+            ".crewbox/teams/squad.toml",
+            "mode = \"broadcast\"\n[[members]]\nname = \"solo\"\n",
+        );
+    });
+    let t = fx.show("squad");
+    assert_eq!(t["format"], "crewbox");
+    assert_eq!(names(&t), ["solo"]);
+    assert_eq!(t["shadows"][0]["source"], "repo");
+    assert!(
+        t["shadows"][0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with(".squad/team.md"),
+        "{t:#}"
+    );
+    assert!(
+        warnings(&t)
+            .iter()
+            .any(|w| w.contains("shadows the imported squad pack")),
+        "{:?}",
+        warnings(&t)
+    );
+    let list = fx.run(&["team", "list"]);
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        listed.contains("crewbox") && listed.contains("(shadows repo"),
+        "{listed}"
+    );
+}
