@@ -219,7 +219,9 @@ pub fn fix_prompt(results: &[RoundResult]) -> Option<String> {
                 source: &r.source,
                 verdict,
             }),
-            _ => None,
+            VerdictOutcome::Passed { .. }
+            | VerdictOutcome::Error { .. }
+            | VerdictOutcome::Fault { .. } => None,
         })
         .collect();
     crate::plugin::verdict::fix_prompt(&failed)

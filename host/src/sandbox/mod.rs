@@ -313,7 +313,15 @@ impl Sandbox {
     pub fn describe_failure(&self, failure: SetupFailure) -> SandboxError {
         match failure.stage {
             Some(policy::Stage::Exec) => SandboxError::Exec(failure.message),
-            _ => SandboxError::Unavailable {
+            Some(
+                policy::Stage::Policy
+                | policy::Stage::Namespaces
+                | policy::Stage::Mounts
+                | policy::Stage::Limits
+                | policy::Stage::Network
+                | policy::Stage::Landlock,
+            )
+            | None => SandboxError::Unavailable {
                 message: failure.message,
                 config: self.shared.user_config.clone(),
             },
