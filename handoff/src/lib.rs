@@ -98,8 +98,9 @@ pub fn parse_json(json: &str) -> Result<Handoff, HandoffError> {
 impl Handoff {
     /// The canonical v2 JSON text; [`parse_json`] reads it back to an equal value.
     pub fn to_json(&self) -> String {
-        // Only string keys and finite numbers: serialisation cannot fail.
-        serde_json::to_string(self).expect("a handoff always serialises")
+        // Only string keys and finite numbers: serialisation cannot fail, so the empty
+        // fallback is never seen.
+        serde_json::to_string(self).unwrap_or_default()
     }
 
     /// Length in bytes of [`Self::to_json`], counted without building the string.
@@ -115,8 +116,11 @@ impl Handoff {
             }
         }
         let mut count = Count(0);
-        serde_json::to_writer(&mut count, self).expect("a handoff always serialises");
-        count.0
+        // It cannot fail (see `to_json`); if it did, the size counts as over any cap.
+        match serde_json::to_writer(&mut count, self) {
+            Ok(()) => count.0,
+            Err(_) => usize::MAX,
+        }
     }
 }
 

@@ -8,19 +8,22 @@
 //!   single busy slot).
 //! - `peak_rss_kb`: the process's high-water mark.
 
+// A test or bench that cannot unwrap fails with the message; product code never does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use crewbox::agent::manager::{Manager, SpawnOptions};
-use crewbox::agent::permissions::{CapSet, Permissions};
-use crewbox::agent::runner::AgentSpec;
-use crewbox::config::Quotas;
-use crewbox::ids::{AgentId, RunId};
-use crewbox::provider::scripted::ScriptedProvider;
-use crewbox::provider::{Completion, CompletionRequest, Provider, ProviderError};
-use crewbox::store::Store;
-use crewbox::tool::registry::ToolRegistry;
+use crewbox::unstable::agent::manager::{Manager, SpawnOptions};
+use crewbox::unstable::agent::permissions::{CapSet, Permissions};
+use crewbox::unstable::agent::runner::AgentSpec;
+use crewbox::unstable::config::Quotas;
+use crewbox::unstable::ids::{AgentId, RunId};
+use crewbox::unstable::provider::scripted::ScriptedProvider;
+use crewbox::unstable::provider::{Completion, CompletionRequest, Provider, ProviderError};
+use crewbox::unstable::store::Store;
+use crewbox::unstable::tool::registry::ToolRegistry;
 
 const AGENTS: usize = 10_000;
 
@@ -80,8 +83,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 async fn insert_run(store: &Store) -> RunId {
-    let run = crewbox::store::RunRecord::started(
-        crewbox::engine::Mode::Single,
+    let run = crewbox::unstable::store::RunRecord::started(
+        crewbox::Mode::Single,
         "bench",
         serde_json::json!({}),
     );

@@ -7,15 +7,18 @@
 //!   50,000 agents (read from SQLite + build + render JSON or text; target ≤ 100 ms
 //!   each). Baseline: `tree_read_ms`, the store read alone.
 
+// A test or bench that cannot unwrap fails with the message; product code never does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use crewbox::agent::AgentState;
-use crewbox::batch::{DebounceConfig, Debouncer, GroupId, JoinMode, Spawn, SwarmId};
-use crewbox::engine::{Mode, RunStatus};
-use crewbox::ids::{AgentId, RunId};
-use crewbox::observe::tree;
-use crewbox::store::{AgentRecord, AgentStats, RunRecord, Store};
+use crewbox::unstable::agent::AgentState;
+use crewbox::unstable::batch::{DebounceConfig, Debouncer, GroupId, JoinMode, Spawn, SwarmId};
+use crewbox::unstable::ids::{AgentId, RunId};
+use crewbox::unstable::observe::tree;
+use crewbox::unstable::store::{AgentRecord, AgentStats, RunRecord, Store};
+use crewbox::{Mode, RunStatus};
 
 const SPAWNS: usize = 10_000;
 const RUNS: usize = 31;

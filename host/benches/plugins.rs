@@ -2,12 +2,15 @@
 //! instance per call) for a dispatcher and a validator, against the same logic native.
 //! Last line: one JSON object of figures.
 
+// A test or bench that cannot unwrap fails with the message; product code never does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crewbox::plugin::*;
+use crewbox::unstable::plugin::*;
 
 const CALLS: usize = 10_000;
 

@@ -5,14 +5,19 @@
 //!
 //! Targets: overhead p50 ≤ 5 ms, p99 ≤ 20 ms.
 
+// A bench that cannot unwrap fails with the message; product code never does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crewbox::agent::permissions::CapSet;
-use crewbox::ids::AgentId;
-use crewbox::sandbox::layout::HostPaths;
-use crewbox::sandbox::{AgentScope, Helper, Sandbox, SandboxConfig, SandboxMode, SandboxOptions};
-use crewbox::tool::{ToolContext, ToolRegistry};
+use crewbox::unstable::agent::permissions::CapSet;
+use crewbox::unstable::ids::AgentId;
+use crewbox::unstable::sandbox::layout::HostPaths;
+use crewbox::unstable::sandbox::{
+    AgentScope, Helper, Sandbox, SandboxConfig, SandboxMode, SandboxOptions,
+};
+use crewbox::unstable::tool::{ToolContext, ToolRegistry};
 use serde_json::json;
 
 const WARMUP: usize = 20;

@@ -6,12 +6,15 @@
 //! The repository goes in `$TMPDIR` if set, else `/dev/shm` if present (tmpfs, so disk
 //! speed does not drown the difference), else the system temp dir.
 
+// A test or bench that cannot unwrap fails with the message; product code never does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, ensure};
-use crewbox::worktree::{FinishOutcome, WorktreeManager, WorktreeOptions};
+use crewbox::unstable::worktree::{FinishOutcome, WorktreeManager, WorktreeOptions};
 
 const FILES: usize = 5_000;
 const FILES_PER_DIR: usize = 100;

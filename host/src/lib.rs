@@ -1,26 +1,167 @@
 //! crewbox runs crews of AI coding agents on a git repository, autonomously and safely.
 //!
-//! The library holds everything; the `crewbox` binary only parses arguments, calls in
-//! here and maps errors to exit codes. Modules mirror the loop (see DESIGN §9).
+//! The library's API is small: open a [`Repository`], get its [`Engine`], and
+//! [`run`](Engine::run) or [`resume`](Engine::resume) [`RunRequest`]s into
+//! [`RunReport`]s; read [`status`](Repository::status), [`reports`](Repository::report)
+//! and the [event log](Repository::events), or [subscribe](Engine::subscribe) to a
+//! running engine's typed [`Event`]s. The `crewbox` binary is built on it.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use crewbox::{Event, ModeChoice, Mode, Repository, RunRequest};
+//! let repo = Repository::open(None, None)?;
+//! let engine = repo.engine(tokio_util::sync::CancellationToken::new()).await?;
+//! let mut events = engine.subscribe();
+//! tokio::spawn(async move {
+//!     while let Ok(e) = events.recv().await {
+//!         if let Event::ToolCall { tool, ok, .. } = e.event {
+//!             println!("{tool}: {ok}");
+//!         }
+//!     }
+//! });
+//! let mut req = RunRequest::new("fix the failing test");
+//! req.mode = Some(ModeChoice::Mode(Mode::Crew));
+//! let report = engine.run(req).await?;
+//! println!("{}", report.render_text());
+//! # Ok(()) }
+//! ```
+//!
+//! Modules mirror the loop (DESIGN §9) and are private to the crate; [`unstable`]
+//! re-exports them for crewbox's own binary, test suite and benches only.
 
-pub mod agent;
-pub mod batch;
-pub mod cli;
-pub mod config;
-pub mod engine;
-pub mod ids;
-pub mod observe;
-pub mod paths;
-pub mod plugin;
-pub mod process;
-pub mod provider;
-pub mod redact;
-pub mod sandbox;
-pub mod schedule;
-pub mod store;
-pub mod team;
-pub mod tool;
-pub mod trust;
-pub mod worktree;
+pub(crate) mod agent;
+pub(crate) mod batch;
+pub(crate) mod config;
+pub(crate) mod engine;
+pub mod event;
+pub(crate) mod ids;
+pub(crate) mod observe;
+pub(crate) mod paths;
+pub(crate) mod plugin;
+pub(crate) mod process;
+pub(crate) mod provider;
+pub(crate) mod redact;
+mod repository;
+pub(crate) mod sandbox;
+pub(crate) mod schedule;
+pub(crate) mod store;
+pub(crate) mod team;
+pub(crate) mod tool;
+pub(crate) mod trust;
+pub mod vocab;
+pub(crate) mod worktree;
 
 pub use crewbox_handoff as handoff;
+
+pub use engine::{
+    AgentReport, ChainLink, CrewDetails, CrewExecution, DEMO_SCRIPT, Decision, Engine, EngineError,
+    ErrorClass, EvaluatorKind, MemberEntry, MembersDetails, ModeDetails, OrchestrateDetails,
+    PluginLoadError, PluginStep, ReflectDetails, RoleCall, RunDetails, RunFault, RunReport,
+    RunRequest, SingleDetails, SwarmDetails, Tokens, UsageError, VoteGroup,
+};
+pub use event::{Event, EventRecord};
+pub use ids::{AgentId, RunId};
+pub use repository::{EventLog, OpenError, Repository, Status};
+pub use vocab::{
+    Access, DecisionSource, ExitReason, Isolation, Mode, ModeChoice, RunStatus, Strategy, Trend,
+    WorkerStatus,
+};
+
+/// Types the public API mentions that belong to the lower floors.
+pub mod types {
+    pub use crate::agent::AgentState;
+    pub use crate::agent::quota::Exceeded;
+    pub use crate::batch::{DeliveryKind, MemberCounts};
+    pub use crate::config::{ConfigError, ProviderChoiceError};
+    pub use crate::plugin::{CriterionResult, PluginError, PluginFault, PluginKind, Verdict};
+    pub use crate::provider::{ProviderError, Usage};
+    pub use crate::store::{AgentCounts, RunRecord, StoreError};
+    pub use crate::team::{FindTeamError, TeamError};
+    pub use crate::trust::Trust;
+    pub use crate::worktree::{BranchArtifact, WorktreeError};
+}
+
+/// **Not a stable API.** The crate's internal floors, re-exported for crewbox's own
+/// binary (`src/main.rs`, `src/cli/`), its integration test suite (`tests/all/`) and
+/// its benches (`benches/`), which drive the lower floors directly (the manager, the
+/// plugin runtime, worktrees, providers, tools, the store). Anything here may change
+/// or vanish in any release; other programs should use the crate-level API.
+#[doc(hidden)]
+pub mod unstable {
+    /// Agents: lifecycle, permissions, quotas, the turn loop and the manager.
+    pub mod agent {
+        pub use crate::agent::*;
+    }
+    /// Batching of spawns and the joins that deliver their results.
+    pub mod batch {
+        pub use crate::batch::*;
+    }
+    /// Configuration files.
+    pub mod config {
+        pub use crate::config::*;
+    }
+    /// Engine internals the CLI and the suite use directly.
+    pub mod engine {
+        pub use crate::engine::model_access::ProviderModel;
+        pub use crate::engine::modes::team::{eval, parse, prompts, reflect_loop};
+        pub use crate::engine::plugins::{
+            JUDGE_BUDGET, PluginSet, grants_for, parse_validator_args,
+        };
+    }
+    /// Ids.
+    pub mod ids {
+        pub use crate::ids::*;
+    }
+    /// Tracing, the agent tree and the dispatch history.
+    pub mod observe {
+        pub use crate::observe::*;
+    }
+    /// The WebAssembly plugin runtime.
+    pub mod plugin {
+        pub use crate::plugin::*;
+    }
+    /// Where crewbox keeps its files (XDG directories).
+    pub mod paths {
+        pub use crate::paths::*;
+    }
+    /// Process liveness.
+    pub mod process {
+        pub use crate::process::*;
+    }
+    /// Model providers.
+    pub mod provider {
+        pub use crate::provider::*;
+    }
+    /// Masking of secrets at every sink.
+    pub mod redact {
+        pub use crate::redact::*;
+    }
+    /// The process sandbox agents' commands run in.
+    pub mod sandbox {
+        pub use crate::sandbox::*;
+    }
+    /// Scheduled jobs and the daemon.
+    pub mod schedule {
+        pub use crate::schedule::*;
+    }
+    /// The SQLite store.
+    pub mod store {
+        pub use crate::store::*;
+    }
+    /// Teams and role packs.
+    pub mod team {
+        pub use crate::team::*;
+    }
+    /// Agent tools.
+    pub mod tool {
+        pub use crate::tool::*;
+    }
+    /// Repository trust and the confined reads of repository files.
+    pub mod trust {
+        pub use crate::trust::*;
+    }
+    /// Git worktrees.
+    pub mod worktree {
+        pub use crate::worktree::*;
+    }
+}

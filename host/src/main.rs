@@ -1,12 +1,25 @@
 //! The `crewbox` binary: parse, call the library, map errors to exit codes.
+//!
+//! The commands (`cli/`, one file per subcommand) run on the library's API —
+//! [`crewbox::Repository`], [`crewbox::Engine`] and their types — and, for the
+//! commands that inspect the lower floors (plugins, worktrees, schedules, teams, the
+//! store), on `crewbox::unstable`, named below as the library names its own modules.
+
+mod cli;
+
+use crewbox::handoff;
+use crewbox::unstable::{
+    config, engine, ids, observe, paths, plugin, provider, redact, sandbox, schedule, store, team,
+    trust, worktree,
+};
 
 fn main() -> std::process::ExitCode {
     // First: when started as the sandbox helper, this runs it and never returns.
     #[cfg(target_os = "linux")]
-    crewbox::sandbox::helper::run_if_helper();
-    // The plugin compiler child (`crewbox::plugin::Compiler::Child`), before any parsing.
-    if let Some(code) = crewbox::plugin::compiler_main() {
+    crewbox::unstable::sandbox::helper::run_if_helper();
+    // The plugin compiler child (`Compiler::Child`), before any parsing.
+    if let Some(code) = crewbox::unstable::plugin::compiler_main() {
         return code;
     }
-    crewbox::cli::main()
+    cli::main()
 }

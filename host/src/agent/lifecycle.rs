@@ -62,25 +62,14 @@ impl AgentState {
         matches!(self, Self::Completed | Self::Steered)
     }
 
-    /// Whether `self → next` is allowed: queued → running | stopped;
-    /// running → any terminal state; terminal states never change.
+    /// Whether `self → next` is allowed: queued → running | stopped | error;
+    /// running → any terminal state; terminal states never change. The one rule: the
+    /// store refuses every other transition with it.
     pub fn can_become(self, next: AgentState) -> bool {
         match self {
             Self::Queued => matches!(next, Self::Running | Self::Stopped | Self::Error),
             Self::Running => next.is_terminal(),
-            _ => false,
-        }
-    }
-
-    /// Checked transition.
-    pub fn transition(self, next: AgentState) -> Result<AgentState, InvalidTransition> {
-        if self.can_become(next) {
-            Ok(next)
-        } else {
-            Err(InvalidTransition {
-                from: self,
-                to: next,
-            })
+            Self::Completed | Self::Steered | Self::Stopped | Self::Error | Self::Aborted => false,
         }
     }
 }
@@ -89,16 +78,6 @@ impl std::fmt::Display for AgentState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// An attempt to move an agent along a path the lifecycle does not have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("agent cannot go from {from} to {to}")]
-pub struct InvalidTransition {
-    /// Current state.
-    pub from: AgentState,
-    /// Requested state.
-    pub to: AgentState,
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::json;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -17,6 +16,7 @@ use super::permissions::{CapSet, Permissions};
 use super::runner::{
     AgentIo, AgentOutcome, AgentSpec, FailReason, RunnerEnv, initial_messages, run_turns,
 };
+use crate::event::Event;
 use crate::ids::{AgentId, RunId};
 use crate::provider::Message;
 use crate::store::{AgentRecord, AgentStats, ControlKind, Store, StoreError, now_ms};
@@ -96,8 +96,23 @@ pub struct Manager {
 
 impl Manager {
     /// A manager running at most `max_concurrent` agents at once. Its agents' commands
-    /// are refused until a sandbox is given with [`Manager::with_sandbox`].
+    /// are refused (no sandbox: fail closed); see [`Manager::sandboxed`].
     pub fn new(store: Store, tools: Arc<ToolRegistry>, max_concurrent: usize) -> Self {
+        Self::sandboxed(
+            store,
+            tools,
+            max_concurrent,
+            crate::sandbox::Sandbox::missing(),
+        )
+    }
+
+    /// A manager whose agents' processes run in `sandbox`.
+    pub fn sandboxed(
+        store: Store,
+        tools: Arc<ToolRegistry>,
+        max_concurrent: usize,
+        sandbox: crate::sandbox::Sandbox,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -105,17 +120,9 @@ impl Manager {
                 slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
                 live: Mutex::new(HashMap::new()),
                 runs: Mutex::new(HashMap::new()),
-                sandbox: crate::sandbox::Sandbox::missing(),
+                sandbox,
             }),
         }
-    }
-
-    /// Runs its agents' processes in `sandbox`. Call before the manager is cloned.
-    pub fn with_sandbox(mut self, sandbox: crate::sandbox::Sandbox) -> Self {
-        Arc::get_mut(&mut self.inner)
-            .expect("with_sandbox is called before the manager is shared")
-            .sandbox = sandbox;
-        self
     }
 
     /// Where its agents' processes run.
@@ -215,29 +222,29 @@ impl Manager {
             tokio::select! {
                 permit = self.inner.slots.clone().acquire_owned() => permit.ok(),
                 _ = io.cancel.cancelled() => {
-                    return self.record(spec, stopped_before_start(), &[AgentState::Queued]).await;
+                    return self.record(spec, stopped_before_start()).await;
                 }
             }
         } else {
             None
         };
-        if let Err(e) = store
-            .set_agent_state(&spec.id, &[AgentState::Queued], AgentState::Running)
-            .await
-        {
+        if let Err(e) = store.set_agent_state(&spec.id, AgentState::Running).await {
             return self
                 .record(
                     spec,
                     failed(format!("cannot record the agent as running: {e}")),
-                    &[],
                 )
                 .await;
         }
         store.log_event(
             &spec.run_id,
             Some(&spec.id),
-            "agent.state",
-            json!({ "state": "running" }),
+            Event::AgentState {
+                state: AgentState::Running,
+                error: None,
+                exceeded: None,
+                reason: None,
+            },
         );
         // Registered for every agent: the `command` provider finds it by the agent's id.
         let sandbox = self.inner.sandbox.agent(crate::sandbox::AgentScope {
@@ -271,12 +278,7 @@ impl Manager {
                     break;
                 }
                 round += 1;
-                store.log_event(
-                    &spec.run_id,
-                    Some(&spec.id),
-                    "agent.fix-round",
-                    json!({ "round": round }),
-                );
+                store.log_event(&spec.run_id, Some(&spec.id), Event::AgentFixRound { round });
                 let mut history = std::mem::take(&mut outcome.history);
                 history.push(Message::user(fix));
                 let stats = outcome.stats;
@@ -284,15 +286,11 @@ impl Manager {
                 outcome.stats = add_stats(stats, outcome.stats);
             }
         }
-        self.record(spec, outcome, &[AgentState::Running]).await
+        self.record(spec, outcome).await
     }
 
-    async fn record(
-        &self,
-        spec: &AgentSpec,
-        outcome: AgentOutcome,
-        _from: &[AgentState],
-    ) -> AgentOutcome {
+    /// Stores an agent's end (the store refuses transitions the lifecycle does not have).
+    async fn record(&self, spec: &AgentSpec, outcome: AgentOutcome) -> AgentOutcome {
         let store = &self.inner.store;
         if let Err(e) = store
             .finish_agent(
@@ -309,8 +307,12 @@ impl Manager {
         store.log_event(
             &spec.run_id,
             Some(&spec.id),
-            "agent.state",
-            json!({ "state": outcome.state, "error": outcome.error, "exceeded": outcome.exceeded, "reason": outcome.reason }),
+            Event::AgentState {
+                state: outcome.state,
+                error: outcome.error.clone(),
+                exceeded: outcome.exceeded,
+                reason: outcome.reason,
+            },
         );
         outcome
     }
@@ -440,11 +442,11 @@ impl Manager {
 /// anyone is told the agent ended).
 async fn undelivered(store: &Store, run: &RunId, agent: &AgentId, message: &str) {
     tracing::warn!(agent_id = %agent, "steering message not delivered: the agent had ended");
-    let data = json!({ "message": message, "why": "the agent ended before its next model call" });
-    if let Err(e) = store
-        .append_event(run, Some(agent), "agent.steer-undelivered", data)
-        .await
-    {
+    let event = Event::AgentSteerUndelivered {
+        message: message.to_owned(),
+        why: "the agent ended before its next model call".into(),
+    };
+    if let Err(e) = store.append_event(run, Some(agent), event).await {
         tracing::warn!(agent_id = %agent, error = %e, "undelivered steer not recorded");
     }
 }

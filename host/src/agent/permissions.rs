@@ -18,6 +18,8 @@ use serde::de::{SeqAccess, Visitor};
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+pub use crate::vocab::Access;
+
 use crate::tool::Capability;
 
 /// The deepest an agent may sit in the tree unless configured otherwise (root = 0).
@@ -169,29 +171,14 @@ impl<'de> Deserialize<'de> for CapSet {
     }
 }
 
-/// The two named permission levels a role or config may ask for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Access {
-    /// Read files only ([`CapSet::read_only`]).
-    ReadOnly,
-    /// Read, write, run commands and spawn ([`CapSet::full`]).
-    Full,
-}
-
-impl Access {
-    /// The capabilities this level stands for.
-    pub const fn caps(self) -> CapSet {
-        match self {
+/// The tools an access level grants — the one place access becomes capabilities:
+/// read-only is [`CapSet::read_only`], full is [`CapSet::full`].
+impl From<Access> for CapSet {
+    fn from(access: Access) -> CapSet {
+        match access {
             Access::ReadOnly => CapSet::read_only(),
             Access::Full => CapSet::full(),
         }
-    }
-}
-
-impl From<Access> for CapSet {
-    fn from(access: Access) -> CapSet {
-        access.caps()
     }
 }
 

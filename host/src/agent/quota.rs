@@ -7,7 +7,7 @@ use crate::store::AgentStats;
 pub use crate::provider::config::Prices;
 
 /// Which hard budget ran out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Exceeded {
     /// Soft + grace turns used up.

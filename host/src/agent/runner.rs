@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -17,6 +16,7 @@ use super::lifecycle::AgentState;
 use super::permissions::Permissions;
 use super::quota::{Budget, Exceeded, Prices, TurnGate};
 use crate::config::Quotas;
+use crate::event::Event;
 use crate::ids::{AgentId, RunId};
 use crate::provider::{
     AgentLabel, Completion, CompletionRequest, Message, Provider, ProviderError, StopReason,
@@ -309,10 +309,10 @@ impl TurnLoop<'_> {
         }
     }
 
-    fn log(&self, kind: &str, data: serde_json::Value) {
+    fn log(&self, event: Event) {
         self.env
             .store
-            .log_event(&self.spec.run_id, Some(&self.spec.id), kind, data);
+            .log_event(&self.spec.run_id, Some(&self.spec.id), event);
     }
 
     async fn turn(&mut self, turn: u32, io: &mut AgentIo, last_text: &mut String) -> Step {
@@ -322,7 +322,7 @@ impl TurnLoop<'_> {
             TurnGate::WrapUp => {
                 self.wrapped_up = true;
                 self.messages.push(Message::user(WRAP_UP));
-                self.log("agent.wrap-up", json!({ "turn": turn }));
+                self.log(Event::AgentWrapUp { turn });
             }
             TurnGate::Continue => {}
         }
@@ -331,7 +331,7 @@ impl TurnLoop<'_> {
         let q = self.budget.quotas();
         let dropped = compaction::compact(&mut self.messages, q.context_tokens, q.keep_turns);
         if dropped > 0 {
-            self.log("agent.compacted", json!({ "dropped": dropped }));
+            self.log(Event::AgentCompacted { dropped });
         }
         // [plugin helper, issue 13] A request that cannot fit the token budget is not sent.
         if let Some(exceeded) = self
@@ -365,16 +365,13 @@ impl TurnLoop<'_> {
                 Ok(Ok(reply)) => reply,
             };
         let broke = self.budget.charge_usage(reply.usage);
-        self.log(
-            "model.reply",
-            json!({
-                "turn": turn,
-                "text": cap(&reply.text),
-                "tool_calls": reply.tool_calls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
-                "usage": reply.usage,
-                "stop": reply.stop,
-            }),
-        );
+        self.log(Event::ModelReply {
+            turn,
+            text: cap(&reply.text),
+            tool_calls: reply.tool_calls.iter().map(|c| c.name.clone()).collect(),
+            usage: reply.usage,
+            stop: Some(reply.stop),
+        });
         if !reply.text.trim().is_empty() {
             *last_text = format!("{}{}", self.cut_text, reply.text);
         }
@@ -425,10 +422,10 @@ impl TurnLoop<'_> {
             ..
         } = &e
         {
-            self.log(
-                "provider.breaker-open",
-                json!({ "breaker": key, "cause": cap(cause) }),
-            );
+            self.log(Event::ProviderBreakerOpen {
+                breaker: key.to_string(),
+                cause: cap(cause),
+            });
         }
         Failure {
             state: AgentState::Error,
@@ -452,10 +449,10 @@ impl TurnLoop<'_> {
                 ),
             ));
         }
-        self.log(
-            "agent.continue",
-            json!({ "reason": FailReason::Truncated, "continuation": self.continuations }),
-        );
+        self.log(Event::AgentContinue {
+            reason: FailReason::Truncated,
+            continuation: Some(self.continuations),
+        });
         if reply.tool_calls.is_empty() {
             self.cut_text.push_str(&reply.text);
             self.messages.push(Message::user(CONTINUE));
@@ -479,10 +476,10 @@ impl TurnLoop<'_> {
             }
             if self.empty_nudges < MAX_EMPTY_NUDGES {
                 self.empty_nudges += 1;
-                self.log(
-                    "agent.continue",
-                    json!({ "reason": FailReason::EmptyReply }),
-                );
+                self.log(Event::AgentContinue {
+                    reason: FailReason::EmptyReply,
+                    continuation: None,
+                });
                 self.messages.push(Message::user(EMPTY_NUDGE));
                 return Step::Next;
             }
@@ -554,10 +551,13 @@ impl TurnLoop<'_> {
                 }
                 Err(e) => (false, e),
             };
-            self.log(
-                "tool.call",
-                json!({ "turn": turn, "tool": call.name, "args": cap(&call.args_text()), "ok": ok, "output": cap(&content) }),
-            );
+            self.log(Event::ToolCall {
+                turn,
+                tool: call.name.clone(),
+                args: cap(&call.args_text()),
+                ok,
+                output: cap(&content),
+            });
             self.messages.push(if ok {
                 Message::tool(call.id.clone(), content)
             } else {
@@ -584,7 +584,9 @@ impl TurnLoop<'_> {
     /// Appends every waiting steering message as a user turn.
     fn deliver_steering(&mut self, io: &mut AgentIo) {
         while let Ok(message) = io.steer.try_recv() {
-            self.log("agent.steer", json!({ "message": cap(&message) }));
+            self.log(Event::AgentSteer {
+                message: cap(&message),
+            });
             self.messages
                 .push(Message::user(format!("{STEER_PREFIX}{message}")));
         }

@@ -49,7 +49,7 @@ pub struct GroupJoinConfig {
 }
 
 /// Exact member accounting of a group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MemberCounts {
     /// Members in the group.
     pub total: usize,
@@ -68,6 +68,48 @@ pub enum DeliveryKind {
     Wave(u32),
     /// Progressive: the last results, sent as soon as the last member completes.
     Final,
+}
+
+/// Recorded as `All`, `Wave(N)` or `Final`.
+impl std::fmt::Display for DeliveryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::All => f.write_str("All"),
+            Self::Wave(n) => write!(f, "Wave({n})"),
+            Self::Final => f.write_str("Final"),
+        }
+    }
+}
+
+impl std::str::FromStr for DeliveryKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "All" => Ok(Self::All),
+            "Final" => Ok(Self::Final),
+            _ => s
+                .strip_prefix("Wave(")
+                .and_then(|r| r.strip_suffix(')'))
+                .and_then(|n| n.parse().ok())
+                .map(Self::Wave)
+                .ok_or_else(|| format!("not a delivery kind: `{s}`")),
+        }
+    }
+}
+
+impl serde::Serialize for DeliveryKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for DeliveryKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <String as serde::Deserialize>::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 /// Results handed on by a group. Each member's result appears in exactly one delivery.
@@ -259,7 +301,10 @@ impl<R> GroupJoin<R> {
     fn release(&mut self, kind: DeliveryKind) -> Delivery<R> {
         let mut results = Vec::new();
         for m in &self.members {
-            let slot = self.slots.get_mut(m).expect("every member has a slot");
+            // Every member has a slot (`new` made one each).
+            let Some(slot) = self.slots.get_mut(m) else {
+                continue;
+            };
             if matches!(slot, Slot::Held(_))
                 && let Slot::Held(r) = std::mem::replace(slot, Slot::Delivered)
             {

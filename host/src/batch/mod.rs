@@ -7,6 +7,7 @@
 mod debounce;
 mod deliver;
 mod group;
+mod swarm;
 mod timer;
 
 #[cfg(test)]
@@ -22,6 +23,7 @@ pub use group::{
     Delivery, DeliveryKind, DeliveryMode, GroupJoin, GroupJoinConfig, JoinError, MemberCounts,
     WaveConfig,
 };
+pub use swarm::SwarmJoin;
 pub use timer::{BatchError, Batcher, BatcherClosed, FinalizeHook, Finalized};
 
 macro_rules! join_id {

@@ -17,31 +17,31 @@ pub struct ConfigArgs {
 
 /// Prints the configuration in force.
 pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
-    let cfg = &ctx.config;
+    let cfg = ctx.config();
     let env = |var: &str| std::env::var(var).ok();
     // What `run` would use without --provider (or why it cannot run).
     let choice = cfg.choose_provider(None, None, &env);
     if args.json {
         let mut out = cfg.to_json();
-        out["repository"] = json!(ctx.repo);
-        out["state_dir"] = json!(ctx.state_dir);
+        out["repository"] = json!(ctx.root());
+        out["state_dir"] = json!(ctx.state_dir());
         out["run_provider"] = match &choice {
             Ok(c) => json!({"name": c.name, "source": c.chosen_by}),
             Err(e) => json!({"name": null, "error": e.to_string()}),
         };
-        out["trust_error"] = json!(ctx.trust_error);
+        out["trust_error"] = json!(ctx.trust_error());
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(Exit::Ok);
     }
     println!(
         "repository: {} ({})",
-        ctx.repo.display(),
+        ctx.root().display(),
         cfg.trust.as_str()
     );
-    if let Some(e) = &ctx.trust_error {
+    if let Some(e) = ctx.trust_error() {
         println!("            trust store unreadable: {e}");
     }
-    println!("state:      {}", ctx.state_dir.display());
+    println!("state:      {}", ctx.state_dir().display());
     match &choice {
         Ok(c) => println!("provider:   {} (chosen by {})", c.name, c.chosen_by),
         Err(e) => println!("provider:   none: {e}"),

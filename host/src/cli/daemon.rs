@@ -14,9 +14,9 @@ pub struct DaemonArgs {}
 /// runs in flight; a second one exits at once.
 pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
     // Never cancelled on the first signal: runs in flight are allowed to finish.
-    let engine = ctx.engine(CancellationToken::new()).await?;
+    let engine = super::context::engine(&ctx, CancellationToken::new()).await?;
     let stop = CancellationToken::new();
-    tokio::spawn(watch_signals(stop.clone()));
+    let signals = tokio::spawn(watch_signals(stop.clone()));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<FireNotice>();
     let printer = tokio::spawn(async move {
         while let Some(n) = rx.recv().await {
@@ -30,12 +30,13 @@ pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
             );
         }
     });
-    if !ctx.config.scheduling {
+    if !ctx.config().scheduling {
         eprintln!("crewbox: scheduling is disabled in the configuration; no job will fire");
     }
     // Runs a crash left unfinished are finished first (alongside the scheduler), even
     // with scheduling disabled. Worktrees they held were pruned when the engine started.
-    let resumed: Vec<_> = super::resume::orphaned_runs(&engine.store)
+    let resumed: Vec<_> = engine
+        .orphaned_runs()
         .await?
         .into_iter()
         .map(|run| {
@@ -58,9 +59,9 @@ pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
         })
         .collect();
     let daemon = Daemon {
-        store: engine.store.clone(),
-        engine,
-        enabled: ctx.config.scheduling,
+        store: engine.store().clone(),
+        runner: std::sync::Arc::new(engine),
+        enabled: ctx.config().scheduling,
         notices: Some(tx),
     };
     eprintln!("crewbox daemon: running (pid {})", std::process::id());
@@ -69,6 +70,7 @@ pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
         let _ = r.await;
     }
     let _ = printer.await;
+    signals.abort();
     result?;
     eprintln!("crewbox daemon: stopped");
     Ok(Exit::Ok)

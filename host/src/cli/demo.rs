@@ -4,16 +4,15 @@
 //! report. Nothing outside the throwaway directory is touched.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
+use crewbox::{Mode, ModeChoice, RunRequest};
+
 use super::{Context, Exit, GlobalArgs, progress};
 use crate::config::Config;
 use crate::config::provider::SCRIPTED;
-use crate::engine::run::RunRequest;
-use crate::engine::{Mode, RunStatus};
 use crate::provider::config::ProviderConfig;
 
 /// The demo project's files: (path, content).
@@ -70,26 +69,20 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
     }
     // The only place the embedded demo script answers: named here, explicitly.
     let mut config = Config {
-        default_mode: Mode::Crew,
+        default_mode: ModeChoice::Mode(Mode::Crew),
         default_provider: Some(SCRIPTED.into()),
         ..Config::default()
     };
     config
         .providers
         .insert(SCRIPTED.into(), ProviderConfig::demo_scripted());
-    let ctx = Context {
-        repo: repo.clone(),
-        state_dir,
-        config: Arc::new(config),
-        trust_error: None,
-    };
+    let ctx = Context::with_config(repo.clone(), state_dir, config);
     let shutdown = CancellationToken::new();
-    let engine = ctx.engine(shutdown.clone()).await?;
-    let progress =
-        (!args.json).then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
+    let engine = super::context::engine(&ctx, shutdown.clone()).await?;
+    let progress = (!args.json).then(|| progress::spawn(&engine, shutdown.child_token()));
     let req = RunRequest {
         prompt: DEMO_PROMPT.into(),
-        mode: Some(Mode::Crew),
+        mode: Some(ModeChoice::Mode(Mode::Crew)),
         provider: Some(SCRIPTED.into()),
         validators: vec!["handoff-schema".into(), "no-secrets".into()],
         ..RunRequest::default()
@@ -105,20 +98,14 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
         println!();
         print!("{}", report.render_text());
         let branch = report
-            .details
-            .get("branch")
-            .and_then(|b| b["branch"].as_str())
-            .unwrap_or("crewbox/<agent>");
+            .branch()
+            .map_or("crewbox/<agent>", |b| b.branch.as_str());
         println!(
             "\nThe fix is committed on a branch; the checkout itself is untouched. Inspect it:\n  cd {} && git log --stat {branch}",
             repo.display()
         );
     }
-    Ok(if report.status == RunStatus::Completed {
-        Exit::Ok
-    } else {
-        Exit::CheckFailed
-    })
+    Ok(Exit::of_report(&report))
 }
 
 /// Writes the project and commits it.

@@ -32,28 +32,9 @@ pub enum DispatchCommand {
     },
 }
 
-/// Every mode, in the order offered to dispatchers.
-const ALL_MODES: [Mode; 7] = [
-    Mode::Single,
-    Mode::Swarm,
-    Mode::Crew,
-    Mode::Broadcast,
-    Mode::Sequential,
-    Mode::Orchestrate,
-    Mode::Reflect,
-];
-
 /// The mode's name as printed and configured.
-pub fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Single => "single",
-        Mode::Swarm => "swarm",
-        Mode::Crew => "crew",
-        Mode::Broadcast => "broadcast",
-        Mode::Sequential => "sequential",
-        Mode::Orchestrate => "orchestrate",
-        Mode::Reflect => "reflect",
-    }
+fn mode_name(mode: Mode) -> &'static str {
+    crewbox::Mode::from(mode).as_str()
 }
 
 /// Runs `crewbox dispatch …`.
@@ -104,7 +85,8 @@ pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
     let request = DispatchRequest {
         prompt,
         team: None,
-        available_modes: ALL_MODES.to_vec(),
+        // Every mode, in the order offered to dispatchers.
+        available_modes: crewbox::Mode::ALL.iter().map(|m| Mode::from(*m)).collect(),
     };
     let d = match plugin.decide(&request).await {
         Ok(d) => d,

@@ -21,10 +21,10 @@ pub struct EventsArgs {
 
 /// Prints events, one JSON object per line.
 pub async fn run(ctx: Context, args: EventsArgs) -> anyhow::Result<Exit> {
-    let store = ctx.existing_store()?;
+    let log = ctx.events()?;
     let run = match &args.run {
-        Some(id) => match store.find_run(id).await? {
-            Some(r) => Some(r.id),
+        Some(id) => match log.find_run(id).await? {
+            Some(r) => Some(r),
             None => {
                 eprintln!("crewbox: no run matches `{id}`");
                 return Ok(Exit::Usage);
@@ -35,7 +35,7 @@ pub async fn run(ctx: Context, args: EventsArgs) -> anyhow::Result<Exit> {
     let mut after = args.after;
     let stdout = std::io::stdout();
     loop {
-        let batch = store.events(run.as_ref(), after, 1000).await?;
+        let batch = log.after(run.as_ref(), after, 1000).await?;
         {
             let mut out = stdout.lock();
             for e in &batch {

@@ -36,7 +36,7 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
     let breakers = Breakers::default().snapshot();
     let counts = store.agent_counts().await?;
     let unfinished = store.unfinished_runs().await?.len();
-    let interrupted = super::resume::orphaned_runs(&store).await?.len();
+    let interrupted = store.orphaned_runs().await?.len();
     let size = std::fs::metadata(store.path())
         .map(|m| m.len())
         .unwrap_or(0);
@@ -46,11 +46,11 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
     };
     let report = json!({
         "scheduler": {
-            "enabled": ctx.config.scheduling,
+            "enabled": ctx.config().scheduling,
             "jobs": jobs.len(),
             "active_jobs": active,
             "next_fire": next_fire,
-            "timezone": ctx.config.timezone,
+            "timezone": ctx.config().timezone,
         },
         "breakers": {
             "scope": "process",
@@ -73,7 +73,7 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
     }
     println!(
         "scheduler: {} · {} job(s), {} active · next fire {}",
-        if ctx.config.scheduling {
+        if ctx.config().scheduling {
             "enabled"
         } else {
             "disabled"

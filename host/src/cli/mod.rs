@@ -46,6 +46,20 @@ pub enum Exit {
     Interrupted = 130,
 }
 
+impl Exit {
+    /// The exit code of a finished run: 0 when it completed, 3 when a plugin fault
+    /// decided it, else 1.
+    pub fn of_report(report: &crewbox::RunReport) -> Self {
+        if report.status == crewbox::RunStatus::Completed {
+            Exit::Ok
+        } else if report.faulted() {
+            Exit::PluginFault
+        } else {
+            Exit::CheckFailed
+        }
+    }
+}
+
 impl From<Exit> for std::process::ExitCode {
     fn from(e: Exit) -> Self {
         std::process::ExitCode::from(e as u8)
@@ -183,10 +197,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
     let g = &cli.global;
     let machine = cli.command.machine_output();
     // Every command that works on a repository says what of the repository's own
-    // files was not applied (see `Context::announce`).
+    // files was not applied (see `context::announce`).
     let ctx = || -> anyhow::Result<Context> {
-        let ctx = Context::resolve(g)?;
-        ctx.announce(machine);
+        let ctx = g.resolve()?;
+        context::announce(&ctx, machine);
         Ok(ctx)
     };
     match cli.command {
@@ -212,11 +226,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
             let ctx = ctx()?;
             // The store must belong to this repository before its worktrees are touched.
             ctx.store_if_exists()?;
-            worktree::run(args, &ctx.repo, &ctx.worktrees_dir()).await
+            worktree::run(args, ctx.root(), &ctx.worktrees_dir()).await
         }
         Command::Trust(args) => trust::run(g, args),
         // `config` prints what `announce` would, in full.
-        Command::Config(args) => config::run(Context::resolve(g)?, args),
+        Command::Config(args) => config::run(g.resolve()?, args),
         Command::Init(args) => init::run(g, args),
     }
 }

@@ -83,7 +83,7 @@ pub(crate) fn user_grants() -> anyhow::Result<Vec<UserGrant>> {
 
 /// The grants `found` gets, as a run would give them.
 pub(crate) fn grants(found: &Found, kind: PluginKind, user: &[UserGrant]) -> Grants {
-    crate::engine::plugins::grants_for(&found.name, &found.source, kind, &found.bytes, user)
+    crate::engine::grants_for(&found.name, &found.source, kind, &found.bytes, user)
 }
 
 /// A runtime with the default on-disk cache, compiling untrusted components in a

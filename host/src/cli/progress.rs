@@ -1,11 +1,11 @@
-//! Live progress on a terminal: follows the event log and prints one line per step.
+//! Live progress on a terminal: subscribes to the engine's events and prints one line
+//! per step. Events it fell behind on are read back from the event log by sequence
+//! number, so nothing is skipped.
 
-use std::time::Duration;
-
+use crewbox::{AgentId, Engine, Event, EventRecord};
+use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-use crate::store::{EventRecord, Store};
 
 /// A running progress printer.
 pub struct Progress {
@@ -21,28 +21,35 @@ impl Progress {
     }
 }
 
-/// Starts printing events stored from now on to stderr.
-pub fn spawn(store: Store, stop: CancellationToken) -> Progress {
+/// Starts printing the events `engine` stores from now on to stderr.
+pub fn spawn(engine: &Engine, stop: CancellationToken) -> Progress {
+    let mut events = engine.subscribe();
+    let store = engine.store().clone();
     let task = tokio::spawn({
         let stop = stop.clone();
         async move {
-            let mut after = store.last_event_seq().await.unwrap_or(0);
+            let mut last = 0;
             loop {
-                let stopping = stop.is_cancelled();
-                if let Ok(events) = store.events(None, after, 500).await {
-                    for e in &events {
-                        after = e.seq;
-                        if let Some(line) = describe(e) {
-                            eprintln!("{line}");
+                let next = tokio::select! {
+                    next = events.recv() => next,
+                    _ = stop.cancelled() => {
+                        // Whatever was stored before the stop is still printed.
+                        while let Ok(e) = events.try_recv() {
+                            print(&e, &mut last);
+                        }
+                        return;
+                    }
+                };
+                match next {
+                    Ok(e) => print(&e, &mut last),
+                    Err(RecvError::Lagged(_)) => {
+                        if let Ok(missed) = store.events(None, last, 10_000).await {
+                            for e in &missed {
+                                print(e, &mut last);
+                            }
                         }
                     }
-                }
-                if stopping {
-                    return;
-                }
-                tokio::select! {
-                    _ = stop.cancelled() => {}
-                    _ = tokio::time::sleep(Duration::from_millis(150)) => {}
+                    Err(RecvError::Closed) => return,
                 }
             }
         }
@@ -50,49 +57,64 @@ pub fn spawn(store: Store, stop: CancellationToken) -> Progress {
     Progress { stop, task }
 }
 
-fn short(id: Option<&crate::ids::AgentId>) -> String {
+fn print(e: &EventRecord, last: &mut i64) {
+    if e.seq <= *last {
+        return;
+    }
+    *last = e.seq;
+    if let Some(line) = describe(e) {
+        eprintln!("{line}");
+    }
+}
+
+fn short(id: Option<&AgentId>) -> String {
     id.map(|a| {
-        a.as_str()
-            .chars()
-            .rev()
-            .take(6)
-            .collect::<String>()
-            .chars()
-            .rev()
-            .collect()
+        let s = a.as_str();
+        let start = s.char_indices().rev().nth(5).map_or(0, |(i, _)| i);
+        s[start..].to_owned()
     })
     .unwrap_or_default()
 }
 
 fn describe(e: &EventRecord) -> Option<String> {
-    let d = &e.data;
     let who = short(e.agent_id.as_ref());
-    Some(match e.kind.as_str() {
-        "run.started" => format!("▶ run {} ({})", e.run_id, d["mode"].as_str().unwrap_or("?")),
-        "agent.state" => format!("  [{who}] {}", d["state"].as_str().unwrap_or("?")),
-        "model.reply" => {
-            let text = d["text"]
-                .as_str()
-                .unwrap_or("")
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_owned();
-            format!("  [{who}] turn {}: {text}", d["turn"])
+    Some(match &e.event {
+        Event::RunStarted { mode, .. } => format!("▶ run {} ({mode})", e.run_id),
+        Event::AgentState { state, .. } => format!("  [{who}] {state}"),
+        Event::ModelReply { turn, text, .. } => {
+            let text = text.lines().next().unwrap_or("");
+            format!("  [{who}] turn {turn}: {text}")
         }
-        "tool.call" => format!(
-            "  [{who}]   {} {} {}",
-            if d["ok"].as_bool() == Some(true) {
-                "✓"
-            } else {
-                "✗"
-            },
-            d["tool"].as_str().unwrap_or("?"),
-            d["args"].as_str().unwrap_or("")
-        ),
-        "agent.wrap-up" => format!("  [{who}] soft turn limit: wrapping up"),
-        "agent.steer" => format!("  [{who}] steered: {}", d["message"].as_str().unwrap_or("")),
-        "run.finished" => format!("■ run {} {}", e.run_id, d["status"].as_str().unwrap_or("?")),
-        _ => return None,
+        Event::ToolCall { tool, args, ok, .. } => {
+            format!("  [{who}]   {} {tool} {args}", if *ok { "✓" } else { "✗" })
+        }
+        Event::AgentWrapUp { .. } => format!("  [{who}] soft turn limit: wrapping up"),
+        Event::AgentSteer { message } => format!("  [{who}] steered: {message}"),
+        Event::AgentSteerUndelivered { why, .. } => format!("  [{who}] steer not delivered: {why}"),
+        Event::ProviderBreakerOpen { breaker, cause } => {
+            format!("  [{who}] circuit {breaker} opened: {cause}")
+        }
+        Event::RunFinished { status, .. } => format!("■ run {} {status}", e.run_id),
+        Event::RunResumed { .. }
+        | Event::RunInterrupted {}
+        | Event::BatchFinalized(_)
+        | Event::AgentWorktree { .. }
+        | Event::AgentCompacted { .. }
+        | Event::AgentContinue { .. }
+        | Event::AgentFixRound { .. }
+        | Event::AgentValidation { .. }
+        | Event::AgentArtifact(_)
+        | Event::AgentChain { .. }
+        | Event::ValidatorVerdict(_)
+        | Event::SwarmDelivery { .. }
+        | Event::GroupDelivery { .. }
+        | Event::GroupDeliveryFailed { .. }
+        | Event::CrewReview(_)
+        | Event::OrchestratePlan { .. }
+        | Event::OrchestrateUnknownWorkers { .. }
+        | Event::ReflectIteration(_)
+        | Event::ReflectScoreUnreadable { .. }
+        | Event::TeamMessages { .. }
+        | Event::Other { .. } => return None,
     })
 }

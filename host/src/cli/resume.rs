@@ -3,9 +3,9 @@
 
 use tokio_util::sync::CancellationToken;
 
+use crewbox::RunStatus;
+
 use super::{Context, Exit};
-use crate::engine::RunStatus;
-use crate::store::RunRecord;
 
 /// Arguments of `crewbox resume`.
 #[derive(Debug, Clone, clap::Args)]
@@ -16,16 +16,6 @@ pub struct ResumeArgs {
     /// Print JSON: the run's report, or a list of reports without RUN.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Unfinished runs whose driving process is gone, oldest first.
-pub async fn orphaned_runs(store: &crate::store::Store) -> anyhow::Result<Vec<RunRecord>> {
-    Ok(store
-        .unfinished_runs()
-        .await?
-        .into_iter()
-        .filter(RunRecord::is_interrupted)
-        .collect())
 }
 
 /// Resumes one run or every orphaned one and prints the reports.
@@ -44,14 +34,14 @@ pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
                 return Ok(Exit::Usage);
             }
         },
-        None => orphaned_runs(&store).await?,
+        None => store.orphaned_runs().await?,
     };
     drop(store);
     if runs.is_empty() {
         return Ok(nothing_to_resume(args.json));
     }
     let shutdown = CancellationToken::new();
-    let engine = ctx.engine(shutdown.clone()).await?;
+    let engine = super::context::engine(&ctx, shutdown.clone()).await?;
     let mut reports = Vec::with_capacity(runs.len());
     let mut exit = Exit::Ok;
     for run in runs {
@@ -72,7 +62,7 @@ pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
                 }
             };
         if report.status != RunStatus::Completed && exit == Exit::Ok {
-            exit = Exit::CheckFailed;
+            exit = Exit::of_report(&report);
         }
         if !args.json {
             print!("{}", report.render_text());

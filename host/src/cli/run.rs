@@ -5,12 +5,11 @@ use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
 
+use crewbox::{
+    Engine, EngineError, ErrorClass, Isolation, ModeChoice, RunReport, RunRequest, Strategy,
+};
+
 use super::{Context, Exit, progress};
-use crate::engine::execute::Isolation;
-use crate::engine::report::RunReport;
-use crate::engine::run::{EngineError, RunRequest};
-use crate::engine::swarm::Strategy;
-use crate::engine::{Mode, RunStatus};
 
 /// Arguments of `crewbox run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -19,7 +18,7 @@ pub struct RunArgs {
     pub prompt: String,
     /// Orchestration mode [default: from config, else auto].
     #[arg(long, value_parser = parse_mode)]
-    pub mode: Option<Mode>,
+    pub mode: Option<ModeChoice>,
     /// Provider name from your config ([providers.NAME]) or `anthropic`/`openai` [default:
     /// `default_provider`, else the vendor whose API key is set].
     #[arg(long)]
@@ -74,11 +73,7 @@ pub struct RunArgs {
 }
 
 fn parse_isolation(s: &str) -> Result<Isolation, String> {
-    match s {
-        "worktree" => Ok(Isolation::Worktree),
-        "none" => Ok(Isolation::None),
-        _ => Err(format!("unknown isolation `{s}` (worktree or none)")),
-    }
+    Isolation::parse(s).ok_or_else(|| format!("unknown isolation `{s}` (worktree or none)"))
 }
 
 fn parse_strategy(s: &str) -> Result<Strategy, String> {
@@ -86,10 +81,10 @@ fn parse_strategy(s: &str) -> Result<Strategy, String> {
         .ok_or_else(|| format!("unknown strategy `{s}` (live, quorum, vote, merge or batch)"))
 }
 
-/// Parses a mode name for clap.
-pub fn parse_mode(s: &str) -> Result<Mode, String> {
-    Mode::parse(s).ok_or_else(|| {
-        let all: Vec<&str> = Mode::ALL.iter().map(|m| m.as_str()).collect();
+/// Parses `auto` or a mode name for clap.
+pub fn parse_mode(s: &str) -> Result<ModeChoice, String> {
+    ModeChoice::parse(s).ok_or_else(|| {
+        let all: Vec<&str> = ModeChoice::all().map(ModeChoice::as_str).collect();
         format!("unknown mode `{s}` (one of: {})", all.join(", "))
     })
 }
@@ -97,7 +92,7 @@ pub fn parse_mode(s: &str) -> Result<Mode, String> {
 /// Runs the prompt and prints the report.
 pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
     let shutdown = CancellationToken::new();
-    let engine = ctx.engine(shutdown.clone()).await?;
+    let engine = super::context::engine(&ctx, shutdown.clone()).await?;
     let req = RunRequest {
         prompt: args.prompt,
         mode: args.mode,
@@ -127,24 +122,19 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
     } else {
         print!("{}", report.render_text());
     }
-    Ok(if report.status == RunStatus::Completed {
-        Exit::Ok
-    } else {
-        Exit::CheckFailed
-    })
+    Ok(Exit::of_report(&report))
 }
 
 /// Drives a run (new or resumed) with progress on a terminal and Ctrl-C handling;
 /// engine refusals become an exit code with the message on stderr.
 pub(super) async fn drive(
-    engine: &crate::engine::run::Engine,
+    engine: &Engine,
     shutdown: &CancellationToken,
     json: bool,
     run: impl std::future::Future<Output = Result<RunReport, EngineError>>,
 ) -> anyhow::Result<Result<RunReport, Exit>> {
     let show_progress = !json && std::io::stderr().is_terminal();
-    let progress =
-        show_progress.then(|| progress::spawn(engine.store.clone(), shutdown.child_token()));
+    let progress = show_progress.then(|| progress::spawn(engine, shutdown.child_token()));
     let signals = tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
@@ -160,19 +150,13 @@ pub(super) async fn drive(
     }
     match result {
         Ok(r) => Ok(Ok(r)),
-        Err(
-            e @ (EngineError::Config(_)
-            | EngineError::Provider { .. }
-            | EngineError::Unsupported(_)
-            | EngineError::Busy(_)),
-        ) => {
+        Err(e) => {
             eprintln!("crewbox: {e}");
-            Ok(Err(Exit::Usage))
+            Ok(Err(match e.class() {
+                ErrorClass::Usage => Exit::Usage,
+                ErrorClass::PluginFault => Exit::PluginFault,
+                ErrorClass::Interrupted => Exit::Interrupted,
+            }))
         }
-        Err(e @ EngineError::Interrupted(_)) => {
-            eprintln!("crewbox: {e}");
-            Ok(Err(Exit::Interrupted))
-        }
-        Err(e) => Err(e.into()),
     }
 }

@@ -4,9 +4,9 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use super::{Context, Exit};
-use crate::engine::Mode;
 use crate::schedule::{CatchUp, Overlap, ScheduleSpec, validate_job_name, validate_prompt};
 use crate::store::{FireStatus, ScheduleRecord, StoreError};
+use crewbox::ModeChoice;
 
 /// Arguments of `crewbox schedule`.
 #[derive(Debug, Clone, clap::Args)]
@@ -83,7 +83,7 @@ pub struct AddArgs {
     pub name: Option<String>,
     /// Orchestration mode [default: from config].
     #[arg(long, value_parser = super::run::parse_mode)]
-    pub mode: Option<Mode>,
+    pub mode: Option<ModeChoice>,
     /// Team for team modes.
     #[arg(long)]
     pub team: Option<String>,
@@ -161,7 +161,10 @@ fn usage(e: impl std::fmt::Display) -> anyhow::Result<Exit> {
 async fn add(ctx: &Context, a: AddArgs) -> anyhow::Result<Exit> {
     let now = Utc::now();
     let spec = if let Some(expr) = &a.cron {
-        ScheduleSpec::cron(expr, Some(a.tz.as_deref().unwrap_or(&ctx.config.timezone)))
+        ScheduleSpec::cron(
+            expr,
+            Some(a.tz.as_deref().unwrap_or(&ctx.config().timezone)),
+        )
     } else if let Some(every) = &a.every {
         ScheduleSpec::every(every)
     } else if let Some(at) = &a.at {

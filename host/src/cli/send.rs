@@ -2,8 +2,8 @@
 //! queued in the store and delivered at the start of the loop's next iteration.
 
 use super::{Context, Exit};
-use crate::engine::RunStatus;
 use crate::store::ControlKind;
+use crewbox::RunStatus;
 
 /// Longest message accepted, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024;

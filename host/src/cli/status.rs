@@ -3,7 +3,6 @@
 use serde_json::json;
 
 use super::{Context, Exit};
-use crate::engine::report::RunReport;
 
 /// Arguments of `crewbox status`.
 #[derive(Debug, Clone, clap::Args)]
@@ -20,13 +19,11 @@ pub struct StatusArgs {
 
 /// Prints recent runs or one run's report. Works while another process is writing.
 pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
-    let store = ctx.existing_store()?;
     if let Some(id) = &args.run {
-        let Some(run) = store.find_run(id).await? else {
+        let Some(report) = ctx.report(id).await? else {
             eprintln!("crewbox: no run matches `{id}`");
             return Ok(Exit::Usage);
         };
-        let report = RunReport::load(&store, run).await?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
         } else {
@@ -34,8 +31,8 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Ok);
     }
-    let runs = store.recent_runs(args.limit).await?;
-    let counts = store.agent_counts().await?;
+    let status = ctx.status(args.limit).await?;
+    let (runs, counts) = (&status.runs, status.agents);
     if args.json {
         let runs: Vec<_> = runs
             .iter()
@@ -50,7 +47,7 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
         println!(
             "{}",
             serde_json::to_string_pretty(
-                &json!({ "runs": runs, "agents": counts, "store": store.path() })
+                &json!({ "runs": runs, "agents": counts, "store": status.store })
             )?
         );
     } else {
@@ -58,9 +55,9 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
             "agents: {} running, {} queued   store: {}",
             counts.running,
             counts.queued,
-            store.path().display()
+            status.store.display()
         );
-        for r in &runs {
+        for r in runs {
             let prompt: String = r.prompt.chars().take(60).collect();
             let status = if r.is_interrupted() {
                 "interrupted"

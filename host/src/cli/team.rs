@@ -113,8 +113,8 @@ fn path_of(s: &TeamSource) -> String {
 
 /// Runs `crewbox team` for the context's repository.
 pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
-    let dir = ctx.repo.clone();
-    let policy = ctx.config.team_policy();
+    let dir = ctx.root().to_path_buf();
+    let policy = ctx.config().team_policy();
     let found = tokio::task::spawn_blocking(move || discover(&dir, &policy)).await?;
     // A broken file is reported and skipped; the others are still listed.
     for problem in &found.problems {
@@ -184,8 +184,8 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
                     return Ok(Exit::Usage);
                 }
             };
-            let repo = ctx.repo.clone();
-            let aliases = ctx.config.pack_models.clone();
+            let repo = ctx.root().to_path_buf();
+            let aliases = ctx.config().pack_models.clone();
             let done = tokio::task::spawn_blocking(move || {
                 export(&repo, &t, format, dir.as_deref(), force, &aliases)
             })

@@ -26,10 +26,10 @@ pub use provider::{ProviderChoice, ProviderChoiceError};
 pub use quotas::{QuotaFile, Quotas};
 pub use user::ConfigFile;
 
-use crate::engine::Mode;
 use crate::provider::config::ProviderConfig;
 use crate::trust::read::{Confined, MAX_FILE_BYTES, ReadError, read_bounded};
 use crate::trust::{REPO_CONFIG, Trust};
+use crate::vocab::ModeChoice;
 
 /// The most bytes read from the user's own config file.
 const USER_FILE_CAP: u64 = 1024 * 1024;
@@ -72,7 +72,7 @@ pub struct Config {
     /// [`provider`]).
     pub default_provider: Option<String>,
     /// The mode used when none is named.
-    pub default_mode: Mode,
+    pub default_mode: ModeChoice,
     /// Agents running at once (default 4).
     pub max_concurrent: usize,
     /// The state base from the user's config (each repository gets a directory in it).
@@ -116,7 +116,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             default_provider: None,
-            default_mode: Mode::Auto,
+            default_mode: ModeChoice::Auto,
             max_concurrent: 4,
             state_dir: None,
             dispatcher: None,
@@ -513,7 +513,7 @@ mod tests {
     fn untrusted_repositories_set_nothing() {
         let (_d, user, root) = setup(USER, REPO);
         let cfg = Config::load_layers(Some(&user), &root, Trust::Untrusted).unwrap();
-        assert_eq!(cfg.default_mode, Mode::Auto);
+        assert_eq!(cfg.default_mode, ModeChoice::Auto);
         assert_eq!(cfg.quotas.max_turns, 30);
         assert_eq!(cfg.state_dir, None);
         let ProviderConfig::Anthropic(c) = &cfg.providers["claude"] else {
@@ -529,7 +529,7 @@ mod tests {
     fn trusted_repositories_set_only_what_the_rules_allow() {
         let (_d, user, root) = setup(USER, REPO);
         let cfg = Config::load_layers(Some(&user), &root, Trust::Trusted).unwrap();
-        assert_eq!(cfg.default_mode, Mode::Crew);
+        assert_eq!(cfg.default_mode, ModeChoice::Mode(crate::vocab::Mode::Crew));
         assert_eq!(cfg.quotas.max_turns, 3);
         assert_eq!(cfg.quotas.max_tokens, 200_000, "clamped to the user's");
         assert_eq!(cfg.state_dir, None);

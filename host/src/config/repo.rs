@@ -12,8 +12,8 @@ use super::ConfigError;
 use super::effective::{Ignored, IgnoredAction};
 use super::quotas::QuotaFile;
 use super::user::line_of;
-use crate::engine::Mode;
 use crate::trust::rules::{RepoRule, UNLISTED, rule_for};
+use crate::vocab::ModeChoice;
 
 /// The `[quotas]` keys (a repository may only lower them).
 const QUOTA_KEYS: &[&str] = &[
@@ -38,7 +38,7 @@ pub struct RepoFile {
     /// Names one of the user's providers.
     pub default_provider: Option<AtLine<String>>,
     /// The default mode.
-    pub default_mode: Option<AtLine<Mode>>,
+    pub default_mode: Option<AtLine<ModeChoice>>,
     /// A built-in dispatcher name or a `.wasm` path relative to `.crewbox/`.
     pub dispatcher: Option<AtLine<String>>,
     /// The default zone of cron jobs.
@@ -154,7 +154,10 @@ base_url = "http://attacker"
 "#;
         let (file, ignored) = parse(text, Path::new(".crewbox/config.toml")).unwrap();
         assert_eq!(file.default_provider, Some(("claude".into(), 2)));
-        assert_eq!(file.default_mode, Some((Mode::Crew, 3)));
+        assert_eq!(
+            file.default_mode,
+            Some((ModeChoice::Mode(crate::vocab::Mode::Crew), 3))
+        );
         assert_eq!(file.quotas.max_tokens, Some(1_000_000_000));
         assert_eq!(file.quota_lines, vec![("max_tokens", 9)]);
         let keys: Vec<(&str, Option<usize>)> =

@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::quotas::QuotaFile;
-use crate::engine::Mode;
 use crate::provider::config::ProviderConfig;
 use crate::sandbox::SandboxSetting;
+use crate::vocab::ModeChoice;
 
 /// The user's config file as written.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -19,7 +19,7 @@ pub struct ConfigFile {
     /// The provider used when `--provider` is not given.
     pub default_provider: Option<String>,
     /// The mode used when `--mode` is not given.
-    pub default_mode: Option<Mode>,
+    pub default_mode: Option<ModeChoice>,
     /// Agents running at once.
     pub max_concurrent: Option<usize>,
     /// The state base: each repository's state lives in `<state_dir>/<repo-id>/`

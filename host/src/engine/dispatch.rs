@@ -4,31 +4,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Mode;
-use super::run::{Engine, EngineError, RunRequest};
+use super::error::{EngineError, PluginStep};
+use super::services::Services;
 use crate::ids::RunId;
 use crate::plugin::{DispatchRequest, PluginKind};
 use crate::store::{DispatchRecord, now_ms};
-
-/// Where a decision came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DecisionSource {
-    /// The user named the mode.
-    Explicit,
-    /// The dispatcher picked it.
-    Auto,
-}
-
-impl DecisionSource {
-    /// Stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Explicit => "explicit",
-            Self::Auto => "auto",
-        }
-    }
-}
+use crate::vocab::{DecisionSource, Mode, ModeChoice};
 
 /// A mode decision with its reason.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -67,75 +48,71 @@ const AUTO_MODES: &[crate::plugin::Mode] = &[
     crate::plugin::Mode::Crew,
 ];
 
-fn from_plugin(mode: crate::plugin::Mode) -> Mode {
-    use crate::plugin::Mode as P;
-    match mode {
-        P::Single => Mode::Single,
-        P::Swarm => Mode::Swarm,
-        P::Crew => Mode::Crew,
-        P::Broadcast => Mode::Broadcast,
-        P::Sequential => Mode::Sequential,
-        P::Orchestrate => Mode::Orchestrate,
-        P::Reflect => Mode::Reflect,
+/// Decides the mode `choice` stands for: itself when concrete, the dispatcher's pick
+/// for `auto`.
+pub(crate) async fn decide(
+    services: &Services,
+    choice: ModeChoice,
+    prompt: &str,
+) -> Result<Decision, EngineError> {
+    if let ModeChoice::Mode(mode) = choice {
+        return Ok(Decision::explicit(mode));
     }
+    let name = services
+        .config()
+        .dispatcher
+        .as_deref()
+        .unwrap_or("heuristic");
+    let plugin = services.plugins().get(name, PluginKind::Dispatcher).await?;
+    let request = DispatchRequest {
+        prompt: prompt.to_owned(),
+        team: None,
+        available_modes: AUTO_MODES.to_vec(),
+    };
+    let d = plugin
+        .decide(&request)
+        .await
+        .map_err(|fault| EngineError::PluginFault {
+            step: PluginStep::Dispatch,
+            fault,
+        })?;
+    let mut mode = Mode::from(d.mode);
+    let mut reason = d.reason;
+    if mode.runs_a_team() {
+        // Team modes need a team; a dispatcher asking for one without it gets single.
+        reason = format!("{reason} (team mode {mode} needs --team; ran single)");
+        mode = Mode::Single;
+    }
+    Ok(Decision {
+        mode,
+        reason,
+        source: DecisionSource::Auto,
+        signals: d
+            .signals
+            .into_iter()
+            .map(|s| format!("{}: {}", s.name, s.detail))
+            .collect(),
+        swarm_size: d.swarm_size,
+    })
 }
 
-impl Engine {
-    /// Decides the mode of a request.
-    pub async fn decide(&self, req: &RunRequest) -> Result<Decision, EngineError> {
-        let mode = req.mode.unwrap_or(self.config.default_mode);
-        if mode != Mode::Auto {
-            return Ok(Decision::explicit(mode));
-        }
-        let name = self.config.dispatcher.as_deref().unwrap_or("heuristic");
-        let plugin = self.plugins.get(name, PluginKind::Dispatcher).await?;
-        let request = DispatchRequest {
-            prompt: req.prompt.clone(),
-            team: None,
-            available_modes: AUTO_MODES.to_vec(),
-        };
-        let d = plugin
-            .decide(&request)
-            .await
-            .map_err(|fault| EngineError::Config(format!("dispatcher fault: {fault}")))?;
-        let mut mode = from_plugin(d.mode);
-        let mut reason = d.reason;
-        if !matches!(mode, Mode::Single | Mode::Swarm | Mode::Crew) {
-            // Team modes need a team; a dispatcher asking for one without it gets single.
-            reason = format!("{reason} (team mode {mode} needs --team; ran single)");
-            mode = Mode::Single;
-        }
-        Ok(Decision {
-            mode,
-            reason,
-            source: DecisionSource::Auto,
-            signals: d
-                .signals
-                .into_iter()
-                .map(|s| format!("{}: {}", s.name, s.detail))
-                .collect(),
-            swarm_size: d.swarm_size,
-        })
-    }
-
-    /// Stores a decision in the dispatch history (keeping the newest configured number).
-    pub async fn record_decision(
-        &self,
-        run: Option<&RunId>,
-        prompt: &str,
-        d: &Decision,
-    ) -> Result<(), EngineError> {
-        let record = DispatchRecord {
-            run_id: run.cloned(),
-            at: now_ms(),
-            kind: d.mode,
-            source: d.source.as_str().into(),
-            prompt_len: prompt.chars().count() as u64,
-            reason: d.reason.clone(),
-        };
-        Ok(self
-            .store
-            .record_dispatch(&record, self.config.dispatch_history)
-            .await?)
-    }
+/// Stores a decision in the dispatch history (keeping the newest configured number).
+pub(crate) async fn record(
+    services: &Services,
+    run: Option<&RunId>,
+    prompt: &str,
+    d: &Decision,
+) -> Result<(), EngineError> {
+    let record = DispatchRecord {
+        run_id: run.cloned(),
+        at: now_ms(),
+        kind: d.mode,
+        source: d.source.as_str().into(),
+        prompt_len: prompt.chars().count() as u64,
+        reason: d.reason.clone(),
+    };
+    Ok(services
+        .store()
+        .record_dispatch(&record, services.config().dispatch_history)
+        .await?)
 }

@@ -1,6 +1,9 @@
 //! A run's journal as its modes see it: look a step up before doing it, record it as
 //! begun and as done. On a fresh run the lookup finds nothing; on a resumed run every
 //! step stored as done is read back instead of run again (see `store/steps.rs`).
+//!
+//! Steps are named by [`StepKey`], never by ad-hoc strings; each key has one stored
+//! form, kept stable so a resumed run reads the keys the process that started it wrote.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -9,11 +12,86 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::ids::RunId;
+use crate::ids::{AgentId, RunId};
 use crate::store::{StepState, Store, StoreError};
 
+/// Which orchestrate round a step belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Round {
+    /// The one round of an `orchestrate` run.
+    Only,
+    /// Iteration `n` (from 1) of a `reflect` loop.
+    Iteration(u32),
+}
+
+/// A step of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum StepKey {
+    /// The dispatch decision: `decision`.
+    Decision,
+    /// A broadcast or sequential member's reply: `member/<name>` (name lowercased).
+    Member(String),
+    /// An orchestrator's plan: `[it<n>/]plan`.
+    Plan(Round),
+    /// A worker's result: `[it<n>/]worker/<name>` (name lowercased).
+    Worker(Round, String),
+    /// The synthesis of a round: `[it<n>/]synthesis`.
+    Synthesis(Round),
+    /// The evaluation of reflect iteration n: `it<n>/evaluation`.
+    Evaluation(u32),
+    /// The messages reflect iteration n took in: `it<n>/inbox`.
+    Inbox(u32),
+}
+
+impl StepKey {
+    /// A member's step (names match case-insensitively, as team files do).
+    pub(crate) fn member(name: &str) -> Self {
+        Self::Member(name.to_ascii_lowercase())
+    }
+
+    /// A worker's step in `round`.
+    pub(crate) fn worker(round: Round, name: &str) -> Self {
+        Self::Worker(round, name.to_ascii_lowercase())
+    }
+}
+
+impl std::fmt::Display for Round {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Only => Ok(()),
+            Self::Iteration(n) => write!(f, "it{n}/"),
+        }
+    }
+}
+
+/// The stored form of the key.
+impl std::fmt::Display for StepKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Decision => f.write_str("decision"),
+            Self::Member(name) => write!(f, "member/{name}"),
+            Self::Plan(round) => write!(f, "{round}plan"),
+            Self::Worker(round, name) => write!(f, "{round}worker/{name}"),
+            Self::Synthesis(round) => write!(f, "{round}synthesis"),
+            Self::Evaluation(n) => write!(f, "it{n}/evaluation"),
+            Self::Inbox(n) => write!(f, "it{n}/inbox"),
+        }
+    }
+}
+
+/// What a step records when it begins: who does it and, for team members, the task
+/// they were given (the report shows it as `assigned_task`).
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct StepInput<'a> {
+    /// The agent's name.
+    pub name: &'a str,
+    /// The task it was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<&'a str>,
+}
+
 /// The steps of one run.
-pub struct Journal {
+pub(crate) struct Journal {
     store: Store,
     run_id: RunId,
     done: Mutex<HashMap<String, serde_json::Value>>,
@@ -23,7 +101,7 @@ pub struct Journal {
 
 impl Journal {
     /// The journal of a run that starts now.
-    pub fn fresh(store: Store, run_id: RunId) -> Self {
+    pub(crate) fn fresh(store: Store, run_id: RunId) -> Self {
         Self {
             store,
             run_id,
@@ -34,7 +112,7 @@ impl Journal {
     }
 
     /// The journal of a run being resumed: its done steps are loaded.
-    pub async fn load(store: Store, run_id: RunId) -> Result<Self, StoreError> {
+    pub(crate) async fn load(store: Store, run_id: RunId) -> Result<Self, StoreError> {
         let done = store
             .steps(&run_id)
             .await?
@@ -52,64 +130,102 @@ impl Journal {
     }
 
     /// True when this run is being resumed.
-    pub fn is_resumed(&self) -> bool {
+    pub(crate) fn is_resumed(&self) -> bool {
         self.resumed
     }
 
     /// How many stored steps were read back instead of run.
-    pub fn replayed(&self) -> u32 {
+    pub(crate) fn replayed(&self) -> u32 {
         self.replayed.load(Ordering::Relaxed)
     }
 
     /// The stored result of step `key`, if it is done and reads as a `T`. A stored
     /// value that no longer reads (written by another version) is run again.
-    pub fn done<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
+    pub(crate) fn done<T: DeserializeOwned>(&self, key: &StepKey) -> Option<T> {
+        let stored = key.to_string();
         let done = self.done.lock().unwrap_or_else(|p| p.into_inner());
-        let value = done.get(key)?;
+        let value = done.get(&stored)?;
         match serde_json::from_value(value.clone()) {
             Ok(v) => {
                 self.replayed.fetch_add(1, Ordering::Relaxed);
                 Some(v)
             }
             Err(e) => {
-                tracing::warn!(key, error = %e, "a stored step does not read back; running it again");
+                tracing::warn!(key = %stored, error = %e, "a stored step does not read back; running it again");
                 None
             }
         }
     }
 
     /// True when step `key` is stored as done (without reading it back).
-    pub fn has(&self, key: &str) -> bool {
+    pub(crate) fn has(&self, key: &StepKey) -> bool {
         self.done
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .contains_key(key)
+            .contains_key(&key.to_string())
     }
 
     /// Records that step `key` begins, done by `agent` (before it runs).
-    pub async fn begin(
+    pub(crate) async fn begin(
         &self,
-        key: &str,
-        agent: Option<&str>,
-        input: serde_json::Value,
+        key: &StepKey,
+        agent: Option<&AgentId>,
+        input: &StepInput<'_>,
     ) -> Result<(), StoreError> {
+        let input = serde_json::to_value(input).unwrap_or(serde_json::Value::Null);
         self.store
-            .begin_step(&self.run_id, key, agent, &input)
+            .begin_step(
+                &self.run_id,
+                &key.to_string(),
+                agent.map(AgentId::as_str),
+                &input,
+            )
             .await
     }
 
     /// Stores step `key`'s result (and consumes the control messages it took in, in
     /// the same transaction). Returns once it is committed.
-    pub async fn finish<T: Serialize>(
+    pub(crate) async fn finish<T: Serialize>(
         &self,
-        key: &str,
-        agent: Option<&str>,
+        key: &StepKey,
+        agent: Option<&AgentId>,
         result: &T,
         consume: Vec<i64>,
     ) -> Result<(), StoreError> {
         let value = serde_json::to_value(result).unwrap_or(serde_json::Value::Null);
         self.store
-            .finish_step(&self.run_id, key, agent, &value, consume)
+            .finish_step(
+                &self.run_id,
+                &key.to_string(),
+                agent.map(AgentId::as_str),
+                &value,
+                consume,
+            )
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_keep_their_stored_form() {
+        let it = Round::Iteration(3);
+        let cases = [
+            (StepKey::Decision, "decision"),
+            (StepKey::member("Alice"), "member/alice"),
+            (StepKey::Plan(Round::Only), "plan"),
+            (StepKey::Plan(it), "it3/plan"),
+            (StepKey::worker(Round::Only, "Bob"), "worker/bob"),
+            (StepKey::worker(it, "bob"), "it3/worker/bob"),
+            (StepKey::Synthesis(Round::Only), "synthesis"),
+            (StepKey::Synthesis(it), "it3/synthesis"),
+            (StepKey::Evaluation(3), "it3/evaluation"),
+            (StepKey::Inbox(3), "it3/inbox"),
+        ];
+        for (key, stored) in cases {
+            assert_eq!(key.to_string(), stored);
+        }
     }
 }

@@ -1,115 +1,176 @@
-//! Orchestration modes as state machines over spawn, await and plugin calls.
+//! The engine: runs requests to their end through the loop of DESIGN §1.
+//!
+//! - [`services`]: store, manager, configuration, repository, breakers, plugins,
+//!   worktrees — built once, fields private.
+//! - [`run`]: a run's lifecycle (prepare → decide → record → drive → finish), also
+//!   for resumed runs.
+//! - [`modes`]: one type per mode behind one trait; team modes in `modes/team/`.
+//! - [`spawn`]: the spawn queue over the batcher; every agent goes through it to the
+//!   [`executor`] (worktree → turn loop → validate → branch).
+//! - [`join`]: the one loop awaiting members under a swarm or group join rule.
+//! - [`journal`]: typed steps, so a resumed run reads back what is done.
+//! - [`report`]: the typed report, built from the store.
 
-pub mod crew;
-pub mod dispatch;
-pub mod execute;
-pub mod journal;
-pub mod model_access;
-pub mod orchestrate;
-pub mod orchestrate_mode;
-pub mod plugins;
-pub mod reflect_mode;
-pub mod report;
-pub mod run;
-pub mod single;
-pub mod spawn;
-pub mod swarm;
-pub mod team_modes;
-pub mod validate;
+mod context;
+mod dispatch;
+mod error;
+mod executor;
+mod join;
+mod journal;
+pub(crate) mod model_access;
+pub(crate) mod modes;
+pub(crate) mod plugins;
+mod providers;
+mod report;
+mod request;
+mod run;
+mod services;
+mod spawn;
+mod validate;
+mod worktrees;
 
-use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::Arc;
 
-macro_rules! str_enum {
-    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $s:literal),+ $(,)? }) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        pub enum $name {
-            $($(#[$vdoc])* #[serde(rename = $s)] $variant),+
-        }
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 
-        impl $name {
-            /// Every value.
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+pub use dispatch::Decision;
+pub use error::{EngineError, ErrorClass, PluginLoadError, PluginStep, RoleCall, UsageError};
+pub use providers::DEMO_SCRIPT;
+pub use report::{
+    AgentReport, ChainLink, CrewDetails, CrewExecution, EvaluatorKind, MemberEntry, MembersDetails,
+    ModeDetails, OrchestrateDetails, ReflectDetails, RunDetails, RunFault, RunReport,
+    SingleDetails, SwarmDetails, Tokens, VoteGroup,
+};
+pub use request::RunRequest;
 
-            /// The value's name as stored and printed.
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $s),+ }
-            }
+use crate::config::Config;
+use crate::event::EventRecord;
+use crate::ids::RunId;
+use crate::sandbox::Sandbox;
+use crate::store::{RunRecord, Store, StoreError};
+use executor::LocalExecutor;
+use services::Services;
+use spawn::SpawnQueue;
 
-            /// Parses a stored or typed name.
-            pub fn parse(s: &str) -> Option<Self> {
-                Self::ALL.iter().copied().find(|v| v.as_str() == s)
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
+/// Runs requests on one repository. Cheap to clone; clones share one store, agent
+/// manager, spawn queue and plugin set. Open one with
+/// [`Repository::engine`](crate::Repository::engine).
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
 }
-pub(crate) use str_enum;
 
-str_enum!(
-    /// How a run is orchestrated.
-    Mode {
-        /// Let the dispatcher plugin pick.
-        Auto = "auto",
-        /// One agent.
-        Single = "single",
-        /// N agents on the same prompt.
-        Swarm = "swarm",
-        /// Planner → executor → reviewer.
-        Crew = "crew",
-        /// Every team member in parallel.
-        Broadcast = "broadcast",
-        /// Team members one at a time.
-        Sequential = "sequential",
-        /// Orchestrator plans, workers execute, orchestrator synthesises.
-        Orchestrate = "orchestrate",
-        /// Orchestrate in an evaluated loop.
-        Reflect = "reflect",
+pub(crate) struct Inner {
+    services: Arc<Services>,
+    spawns: Arc<SpawnQueue>,
+    shutdown: CancellationToken,
+}
+
+impl Engine {
+    /// Opens the engine of `repo` over its `store`, running agents' commands in
+    /// `sandbox`, with agent worktrees in `worktrees_dir`. Runs in flight are left
+    /// resumable when `shutdown` is cancelled.
+    pub(crate) async fn open(
+        repo: PathBuf,
+        store: Store,
+        sandbox: Sandbox,
+        worktrees_dir: &std::path::Path,
+        config: Arc<Config>,
+        shutdown: CancellationToken,
+    ) -> Result<Self, EngineError> {
+        let services = Arc::new(Services::open(repo, store, sandbox, worktrees_dir, config).await?);
+        let executor = Arc::new(LocalExecutor::new(services.clone()));
+        let spawns = Arc::new(SpawnQueue::start(executor, services.store().clone()));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                services,
+                spawns,
+                shutdown,
+            }),
+        })
     }
-);
 
-str_enum!(
-    /// How a run ended, as reported.
-    RunStatus {
-        /// Still going (or interrupted and resumable).
-        Running = "running",
-        /// Finished with a usable result.
-        Completed = "completed",
-        /// Finished without one.
-        Failed = "failed",
-        /// Stopped by a person.
-        Cancelled = "cancelled",
+    /// Runs a request to its end and returns its report. Agents failing is a report
+    /// that says so; an `Err` means the run could not be carried out (or, for
+    /// [`EngineError::Interrupted`], was left resumable by a shutdown).
+    pub async fn run(&self, req: RunRequest) -> Result<RunReport, EngineError> {
+        run::start(&self.inner, req).await
     }
-);
 
-str_enum!(
-    /// Why a run (or a loop inside it) stopped. Every non-success reason is marked as such.
-    ExitReason {
-        /// The work is done.
-        GoalMet = "goal-met",
-        /// The iteration limit was reached.
-        MaxIterations = "max-iterations",
-        /// Iterations stopped making progress.
-        Stalled = "stalled",
-        /// Too many consecutive failures.
-        ErrorBudget = "error-budget",
-        /// Stopped by a person.
-        Cancelled = "cancelled",
-        /// Paused; resumable.
-        Paused = "paused",
-        /// The run failed (agent error, budget, validation).
-        Failed = "failed",
+    /// Finishes a run a crash or a signal left unfinished: stored steps are read back,
+    /// only the rest runs again. Refused while a live process drives it.
+    pub async fn resume(&self, id: &RunId) -> Result<RunReport, EngineError> {
+        run::resume(&self.inner, id).await
     }
-);
 
-impl ExitReason {
-    /// Only `goal-met` is a success.
-    pub fn is_success(self) -> bool {
-        matches!(self, Self::GoalMet)
+    /// Unfinished runs whose driving process is gone, oldest first (what a bare
+    /// `crewbox resume` finishes).
+    pub async fn orphaned_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.inner.services.store().orphaned_runs().await
+    }
+
+    /// Every event this engine stores from now on, with its sequence number, as it is
+    /// committed. A receiver that falls behind gets `Lagged` and can read the missed
+    /// sequence numbers back from the event log.
+    pub fn subscribe(&self) -> broadcast::Receiver<EventRecord> {
+        self.inner.services.store().subscribe()
+    }
+
+    /// The store this engine writes (unstable: for crewbox's own commands and tests).
+    #[doc(hidden)]
+    pub fn store(&self) -> &Store {
+        self.inner.services.store()
+    }
+
+    /// The process sandbox agents' commands run in (unstable: for crewbox's own
+    /// commands, which warn when it is off).
+    #[doc(hidden)]
+    pub fn sandbox(&self) -> &Sandbox {
+        self.inner.services.manager().sandbox()
+    }
+
+    /// The configuration runs use (unstable: for crewbox's own commands).
+    #[doc(hidden)]
+    pub fn config(&self) -> &Config {
+        self.inner.services.config()
+    }
+}
+
+/// A scheduled job fires as an ordinary run of this engine.
+impl crate::schedule::daemon::JobRunner for Engine {
+    fn run_job(
+        &self,
+        job: crate::store::ScheduleRecord,
+    ) -> futures::future::BoxFuture<'static, (Option<String>, crate::store::FireStatus)> {
+        use crate::store::FireStatus;
+        use crate::vocab::RunStatus;
+        let engine = self.clone();
+        Box::pin(async move {
+            let req = RunRequest {
+                prompt: job.prompt.clone(),
+                mode: job.mode,
+                provider: job.provider.clone(),
+                model: job.model.clone(),
+                team: job.team.clone(),
+                ..RunRequest::default()
+            };
+            match engine.run(req).await {
+                Ok(report) => (
+                    Some(report.run_id.to_string()),
+                    match report.status {
+                        RunStatus::Completed => FireStatus::Completed,
+                        RunStatus::Failed => FireStatus::Failed,
+                        RunStatus::Cancelled => FireStatus::Cancelled,
+                        RunStatus::Running => FireStatus::Running,
+                    },
+                ),
+                Err(e) => {
+                    tracing::warn!(job = %job.name, error = %e, "scheduled run could not start");
+                    (None, FireStatus::Error)
+                }
+            }
+        })
     }
 }

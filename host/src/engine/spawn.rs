@@ -1,88 +1,96 @@
 //! The spawn path: every agent a mode starts is queued in the batcher (100 ms trailing
 //! debounce, 1 s max wait), finalised as a batch partitioned by join mode — recorded in
-//! the event log before anything starts — and only then executed. Foreground dispatch
-//! flushes the batch before awaiting its members, so it never waits for the debounce.
+//! the event log before anything starts — and only then handed to the [`Executor`].
+//! Foreground dispatch flushes the batch before awaiting its members, so it never
+//! waits for the debounce.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
-use serde_json::json;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
+use tokio::task::{JoinHandle, JoinSet};
 
-use super::execute::{ExecOptions, ExecResult};
-use super::run::{Engine, EngineError};
-use crate::agent::runner::AgentSpec;
+use super::error::EngineError;
+use super::executor::{ExecResult, Executor, Job};
 use crate::batch::{Batch, BatchError, Batcher, DebounceConfig, JoinMode, Spawn};
+use crate::event::{BatchShare, Event, JoinMembers};
 use crate::ids::RunId;
+use crate::store::Store;
 
 /// A queued agent and where its result goes.
-pub struct Pending {
-    spec: AgentSpec,
-    opts: ExecOptions,
+struct Pending {
+    job: Job,
     reply: oneshot::Sender<Result<ExecResult, EngineError>>,
 }
 
-/// The engine's batcher and the task that starts finalised batches.
-pub struct SpawnQueue {
-    batcher: Batcher<Pending>,
+/// Where a queued agent's result arrives.
+pub(crate) type ResultRx = oneshot::Receiver<Result<ExecResult, EngineError>>;
+
+/// Jobs of each run that are queued or executing, so a stopping run can wait for its
+/// agents to record their end.
+#[derive(Default)]
+struct InFlight {
+    runs: Mutex<HashMap<RunId, usize>>,
+    changed: Notify,
 }
 
-/// One run's share of a batch: groups, swarms, individual agent ids.
-#[derive(Default)]
-struct RunShare(Vec<serde_json::Value>, Vec<serde_json::Value>, Vec<String>);
+impl InFlight {
+    fn add(&self, run: &RunId) {
+        *self
+            .runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(run.clone())
+            .or_default() += 1;
+    }
 
-/// What a batch holds, per run, for the event log.
-fn describe(batch: &Batch<Pending>) -> BTreeMap<RunId, serde_json::Value> {
-    let mut per_run: BTreeMap<RunId, RunShare> = BTreeMap::new();
-    for g in &batch.groups {
-        let run = g.members[0].payload.spec.run_id.clone();
-        let ids: Vec<String> = g.members.iter().map(|m| m.agent.to_string()).collect();
-        per_run
-            .entry(run)
-            .or_default()
-            .0
-            .push(json!({ "id": g.id.as_str(), "members": ids }));
+    fn done(&self, run: &RunId) {
+        {
+            let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = runs.get_mut(run) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    runs.remove(run);
+                }
+            }
+        }
+        self.changed.notify_waiters();
     }
-    for s in &batch.swarms {
-        let run = s.members[0].payload.spec.run_id.clone();
-        let ids: Vec<String> = s.members.iter().map(|m| m.agent.to_string()).collect();
-        per_run
-            .entry(run)
-            .or_default()
-            .1
-            .push(json!({ "id": s.id.as_str(), "members": ids }));
+
+    fn busy(&self, run: &RunId) -> bool {
+        self.runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(run)
     }
-    for i in &batch.individuals {
-        per_run
-            .entry(i.payload.spec.run_id.clone())
-            .or_default()
-            .2
-            .push(i.agent.to_string());
+}
+
+/// The batcher and the task that executes finalised batches. Dropping the queue
+/// aborts that task and, with it, every job it still runs.
+pub(crate) struct SpawnQueue {
+    batcher: Batcher<Pending>,
+    in_flight: Arc<InFlight>,
+    driver: JoinHandle<()>,
+}
+
+impl Drop for SpawnQueue {
+    fn drop(&mut self) {
+        self.driver.abort();
     }
-    per_run
-        .into_iter()
-        .map(|(run, RunShare(groups, swarms, individuals))| {
-            (
-                run,
-                json!({ "groups": groups, "swarms": swarms, "individuals": individuals }),
-            )
-        })
-        .collect()
 }
 
 impl SpawnQueue {
-    /// Starts the batcher; finalised batches are executed by `engine` (a copy without
-    /// a queue of its own).
-    pub fn start(engine: Engine) -> Arc<Self> {
-        let store = engine.store.clone();
+    /// Starts the batcher; finalised batches are recorded in `store` and executed by
+    /// `executor`.
+    pub(crate) fn start(executor: Arc<dyn Executor>, store: Store) -> Self {
         let hook = Box::new(move |batch: &Batch<Pending>| {
             let facts = describe(batch);
             let agents = batch.len();
             let store = store.clone();
             Box::pin(async move {
-                for (run, data) in facts {
+                for (run, share) in facts {
                     store
-                        .append_event(&run, None, "batch.finalized", data)
+                        .append_event(&run, None, Event::BatchFinalized(share))
                         .await
                         .map_err(|e| BatchError {
                             agents,
@@ -93,88 +101,135 @@ impl SpawnQueue {
             }) as futures::future::BoxFuture<'static, Result<(), BatchError>>
         });
         let (batcher, mut batches) = Batcher::start_with_hook(DebounceConfig::default(), hook);
-        tokio::spawn(async move {
-            while let Some(finalized) = batches.recv().await {
-                if let Some(fallback) = &finalized.fallback {
-                    tracing::warn!(error = %fallback, "batch dissolved; agents run individually");
+        let in_flight = Arc::new(InFlight::default());
+        let driver = tokio::spawn({
+            let in_flight = in_flight.clone();
+            async move {
+                // Owns every job task: dropping the set (when the queue goes) aborts them.
+                let mut jobs = JoinSet::new();
+                loop {
+                    tokio::select! {
+                        finalized = batches.recv() => {
+                            let Some(finalized) = finalized else { break };
+                            if let Some(fallback) = &finalized.fallback {
+                                tracing::warn!(error = %fallback, "batch dissolved; agents run individually");
+                            }
+                            for (join, pending) in labelled(finalized.batch) {
+                                let Pending { mut job, reply } = pending;
+                                job.join = join;
+                                let (executor, in_flight) = (executor.clone(), in_flight.clone());
+                                jobs.spawn(async move {
+                                    let run = job.spec.run_id.clone();
+                                    let result = executor.execute(job).await;
+                                    in_flight.done(&run);
+                                    // The mode may have stopped waiting; the facts are stored.
+                                    let _ = reply.send(result);
+                                });
+                            }
+                        }
+                        Some(_) = jobs.join_next(), if !jobs.is_empty() => {}
+                    }
                 }
-                let batch = finalized.batch;
-                let labelled = batch
-                    .groups
-                    .into_iter()
-                    .flat_map(|g| {
-                        let label = format!("group:{}", g.id);
-                        g.members.into_iter().map(move |m| (Some(label.clone()), m))
-                    })
-                    .chain(batch.swarms.into_iter().flat_map(|s| {
-                        let label = format!("swarm:{}", s.id);
-                        s.members.into_iter().map(move |m| (Some(label.clone()), m))
-                    }))
-                    .chain(batch.individuals.into_iter().map(|m| (None, m)));
-                for (join, spawn) in labelled {
-                    let Pending {
-                        spec,
-                        mut opts,
-                        reply,
-                    } = spawn.payload;
-                    opts.join = join;
-                    let engine = engine.clone();
-                    tokio::spawn(async move {
-                        let _ = reply.send(engine.execute(spec, opts).await);
-                    });
-                }
+                while jobs.join_next().await.is_some() {}
             }
         });
-        Arc::new(Self { batcher })
+        Self {
+            batcher,
+            in_flight,
+            driver,
+        }
     }
-}
 
-impl Engine {
     /// Queues an agent for the next batch; the receiver yields its result.
-    pub async fn submit(
-        &self,
-        spec: AgentSpec,
-        opts: ExecOptions,
-        join: JoinMode,
-    ) -> Result<oneshot::Receiver<Result<ExecResult, EngineError>>, EngineError> {
+    pub(crate) async fn submit(&self, job: Job, join: JoinMode) -> Result<ResultRx, EngineError> {
         let (reply, result) = oneshot::channel();
-        match &self.spawns {
-            Some(queue) => {
-                let agent = spec.id.clone();
-                queue
-                    .batcher
-                    .spawn(Spawn::new(agent, join, Pending { spec, opts, reply }))
-                    .await
-                    .map_err(|e| EngineError::Config(e.to_string()))?;
-            }
-            // An engine without a queue (the queue's own copy) executes directly.
-            None => {
-                let engine = self.clone();
-                tokio::spawn(async move {
-                    let _ = reply.send(engine.execute(spec, opts).await);
-                });
-            }
+        let (agent, run) = (job.spec.id.clone(), job.spec.run_id.clone());
+        self.in_flight.add(&run);
+        if let Err(e) = self
+            .batcher
+            .spawn(Spawn::new(agent, join, Pending { job, reply }))
+            .await
+        {
+            self.in_flight.done(&run);
+            return Err(EngineError::Internal(e.to_string()));
         }
         Ok(result)
     }
 
     /// Finalises the pending batch now (foreground dispatch, before awaiting members).
-    pub async fn flush_spawns(&self) -> Result<(), EngineError> {
-        if let Some(queue) = &self.spawns {
-            queue
-                .batcher
-                .flush()
-                .await
-                .map_err(|e| EngineError::Config(e.to_string()))?;
-        }
-        Ok(())
+    pub(crate) async fn flush(&self) -> Result<(), EngineError> {
+        self.batcher
+            .flush()
+            .await
+            .map_err(|e| EngineError::Internal(e.to_string()))
     }
 
-    /// This engine with a spawn queue of its own.
-    pub fn with_spawn_queue(mut self) -> Self {
-        let mut direct = self.clone();
-        direct.spawns = None;
-        self.spawns = Some(SpawnQueue::start(direct));
-        self
+    /// Resolves once no job of `run` is queued or executing: every agent it started
+    /// has recorded its end.
+    pub(crate) async fn wait_idle(&self, run: &RunId) {
+        loop {
+            let changed = self.in_flight.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if !self.in_flight.busy(run) {
+                return;
+            }
+            changed.await;
+        }
     }
+}
+
+/// A batch's agents with the join label each is recorded with.
+fn labelled(batch: Batch<Pending>) -> impl Iterator<Item = (Option<String>, Pending)> {
+    let groups = batch.groups.into_iter().flat_map(|g| {
+        let label = format!("group:{}", g.id);
+        g.members
+            .into_iter()
+            .map(move |m| (Some(label.clone()), m.payload))
+    });
+    let swarms = batch.swarms.into_iter().flat_map(|s| {
+        let label = format!("swarm:{}", s.id);
+        s.members
+            .into_iter()
+            .map(move |m| (Some(label.clone()), m.payload))
+    });
+    let individuals = batch.individuals.into_iter().map(|m| (None, m.payload));
+    groups.chain(swarms).chain(individuals)
+}
+
+/// What a batch holds, per run, for the event log.
+fn describe(batch: &Batch<Pending>) -> BTreeMap<RunId, BatchShare> {
+    let mut per_run: BTreeMap<RunId, BatchShare> = BTreeMap::new();
+    for g in &batch.groups {
+        if let Some(first) = g.members.first() {
+            per_run
+                .entry(first.payload.job.spec.run_id.clone())
+                .or_default()
+                .groups
+                .push(JoinMembers {
+                    id: g.id.to_string(),
+                    members: g.members.iter().map(|m| m.agent.clone()).collect(),
+                });
+        }
+    }
+    for s in &batch.swarms {
+        if let Some(first) = s.members.first() {
+            per_run
+                .entry(first.payload.job.spec.run_id.clone())
+                .or_default()
+                .swarms
+                .push(JoinMembers {
+                    id: s.id.to_string(),
+                    members: s.members.iter().map(|m| m.agent.clone()).collect(),
+                });
+        }
+    }
+    for i in &batch.individuals {
+        per_run
+            .entry(i.payload.job.spec.run_id.clone())
+            .or_default()
+            .individuals
+            .push(i.agent.clone());
+    }
+    per_run
 }

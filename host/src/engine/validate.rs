@@ -6,15 +6,13 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use serde::Serialize;
-use serde_json::json;
 
 use crate::agent::AgentState;
 use crate::agent::manager::Review;
 use crate::agent::runner::{AgentOutcome, AgentSpec};
-use crate::plugin::{
-    AgentOutput, AgentStatus, CallEnv, ModelAccess, Plugin, Verdict, WorkspaceView,
-};
+use crate::event::Event;
+pub use crate::event::{RoundResult, ValidationStatus, VerdictOutcome};
+use crate::plugin::{AgentOutput, AgentStatus, CallEnv, ModelAccess, Plugin, WorkspaceView};
 use crate::store::Store;
 use crate::worktree::{Worktree, WorktreeManager};
 
@@ -28,70 +26,6 @@ pub struct ValidatorEntry {
     pub plugin: Plugin,
     /// Criteria passed to it.
     pub criteria: Vec<String>,
-}
-
-/// What one validator said in one round.
-#[derive(Clone, Debug, Serialize)]
-#[serde(tag = "outcome", rename_all = "kebab-case")]
-pub enum VerdictOutcome {
-    /// Every criterion passed.
-    Passed {
-        /// The verdict.
-        verdict: Verdict,
-    },
-    /// Some criterion failed.
-    Failed {
-        /// The verdict.
-        verdict: Verdict,
-    },
-    /// The validator answered that it could not judge (its WIT `err`).
-    Error {
-        /// What it said.
-        message: String,
-    },
-    /// The plugin trapped, ran out of time or hit a limit.
-    Fault {
-        /// The fault.
-        fault: String,
-    },
-}
-
-/// One validator's result in one round.
-#[derive(Clone, Debug, Serialize)]
-pub struct RoundResult {
-    /// 0 for the first check, then 1, 2… after each fix round.
-    pub round: u32,
-    /// The validator's name.
-    pub validator: String,
-    /// Where it came from (`builtin`, `file:PATH`, …): a file named like a built-in is
-    /// told apart by this.
-    pub source: String,
-    /// What it said.
-    #[serde(flatten)]
-    pub outcome: VerdictOutcome,
-}
-
-/// How validation ended for an agent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ValidationStatus {
-    /// Every validator passed.
-    Passed,
-    /// Still failing after the last fix round.
-    ValidationFailed,
-    /// A validator faulted or could not judge; no fix rounds were started for it.
-    Faulted,
-    /// The agent did not complete, so nothing was validated.
-    Skipped,
-}
-
-impl ValidationStatus {
-    /// Whether the agent's work may count as a result: validation passed, or there was
-    /// none. Every mode decides with this (a failed or faulted validation never ends a
-    /// run as goal-met).
-    pub fn accepts(self) -> bool {
-        matches!(self, Self::Passed | Self::Skipped)
-    }
 }
 
 /// The validators of one agent, acting as the manager's reviewer.
@@ -212,7 +146,7 @@ impl ValidatorReview {
                 AgentState::Completed => AgentStatus::Completed,
                 AgentState::Steered => AgentStatus::Steered,
                 AgentState::Stopped | AgentState::Aborted => AgentStatus::Stopped,
-                _ => AgentStatus::Error,
+                AgentState::Queued | AgentState::Running | AgentState::Error => AgentStatus::Error,
             },
             reply: outcome.result.clone(),
         };
@@ -251,8 +185,11 @@ impl ValidatorReview {
 
     fn record(&self, spec: &AgentSpec, results: Vec<RoundResult>) -> Vec<RoundResult> {
         for r in &results {
-            self.store
-                .log_event(&spec.run_id, Some(&spec.id), "validator.verdict", json!(r));
+            self.store.log_event(
+                &spec.run_id,
+                Some(&spec.id),
+                Event::ValidatorVerdict(r.clone()),
+            );
         }
         self.rounds
             .lock()
@@ -282,7 +219,9 @@ pub fn fix_prompt(results: &[RoundResult]) -> Option<String> {
                 source: &r.source,
                 verdict,
             }),
-            _ => None,
+            VerdictOutcome::Passed { .. }
+            | VerdictOutcome::Error { .. }
+            | VerdictOutcome::Fault { .. } => None,
         })
         .collect();
     crate::plugin::verdict::fix_prompt(&failed)

@@ -3,9 +3,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::engine::Mode;
-use crate::engine::dispatch::DecisionSource;
 use crate::store::DispatchRecord;
+use crate::vocab::{DecisionSource, Mode};
 
 /// Width of the longest bar in the text rendering.
 const BAR_WIDTH: u64 = 30;

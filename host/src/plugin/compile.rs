@@ -14,6 +14,7 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -96,7 +97,21 @@ impl Compiler {
         }
         std::env::current_exe().map(Self::Child)
     }
+
+    /// [engine helper, issue 14] This program as the compiler when its `main` calls
+    /// [`compiler_main`] (the crewbox binary), else in-process: a program embedding the
+    /// library would otherwise be re-run with arguments it does not understand.
+    pub fn for_this_process() -> std::io::Result<Self> {
+        if COMPILER_ENTRY.load(Ordering::Relaxed) {
+            Self::this_program()
+        } else {
+            Ok(Self::InProcess)
+        }
+    }
 }
+
+/// Whether [`compiler_main`] was called in this process.
+static COMPILER_ENTRY: AtomicBool = AtomicBool::new(false);
 
 /// Why a component was refused before or while compiling. Deterministic for the same
 /// bytes and limits, so it is cached.
@@ -297,11 +312,15 @@ pub(crate) fn in_child(
     let mut child = command
         .spawn()
         .map_err(|e| Failure::Broken(format!("cannot start {}: {e}", program.display())))?;
-    let (mut stdin, mut stdout, mut stderr) = (
-        child.stdin.take().expect("piped"),
-        child.stdout.take().expect("piped"),
-        child.stderr.take().expect("piped"),
-    );
+    let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(Failure::Broken(
+            "the compiler's pipes were not set up".into(),
+        ));
+    };
     let input = bytes.to_vec();
     let writer = std::thread::spawn(move || {
         let _ = stdin.write_all(&input);
@@ -366,6 +385,7 @@ const EXIT_OUT_OF_MEMORY: i32 = 4;
 /// the serialized code to stdout and returns the exit code; otherwise returns `None`.
 /// The crewbox binary calls this first thing in `main`.
 pub fn compiler_main() -> Option<std::process::ExitCode> {
+    COMPILER_ENTRY.store(true, Ordering::Relaxed);
     let mut args = std::env::args_os().skip(1);
     if args.next().as_deref() != Some(std::ffi::OsStr::new(COMPILER_ARG)) {
         return None;

@@ -2,7 +2,7 @@
 //!
 //! ```no_run
 //! # async fn demo(bytes: std::sync::Arc<[u8]>) -> anyhow::Result<()> {
-//! use crewbox::plugin::*;
+//! use crewbox::unstable::plugin::*;
 //! let runtime = PluginRuntime::new(RuntimeConfig::default())?;
 //! let grants = Grants::none().log();
 //! let plugin = runtime.load("mine", PluginSource::Builtin, bytes, grants, None).await?;

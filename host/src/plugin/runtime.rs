@@ -433,9 +433,11 @@ impl PluginRuntime {
                 violations: denied,
             });
         }
-        let kind = info
-            .kind
-            .expect("a component without violations exports exactly one plugin interface");
+        // A component without violations exports exactly one plugin interface.
+        let kind = info.kind.ok_or_else(|| PluginError::Contract {
+            plugin: name.to_owned(),
+            reason: "it exports no plugin interface".into(),
+        })?;
         for dir in grants.read_only_dirs() {
             wasmtime_wasi::WasiCtx::builder()
                 .preopened_dir(&dir.host, &dir.guest, wasmtime_wasi::FsPerms::ReadOnly)

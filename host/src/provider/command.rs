@@ -202,8 +202,13 @@ impl Provider for CommandProvider {
             ))
         })?;
         let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let stderr = child.stderr.take().expect("stderr is piped");
+        // Both are piped above; a missing one is reported, not a panic.
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            return Err(ProviderError::Config(format!(
+                "provider `{}`: `{program}` started without its output pipes",
+                self.name
+            )));
+        };
         let input = prompt.clone();
         let run = async {
             let feed = async move {

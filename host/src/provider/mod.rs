@@ -342,7 +342,15 @@ impl ProviderError {
             Self::RateLimited { retry_after, .. } | Self::Overloaded { retry_after, .. } => {
                 *retry_after
             }
-            _ => None,
+            Self::Timeout(_)
+            | Self::Server { .. }
+            | Self::Connection(_)
+            | Self::BadResponse(_)
+            | Self::Rejected { .. }
+            | Self::ReplyTooLarge { .. }
+            | Self::CircuitOpen { .. }
+            | Self::NoScriptedReply { .. }
+            | Self::Config(_) => None,
         }
     }
 }

@@ -5,7 +5,7 @@
 //! `config::build`). Servers differ in what they leave out: optional fields may be
 //! absent or `null` (`tool_calls`, `choices` of a usage chunk, `content`), and streamed
 //! tool-call fragments are assembled by call id when the server sends one and by
-//! `index` otherwise (see [`CallAssembler`]).
+//! `index` otherwise (see `CallAssembler`).
 
 use async_trait::async_trait;
 use serde::Deserialize;

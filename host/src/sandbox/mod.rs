@@ -64,7 +64,7 @@ pub enum SandboxError {
     /// This process has no helper entry point and none was given.
     #[error(
         "no sandbox helper: this program does not carry crewbox's sandbox entry point \
-         (crewbox::sandbox::helper::run_if_helper in main) and no helper binary was given"
+         (crewbox::unstable::sandbox::helper::run_if_helper in main) and no helper binary was given"
     )]
     NoHelper,
     /// No sandbox was configured for the agents of this process.
@@ -313,7 +313,15 @@ impl Sandbox {
     pub fn describe_failure(&self, failure: SetupFailure) -> SandboxError {
         match failure.stage {
             Some(policy::Stage::Exec) => SandboxError::Exec(failure.message),
-            _ => SandboxError::Unavailable {
+            Some(
+                policy::Stage::Policy
+                | policy::Stage::Namespaces
+                | policy::Stage::Mounts
+                | policy::Stage::Limits
+                | policy::Stage::Network
+                | policy::Stage::Landlock,
+            )
+            | None => SandboxError::Unavailable {
                 message: failure.message,
                 config: self.shared.user_config.clone(),
             },

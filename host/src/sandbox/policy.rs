@@ -179,11 +179,17 @@ pub struct Policy {
 
 impl Policy {
     /// The policy as the helper reads it: a header line with the length, then JSON.
-    pub fn encode(&self) -> Vec<u8> {
-        let json = serde_json::to_vec(self).expect("a policy always serialises");
+    /// Fails only for a path JSON cannot carry (not UTF-8).
+    pub fn encode(&self) -> std::io::Result<Vec<u8>> {
+        let json = serde_json::to_vec(self).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("the sandbox policy cannot be encoded: {e}"),
+            )
+        })?;
         let mut out = format!("{FRAME_MAGIC} {}\n", json.len()).into_bytes();
         out.extend(json);
-        out
+        Ok(out)
     }
 
     /// Reads exactly one encoded policy from `input`, leaving whatever follows unread
@@ -245,7 +251,7 @@ mod tests {
 
     #[test]
     fn round_trips_and_leaves_what_follows_unread() {
-        let mut bytes = sample().encode();
+        let mut bytes = sample().encode().unwrap();
         bytes.extend_from_slice(b"the prompt");
         let mut input = &bytes[..];
         assert_eq!(Policy::decode(&mut input).unwrap(), sample());

@@ -269,7 +269,9 @@ pub fn serve(host: u32) -> i32 {
         if n < HEADER {
             continue;
         }
-        let id = u64::from_le_bytes(buf[1..HEADER].try_into().expect("8 bytes"));
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&buf[1..HEADER]);
+        let id = u64::from_le_bytes(id);
         match buf[0] {
             tag @ (REQ_SPAWN | REQ_SPAWN_NETWORK) if fds.len() == 3 => {
                 let (status_r, status_w) = match sys::pipe() {

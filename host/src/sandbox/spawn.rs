@@ -274,9 +274,10 @@ impl<'a> Spawn<'a> {
         };
         let (out_read, out_write) = pipe()?;
         let (err_read, err_write) = pipe()?;
+        let encoded = policy.encode().map_err(helper_err)?;
         let (_pid, served) = server
             .spawn(
-                &policy.encode(),
+                &encoded,
                 policy.network,
                 [stdin_read.into(), out_write.into(), err_write.into()],
             )
@@ -415,8 +416,9 @@ impl super::Sandbox {
 async fn wait_output(mut child: SandboxedChild) -> Result<serde_json::Value, String> {
     use tokio::io::AsyncReadExt;
     let (mut out, mut err) = (String::new(), String::new());
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
+    let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err("the probe's output was not captured".into());
+    };
     let (a, b) = tokio::join!(
         stdout.read_to_string(&mut out),
         stderr.read_to_string(&mut err)

@@ -173,8 +173,11 @@ pub fn mount(
 ) -> io::Result<()> {
     let source = source.map(cstr).transpose()?;
     let target = cstr(target)?;
-    let fstype = fstype.map(|s| CString::new(s).expect("no NUL in a filesystem type"));
-    let data = data.map(|s| CString::new(s).expect("no NUL in mount data"));
+    let text = |s: &str| {
+        CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))
+    };
+    let fstype = fstype.map(text).transpose()?;
+    let data = data.map(text).transpose()?;
     let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
     // SAFETY: every pointer is null or a NUL-terminated string that outlives the call.
     check(unsafe {

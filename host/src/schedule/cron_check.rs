@@ -177,7 +177,7 @@ fn value(token: &str, field: CronField) -> Result<u32, FieldProblem> {
     let names: &[&str] = match field {
         CronField::Month => &MONTHS,
         CronField::DayOfWeek => &WEEKDAYS,
-        _ => &[],
+        CronField::Second | CronField::Minute | CronField::Hour | CronField::DayOfMonth => &[],
     };
     if let Some(index) = names.iter().position(|n| n.eq_ignore_ascii_case(token)) {
         let first = if field == CronField::Month { 1 } else { 0 };

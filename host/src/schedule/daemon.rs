@@ -3,17 +3,25 @@
 //! so a crash right after a fire never fires the same due time twice.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{OverlapAction, plan_fires};
-use crate::engine::RunStatus;
-use crate::engine::run::{Engine, RunRequest};
 use crate::store::{FireStatus, ScheduleRecord, Store, StoreError, now_ms};
+
+/// Runs a fired job as an ordinary run (the engine implements it; the scheduler never
+/// depends on how runs are carried out).
+pub trait JobRunner: Send + Sync {
+    /// Runs `job` to its end: the run's id (None when it could not start) and how the
+    /// fire ended.
+    fn run_job(&self, job: ScheduleRecord) -> BoxFuture<'static, (Option<String>, FireStatus)>;
+}
 
 /// How often the daemon looks at the jobs.
 pub const TICK: Duration = Duration::from_millis(250);
@@ -50,7 +58,7 @@ pub struct Daemon {
     /// Where jobs live.
     pub store: Store,
     /// Runs fired jobs.
-    pub engine: Engine,
+    pub runner: Arc<dyn JobRunner>,
     /// `false` (config `scheduling = false`): watch jobs but fire nothing.
     pub enabled: bool,
     /// Receives a notice per decision (printed by the CLI).
@@ -186,7 +194,7 @@ impl Daemon {
         match status {
             FireStatus::Running => {
                 let handle = tokio::spawn(start_run(
-                    self.engine.clone(),
+                    self.runner.clone(),
                     self.store.clone(),
                     job.clone(),
                 ));
@@ -195,41 +203,24 @@ impl Daemon {
             FireStatus::Queued => {
                 jobs.queued.insert(job.name.clone());
             }
-            _ => {}
+            FireStatus::Completed
+            | FireStatus::Failed
+            | FireStatus::Cancelled
+            | FireStatus::Error
+            | FireStatus::Skipped => {}
         }
         Ok(())
     }
 }
 
-async fn start_run(engine: Engine, store: Store, job: ScheduleRecord) {
-    let req = RunRequest {
-        prompt: job.prompt.clone(),
-        mode: job.mode,
-        provider: job.provider.clone(),
-        model: job.model.clone(),
-        team: job.team.clone(),
-        ..Default::default()
-    };
-    let (run_id, status) = match engine.run(req).await {
-        Ok(report) => (
-            Some(report.run_id.to_string()),
-            match report.status {
-                RunStatus::Completed => FireStatus::Completed,
-                RunStatus::Failed => FireStatus::Failed,
-                RunStatus::Cancelled => FireStatus::Cancelled,
-                RunStatus::Running => FireStatus::Running,
-            },
-        ),
-        Err(e) => {
-            tracing::warn!(job = %job.name, error = %e, "scheduled run could not start");
-            (None, FireStatus::Error)
-        }
-    };
+async fn start_run(runner: Arc<dyn JobRunner>, store: Store, job: ScheduleRecord) {
+    let name = job.name.clone();
+    let (run_id, status) = runner.run_job(job).await;
     if let Err(e) = store
-        .record_schedule_finished(&job.name, run_id.as_deref(), status)
+        .record_schedule_finished(&name, run_id.as_deref(), status)
         .await
     {
         // The job may have been removed while its run was going.
-        tracing::debug!(job = %job.name, error = %e, "run end not recorded on the job");
+        tracing::debug!(job = %name, error = %e, "run end not recorded on the job");
     }
 }

@@ -11,11 +11,10 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use serde::{Deserialize, Serialize};
 
 use super::cron_check;
 use super::spec::ScheduleSpec;
-use crate::engine::str_enum;
+use crate::vocab::str_enum;
 
 /// How old the latest due time may be and still count as on time, not missed.
 pub const ON_TIME_GRACE: Duration = Duration::from_secs(60);
@@ -140,7 +139,7 @@ pub fn plan_fires(
     let (due_count, latest) = due_between(spec, last, now);
     let next = match spec {
         ScheduleSpec::Every(interval) => next_fire_every(last, *interval, now),
-        _ => next_fire(spec, now),
+        ScheduleSpec::Cron { .. } | ScheduleSpec::At(_) => next_fire(spec, now),
     };
     let Some(latest) = latest else {
         return FirePlan {

@@ -18,21 +18,28 @@ use std::sync::{Arc, Mutex, mpsc};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
+pub use crate::event::EventRecord;
 pub use records::{
-    AgentNode, AgentRecord, AgentStats, ControlKind, ControlRecord, DispatchRecord, EventRecord,
-    RunRecord, now_ms,
+    AgentNode, AgentRecord, AgentStats, ControlKind, ControlRecord, DispatchRecord, RunRecord,
+    now_ms,
 };
 pub use schedules::{FireStatus, ScheduleKind, ScheduleRecord};
 pub use schema::SCHEMA_VERSION;
 pub use steps::{StepRecord, StepState};
 use writer::{Ack, Write};
 
+use tokio::sync::broadcast;
+
 use crate::agent::AgentState;
-use crate::engine::{ExitReason, RunStatus};
+use crate::event::Event;
 use crate::ids::{AgentId, RunId};
+use crate::vocab::{ExitReason, RunStatus};
 
 /// The database file name inside the state directory.
 pub const DB_FILE: &str = "crewbox.db";
+
+/// Stored events a subscriber may fall behind by before it sees `Lagged`.
+const EVENT_BUFFER: usize = 4096;
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -173,6 +180,8 @@ struct Inner {
     path: PathBuf,
     writes: Mutex<mpsc::Sender<(Write, Ack)>>,
     reader: Mutex<Connection>,
+    /// Every event as it is committed, with its sequence number.
+    events: broadcast::Sender<EventRecord>,
 }
 
 /// A handle to the store; cheap to clone. Writes go through one writer thread; reads use
@@ -236,7 +245,7 @@ impl Store {
             identity::bind(&conn, &path, repo)?;
         }
         let reader = open_conn(&path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
-        Ok(Self::from_parts(path, conn, reader))
+        Self::from_parts(path, conn, reader)
     }
 
     /// The repository this store belongs to, when one was recorded.
@@ -245,15 +254,30 @@ impl Store {
         self.read(move |c| identity::recorded(c, &path)).await
     }
 
-    fn from_parts(path: PathBuf, writer: Connection, reader: Connection) -> Self {
-        let writes = writer::spawn(writer);
-        Self {
+    fn from_parts(
+        path: PathBuf,
+        writer: Connection,
+        reader: Connection,
+    ) -> Result<Self, StoreError> {
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let writes = writer::spawn(writer, events.clone()).map_err(|e| StoreError::Open {
+            path: path.clone(),
+            detail: format!("cannot start the store writer thread: {e}"),
+        })?;
+        Ok(Self {
             inner: Arc::new(Inner {
                 path,
                 writes: Mutex::new(writes),
                 reader: Mutex::new(reader),
+                events,
             }),
-        }
+        })
+    }
+
+    /// Every event stored through this handle (or its clones) from now on, with its
+    /// sequence number, published once it is committed.
+    pub fn subscribe(&self) -> broadcast::Receiver<EventRecord> {
+        self.inner.events.subscribe()
     }
 
     /// The database file.
@@ -337,23 +361,19 @@ impl Store {
             .await
     }
 
-    /// Moves an agent to `to` if its stored state is one of `from`.
-    pub async fn set_agent_state(
-        &self,
-        id: &AgentId,
-        from: &'static [AgentState],
-        to: AgentState,
-    ) -> Result<(), StoreError> {
+    /// Moves an agent to `to` if its stored state may become it
+    /// ([`AgentState::can_become`], the one transition rule).
+    pub async fn set_agent_state(&self, id: &AgentId, to: AgentState) -> Result<(), StoreError> {
         self.write(Write::AgentState {
             id: id.clone(),
-            from,
             to,
             at: now_ms(),
         })
         .await
     }
 
-    /// Records an agent's end: its terminal state, counters and result.
+    /// Records an agent's end: its terminal state, counters and result (refused unless
+    /// its stored state may become `state`).
     pub async fn finish_agent(
         &self,
         id: &AgentId,
@@ -378,39 +398,29 @@ impl Store {
         &self,
         run_id: &RunId,
         agent_id: Option<&AgentId>,
-        kind: &str,
-        data: serde_json::Value,
+        event: Event,
     ) -> Result<(), StoreError> {
-        self.write(self.event(run_id, agent_id, kind, data)).await
+        self.write(Self::event(run_id, agent_id, event)).await
     }
 
     /// Appends an event without waiting (observability only; order is still kept).
-    pub fn log_event(
-        &self,
-        run_id: &RunId,
-        agent_id: Option<&AgentId>,
-        kind: &str,
-        data: serde_json::Value,
-    ) {
-        if let Err(e) = self.send(self.event(run_id, agent_id, kind, data), None) {
-            tracing::warn!(error = %e, kind, "event not stored");
+    pub fn log_event(&self, run_id: &RunId, agent_id: Option<&AgentId>, event: Event) {
+        if let Err(e) = self.send(Self::event(run_id, agent_id, event), None) {
+            tracing::warn!(error = %e, "event not stored");
         }
     }
 
-    fn event(
-        &self,
-        run_id: &RunId,
-        agent_id: Option<&AgentId>,
-        kind: &str,
-        data: serde_json::Value,
-    ) -> Write {
-        Write::Event {
+    /// The one place an event becomes a stored row (kind and data columns).
+    fn event(run_id: &RunId, agent_id: Option<&AgentId>, event: Event) -> Write {
+        let (kind, data) = event.to_stored();
+        Write::Event(Box::new(writer::EventWrite {
             run_id: run_id.clone(),
             agent_id: agent_id.cloned(),
             at: now_ms(),
-            kind: kind.to_owned(),
-            data: data.to_string(),
-        }
+            kind,
+            data,
+            event,
+        }))
     }
 
     /// Queues a steer or stop for an agent or run (picked up by the process running it).

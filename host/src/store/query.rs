@@ -2,11 +2,13 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use super::records::{AgentRecord, AgentStats, ControlKind, ControlRecord, EventRecord, RunRecord};
+use super::records::{AgentRecord, AgentStats, ControlKind, ControlRecord, RunRecord};
 use super::{Store, StoreError};
 use crate::agent::AgentState;
-use crate::engine::{ExitReason, Mode, RunStatus};
+use crate::event::Event;
+use crate::event::EventRecord;
 use crate::ids::{AgentId, RunId};
+use crate::vocab::{ExitReason, Mode, RunStatus};
 
 /// A run's result is its own, or (stored once) that of the agent it names.
 const RUN_COLS: &str = "id, mode, prompt, team, status, exit_reason, \
@@ -84,8 +86,10 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRecord> {
         run_id: RunId::from_string(r.get::<_, String>(1)?),
         agent_id: r.get::<_, Option<String>>(2)?.map(AgentId::from_string),
         at: r.get(3)?,
-        kind: r.get(4)?,
-        data: serde_json::from_str(&data).unwrap_or(serde_json::Value::String(data)),
+        event: Event::from_parts(
+            r.get(4)?,
+            serde_json::from_str(&data).unwrap_or(serde_json::Value::String(data)),
+        ),
     })
 }
 
@@ -143,6 +147,17 @@ impl Store {
             )
         })
         .await
+    }
+
+    /// Unfinished runs whose driving process is gone, oldest first (what a bare
+    /// `crewbox resume` finishes).
+    pub async fn orphaned_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        Ok(self
+            .unfinished_runs()
+            .await?
+            .into_iter()
+            .filter(RunRecord::is_interrupted)
+            .collect())
     }
 
     /// Runs that have not finished (running, or interrupted by a crash).

@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentState;
-use crate::engine::{ExitReason, Mode, RunStatus};
 use crate::ids::{AgentId, RunId};
+use crate::vocab::{ExitReason, Mode, RunStatus};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
@@ -141,23 +141,6 @@ pub struct AgentRecord {
     pub started_at: Option<i64>,
     /// End time (ms).
     pub finished_at: Option<i64>,
-}
-
-/// One event of the append-only log.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct EventRecord {
-    /// Position in the log (assigned by the store).
-    pub seq: i64,
-    /// The run.
-    pub run_id: RunId,
-    /// The agent, if the event is about one.
-    pub agent_id: Option<AgentId>,
-    /// Time (ms).
-    pub at: i64,
-    /// What happened, e.g. `agent.state`, `tool.call`.
-    pub kind: String,
-    /// Details.
-    pub data: serde_json::Value,
 }
 
 /// What a control message asks for.

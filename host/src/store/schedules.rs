@@ -35,8 +35,8 @@ pub(crate) enum ScheduleWrite {
     },
 }
 
-use crate::engine::{Mode, str_enum};
 use crate::schedule::{CatchUp, Overlap, ScheduleError, ScheduleSpec, format_interval};
+use crate::vocab::{ModeChoice, str_enum};
 
 str_enum!(
     /// Which kind of schedule a job has.
@@ -84,7 +84,7 @@ pub struct ScheduleRecord {
     /// The prompt each run gets.
     pub prompt: String,
     /// The run mode (`None`: the configured default).
-    pub mode: Option<Mode>,
+    pub mode: Option<ModeChoice>,
     /// The team, for team modes.
     pub team: Option<String>,
     /// The provider (`None`: the configured default).
@@ -195,7 +195,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<ScheduleRecord> {
         tz: r.get(3)?,
         prompt: r.get(4)?,
         mode: mode
-            .map(|m| Mode::parse(&m).ok_or_else(|| bad("mode", &m)))
+            .map(|m| ModeChoice::parse(&m).ok_or_else(|| bad("mode", &m)))
             .transpose()?,
         team: r.get(6)?,
         provider: r.get(7)?,
@@ -229,7 +229,7 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
                     s.spec,
                     s.tz,
                     s.prompt,
-                    s.mode.map(Mode::as_str),
+                    s.mode.map(ModeChoice::as_str),
                     s.team,
                     s.provider,
                     s.model,
@@ -421,7 +421,7 @@ mod tests {
         let now = at("2030-01-01T00:00:00Z");
         let spec = ScheduleSpec::cron("*/5 * * * *", Some("Europe/Berlin")).unwrap();
         let mut job = ScheduleRecord::new("five", &spec, "check", now);
-        job.mode = Some(Mode::Single);
+        job.mode = Some(ModeChoice::Mode(crate::vocab::Mode::Single));
         job.overlap = Overlap::Queue;
         assert_eq!(
             job.next_fire,

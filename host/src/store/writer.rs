@@ -5,13 +5,14 @@
 use std::sync::mpsc;
 
 use rusqlite::{Connection, OptionalExtension, params};
-use tokio::sync::oneshot;
+use tokio::sync::{broadcast, oneshot};
 
 use super::StoreError;
 use super::records::{AgentRecord, AgentStats, ControlKind, DispatchRecord, RunRecord};
 use crate::agent::AgentState;
-use crate::engine::{ExitReason, RunStatus};
+use crate::event::{Event, EventRecord};
 use crate::ids::{AgentId, RunId};
+use crate::vocab::{ExitReason, RunStatus};
 
 /// Most writes committed in one transaction.
 const MAX_GROUP: usize = 512;
@@ -42,7 +43,6 @@ pub(crate) enum Write {
     InsertAgent(Box<AgentRecord>),
     AgentState {
         id: AgentId,
-        from: &'static [AgentState],
         to: AgentState,
         at: i64,
     },
@@ -54,13 +54,7 @@ pub(crate) enum Write {
         error: Option<String>,
         at: i64,
     },
-    Event {
-        run_id: RunId,
-        agent_id: Option<AgentId>,
-        at: i64,
-        kind: String,
-        data: String,
-    },
+    Event(Box<EventWrite>),
     PushControl {
         target: String,
         kind: ControlKind,
@@ -75,18 +69,38 @@ pub(crate) enum Write {
     Step(super::steps::StepWrite),
 }
 
+/// An event to append: its row and the typed event, published once committed.
+#[derive(Debug)]
+pub(crate) struct EventWrite {
+    pub run_id: RunId,
+    pub agent_id: Option<AgentId>,
+    pub at: i64,
+    pub kind: String,
+    pub data: String,
+    pub event: Event,
+}
+
 pub(crate) type Ack = Option<oneshot::Sender<Result<(), StoreError>>>;
 
-pub(crate) fn spawn(conn: Connection) -> mpsc::Sender<(Write, Ack)> {
+/// What applying one write produced: for an event, its sequence number.
+type Applied = Result<Option<i64>, StoreError>;
+
+pub(crate) fn spawn(
+    conn: Connection,
+    events: broadcast::Sender<EventRecord>,
+) -> std::io::Result<mpsc::Sender<(Write, Ack)>> {
     let (tx, rx) = mpsc::channel::<(Write, Ack)>();
     std::thread::Builder::new()
         .name("crewbox-store-writer".into())
-        .spawn(move || run(conn, rx))
-        .expect("spawning the store writer thread");
-    tx
+        .spawn(move || run(conn, rx, events))?;
+    Ok(tx)
 }
 
-fn run(mut conn: Connection, rx: mpsc::Receiver<(Write, Ack)>) {
+fn run(
+    mut conn: Connection,
+    rx: mpsc::Receiver<(Write, Ack)>,
+    events: broadcast::Sender<EventRecord>,
+) {
     let mut group = Vec::with_capacity(MAX_GROUP);
     while let Ok(first) = rx.recv() {
         group.push(first);
@@ -102,9 +116,22 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<(Write, Ack)>) {
             }
         }
         let results = commit_group(&mut conn, &group);
-        for ((_, ack), result) in group.drain(..).zip(results) {
+        for ((write, ack), result) in group.drain(..).zip(results) {
+            // Published only once committed, so a subscriber never sees a lost event.
+            if let (Write::Event(e), Ok(Some(seq))) = (write, &result)
+                && events.receiver_count() > 0
+            {
+                let e = *e;
+                let _ = events.send(EventRecord {
+                    seq: *seq,
+                    run_id: e.run_id,
+                    agent_id: e.agent_id,
+                    at: e.at,
+                    event: e.event,
+                });
+            }
             if let Some(ack) = ack {
-                let _ = ack.send(result);
+                let _ = ack.send(result.map(|_| ()));
             }
         }
     }
@@ -138,7 +165,15 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
             opt(result);
             opt(error);
         }
-        Write::Event { data, .. } => clean(data),
+        Write::Event(e) => {
+            // What subscribers are sent is what the log holds: an event that carried a
+            // secret is published as read back from its cleaned row.
+            if let std::borrow::Cow::Owned(cleaned) = redactor.clean(&e.data) {
+                e.data = cleaned;
+                let data = serde_json::from_str(&e.data).unwrap_or(serde_json::Value::Null);
+                e.event = Event::from_parts(e.kind.clone(), data);
+            }
+        }
         Write::PushControl { message, .. } => opt(message),
         Write::Step(StepWrite::Begin { data, .. } | StepWrite::Done { data, .. }) => clean(data),
         Write::Schedule(ScheduleWrite::Insert(r)) => clean(&mut r.prompt),
@@ -169,7 +204,7 @@ fn redact_value(v: &mut serde_json::Value, r: &crate::redact::Redactor) {
 
 /// Applies a group in one transaction. A write that fails is rolled back alone (savepoint)
 /// and reported to its sender; the others still commit.
-fn commit_group(conn: &mut Connection, group: &[(Write, Ack)]) -> Vec<Result<(), StoreError>> {
+fn commit_group(conn: &mut Connection, group: &[(Write, Ack)]) -> Vec<Applied> {
     let mut tx = match conn.transaction() {
         Ok(tx) => tx,
         Err(e) => {
@@ -184,8 +219,9 @@ fn commit_group(conn: &mut Connection, group: &[(Write, Ack)]) -> Vec<Result<(),
         let result = match tx.savepoint() {
             Ok(sp) => match apply(&sp, write) {
                 // Dropping an uncommitted savepoint rolls back just this write.
-                Ok(()) => sp
+                Ok(seq) => sp
                     .commit()
+                    .map(|()| seq)
                     .map_err(|e| StoreError::sqlite("commit savepoint", &e)),
                 Err(e) => Err(e),
             },
@@ -200,7 +236,23 @@ fn commit_group(conn: &mut Connection, group: &[(Write, Ack)]) -> Vec<Result<(),
     results
 }
 
-fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
+/// The states an agent may be in to become `to` — the one transition rule,
+/// [`AgentState::can_become`] — as SQL placeholders numbered from `first`, and their
+/// values.
+fn prior_states(to: AgentState, first: usize) -> (String, Vec<&'static str>) {
+    let from: Vec<&'static str> = AgentState::ALL
+        .into_iter()
+        .filter(|s| s.can_become(to))
+        .map(AgentState::as_str)
+        .collect();
+    let marks = (0..from.len())
+        .map(|i| format!("?{}", first + i))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (marks, from)
+}
+
+fn apply(conn: &Connection, write: &Write) -> Applied {
     let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
     match write {
         Write::InsertRun(r) => {
@@ -323,19 +375,19 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             )
             .map_err(q("insert agent"))?;
         }
-        Write::AgentState { id, from, to, at } => {
-            let mut stmt = conn
-                .prepare_cached("UPDATE agents SET state = ?2, started_at = COALESCE(started_at, ?3) WHERE id = ?1 AND state = ?4")
-                .map_err(q("prepare agent state"))?;
-            let mut changed = 0;
-            for prev in *from {
-                changed += stmt
-                    .execute(params![id.as_str(), to.as_str(), at, prev.as_str()])
-                    .map_err(q("set agent state"))?;
-                if changed > 0 {
-                    break;
-                }
-            }
+        Write::AgentState { id, to, at } => {
+            let (marks, from) = prior_states(*to, 4);
+            let sql = format!(
+                "UPDATE agents SET state = ?2, started_at = COALESCE(started_at, ?3) WHERE id = ?1 AND state IN ({marks})"
+            );
+            let (agent, to_name) = (id.as_str(), to.as_str());
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![&agent, &to_name, at];
+            values.extend(from.iter().map(|s| s as &dyn rusqlite::ToSql));
+            let changed = conn
+                .prepare_cached(&sql)
+                .map_err(q("prepare agent state"))?
+                .execute(values.as_slice())
+                .map_err(q("set agent state"))?;
             if changed == 0 {
                 return Err(StoreError::Transition {
                     agent: id.to_string(),
@@ -351,25 +403,31 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
             error,
             at,
         } => {
+            let (marks, from) = prior_states(*state, 11);
+            let sql = format!(
+                "UPDATE agents SET state = ?2, turns = ?3, tool_calls = ?4, tokens_in = ?5, tokens_out = ?6,
+                 cost = ?7, result = ?8, error = ?9, finished_at = ?10
+                 WHERE id = ?1 AND state IN ({marks})"
+            );
+            let (tokens_in, tokens_out) = (stats.tokens_in as i64, stats.tokens_out as i64);
+            let (agent, state_name) = (id.as_str(), state.as_str());
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![
+                &agent,
+                &state_name,
+                &stats.turns,
+                &stats.tool_calls,
+                &tokens_in,
+                &tokens_out,
+                &stats.cost,
+                result,
+                error,
+                at,
+            ];
+            values.extend(from.iter().map(|s| s as &dyn rusqlite::ToSql));
             let changed = conn
-                .prepare_cached(
-                    "UPDATE agents SET state = ?2, turns = ?3, tool_calls = ?4, tokens_in = ?5, tokens_out = ?6,
-                     cost = ?7, result = ?8, error = ?9, finished_at = ?10
-                     WHERE id = ?1 AND state IN ('queued', 'running')",
-                )
+                .prepare_cached(&sql)
                 .map_err(q("prepare finish agent"))?
-                .execute(params![
-                    id.as_str(),
-                    state.as_str(),
-                    stats.turns,
-                    stats.tool_calls,
-                    stats.tokens_in as i64,
-                    stats.tokens_out as i64,
-                    stats.cost,
-                    result,
-                    error,
-                    at
-                ])
+                .execute(values.as_slice())
                 .map_err(q("finish agent"))?;
             if changed == 0 {
                 return Err(StoreError::Transition {
@@ -378,25 +436,20 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                 });
             }
         }
-        Write::Event {
-            run_id,
-            agent_id,
-            at,
-            kind,
-            data,
-        } => {
+        Write::Event(e) => {
             conn.prepare_cached(
                 "INSERT INTO events (run_id, agent_id, at, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)",
             )
             .map_err(q("prepare event"))?
             .execute(params![
-                run_id.as_str(),
-                agent_id.as_ref().map(|a| a.as_str()),
-                at,
-                kind,
-                data
+                e.run_id.as_str(),
+                e.agent_id.as_ref().map(|a| a.as_str()),
+                e.at,
+                e.kind,
+                e.data
             ])
             .map_err(q("append event"))?;
+            return Ok(Some(conn.last_insert_rowid()));
         }
         Write::PushControl {
             target,
@@ -422,5 +475,27 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
         Write::Schedule(w) => super::schedules::apply(conn, w)?,
         Write::Step(w) => super::steps::apply(conn, w)?,
     }
-    Ok(())
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_takes_its_transitions_from_the_lifecycle() {
+        assert_eq!(
+            prior_states(AgentState::Running, 4),
+            ("?4".into(), vec!["queued"])
+        );
+        assert_eq!(
+            prior_states(AgentState::Error, 11),
+            ("?11, ?12".into(), vec!["queued", "running"])
+        );
+        assert_eq!(prior_states(AgentState::Completed, 1).1, ["running"]);
+        assert!(
+            prior_states(AgentState::Queued, 1).1.is_empty(),
+            "nothing becomes queued"
+        );
+    }
 }

@@ -167,7 +167,7 @@ struct OutMember<'a> {
 
 #[derive(Serialize)]
 struct OutTeam<'a> {
-    mode: super::TeamMode,
+    mode: crate::vocab::Mode,
     #[serde(skip_serializing_if = "Option::is_none")]
     shared_context: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]

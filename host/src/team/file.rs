@@ -25,48 +25,24 @@ use serde::{Deserialize, Serialize};
 pub use super::files::TeamFiles;
 use super::limits::{self, MAX_CHARTER_CHARS, MAX_MEMBERS};
 pub use super::origin::{Skipped, SkippedWhat, TeamFormat, TeamSource};
-use crate::engine::{Mode, str_enum};
 use crate::trust::read::{MAX_FILE_BYTES, ReadError, cap_chars, read_bounded};
+use crate::vocab::Mode;
 
 /// The longest team or member name, in characters.
 pub const MAX_NAME_LEN: usize = 64;
 
-str_enum!(
-    /// How a team runs a request.
-    TeamMode {
-        /// Every member gets the prompt in parallel.
-        Broadcast = "broadcast",
-        /// Members one at a time, each seeing the earlier replies.
-        Sequential = "sequential",
-        /// The orchestrator plans, workers execute, the orchestrator synthesises.
-        Orchestrate = "orchestrate",
-        /// Orchestrate in an evaluated loop.
-        Reflect = "reflect",
-    }
-);
+pub use crate::vocab::Access;
 
-impl From<TeamMode> for Mode {
-    fn from(mode: TeamMode) -> Self {
-        match mode {
-            TeamMode::Broadcast => Mode::Broadcast,
-            TeamMode::Sequential => Mode::Sequential,
-            TeamMode::Orchestrate => Mode::Orchestrate,
-            TeamMode::Reflect => Mode::Reflect,
-        }
-    }
+/// The modes that run a team, as a team file names them.
+const TEAM_MODES: &[&str] = &["broadcast", "sequential", "orchestrate", "reflect"];
+
+/// Reads a team file's `mode`: one of the modes that run a team.
+fn team_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
+    let name = String::deserialize(d)?;
+    Mode::parse(&name)
+        .filter(|m| m.runs_a_team())
+        .ok_or_else(|| serde::de::Error::unknown_variant(&name, TEAM_MODES))
 }
-
-str_enum!(
-    /// What a member may do to the workspace.
-    #[derive(Default)]
-    Access {
-        /// Read tools only: no write, no exec.
-        #[default]
-        ReadOnly = "read-only",
-        /// Read, write and exec.
-        Full = "full",
-    }
-);
 
 /// A checked team with charters resolved.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,7 +50,7 @@ pub struct Team {
     /// Unique name (the file stem).
     pub name: String,
     /// How it runs.
-    pub mode: TeamMode,
+    pub mode: Mode,
     /// Text every member sees.
     pub shared_context: Option<String>,
     /// Hints for the orchestrator on who should do what.
@@ -198,7 +174,8 @@ impl Member {
 #[serde(deny_unknown_fields)]
 struct RawTeam {
     name: Option<String>,
-    mode: TeamMode,
+    #[serde(deserialize_with = "team_mode")]
+    mode: Mode,
     shared_context: Option<String>,
     routing: Option<String>,
     orchestrator: Option<Orchestrator>,
@@ -597,7 +574,7 @@ name = "alice"
             team,
             Team {
                 name: "demo".into(),
-                mode: TeamMode::Broadcast,
+                mode: Mode::Broadcast,
                 shared_context: None,
                 routing: None,
                 orchestrator: None,
@@ -629,7 +606,7 @@ name = "alice"
                 skipped: Vec::new(),
             }
         );
-        assert_eq!(Mode::from(team.mode), Mode::Broadcast);
+        assert_eq!(team.mode, Mode::Broadcast);
     }
 
     #[test]

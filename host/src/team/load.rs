@@ -37,10 +37,39 @@ impl std::fmt::Display for PackNote {
     }
 }
 
+/// Why [`Discovered::find`] found no team.
+#[derive(Debug, thiserror::Error)]
+pub enum FindTeamError {
+    /// A file meant to define the team could not be loaded.
+    #[error("team `{name}` could not be loaded: {problem}")]
+    Broken {
+        /// The name asked for.
+        name: String,
+        /// What is wrong with its file.
+        problem: String,
+    },
+    /// No team of that name is defined.
+    #[error("{}", unknown_team(name, known))]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The teams that are defined.
+        known: Vec<String>,
+    },
+}
+
+fn unknown_team(name: &str, known: &[String]) -> String {
+    if known.is_empty() {
+        format!("unknown team `{name}`: no teams are defined (add .crewbox/teams/{name}.toml)")
+    } else {
+        format!("unknown team `{name}` (known: {})", known.join(", "))
+    }
+}
+
 impl Discovered {
     /// The team called `name` (ignoring case). When there is none, the error says
     /// which teams exist, or that a file meant to define it could not be loaded.
-    pub fn find(&self, name: &str) -> Result<&Team, String> {
+    pub fn find(&self, name: &str) -> Result<&Team, FindTeamError> {
         if let Some(t) = self
             .teams
             .iter()
@@ -54,20 +83,24 @@ impl Discovered {
                 .is_some_and(|s| s.to_string_lossy().eq_ignore_ascii_case(name))
         });
         if let Some(p) = broken {
-            return Err(format!("team `{name}` could not be loaded: {p}"));
+            return Err(FindTeamError::Broken {
+                name: name.to_owned(),
+                problem: p.to_string(),
+            });
         }
         if let Some(n) = self
             .notes
             .iter()
             .find(|n| n.team.eq_ignore_ascii_case(name))
         {
-            return Err(format!("team `{name}` could not be loaded: {n}"));
+            return Err(FindTeamError::Broken {
+                name: name.to_owned(),
+                problem: n.to_string(),
+            });
         }
-        let known: Vec<&str> = self.teams.iter().map(|t| t.name.as_str()).collect();
-        Err(if known.is_empty() {
-            format!("unknown team `{name}`: no teams are defined (add .crewbox/teams/{name}.toml)")
-        } else {
-            format!("unknown team `{name}` (known: {})", known.join(", "))
+        Err(FindTeamError::Unknown {
+            name: name.to_owned(),
+            known: self.teams.iter().map(|t| t.name.clone()).collect(),
         })
     }
 }
@@ -367,9 +400,10 @@ pub fn merge_layers(layers: impl IntoIterator<Item = Vec<Team>>) -> Vec<Team> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::file::{Access, TeamMode, parse_team};
+    use super::super::file::{Access, parse_team};
     use super::*;
     use crate::trust::Trust;
+    use crate::vocab::Mode;
     use pretty_assertions::assert_eq;
     use std::fs;
 
@@ -414,7 +448,7 @@ mod tests {
         assert_eq!(loaded.len(), 1);
         let team = &loaded[0];
         assert_eq!(team.name, "review-crew");
-        assert_eq!(team.mode, TeamMode::Reflect);
+        assert_eq!(team.mode, Mode::Reflect);
         assert_eq!(team.source, TeamSource::Repo(path));
         let names: Vec<&str> = team.members.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["architect", "implementer", "security"]);
@@ -460,12 +494,18 @@ mod tests {
             }
             other => panic!("expected a charter error, got {other:?}"),
         }
-        let err = found.find("b").unwrap_err();
+        let err = found.find("b").unwrap_err().to_string();
         assert!(
             err.contains("could not be loaded") && err.contains("missing.md"),
             "{err}"
         );
-        assert!(found.find("zzz").unwrap_err().contains("known: a, c"));
+        assert!(
+            found
+                .find("zzz")
+                .unwrap_err()
+                .to_string()
+                .contains("known: a, c")
+        );
     }
 
     fn discover_in(root: &Path, policy: &TeamPolicy) -> Discovered {

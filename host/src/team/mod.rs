@@ -18,11 +18,11 @@ pub mod pack;
 pub use export::{ExportError, ExportFormat, ExportReport, export};
 pub use file::{
     Access, DEFAULT_WORKER_TIMEOUT, Evaluator, MAX_NAME_LEN, Member, Orchestrator, Skipped,
-    SkippedWhat, Team, TeamError, TeamFiles, TeamFormat, TeamMode, TeamProblem, TeamSource,
-    load_file, parse_team, parse_team_with, valid_name,
+    SkippedWhat, Team, TeamError, TeamFiles, TeamFormat, TeamProblem, TeamSource, load_file,
+    parse_team, parse_team_with, valid_name,
 };
 pub use limits::TeamPolicy;
-pub use load::{Discovered, PackNote, discover, merge_layers};
+pub use load::{Discovered, FindTeamError, PackNote, discover, merge_layers};
 
 /// The control-message target of team `name` (`crewbox send --team`): its running
 /// reflect loop reads messages sent there at the start of its next iteration.

@@ -15,7 +15,7 @@
 //!
 //! ```no_run
 //! # async fn demo(repo: &std::path::Path, state: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
-//! use crewbox::worktree::{FinishOutcome, WorktreeManager, WorktreeOptions};
+//! use crewbox::unstable::worktree::{FinishOutcome, WorktreeManager, WorktreeOptions};
 //! let manager = WorktreeManager::open(repo, &state.join("worktrees"), WorktreeOptions::default()).await?;
 //! manager.prune().await?;
 //! let wt = manager.acquire("a-42").await?;

@@ -3,14 +3,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crewbox::agent::AgentState;
-use crewbox::agent::manager::SpawnOptions;
-use crewbox::agent::permissions::CapSet;
-use crewbox::agent::quota::Exceeded;
-use crewbox::agent::runner::AgentSpec;
-use crewbox::config::Quotas;
-use crewbox::provider::scripted::ScriptedProvider;
-use crewbox::store::{ControlKind, Store};
+use crewbox::Event;
+use crewbox::unstable::agent::AgentState;
+use crewbox::unstable::agent::manager::SpawnOptions;
+use crewbox::unstable::agent::permissions::CapSet;
+use crewbox::unstable::agent::quota::Exceeded;
+use crewbox::unstable::agent::runner::AgentSpec;
+use crewbox::unstable::config::Quotas;
+use crewbox::unstable::provider::scripted::ScriptedProvider;
+use crewbox::unstable::store::{ControlKind, Store};
 
 use crate::support::agents::{Fixture, agent_spec, fixture, insert_run};
 
@@ -70,7 +71,7 @@ async fn tools_run_for_real_and_bad_calls_go_back_to_the_model() {
     let events = f.store.events(Some(&run), 0, 100).await.unwrap();
     let failed: Vec<_> = events
         .iter()
-        .filter(|e| e.kind == "tool.call" && e.data["ok"] == false)
+        .filter(|e| matches!(e.event, Event::ToolCall { ok: false, .. }))
         .collect();
     assert_eq!(
         failed.len(),

@@ -5,13 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crewbox::agent::AgentState;
-use crewbox::agent::manager::SpawnOptions;
-use crewbox::agent::permissions::CapSet;
-use crewbox::agent::runner::{AgentOutcome, FailReason};
-use crewbox::config::Quotas;
-use crewbox::ids::RunId;
-use crewbox::provider::Provider;
+use crewbox::Event;
+use crewbox::unstable::agent::AgentState;
+use crewbox::unstable::agent::manager::SpawnOptions;
+use crewbox::unstable::agent::permissions::CapSet;
+use crewbox::unstable::agent::runner::{AgentOutcome, FailReason};
+use crewbox::unstable::config::Quotas;
+use crewbox::unstable::ids::RunId;
+use crewbox::unstable::provider::Provider;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -166,7 +167,7 @@ async fn steer_during_a_batch(api: Api) {
     assert_eq!(steer_text, json!("Message from the operator: look at beta"));
     // The agent's own history has the steer after the whole batch too (fix rounds and
     // resumed runs re-send it).
-    use crewbox::provider::Role::*;
+    use crewbox::unstable::provider::Role::*;
     let roles: Vec<_> = out.history.iter().map(|m| m.role).collect();
     assert_eq!(
         roles,
@@ -206,7 +207,11 @@ async fn a_steer_on_a_text_only_turn_is_answered_before_the_agent_ends() {
         json!("Message from the operator: prefer B")
     );
     let events = f.store.events(Some(&run), 0, 100).await.unwrap();
-    assert!(events.iter().any(|e| e.kind == "agent.steer"));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.event, Event::AgentSteer { .. }))
+    );
 }
 
 #[tokio::test]
@@ -228,12 +233,14 @@ async fn a_steer_the_agent_has_no_turn_left_for_is_reported_undelivered() {
     assert_eq!(out.result, "final answer");
     assert_eq!(bodies.len(), 1);
     let events = f.store.events(Some(&run), 0, 100).await.unwrap();
-    let undelivered: Vec<_> = events
+    let undelivered: Vec<&str> = events
         .iter()
-        .filter(|e| e.kind == "agent.steer-undelivered")
+        .filter_map(|e| match &e.event {
+            Event::AgentSteerUndelivered { message, .. } => Some(message.as_str()),
+            _ => None,
+        })
         .collect();
-    assert_eq!(undelivered.len(), 1, "{events:#?}");
-    assert_eq!(undelivered[0].data["message"], "one more thing");
+    assert_eq!(undelivered, ["one more thing"], "{events:#?}");
 }
 
 #[tokio::test]
@@ -364,24 +371,24 @@ async fn the_breaker_opening_is_an_event_naming_the_cause() {
         "no attempt after the circuit opened"
     );
     let events = f.store.events(Some(&run), 0, 100).await.unwrap();
-    let opened: Vec<_> = events
+    let opened: Vec<(&str, &str)> = events
         .iter()
-        .filter(|e| e.kind == "provider.breaker-open")
+        .filter_map(|e| match &e.event {
+            Event::ProviderBreakerOpen { breaker, cause } => {
+                Some((breaker.as_str(), cause.as_str()))
+            }
+            _ => None,
+        })
         .collect();
     assert_eq!(opened.len(), 1, "{events:#?}");
-    assert_eq!(opened[0].data["breaker"], "local/m");
-    assert!(
-        opened[0].data["cause"]
-            .as_str()
-            .unwrap()
-            .contains("disk on fire")
-    );
+    assert_eq!(opened[0].0, "local/m");
+    assert!(opened[0].1.contains("disk on fire"));
 }
 
 #[tokio::test]
 async fn a_steer_that_arrives_after_the_agent_ended_is_reported_not_left_pending() {
-    use crewbox::provider::scripted::ScriptedProvider;
-    use crewbox::store::ControlKind;
+    use crewbox::unstable::provider::scripted::ScriptedProvider;
+    use crewbox::unstable::store::ControlKind;
     let f = fixture(4);
     let p = Arc::new(ScriptedProvider::parse("[[reply]]\ntext = \"done\"\n", "s").unwrap());
     let (out, run) = run_agent(&f, agent_spec(&f, p, Quotas::default(), CapSet::full())).await;
@@ -408,10 +415,12 @@ async fn a_steer_that_arrives_after_the_agent_ended_is_reported_not_left_pending
     shutdown.cancel();
     controls.await.unwrap();
     let events = f.store.events(Some(&run), 0, 100).await.unwrap();
-    let undelivered: Vec<_> = events
+    let undelivered: Vec<&str> = events
         .iter()
-        .filter(|e| e.kind == "agent.steer-undelivered")
+        .filter_map(|e| match &e.event {
+            Event::AgentSteerUndelivered { message, .. } => Some(message.as_str()),
+            _ => None,
+        })
         .collect();
-    assert_eq!(undelivered.len(), 1, "{events:#?}");
-    assert_eq!(undelivered[0].data["message"], "too late");
+    assert_eq!(undelivered, ["too late"], "{events:#?}");
 }

@@ -5,13 +5,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crewbox::engine::model_access::ProviderModel;
-use crewbox::engine::plugins::PluginSet;
-use crewbox::plugin::{
+use crewbox::unstable::engine::PluginSet;
+use crewbox::unstable::engine::ProviderModel;
+use crewbox::unstable::plugin::{
     AgentOutput, AgentStatus, CallEnv, ChangeKind, ModelAccess, Plugin, PluginKind, PluginRuntime,
     RuntimeConfig, Verdict, WorkspaceView,
 };
-use crewbox::provider::{AgentLabel, ScriptedProvider};
+use crewbox::unstable::provider::{AgentLabel, ScriptedProvider};
 
 /// One reply per call, in order; the first only answers if the prompt carries the
 /// changed path, the diff and the numbered criterion.

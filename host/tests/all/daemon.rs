@@ -258,7 +258,7 @@ fn daemon_fires_survives_a_crash_and_catches_up_once() {
     assert_eq!(health["scheduler"]["jobs"], 2);
     assert_eq!(
         health["store"]["schema_version"],
-        crewbox::store::SCHEMA_VERSION
+        crewbox::unstable::store::SCHEMA_VERSION
     );
     assert_eq!(health["breakers"]["scope"], "process");
     assert!(health["store"]["size_bytes"].as_u64().unwrap() > 0);
@@ -417,7 +417,7 @@ fn steps_of_only_run(state: &Path) -> Option<(String, Vec<(String, String)>)> {
         .build()
         .unwrap();
     rt.block_on(async {
-        let store = crewbox::store::Store::open_existing(state).ok()?;
+        let store = crewbox::unstable::store::Store::open_existing(state).ok()?;
         let run = store.unfinished_runs().await.ok()?.into_iter().next()?;
         let steps = store.steps(&run.id).await.ok()?;
         Some((

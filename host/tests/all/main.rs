@@ -5,6 +5,9 @@
 //! One binary links once; each former test crate is a module here, and `support` is
 //! shared by all of them (including one compiled-plugin cache for the whole suite).
 
+// A test or bench that cannot unwrap fails with the message; product code never does.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 mod agent;
@@ -13,6 +16,8 @@ mod cli;
 mod cli_observe;
 mod criteria_judge;
 mod daemon;
+mod events_api;
+mod exit_codes;
 mod modes;
 mod packs;
 mod plugin_cli;

@@ -423,3 +423,42 @@ text = '''
     );
     assert_eq!(report["chain"].as_array().unwrap().len(), 2);
 }
+
+/// Every agent a mode starts goes through the spawn queue and its batcher: each crew
+/// agent (and a single run's agent) is named in a `batch.finalized` event recorded
+/// before that agent runs.
+#[test]
+fn every_agent_of_single_and_crew_runs_goes_through_the_batcher() {
+    let dir = repo();
+    let single = "[[reply]]\nagent = \"agent\"\ntext = \"done\"\n";
+    for (script, mode) in [(single, "single"), (CREW_FAIL_THEN_PASS, "crew")] {
+        let (out, report) = crewbox(dir.path(), script, &["run", "write gamma", "--mode", mode]);
+        assert!(
+            out.status.success(),
+            "{mode}: {}\n{report}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let events = events(dir.path(), report["run_id"].as_str().unwrap());
+        for agent in report["agents"].as_array().unwrap() {
+            let id = agent["id"].as_str().unwrap();
+            let batched = events
+                .iter()
+                .position(|e| {
+                    e["kind"] == "batch.finalized"
+                        && e["data"]["individuals"]
+                            .as_array()
+                            .is_some_and(|a| a.iter().any(|i| i == id))
+                })
+                .unwrap_or_else(|| panic!("{mode}: agent {id} was never batched"));
+            let running = events
+                .iter()
+                .position(|e| {
+                    e["agent_id"] == id
+                        && e["kind"] == "agent.state"
+                        && e["data"]["state"] == "running"
+                })
+                .unwrap_or_else(|| panic!("{mode}: agent {id} never ran"));
+            assert!(batched < running, "{mode}: {id} ran before its batch");
+        }
+    }
+}

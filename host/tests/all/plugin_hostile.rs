@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crewbox::plugin::{
+use crewbox::unstable::plugin::{
     AgentOutput, AgentStatus, CallEnv, Capability, DispatchRequest, Grants, Limits, Mode,
     ModelBudget, Plugin, PluginError, PluginFault, PluginKind, PluginRuntime, PluginSource, Rule,
     RuntimeConfig, Verdict, WorkspaceView,

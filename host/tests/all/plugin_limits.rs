@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crewbox::plugin::{
+use crewbox::unstable::plugin::{
     AgentOutput, AgentStatus, CallEnv, CompileLimits, CompileRefusal, Compiler, Grants, Limits,
     Plugin, PluginError, PluginFault, PluginKind, PluginRuntime, PluginSource, RuntimeConfig,
     Verdict,
@@ -167,7 +167,7 @@ async fn memory_is_capped_per_plugin_not_per_memory() {
 
 /// The built-in `no-secrets`, loaded as a run loads it.
 async fn no_secrets(rt: &PluginRuntime) -> Plugin {
-    let b = crewbox::plugin::builtin::builtin("no-secrets").unwrap();
+    let b = crewbox::unstable::plugin::builtin::builtin("no-secrets").unwrap();
     rt.load(
         b.name,
         PluginSource::Builtin,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crewbox::plugin::{
+use crewbox::unstable::plugin::{
     AgentOutput, AgentStatus, CallEnv, Capability, ChangeKind, Grants, Limits, ModelBudget,
     PluginError, PluginKind, PluginRuntime, PluginSource, Rule, RuntimeConfig, WorkspaceView,
 };

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use crewbox::plugin::*;
+use crewbox::unstable::plugin::*;
 
 /// Every guest this file runs; a guest added to `tests/guests/` must be listed here.
 const GUESTS: &[&str] = &[
@@ -413,7 +413,7 @@ async fn every_builtin_loads_under_the_grants_crewbox_gives_it() {
     let rt = runtime(cache.path());
     for b in builtin::BUILTINS {
         // Kind defaults, plus the model for criteria-judge (and nothing else).
-        let grants = crewbox::engine::plugins::grants_for(
+        let grants = crewbox::unstable::engine::grants_for(
             b.name,
             &PluginSource::Builtin,
             b.kind,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crewbox::plugin::{
+use crewbox::unstable::plugin::{
     AgentOutput, AgentStatus, CallEnv, Grants, Limits, ModelBudget, Plugin, PluginKind,
     PluginRuntime, PluginSource, RuntimeConfig, WorkspaceView,
 };

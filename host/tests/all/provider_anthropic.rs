@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::http::{Chunk, Reply, TestServer, build_provider};
-use crewbox::provider::{
+use crewbox::unstable::provider::{
     AgentLabel, BreakerState, Breakers, CompletionRequest, Message, Provider, ProviderError,
     StopReason, ToolCall, ToolSpec, Usage,
 };

@@ -304,7 +304,7 @@ text = "SYNTHESIS"
 
 #[test]
 fn crewbox_steer_reaches_an_orchestrator_that_plans_without_tools() {
-    use crewbox::store::Store;
+    use crewbox::unstable::store::Store;
     let dir = git_repo(|work| {
         std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
         std::fs::write(work.join(".crewbox/teams/duo.toml"), DUO).unwrap();
@@ -345,7 +345,7 @@ fn crewbox_steer_reaches_an_orchestrator_that_plans_without_tools() {
         if let Some(run) = runs.first() {
             let agents = rt.block_on(store.agents(&run.id)).unwrap();
             if let Some(a) = agents.iter().find(|a| {
-                a.name == "orchestrator" && a.state == crewbox::agent::AgentState::Running
+                a.name == "orchestrator" && a.state == crewbox::unstable::agent::AgentState::Running
             }) {
                 break a.id.clone();
             }

@@ -4,11 +4,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crewbox::provider::{
+use crewbox::unstable::provider::{
     AgentLabel, Breakers, BuildContext, CompletionRequest, Message, Provider, ProviderConfig,
     ProviderError, StopReason, build,
 };
-use crewbox::sandbox::{AgentSandbox, AgentScope, Sandbox};
+use crewbox::unstable::sandbox::{AgentSandbox, AgentScope, Sandbox};
 use pretty_assertions::assert_eq;
 
 /// The sandbox the command provider runs its child in (its state in a temp dir).

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::http::{Chunk, Reply, TestServer, build_provider};
-use crewbox::provider::{
+use crewbox::unstable::provider::{
     AgentLabel, BreakerState, Breakers, CompletionRequest, Message, Provider, ProviderError,
     StopReason, ToolCall, ToolSpec, Usage,
 };
@@ -617,8 +617,8 @@ async fn the_key_never_reaches_an_error_whatever_path_echoes_it() {
 #[tokio::test]
 async fn a_validators_model_call_sends_max_completion_tokens() {
     // The criteria judge's budgeted completion goes through the run's provider.
-    use crewbox::engine::model_access::ProviderModel;
-    use crewbox::plugin::ModelAccess;
+    use crewbox::unstable::engine::ProviderModel;
+    use crewbox::unstable::plugin::ModelAccess;
     let server = TestServer::start(vec![text_response("PASS")]).await;
     let (p, _) = provider(&server, "stream = false\n");
     let judge = ProviderModel::new(p, AgentLabel::default());

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crewbox::provider::{
+use crewbox::unstable::provider::{
     AgentLabel, CompletionRequest, Message, Provider, ProviderError, ScriptError, ScriptedProvider,
     StopReason, Usage,
 };

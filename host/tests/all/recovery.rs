@@ -9,9 +9,9 @@ use std::path::Path;
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crewbox::agent::AgentState;
-use crewbox::ids::RunId;
-use crewbox::store::{AgentRecord, StepRecord, StepState, Store};
+use crewbox::unstable::agent::AgentState;
+use crewbox::unstable::ids::RunId;
+use crewbox::unstable::store::{AgentRecord, StepRecord, StepState, Store};
 
 /// Two workers, so one can be done while the other still runs.
 const TEAM: &str = r#"

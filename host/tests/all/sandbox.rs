@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crewbox::ids::AgentId;
-use crewbox::sandbox::{AgentScope, SandboxConfig};
-use crewbox::tool::{ToolContext, ToolRegistry};
+use crewbox::unstable::ids::AgentId;
+use crewbox::unstable::sandbox::{AgentScope, SandboxConfig};
+use crewbox::unstable::tool::{ToolContext, ToolRegistry};
 use serde_json::{Value, json};
 
 use crate::support::procs;
@@ -598,7 +598,7 @@ impl Direct {
                 "run_command",
                 &self.ctx,
                 json!({"command": command, "timeout_s": timeout_s}),
-                &crewbox::agent::permissions::CapSet::full(),
+                &crewbox::unstable::agent::permissions::CapSet::full(),
             )
             .await
             .unwrap_or_else(|e| panic!("run_command failed: {e}"))

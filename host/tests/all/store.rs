@@ -1,9 +1,11 @@
 //! The store against real SQLite files: schema guards, transitions, cross-process reads.
 
-use crewbox::agent::AgentState;
-use crewbox::engine::{ExitReason, Mode, RunStatus};
-use crewbox::ids::{AgentId, RunId};
-use crewbox::store::{AgentRecord, AgentStats, ControlKind, RunRecord, Store, StoreError, now_ms};
+use crewbox::unstable::agent::AgentState;
+use crewbox::unstable::ids::{AgentId, RunId};
+use crewbox::unstable::store::{
+    AgentRecord, AgentStats, ControlKind, RunRecord, Store, StoreError, now_ms,
+};
+use crewbox::{Event, ExitReason, Mode, RunStatus};
 
 fn run_record() -> RunRecord {
     RunRecord {
@@ -52,15 +54,20 @@ async fn facts_round_trip_and_a_second_handle_reads_them() {
     let agent = agent_record(&run.id);
     store.insert_agent(&agent).await.unwrap();
     store
-        .set_agent_state(&agent.id, &[AgentState::Queued], AgentState::Running)
+        .set_agent_state(&agent.id, AgentState::Running)
         .await
         .unwrap();
     store
         .append_event(
             &run.id,
             Some(&agent.id),
-            "tool.call",
-            serde_json::json!({"tool": "read_file"}),
+            Event::ToolCall {
+                turn: 1,
+                tool: "read_file".into(),
+                args: "{}".into(),
+                ok: true,
+                output: String::new(),
+            },
         )
         .await
         .unwrap();
@@ -73,7 +80,11 @@ async fn facts_round_trip_and_a_second_handle_reads_them() {
     assert_eq!(other.agent_counts().await.unwrap().running, 1);
     let events = other.events(Some(&run.id), 0, 10).await.unwrap();
     assert_eq!(events.len(), 1);
-    assert_eq!(events[0].data["tool"], "read_file");
+    assert!(
+        matches!(&events[0].event, Event::ToolCall { tool, .. } if tool == "read_file"),
+        "{:?}",
+        events[0].event
+    );
 
     let stats = AgentStats {
         turns: 3,
@@ -120,7 +131,7 @@ async fn terminal_agents_cannot_change_state() {
         .await
         .unwrap();
     let err = store
-        .set_agent_state(&agent.id, &[AgentState::Queued], AgentState::Running)
+        .set_agent_state(&agent.id, AgentState::Running)
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Transition { .. }), "{err}");
@@ -137,7 +148,14 @@ async fn terminal_agents_cannot_change_state() {
     assert!(matches!(err, StoreError::Transition { .. }), "{err}");
     // A failed write does not take the writes grouped with it down.
     store
-        .append_event(&run.id, None, "x", serde_json::json!({}))
+        .append_event(
+            &run.id,
+            None,
+            Event::Other {
+                kind: "x".into(),
+                data: serde_json::json!({}),
+            },
+        )
         .await
         .unwrap();
 }
@@ -166,7 +184,7 @@ async fn controls_are_delivered_once() {
 #[test]
 fn a_corrupt_database_is_an_error_and_is_left_untouched() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join(crewbox::store::DB_FILE);
+    let db = dir.path().join(crewbox::unstable::store::DB_FILE);
     let garbage = b"this is not sqlite, but somebody's data".repeat(200);
     std::fs::write(&db, &garbage).unwrap();
     let err = Store::open(dir.path()).unwrap_err();
@@ -179,9 +197,14 @@ fn a_corrupt_database_is_an_error_and_is_left_untouched() {
 fn a_newer_schema_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     drop(Store::open(dir.path()).unwrap());
-    let conn = rusqlite::Connection::open(dir.path().join(crewbox::store::DB_FILE)).unwrap();
-    conn.pragma_update(None, "user_version", crewbox::store::SCHEMA_VERSION + 1)
-        .unwrap();
+    let conn =
+        rusqlite::Connection::open(dir.path().join(crewbox::unstable::store::DB_FILE)).unwrap();
+    conn.pragma_update(
+        None,
+        "user_version",
+        crewbox::unstable::store::SCHEMA_VERSION + 1,
+    )
+    .unwrap();
     drop(conn);
     let err = Store::open(dir.path()).unwrap_err();
     assert!(matches!(err, StoreError::NewerSchema { .. }), "{err}");
@@ -205,5 +228,5 @@ fn read_commands_do_not_create_a_store() {
     let dir = tempfile::tempdir().unwrap();
     let err = Store::open_existing(dir.path()).unwrap_err();
     assert!(matches!(err, StoreError::Missing(_)));
-    assert!(!dir.path().join(crewbox::store::DB_FILE).exists());
+    assert!(!dir.path().join(crewbox::unstable::store::DB_FILE).exists());
 }

@@ -6,10 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use crewbox::agent::permissions::{CapSet, DEFAULT_MAX_DEPTH, Permissions};
-use crewbox::ids::AgentId;
-use crewbox::sandbox::{AgentSandbox, AgentScope};
-use crewbox::tool::{Capability, Spawner, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use crewbox::unstable::agent::permissions::{CapSet, DEFAULT_MAX_DEPTH, Permissions};
+use crewbox::unstable::ids::AgentId;
+use crewbox::unstable::sandbox::{AgentSandbox, AgentScope};
+use crewbox::unstable::tool::{
+    Capability, Spawner, ToolContext, ToolError, ToolOutput, ToolRegistry,
+};
 use serde_json::{Value, json};
 
 struct Workspace {

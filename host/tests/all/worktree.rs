@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crewbox::worktree::{
+use crewbox::unstable::worktree::{
     BranchArtifact, ChangeKind, ChangedPath, FinishOutcome, Identity, PruneReason, WorktreeError,
     WorktreeManager, WorktreeOptions, WorktreeState, sanitize_branch_component,
 };

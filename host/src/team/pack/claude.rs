@@ -23,10 +23,11 @@ use super::frontmatter::{self, Value};
 use super::{EntryKind, MAX_DEPTH, MAX_PACK_FILES, PackDir};
 use crate::team::file::{
     Access, DEFAULT_WORKER_TIMEOUT, MAX_NAME_LEN, Member, Skipped, SkippedWhat, Team, TeamFormat,
-    TeamMode, TeamSource,
+    TeamSource,
 };
 use crate::team::limits::{MAX_CHARTER_CHARS, MAX_MEMBERS, cut_warning};
 use crate::trust::read::{MAX_FILE_BYTES, cap_chars};
+use crate::vocab::Mode;
 
 /// The name of the imported team.
 pub const TEAM_NAME: &str = "claude";
@@ -441,7 +442,7 @@ pub fn team(
     }
     Ok(Some(Team {
         name: TEAM_NAME.into(),
-        mode: TeamMode::Orchestrate,
+        mode: Mode::Orchestrate,
         shared_context: None,
         routing: None,
         orchestrator: None,

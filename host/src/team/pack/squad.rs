@@ -30,11 +30,11 @@ use std::path::{Path, PathBuf};
 use super::markdown::{self, Doc, Table};
 use super::{EntryKind, PackDir, Text, slug};
 use crate::team::file::{
-    DEFAULT_WORKER_TIMEOUT, Member, Skipped, SkippedWhat, Team, TeamFormat, TeamMode, TeamSource,
-    valid_name,
+    DEFAULT_WORKER_TIMEOUT, Member, Skipped, SkippedWhat, Team, TeamFormat, TeamSource, valid_name,
 };
 use crate::team::limits::{MAX_CHARTER_CHARS, MAX_CONTEXT_CHARS, MAX_MEMBERS, cut_warning};
 use crate::trust::read::{Confined, MAX_FILE_BYTES, ReadError, cap_chars};
+use crate::vocab::Mode;
 
 /// The most bytes read from `config.json`.
 const CONFIG_CAP: u64 = 64 * 1024;
@@ -472,7 +472,7 @@ impl SquadPack {
             });
         Ok(Team {
             name: TEAM_NAME.into(),
-            mode: TeamMode::Orchestrate,
+            mode: Mode::Orchestrate,
             shared_context,
             routing,
             orchestrator: None,

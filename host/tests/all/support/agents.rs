@@ -2,14 +2,14 @@
 
 use std::sync::Arc;
 
-use crewbox::agent::manager::Manager;
-use crewbox::agent::permissions::{CapSet, Permissions};
-use crewbox::agent::runner::AgentSpec;
-use crewbox::config::Quotas;
-use crewbox::ids::{AgentId, RunId};
-use crewbox::provider::Provider;
-use crewbox::store::Store;
-use crewbox::tool::registry::ToolRegistry;
+use crewbox::unstable::agent::manager::Manager;
+use crewbox::unstable::agent::permissions::{CapSet, Permissions};
+use crewbox::unstable::agent::runner::AgentSpec;
+use crewbox::unstable::config::Quotas;
+use crewbox::unstable::ids::{AgentId, RunId};
+use crewbox::unstable::provider::Provider;
+use crewbox::unstable::store::Store;
+use crewbox::unstable::tool::registry::ToolRegistry;
 
 /// The temp dir (`work/` holds `notes.txt` = "alpha\nbeta\n"), its store and a manager.
 pub struct Fixture {
@@ -29,12 +29,12 @@ pub fn fixture(max_concurrent: usize) -> Fixture {
     std::fs::create_dir_all(&work).unwrap();
     std::fs::write(work.join("notes.txt"), "alpha\nbeta\n").unwrap();
     let store = Store::open(&dir.path().join("state")).unwrap();
-    let manager = Manager::new(
+    let manager = Manager::sandboxed(
         store.clone(),
         Arc::new(ToolRegistry::builtin()),
         max_concurrent,
-    )
-    .with_sandbox(crate::support::sandbox::sandbox(&dir.path().join("state")));
+        crate::support::sandbox::sandbox(&dir.path().join("state")),
+    );
     Fixture {
         work: work.canonicalize().unwrap(),
         _dir: dir,
@@ -69,10 +69,10 @@ pub fn agent_spec(
 
 /// Records the run an agent belongs to (events and agents reference it).
 pub async fn insert_run(store: &Store, run: &RunId) {
-    let record = crewbox::store::RunRecord {
+    let record = crewbox::unstable::store::RunRecord {
         id: run.clone(),
-        ..crewbox::store::RunRecord::started(
-            crewbox::engine::Mode::Single,
+        ..crewbox::unstable::store::RunRecord::started(
+            crewbox::Mode::Single,
             "p",
             serde_json::json!({}),
         )
@@ -84,12 +84,15 @@ pub async fn insert_run(store: &Store, run: &RunId) {
 pub async fn run_agent(
     f: &Fixture,
     spec: AgentSpec,
-) -> (crewbox::agent::runner::AgentOutcome, RunId) {
+) -> (crewbox::unstable::agent::runner::AgentOutcome, RunId) {
     insert_run(&f.store, &spec.run_id).await;
     let run = spec.run_id.clone();
     let handle = f
         .manager
-        .spawn(spec, crewbox::agent::manager::SpawnOptions::default())
+        .spawn(
+            spec,
+            crewbox::unstable::agent::manager::SpawnOptions::default(),
+        )
         .await
         .unwrap();
     (handle.wait().await, run)

@@ -342,25 +342,26 @@ pub fn build_provider(
     env: &[(&str, &str)],
 ) -> Result<
     (
-        Arc<dyn crewbox::provider::Provider>,
-        crewbox::provider::Breakers,
+        Arc<dyn crewbox::unstable::provider::Provider>,
+        crewbox::unstable::provider::Breakers,
     ),
-    crewbox::provider::ProviderError,
+    crewbox::unstable::provider::ProviderError,
 > {
-    let cfg: crewbox::provider::ProviderConfig = toml::from_str(toml_text).expect("config");
+    let cfg: crewbox::unstable::provider::ProviderConfig =
+        toml::from_str(toml_text).expect("config");
     let env: std::collections::HashMap<String, String> = env
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     let lookup = move |k: &str| env.get(k).cloned();
-    let breakers = crewbox::provider::Breakers::default();
-    let ctx = crewbox::provider::BuildContext {
+    let breakers = crewbox::unstable::provider::Breakers::default();
+    let ctx = crewbox::unstable::provider::BuildContext {
         breakers: &breakers,
         base_dir: std::path::Path::new("."),
         env: &lookup,
         default_script: "",
-        sandbox: &crewbox::sandbox::Sandbox::missing(),
+        sandbox: &crewbox::unstable::sandbox::Sandbox::missing(),
     };
-    let provider = crewbox::provider::build(name, &cfg, &ctx)?;
+    let provider = crewbox::unstable::provider::build(name, &cfg, &ctx)?;
     Ok((provider, breakers))
 }

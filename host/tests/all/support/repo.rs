@@ -41,7 +41,7 @@ pub fn command(dir: &Path, args: &[&str]) -> Command {
 /// The state directory `crewbox` uses for the repository at `repo` under the state
 /// base `base` (`CREWBOX_STATE_DIR`): each repository gets its own directory there.
 pub fn repo_state_dir(base: &Path, repo: &Path) -> PathBuf {
-    crewbox::paths::repo_state_dir(base, &repo.canonicalize().unwrap())
+    crewbox::unstable::paths::repo_state_dir(base, &repo.canonicalize().unwrap())
 }
 
 /// The state directory of the temp dir's `repo/` (see [`command`]).

@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crewbox::sandbox::layout::HostPaths;
-use crewbox::sandbox::{Helper, Sandbox, SandboxConfig, SandboxMode, SandboxOptions};
+use crewbox::unstable::sandbox::layout::HostPaths;
+use crewbox::unstable::sandbox::{Helper, Sandbox, SandboxConfig, SandboxMode, SandboxOptions};
 
 /// Whether this test process runs with the sandbox off (see the module doc).
 pub fn disabled() -> bool {

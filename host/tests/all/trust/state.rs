@@ -25,13 +25,13 @@ fn shipped_store(state: &Path, repo: &Path, marker: &str, prompt: &str) {
     let script = repo.join(".crewbox/pwn.toml");
     write(&script, &shell_script(marker));
     on_own_runtime(async {
-        let store = crewbox::store::Store::open(state).unwrap();
+        let store = crewbox::unstable::store::Store::open(state).unwrap();
         let spec = json!({
             "request": {"prompt": prompt, "mode": "single", "script": script},
             "provider": "scripted",
         });
         let mut run =
-            crewbox::store::RunRecord::started(crewbox::engine::Mode::Single, prompt, spec);
+            crewbox::unstable::store::RunRecord::started(crewbox::Mode::Single, prompt, spec);
         run.pid = None;
         store.insert_run(&run).await.unwrap();
     });
@@ -92,13 +92,14 @@ async fn a_store_serves_only_the_repository_it_belongs_to() {
     // state would be (as when two repositories were pointed at one directory).
     let other = fx.home().join("other");
     std::fs::create_dir_all(&other).unwrap();
-    let other_root = crewbox::trust::RepoRoot::discover(&other).unwrap();
+    let other_root = crewbox::unstable::trust::RepoRoot::discover(&other).unwrap();
     let ours = state_dir(fx.home());
     {
         on_own_runtime(async {
-            let store = crewbox::store::Store::open_for(&ours, true, &other_root).unwrap();
-            let mut run = crewbox::store::RunRecord::started(
-                crewbox::engine::Mode::Single,
+            let store =
+                crewbox::unstable::store::Store::open_for(&ours, true, &other_root).unwrap();
+            let mut run = crewbox::unstable::store::RunRecord::started(
+                crewbox::Mode::Single,
                 "the other project's secret prompt",
                 json!({"request": {"prompt": "the other project's secret prompt"}, "provider": "claude"}),
             );

@@ -4,10 +4,9 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::eval::{COMPLETE_SENTINEL, Evaluation, NEEDS_ITERATION_SENTINEL};
 use crate::team::Member;
+pub use crate::vocab::WorkerStatus;
 
 /// What the orchestrator is told about one worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,18 +127,6 @@ pub fn worker_prompt(shared_context: Option<&str>, request: &str, task: &str) ->
     );
     p.trim_start().to_owned()
 }
-
-crate::engine::str_enum!(
-    /// How a worker's part ended, as the synthesis sees it.
-    WorkerStatus {
-        /// It finished with a reply.
-        Completed = "completed",
-        /// It failed; the text is the error.
-        Failed = "failed",
-        /// It ran out of time; the text is what it had.
-        TimedOut = "timed-out",
-    }
-);
 
 /// One worker's result for the synthesis.
 #[derive(Clone, Copy, Debug)]
@@ -295,8 +282,8 @@ fn push_section(p: &mut String, title: &str, body: Option<&str>) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::parse::parse_assignments;
     use super::*;
-    use crate::engine::orchestrate::parse::parse_assignments;
     use pretty_assertions::assert_eq;
 
     fn workers() -> Vec<WorkerInfo<'static>> {

@@ -5,7 +5,8 @@ use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
 use super::eval::{DEFAULT_THRESHOLD, Evaluation, goal_met};
-use crate::engine::ExitReason;
+use crate::vocab::ExitReason;
+pub use crate::vocab::Trend;
 
 /// How many earlier syntheses an exact repeat is checked against.
 pub const STALL_HISTORY: usize = 5;
@@ -69,28 +70,6 @@ impl StallDetector {
         } else {
             self.consecutive = 0;
             StallVerdict::Fresh
-        }
-    }
-}
-
-/// Direction of the score between two iterations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Trend {
-    /// Up by more than 0.1.
-    Improving,
-    /// Within 0.1 either way.
-    Stable,
-    /// Down by more than 0.1.
-    Degrading,
-}
-
-impl Trend {
-    /// The name shown in reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Improving => "improving",
-            Self::Stable => "stable",
-            Self::Degrading => "degrading",
         }
     }
 }

@@ -35,14 +35,14 @@ pub struct Evaluation {
     pub needs_iteration: bool,
 }
 
-static SCORE_VALUE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[+-]?(\d*\.?\d+)\s*(%|/\s*(\d*\.?\d+))?").expect("valid score regex")
-});
+/// A literal pattern, so it always compiles (`None` would only read no score).
+static SCORE_VALUE: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"^[+-]?(\d*\.?\d+)\s*(%|/\s*(\d*\.?\d+))?").ok());
 
 /// Reads a score written `0.8`, `.8`, `8/10` or `80%`, clamped to `0..=1`.
 pub fn parse_score(text: &str) -> Option<f64> {
     let text = text.trim().trim_start_matches(['*', '_', '`']).trim();
-    let caps = SCORE_VALUE.captures(text)?;
+    let caps = SCORE_VALUE.as_ref()?.captures(text)?;
     let mut value: f64 = caps.get(1)?.as_str().parse().ok()?;
     if text.starts_with('-') {
         value = -value;

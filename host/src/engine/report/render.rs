@@ -1,0 +1,125 @@
+//! The report as text for terminals.
+
+use std::fmt::Write;
+
+use super::{ModeDetails, RunReport};
+use crate::event::{Artifact, ReviewVerdict, VerdictOutcome};
+use crate::plugin::text::escape;
+
+/// Renders `r`: the run line, the decision, one line per agent, verdicts, branches,
+/// the crew review, swarm conflicts and the result. Plugin text (a dispatcher's
+/// reason, validators' words, review findings) is escaped: it must not drive the
+/// terminal or forge lines of the report.
+pub(super) fn text(r: &RunReport) -> String {
+    let mut s = String::new();
+    let reason = r.exit_reason.map(|e| e.as_str()).unwrap_or("-");
+    let _ = writeln!(
+        s,
+        "run {}  mode {}  status {}  ({reason})",
+        r.run_id, r.mode, r.status
+    );
+    if let Some(d) = &r.details.decision {
+        let _ = writeln!(
+            s,
+            "decision: {} ({}, {})",
+            d.mode,
+            d.source,
+            escape(&d.reason)
+        );
+    }
+    if let Some(f) = &r.details.fault {
+        let _ = writeln!(s, "fault: {}: {}", escape(&f.step), escape(&f.fault));
+    }
+    for a in &r.agents {
+        let _ = writeln!(
+            s,
+            "  {} {:<10} {:<9} turns {:>2}  tools {:>3}  tokens {}/{}  {} ms{}",
+            a.id,
+            a.name,
+            a.state.as_str(),
+            a.turns,
+            a.tool_calls,
+            a.tokens.input,
+            a.tokens.output,
+            a.duration_ms,
+            a.error
+                .as_deref()
+                .map(|e| format!("  error: {e}"))
+                .unwrap_or_default()
+        );
+    }
+    for a in &r.agents {
+        for v in &a.verdicts {
+            let (outcome, failed) = match &v.outcome {
+                VerdictOutcome::Passed { .. } => ("passed", Vec::new()),
+                VerdictOutcome::Failed { verdict } => (
+                    "failed",
+                    verdict.results.iter().filter(|c| !c.passed).collect(),
+                ),
+                VerdictOutcome::Error { .. } => ("error", Vec::new()),
+                VerdictOutcome::Fault { .. } => ("fault", Vec::new()),
+            };
+            // A file named like a built-in is told apart by where it came from.
+            let validator = match v.source.as_str() {
+                "builtin" | "" => escape(&v.validator).into_owned(),
+                source => format!("{} ({})", escape(&v.validator), escape(source)),
+            };
+            let _ = writeln!(
+                s,
+                "  verdict  {:<12} round {} {:<15} {outcome}",
+                a.name, v.round, validator
+            );
+            for c in failed {
+                let _ = writeln!(
+                    s,
+                    "           ✗ {}: {}",
+                    escape(&c.criterion),
+                    escape(&c.detail)
+                );
+            }
+        }
+        if let Some(Artifact::Branch(b)) = &a.branch {
+            let _ = writeln!(
+                s,
+                "  branch   {:<12} {} ({} commit(s))",
+                a.name,
+                b.branch,
+                b.commits.len()
+            );
+        }
+    }
+    match &r.details.mode {
+        Some(ModeDetails::Crew(crew)) => {
+            if let Some(exec) = &crew.execution
+                && let Some(v) = &exec.verdict
+            {
+                let _ = writeln!(
+                    s,
+                    "review: {} after {} revision(s)",
+                    v.label(),
+                    exec.revisions
+                );
+                if let ReviewVerdict::Fail { findings } = v {
+                    for f in findings {
+                        let _ = writeln!(s, "  - {}", escape(f));
+                    }
+                }
+            }
+        }
+        Some(ModeDetails::Swarm(swarm)) if !swarm.conflicts.is_empty() => {
+            let _ = writeln!(s, "conflicts: {}", swarm.conflicts.join(", "));
+        }
+        Some(
+            ModeDetails::Single(_)
+            | ModeDetails::Swarm(_)
+            | ModeDetails::Members(_)
+            | ModeDetails::Orchestrate(_)
+            | ModeDetails::Reflect(_),
+        )
+        | None => {}
+    }
+    if let Some(result) = &r.result {
+        let _ = writeln!(s, "\nresult:\n{}", result.trim_end());
+    }
+    s
+}
