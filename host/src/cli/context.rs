@@ -239,7 +239,8 @@ impl Context {
             repo: self.repo.clone(),
             breakers: Breakers::default(),
             plugins: PluginSet::new(runtime, self.repo.clone())
-                .with_user_grants(self.config.plugin_grants.clone()),
+                .with_user_grants(self.config.plugin_grants.clone())
+                .with_repo_plugins(self.config.trust.is_trusted()),
             worktrees,
             shutdown,
             spawns: None,

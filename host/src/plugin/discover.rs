@@ -161,6 +161,47 @@ pub fn resolve(spec: &str, repo_root: Option<&Path>, max: u64) -> Result<Option<
         .transpose()
 }
 
+/// Resolves a plugin named in a run (`run --validator NAME`, a team or config file):
+/// a spec that looks like a path (ends in `.wasm` or has a `/`) is that file, relative
+/// to `base_dir`; anything else is a name looked up as [`resolve`] does (built-in, the
+/// trusted repository's `.crewbox/plugins/`, the user's plugins). Blocking.
+pub fn resolve_in(
+    spec: &str,
+    base_dir: &Path,
+    repo_root: Option<&Path>,
+    max: u64,
+) -> Result<Option<Found>, FileError> {
+    let path = Path::new(spec);
+    if spec.ends_with(".wasm") || spec.contains('/') {
+        let full = if path.is_absolute() {
+            path.to_owned()
+        } else {
+            base_dir.join(path)
+        };
+        let found = Candidate {
+            name: stem(&full),
+            source: PluginSource::File(full),
+            root: None,
+        };
+        return found.read(max).map(Some);
+    }
+    candidates(repo_root)
+        .into_iter()
+        .find(|c| c.name == spec)
+        .map(|c| c.read(max))
+        .transpose()
+}
+
+/// Where names are looked up, for an error that says so: built-ins, then these dirs.
+pub fn searched(repo_root: Option<&Path>) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(root) = repo_root {
+        dirs.push(root.join(crate::trust::REPO_PLUGINS));
+    }
+    dirs.extend(user_plugin_dir());
+    dirs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
