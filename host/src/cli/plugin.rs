@@ -177,7 +177,7 @@ fn list_row(rt: &PluginRuntime, c: discover::Candidate, user: &[UserGrant]) -> L
         Ok(f) => f,
         Err(e) => return failed(e.to_string()),
     };
-    let info = match rt.inspect(&found.bytes) {
+    let info = match rt.inspect_named(&found.name, &found.bytes) {
         Ok(info) => info,
         Err(e) => return failed(e.to_string()),
     };
@@ -282,7 +282,7 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                     return Ok(Exit::Usage);
                 }
             };
-            let info = match rt.inspect(&bytes) {
+            let info = match rt.inspect_named(&name, &bytes) {
                 Ok(info) => info,
                 Err(e) => {
                     eprintln!("{}", escape(&e.to_string()));
@@ -363,7 +363,7 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                     return Ok(Exit::Usage);
                 }
             };
-            let detected = rt.inspect(&bytes).ok().and_then(|i| i.kind);
+            let detected = rt.inspect_named(&name, &bytes).ok().and_then(|i| i.kind);
             let found = Found {
                 name: name.clone(),
                 source: PluginSource::File(file.clone()),

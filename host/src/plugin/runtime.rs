@@ -330,7 +330,13 @@ impl PluginRuntime {
 
     /// Reads a component's kind, imports and exports. Blocking (compiles, or loads from cache).
     pub fn inspect(&self, bytes: &[u8]) -> Result<ComponentInfo, PluginError> {
-        let (component, _) = self.compile("(inspected)", bytes, false)?;
+        self.inspect_named("(inspected)", bytes)
+    }
+
+    /// [`PluginRuntime::inspect`] for the plugin `name`, the name a slow compile and
+    /// an error say. Blocking.
+    pub fn inspect_named(&self, name: &str, bytes: &[u8]) -> Result<ComponentInfo, PluginError> {
+        let (component, _) = self.compile(&super::text::escape(name), bytes, false)?;
         Ok(self.describe(&component, bytes.len()))
     }
 

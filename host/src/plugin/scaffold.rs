@@ -243,7 +243,12 @@ pub fn files(name: &str, kind: PluginKind, lang: Lang) -> Vec<(PathBuf, String)>
                 PluginKind::Dispatcher => include_str!("templates/js_dispatcher.js"),
                 PluginKind::Role => include_str!("templates/js_role.js"),
             };
-            out.push(("plugin.js".into(), source(app)));
+            let prelude = include_str!("templates/js_prelude.js");
+            let (head, body) = app.split_once("\n\n").unwrap_or(("", app));
+            out.push((
+                "plugin.js".into(),
+                source(&format!("{head}\n\n{prelude}\n{body}")),
+            ));
             out.push((
                 "package.json".into(),
                 source(include_str!("templates/js_package.json")),
@@ -331,7 +336,7 @@ fn readme(name: &str, kind: PluginKind, lang: Lang) -> String {
                  crewbox run \"write the README\" --validator ./{name}.wasm\n"
             ),
             PluginKind::Dispatcher =>
-                format!("crewbox dispatch explain \"review this\" --dispatcher ./{name}.wasm\n"),
+                format!("crewbox dispatch explain \"review this\" --plugin ./{name}.wasm\n"),
             PluginKind::Role => String::new(),
         },
     )

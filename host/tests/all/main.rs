@@ -22,6 +22,7 @@ mod plugin_limits;
 mod plugin_names;
 mod plugin_python;
 mod plugin_runtime;
+mod plugin_templates;
 mod plugin_verdicts;
 mod plugin_workspace;
 mod provider_anthropic;

@@ -1,7 +1,7 @@
 // `{{name}}`: a crewbox dispatcher in JavaScript. It sends prompts that ask for a
 // review to the `crew` mode and everything else to one agent.
 
-export const dispatch = {
+export const dispatch = guarded({
   decide(request) {
     const review = request.prompt.toLowerCase().includes("review");
     const crew = review && request.availableModes.includes("crew");
@@ -13,4 +13,4 @@ export const dispatch = {
       signals: review ? [{ name: "review", detail: "the prompt mentions a review" }] : [],
     };
   },
-};
+});

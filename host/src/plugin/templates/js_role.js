@@ -1,7 +1,7 @@
 // `{{name}}`: a crewbox crew role in JavaScript. It reviews the executor's diff
 // read-only and passes it unless the agent's reply starts with `FAIL`.
 
-export const crewRole = {
+export const crewRole = guarded({
   spec() {
     return {
       name: "{{name}}",
@@ -23,4 +23,4 @@ export const crewRole = {
     }
     return { tag: "pass", val: text };
   },
-};
+});

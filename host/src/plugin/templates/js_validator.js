@@ -8,7 +8,6 @@
 // Throwing a string answers `err` (this validator cannot judge); a failed check is a
 // verdict with `passed: false`.
 
-import { log } from "crewbox:plugin/log@0.1.0";
 import { readFile } from "crewbox:plugin/workspace@0.1.0";
 
 const DEFAULTS = ["no-todo", "file:README.md"];
@@ -30,7 +29,7 @@ function check(criterion, output) {
   throw `unknown criterion \`${criterion}\``;
 }
 
-export const validate = {
+export const validate = guarded({
   describe() {
     return { name: "{{name}}", description: "The reply has no TODO and the files it needs exist.", defaultCriteria: DEFAULTS };
   },
@@ -38,6 +37,6 @@ export const validate = {
     const results = (criteria.length ? criteria : DEFAULTS).map((c) => check(c, output));
     log("debug", `checked ${results.length} criteria`);
     const passed = results.every((r) => r.passed);
-    return { passed, results, fixPrompt: passed ? undefined : "Finish the TODOs." };
+    return { passed, results, fixPrompt: passed ? undefined : "Finish the TODOs in your reply and create the files the task needs." };
   },
-};
+});

@@ -1,12 +1,13 @@
 """`{{name}}`: a crewbox dispatcher in Python. It sends prompts that ask for a review
 to the `crew` mode and everything else to one agent."""
 
-import crewbox_stdio  # noqa: F401  (first: print() and tracebacks go to the log)
+from crewbox_stdio import guarded  # first: print() and errors go to the log
 
 from wit_world import exports
 from wit_world.imports import types
 
 
+@guarded
 class Dispatch(exports.Dispatch):
     def decide(self, request: types.DispatchRequest) -> types.DispatchDecision:
         review = "review" in request.prompt.lower()

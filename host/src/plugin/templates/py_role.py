@@ -1,12 +1,13 @@
 """`{{name}}`: a crewbox crew role in Python. It reviews the executor's diff read-only
 and passes it unless the agent's reply starts with `FAIL`."""
 
-import crewbox_stdio  # noqa: F401  (first: print() and tracebacks go to the log)
+from crewbox_stdio import guarded  # first: print() and errors go to the log
 
 from wit_world import exports
 from wit_world.imports import types
 
 
+@guarded
 class CrewRole(exports.CrewRole):
     def spec(self) -> types.RoleSpec:
         return types.RoleSpec(

@@ -6,7 +6,7 @@ Criteria (one string each; none given means the defaults in `describe`):
 - `file:PATH`: PATH can be read in the workspace (read-only, relative to its root).
 """
 
-import crewbox_stdio  # noqa: F401  (first: print() and tracebacks go to the log)
+from crewbox_stdio import guarded  # first: print() and errors go to the log
 
 from typing import List
 
@@ -27,7 +27,8 @@ def _check(criterion: str, output: types.AgentOutput) -> types.CriterionResult:
             text = workspace.read_file(path)
             ok, detail = True, f"{len(text)} characters"
         except Err as e:
-            ok, detail = False, f"{type(e.value).__name__}: {e.value.value}"
+            kind = type(e.value).__name__.removeprefix("FsError_")
+            ok, detail = False, f"{kind}: {e.value.value}"
     else:
         # Not a failed check: this validator cannot judge it.
         raise Err(f"unknown criterion `{criterion}`")
@@ -35,6 +36,7 @@ def _check(criterion: str, output: types.AgentOutput) -> types.CriterionResult:
     return types.CriterionResult(criterion=criterion, passed=ok, detail=detail)
 
 
+@guarded
 class Validate(exports.Validate):
     def describe(self) -> types.ValidatorInfo:
         return types.ValidatorInfo(

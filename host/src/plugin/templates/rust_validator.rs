@@ -34,6 +34,9 @@ impl Validator for Check {
             } else if let Some(path) = criterion.strip_prefix("file:") {
                 match workspace::read_file(path) {
                     Ok(text) => CriterionResult::new(&criterion, true, format!("{} bytes", text.len())),
+                    Err(workspace::FsError::NotFound(p)) => {
+                        CriterionResult::new(&criterion, false, format!("not found: {p}"))
+                    }
                     Err(e) => CriterionResult::new(&criterion, false, format!("{e:?}")),
                 }
             } else {
