@@ -24,6 +24,7 @@ mod grants;
 mod host;
 mod kind;
 mod limits;
+pub mod producer;
 mod runtime;
 pub mod scaffold;
 pub mod text;

@@ -392,8 +392,10 @@ impl PluginRuntime {
                         kind: Some(kind),
                         interface: String::new(),
                         rule: Rule::DoesNotLink { reason },
+                        hint: None,
                     });
                 }
+                super::producer::advise(&mut found, bytes);
                 found
             }
             Err(e) => vec![Violation {
@@ -403,6 +405,7 @@ impl PluginRuntime {
                 rule: Rule::NotAComponent {
                     reason: e.to_string(),
                 },
+                hint: None,
             }],
         }
     }
@@ -438,6 +441,7 @@ impl PluginRuntime {
         let this = self.clone();
         let task_name = name.to_owned();
         let size = bytes.len();
+        let advise_bytes = bytes.clone();
         let (component, cache) =
             tokio::task::spawn_blocking(move || this.compile(&task_name, &bytes, false))
                 .await
@@ -446,7 +450,7 @@ impl PluginRuntime {
                     reason: e.to_string(),
                 })??;
         let info = self.describe(&component, size);
-        let denied = violations(
+        let mut denied = violations(
             name,
             None,
             info.imports.iter().map(String::as_str),
@@ -454,6 +458,16 @@ impl PluginRuntime {
             &grants,
         );
         if !denied.is_empty() {
+            // Reading the producer parses the component: off the async runtime.
+            denied = tokio::task::spawn_blocking(move || {
+                super::producer::advise(&mut denied, &advise_bytes);
+                denied
+            })
+            .await
+            .map_err(|e| PluginError::Task {
+                plugin: name.to_owned(),
+                reason: e.to_string(),
+            })?;
             return Err(PluginError::Denied {
                 plugin: name.to_owned(),
                 violations: denied,

@@ -254,3 +254,71 @@ fn the_javascript_template_builds_and_runs() {
     let wasm = built(Lang::Js, tool.parent(), &version(&tool));
     use_as_an_author_would(Lang::Js, &wasm);
 }
+
+/// Built the way an author might first try it (the QuickJS backend without its WASI
+/// stubs, against the `judge` world), the component is refused with the flags that fix
+/// it, for the toolchain read from the component itself.
+#[test]
+fn a_refused_import_names_the_build_flag_that_drops_it() {
+    let Some(jco) = crate::support::peers::node_tool("jco") else {
+        return;
+    };
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("templates");
+    let mut hash = Sha256::new();
+    hash.update(version(&jco));
+    for (path, body) in scaffold::files("unstubbed", PluginKind::Validator, Lang::Js) {
+        hash.update(path.to_string_lossy().as_bytes());
+        hash.update(body.as_bytes());
+    }
+    let key: String = hash.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let wasm = tmp.join(format!("unstubbed-{key}.wasm"));
+    if !wasm.exists() {
+        let work = tempfile::tempdir().unwrap();
+        let root =
+            scaffold::create(work.path(), "unstubbed", PluginKind::Validator, Lang::Js).unwrap();
+        let out = Command::new(&jco)
+            .args([
+                "componentize",
+                "plugin.js",
+                "-w",
+                "wit",
+                "-n",
+                "judge",
+                "--backend",
+                "qjs",
+            ])
+            .args(["--backend-qjs-disable-async", "-o"])
+            .arg(&wasm)
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let dir = git_repo(|_| {});
+    let out = bin(
+        dir.path(),
+        &["plugin", "check", wasm.to_str().unwrap(), "--json"],
+    );
+    assert!(!out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let violations = report["violations"].as_array().unwrap();
+    let hint_for = |prefix: &str| {
+        violations
+            .iter()
+            .find(|v| v["interface"].as_str().unwrap_or("").starts_with(prefix))
+            .and_then(|v| v["hint"].as_str())
+            .unwrap_or_else(|| panic!("no hint for {prefix}: {report}"))
+            .to_owned()
+    };
+    assert!(
+        hint_for("wasi:filesystem").contains("--backend-qjs-stub-wasi"),
+        "{report}"
+    );
+    assert!(
+        hint_for("crewbox:plugin/model").contains("`-n validator`"),
+        "{report}"
+    );
+}
