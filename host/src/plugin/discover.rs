@@ -147,16 +147,25 @@ pub fn candidates(repo_root: Option<&Path>) -> Vec<Candidate> {
 pub fn resolve(spec: &str, repo_root: Option<&Path>, max: u64) -> Result<Option<Found>, FileError> {
     let path = Path::new(spec);
     if path.exists() {
-        let found = Candidate {
-            name: stem(path),
-            source: PluginSource::File(path.to_owned()),
-            root: None,
-        };
-        return found.read(max).map(Some);
+        return file(path.to_owned()).read(max).map(Some);
     }
+    by_name(spec, repo_root, max)
+}
+
+/// A component file named on the command line or in a run.
+fn file(path: PathBuf) -> Candidate {
+    Candidate {
+        name: stem(&path),
+        source: PluginSource::File(path),
+        root: None,
+    }
+}
+
+/// The first plugin called `name` among [`candidates`], read. Blocking.
+fn by_name(name: &str, repo_root: Option<&Path>, max: u64) -> Result<Option<Found>, FileError> {
     candidates(repo_root)
         .into_iter()
-        .find(|c| c.name == spec)
+        .find(|c| c.name == name)
         .map(|c| c.read(max))
         .transpose()
 }
@@ -178,18 +187,9 @@ pub fn resolve_in(
         } else {
             base_dir.join(path)
         };
-        let found = Candidate {
-            name: stem(&full),
-            source: PluginSource::File(full),
-            root: None,
-        };
-        return found.read(max).map(Some);
+        return file(full).read(max).map(Some);
     }
-    candidates(repo_root)
-        .into_iter()
-        .find(|c| c.name == spec)
-        .map(|c| c.read(max))
-        .transpose()
+    by_name(spec, repo_root, max)
 }
 
 /// Where names are looked up, for an error that says so: built-ins, then these dirs.

@@ -298,11 +298,22 @@ fn a_refused_import_names_the_build_flag_that_drops_it() {
         assert!(out.status.success(), "{}", text(&out));
     }
     let dir = git_repo(|_| {});
-    let out = bin(
+    // A fresh cache: the first compile (seconds in a debug build) says what it compiles.
+    let cache = tempfile::tempdir().unwrap();
+    let out = crate::support::repo::command(
         dir.path(),
         &["plugin", "check", wasm.to_str().unwrap(), "--json"],
-    );
+    )
+    .env("XDG_CACHE_HOME", cache.path())
+    .output()
+    .unwrap();
     assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("compiling plugin `unstubbed-")
+            && said.contains("later runs load it from the cache"),
+        "{said}"
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let violations = report["violations"].as_array().unwrap();
     let hint_for = |prefix: &str| {
