@@ -9,6 +9,7 @@
 #
 # Exports:
 #   CREWBOX_TEST_VENV      a Python venv with the pinned PyPI peers (bin/ inside)
+#   CREWBOX_TEST_NODE      a directory with the pinned npm peers (node_modules/.bin inside)
 #   CREWBOX_TEST_PEERS     space-separated names of the peers that installed
 
 _td_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,6 +17,7 @@ _td_target="${CARGO_TARGET_DIR:-$_td_root/target}"
 mkdir -p "$_td_target"
 _td_target="$(cd "$_td_target" && pwd)"
 export CREWBOX_TEST_VENV="$_td_target/test-venv"
+export CREWBOX_TEST_NODE="$_td_target/test-node"
 CREWBOX_TEST_PEERS="${CREWBOX_TEST_PEERS:-}"
 
 _td_loud() {
@@ -47,5 +49,27 @@ _td_pip componentize-py==0.25.1 componentize-py || true
 # A third-party mock of the OpenAI and Anthropic APIs (streaming, tool calls, usage,
 # errors): the provider peer test runs multi-turn agents against it.
 _td_pip llm-mock-api==0.1.2 llm-mock-api || true
+
+# npm packages, pinned: name@version... -> peer name (one `npm install` for all of them).
+_td_npm() {
+    local peer="$1"
+    shift
+    command -v npm >/dev/null || { _td_loud "npm is not installed: cannot install $*"; return 1; }
+    mkdir -p "$CREWBOX_TEST_NODE"
+    local stamp="$CREWBOX_TEST_NODE/.installed-$(echo "$*" | tr ' /' '_-')"
+    if [ ! -e "$stamp" ]; then
+        if (cd "$CREWBOX_TEST_NODE" && npm install --no-audit --no-fund --no-save --silent "$@"); then
+            touch "$stamp"
+        else
+            _td_loud "npm could not install $*"
+            return 1
+        fi
+    fi
+    CREWBOX_TEST_PEERS="$CREWBOX_TEST_PEERS $peer"
+}
+
+# jco with its QuickJS backend: the JavaScript plugin template builds with it (the
+# versions the template's package.json pins).
+_td_npm jco @bytecodealliance/jco@1.35.0 componentize-qjs@0.4.5 || true
 
 export CREWBOX_TEST_PEERS

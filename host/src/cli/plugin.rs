@@ -1,4 +1,5 @@
-//! `crewbox plugin list|inspect|check`: what plugins exist and whether they load.
+//! `crewbox plugin list|inspect|check|cache`: what plugins exist, whether they load, and
+//! the compiled-plugin cache.
 
 use std::path::{Path, PathBuf};
 
@@ -47,6 +48,40 @@ pub enum PluginCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Creates a plugin project in `./NAME` (WIT, sources, toolchain settings, README).
+    New {
+        /// The plugin's name (lowercase letters, digits, `-`).
+        name: String,
+        /// What it is.
+        #[arg(long, value_parser = parse_kind)]
+        kind: PluginKind,
+        /// Its language.
+        #[arg(long, value_parser = parse_lang)]
+        lang: crate::plugin::scaffold::Lang,
+        /// Where to create it (default: the current directory).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Builds the plugin project in DIR (default: here) and prints the component's path.
+    Build {
+        /// The project (where `crewbox-plugin.toml` is).
+        dir: Option<PathBuf>,
+    },
+    /// Shows the compiled-plugin cache (where, how big, its cap); `--prune` removes
+    /// entries of other crewbox versions and the least recently used down to the cap.
+    Cache {
+        /// Remove stale and least recently used entries now.
+        #[arg(long)]
+        prune: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_lang(s: &str) -> Result<crate::plugin::scaffold::Lang, String> {
+    crate::plugin::scaffold::Lang::parse(s)
+        .ok_or_else(|| format!("unknown language `{s}` (rust, python, js)"))
 }
 
 fn parse_kind(s: &str) -> Result<PluginKind, String> {
@@ -142,7 +177,7 @@ fn list_row(rt: &PluginRuntime, c: discover::Candidate, user: &[UserGrant]) -> L
         Ok(f) => f,
         Err(e) => return failed(e.to_string()),
     };
-    let info = match rt.inspect(&found.bytes) {
+    let info = match rt.inspect_named(&found.name, &found.bytes) {
         Ok(info) => info,
         Err(e) => return failed(e.to_string()),
     };
@@ -180,6 +215,28 @@ fn read_file(rt: &PluginRuntime, file: &Path) -> anyhow::Result<(String, Vec<u8>
 }
 
 fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
+    use crate::plugin::{build, scaffold};
+    match &args.command {
+        PluginCommand::New {
+            name,
+            kind,
+            lang,
+            dir,
+        } => {
+            let here = dir.clone().unwrap_or_else(|| PathBuf::from("."));
+            let root = scaffold::create(&here, name, *kind, *lang)?;
+            println!("{}", root.display());
+            return Ok(Exit::Ok);
+        }
+        PluginCommand::Build { dir } => {
+            let here = dir.clone().unwrap_or_else(|| PathBuf::from("."));
+            let built = build::build(&here)?;
+            eprintln!("crewbox: built {} bytes", built.bytes);
+            println!("{}", built.path.display());
+            return Ok(Exit::Ok);
+        }
+        _ => {}
+    }
     let rt = runtime()?;
     let user = user_grants()?;
     match args.command {
@@ -225,7 +282,7 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                     return Ok(Exit::Usage);
                 }
             };
-            let info = match rt.inspect(&bytes) {
+            let info = match rt.inspect_named(&name, &bytes) {
                 Ok(info) => info,
                 Err(e) => {
                     eprintln!("{}", escape(&e.to_string()));
@@ -271,6 +328,33 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
             }
             Ok(Exit::Ok)
         }
+        PluginCommand::New { .. } | PluginCommand::Build { .. } => unreachable!("handled above"),
+        PluginCommand::Cache { prune, json } => {
+            let Some(usage) = rt.cache_usage(prune) else {
+                eprintln!("no plugin cache: neither XDG_CACHE_HOME nor HOME is set");
+                return Ok(Exit::Usage);
+            };
+            if json {
+                println!("{}", serde_json::to_string_pretty(&usage)?);
+            } else {
+                let mb = |b: u64| b as f64 / (1 << 20) as f64;
+                println!("cache:   {}", escape(&usage.dir.display().to_string()));
+                println!(
+                    "holds:   {} entries, {:.1} MB ({} of another crewbox version)",
+                    usage.entries,
+                    mb(usage.bytes),
+                    usage.stale_entries
+                );
+                println!(
+                    "cap:     {:.0} MB (least recently used go first)",
+                    mb(usage.max_bytes)
+                );
+                if let Some(r) = usage.removed {
+                    println!("pruned:  {} entries, {:.1} MB", r.entries, mb(r.bytes));
+                }
+            }
+            Ok(Exit::Ok)
+        }
         PluginCommand::Check { file, kind, json } => {
             let (name, bytes) = match read_file(&rt, &file) {
                 Ok(read) => read,
@@ -279,7 +363,7 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                     return Ok(Exit::Usage);
                 }
             };
-            let detected = rt.inspect(&bytes).ok().and_then(|i| i.kind);
+            let detected = rt.inspect_named(&name, &bytes).ok().and_then(|i| i.kind);
             let found = Found {
                 name: name.clone(),
                 source: PluginSource::File(file.clone()),

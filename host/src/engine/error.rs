@@ -227,18 +227,22 @@ pub enum PluginLoadError {
         /// What was needed.
         expected: PluginKind,
     },
-    /// Neither a built-in nor a `.wasm` path.
+    /// Neither a built-in, nor a `.wasm` path, nor a plugin of that name in a plugin
+    /// directory.
     #[error(
-        "no built-in {kind} named `{name}` (built-ins: {}); a plugin file must end in .wasm",
-        builtins.join(", ")
+        "no {kind} named `{name}`: not a built-in ({}), not in {}; a plugin file must end in .wasm",
+        builtins.join(", "),
+        if searched.is_empty() { "any plugin directory".to_owned() } else { searched.join(" or ") }
     )]
     NotFound {
-        /// The name given.
+        /// The name given (escaped).
         name: String,
         /// The kind needed.
         kind: PluginKind,
         /// The built-ins of that kind.
         builtins: Vec<&'static str>,
+        /// The plugin directories searched.
+        searched: Vec<String>,
     },
     /// The component file could not be read (missing, not a regular file, too large).
     #[error(transparent)]

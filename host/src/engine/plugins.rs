@@ -2,7 +2,7 @@
 //! process with the grants their kind allows (compiled components are cached on disk).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +31,9 @@ pub struct PluginSet {
     runtime: PluginRuntime,
     base_dir: PathBuf,
     user_grants: Arc<[UserGrant]>,
+    /// Whether names are also looked up in `base_dir`'s `.crewbox/plugins/` (a trusted
+    /// repository only).
+    repo_plugins: bool,
     loaded: Arc<Mutex<HashMap<String, Plugin>>>,
 }
 
@@ -41,6 +44,7 @@ impl PluginSet {
             runtime,
             base_dir,
             user_grants: Arc::from([]),
+            repo_plugins: false,
             loaded: Arc::default(),
         }
     }
@@ -48,6 +52,13 @@ impl PluginSet {
     /// With the grants of the user's own config (`[plugins.grants.NAME]`).
     pub fn with_user_grants(mut self, grants: Vec<UserGrant>) -> Self {
         self.user_grants = grants.into();
+        self
+    }
+
+    /// Also finds plugins by name in the repository's `.crewbox/plugins/`: pass whether
+    /// the user trusts the repository (an untrusted one's plugins are never opened).
+    pub fn with_repo_plugins(mut self, trusted: bool) -> Self {
+        self.repo_plugins = trusted;
         self
     }
 
@@ -112,43 +123,49 @@ impl PluginSet {
         Ok(out)
     }
 
-    async fn load_file(&self, path: &str, kind: PluginKind) -> Result<Plugin, EngineError> {
-        let full = if Path::new(path).is_absolute() {
-            PathBuf::from(path)
-        } else {
-            self.base_dir.join(path)
-        };
-        if full.extension().and_then(|e| e.to_str()) != Some("wasm") {
-            return Err(PluginLoadError::NotFound {
-                name: path.to_owned(),
-                kind,
-                builtins: BUILTINS
-                    .iter()
-                    .filter(|b| b.kind == kind)
-                    .map(|b| b.name)
-                    .collect(),
-            }
-            .into());
-        }
+    /// A plugin that is not a built-in: a `.wasm` path (relative to the repository), or
+    /// a name in the trusted repository's `.crewbox/plugins/` or the user's plugins, as
+    /// `validate --plugin NAME` resolves it.
+    async fn load_file(&self, spec: &str, kind: PluginKind) -> Result<Plugin, EngineError> {
+        use crate::plugin::discover;
         // A FIFO or a link to a device named by a config must not hang or exhaust us.
         let max = self.runtime.compile_limits().max_component_bytes;
-        let file = full.clone();
-        let bytes =
-            tokio::task::spawn_blocking(move || crate::plugin::file::read_component(&file, max))
-                .await
-                .map_err(|e| {
-                    EngineError::Internal(format!("reading plugin {}: {e}", full.display()))
-                })?
-                .map_err(PluginLoadError::File)?;
-        let name = full
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or(path)
-            .to_owned();
-        let source = PluginSource::File(full.clone());
-        let grants = grants_for(&name, &source, kind, &bytes, &self.user_grants);
+        let repo = self.repo_plugins.then(|| self.base_dir.clone());
+        let (owned, base) = (spec.to_owned(), self.base_dir.clone());
+        let found = tokio::task::spawn_blocking(move || {
+            discover::resolve_in(&owned, &base, repo.as_deref(), max)
+        })
+        .await
+        .map_err(|e| EngineError::Internal(format!("reading plugin {spec}: {e}")))?
+        .map_err(PluginLoadError::File)?;
+        let Some(found) = found else {
+            let names: Vec<&str> = BUILTINS
+                .iter()
+                .filter(|b| b.kind == kind)
+                .map(|b| b.name)
+                .collect();
+            let dirs: Vec<String> =
+                discover::searched(self.repo_plugins.then_some(&*self.base_dir))
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect();
+            return Err(PluginLoadError::NotFound {
+                name: crate::plugin::text::escape(spec).into_owned(),
+                kind,
+                builtins: names,
+                searched: dirs,
+            }
+            .into());
+        };
+        let grants = grants_for(
+            &found.name,
+            &found.source,
+            kind,
+            &found.bytes,
+            &self.user_grants,
+        );
         self.runtime
-            .load(&name, source, Arc::from(bytes), grants, None)
+            .load(&found.name, found.source, found.bytes, grants, None)
             .await
             .map_err(|e| PluginLoadError::Runtime(e).into())
     }

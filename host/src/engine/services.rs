@@ -76,7 +76,8 @@ impl Services {
             ),
             store,
             plugins: PluginSet::new(runtime, repo.clone())
-                .with_user_grants(config.plugin_grants.clone()),
+                .with_user_grants(config.plugin_grants.clone())
+                .with_repo_plugins(config.trust.is_trusted()),
             breakers: Breakers::default(),
             config,
             repo,

@@ -10,7 +10,7 @@ wasmtime::component::bindgen!({
         package crewbox:host;
         world plugins {
             include crewbox:plugin/dispatcher@0.1.0;
-            include crewbox:plugin/validator@0.1.0;
+            include crewbox:plugin/judge@0.1.0;
             include crewbox:plugin/role@0.1.0;
         }
     ",

@@ -285,11 +285,7 @@ impl Plugin {
             wasi: wasi.build(),
             table: ResourceTable::new(),
             memory: MemoryCap::new(limits.memory_bytes, inner.runtime.config.component_caps),
-            log: LogState {
-                plugin: inner.name.clone(),
-                remaining: limits.max_log_bytes,
-                silenced: false,
-            },
+            log: LogState::new(inner.name.clone(), limits.max_log_bytes),
             workspace: WorkspaceState {
                 view: env
                     .workspace
@@ -377,9 +373,11 @@ impl Plugin {
                     detail: super::text::escape(&format!("{e:#}")).into_owned(),
                 })
             }
-            // The backtrace carries the guest's own function names: escaped.
+            // The backtrace carries the guest's own function names: escaped. What the
+            // guest said before (an exception, a panic message) is escaped already.
             Ok(Err((_, e))) => Err(PluginFault::Trap {
                 plugin,
+                said: store.data().log.last_words(),
                 detail: super::text::escape(&format!("{e:?}")).into_owned(),
             }),
         }
@@ -398,6 +396,9 @@ impl Plugin {
             }
             let text = String::from_utf8_lossy(&bytes);
             for line in text.lines().filter(|l| !l.is_empty()) {
+                if stream == "stderr" {
+                    state.log.remember(line);
+                }
                 state.log.emit(level, &format!("[{stream}] {line}"));
             }
         }

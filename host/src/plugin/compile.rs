@@ -238,6 +238,57 @@ fn count_blocks(body: &wasmparser::FunctionBody<'_>, cap: u32) -> u32 {
     blocks
 }
 
+/// How long a compile runs before the user is told what is being compiled.
+const NOTICE_AFTER: Duration = Duration::from_secs(1);
+
+/// Says what is being compiled once a compile has taken [`NOTICE_AFTER`]: a line on
+/// stderr when it is a terminal, a log line otherwise, so a first run after a rebuild
+/// never waits in silence. Dropping it (the compile ended) cancels the notice.
+pub(crate) struct SlowNotice {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SlowNotice {
+    /// Starts the timer for compiling plugin `name` of `size` bytes.
+    pub(crate) fn start(name: &str, size: usize) -> Self {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let name = name.to_owned();
+        let thread = std::thread::Builder::new()
+            .name("crewbox-plugin-notice".into())
+            .spawn(move || {
+                if stopped.recv_timeout(NOTICE_AFTER) != Err(mpsc::RecvTimeoutError::Timeout) {
+                    return;
+                }
+                let mb = size as f64 / (1 << 20) as f64;
+                let text = format!(
+                    "compiling plugin `{name}` ({mb:.1} MB) for this machine; \
+                     later runs load it from the cache"
+                );
+                use std::io::IsTerminal;
+                if std::io::stderr().is_terminal() {
+                    eprintln!("crewbox: {text}");
+                } else {
+                    tracing::warn!(plugin = %name, bytes = size, "{text}");
+                }
+            })
+            .ok();
+        Self {
+            stop: Some(stop),
+            thread,
+        }
+    }
+}
+
+impl Drop for SlowNotice {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Why compiling did not produce code: the component's fault (cached), or ours.
 #[derive(Debug)]
 pub(crate) enum Failure {

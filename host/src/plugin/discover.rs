@@ -147,18 +147,59 @@ pub fn candidates(repo_root: Option<&Path>) -> Vec<Candidate> {
 pub fn resolve(spec: &str, repo_root: Option<&Path>, max: u64) -> Result<Option<Found>, FileError> {
     let path = Path::new(spec);
     if path.exists() {
-        let found = Candidate {
-            name: stem(path),
-            source: PluginSource::File(path.to_owned()),
-            root: None,
-        };
-        return found.read(max).map(Some);
+        return file(path.to_owned()).read(max).map(Some);
     }
+    by_name(spec, repo_root, max)
+}
+
+/// A component file named on the command line or in a run.
+fn file(path: PathBuf) -> Candidate {
+    Candidate {
+        name: stem(&path),
+        source: PluginSource::File(path),
+        root: None,
+    }
+}
+
+/// The first plugin called `name` among [`candidates`], read. Blocking.
+fn by_name(name: &str, repo_root: Option<&Path>, max: u64) -> Result<Option<Found>, FileError> {
     candidates(repo_root)
         .into_iter()
-        .find(|c| c.name == spec)
+        .find(|c| c.name == name)
         .map(|c| c.read(max))
         .transpose()
+}
+
+/// Resolves a plugin named in a run (`run --validator NAME`, a team or config file):
+/// a spec that looks like a path (ends in `.wasm` or has a `/`) is that file, relative
+/// to `base_dir`; anything else is a name looked up as [`resolve`] does (built-in, the
+/// trusted repository's `.crewbox/plugins/`, the user's plugins). Blocking.
+pub fn resolve_in(
+    spec: &str,
+    base_dir: &Path,
+    repo_root: Option<&Path>,
+    max: u64,
+) -> Result<Option<Found>, FileError> {
+    let path = Path::new(spec);
+    if spec.ends_with(".wasm") || spec.contains('/') {
+        let full = if path.is_absolute() {
+            path.to_owned()
+        } else {
+            base_dir.join(path)
+        };
+        return file(full).read(max).map(Some);
+    }
+    by_name(spec, repo_root, max)
+}
+
+/// Where names are looked up, for an error that says so: built-ins, then these dirs.
+pub fn searched(repo_root: Option<&Path>) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(root) = repo_root {
+        dirs.push(root.join(crate::trust::REPO_PLUGINS));
+    }
+    dirs.extend(user_plugin_dir());
+    dirs
 }
 
 #[cfg(test)]

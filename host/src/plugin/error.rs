@@ -71,10 +71,13 @@ pub enum PluginError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PluginFault {
     /// The guest trapped (panic, unreachable, out-of-bounds…).
-    #[error("plugin `{plugin}` trapped: {detail}")]
+    #[error("plugin `{plugin}` {}", trap_text(said.as_deref(), detail))]
     Trap {
         /// The plugin's name.
         plugin: String,
+        /// What the guest said last at error level or on stderr before it trapped (a
+        /// Python traceback, a JS error, a Rust panic message), escaped.
+        said: Option<String>,
         /// The trap and its backtrace, as wasmtime reports it.
         detail: String,
     },
@@ -135,6 +138,24 @@ pub enum PluginFault {
         /// The plugin's kind.
         actual: PluginKind,
     },
+}
+
+/// A trap as a person reads it: the guest's own words first, then the trap's first line.
+fn trap_text(said: Option<&str>, detail: &str) -> String {
+    match said {
+        Some(said) => {
+            // The wasm trap's own words ("wasm `unreachable` instruction executed"),
+            // not the backtrace; the detail keeps all of it.
+            let trap = detail
+                .rsplit_once("wasm trap: ")
+                .map_or(detail, |(_, t)| t)
+                .split(['\n', '\\'])
+                .next()
+                .unwrap_or("");
+            format!("failed: {said} (then trapped: {trap})")
+        }
+        None => format!("trapped: {detail}"),
+    }
 }
 
 impl PluginFault {

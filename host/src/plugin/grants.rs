@@ -242,10 +242,23 @@ pub struct Violation {
     /// The rule broken.
     #[serde(flatten)]
     pub rule: Rule,
+    /// How to fix it with the toolchain that built the component, when it can be told.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.fmt_rule(f)?;
+        match &self.hint {
+            Some(hint) => write!(f, " (to fix: {hint})"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Violation {
+    fn fmt_rule(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let who = match self.kind {
             Some(k) => format!("{k} `{}`", self.plugin),
             None => format!("plugin `{}`", self.plugin),
@@ -441,6 +454,7 @@ pub fn violations<'a>(
             kind,
             interface: super::text::escape(interface).into_owned(),
             rule,
+            hint: None,
         });
     };
     let effective = match (found.as_slice(), kind) {

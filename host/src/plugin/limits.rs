@@ -56,8 +56,10 @@ impl Limits {
 pub struct ComponentCaps {
     /// Core module instances (a Rust component has 3; componentize-py's about 40).
     pub instances: u32,
-    /// Linear memories (toolchains emit one). Each pool slot reserves address space for
-    /// a whole memory, so this multiplies the pool's reservation.
+    /// Linear memories (Rust and componentize-py emit one or two; jco's QuickJS backend
+    /// with its WASI stubs three). Each pool slot reserves address space for a whole
+    /// memory, so this multiplies the pool's reservation; the memory cap of a call
+    /// counts all of them together.
     pub memories: u32,
     /// Tables (toolchains emit one or two).
     pub tables: u32,
@@ -67,7 +69,7 @@ impl Default for ComponentCaps {
     fn default() -> Self {
         Self {
             instances: 100,
-            memories: 2,
+            memories: 3,
             tables: 8,
         }
     }

@@ -12,6 +12,7 @@
 //! ```
 
 mod bindings;
+pub mod build;
 pub mod builtin;
 mod cache;
 mod call;
@@ -23,7 +24,9 @@ mod grants;
 mod host;
 mod kind;
 mod limits;
+pub mod producer;
 mod runtime;
+pub mod scaffold;
 pub mod text;
 pub mod verdict;
 
@@ -32,7 +35,7 @@ pub use bindings::types::{
     Outcome, RoleContext, RoleSpec, Signal, ValidatorInfo, Verdict,
 };
 pub use bindings::workspace::ChangeKind;
-pub use cache::CacheOutcome;
+pub use cache::{CacheOutcome, CacheUsage, Removed};
 pub use call::{CallEnv, Plugin};
 pub use compile::{COMPILER_ARG, CompileLimits, CompileRefusal, Compiler, compiler_main};
 pub use error::{PluginError, PluginFault};
@@ -41,4 +44,7 @@ pub use host::model::{ModelAccess, ModelReply};
 pub use host::workspace::WorkspaceView;
 pub use kind::PluginKind;
 pub use limits::{ComponentCaps, Limits};
-pub use runtime::{ComponentInfo, PluginRuntime, PluginSource, RuntimeConfig, default_cache_dir};
+pub use runtime::{
+    ComponentInfo, DEFAULT_CACHE_MAX_BYTES, PluginRuntime, PluginSource, RuntimeConfig,
+    default_cache_dir,
+};

@@ -11,7 +11,7 @@ use serde::Serialize;
 use wasmtime::component::{Component, InstancePre};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::cache::{CacheOutcome, DiskCache};
+use super::cache::{CacheOutcome, CacheUsage, DiskCache};
 use super::call::{Exports, Plugin, PluginInner};
 use super::compile::{self, CompileLimits, CompileRefusal, Compiler, Failure};
 use super::error::PluginError;
@@ -50,6 +50,8 @@ impl std::fmt::Display for PluginSource {
 pub struct RuntimeConfig {
     /// Directory for compiled components; `None` compiles every time.
     pub cache_dir: Option<PathBuf>,
+    /// The most bytes the cache directory keeps (least recently used entries go first).
+    pub cache_max_bytes: u64,
     /// How many instances may be live at once (pooling allocator slots).
     pub max_instances: u32,
     /// The most memory any plugin may be given (all its memories together); per-plugin
@@ -69,6 +71,7 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
             cache_dir: default_cache_dir(),
+            cache_max_bytes: DEFAULT_CACHE_MAX_BYTES,
             max_instances: 64,
             max_memory_bytes: 64 << 20,
             component_caps: ComponentCaps::default(),
@@ -78,6 +81,10 @@ impl Default for RuntimeConfig {
         }
     }
 }
+
+/// The default cap of the compiled-plugin cache: room for about ten compiled
+/// componentize-py plugins (about 50 MB each) and hundreds of Rust ones.
+pub const DEFAULT_CACHE_MAX_BYTES: u64 = 512 << 20;
 
 /// `$XDG_CACHE_HOME/crewbox/plugins`, else `$HOME/.cache/crewbox/plugins`.
 pub fn default_cache_dir() -> Option<PathBuf> {
@@ -161,7 +168,7 @@ impl PluginRuntime {
         let cache = config
             .cache_dir
             .clone()
-            .map(|dir| DiskCache::new(dir, &engine));
+            .map(|dir| DiskCache::new(dir, &engine, config.cache_max_bytes));
         Ok(Self {
             inner: Arc::new(RuntimeInner {
                 engine,
@@ -217,9 +224,11 @@ impl PluginRuntime {
         {
             return Ok((component, CacheOutcome::Hit));
         }
+        let notice = compile::SlowNotice::start(name, bytes.len());
         let compiled = compile::scan(bytes, &limits)
             .map_err(Failure::Refused)
             .and_then(|()| self.compile_now(bytes));
+        drop(notice);
         let (component, serialized) = match compiled {
             Ok(done) => done,
             Err(Failure::Refused(r)) => {
@@ -303,6 +312,17 @@ impl PluginRuntime {
         }
     }
 
+    /// The disk cache in figures; `prune` first removes stale and least recently used
+    /// entries down to the cap. `None` without a cache directory. Blocking.
+    pub fn cache_usage(&self, prune: bool) -> Option<CacheUsage> {
+        let cache = self.inner.cache.as_ref()?;
+        let removed = prune.then(|| cache.prune(None, true));
+        Some(CacheUsage {
+            removed,
+            ..cache.usage()
+        })
+    }
+
     /// The compile limits of this runtime (the component size cap bounds file reads).
     pub fn compile_limits(&self) -> &CompileLimits {
         &self.inner.config.compile_limits
@@ -310,7 +330,13 @@ impl PluginRuntime {
 
     /// Reads a component's kind, imports and exports. Blocking (compiles, or loads from cache).
     pub fn inspect(&self, bytes: &[u8]) -> Result<ComponentInfo, PluginError> {
-        let (component, _) = self.compile("(inspected)", bytes, false)?;
+        self.inspect_named("(inspected)", bytes)
+    }
+
+    /// [`PluginRuntime::inspect`] for the plugin `name`, the name a slow compile and
+    /// an error say. Blocking.
+    pub fn inspect_named(&self, name: &str, bytes: &[u8]) -> Result<ComponentInfo, PluginError> {
+        let (component, _) = self.compile(&super::text::escape(name), bytes, false)?;
         Ok(self.describe(&component, bytes.len()))
     }
 
@@ -366,8 +392,10 @@ impl PluginRuntime {
                         kind: Some(kind),
                         interface: String::new(),
                         rule: Rule::DoesNotLink { reason },
+                        hint: None,
                     });
                 }
+                super::producer::advise(&mut found, bytes);
                 found
             }
             Err(e) => vec![Violation {
@@ -377,6 +405,7 @@ impl PluginRuntime {
                 rule: Rule::NotAComponent {
                     reason: e.to_string(),
                 },
+                hint: None,
             }],
         }
     }
@@ -412,6 +441,7 @@ impl PluginRuntime {
         let this = self.clone();
         let task_name = name.to_owned();
         let size = bytes.len();
+        let advise_bytes = bytes.clone();
         let (component, cache) =
             tokio::task::spawn_blocking(move || this.compile(&task_name, &bytes, false))
                 .await
@@ -420,7 +450,7 @@ impl PluginRuntime {
                     reason: e.to_string(),
                 })??;
         let info = self.describe(&component, size);
-        let denied = violations(
+        let mut denied = violations(
             name,
             None,
             info.imports.iter().map(String::as_str),
@@ -428,6 +458,16 @@ impl PluginRuntime {
             &grants,
         );
         if !denied.is_empty() {
+            // Reading the producer parses the component: off the async runtime.
+            denied = tokio::task::spawn_blocking(move || {
+                super::producer::advise(&mut denied, &advise_bytes);
+                denied
+            })
+            .await
+            .map_err(|e| PluginError::Task {
+                plugin: name.to_owned(),
+                reason: e.to_string(),
+            })?;
             return Err(PluginError::Denied {
                 plugin: name.to_owned(),
                 violations: denied,

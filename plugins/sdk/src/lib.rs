@@ -42,12 +42,13 @@ pub mod __private {
 /// Generated bindings; use the re-exports at the crate root instead.
 #[doc(hidden)]
 pub mod __bindings {
-    /// The validator world: the superset of imports, so the shared types and the
-    /// host interfaces are generated here once.
+    /// The judge world (a validator that may also ask the model): the superset of
+    /// imports, so the shared types and the host interfaces are generated here once.
+    /// A validator that never calls [`crate::model`] does not import it.
     pub mod validator {
         wit_bindgen::generate!({
             path: "../../wit",
-            world: "validator",
+            world: "judge",
             runtime_path: "crewbox_plugin_sdk::__private::wit_bindgen::rt",
             pub_export_macro: true,
             export_macro_name: "__export_validator_world",

@@ -33,6 +33,18 @@ pub fn venv_tool(name: &str) -> Option<PathBuf> {
     })
 }
 
+/// An executable of the npm peers (`$CREWBOX_TEST_NODE/node_modules/.bin/NAME`), or
+/// `None` after reporting it [`missing`].
+pub fn node_tool(name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("CREWBOX_TEST_NODE")
+        .map(|d| PathBuf::from(d).join("node_modules/.bin").join(name))
+        .filter(|p| p.is_file());
+    if found.is_none() {
+        missing(name, "not in $CREWBOX_TEST_NODE/node_modules/.bin");
+    }
+    found
+}
+
 /// [`venv_tool`], or `None` after reporting it [`missing`].
 pub fn tool(name: &str) -> Option<PathBuf> {
     let found = venv_tool(name);

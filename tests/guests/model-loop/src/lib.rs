@@ -2,7 +2,7 @@
 //! refuses (at most 10,000 times), `prompt=N` sends one prompt of N bytes. Each result's
 //! detail reports `calls=K tokens=T then <error>`, so tests can check the budget held.
 
-wit_bindgen::generate!({ path: "../../../wit", world: "validator" });
+wit_bindgen::generate!({ path: "../../../wit", world: "judge" });
 
 use crewbox::plugin::model::{CompletionRequest, ModelError, complete};
 use crewbox::plugin::types::{AgentOutput, CriterionResult, ValidatorInfo, Verdict};

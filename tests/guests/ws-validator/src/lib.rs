@@ -4,7 +4,7 @@
 //! answered, so tests can check the host side exactly:
 //! `read:PATH`, `list:PATH`, `changed`, `diff`, `model:PROMPT`.
 
-wit_bindgen::generate!({ path: "../../../wit", world: "validator" });
+wit_bindgen::generate!({ path: "../../../wit", world: "judge" });
 
 use crewbox::plugin::log::{Level, log};
 use crewbox::plugin::model::{CompletionRequest, ModelError, complete};
