@@ -220,6 +220,16 @@ pub enum Event {
         /// The names.
         names: Vec<String>,
     },
+    /// A member's branch could not be merged into the run's integration branch.
+    #[serde(rename = "team.merge_conflict")]
+    MergeConflict {
+        /// The member.
+        member: String,
+        /// Its branch (kept).
+        branch: String,
+        /// The conflicting paths.
+        files: Vec<String>,
+    },
     /// A reflect iteration ended.
     #[serde(rename = "reflect.iteration")]
     ReflectIteration(IterationRecord),

@@ -117,6 +117,24 @@ pub(crate) async fn finish(
     Ok(out)
 }
 
+/// Gives a reader's worktree back, throwing away whatever is in it.
+pub(crate) async fn discard(spec: &AgentSpec, held: HeldWorktree) -> Result<(), EngineError> {
+    let (manager, wt) = held;
+    let wt = Arc::try_unwrap(wt).map_err(|_| {
+        EngineError::Internal(format!(
+            "the worktree of agent {} is still in use after it ended",
+            spec.id
+        ))
+    })?;
+    manager
+        .discard(wt)
+        .await
+        .map_err(|source| EngineError::Worktree {
+            agent: spec.id.clone(),
+            source,
+        })
+}
+
 fn first_line(s: &str) -> &str {
     s.lines()
         .map(str::trim)

@@ -14,6 +14,7 @@ mod agent;
 mod agent_wire;
 mod cli;
 mod cli_observe;
+mod continuity;
 mod criteria_judge;
 mod daemon;
 mod events_api;

@@ -17,7 +17,7 @@ use super::prompts::{
     PlanningInput, WorkerInfo, WorkerResult, nudge_prompt, planning_prompt, synthesis_prompt,
     worker_prompt,
 };
-use super::{GroupItem, MemberRun, TeamContext, run_group};
+use super::{GroupItem, MemberRun, TeamContext, integrate, run_group};
 use crate::engine::context::RunContext;
 use crate::engine::error::EngineError;
 use crate::engine::executor::ExecOptions;
@@ -194,7 +194,19 @@ pub(crate) async fn orchestrate_round(
         });
         assigned.push((m, task.as_str()));
     }
-    let runs = run_group(ctx, tc, items, Some(team.worker_timeout)).await?;
+    let mut runs = run_group(ctx, tc, items, Some(team.worker_timeout)).await?;
+    {
+        let mut stage: Vec<(&str, &mut MemberRun)> = assigned
+            .iter()
+            .map(|(m, _)| m.name.as_str())
+            .zip(runs.iter_mut())
+            .collect();
+        let label = match input.round {
+            Round::Only => "round".to_owned(),
+            Round::Iteration(n) => format!("it{n}"),
+        };
+        integrate(ctx, tc, &label, &mut stage).await?;
+    }
     let results: Vec<WorkerResult<'_>> = assigned
         .iter()
         .zip(&runs)
@@ -205,7 +217,8 @@ pub(crate) async fn orchestrate_round(
             output: &run.reply,
         })
         .collect();
-    let synth_prompt = synthesis_prompt(&ctx.req.prompt, &results, instructions(tc));
+    let mut synth_prompt = synthesis_prompt(&ctx.req.prompt, &results, instructions(tc));
+    synth_prompt.push_str(&progress(ctx).await?);
     let synthesis = orchestrator_step(
         ctx,
         &StepKey::Synthesis(input.round),
@@ -348,6 +361,15 @@ pub(crate) async fn orchestrator_step(
         .finish(key, Some(&id), &reply, Vec::new())
         .await?;
     Ok(reply)
+}
+
+/// The integration branch's diff since the start and its conflicts, for the
+/// synthesis and the evaluator (empty without a workspace or before any change).
+pub(crate) async fn progress(ctx: &RunContext) -> Result<String, EngineError> {
+    match ctx.workspace() {
+        Some(ws) => Ok(ws.progress_section(&ctx.run_id).await?.unwrap_or_default()),
+        None => Ok(String::new()),
+    }
 }
 
 fn instructions(tc: &TeamContext) -> Option<&str> {

@@ -15,7 +15,9 @@ use async_trait::async_trait;
 
 use super::TeamContext;
 use super::eval::{DEFAULT_THRESHOLD, Evaluation, parse_evaluation};
-use super::orchestrate::{RoundEnd, RoundInput, StoredReply, orchestrate_round, orchestrator_step};
+use super::orchestrate::{
+    RoundEnd, RoundInput, StoredReply, orchestrate_round, orchestrator_step, progress,
+};
 use super::prompts::{evaluator_prompt, self_evaluation_prompt};
 use super::reflect_loop::{
     ErrorBudget, IterationOutcome, ReflectAction, ReflectConfig, ReflectLoop, trend,
@@ -262,11 +264,13 @@ async fn evaluate(
     synthesis: &str,
     threshold: f64,
 ) -> Result<StoredReply, EngineError> {
-    let prompt = if tc.team.evaluator.is_some() {
+    let mut prompt = if tc.team.evaluator.is_some() {
         evaluator_prompt(&ctx.req.prompt, synthesis, threshold)
     } else {
         self_evaluation_prompt(&ctx.req.prompt, synthesis)
     };
+    // The evaluator judges the work in the integration branch, not only the text.
+    prompt.push_str(&progress(ctx).await?);
     orchestrator_step(
         ctx,
         &StepKey::Evaluation(n),
