@@ -484,8 +484,14 @@ pub struct Assignment {
 pub struct IterationRecord {
     /// Its number (from 1).
     pub iteration: u32,
+    /// Which try of the iteration this was (from 1; a failed try is retried).
+    #[serde(default = "first_try", skip_serializing_if = "is_first_try")]
+    pub attempt: u32,
     /// Its workers.
     pub workers: Vec<Assignment>,
+    /// Names the orchestrator assigned work to that are not members.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_workers: Vec<String>,
     /// Messages sent to the team that it took in.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<String>,
@@ -518,6 +524,14 @@ pub struct IterationRecord {
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+fn first_try() -> u32 {
+    1
+}
+
+fn is_first_try(n: &u32) -> bool {
+    *n <= 1
 }
 
 /// A field that is present (even as `null`) reads as `Some`.

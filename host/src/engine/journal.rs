@@ -41,6 +41,8 @@ pub(crate) enum StepKey {
     Evaluation(u32),
     /// The messages reflect iteration n took in: `it<n>/inbox`.
     Inbox(u32),
+    /// Messages for a reflect loop that no iteration took in: `leftover-messages`.
+    Leftovers,
     /// The commit a team run's integration branch starts from: `workspace`.
     Workspace,
     /// Members' branches merged into the integration branch at the end of a stage:
@@ -80,6 +82,7 @@ impl std::fmt::Display for StepKey {
             Self::Synthesis(round) => write!(f, "{round}synthesis"),
             Self::Evaluation(n) => write!(f, "it{n}/evaluation"),
             Self::Inbox(n) => write!(f, "it{n}/inbox"),
+            Self::Leftovers => f.write_str("leftover-messages"),
             Self::Workspace => f.write_str("workspace"),
             Self::Merge(stage) => write!(f, "merge/{stage}"),
         }

@@ -36,6 +36,7 @@ mod provider_peer;
 mod provider_scripted;
 mod recovery;
 mod reflect;
+mod reflect_seeds;
 mod sandbox;
 mod store;
 mod teams;

@@ -269,6 +269,9 @@ pub struct ReflectDetails {
     /// The iteration whose synthesis is the result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best_iteration: Option<u32>,
+    /// Messages sent to the loop that no iteration took in (they came too late).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unread_messages: Vec<String>,
 }
 
 /// Who evaluates a reflect loop.

@@ -127,6 +127,16 @@ pub(super) fn text(r: &RunReport) -> String {
         Some(ModeDetails::Swarm(swarm)) if !swarm.conflicts.is_empty() => {
             let _ = writeln!(s, "conflicts: {}", swarm.conflicts.join(", "));
         }
+        Some(ModeDetails::Reflect(reflect)) if !reflect.unread_messages.is_empty() => {
+            let _ = writeln!(
+                s,
+                "messages no iteration took in: {}",
+                reflect.unread_messages.len()
+            );
+            for m in &reflect.unread_messages {
+                let _ = writeln!(s, "  - {}", escape(m));
+            }
+        }
         Some(
             ModeDetails::Single(_)
             | ModeDetails::Swarm(_)
