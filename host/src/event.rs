@@ -484,9 +484,9 @@ pub struct Assignment {
 pub struct IterationRecord {
     /// Its number (from 1).
     pub iteration: u32,
-    /// Which try of the iteration this was (from 1; a failed try is retried).
-    #[serde(default = "first_try", skip_serializing_if = "is_first_try")]
-    pub attempt: u32,
+    /// Failed tries of this iteration before this one (a failed try is retried).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retry: u32,
     /// Its workers.
     pub workers: Vec<Assignment>,
     /// Names the orchestrator assigned work to that are not members.
@@ -526,12 +526,8 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
-fn first_try() -> u32 {
-    1
-}
-
-fn is_first_try(n: &u32) -> bool {
-    *n <= 1
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A field that is present (even as `null`) reads as `Some`.

@@ -163,7 +163,7 @@ fn a_failed_try_is_retried_without_using_up_an_iteration() {
         (Some(1), Some(1))
     );
     assert!(its[0]["error"].as_str().unwrap().contains("no worker"));
-    assert_eq!(its[1]["attempt"], 2, "{report}");
+    assert_eq!(its[1]["retry"], 1, "{report}");
 }
 
 #[test]

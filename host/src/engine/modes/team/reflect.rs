@@ -81,7 +81,7 @@ impl Mode for Reflect {
                 .all(|m| dispatched.contains(&m.name.to_ascii_lowercase()));
             let mut entry = IterationRecord {
                 iteration: n,
-                attempt,
+                retry: attempt - 1,
                 workers: round.assignments(),
                 unknown_workers: round.plan.unknown.clone(),
                 messages: messages.clone(),
