@@ -220,6 +220,16 @@ pub enum Event {
         /// The names.
         names: Vec<String>,
     },
+    /// A member's branch could not be merged into the run's integration branch.
+    #[serde(rename = "team.merge_conflict")]
+    MergeConflict {
+        /// The member.
+        member: String,
+        /// Its branch (kept).
+        branch: String,
+        /// The conflicting paths.
+        files: Vec<String>,
+    },
     /// A reflect iteration ended.
     #[serde(rename = "reflect.iteration")]
     ReflectIteration(IterationRecord),
@@ -474,8 +484,14 @@ pub struct Assignment {
 pub struct IterationRecord {
     /// Its number (from 1).
     pub iteration: u32,
+    /// Failed tries of this iteration before this one (a failed try is retried).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retry: u32,
     /// Its workers.
     pub workers: Vec<Assignment>,
+    /// Names the orchestrator assigned work to that are not members.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown_workers: Vec<String>,
     /// Messages sent to the team that it took in.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<String>,
@@ -508,6 +524,10 @@ pub struct IterationRecord {
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A field that is present (even as `null`) reads as `Some`.

@@ -55,9 +55,10 @@ pub use crewbox_handoff as handoff;
 
 pub use engine::{
     AgentReport, ChainLink, CrewDetails, CrewExecution, DEMO_SCRIPT, Decision, Engine, EngineError,
-    ErrorClass, EvaluatorKind, MemberEntry, MembersDetails, ModeDetails, OrchestrateDetails,
-    PluginLoadError, PluginStep, ReflectDetails, RoleCall, RunDetails, RunFault, RunReport,
-    RunRequest, SingleDetails, SwarmDetails, Tokens, UsageError, VoteGroup,
+    ErrorClass, EvaluatorKind, IntegrationReport, MemberEntry, MembersDetails, MergeRecord,
+    ModeDetails, OrchestrateDetails, PluginLoadError, PluginStep, ReflectDetails, RoleCall,
+    RunDetails, RunFault, RunReport, RunRequest, SingleDetails, SwarmDetails, Tokens, UsageError,
+    VoteGroup,
 };
 pub use event::{Event, EventRecord};
 pub use ids::{AgentId, RunId};
@@ -78,7 +79,7 @@ pub mod types {
     pub use crate::store::{AgentCounts, RunRecord, StoreError};
     pub use crate::team::{FindTeamError, TeamError};
     pub use crate::trust::Trust;
-    pub use crate::worktree::{BranchArtifact, WorktreeError};
+    pub use crate::worktree::{BranchArtifact, MergeOutcome, WorktreeError};
 }
 
 /// **Not a stable API.** The crate's internal floors, re-exported for crewbox's own

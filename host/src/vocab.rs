@@ -251,6 +251,9 @@ str_enum!(
         Failed = "failed",
         /// It ran past the team's worker timeout and was stopped.
         TimedOut = "timed-out",
+        /// It finished, but its branch conflicts with the run's integration branch:
+        /// its work is kept on its own branch, not in the integration branch.
+        MergeConflict = "merge-conflict",
     }
 );
 

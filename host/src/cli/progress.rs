@@ -112,6 +112,7 @@ fn describe(e: &EventRecord) -> Option<String> {
         | Event::CrewReview(_)
         | Event::OrchestratePlan { .. }
         | Event::OrchestrateUnknownWorkers { .. }
+        | Event::MergeConflict { .. }
         | Event::ReflectIteration(_)
         | Event::ReflectScoreUnreadable { .. }
         | Event::TeamMessages { .. }

@@ -51,7 +51,8 @@ pub async fn run(ctx: Context, args: SendArgs) -> anyhow::Result<Exit> {
     };
     store
         .push_control(
-            &crate::team::message_target(&args.team),
+            // The message belongs to this loop; leftovers are reported when it ends.
+            &crate::team::message_target(&args.team, run.id.as_str()),
             ControlKind::Message,
             Some(message),
         )

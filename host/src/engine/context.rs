@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use super::dispatch::Decision;
 use super::error::{EngineError, UsageError};
-use super::executor::{ExecOptions, ExecResult, Job, Stop};
+use super::executor::{ExecOptions, ExecResult, Job, Placement, Stop};
 use super::journal::Journal;
 use super::modes::team::TeamContext;
 use super::request::RunRequest;
 use super::services::Services;
 use super::spawn::{ResultRx, SpawnQueue};
 use super::validate::ValidatorEntry;
+use super::workspace::RunWorkspace;
 use crate::agent::permissions::{CapSet, Permissions};
 use crate::agent::runner::AgentSpec;
 use crate::batch::JoinMode;
@@ -20,7 +21,8 @@ use crate::event::Event;
 use crate::ids::{AgentId, RunId};
 use crate::provider::Provider;
 use crate::provider::config::Prices;
-use crate::vocab::Access;
+use crate::tool::Capability;
+use crate::vocab::{Access, Isolation};
 
 /// Everything a mode needs to run.
 pub(crate) struct RunContext {
@@ -32,6 +34,8 @@ pub(crate) struct RunContext {
     pub decision: Decision,
     /// The run's journal: stored steps are read back on resume.
     pub journal: Journal,
+    /// Team runs in worktrees: the integration branch.
+    workspace: Option<RunWorkspace>,
     /// The run's model.
     provider: Arc<dyn Provider>,
     prices: Option<Prices>,
@@ -53,6 +57,8 @@ pub(crate) struct RunHead {
     pub decision: Decision,
     /// Its journal.
     pub journal: Journal,
+    /// Its integration branch (team runs in worktrees).
+    pub workspace: Option<RunWorkspace>,
 }
 
 /// The parts a run context is made of, resolved before the run starts.
@@ -81,6 +87,7 @@ impl RunContext {
             req: head.req,
             decision: head.decision,
             journal: head.journal,
+            workspace: head.workspace,
             provider: parts.provider,
             prices: parts.prices,
             validators: parts.validators,
@@ -101,6 +108,11 @@ impl RunContext {
         self.team
             .as_ref()
             .ok_or_else(|| UsageError::TeamModeWithoutTeam(self.decision.mode).into())
+    }
+
+    /// The integration branch, for team runs whose agents work in worktrees.
+    pub(crate) fn workspace(&self) -> Option<&RunWorkspace> {
+        self.workspace.as_ref()
     }
 
     /// The run's stop signal.
@@ -163,7 +175,29 @@ impl RunContext {
         if self.stop.is_stopped() {
             return Err(EngineError::Stopped(self.run_id.clone()));
         }
+        let job = self.place(job).await;
         self.spawns.submit(job, join).await
+    }
+
+    /// In a team run, an agent that would start at HEAD starts at the integration
+    /// head instead: a writer in its own worktree there, a reader in a checkout of it
+    /// once work has been merged (before that, HEAD and the head are the same tree).
+    async fn place(&self, mut job: Job) -> Job {
+        let Some(ws) = &self.workspace else {
+            return job;
+        };
+        if let Placement::Isolated { base: None } = &job.placement {
+            let writes = job.opts.isolation == Isolation::Worktree
+                && job.spec.perms.caps.contains(Capability::Write);
+            if writes {
+                job.placement = Placement::Isolated {
+                    base: Some(ws.head().await),
+                };
+            } else if let Some(head) = ws.moved_head().await {
+                job.placement = Placement::Reader { base: head };
+            }
+        }
+        job
     }
 
     /// Finalises the pending batch now.

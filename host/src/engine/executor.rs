@@ -61,6 +61,12 @@ pub(crate) enum Placement {
     /// A worktree the mode holds across several agents (crew revisions); the mode
     /// finishes it.
     Held(HeldWorktree),
+    /// A read-only agent reads a checkout of `base` (a team run's integration head),
+    /// thrown away when it ends.
+    Reader {
+        /// The commit to read.
+        base: String,
+    },
 }
 
 /// Tells jobs of a stopped run not to start.
@@ -169,8 +175,14 @@ impl Executor for LocalExecutor {
         if stop.is_stopped() {
             return Err(EngineError::Stopped(spec.run_id));
         }
+        let mut reader = false;
         let (held, owned) = match placement {
             Placement::Held(held) => (Some(held), false),
+            Placement::Reader { base } => {
+                reader = true;
+                let held = worktrees::acquire(&self.services, &mut spec, Some(&base)).await?;
+                (Some(held), true)
+            }
             Placement::Isolated { base } => {
                 let isolate = opts.isolation == Isolation::Worktree
                     && spec.perms.caps.contains(Capability::Write);
@@ -226,6 +238,10 @@ impl Executor for LocalExecutor {
                 .await?;
         }
         let wt = match held {
+            Some(held) if reader => {
+                worktrees::discard(&spec, held).await?;
+                WorktreeResult::default()
+            }
             Some(held) if owned => {
                 worktrees::finish(&self.services, &spec, held, &outcome.result).await?
             }

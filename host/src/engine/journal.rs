@@ -41,6 +41,13 @@ pub(crate) enum StepKey {
     Evaluation(u32),
     /// The messages reflect iteration n took in: `it<n>/inbox`.
     Inbox(u32),
+    /// Messages for a reflect loop that no iteration took in: `leftover-messages`.
+    Leftovers,
+    /// The commit a team run's integration branch starts from: `workspace`.
+    Workspace,
+    /// Members' branches merged into the integration branch at the end of a stage:
+    /// `merge/<stage>` (the stage's own key, e.g. `merge/member/alice`, `merge/it2`).
+    Merge(String),
 }
 
 impl StepKey {
@@ -75,6 +82,9 @@ impl std::fmt::Display for StepKey {
             Self::Synthesis(round) => write!(f, "{round}synthesis"),
             Self::Evaluation(n) => write!(f, "it{n}/evaluation"),
             Self::Inbox(n) => write!(f, "it{n}/inbox"),
+            Self::Leftovers => f.write_str("leftover-messages"),
+            Self::Workspace => f.write_str("workspace"),
+            Self::Merge(stage) => write!(f, "merge/{stage}"),
         }
     }
 }
@@ -147,7 +157,10 @@ impl Journal {
         let value = done.get(&stored)?;
         match serde_json::from_value(value.clone()) {
             Ok(v) => {
-                self.replayed.fetch_add(1, Ordering::Relaxed);
+                // The workspace's bookkeeping is not work read back instead of done.
+                if !matches!(key, StepKey::Workspace | StepKey::Merge(_)) {
+                    self.replayed.fetch_add(1, Ordering::Relaxed);
+                }
                 Some(v)
             }
             Err(e) => {
@@ -223,6 +236,8 @@ mod tests {
             (StepKey::Synthesis(it), "it3/synthesis"),
             (StepKey::Evaluation(3), "it3/evaluation"),
             (StepKey::Inbox(3), "it3/inbox"),
+            (StepKey::Workspace, "workspace"),
+            (StepKey::Merge("it2".into()), "merge/it2"),
         ];
         for (key, stored) in cases {
             assert_eq!(key.to_string(), stored);

@@ -27,6 +27,7 @@ mod run;
 mod services;
 mod spawn;
 mod validate;
+mod workspace;
 mod worktrees;
 
 use std::path::PathBuf;
@@ -39,9 +40,9 @@ pub use dispatch::Decision;
 pub use error::{EngineError, ErrorClass, PluginLoadError, PluginStep, RoleCall, UsageError};
 pub use providers::DEMO_SCRIPT;
 pub use report::{
-    AgentReport, ChainLink, CrewDetails, CrewExecution, EvaluatorKind, MemberEntry, MembersDetails,
-    ModeDetails, OrchestrateDetails, ReflectDetails, RunDetails, RunFault, RunReport,
-    SingleDetails, SwarmDetails, Tokens, VoteGroup,
+    AgentReport, ChainLink, CrewDetails, CrewExecution, EvaluatorKind, IntegrationReport,
+    MemberEntry, MembersDetails, MergeRecord, ModeDetails, OrchestrateDetails, ReflectDetails,
+    RunDetails, RunFault, RunReport, SingleDetails, SwarmDetails, Tokens, VoteGroup,
 };
 pub use request::RunRequest;
 

@@ -18,6 +18,7 @@ use super::modes::{self, ModeOutcome};
 use super::providers;
 use super::report::{RunDetails, RunFault, RunReport};
 use super::request::{RunRequest, RunSpec};
+use super::workspace::RunWorkspace;
 use crate::agent::AgentState;
 use crate::event::Event;
 use crate::ids::RunId;
@@ -233,11 +234,17 @@ async fn drive(
         let stop = engine.shutdown.child_token();
         async move { manager.control_loop(vec![run], stop).await }
     }));
+    let workspace = if decision.mode.runs_a_team() && req.isolation() == Isolation::Worktree {
+        RunWorkspace::open(services, &journal, &run_id).await?
+    } else {
+        None
+    };
     let head = RunHead {
         run_id: run_id.clone(),
         req,
         decision,
         journal,
+        workspace,
     };
     let ctx = RunContext::new(head, parts, stop, services.clone(), engine.spawns.clone());
     let mode = modes::mode(ctx.decision.mode);
@@ -292,10 +299,15 @@ async fn drive(
             },
         },
     };
+    let integration = match ctx.workspace() {
+        Some(ws) => ws.report(&run_id).await?,
+        None => None,
+    };
     let details = RunDetails {
         decision: Some(ctx.decision.clone()),
         resumed_steps: ctx.journal.is_resumed().then(|| ctx.journal.replayed()),
         fault: outcome.fault,
+        integration,
         mode: outcome.details,
     };
     let store = services.store();

@@ -84,13 +84,7 @@ pub(crate) async fn finish(
         agent: spec.id.clone(),
         source,
     };
-    // Validators share the worktree while the agent runs; they let go when it ends.
-    let wt = Arc::try_unwrap(wt).map_err(|_| {
-        EngineError::Internal(format!(
-            "the worktree of agent {} is still in use after it ended",
-            spec.id
-        ))
-    })?;
+    let wt = unshared(spec, wt)?;
     let mut out = WorktreeResult {
         changed: manager
             .changed_paths(&wt)
@@ -115,6 +109,30 @@ pub(crate) async fn finish(
         out.branch = Some(branch);
     }
     Ok(out)
+}
+
+/// Gives a reader's worktree back, throwing away whatever is in it.
+pub(crate) async fn discard(spec: &AgentSpec, held: HeldWorktree) -> Result<(), EngineError> {
+    let (manager, wt) = held;
+    let wt = unshared(spec, wt)?;
+    manager
+        .discard(wt)
+        .await
+        .map_err(|source| EngineError::Worktree {
+            agent: spec.id.clone(),
+            source,
+        })
+}
+
+/// The worktree back from the validators, which share it while the agent runs and let
+/// go when it ends.
+fn unshared(spec: &AgentSpec, wt: Arc<Worktree>) -> Result<Worktree, EngineError> {
+    Arc::try_unwrap(wt).map_err(|_| {
+        EngineError::Internal(format!(
+            "the worktree of agent {} is still in use after it ended",
+            spec.id
+        ))
+    })
 }
 
 fn first_line(s: &str) -> &str {

@@ -24,8 +24,9 @@ pub use file::{
 pub use limits::TeamPolicy;
 pub use load::{Discovered, FindTeamError, PackNote, discover, merge_layers};
 
-/// The control-message target of team `name` (`crewbox send --team`): its running
-/// reflect loop reads messages sent there at the start of its next iteration.
-pub fn message_target(name: &str) -> String {
-    format!("team:{}", name.to_ascii_lowercase())
+/// The control-message target of team `name`'s reflect loop `run` (`crewbox send
+/// --team` names the loop running when the message is sent): that loop reads it at
+/// the start of its next iteration; a later loop on the team never sees it.
+pub fn message_target(name: &str, run: &str) -> String {
+    format!("team:{}/{run}", name.to_ascii_lowercase())
 }

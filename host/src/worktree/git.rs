@@ -187,6 +187,15 @@ const TRUNCATED: &str = "\n[diff truncated]\n";
 pub(crate) fn diff(path: &Path, base: Oid, max_bytes: usize) -> Result<String, WorktreeError> {
     let (repo, _head, tree) = snapshot(path)?;
     let diff = diff_from_base(&repo, path, base, tree)?;
+    print_capped(&diff, max_bytes, path)
+}
+
+/// `diff` as a unified patch, cut at `max_bytes` with a `[diff truncated]` line.
+pub(crate) fn print_capped(
+    diff: &git2::Diff<'_>,
+    max_bytes: usize,
+    path: &Path,
+) -> Result<String, WorktreeError> {
     let mut out = String::new();
     let mut truncated = false;
     let printed = diff.print(DiffFormat::Patch, |_, _, line| {

@@ -28,6 +28,7 @@
 
 mod error;
 mod git;
+mod integration;
 mod maintenance;
 mod marker;
 pub mod sanitize;
@@ -41,6 +42,7 @@ use serde::{Deserialize, Serialize};
 
 pub use error::WorktreeError;
 pub use git::{ChangeKind, ChangedPath};
+pub use integration::{MergeOutcome, Merged};
 pub use maintenance::{PruneReason, PruneReport, PrunedWorktree, WorktreeInfo, WorktreeState};
 pub use sanitize::{sanitize_branch_component, sanitize_message};
 
@@ -345,6 +347,70 @@ impl WorktreeManager {
             let slot = inner.take_active(&wt)?;
             inner.release(slot);
             Ok(())
+        })
+        .await
+    }
+
+    /// The commit HEAD of the repository points to now (hex id).
+    pub async fn head(&self) -> Result<String, WorktreeError> {
+        self.blocking(|inner| integration::head(&inner.repo_root))
+            .await
+    }
+
+    /// The tip of local branch `branch` (hex id), if it exists.
+    pub async fn branch_tip(&self, branch: &str) -> Result<Option<String>, WorktreeError> {
+        let branch = branch.to_owned();
+        self.blocking(move |inner| integration::tip(&inner.repo_root, &branch))
+            .await
+    }
+
+    /// Merges commit `theirs` into the integration head `head` (in the object
+    /// database, no checkout) and points `branch` at the result when the head moves.
+    /// A conflict leaves the head and every branch as they were and names the files.
+    pub async fn merge_into(
+        &self,
+        branch: &str,
+        head: &str,
+        theirs: &str,
+        message: &str,
+    ) -> Result<Merged, WorktreeError> {
+        let (branch, head, theirs) = (branch.to_owned(), head.to_owned(), theirs.to_owned());
+        let message = sanitize_message(message);
+        self.blocking(move |inner| {
+            let _guard = inner.lock_repo();
+            integration::merge(
+                &inner.repo_root,
+                &branch,
+                &head,
+                &theirs,
+                &message,
+                &inner.opts.identity,
+            )
+        })
+        .await
+    }
+
+    /// Commits from `base` (exclusive) to `head`, oldest first.
+    pub async fn commits_between(
+        &self,
+        base: &str,
+        head: &str,
+    ) -> Result<Vec<String>, WorktreeError> {
+        let (base, head) = (base.to_owned(), head.to_owned());
+        self.blocking(move |inner| integration::commits(&inner.repo_root, &base, &head))
+            .await
+    }
+
+    /// The unified diff from commit `base` to commit `head`, at most `max_bytes`.
+    pub async fn diff_commits(
+        &self,
+        base: &str,
+        head: &str,
+        max_bytes: usize,
+    ) -> Result<String, WorktreeError> {
+        let (base, head) = (base.to_owned(), head.to_owned());
+        self.blocking(move |inner| {
+            integration::diff_commits(&inner.repo_root, &base, &head, max_bytes)
         })
         .await
     }

@@ -7,7 +7,7 @@ use crate::support::repo::{bin, command, crewbox, git_repo};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-const WITH_EVALUATOR: &str = r#"
+pub(crate) const WITH_EVALUATOR: &str = r#"
 mode = "reflect"
 
 [evaluator]
@@ -22,7 +22,7 @@ name = "bob"
 role = "tester"
 "#;
 
-const SELF_JUDGING: &str = r#"
+pub(crate) const SELF_JUDGING: &str = r#"
 mode = "reflect"
 
 [[members]]
@@ -34,7 +34,7 @@ name = "bob"
 role = "tester"
 "#;
 
-fn repo(team: &str) -> tempfile::TempDir {
+pub(crate) fn repo(team: &str) -> tempfile::TempDir {
     git_repo(|work| {
         std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
         std::fs::write(work.join(".crewbox/teams/duo.toml"), team).unwrap();
@@ -42,7 +42,7 @@ fn repo(team: &str) -> tempfile::TempDir {
 }
 
 /// Workers that answer any task, echoing nothing in particular.
-const WORKERS: &str = r#"
+pub(crate) const WORKERS: &str = r#"
 [[reply]]
 agent = "alice"
 repeat = true
@@ -54,7 +54,7 @@ repeat = true
 text = "bob: tested it"
 "#;
 
-fn plan(iteration: u32, blocks: &str) -> String {
+pub(crate) fn plan(iteration: u32, blocks: &str) -> String {
     let when = if iteration == 1 {
         "(?s)Split the request below into tasks".to_owned()
     } else {
@@ -65,17 +65,18 @@ fn plan(iteration: u32, blocks: &str) -> String {
     )
 }
 
-fn synthesis(text: &str) -> String {
+pub(crate) fn synthesis(text: &str) -> String {
     format!("\n[[reply]]\nagent = \"synthesis\"\ntext = \"{text}\"\n")
 }
 
-fn evaluation(text: &str) -> String {
+pub(crate) fn evaluation(text: &str) -> String {
     format!("\n[[reply]]\nagent = \"evaluator\"\ntext = \"\"\"\n{text}\n\"\"\"\n")
 }
 
-const BOTH: &str = "@worker:alice\ndesign the cache\n@end\n@worker:bob\ntest the cache\n@end";
+pub(crate) const BOTH: &str =
+    "@worker:alice\ndesign the cache\n@end\n@worker:bob\ntest the cache\n@end";
 
-fn iterations(report: &serde_json::Value) -> &Vec<serde_json::Value> {
+pub(crate) fn iterations(report: &serde_json::Value) -> &Vec<serde_json::Value> {
     report["iterations"]
         .as_array()
         .unwrap_or_else(|| panic!("no iterations: {report}"))
@@ -277,7 +278,7 @@ fn three_failed_iterations_spend_the_error_budget() {
     assert!(started.elapsed() >= Duration::from_secs(6));
 }
 
-fn spawn_run(dir: &std::path::Path, script: &str) -> std::process::Child {
+pub(crate) fn spawn_run(dir: &std::path::Path, script: &str) -> std::process::Child {
     let path = dir.join("script.toml");
     std::fs::write(&path, script).unwrap();
     let args = [
@@ -372,7 +373,7 @@ fn a_message_sent_to_the_team_reaches_the_next_iteration_and_a_second_loop_is_re
 }
 
 /// Waits until the store lists a running run and returns its id.
-fn running_run(dir: &std::path::Path) -> String {
+pub(crate) fn running_run(dir: &std::path::Path) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let out = bin(dir, &["status", "--json"]);

@@ -9,7 +9,7 @@ use crate::engine::dispatch::Decision;
 use crate::event::{Assignment, IterationRecord, ReviewVerdict, ValidationStatus};
 use crate::ids::AgentId;
 use crate::vocab::{Mode, Strategy};
-use crate::worktree::BranchArtifact;
+use crate::worktree::{BranchArtifact, MergeOutcome};
 
 /// Everything a run reports beyond its status, result and agents.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -23,6 +23,9 @@ pub struct RunDetails {
     /// The plugin fault that decided the run, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fault: Option<RunFault>,
+    /// Team runs: the integration branch and what was merged into it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub integration: Option<IntegrationReport>,
     /// The mode's own facts (absent when the mode failed before producing any).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub mode: Option<ModeDetails>,
@@ -36,18 +39,20 @@ impl RunDetails {
             decision: Option<Decision>,
             resumed_steps: Option<u32>,
             fault: Option<RunFault>,
+            integration: Option<IntegrationReport>,
         }
         let Some(value) = value.filter(serde_json::Value::is_object) else {
             return Self::default();
         };
         let common: Option<Common> = serde_json::from_value(value.clone()).ok();
-        let (decision, resumed_steps, fault) = common
-            .map(|c| (c.decision, c.resumed_steps, c.fault))
+        let (decision, resumed_steps, fault, integration) = common
+            .map(|c| (c.decision, c.resumed_steps, c.fault, c.integration))
             .unwrap_or_default();
         Self {
             decision,
             resumed_steps,
             fault,
+            integration,
             mode: ModeDetails::read(mode, value),
         }
     }
@@ -60,6 +65,46 @@ pub struct RunFault {
     pub step: String,
     /// The fault (it names the plugin).
     pub fault: String,
+}
+
+/// A team run's integration branch (`crewbox/run/<run-id>`): where its result lives.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntegrationReport {
+    /// The branch with its commits since the run's base; absent when nothing changed.
+    pub branch: Option<BranchArtifact>,
+    /// Every member branch merged (or not) into it, in order.
+    #[serde(default)]
+    pub merges: Vec<MergeRecord>,
+}
+
+impl IntegrationReport {
+    /// The merges that conflicted: (member, branch, files).
+    pub fn conflicts(&self) -> impl Iterator<Item = (&str, &str, &[String])> {
+        self.merges.iter().filter_map(|m| match &m.outcome {
+            MergeOutcome::Conflict { files } => {
+                Some((m.member.as_str(), m.branch.as_str(), files.as_slice()))
+            }
+            MergeOutcome::UpToDate | MergeOutcome::FastForward | MergeOutcome::Merged { .. } => {
+                None
+            }
+        })
+    }
+}
+
+/// One member's branch merged into the integration branch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeRecord {
+    /// The stage it ended (`member/<name>`, `it<n>`, `round`).
+    pub stage: String,
+    /// The member.
+    pub member: String,
+    /// Its agent.
+    pub agent_id: String,
+    /// Its branch (kept as it is, also after a conflict).
+    pub branch: String,
+    /// What the merge did.
+    #[serde(flatten)]
+    pub outcome: MergeOutcome,
 }
 
 /// The facts of one mode.
@@ -224,6 +269,9 @@ pub struct ReflectDetails {
     /// The iteration whose synthesis is the result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best_iteration: Option<u32>,
+    /// Messages sent to the loop that no iteration took in (they came too late).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unread_messages: Vec<String>,
 }
 
 /// Who evaluates a reflect loop.
@@ -250,6 +298,7 @@ mod tests {
             decision: Some(Decision::explicit(Mode::Crew)),
             resumed_steps: None,
             fault: None,
+            integration: None,
             mode: Some(ModeDetails::Crew(CrewDetails {
                 plan: Some("1. fix".into()),
                 execution: Some(CrewExecution {

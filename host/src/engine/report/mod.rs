@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 pub use details::{
-    ChainLink, CrewDetails, CrewExecution, EvaluatorKind, MemberEntry, MembersDetails, ModeDetails,
-    OrchestrateDetails, ReflectDetails, RunDetails, RunFault, SingleDetails, SwarmDetails,
-    VoteGroup,
+    ChainLink, CrewDetails, CrewExecution, EvaluatorKind, IntegrationReport, MemberEntry,
+    MembersDetails, MergeRecord, ModeDetails, OrchestrateDetails, ReflectDetails, RunDetails,
+    RunFault, SingleDetails, SwarmDetails, VoteGroup,
 };
 
 use crate::agent::AgentState;
@@ -190,6 +190,7 @@ impl RunReport {
                 | Event::CrewReview(_)
                 | Event::OrchestratePlan { .. }
                 | Event::OrchestrateUnknownWorkers { .. }
+                | Event::MergeConflict { .. }
                 | Event::ReflectIteration(_)
                 | Event::ReflectScoreUnreadable { .. }
                 | Event::TeamMessages { .. }
@@ -216,9 +217,13 @@ impl RunReport {
         })
     }
 
-    /// The branch holding the run's result: the last agent's (`single`) or the
-    /// executor's (`crew`), when it changed something in a worktree.
+    /// The branch holding the run's result: the last agent's (`single`), the
+    /// executor's (`crew`) or the integration branch (team modes), when something
+    /// changed in a worktree.
     pub fn branch(&self) -> Option<&BranchArtifact> {
+        if let Some(integration) = &self.details.integration {
+            return integration.branch.as_ref();
+        }
         match self.details.mode.as_ref()? {
             ModeDetails::Single(single) => single.branch.as_ref(),
             ModeDetails::Crew(crew) => crew.execution.as_ref()?.branch.as_ref(),

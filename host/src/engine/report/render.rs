@@ -88,6 +88,24 @@ pub(super) fn text(r: &RunReport) -> String {
             );
         }
     }
+    if let Some(i) = &r.details.integration {
+        if let Some(b) = &i.branch {
+            let _ = writeln!(
+                s,
+                "integration {} ({} commit(s) since {})",
+                b.branch,
+                b.commits.len(),
+                b.base.get(..12).unwrap_or(&b.base)
+            );
+        }
+        for (member, branch, files) in i.conflicts() {
+            let _ = writeln!(
+                s,
+                "  merge-conflict {member}: {branch} kept, not merged ({})",
+                files.join(", ")
+            );
+        }
+    }
     match &r.details.mode {
         Some(ModeDetails::Crew(crew)) => {
             if let Some(exec) = &crew.execution
@@ -108,6 +126,16 @@ pub(super) fn text(r: &RunReport) -> String {
         }
         Some(ModeDetails::Swarm(swarm)) if !swarm.conflicts.is_empty() => {
             let _ = writeln!(s, "conflicts: {}", swarm.conflicts.join(", "));
+        }
+        Some(ModeDetails::Reflect(reflect)) if !reflect.unread_messages.is_empty() => {
+            let _ = writeln!(
+                s,
+                "messages no iteration took in: {}",
+                reflect.unread_messages.len()
+            );
+            for m in &reflect.unread_messages {
+                let _ = writeln!(s, "  - {}", escape(m));
+            }
         }
         Some(
             ModeDetails::Single(_)

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use super::prompts::{WorkerInfo, broadcast_prompt};
-use super::{GroupItem, collect_replies, run_group};
+use super::{GroupItem, collect_replies, integrate, run_group};
 use crate::engine::context::RunContext;
 use crate::engine::error::EngineError;
 use crate::engine::journal::StepKey;
@@ -38,7 +38,14 @@ impl Mode for Broadcast {
                 }
             })
             .collect();
-        let runs = run_group(ctx, tc, items, None).await?;
+        let mut runs = run_group(ctx, tc, items, None).await?;
+        let mut stage: Vec<(&str, &mut super::MemberRun)> = team
+            .members
+            .iter()
+            .map(|m| m.name.as_str())
+            .zip(runs.iter_mut())
+            .collect();
+        integrate(ctx, tc, "members", &mut stage).await?;
         Ok(collect_replies(team, &runs))
     }
 }

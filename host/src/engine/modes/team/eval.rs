@@ -2,10 +2,11 @@
 //!
 //! The evaluator writes `SCORE:` and `RATIONALE:` lines (any case, optionally
 //! wrapped in Markdown emphasis). A score may be `0.8`, `.8`, `8/10` or `80%` and is
-//! clamped to `0..=1`; a missing or unreadable score counts as 0.5 and sets
-//! [`Evaluation::score_defaulted`] so the engine can warn. The sentinels
-//! [`COMPLETE_SENTINEL`] and [`NEEDS_ITERATION_SENTINEL`] count only on a line of
-//! their own; quoted inside a sentence they mean nothing.
+//! clamped to `0..=1`; a missing or unreadable score counts as 0.5 (0.4 beside a
+//! [`NEEDS_ITERATION_SENTINEL`]) and sets [`Evaluation::score_defaulted`] so the
+//! engine can warn. The sentinels [`COMPLETE_SENTINEL`] and
+//! [`NEEDS_ITERATION_SENTINEL`] count only on a line of their own, in any case;
+//! quoted inside a sentence they mean nothing.
 
 use std::sync::LazyLock;
 
@@ -19,6 +20,8 @@ pub const NEEDS_ITERATION_SENTINEL: &str = "[[NEEDS_ITERATION]]";
 pub const DEFAULT_THRESHOLD: f64 = 0.9;
 /// The score assumed when the evaluator gave none that can be read.
 pub const FALLBACK_SCORE: f64 = 0.5;
+/// The score of a self-evaluation that asks for another iteration without a score.
+pub const NEEDS_ITERATION_SCORE: f64 = 0.4;
 
 /// One evaluation of an iteration's synthesis.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,9 +64,14 @@ pub fn parse_score(text: &str) -> Option<f64> {
     value.is_finite().then(|| value.clamp(0.0, 1.0))
 }
 
-/// True when `sentinel` stands alone on a line (surrounding whitespace allowed).
+/// True when `sentinel` stands alone on a line (surrounding whitespace allowed, any
+/// case).
 pub fn has_sentinel(text: &str, sentinel: &str) -> bool {
-    text.lines().any(|line| line.trim() == sentinel)
+    text.lines().any(|line| is_sentinel(line, sentinel))
+}
+
+fn is_sentinel(line: &str, sentinel: &str) -> bool {
+    line.trim().eq_ignore_ascii_case(sentinel)
 }
 
 /// The value after `KEY:` if `line` is such a line, ignoring case and Markdown emphasis.
@@ -92,8 +100,8 @@ pub fn parse_evaluation(reply: &str) -> Evaluation {
             continue;
         }
         let is_other = keyed(line, "score").is_some()
-            || line.trim() == COMPLETE_SENTINEL
-            || line.trim() == NEEDS_ITERATION_SENTINEL;
+            || is_sentinel(line, COMPLETE_SENTINEL)
+            || is_sentinel(line, NEEDS_ITERATION_SENTINEL);
         if let Some(lines) = rationale.as_mut()
             && !is_other
         {
@@ -103,12 +111,20 @@ pub fn parse_evaluation(reply: &str) -> Evaluation {
     let rationale = rationale
         .map(|lines| lines.join("\n").trim().to_owned())
         .filter(|r| !r.is_empty());
+    let complete = has_sentinel(&text, COMPLETE_SENTINEL);
+    let needs_iteration = has_sentinel(&text, NEEDS_ITERATION_SENTINEL);
+    // The seed's self-evaluation: "needs another iteration" is a 0.4.
+    let assumed = if needs_iteration && !complete {
+        NEEDS_ITERATION_SCORE
+    } else {
+        FALLBACK_SCORE
+    };
     Evaluation {
-        score: score.unwrap_or(FALLBACK_SCORE),
+        score: score.unwrap_or(assumed),
         score_defaulted: score.is_none(),
         rationale,
-        complete: has_sentinel(&text, COMPLETE_SENTINEL),
-        needs_iteration: has_sentinel(&text, NEEDS_ITERATION_SENTINEL),
+        complete,
+        needs_iteration,
     }
 }
 
@@ -186,6 +202,20 @@ mod tests {
         // `score` inside a sentence is not a score line.
         let eval = parse_evaluation("My score: would be 0.9 but SCORE is hard");
         assert!(eval.score_defaulted);
+    }
+
+    #[test]
+    fn sentinels_ignore_case_and_needs_iteration_scores_point_four() {
+        let eval = parse_evaluation("done\n[[group_reflect_complete]]\n");
+        assert!(eval.complete);
+        let eval = parse_evaluation("more to do\n  [[Needs_Iteration]]");
+        assert!(eval.needs_iteration);
+        assert_eq!((eval.score, eval.score_defaulted), (0.4, true));
+        // A score that was given wins.
+        assert_eq!(
+            parse_evaluation("SCORE: 0.7\n[[NEEDS_ITERATION]]").score,
+            0.7
+        );
     }
 
     #[test]

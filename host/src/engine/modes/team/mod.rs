@@ -36,11 +36,13 @@ use crate::engine::report::{MemberEntry, MembersDetails, ModeDetails};
 use crate::engine::request::RunRequest;
 use crate::engine::services::Services;
 use crate::engine::validate::ValidatorEntry;
+use crate::engine::workspace::StageWork;
 use crate::event::{Event, MemberSummary};
 use crate::ids::AgentId;
 use crate::provider::Provider;
 use crate::team::{Member, Team};
 use crate::vocab::{ExitReason, ModeChoice, RunStatus};
+use crate::worktree::{BranchArtifact, MergeOutcome};
 
 /// A loaded team with the model each of its agents uses.
 pub(crate) struct TeamContext {
@@ -228,6 +230,9 @@ pub(crate) struct MemberRun {
     /// The task it was given.
     #[serde(default)]
     pub task: String,
+    /// Its branch, when it changed something in its worktree.
+    #[serde(default)]
+    pub branch: Option<BranchArtifact>,
 }
 
 impl MemberRun {
@@ -256,6 +261,8 @@ impl MemberRun {
                 )
             },
             task: String::new(),
+            // Work that did not pass validation is not carried forward.
+            branch: if ok { r.branch.clone() } else { None },
         }
     }
 
@@ -267,6 +274,7 @@ impl MemberRun {
             status: WorkerStatus::Failed,
             reply: format!("(could not run: {e})"),
             task: String::new(),
+            branch: None,
         }
     }
 
@@ -278,6 +286,7 @@ impl MemberRun {
             status: WorkerStatus::TimedOut,
             reply: "(timed out)".into(),
             task: String::new(),
+            branch: None,
         }
     }
 
@@ -407,6 +416,65 @@ pub(crate) async fn run_group(
     runs.into_iter()
         .map(|r| r.ok_or_else(|| EngineError::Internal("a group member never completed".into())))
         .collect()
+}
+
+/// Merges the branches of a finished stage's members (`runs`, with their member
+/// names) into the run's integration branch, in team order. A member whose branch
+/// conflicts is marked `merge-conflict` and its reply says which files, so the
+/// synthesis, the evaluator and the report see it. Without a workspace (no worktrees)
+/// there is nothing to merge.
+pub(crate) async fn integrate(
+    ctx: &RunContext,
+    tc: &TeamContext,
+    stage: &str,
+    runs: &mut [(&str, &mut MemberRun)],
+) -> Result<(), EngineError> {
+    let Some(ws) = ctx.workspace() else {
+        return Ok(());
+    };
+    let order = |name: &str| {
+        tc.team
+            .members
+            .iter()
+            .position(|m| m.name.eq_ignore_ascii_case(name))
+            .unwrap_or(usize::MAX)
+    };
+    runs.sort_by_key(|(name, _)| order(name));
+    let work: Vec<StageWork<'_>> = runs
+        .iter()
+        .map(|(name, run)| StageWork {
+            member: name,
+            agent_id: &run.agent_id,
+            branch: run.branch.as_ref(),
+        })
+        .collect();
+    let records = ws
+        .merge_stage(&ctx.journal, &ctx.run_id, stage, &work)
+        .await?;
+    for record in records {
+        let MergeOutcome::Conflict { files } = &record.outcome else {
+            continue;
+        };
+        let Some((_, run)) = runs.iter_mut().find(|(_, r)| r.agent_id == record.agent_id) else {
+            continue;
+        };
+        run.status = WorkerStatus::MergeConflict;
+        run.reply.push_str(&format!(
+            "\n\n(merge-conflict: its branch `{}` conflicts with the run's integration \
+             branch in {}; the branch is kept, its work is not in the integration branch)",
+            record.branch,
+            files.join(", ")
+        ));
+        ctx.emit(
+            None,
+            Event::MergeConflict {
+                member: record.member.clone(),
+                branch: record.branch.clone(),
+                files: files.clone(),
+            },
+        );
+    }
+    Ok(())
 }
 
 /// A delivery of member indexes as the members' summaries.

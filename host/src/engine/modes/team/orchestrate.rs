@@ -17,7 +17,8 @@ use super::prompts::{
     PlanningInput, WorkerInfo, WorkerResult, nudge_prompt, planning_prompt, synthesis_prompt,
     worker_prompt,
 };
-use super::{GroupItem, MemberRun, TeamContext, run_group};
+use super::{GroupItem, MemberRun, TeamContext, integrate, run_group};
+use crate::agent::AgentState;
 use crate::engine::context::RunContext;
 use crate::engine::error::EngineError;
 use crate::engine::executor::ExecOptions;
@@ -49,6 +50,9 @@ impl Mode for Orchestrate {
         });
         Ok(match round.end {
             RoundEnd::Failed(why) => ModeOutcome::failed(why, details),
+            RoundEnd::Stopped(why) => {
+                ModeOutcome::new((RunStatus::Cancelled, ExitReason::Cancelled), why, details)
+            }
             RoundEnd::NoAssignment(answer) | RoundEnd::Synthesised(answer) => {
                 ModeOutcome::new((RunStatus::Completed, ExitReason::GoalMet), answer, details)
             }
@@ -79,6 +83,9 @@ pub(crate) struct StoredPlan {
     pub nudged: bool,
     /// Why planning failed (the orchestrator's agent did not complete).
     pub failed: Option<String>,
+    /// The orchestrator's agent was stopped: the loop ends `cancelled`.
+    #[serde(default)]
+    pub stopped: bool,
 }
 
 /// One orchestrator reply (synthesis, evaluation) as stored.
@@ -90,12 +97,17 @@ pub(crate) struct StoredReply {
     pub text: Option<String>,
     /// Why there is none.
     pub error: Option<String>,
+    /// The agent was stopped (a person stopped it): the loop ends `cancelled`.
+    #[serde(default)]
+    pub stopped: bool,
 }
 
 /// How a round ended.
 pub(crate) enum RoundEnd {
     /// Planning or synthesis failed; the text says why.
     Failed(String),
+    /// The orchestrator's planning or synthesis agent was stopped.
+    Stopped(String),
     /// No assignment even after the nudge; the orchestrator's answer.
     NoAssignment(String),
     /// The synthesis.
@@ -162,7 +174,11 @@ pub(crate) async fn orchestrate_round(
         }
     };
     if let Some(why) = &plan.failed {
-        let end = RoundEnd::Failed(why.clone());
+        let end = if plan.stopped {
+            RoundEnd::Stopped(why.clone())
+        } else {
+            RoundEnd::Failed(why.clone())
+        };
         return Ok(RoundFacts {
             plan,
             workers: Vec::new(),
@@ -194,7 +210,19 @@ pub(crate) async fn orchestrate_round(
         });
         assigned.push((m, task.as_str()));
     }
-    let runs = run_group(ctx, tc, items, Some(team.worker_timeout)).await?;
+    let mut runs = run_group(ctx, tc, items, Some(team.worker_timeout)).await?;
+    {
+        let mut stage: Vec<(&str, &mut MemberRun)> = assigned
+            .iter()
+            .map(|(m, _)| m.name.as_str())
+            .zip(runs.iter_mut())
+            .collect();
+        let label = match input.round {
+            Round::Only => "round".to_owned(),
+            Round::Iteration(n) => format!("it{n}"),
+        };
+        integrate(ctx, tc, &label, &mut stage).await?;
+    }
     let results: Vec<WorkerResult<'_>> = assigned
         .iter()
         .zip(&runs)
@@ -205,7 +233,8 @@ pub(crate) async fn orchestrate_round(
             output: &run.reply,
         })
         .collect();
-    let synth_prompt = synthesis_prompt(&ctx.req.prompt, &results, instructions(tc));
+    let mut synth_prompt = synthesis_prompt(&ctx.req.prompt, &results, instructions(tc));
+    synth_prompt.push_str(&progress(ctx).await?);
     let synthesis = orchestrator_step(
         ctx,
         &StepKey::Synthesis(input.round),
@@ -217,6 +246,7 @@ pub(crate) async fn orchestrate_round(
     .await?;
     let end = match synthesis.text {
         Some(text) => RoundEnd::Synthesised(text),
+        None if synthesis.stopped => RoundEnd::Stopped(synthesis.error.unwrap_or_default()),
         None => RoundEnd::Failed(synthesis.error.unwrap_or_default()),
     };
     let workers = assigned
@@ -272,6 +302,7 @@ async fn plan(
                 first.outcome.state,
                 first.outcome.error.unwrap_or_default()
             )),
+            stopped: first.outcome.state == AgentState::Stopped,
             ..StoredPlan::default()
         });
     }
@@ -290,6 +321,10 @@ async fn plan(
         job.history = Some(history);
         let again = ctx.execute(job).await?;
         plan.nudged = true;
+        if again.outcome.state == AgentState::Stopped {
+            plan.failed = Some("the orchestrator was stopped".into());
+            plan.stopped = true;
+        }
         if again.outcome.state.is_success() {
             plan.answer = again.outcome.result.clone();
             parsed = parse_assignments(&plan.answer, &names);
@@ -332,11 +367,13 @@ pub(crate) async fn orchestrator_step(
             agent_id: id.to_string(),
             text: Some(o.result),
             error: None,
+            stopped: false,
         }
     } else {
         StoredReply {
             agent_id: id.to_string(),
             text: None,
+            stopped: o.state == AgentState::Stopped,
             error: Some(format!(
                 "the {name} ended {}: {}",
                 o.state,
@@ -348,6 +385,15 @@ pub(crate) async fn orchestrator_step(
         .finish(key, Some(&id), &reply, Vec::new())
         .await?;
     Ok(reply)
+}
+
+/// The integration branch's diff since the start and its conflicts, for the
+/// synthesis and the evaluator (empty without a workspace or before any change).
+pub(crate) async fn progress(ctx: &RunContext) -> Result<String, EngineError> {
+    match ctx.workspace() {
+        Some(ws) => Ok(ws.progress_section(&ctx.run_id).await?.unwrap_or_default()),
+        None => Ok(String::new()),
+    }
 }
 
 fn instructions(tc: &TeamContext) -> Option<&str> {

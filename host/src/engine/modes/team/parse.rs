@@ -3,9 +3,10 @@
 //! Two forms are accepted, JSON first:
 //! - a JSON array `[{"worker": "name", "task": "…"}]`, fenced or bare; the first
 //!   array in the reply whose entries all have string `worker` and `task` wins;
-//! - blocks: a line `@worker:NAME`, the task on the following lines, ended by a line
-//!   `@end`, the next `@worker:` line or the end of the reply. Markers are
-//!   case-insensitive; text outside blocks is ignored.
+//! - blocks: a line `@worker:NAME` (also as a list item, `- @worker:NAME`), the
+//!   task on the following lines, ended by `@end` (on its own line or at the end of
+//!   the task's last line), the next `@worker:` line or the end of the reply.
+//!   Markers are case-insensitive; text outside blocks is ignored.
 //!
 //! Names are matched exactly but ignoring ASCII case against the members, after
 //! stripping surrounding backticks and quotes; there is no fuzzy matching. Names
@@ -91,19 +92,26 @@ fn parse_blocks(text: &str, members: &[&str]) -> Assignments {
     let mut open: Option<(String, Vec<&str>)> = None;
     for line in text.lines() {
         let trimmed = line.trim();
-        if let Some(rest) = strip_prefix_ignore_case(trimmed, "@worker:") {
+        // `- @worker:NAME` and `1. @worker:NAME`: a block in a list.
+        if let Some(rest) = strip_prefix_ignore_case(strip_bullet(trimmed), "@worker:") {
             if let Some((name, lines)) = open.take() {
                 out.add(&name, &lines.join("\n"), members);
             }
             // The name stands alone; anything after it on the line starts the task.
             let rest = rest.trim();
             let (name, first) = match rest.split_once(char::is_whitespace) {
-                Some((name, first)) => (name, vec![first]),
-                None => (rest, Vec::new()),
+                Some((name, first)) => (name, first),
+                None => (rest, ""),
             };
-            open = Some((name.to_owned(), first));
-        } else if trimmed.eq_ignore_ascii_case("@end") {
-            if let Some((name, lines)) = open.take() {
+            // `@worker:NAME the task @end` on one line is a whole block.
+            match strip_end(first) {
+                Some(task) => out.add(name, task, members),
+                None => open = Some((name.to_owned(), vec![first])),
+            }
+        } else if let Some(last) = strip_end(trimmed) {
+            // `… @end`: the text before the marker is the block's last line.
+            if let Some((name, mut lines)) = open.take() {
+                lines.push(last);
                 out.add(&name, &lines.join("\n"), members);
             }
         } else if let Some((_, lines)) = open.as_mut() {
@@ -114,6 +122,39 @@ fn parse_blocks(text: &str, members: &[&str]) -> Assignments {
         out.add(&name, &lines.join("\n"), members);
     }
     out
+}
+
+/// A list marker (`-`, `*`, `+`, `1.`, `1)`) and the space after it, removed.
+fn strip_bullet(line: &str) -> &str {
+    let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let rest = if digits > 0 {
+        match line[digits..].strip_prefix(['.', ')']) {
+            Some(rest) => rest,
+            None => return line,
+        }
+    } else {
+        match line.strip_prefix(['-', '*', '+']) {
+            Some(rest) => rest,
+            None => return line,
+        }
+    };
+    match rest.strip_prefix(char::is_whitespace) {
+        Some(rest) => rest.trim_start(),
+        None => line,
+    }
+}
+
+/// The text before an `@end` that ends the line (any case), if it does.
+fn strip_end(line: &str) -> Option<&str> {
+    let line = line.trim_end();
+    let cut = line.len().checked_sub("@end".len())?;
+    let tail = line.get(cut..)?;
+    if !tail.eq_ignore_ascii_case("@end") {
+        return None;
+    }
+    let before = &line[..cut];
+    // `me@end` is an address, not a marker: the marker stands apart from the task.
+    (before.is_empty() || before.ends_with(char::is_whitespace)).then(|| before.trim_end())
 }
 
 fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
@@ -206,6 +247,21 @@ mod tests {
         assert!(parse_assignments("", MEMBERS).is_empty());
         // `@worker:` quoted mid-sentence is not a marker.
         assert!(parse_assignments("Use the @worker:bob format.", MEMBERS).is_empty());
+    }
+
+    #[test]
+    fn bulleted_blocks_and_inline_end() {
+        let reply = "Plan:\n- @worker:alice\n  design it @end\n* @worker:bob test it @END\n1. @worker:carol.v2\nwrite to me@end.com\n@end";
+        let got = parse_assignments(reply, MEMBERS);
+        assert_eq!(
+            got.tasks,
+            tasks(&[
+                ("Alice", "design it"),
+                ("bob", "test it"),
+                ("carol.v2", "write to me@end.com"),
+            ])
+        );
+        assert_eq!(strip_bullet("-@worker:x"), "-@worker:x");
     }
 
     #[test]

@@ -15,7 +15,9 @@ use async_trait::async_trait;
 
 use super::TeamContext;
 use super::eval::{DEFAULT_THRESHOLD, Evaluation, parse_evaluation};
-use super::orchestrate::{RoundEnd, RoundInput, StoredReply, orchestrate_round, orchestrator_step};
+use super::orchestrate::{
+    RoundEnd, RoundInput, StoredReply, orchestrate_round, orchestrator_step, progress,
+};
 use super::prompts::{evaluator_prompt, self_evaluation_prompt};
 use super::reflect_loop::{
     ErrorBudget, IterationOutcome, ReflectAction, ReflectConfig, ReflectLoop, trend,
@@ -56,13 +58,15 @@ impl Mode for Reflect {
         let mut best: Option<Scored> = None;
         let mut last_evaluated: Option<Scored> = None;
         let mut last_error: Option<String> = None;
-        let mut n = 1u32;
+        // `n` is the iteration, `step` the try: journal keys count tries, so a retried
+        // iteration (after a failed try) has steps of its own and a resume replays them.
+        let (mut n, mut step, mut attempt) = (1u32, 1u32, 1u32);
         let reason = loop {
-            let messages = team_inbox(ctx, tc, n).await?;
+            let messages = team_inbox(ctx, tc, step).await?;
             let round = orchestrate_round(
                 ctx,
                 &RoundInput {
-                    round: Round::Iteration(n),
+                    round: Round::Iteration(step),
                     last_evaluation: last.as_ref().map(|(i, e)| (*i, e)),
                     messages: &messages,
                 },
@@ -77,13 +81,15 @@ impl Mode for Reflect {
                 .all(|m| dispatched.contains(&m.name.to_ascii_lowercase()));
             let mut entry = IterationRecord {
                 iteration: n,
+                retry: attempt - 1,
                 workers: round.assignments(),
+                unknown_workers: round.plan.unknown.clone(),
                 messages: messages.clone(),
                 ..IterationRecord::default()
             };
             let outcome = match &round.end {
                 RoundEnd::Synthesised(synthesis) => {
-                    let reply = evaluate(ctx, tc, n, synthesis, config.threshold).await?;
+                    let reply = evaluate(ctx, tc, step, synthesis, config.threshold).await?;
                     match reply.text {
                         Some(text) => {
                             let eval = parse_evaluation(&text);
@@ -121,15 +127,28 @@ impl Mode for Reflect {
                             let why = reply.error.unwrap_or_default();
                             entry.error = Some(why.clone());
                             last_error = Some(why);
-                            IterationOutcome::Failed
+                            if reply.stopped {
+                                IterationOutcome::Cancelled
+                            } else {
+                                IterationOutcome::Failed
+                            }
                         }
                     }
+                }
+                // After an evaluated iteration, no work means the orchestrator is done.
+                RoundEnd::NoAssignment(_) if last.is_some() => {
+                    IterationOutcome::NoWork { all_dispatched }
                 }
                 RoundEnd::NoAssignment(_) => {
                     let why = "the orchestrator assigned no worker, even after the nudge";
                     entry.error = Some(why.to_owned());
                     last_error = Some(why.to_owned());
                     IterationOutcome::Failed
+                }
+                RoundEnd::Stopped(why) => {
+                    entry.error = Some(why.clone());
+                    last_error = Some(why.clone());
+                    IterationOutcome::Cancelled
                 }
                 RoundEnd::Failed(why) => {
                     entry.error = Some(why.clone());
@@ -156,7 +175,7 @@ impl Mode for Reflect {
                     iteration, backoff, ..
                 } => {
                     // A replayed failure already waited before the crash.
-                    if !backoff.is_zero() && !ctx.journal.has(&StepKey::Inbox(iteration)) {
+                    if !backoff.is_zero() && !ctx.journal.has(&StepKey::Inbox(step + 1)) {
                         tokio::select! {
                             _ = tokio::time::sleep(backoff) => {}
                             _ = ctx.stop().run_stopped() => {
@@ -164,7 +183,9 @@ impl Mode for Reflect {
                             }
                         }
                     }
+                    attempt = if iteration == n { attempt + 1 } else { 1 };
                     n = iteration;
+                    step += 1;
                 }
             }
         };
@@ -174,7 +195,11 @@ impl Mode for Reflect {
         } else {
             best
         };
+        // Messages that came in after the last iteration began are this loop's too:
+        // taken now and reported, never left for the next loop on the team.
+        let unread_messages = take_messages(ctx, tc, &StepKey::Leftovers).await?;
         let mut details = ReflectDetails {
+            unread_messages,
             iterations,
             threshold: config.threshold,
             max_iterations: config.max_iterations,
@@ -209,18 +234,38 @@ impl Mode for Reflect {
     }
 }
 
-/// The messages sent to the team for iteration `n`, taken from the store once and
-/// journaled together with their consumption (a resumed loop sees the same ones).
+/// The messages sent to this loop for iteration step `n`, taken from the store once
+/// and journaled together with their consumption (a resumed loop sees the same ones).
 async fn team_inbox(
     ctx: &RunContext,
     tc: &TeamContext,
     n: u32,
 ) -> Result<Vec<String>, EngineError> {
-    let key = StepKey::Inbox(n);
-    if let Some(messages) = ctx.journal.done::<Vec<String>>(&key) {
+    let messages = take_messages(ctx, tc, &StepKey::Inbox(n)).await?;
+    if !messages.is_empty() {
+        ctx.emit(
+            None,
+            Event::TeamMessages {
+                iteration: n,
+                count: messages.len(),
+            },
+        );
+    }
+    Ok(messages)
+}
+
+/// Takes the messages queued for this loop as journal step `key` (read back when
+/// stored). Only messages sent while this loop ran are its own: a message never
+/// reaches a later loop on the team.
+async fn take_messages(
+    ctx: &RunContext,
+    tc: &TeamContext,
+    key: &StepKey,
+) -> Result<Vec<String>, EngineError> {
+    if let Some(messages) = ctx.journal.done::<Vec<String>>(key) {
         return Ok(messages);
     }
-    let target = crate::team::message_target(&tc.team.name);
+    let target = crate::team::message_target(&tc.team.name, ctx.run_id.as_str());
     let pending: Vec<_> = ctx
         .services()
         .store()
@@ -235,21 +280,12 @@ async fn team_inbox(
         .collect();
     ctx.journal
         .finish(
-            &key,
+            key,
             None,
             &messages,
             pending.iter().map(|c| c.seq).collect(),
         )
         .await?;
-    if !messages.is_empty() {
-        ctx.emit(
-            None,
-            Event::TeamMessages {
-                iteration: n,
-                count: messages.len(),
-            },
-        );
-    }
     Ok(messages)
 }
 
@@ -262,11 +298,13 @@ async fn evaluate(
     synthesis: &str,
     threshold: f64,
 ) -> Result<StoredReply, EngineError> {
-    let prompt = if tc.team.evaluator.is_some() {
+    let mut prompt = if tc.team.evaluator.is_some() {
         evaluator_prompt(&ctx.req.prompt, synthesis, threshold)
     } else {
         self_evaluation_prompt(&ctx.req.prompt, synthesis)
     };
+    // The evaluator judges the work in the integration branch, not only the text.
+    prompt.push_str(&progress(ctx).await?);
     orchestrator_step(
         ctx,
         &StepKey::Evaluation(n),

@@ -183,8 +183,15 @@ pub enum IterationOutcome {
         /// Every worker has been dispatched at least once by now.
         all_dispatched: bool,
     },
-    /// The iteration failed (no plan after the nudge, orchestrator or evaluator error).
+    /// The iteration failed (no plan after the nudge in the first iteration,
+    /// orchestrator or evaluator error); it is tried again, within the error budget.
     Failed,
+    /// The orchestrator assigned no work after an earlier iteration: it considers the
+    /// goal met, which counts once every worker has worked at least once.
+    NoWork {
+        /// Every worker has been dispatched at least once by now.
+        all_dispatched: bool,
+    },
     /// A person cancelled the run.
     Cancelled,
     /// A person paused the run.
@@ -233,7 +240,7 @@ impl ReflectLoop {
         }
     }
 
-    /// Iterations finished so far (evaluated or failed).
+    /// Iterations evaluated so far (a failed try is retried, not counted).
     pub fn iterations(&self) -> u32 {
         self.completed
     }
@@ -260,12 +267,24 @@ impl ReflectLoop {
         let (trend, stall_warning) = match outcome {
             IterationOutcome::Cancelled => return ReflectAction::Exit(ExitReason::Cancelled),
             IterationOutcome::Paused => return ReflectAction::Exit(ExitReason::Paused),
-            IterationOutcome::Failed => {
-                self.completed += 1;
+            IterationOutcome::NoWork {
+                all_dispatched: true,
+            } => return ReflectAction::Exit(ExitReason::GoalMet),
+            // A failed try does not use up an iteration: the same one runs again, after
+            // a backoff, until the error budget is spent.
+            IterationOutcome::Failed
+            | IterationOutcome::NoWork {
+                all_dispatched: false,
+            } => {
                 if self.budget.record_failure() {
                     return ReflectAction::Exit(ExitReason::ErrorBudget);
                 }
-                (None, false)
+                return ReflectAction::Continue {
+                    iteration: self.completed + 1,
+                    trend: None,
+                    stall_warning: false,
+                    backoff: self.budget.backoff(),
+                };
             }
             IterationOutcome::Evaluated {
                 synthesis,
@@ -503,6 +522,41 @@ mod tests {
         assert_eq!(
             l.step(IterationOutcome::Failed),
             ReflectAction::Exit(ExitReason::ErrorBudget)
+        );
+    }
+
+    #[test]
+    fn failed_tries_repeat_the_iteration_without_using_it_up() {
+        let mut l = ReflectLoop::new(ReflectConfig {
+            max_iterations: 1,
+            ..ReflectConfig::default()
+        });
+        assert!(matches!(
+            l.step(IterationOutcome::Failed),
+            ReflectAction::Continue { iteration: 1, .. }
+        ));
+        assert_eq!(
+            l.step(evaluated("done", 0.2, true)),
+            ReflectAction::Exit(ExitReason::MaxIterations)
+        );
+        assert_eq!(l.iterations(), 1);
+    }
+
+    #[test]
+    fn no_work_after_everyone_worked_is_the_goal_met() {
+        let mut l = ReflectLoop::new(ReflectConfig::default());
+        assert!(matches!(
+            l.step(IterationOutcome::NoWork {
+                all_dispatched: false
+            }),
+            ReflectAction::Continue { iteration: 1, .. }
+        ));
+        l.step(evaluated("first", 0.2, true));
+        assert_eq!(
+            l.step(IterationOutcome::NoWork {
+                all_dispatched: true
+            }),
+            ReflectAction::Exit(ExitReason::GoalMet)
         );
     }
 

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 
 use super::prompts::{EarlierReply, WorkerInfo, sequential_prompt};
-use super::{GroupItem, MemberRun, collect_replies, run_group};
+use super::{GroupItem, MemberRun, collect_replies, integrate, run_group};
 use crate::engine::context::RunContext;
 use crate::engine::error::EngineError;
 use crate::engine::journal::StepKey;
@@ -41,6 +41,11 @@ impl Mode for Sequential {
                 assigned: ctx.req.prompt.clone(),
             };
             let mut one = run_group(ctx, tc, vec![item], None).await?;
+            // The next member starts from the work merged so far.
+            if let Some(run) = one.first_mut() {
+                let stage = StepKey::member(&m.name).to_string();
+                integrate(ctx, tc, &stage, &mut [(m.name.as_str(), run)]).await?;
+            }
             runs.append(&mut one);
         }
         Ok(collect_replies(team, &runs))
