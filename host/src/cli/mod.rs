@@ -1,7 +1,28 @@
 //! One file per subcommand. Each parses its own arguments (clap `Args`) and returns an
 //! [`Exit`] code; `main` maps errors to codes. Configuration is two-phase: raw
 //! arguments are checked first, then turned into a [`Context`] (paths, config, store).
+//!
+//! Everything a command prints on stdout goes through `out!`/`outln!`: a write
+//! error is returned (never a panic), and `main` treats a closed pipe as success.
 
+/// Writes to stdout like `print!`, returning a write error to the caller with `?`
+/// (a closed pipe ends the command, successfully, instead of panicking).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+/// Writes a line to stdout like `println!`; see `out!`.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+pub mod completions;
 pub mod config;
 mod context;
 pub mod control;
@@ -12,12 +33,14 @@ pub mod events;
 pub mod health;
 pub mod history;
 pub mod init;
+mod lookup;
 pub mod plugin;
 mod progress;
 pub mod resume;
 pub mod run;
 pub mod schedule;
 pub mod send;
+mod signals;
 pub mod status;
 pub mod team;
 pub mod tree;
@@ -127,6 +150,8 @@ pub enum Command {
     Config(config::ConfigArgs),
     /// Write a commented .crewbox/config.toml and an example team.
     Init(init::InitArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
 }
 
 impl Command {
@@ -155,6 +180,7 @@ impl Command {
             | Self::Validate(_)
             | Self::Handoff(_)
             | Self::Init(_) => false,
+            Self::Completions(_) => true,
         }
     }
 }
@@ -187,9 +213,12 @@ pub fn main() -> std::process::ExitCode {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    // JSON written straight to stdout fails with a serde error holding the io one.
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            .map(std::io::Error::kind)
+            .or_else(|| c.downcast_ref::<serde_json::Error>()?.io_error_kind())
+            == Some(std::io::ErrorKind::BrokenPipe)
     })
 }
 
@@ -232,5 +261,6 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         // `config` prints what `announce` would, in full.
         Command::Config(args) => config::run(g.resolve()?, args),
         Command::Init(args) => init::run(g, args),
+        Command::Completions(args) => completions::run(&args),
     }
 }

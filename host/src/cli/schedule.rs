@@ -115,21 +115,27 @@ pub async fn run(ctx: Context, args: ScheduleArgs) -> anyhow::Result<Exit> {
         ScheduleCommand::Add(a) => add(&ctx, *a).await,
         ScheduleCommand::List { json } => list(&ctx, json).await,
         ScheduleCommand::Rm { name } => {
-            let store = ctx.open_store()?;
+            let Some(store) = job_store(&ctx, &name)? else {
+                return Ok(Exit::Usage);
+            };
             done(
                 store.remove_schedule(&name).await,
                 &format!("removed {name}"),
             )
         }
         ScheduleCommand::Pause { name } => {
-            let store = ctx.open_store()?;
+            let Some(store) = job_store(&ctx, &name)? else {
+                return Ok(Exit::Usage);
+            };
             done(
                 store.set_schedule_paused(&name, true).await,
                 &format!("paused {name}"),
             )
         }
         ScheduleCommand::Resume { name } => {
-            let store = ctx.open_store()?;
+            let Some(store) = job_store(&ctx, &name)? else {
+                return Ok(Exit::Usage);
+            };
             done(
                 store.set_schedule_paused(&name, false).await,
                 &format!("resumed {name}"),
@@ -142,7 +148,7 @@ pub async fn run(ctx: Context, args: ScheduleArgs) -> anyhow::Result<Exit> {
 fn done(result: Result<(), StoreError>, message: &str) -> anyhow::Result<Exit> {
     match result {
         Ok(()) => {
-            println!("{message}");
+            outln!("{message}");
             Ok(Exit::Ok)
         }
         Err(e @ (StoreError::NoSuchSchedule { .. } | StoreError::ScheduleExists { .. })) => {
@@ -151,6 +157,21 @@ fn done(result: Result<(), StoreError>, message: &str) -> anyhow::Result<Exit> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The store holding job `name`, for commands that change a job; without a store
+/// there is no such job (said on stderr), and none is created.
+fn job_store(ctx: &Context, name: &str) -> anyhow::Result<Option<crate::store::Store>> {
+    let store = ctx.store_if_exists()?;
+    if store.is_none() {
+        eprintln!(
+            "crewbox: {}",
+            StoreError::NoSuchSchedule {
+                name: name.to_owned()
+            }
+        );
+    }
+    Ok(store)
 }
 
 fn usage(e: impl std::fmt::Display) -> anyhow::Result<Exit> {
@@ -221,8 +242,10 @@ fn fmt_ms(ms: Option<i64>) -> String {
 }
 
 async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
-    let store = ctx.open_store()?;
-    let jobs = store.schedules().await?;
+    let jobs = match ctx.store_if_exists()? {
+        Some(store) => store.schedules().await?,
+        None => Vec::new(),
+    };
     if as_json {
         let jobs: Vec<_> = jobs
             .iter()
@@ -237,11 +260,11 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&jobs)?);
+        outln!("{}", serde_json::to_string_pretty(&jobs)?);
         return Ok(Exit::Ok);
     }
     if jobs.is_empty() {
-        println!("no scheduled jobs");
+        outln!("no scheduled jobs");
     }
     for j in &jobs {
         let state = if j.paused {
@@ -251,7 +274,7 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
         } else {
             "active"
         };
-        println!(
+        outln!(
             "{:<24} {:<6} {:<22} {:<7} next {:<20} runs {:<4} last {}",
             j.name,
             j.kind.as_str(),
@@ -268,7 +291,9 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
 /// Marks the job due now: its next fire becomes now, which the daemon's next tick
 /// starts (under the job's overlap policy) before planning the schedule again.
 async fn run_now(ctx: &Context, name: &str) -> anyhow::Result<Exit> {
-    let store = ctx.open_store()?;
+    let Some(store) = job_store(ctx, name)? else {
+        return Ok(Exit::Usage);
+    };
     let result = store.request_schedule_run(name, Utc::now()).await;
     done(
         result,

@@ -19,6 +19,7 @@ mod daemon;
 mod events_api;
 mod exit_codes;
 mod modes;
+mod operator;
 mod packs;
 mod plugin_cli;
 mod plugin_hostile;
