@@ -13,6 +13,15 @@ pub struct DaemonArgs {}
 /// Runs the scheduler in the foreground. The first signal stops firing and waits for the
 /// runs in flight; a second one exits at once.
 pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
+    // One daemon per state directory, or one `run-now` would fire in each.
+    let _lock = match crate::schedule::lock::DaemonLock::acquire(ctx.state_dir()) {
+        Ok(lock) => lock,
+        Err(e @ crate::schedule::lock::LockError::Held { .. }) => {
+            eprintln!("crewbox: {e}");
+            return Ok(Exit::Usage);
+        }
+        Err(e) => return Err(e.into()),
+    };
     // Never cancelled on the first signal: runs in flight are allowed to finish.
     let engine = super::context::engine(&ctx, CancellationToken::new()).await?;
     let stop = CancellationToken::new();

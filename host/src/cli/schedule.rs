@@ -199,6 +199,15 @@ async fn add(ctx: &Context, a: AddArgs) -> anyhow::Result<Exit> {
         Ok(s) => s,
         Err(e) => return usage(e),
     };
+    // Whatever would make every fire fail is refused now, not once a minute later.
+    if let Some(tz) = &a.tz
+        && let Err(e) = crate::schedule::parse_time_zone(tz)
+    {
+        return usage(e);
+    }
+    if let Err(e) = check_job(ctx, &a).await {
+        return usage(e);
+    }
     if let Err(e) = validate_prompt(&a.prompt) {
         return usage(e);
     }
@@ -219,6 +228,39 @@ async fn add(ctx: &Context, a: AddArgs) -> anyhow::Result<Exit> {
         store.insert_schedule(&job).await,
         &format!("added {name}: {spec}, next fire {}", fmt_ms(next)),
     )
+}
+
+/// The mode, team and provider a job names can run: the team exists and loads, the
+/// mode runs it (or, without a team, needs none), and the provider is configured.
+async fn check_job(ctx: &Context, a: &AddArgs) -> Result<(), String> {
+    let mode = a.mode.unwrap_or(ctx.config().default_mode);
+    match (&a.team, mode) {
+        (Some(team), ModeChoice::Mode(mode)) if !mode.runs_a_team() => {
+            return Err(crewbox::UsageError::NotATeamMode {
+                team: team.clone(),
+                mode,
+            }
+            .to_string());
+        }
+        (None, ModeChoice::Mode(mode)) if mode.runs_a_team() => {
+            return Err(crewbox::UsageError::TeamModeWithoutTeam(mode).to_string());
+        }
+        _ => {}
+    }
+    if let Some(team) = &a.team {
+        let dir = ctx.root().to_path_buf();
+        let policy = ctx.config().team_policy();
+        let found = tokio::task::spawn_blocking(move || crate::team::discover(&dir, &policy))
+            .await
+            .map_err(|e| format!("cannot load the teams: {e}"))?;
+        found.find(team).map_err(|e| e.to_string())?;
+    }
+    // Only the name is checked: the daemon's environment holds the keys, not this one.
+    let no_env = |_: &str| Some("set".to_owned());
+    ctx.config()
+        .choose_provider(a.provider.as_deref(), None, &no_env)
+        .map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// `job-` plus the creation time and a random suffix, so names sort by age.
@@ -253,6 +295,8 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
                 json!({
                     "name": j.name, "kind": j.kind, "spec": j.spec, "tz": j.tz,
                     "prompt": j.prompt, "catch_up": j.catch_up, "overlap": j.overlap,
+                    "mode": j.mode, "team": j.team, "provider": j.provider, "model": j.model,
+                    "last_error": j.last_error,
                     "next_fire": rfc3339(j.next_fire),
                     "last_fire": rfc3339(j.last_fire),
                     "last_run": j.last_run, "last_status": j.last_status,
@@ -284,6 +328,17 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
             j.run_count,
             j.last_status.map(FireStatus::as_str).unwrap_or("-"),
         );
+        outln!(
+            "{:<24} mode {} · team {} · provider {} · model {}",
+            "",
+            j.mode.map_or("default", |m| m.as_str()),
+            j.team.as_deref().unwrap_or("-"),
+            j.provider.as_deref().unwrap_or("default"),
+            j.model.as_deref().unwrap_or("default"),
+        );
+        if let Some(e) = &j.last_error {
+            outln!("{:<24} last error: {}", "", crate::redact::clean(e));
+        }
     }
     Ok(Exit::Ok)
 }
