@@ -22,6 +22,7 @@ macro_rules! outln {
     }};
 }
 
+pub mod branches;
 pub mod completions;
 pub mod config;
 mod context;
@@ -135,6 +136,8 @@ pub enum Command {
     Handoff(handoff::HandoffArgs),
     /// List or prune agent worktrees.
     Worktree(worktree::WorktreeArgs),
+    /// List crewbox's branches (`crewbox/…`); `--prune` removes merged ones.
+    Branches(branches::BranchesArgs),
     /// List teams or show one.
     Team(team::TeamArgs),
     /// Add, list and manage scheduled jobs.
@@ -170,6 +173,7 @@ impl Command {
             Self::Worktree(a) => a.command.json(),
             Self::Schedule(a) => a.command.json(),
             Self::Trust(a) => a.json,
+            Self::Branches(a) => a.json,
             Self::Config(a) => a.json,
             Self::Events(_) | Self::Daemon(_) => true,
             Self::Steer(_)
@@ -258,6 +262,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
             worktree::run(args, ctx.root(), &ctx.worktrees_dir()).await
         }
         Command::Trust(args) => trust::run(g, args),
+        Command::Branches(args) => branches::run(&ctx()?, args).await,
         // `config` prints what `announce` would, in full.
         Command::Config(args) => config::run(g.resolve()?, args),
         Command::Init(args) => init::run(g, args),

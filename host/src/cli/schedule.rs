@@ -59,6 +59,7 @@ impl ScheduleCommand {
 /// Arguments of `crewbox schedule add`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(group(clap::ArgGroup::new("when").required(true).args(["cron", "every", "at", "in_"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["prompt", "prompt_flag"])))]
 pub struct AddArgs {
     /// A cron expression: 5 fields (minute first) or 6 (seconds first), or an @alias.
     #[arg(long, value_name = "EXPR")]
@@ -75,9 +76,11 @@ pub struct AddArgs {
     /// The zone a cron expression is read in [default: config `timezone`, else UTC].
     #[arg(long, value_name = "ZONE")]
     pub tz: Option<String>,
-    /// What each run does.
-    #[arg(long)]
-    pub prompt: String,
+    /// What each run does (as `crewbox run` takes it).
+    pub prompt: Option<String>,
+    /// The same as the positional PROMPT (the older spelling).
+    #[arg(long = "prompt", id = "prompt_flag", value_name = "PROMPT")]
+    pub prompt_flag: Option<String>,
     /// The job's name [default: generated].
     #[arg(long)]
     pub name: Option<String>,
@@ -208,14 +211,19 @@ async fn add(ctx: &Context, a: AddArgs) -> anyhow::Result<Exit> {
     if let Err(e) = check_job(ctx, &a).await {
         return usage(e);
     }
-    if let Err(e) = validate_prompt(&a.prompt) {
+    let prompt = a
+        .prompt
+        .clone()
+        .or(a.prompt_flag.clone())
+        .unwrap_or_default();
+    if let Err(e) = validate_prompt(&prompt) {
         return usage(e);
     }
     let name = a.name.clone().unwrap_or_else(|| generated_name(now));
     if let Err(e) = validate_job_name(&name) {
         return usage(e);
     }
-    let mut job = ScheduleRecord::new(&name, &spec, &a.prompt, now);
+    let mut job = ScheduleRecord::new(&name, &spec, &prompt, now);
     job.mode = a.mode;
     job.provider = a.provider;
     job.model = a.model;

@@ -52,6 +52,23 @@ fn schedule_add_refuses_what_every_fire_would_fail_on() {
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
+    // The prompt is positional, as in `crewbox run`; `--prompt` still works.
+    let positional = bin(dir.path(), &["schedule", "add", "--every", "2h", "tidy up"]);
+    assert!(
+        positional.status.success(),
+        "{}",
+        String::from_utf8_lossy(&positional.stderr)
+    );
+    let prompts: Vec<_> = jobs(dir.path())
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["prompt"].clone())
+        .collect();
+    assert!(
+        prompts.contains(&serde_json::json!("tidy up")),
+        "{prompts:?}"
+    );
     let list = String::from_utf8_lossy(&bin(dir.path(), &["schedule", "list"]).stdout).into_owned();
     assert!(
         list.contains("mode default · team - · provider anthropic · model m1"),

@@ -2,6 +2,7 @@
 //! pipes, read-side commands in a fresh state directory, one vocabulary of ids and
 //! flags, the daemon lock, schedule validation and crewbox's branches.
 
+mod branches;
 mod daemon_lock;
 mod pipes;
 mod signals;

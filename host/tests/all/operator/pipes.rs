@@ -30,6 +30,8 @@ const READ_SIDE: &[&[&str]] = &[
     &["plugin", "list"],
     &["trust", "--list"],
     &["completions", "bash"],
+    &["branches"],
+    &["branches", "--json"],
     &["--help"],
 ];
 
