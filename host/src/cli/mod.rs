@@ -193,7 +193,7 @@ impl Command {
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     crate::redact::register_secret_env();
-    crate::observe::init_tracing(cli.global.log_json);
+    crate::observe::init_tracing(cli.global.log_json, cli.global.color.forced());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
