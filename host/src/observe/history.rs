@@ -98,7 +98,7 @@ impl DispatchHistogram {
         // Each section's percentages are of what it counts: auto picks of the auto
         // decisions, not of all of them.
         let auto_total: u64 = self.auto_by_kind.iter().map(|(_, n)| n).sum();
-        let sections: [(&str, Vec<(&str, u64)>, u64); 3] = [
+        let sections: [Section<'_>; 3] = [
             ("by mode", named(&self.by_kind), self.total),
             (
                 "by source",
@@ -139,6 +139,9 @@ impl DispatchHistogram {
         out
     }
 }
+
+/// A titled block of rows, with the count its percentages are of.
+type Section<'a> = (&'a str, Vec<(&'a str, u64)>, u64);
 
 fn named(rows: &[(Mode, u64)]) -> Vec<(&'static str, u64)> {
     rows.iter().map(|(m, n)| (m.as_str(), *n)).collect()
