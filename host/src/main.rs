@@ -9,7 +9,7 @@ mod cli;
 
 use crewbox::handoff;
 use crewbox::unstable::{
-    config, engine, ids, observe, paths, plugin, provider, redact, sandbox, schedule, store, team,
+    config, engine, observe, paths, plugin, provider, redact, sandbox, schedule, store, team,
     trust, worktree,
 };
 

@@ -30,25 +30,25 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
             Err(e) => json!({"name": null, "error": e.to_string()}),
         };
         out["trust_error"] = json!(ctx.trust_error());
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(Exit::Ok);
     }
-    println!(
+    outln!(
         "repository: {} ({})",
         ctx.root().display(),
         cfg.trust.as_str()
     );
     if let Some(e) = ctx.trust_error() {
-        println!("            trust store unreadable: {e}");
+        outln!("            trust store unreadable: {e}");
     }
-    println!("state:      {}", ctx.state_dir().display());
+    outln!("state:      {}", ctx.state_dir().display());
     match &choice {
-        Ok(c) => println!("provider:   {} (chosen by {})", c.name, c.chosen_by),
-        Err(e) => println!("provider:   none: {e}"),
+        Ok(c) => outln!("provider:   {} (chosen by {})", c.name, c.chosen_by),
+        Err(e) => outln!("provider:   none: {e}"),
     }
-    println!("\nsettings:");
+    outln!("\nsettings:");
     for s in cfg.settings() {
-        println!(
+        outln!(
             "  {:<24} = {:<40} # {}",
             s.key,
             s.value.to_string(),
@@ -56,15 +56,15 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
         );
     }
     if !cfg.ignored.is_empty() {
-        println!("\nrepository settings not applied:");
+        outln!("\nrepository settings not applied:");
         for i in &cfg.ignored {
-            println!("  {i}");
+            outln!("  {i}");
         }
     }
-    println!("\nwhat a repository's .crewbox/config.toml may set (when trusted):");
-    print!("{}", repo_rules_text());
+    outln!("\nwhat a repository's .crewbox/config.toml may set (when trusted):");
+    out!("{}", repo_rules_text());
     if !cfg.trust.is_trusted() {
-        println!(
+        outln!(
             "\nThis repository is not trusted: its config and plugins are ignored and its teams run \
              read-only. Trust it with `crewbox trust`."
         );

@@ -21,6 +21,33 @@ pub struct GlobalArgs {
     /// Log as JSON lines on stderr (filter with RUST_LOG).
     #[arg(long, global = true)]
     pub log_json: bool,
+    /// Colour in log lines: `auto` (only on a terminal, and not when NO_COLOR is set),
+    /// `always` or `never`.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+}
+
+/// When to colour output (`--color`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// On a terminal without `NO_COLOR`.
+    #[default]
+    Auto,
+    /// Always, even into a pipe or file.
+    Always,
+    /// Never.
+    Never,
+}
+
+impl ColorChoice {
+    /// `Some` when the choice overrides the terminal and `NO_COLOR` checks.
+    pub fn forced(self) -> Option<bool> {
+        match self {
+            Self::Auto => None,
+            Self::Always => Some(true),
+            Self::Never => Some(false),
+        }
+    }
 }
 
 impl GlobalArgs {

@@ -2,13 +2,12 @@
 //! process runs the agent; it picks them up within a second.
 
 use super::{Context, Exit};
-use crate::ids::AgentId;
-use crate::store::ControlKind;
+use crate::store::{ControlKind, Lookup};
 
 /// Arguments of `crewbox steer`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SteerArgs {
-    /// The running agent's id.
+    /// The running agent: its id, a unique prefix or the tail the progress view shows.
     pub agent: String,
     /// The message, delivered before its next model call.
     pub message: String,
@@ -17,19 +16,16 @@ pub struct SteerArgs {
 /// Arguments of `crewbox stop`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StopArgs {
-    /// An agent id or a run id.
+    /// An agent or a run: an id, a unique prefix or the tail the progress view shows.
     pub target: String,
 }
 
 /// Queues a steering message.
 pub async fn steer(ctx: Context, args: SteerArgs) -> anyhow::Result<Exit> {
     let store = ctx.existing_store()?;
-    let Some(agent) = store
-        .agent(&AgentId::from_string(args.agent.clone()))
-        .await?
-    else {
-        eprintln!("crewbox: no agent `{}`", args.agent);
-        return Ok(Exit::Usage);
+    let agent = match super::lookup::agent(&store, &args.agent).await? {
+        Ok(agent) => agent,
+        Err(exit) => return Ok(exit),
     };
     if agent.state.is_terminal() {
         eprintln!(
@@ -41,7 +37,7 @@ pub async fn steer(ctx: Context, args: SteerArgs) -> anyhow::Result<Exit> {
     store
         .push_control(agent.id.as_str(), ControlKind::Steer, Some(&args.message))
         .await?;
-    println!(
+    outln!(
         "queued for {} (delivered before its next model call)",
         agent.id
     );
@@ -51,25 +47,34 @@ pub async fn steer(ctx: Context, args: SteerArgs) -> anyhow::Result<Exit> {
 /// Queues a stop for an agent or a run.
 pub async fn stop(ctx: Context, args: StopArgs) -> anyhow::Result<Exit> {
     let store = ctx.existing_store()?;
-    let target = if let Some(agent) = store
-        .agent(&AgentId::from_string(args.target.clone()))
-        .await?
-    {
-        if agent.state.is_terminal() {
-            eprintln!(
-                "crewbox: agent {} has already ended ({})",
-                agent.id, agent.state
-            );
-            return Ok(Exit::CheckFailed);
+    // An agent first (its ids are what the progress view shows), then a run.
+    let target = match store.lookup_agent(&args.target).await? {
+        Lookup::One(agent) => {
+            if agent.state.is_terminal() {
+                eprintln!(
+                    "crewbox: agent {} has already ended ({})",
+                    agent.id, agent.state
+                );
+                return Ok(Exit::CheckFailed);
+            }
+            agent.id.to_string()
         }
-        agent.id.to_string()
-    } else if let Some(run) = store.find_run(&args.target).await? {
-        run.id.to_string()
-    } else {
-        eprintln!("crewbox: no agent or run `{}`", args.target);
-        return Ok(Exit::Usage);
+        Lookup::Ambiguous(_) => match super::lookup::agent(&store, &args.target).await? {
+            Ok(agent) => agent.id.to_string(),
+            Err(exit) => return Ok(exit),
+        },
+        Lookup::None => match store.lookup_run(&args.target).await? {
+            Lookup::None => {
+                eprintln!("crewbox: no agent or run matches `{}`", args.target);
+                return Ok(Exit::Usage);
+            }
+            _ => match super::lookup::run(&store, &args.target).await? {
+                Ok(run) => run.id.to_string(),
+                Err(exit) => return Ok(exit),
+            },
+        },
     };
     store.push_control(&target, ControlKind::Stop, None).await?;
-    println!("stop requested for {target}");
+    outln!("stop requested for {target}");
     Ok(Exit::Ok)
 }

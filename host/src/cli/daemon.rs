@@ -13,6 +13,15 @@ pub struct DaemonArgs {}
 /// Runs the scheduler in the foreground. The first signal stops firing and waits for the
 /// runs in flight; a second one exits at once.
 pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
+    // One daemon per state directory, or one `run-now` would fire in each.
+    let _lock = match crate::schedule::lock::DaemonLock::acquire(ctx.state_dir()) {
+        Ok(lock) => lock,
+        Err(e @ crate::schedule::lock::LockError::Held { .. }) => {
+            eprintln!("crewbox: {e}");
+            return Ok(Exit::Usage);
+        }
+        Err(e) => return Err(e.into()),
+    };
     // Never cancelled on the first signal: runs in flight are allowed to finish.
     let engine = super::context::engine(&ctx, CancellationToken::new()).await?;
     let stop = CancellationToken::new();
@@ -24,10 +33,10 @@ pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
                 .due
                 .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
                 .unwrap_or_else(|| "-".into());
-            println!(
+            say(format_args!(
                 "fire job={} due={} missed={} status={}",
                 n.job, due, n.missed, n.status
-            );
+            ));
         }
     });
     if !ctx.config().scheduling {
@@ -44,14 +53,14 @@ pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
             tokio::spawn(async move {
                 eprintln!("crewbox daemon: resuming run {} ({})", run.id, run.mode);
                 match engine.resume(&run.id).await {
-                    Ok(report) => println!(
+                    Ok(report) => say(format_args!(
                         "resume run={} status={} exit_reason={}",
                         run.id,
                         report.status,
                         report.exit_reason.map_or("-", |r| r.as_str())
-                    ),
+                    )),
                     Err(e) => {
-                        println!("resume run={} status=error", run.id);
+                        say(format_args!("resume run={} status=error", run.id));
                         eprintln!("crewbox daemon: cannot resume run {}: {e}", run.id);
                     }
                 }
@@ -77,32 +86,18 @@ pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
 }
 
 async fn watch_signals(stop: CancellationToken) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            tracing::warn!("cannot install signal handlers");
-            return;
-        };
-        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-        eprintln!(
-            "crewbox daemon: stopping; waiting for runs in flight (signal again to exit now)"
-        );
-        stop.cancel();
-        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-        eprintln!("crewbox daemon: exiting at once");
-        std::process::exit(130);
-    }
-    #[cfg(not(unix))]
-    {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            stop.cancel();
-        }
-        if tokio::signal::ctrl_c().await.is_ok() {
-            std::process::exit(130);
-        }
-    }
+    let mut terminate = super::signals::Terminate::install();
+    terminate.recv().await;
+    eprintln!("crewbox daemon: stopping; waiting for runs in flight (signal again to exit now)");
+    stop.cancel();
+    terminate.recv().await;
+    eprintln!("crewbox daemon: exiting at once");
+    std::process::exit(130);
+}
+
+/// One line of the daemon's log on stdout; a reader that went away does not stop the
+/// scheduler (the line is dropped).
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
 }

@@ -93,14 +93,14 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
     }
     let report = result?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!();
-        print!("{}", report.render_text());
+        outln!();
+        out!("{}", report.render_text());
         let branch = report
             .branch()
             .map_or("crewbox/<agent>", |b| b.branch.as_str());
-        println!(
+        outln!(
             "\nThe fix is committed on a branch; the checkout itself is untouched. Inspect it:\n  cd {} && git log --stat {branch}",
             repo.display()
         );

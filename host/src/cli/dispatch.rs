@@ -109,19 +109,19 @@ pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
             "tasks": d.tasks,
             "signals": signals,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         // The dispatcher's words, escaped: they must not drive the terminal.
-        println!("mode:   {}", mode_name(d.mode));
-        println!("reason: {}", escape(&d.reason));
+        outln!("mode:   {}", mode_name(d.mode));
+        outln!("reason: {}", escape(&d.reason));
         if let Some(n) = d.swarm_size {
-            println!("swarm:  {n}");
+            outln!("swarm:  {n}");
         }
         for t in &d.tasks {
-            println!("task:   {}", escape(t));
+            outln!("task:   {}", escape(t));
         }
         for s in &d.signals {
-            println!("signal: {} ({})", escape(&s.name), escape(&s.detail));
+            outln!("signal: {} ({})", escape(&s.name), escape(&s.detail));
         }
     }
     Ok(Exit::Ok)

@@ -9,8 +9,16 @@ use super::{Context, Exit};
 #[derive(Debug, Clone, clap::Args)]
 pub struct EventsArgs {
     /// Only this run's events (id or unique prefix).
-    #[arg(long)]
     pub run: Option<String>,
+    /// The same as the positional RUN (the older spelling).
+    #[arg(
+        long = "run",
+        id = "run_flag",
+        value_name = "RUN",
+        conflicts_with = "run",
+        hide = true
+    )]
+    pub run_flag: Option<String>,
     /// Keep printing new events as they are stored.
     #[arg(long)]
     pub follow: bool,
@@ -21,21 +29,27 @@ pub struct EventsArgs {
 
 /// Prints events, one JSON object per line.
 pub async fn run(ctx: Context, args: EventsArgs) -> anyhow::Result<Exit> {
-    let log = ctx.events()?;
-    let run = match &args.run {
-        Some(id) => match log.find_run(id).await? {
-            Some(r) => Some(r),
-            None => {
-                eprintln!("crewbox: no run matches `{id}`");
-                return Ok(Exit::Usage);
+    let Some(store) = ctx.store_if_exists()? else {
+        return Ok(match args.run.or(args.run_flag) {
+            Some(id) => {
+                eprintln!("crewbox: no run matches `{id}` (nothing has run here yet)");
+                Exit::Usage
             }
+            None => Exit::Ok,
+        });
+    };
+    let run = match args.run.or(args.run_flag) {
+        Some(id) => match super::lookup::run(&store, &id).await? {
+            Ok(r) => Some(r.id),
+            Err(exit) => return Ok(exit),
         },
         None => None,
     };
+    let log = &store;
     let mut after = args.after;
     let stdout = std::io::stdout();
     loop {
-        let batch = log.after(run.as_ref(), after, 1000).await?;
+        let batch = log.events(run.as_ref(), after, 1000).await?;
         {
             let mut out = stdout.lock();
             for e in &batch {

@@ -18,8 +18,19 @@ pub struct HealthArgs {
 
 /// Prints the health report.
 pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
-    let store = ctx.open_store()?;
-    let jobs = store.schedules().await?;
+    // A read-side command: a state directory nothing has run in stays empty.
+    let store = ctx.store_if_exists()?;
+    let facts = match &store {
+        Some(store) => Some(StoreFacts::read(store).await?),
+        None => None,
+    };
+    let StoreFacts {
+        jobs,
+        counts,
+        unfinished,
+        interrupted,
+        size,
+    } = facts.unwrap_or_default();
     let active = jobs
         .iter()
         .filter(|j| !j.paused && j.next_fire.is_some())
@@ -34,12 +45,7 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
     // Breakers live in the memory of the process that calls providers; this command's
     // own process has made no calls, so the snapshot is per process by nature.
     let breakers = Breakers::default().snapshot();
-    let counts = store.agent_counts().await?;
-    let unfinished = store.unfinished_runs().await?.len();
-    let interrupted = store.orphaned_runs().await?.len();
-    let size = std::fs::metadata(store.path())
-        .map(|m| m.len())
-        .unwrap_or(0);
+    let store_path = store.as_ref().map(|s| s.path().to_path_buf());
     let sandbox = match ctx.sandbox() {
         Ok(sandbox) => sandbox.probe().await,
         Err(e) => crate::sandbox::ProbeReport::failed(e.to_string()),
@@ -61,17 +67,18 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
         "runs": { "unfinished": unfinished, "interrupted": interrupted },
         "sandbox": sandbox,
         "store": {
-            "path": store.path(),
+            "path": store_path,
+            "exists": store_path.is_some(),
             "size_bytes": size,
             "schema_version": SCHEMA_VERSION,
         },
         "version": env!("CARGO_PKG_VERSION"),
     });
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(Exit::Ok);
     }
-    println!(
+    outln!(
         "scheduler: {} · {} job(s), {} active · next fire {}",
         if ctx.config().scheduling {
             "enabled"
@@ -82,7 +89,7 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
         active,
         next_fire.as_deref().unwrap_or("-")
     );
-    println!(
+    outln!(
         "breakers (this process only): {}",
         if breakers.is_empty() {
             "none tripped or used".to_owned()
@@ -94,11 +101,12 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
                 .join(", ")
         }
     );
-    println!(
+    outln!(
         "agents: {} running, {} queued",
-        counts.running, counts.queued
+        counts.running,
+        counts.queued
     );
-    println!(
+    outln!(
         "runs: {unfinished} unfinished, {interrupted} interrupted{}",
         if interrupted > 0 {
             " (crewbox resume finishes them)"
@@ -106,13 +114,40 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
             ""
         }
     );
-    println!("sandbox: {}", sandbox.render_text());
-    println!(
-        "store: {} ({} bytes, schema v{})",
-        store.path().display(),
-        size,
-        SCHEMA_VERSION
-    );
-    println!("version: {}", env!("CARGO_PKG_VERSION"));
+    outln!("sandbox: {}", sandbox.render_text());
+    match &store_path {
+        Some(path) => outln!(
+            "store: {} ({} bytes, schema v{})",
+            path.display(),
+            size,
+            SCHEMA_VERSION
+        ),
+        None => outln!("store: none yet (nothing has run in this state directory)"),
+    }
+    outln!("version: {}", env!("CARGO_PKG_VERSION"));
     Ok(Exit::Ok)
+}
+
+/// What `health` reads from an existing store.
+#[derive(Default)]
+struct StoreFacts {
+    jobs: Vec<crate::store::ScheduleRecord>,
+    counts: crate::store::AgentCounts,
+    unfinished: usize,
+    interrupted: usize,
+    size: u64,
+}
+
+impl StoreFacts {
+    async fn read(store: &crate::store::Store) -> anyhow::Result<Self> {
+        Ok(Self {
+            jobs: store.schedules().await?,
+            counts: store.agent_counts().await?,
+            unfinished: store.unfinished_runs().await?.len(),
+            interrupted: store.orphaned_runs().await?.len(),
+            size: std::fs::metadata(store.path())
+                .map(|m| m.len())
+                .unwrap_or(0),
+        })
+    }
 }

@@ -13,13 +13,15 @@ pub struct HistoryArgs {
 
 /// Prints how often each mode was chosen, explicitly or by the dispatcher.
 pub async fn run(ctx: Context, args: HistoryArgs) -> anyhow::Result<Exit> {
-    let store = ctx.existing_store()?;
-    let records = store.dispatch_history().await?;
+    let records = match ctx.store_if_exists()? {
+        Some(store) => store.dispatch_history().await?,
+        None => Vec::new(),
+    };
     let hist = histogram(&records);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&hist.to_json())?);
+        outln!("{}", serde_json::to_string_pretty(&hist.to_json())?);
     } else {
-        print!("{}", hist.render_text());
+        out!("{}", hist.render_text());
     }
     Ok(Exit::Ok)
 }

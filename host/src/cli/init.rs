@@ -65,7 +65,7 @@ pub fn run(g: &GlobalArgs, _args: InitArgs) -> anyhow::Result<Exit> {
     for (rel, text) in files {
         let path = root.path().join(&rel);
         if path.symlink_metadata().is_ok() {
-            println!("kept     {} (exists)", rel.display());
+            outln!("kept     {} (exists)", rel.display());
             continue;
         }
         if let Some(dir) = path.parent() {
@@ -85,13 +85,13 @@ pub fn run(g: &GlobalArgs, _args: InitArgs) -> anyhow::Result<Exit> {
             .open(&path)
             .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
             .with_context(|| format!("cannot write {}", path.display()))?;
-        println!("wrote    {}", rel.display());
+        outln!("wrote    {}", rel.display());
     }
     let trusted = Trust::of(&root).0.is_trusted();
     if trusted {
-        println!("\nThis repository is trusted: its config.toml applies (the keys it lists).");
+        outln!("\nThis repository is trusted: its config.toml applies (the keys it lists).");
     } else {
-        println!(
+        outln!(
             "\nNeeds trust: .crewbox/config.toml applies only after `crewbox trust` (for each \
              user, on each machine); until then its teams load with read-only members."
         );

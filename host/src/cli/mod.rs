@@ -1,7 +1,29 @@
 //! One file per subcommand. Each parses its own arguments (clap `Args`) and returns an
 //! [`Exit`] code; `main` maps errors to codes. Configuration is two-phase: raw
 //! arguments are checked first, then turned into a [`Context`] (paths, config, store).
+//!
+//! Everything a command prints on stdout goes through `out!`/`outln!`: a write
+//! error is returned (never a panic), and `main` treats a closed pipe as success.
 
+/// Writes to stdout like `print!`, returning a write error to the caller with `?`
+/// (a closed pipe ends the command, successfully, instead of panicking).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+/// Writes a line to stdout like `println!`; see `out!`.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+pub mod branches;
+pub mod completions;
 pub mod config;
 mod context;
 pub mod control;
@@ -12,12 +34,14 @@ pub mod events;
 pub mod health;
 pub mod history;
 pub mod init;
+mod lookup;
 pub mod plugin;
 mod progress;
 pub mod resume;
 pub mod run;
 pub mod schedule;
 pub mod send;
+mod signals;
 pub mod status;
 pub mod team;
 pub mod tree;
@@ -112,6 +136,8 @@ pub enum Command {
     Handoff(handoff::HandoffArgs),
     /// List or prune agent worktrees.
     Worktree(worktree::WorktreeArgs),
+    /// List crewbox's branches (`crewbox/…`); `--prune` removes merged ones.
+    Branches(branches::BranchesArgs),
     /// List teams or show one.
     Team(team::TeamArgs),
     /// Add, list and manage scheduled jobs.
@@ -127,6 +153,8 @@ pub enum Command {
     Config(config::ConfigArgs),
     /// Write a commented .crewbox/config.toml and an example team.
     Init(init::InitArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
 }
 
 impl Command {
@@ -145,6 +173,7 @@ impl Command {
             Self::Worktree(a) => a.command.json(),
             Self::Schedule(a) => a.command.json(),
             Self::Trust(a) => a.json,
+            Self::Branches(a) => a.json,
             Self::Config(a) => a.json,
             Self::Events(_) | Self::Daemon(_) => true,
             Self::Steer(_)
@@ -155,6 +184,7 @@ impl Command {
             | Self::Validate(_)
             | Self::Handoff(_)
             | Self::Init(_) => false,
+            Self::Completions(_) => true,
         }
     }
 }
@@ -163,7 +193,7 @@ impl Command {
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     crate::redact::register_secret_env();
-    crate::observe::init_tracing(cli.global.log_json);
+    crate::observe::init_tracing(cli.global.log_json, cli.global.color.forced());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -187,9 +217,12 @@ pub fn main() -> std::process::ExitCode {
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    // JSON written straight to stdout fails with a serde error holding the io one.
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            .map(std::io::Error::kind)
+            .or_else(|| c.downcast_ref::<serde_json::Error>()?.io_error_kind())
+            == Some(std::io::ErrorKind::BrokenPipe)
     })
 }
 
@@ -229,8 +262,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
             worktree::run(args, ctx.root(), &ctx.worktrees_dir()).await
         }
         Command::Trust(args) => trust::run(g, args),
+        Command::Branches(args) => branches::run(&ctx()?, args).await,
         // `config` prints what `announce` would, in full.
         Command::Config(args) => config::run(g.resolve()?, args),
         Command::Init(args) => init::run(g, args),
+        Command::Completions(args) => completions::run(&args),
     }
 }

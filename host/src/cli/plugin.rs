@@ -246,7 +246,7 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                 .map(|c| list_row(&rt, c, &user))
                 .collect();
             if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                outln!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
                 // Names and paths come from the repository: escaped.
                 for r in &rows {
@@ -257,7 +257,7 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                         .filter(|i| i.starts_with("crewbox:"))
                         .map(|i| escape(i).into_owned())
                         .collect();
-                    println!(
+                    outln!(
                         "{:<24} {:<10} {:<40} {}",
                         escape(&r.name),
                         kind,
@@ -265,10 +265,10 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                         imports.join(" ")
                     );
                     for v in &r.violations {
-                        println!("    ! {}", escape(v));
+                        outln!("    ! {}", escape(v));
                     }
                     if let Some(e) = &r.error {
-                        println!("    ! {}", escape(e));
+                        outln!("    ! {}", escape(e));
                     }
                 }
             }
@@ -301,7 +301,7 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                 violations,
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                outln!("{}", serde_json::to_string_pretty(&out)?);
             } else {
                 let list = |items: &[String]| {
                     items
@@ -310,11 +310,11 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                         .collect::<Vec<_>>()
                         .join(", ")
                 };
-                println!("kind:    {}", out.kind.map_or("none", PluginKind::as_str));
-                println!("size:    {} bytes", out.size);
-                println!("exports: {}", list(&out.exports));
-                println!("imports: {}", list(&out.imports));
-                println!(
+                outln!("kind:    {}", out.kind.map_or("none", PluginKind::as_str));
+                outln!("size:    {} bytes", out.size);
+                outln!("exports: {}", list(&out.exports));
+                outln!("imports: {}", list(&out.imports));
+                outln!(
                     "loads:   {}",
                     if out.loads {
                         "yes (default grants)"
@@ -323,7 +323,7 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                     }
                 );
                 for v in &out.violations {
-                    println!("  ! {}", escape(&v.to_string()));
+                    outln!("  ! {}", escape(&v.to_string()));
                 }
             }
             Ok(Exit::Ok)
@@ -375,15 +375,15 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                 .unwrap_or_default();
             let violations = rt.check_fresh(&name, &bytes, kind, &grants);
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({ "ok": violations.is_empty(), "violations": violations })
                 );
             } else if violations.is_empty() {
-                println!("ok: `{}` loads and links under the rules", escape(&name));
+                outln!("ok: `{}` loads and links under the rules", escape(&name));
             } else {
                 for v in &violations {
-                    println!("{}", escape(&v.to_string()));
+                    outln!("{}", escape(&v.to_string()));
                 }
             }
             Ok(if violations.is_empty() {

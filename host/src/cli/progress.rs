@@ -1,6 +1,9 @@
 //! Live progress on a terminal: subscribes to the engine's events and prints one line
 //! per step. Events it fell behind on are read back from the event log by sequence
-//! number, so nothing is skipped.
+//! number, so nothing is skipped. Agents are shown as `[tail name]`: the tail is an
+//! id abbreviation every command accepts (`crewbox steer TAIL ...`).
+
+use std::collections::HashMap;
 
 use crewbox::{AgentId, Engine, Event, EventRecord};
 use tokio::sync::broadcast::error::RecvError;
@@ -29,23 +32,24 @@ pub fn spawn(engine: &Engine, stop: CancellationToken) -> Progress {
         let stop = stop.clone();
         async move {
             let mut last = 0;
+            let mut names = Names::default();
             loop {
                 let next = tokio::select! {
                     next = events.recv() => next,
                     _ = stop.cancelled() => {
                         // Whatever was stored before the stop is still printed.
                         while let Ok(e) = events.try_recv() {
-                            print(&e, &mut last);
+                            print(&store, &mut names, &e, &mut last).await;
                         }
                         return;
                     }
                 };
                 match next {
-                    Ok(e) => print(&e, &mut last),
+                    Ok(e) => print(&store, &mut names, &e, &mut last).await,
                     Err(RecvError::Lagged(_)) => {
                         if let Ok(missed) = store.events(None, last, 10_000).await {
                             for e in &missed {
-                                print(e, &mut last);
+                                print(&store, &mut names, e, &mut last).await;
                             }
                         }
                     }
@@ -57,42 +61,79 @@ pub fn spawn(engine: &Engine, stop: CancellationToken) -> Progress {
     Progress { stop, task }
 }
 
-fn print(e: &EventRecord, last: &mut i64) {
+/// The names of the agents seen so far, by id.
+#[derive(Default)]
+struct Names(HashMap<AgentId, String>);
+
+impl Names {
+    /// `[tail name]` for an agent.
+    fn label(&self, id: Option<&AgentId>) -> String {
+        match id {
+            Some(id) => match self.0.get(id) {
+                Some(name) => format!("[{} {name}]", short(id)),
+                None => format!("[{}]", short(id)),
+            },
+            None => String::new(),
+        }
+    }
+}
+
+async fn print(
+    store: &crewbox::unstable::store::Store,
+    names: &mut Names,
+    e: &EventRecord,
+    last: &mut i64,
+) {
     if e.seq <= *last {
         return;
     }
     *last = e.seq;
-    if let Some(line) = describe(e) {
+    // A new agent: learn the names of the run's agents, and show the ones still
+    // queued (team members waiting for a slot) so nobody looks missing.
+    if let Some(id) = &e.agent_id
+        && !names.0.contains_key(id)
+        && let Ok(agents) = store.agents(&e.run_id).await
+    {
+        for a in agents {
+            if names.0.contains_key(&a.id) {
+                continue;
+            }
+            let queued = a.state == crewbox::types::AgentState::Queued && a.id != *id;
+            names.0.insert(a.id.clone(), a.name.clone());
+            if queued {
+                eprintln!("  {} queued", names.label(Some(&a.id)));
+            }
+        }
+    }
+    if let Some(line) = describe(e, &names.label(e.agent_id.as_ref())) {
         eprintln!("{line}");
     }
 }
 
-fn short(id: Option<&AgentId>) -> String {
-    id.map(|a| {
-        let s = a.as_str();
-        let start = s.char_indices().rev().nth(5).map_or(0, |(i, _)| i);
-        s[start..].to_owned()
-    })
-    .unwrap_or_default()
+/// The id's last [`MIN_TAIL`](crewbox::unstable::store::MIN_TAIL) characters.
+fn short(id: &AgentId) -> String {
+    let s = id.as_str();
+    let tail = crewbox::unstable::store::MIN_TAIL;
+    let start = s.char_indices().rev().nth(tail - 1).map_or(0, |(i, _)| i);
+    s[start..].to_owned()
 }
 
-fn describe(e: &EventRecord) -> Option<String> {
-    let who = short(e.agent_id.as_ref());
+fn describe(e: &EventRecord, who: &str) -> Option<String> {
     Some(match &e.event {
         Event::RunStarted { mode, .. } => format!("▶ run {} ({mode})", e.run_id),
-        Event::AgentState { state, .. } => format!("  [{who}] {state}"),
+        Event::AgentState { state, .. } => format!("  {who} {state}"),
         Event::ModelReply { turn, text, .. } => {
             let text = text.lines().next().unwrap_or("");
-            format!("  [{who}] turn {turn}: {text}")
+            format!("  {who} turn {turn}: {text}")
         }
         Event::ToolCall { tool, args, ok, .. } => {
-            format!("  [{who}]   {} {tool} {args}", if *ok { "✓" } else { "✗" })
+            format!("  {who}   {} {tool} {args}", if *ok { "✓" } else { "✗" })
         }
-        Event::AgentWrapUp { .. } => format!("  [{who}] soft turn limit: wrapping up"),
-        Event::AgentSteer { message } => format!("  [{who}] steered: {message}"),
-        Event::AgentSteerUndelivered { why, .. } => format!("  [{who}] steer not delivered: {why}"),
+        Event::AgentWrapUp { .. } => format!("  {who} soft turn limit: wrapping up"),
+        Event::AgentSteer { message } => format!("  {who} steered: {message}"),
+        Event::AgentSteerUndelivered { why, .. } => format!("  {who} steer not delivered: {why}"),
         Event::ProviderBreakerOpen { breaker, cause } => {
-            format!("  [{who}] circuit {breaker} opened: {cause}")
+            format!("  {who} circuit {breaker} opened: {cause}")
         }
         Event::RunFinished { status, .. } => format!("■ run {} {status}", e.run_id),
         Event::RunResumed { .. }

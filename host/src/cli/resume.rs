@@ -23,22 +23,19 @@ pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
     let store = match ctx.store_if_exists()? {
         Some(store) => store,
         // Nothing has ever run here, so nothing is unfinished either.
-        None if args.run.is_none() => return Ok(nothing_to_resume(args.json)),
+        None if args.run.is_none() => return nothing_to_resume(args.json),
         None => ctx.existing_store()?,
     };
     let runs = match &args.run {
-        Some(id) => match store.find_run(id).await? {
-            Some(run) => vec![run],
-            None => {
-                eprintln!("crewbox: no run `{id}` (see `crewbox status`)");
-                return Ok(Exit::Usage);
-            }
+        Some(id) => match super::lookup::run(&store, id).await? {
+            Ok(run) => vec![run],
+            Err(exit) => return Ok(exit),
         },
         None => store.orphaned_runs().await?,
     };
     drop(store);
     if runs.is_empty() {
-        return Ok(nothing_to_resume(args.json));
+        return nothing_to_resume(args.json);
     }
     let shutdown = CancellationToken::new();
     let engine = super::context::engine(&ctx, shutdown.clone()).await?;
@@ -65,25 +62,25 @@ pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
             exit = Exit::of_report(&report);
         }
         if !args.json {
-            print!("{}", report.render_text());
+            out!("{}", report.render_text());
         }
         reports.push(report);
     }
     if args.json {
         if args.run.is_some() && reports.len() == 1 {
-            println!("{}", serde_json::to_string_pretty(&reports[0])?);
+            outln!("{}", serde_json::to_string_pretty(&reports[0])?);
         } else {
-            println!("{}", serde_json::to_string_pretty(&reports)?);
+            outln!("{}", serde_json::to_string_pretty(&reports)?);
         }
     }
     Ok(exit)
 }
 
-fn nothing_to_resume(json: bool) -> Exit {
+fn nothing_to_resume(json: bool) -> anyhow::Result<Exit> {
     if json {
-        println!("[]");
+        outln!("[]");
     } else {
-        println!("nothing to resume: no unfinished run without a live process");
+        outln!("nothing to resume: no unfinished run without a live process");
     }
-    Exit::Ok
+    Ok(Exit::Ok)
 }

@@ -118,9 +118,9 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
         Err(exit) => return Ok(exit),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", report.render_text());
+        out!("{}", report.render_text());
     }
     Ok(Exit::of_report(&report))
 }
@@ -135,12 +135,12 @@ pub(super) async fn drive(
 ) -> anyhow::Result<Result<RunReport, Exit>> {
     let show_progress = !json && std::io::stderr().is_terminal();
     let progress = show_progress.then(|| progress::spawn(engine, shutdown.child_token()));
+    let mut terminate = super::signals::Terminate::install();
     let signals = tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                shutdown.cancel();
-            }
+            terminate.recv().await;
+            shutdown.cancel();
         }
     });
     let result = run.await;

@@ -59,6 +59,7 @@ impl ScheduleCommand {
 /// Arguments of `crewbox schedule add`.
 #[derive(Debug, Clone, clap::Args)]
 #[command(group(clap::ArgGroup::new("when").required(true).args(["cron", "every", "at", "in_"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["prompt", "prompt_flag"])))]
 pub struct AddArgs {
     /// A cron expression: 5 fields (minute first) or 6 (seconds first), or an @alias.
     #[arg(long, value_name = "EXPR")]
@@ -75,9 +76,11 @@ pub struct AddArgs {
     /// The zone a cron expression is read in [default: config `timezone`, else UTC].
     #[arg(long, value_name = "ZONE")]
     pub tz: Option<String>,
-    /// What each run does.
-    #[arg(long)]
-    pub prompt: String,
+    /// What each run does (as `crewbox run` takes it).
+    pub prompt: Option<String>,
+    /// The same as the positional PROMPT (the older spelling).
+    #[arg(long = "prompt", id = "prompt_flag", value_name = "PROMPT")]
+    pub prompt_flag: Option<String>,
     /// The job's name [default: generated].
     #[arg(long)]
     pub name: Option<String>,
@@ -115,21 +118,27 @@ pub async fn run(ctx: Context, args: ScheduleArgs) -> anyhow::Result<Exit> {
         ScheduleCommand::Add(a) => add(&ctx, *a).await,
         ScheduleCommand::List { json } => list(&ctx, json).await,
         ScheduleCommand::Rm { name } => {
-            let store = ctx.open_store()?;
+            let Some(store) = job_store(&ctx, &name)? else {
+                return Ok(Exit::Usage);
+            };
             done(
                 store.remove_schedule(&name).await,
                 &format!("removed {name}"),
             )
         }
         ScheduleCommand::Pause { name } => {
-            let store = ctx.open_store()?;
+            let Some(store) = job_store(&ctx, &name)? else {
+                return Ok(Exit::Usage);
+            };
             done(
                 store.set_schedule_paused(&name, true).await,
                 &format!("paused {name}"),
             )
         }
         ScheduleCommand::Resume { name } => {
-            let store = ctx.open_store()?;
+            let Some(store) = job_store(&ctx, &name)? else {
+                return Ok(Exit::Usage);
+            };
             done(
                 store.set_schedule_paused(&name, false).await,
                 &format!("resumed {name}"),
@@ -142,7 +151,7 @@ pub async fn run(ctx: Context, args: ScheduleArgs) -> anyhow::Result<Exit> {
 fn done(result: Result<(), StoreError>, message: &str) -> anyhow::Result<Exit> {
     match result {
         Ok(()) => {
-            println!("{message}");
+            outln!("{message}");
             Ok(Exit::Ok)
         }
         Err(e @ (StoreError::NoSuchSchedule { .. } | StoreError::ScheduleExists { .. })) => {
@@ -151,6 +160,21 @@ fn done(result: Result<(), StoreError>, message: &str) -> anyhow::Result<Exit> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The store holding job `name`, for commands that change a job; without a store
+/// there is no such job (said on stderr), and none is created.
+fn job_store(ctx: &Context, name: &str) -> anyhow::Result<Option<crate::store::Store>> {
+    let store = ctx.store_if_exists()?;
+    if store.is_none() {
+        eprintln!(
+            "crewbox: {}",
+            StoreError::NoSuchSchedule {
+                name: name.to_owned()
+            }
+        );
+    }
+    Ok(store)
 }
 
 fn usage(e: impl std::fmt::Display) -> anyhow::Result<Exit> {
@@ -178,14 +202,28 @@ async fn add(ctx: &Context, a: AddArgs) -> anyhow::Result<Exit> {
         Ok(s) => s,
         Err(e) => return usage(e),
     };
-    if let Err(e) = validate_prompt(&a.prompt) {
+    // Whatever would make every fire fail is refused now, not once a minute later.
+    if let Some(tz) = &a.tz
+        && let Err(e) = crate::schedule::parse_time_zone(tz)
+    {
+        return usage(e);
+    }
+    if let Err(e) = check_job(ctx, &a).await {
+        return usage(e);
+    }
+    let prompt = a
+        .prompt
+        .clone()
+        .or(a.prompt_flag.clone())
+        .unwrap_or_default();
+    if let Err(e) = validate_prompt(&prompt) {
         return usage(e);
     }
     let name = a.name.clone().unwrap_or_else(|| generated_name(now));
     if let Err(e) = validate_job_name(&name) {
         return usage(e);
     }
-    let mut job = ScheduleRecord::new(&name, &spec, &a.prompt, now);
+    let mut job = ScheduleRecord::new(&name, &spec, &prompt, now);
     job.mode = a.mode;
     job.provider = a.provider;
     job.model = a.model;
@@ -198,6 +236,39 @@ async fn add(ctx: &Context, a: AddArgs) -> anyhow::Result<Exit> {
         store.insert_schedule(&job).await,
         &format!("added {name}: {spec}, next fire {}", fmt_ms(next)),
     )
+}
+
+/// The mode, team and provider a job names can run: the team exists and loads, the
+/// mode runs it (or, without a team, needs none), and the provider is configured.
+async fn check_job(ctx: &Context, a: &AddArgs) -> Result<(), String> {
+    let mode = a.mode.unwrap_or(ctx.config().default_mode);
+    match (&a.team, mode) {
+        (Some(team), ModeChoice::Mode(mode)) if !mode.runs_a_team() => {
+            return Err(crewbox::UsageError::NotATeamMode {
+                team: team.clone(),
+                mode,
+            }
+            .to_string());
+        }
+        (None, ModeChoice::Mode(mode)) if mode.runs_a_team() => {
+            return Err(crewbox::UsageError::TeamModeWithoutTeam(mode).to_string());
+        }
+        _ => {}
+    }
+    if let Some(team) = &a.team {
+        let dir = ctx.root().to_path_buf();
+        let policy = ctx.config().team_policy();
+        let found = tokio::task::spawn_blocking(move || crate::team::discover(&dir, &policy))
+            .await
+            .map_err(|e| format!("cannot load the teams: {e}"))?;
+        found.find(team).map_err(|e| e.to_string())?;
+    }
+    // Only the name is checked: the daemon's environment holds the keys, not this one.
+    let no_env = |_: &str| Some("set".to_owned());
+    ctx.config()
+        .choose_provider(a.provider.as_deref(), None, &no_env)
+        .map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// `job-` plus the creation time and a random suffix, so names sort by age.
@@ -221,8 +292,10 @@ fn fmt_ms(ms: Option<i64>) -> String {
 }
 
 async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
-    let store = ctx.open_store()?;
-    let jobs = store.schedules().await?;
+    let jobs = match ctx.store_if_exists()? {
+        Some(store) => store.schedules().await?,
+        None => Vec::new(),
+    };
     if as_json {
         let jobs: Vec<_> = jobs
             .iter()
@@ -230,6 +303,8 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
                 json!({
                     "name": j.name, "kind": j.kind, "spec": j.spec, "tz": j.tz,
                     "prompt": j.prompt, "catch_up": j.catch_up, "overlap": j.overlap,
+                    "mode": j.mode, "team": j.team, "provider": j.provider, "model": j.model,
+                    "last_error": j.last_error,
                     "next_fire": rfc3339(j.next_fire),
                     "last_fire": rfc3339(j.last_fire),
                     "last_run": j.last_run, "last_status": j.last_status,
@@ -237,11 +312,11 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&jobs)?);
+        outln!("{}", serde_json::to_string_pretty(&jobs)?);
         return Ok(Exit::Ok);
     }
     if jobs.is_empty() {
-        println!("no scheduled jobs");
+        outln!("no scheduled jobs");
     }
     for j in &jobs {
         let state = if j.paused {
@@ -251,7 +326,7 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
         } else {
             "active"
         };
-        println!(
+        outln!(
             "{:<24} {:<6} {:<22} {:<7} next {:<20} runs {:<4} last {}",
             j.name,
             j.kind.as_str(),
@@ -261,6 +336,17 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
             j.run_count,
             j.last_status.map(FireStatus::as_str).unwrap_or("-"),
         );
+        outln!(
+            "{:<24} mode {} · team {} · provider {} · model {}",
+            "",
+            j.mode.map_or("default", |m| m.as_str()),
+            j.team.as_deref().unwrap_or("-"),
+            j.provider.as_deref().unwrap_or("default"),
+            j.model.as_deref().unwrap_or("default"),
+        );
+        if let Some(e) = &j.last_error {
+            outln!("{:<24} last error: {}", "", crate::redact::clean(e));
+        }
     }
     Ok(Exit::Ok)
 }
@@ -268,7 +354,9 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
 /// Marks the job due now: its next fire becomes now, which the daemon's next tick
 /// starts (under the job's overlap policy) before planning the schedule again.
 async fn run_now(ctx: &Context, name: &str) -> anyhow::Result<Exit> {
-    let store = ctx.open_store()?;
+    let Some(store) = job_store(ctx, name)? else {
+        return Ok(Exit::Usage);
+    };
     let result = store.request_schedule_run(name, Utc::now()).await;
     done(
         result,

@@ -59,14 +59,17 @@ pub async fn run(ctx: Context, args: SendArgs) -> anyhow::Result<Exit> {
         .await?;
     let live = !run.is_interrupted();
     if live {
-        println!(
+        outln!(
             "queued for team `{}` (run {}); delivered at the start of its next iteration",
-            args.team, run.id
+            args.team,
+            run.id
         );
     } else {
-        println!(
+        outln!(
             "queued for team `{}` (run {} is interrupted; it reads the message when resumed: crewbox resume {})",
-            args.team, run.id, run.id
+            args.team,
+            run.id,
+            run.id
         );
     }
     Ok(Exit::Ok)

@@ -3,6 +3,8 @@
 use serde_json::json;
 
 use super::{Context, Exit};
+use crate::store::RunRecord;
+use crewbox::{RunReport, RunStatus};
 
 /// Arguments of `crewbox status`.
 #[derive(Debug, Clone, clap::Args)]
@@ -12,27 +14,91 @@ pub struct StatusArgs {
     /// How many recent runs to list.
     #[arg(long, default_value_t = 10)]
     pub limit: u32,
+    /// Only runs in this state.
+    #[arg(long, value_enum)]
+    pub state: Option<StateFilter>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
-/// Prints recent runs or one run's report. Works while another process is writing.
+/// The states `status --state` selects by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StateFilter {
+    /// Going, with a live process.
+    Running,
+    /// Left unfinished by a crash or a signal (`crewbox resume` finishes them).
+    Interrupted,
+    /// Finished with a usable result.
+    Completed,
+    /// Finished without one.
+    Failed,
+    /// Stopped by a person.
+    Cancelled,
+}
+
+impl StateFilter {
+    fn stored(self) -> RunStatus {
+        match self {
+            Self::Running | Self::Interrupted => RunStatus::Running,
+            Self::Completed => RunStatus::Completed,
+            Self::Failed => RunStatus::Failed,
+            Self::Cancelled => RunStatus::Cancelled,
+        }
+    }
+
+    fn admits(self, run: &RunRecord) -> bool {
+        match self {
+            Self::Running => !run.is_interrupted(),
+            Self::Interrupted => run.is_interrupted(),
+            Self::Completed | Self::Failed | Self::Cancelled => true,
+        }
+    }
+}
+
+/// Prints recent runs or one run's report. Works while another process is writing;
+/// never creates a store.
 pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
+    let store = ctx.store_if_exists()?;
     if let Some(id) = &args.run {
-        let Some(report) = ctx.report(id).await? else {
-            eprintln!("crewbox: no run matches `{id}`");
+        let Some(store) = store else {
+            eprintln!("crewbox: no run matches `{id}` (nothing has run here yet)");
             return Ok(Exit::Usage);
         };
+        let report = match super::lookup::run(&store, id).await? {
+            Ok(run) => RunReport::load(&store, run).await?,
+            Err(exit) => return Ok(exit),
+        };
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            outln!("{}", serde_json::to_string_pretty(&report)?);
         } else {
-            print!("{}", report.render_text());
+            out!("{}", report.render_text());
         }
         return Ok(Exit::Ok);
     }
-    let status = ctx.status(args.limit).await?;
-    let (runs, counts) = (&status.runs, status.agents);
+    let (runs, counts, path) = match &store {
+        Some(store) => {
+            let runs = match args.state {
+                None => store.recent_runs_in(None, args.limit).await?,
+                // Running and interrupted runs are told apart by their process, so
+                // the stored ones are read until `limit` of the wanted kind are found.
+                Some(state) => {
+                    let all = store.recent_runs_in(Some(state.stored()), u32::MAX).await?;
+                    all.into_iter()
+                        .filter(|r| state.admits(r))
+                        .take(args.limit as usize)
+                        .collect()
+                }
+            };
+            (
+                runs,
+                store.agent_counts().await?,
+                Some(store.path().to_path_buf()),
+            )
+        }
+        None => (Vec::new(), Default::default(), None),
+    };
+    let runs = &runs;
     if args.json {
         let runs: Vec<_> = runs
             .iter()
@@ -40,22 +106,25 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
                 json!({
                     "run_id": r.id, "mode": r.mode, "status": r.status, "exit_reason": r.exit_reason,
                     "prompt": r.prompt, "created_at": r.created_at, "finished_at": r.finished_at,
-                    "interrupted": r.is_interrupted(),
+                    "team": r.team, "interrupted": r.is_interrupted(),
                 })
             })
             .collect();
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(
-                &json!({ "runs": runs, "agents": counts, "store": status.store })
+                &json!({ "runs": runs, "agents": counts, "store": path })
             )?
         );
     } else {
-        println!(
-            "agents: {} running, {} queued   store: {}",
+        let path = path.map_or_else(
+            || "none yet (nothing has run here)".to_owned(),
+            |p| p.display().to_string(),
+        );
+        outln!(
+            "agents: {} running, {} queued   store: {path}",
             counts.running,
-            counts.queued,
-            status.store.display()
+            counts.queued
         );
         for r in runs {
             let prompt: String = r.prompt.chars().take(60).collect();
@@ -64,7 +133,7 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
             } else {
                 r.status.as_str()
             };
-            println!(
+            outln!(
                 "{}  {:<11} {:<11} {}",
                 r.id,
                 r.mode.as_str(),

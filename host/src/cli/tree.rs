@@ -21,8 +21,16 @@ pub enum TreeFormat {
 #[derive(Debug, Clone, clap::Args)]
 pub struct TreeArgs {
     /// A run id (or unique prefix); the latest run when absent.
-    #[arg(long)]
     pub run: Option<String>,
+    /// The same as the positional RUN (the older spelling).
+    #[arg(
+        long = "run",
+        id = "run_flag",
+        value_name = "RUN",
+        conflicts_with = "run",
+        hide = true
+    )]
+    pub run_flag: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = TreeFormat::Text)]
     pub format: TreeFormat,
@@ -30,17 +38,26 @@ pub struct TreeArgs {
 
 /// Prints who spawned whom in a run, with group and swarm membership.
 pub async fn run(ctx: Context, args: TreeArgs) -> anyhow::Result<Exit> {
-    let store = ctx.existing_store()?;
-    let run = match &args.run {
-        Some(id) => store.find_run(id).await?,
-        None => store.recent_runs(1).await?.into_iter().next(),
-    };
-    let Some(run) = run else {
-        match &args.run {
-            Some(id) => eprintln!("crewbox: no run matches `{id}`"),
+    let wanted = args.run.or(args.run_flag);
+    let Some(store) = ctx.store_if_exists()? else {
+        match &wanted {
+            Some(id) => eprintln!("crewbox: no run matches `{id}` (nothing has run here yet)"),
             None => eprintln!("crewbox: no runs recorded yet"),
         }
         return Ok(Exit::Usage);
+    };
+    let run = match &wanted {
+        Some(id) => match super::lookup::run(&store, id).await? {
+            Ok(run) => run,
+            Err(exit) => return Ok(exit),
+        },
+        None => match store.recent_runs(1).await?.into_iter().next() {
+            Some(run) => run,
+            None => {
+                eprintln!("crewbox: no runs recorded yet");
+                return Ok(Exit::Usage);
+            }
+        },
     };
     let agents = store.agent_nodes(&run.id).await?;
     let tree = tree::build(&agents);

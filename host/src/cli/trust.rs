@@ -41,12 +41,12 @@ pub fn run(g: &GlobalArgs, args: TrustArgs) -> anyhow::Result<Exit> {
             eprintln!("crewbox: warning: {p}");
         }
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&records)?);
+            outln!("{}", serde_json::to_string_pretty(&records)?);
         } else if records.is_empty() {
-            println!("no trusted repositories (trust one with `crewbox trust` inside it)");
+            outln!("no trusted repositories (trust one with `crewbox trust` inside it)");
         } else {
             for r in &records {
-                println!("{}  (since {})", r.root.display(), r.trusted_at);
+                outln!("{}  (since {})", r.root.display(), r.trusted_at);
             }
         }
         return Ok(Exit::Ok);
@@ -55,24 +55,24 @@ pub fn run(g: &GlobalArgs, args: TrustArgs) -> anyhow::Result<Exit> {
     if args.revoke {
         let was = store.revoke(root.path())?;
         if args.json {
-            println!(
+            outln!(
                 "{}",
                 json!({"root": root.path(), "trusted": false, "was_trusted": was})
             );
         } else if was {
-            println!(
+            outln!(
                 "no longer trusted: {}\nits .crewbox/config.toml and plugins are ignored again; its teams run read-only",
                 root.path().display()
             );
         } else {
-            println!("{} was not trusted", root.path().display());
+            outln!("{} was not trusted", root.path().display());
         }
         return Ok(Exit::Ok);
     }
     let record = store.trust(root.path(), args.pack_access)?;
     let packs = record.pack_access.unwrap_or(Access::ReadOnly);
     if args.json {
-        println!(
+        outln!(
             "{}",
             json!({"root": record.root, "trusted": true, "trusted_at": record.trusted_at,
                    "pack_access": record.pack_access})
@@ -84,7 +84,7 @@ pub fn run(g: &GlobalArgs, args: TrustArgs) -> anyhow::Result<Exit> {
         .filter(|r| r.rule != rules::RepoRule::UserOnly)
         .map(|r| r.key)
         .collect();
-    println!(
+    outln!(
         "trusted: {}\n\
          now in force from .crewbox/: config.toml ({}), plugins/, and its teams' own access, \
          providers (yours, by name) and validators.\n\

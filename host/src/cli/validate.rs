@@ -142,16 +142,16 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
                 "flag": v.passed, "results": results, "fix_prompt": v.fix_prompt,
             });
             if !args.json {
-                println!(
+                outln!(
                     "{} ({} {source})",
                     if passed { "PASS" } else { "FAIL" },
                     escape(&name)
                 );
                 if !v.passed && v.results.iter().all(|r| r.passed) {
-                    println!("  the validator failed the work without naming a failed criterion");
+                    outln!("  the validator failed the work without naming a failed criterion");
                 }
                 for r in &v.results {
-                    println!(
+                    outln!(
                         "  [{}] {}: {}",
                         if r.passed { "ok" } else { "!!" },
                         escape(&r.criterion),
@@ -159,14 +159,14 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
                     );
                 }
                 if let Some(fix) = &v.fix_prompt {
-                    println!("fix: {}", escape(fix));
+                    outln!("fix: {}", escape(fix));
                 }
             }
             (if passed { Exit::Ok } else { Exit::CheckFailed }, json)
         }
         Ok(Err(reason)) => {
             if !args.json {
-                println!("could not judge: {}", escape(&reason));
+                outln!("could not judge: {}", escape(&reason));
             }
             (
                 Exit::CheckFailed,
@@ -182,7 +182,7 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
         }
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?);
     }
     Ok(exit)
 }

@@ -54,8 +54,19 @@ pub async fn run(
         pool_size: 0,
         ..WorktreeOptions::default()
     };
-    let manager = WorktreeManager::open(repo_root, worktrees_dir, opts).await?;
     let mut out = std::io::stdout().lock();
+    // Listing where no agent ever worked: nothing to open, and nothing is created.
+    if let WorktreeCommand::List { json } = &args.command
+        && !worktrees_dir.exists()
+    {
+        if *json {
+            writeln!(out, "[]")?;
+        } else {
+            writeln!(out, "no agent worktrees in {}", worktrees_dir.display())?;
+        }
+        return Ok(Exit::Ok);
+    }
+    let manager = WorktreeManager::open(repo_root, worktrees_dir, opts).await?;
     match args.command {
         WorktreeCommand::List { json } => {
             let rows = manager.list().await?;

@@ -144,7 +144,8 @@ impl crate::schedule::daemon::JobRunner for Engine {
     fn run_job(
         &self,
         job: crate::store::ScheduleRecord,
-    ) -> futures::future::BoxFuture<'static, (Option<String>, crate::store::FireStatus)> {
+    ) -> futures::future::BoxFuture<'static, crate::schedule::daemon::JobOutcome> {
+        use crate::schedule::daemon::JobOutcome;
         use crate::store::FireStatus;
         use crate::vocab::RunStatus;
         let engine = self.clone();
@@ -158,18 +159,30 @@ impl crate::schedule::daemon::JobRunner for Engine {
                 ..RunRequest::default()
             };
             match engine.run(req).await {
-                Ok(report) => (
-                    Some(report.run_id.to_string()),
-                    match report.status {
+                Ok(report) => {
+                    let status = match report.status {
                         RunStatus::Completed => FireStatus::Completed,
                         RunStatus::Failed => FireStatus::Failed,
                         RunStatus::Cancelled => FireStatus::Cancelled,
                         RunStatus::Running => FireStatus::Running,
-                    },
-                ),
+                    };
+                    let error = (status != FireStatus::Completed).then(|| {
+                        let reason = report.exit_reason.map_or("-", |r| r.as_str());
+                        format!("run {} {} ({reason})", report.run_id, report.status)
+                    });
+                    JobOutcome {
+                        run_id: Some(report.run_id.to_string()),
+                        status,
+                        error,
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(job = %job.name, error = %e, "scheduled run could not start");
-                    (None, FireStatus::Error)
+                    JobOutcome {
+                        run_id: None,
+                        status: FireStatus::Error,
+                        error: Some(e.to_string()),
+                    }
                 }
             }
         })

@@ -96,7 +96,14 @@ pub(crate) async fn finish(
         diff: manager.diff(&wt, DIFF_CAP).await.map_err(git)?,
         branch: None,
     };
-    let message = sanitize_message(&format!("crewbox {}: {}", spec.role, first_line(summary)));
+    // A handoff's summary says what the change is; a reply's first line often does not.
+    let handoff = crewbox_handoff::parse(summary).ok();
+    let subject = handoff
+        .as_ref()
+        .map(|h| first_line(&h.summary))
+        .filter(|l| *l != "no summary")
+        .unwrap_or_else(|| first_line(summary));
+    let message = sanitize_message(&format!("crewbox {}: {subject}", spec.role));
     if let FinishOutcome::Committed(branch) = manager.finish(wt, &message).await.map_err(git)? {
         services
             .store()

@@ -95,24 +95,32 @@ impl DispatchHistogram {
         if self.total == 0 {
             return out;
         }
-        let sections: [(&str, Vec<(&str, u64)>); 3] = [
-            ("by mode", named(&self.by_kind)),
+        // Each section's percentages are of what it counts: auto picks of the auto
+        // decisions, not of all of them.
+        let auto_total: u64 = self.auto_by_kind.iter().map(|(_, n)| n).sum();
+        let sections: [Section<'_>; 3] = [
+            ("by mode", named(&self.by_kind), self.total),
             (
                 "by source",
                 self.by_source
                     .iter()
                     .map(|(s, n)| (s.as_str(), *n))
                     .collect(),
+                self.total,
             ),
-            ("auto picks by mode", named(&self.auto_by_kind)),
+            (
+                "auto picks by mode (of the auto decisions)",
+                named(&self.auto_by_kind),
+                auto_total,
+            ),
         ];
         let name_width = sections
             .iter()
-            .flat_map(|(_, rows)| rows.iter().map(|(s, _)| s.chars().count()))
+            .flat_map(|(_, rows, _)| rows.iter().map(|(s, _)| s.chars().count()))
             .max()
             .unwrap_or(0);
         let count_width = self.total.to_string().len();
-        for (title, rows) in sections {
+        for (title, rows, of) in sections {
             out.push('\n');
             out.push_str(title);
             out.push('\n');
@@ -120,8 +128,8 @@ impl DispatchHistogram {
                 out.push_str("  (none)\n");
             }
             for (name, n) in rows {
-                let bar = (n * BAR_WIDTH).div_ceil(self.total) as usize;
-                let pct = n as f64 * 100.0 / self.total as f64;
+                let bar = (n * BAR_WIDTH).div_ceil(of.max(1)) as usize;
+                let pct = n as f64 * 100.0 / of.max(1) as f64;
                 out.push_str(&format!(
                     "  {name:<name_width$}  {n:>count_width$}  {pct:>5.1}%  {}\n",
                     "█".repeat(bar)
@@ -131,6 +139,9 @@ impl DispatchHistogram {
         out
     }
 }
+
+/// A titled block of rows, with the count its percentages are of.
+type Section<'a> = (&'a str, Vec<(&'a str, u64)>, u64);
 
 fn named(rows: &[(Mode, u64)]) -> Vec<(&'static str, u64)> {
     rows.iter().map(|(m, n)| (m.as_str(), *n)).collect()
@@ -208,6 +219,13 @@ mod tests {
         assert_eq!(single.find('3'), orch.find('1'));
         assert_eq!(single.matches('█').count(), 23);
         assert_eq!(orch.matches('█').count(), 8);
-        assert!(text.contains("auto picks by mode\n  orchestrate"));
+        assert!(text.contains("auto picks by mode (of the auto decisions)\n  orchestrate"));
+        // The one auto decision picked orchestrate: all of the auto picks.
+        let pick = text
+            .lines()
+            .filter(|l| l.contains("orchestrate"))
+            .nth(1)
+            .unwrap();
+        assert!(pick.contains("100.0%"), "{text}");
     }
 }

@@ -9,14 +9,16 @@ use tracing_subscriber::EnvFilter;
 
 /// Installs the global subscriber: `RUST_LOG` filters (default `warn`), JSON on request.
 /// Lines pass through the redactor; colour only on a terminal and without `NO_COLOR`.
-pub fn init_tracing(json: bool) {
+pub fn init_tracing(json: bool, colour_choice: Option<bool>) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(colour(
-            std::io::stderr().is_terminal(),
-            std::env::var_os("NO_COLOR"),
-        ))
+        .with_ansi(colour_choice.unwrap_or_else(|| {
+            colour(
+                std::io::stderr().is_terminal(),
+                std::env::var_os("NO_COLOR"),
+            )
+        }))
         .with_writer(crate::redact::RedactingStderr);
     let _ = if json {
         builder.json().try_init()

@@ -18,9 +18,19 @@ use crate::store::{FireStatus, ScheduleRecord, Store, StoreError, now_ms};
 /// Runs a fired job as an ordinary run (the engine implements it; the scheduler never
 /// depends on how runs are carried out).
 pub trait JobRunner: Send + Sync {
-    /// Runs `job` to its end: the run's id (None when it could not start) and how the
-    /// fire ended.
-    fn run_job(&self, job: ScheduleRecord) -> BoxFuture<'static, (Option<String>, FireStatus)>;
+    /// Runs `job` to its end.
+    fn run_job(&self, job: ScheduleRecord) -> BoxFuture<'static, JobOutcome>;
+}
+
+/// How a job's run ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobOutcome {
+    /// The run's id (None when it could not start).
+    pub run_id: Option<String>,
+    /// How the fire ended.
+    pub status: FireStatus,
+    /// Why it failed (what `schedule list` shows as the job's last error).
+    pub error: Option<String>,
 }
 
 /// How often the daemon looks at the jobs.
@@ -215,9 +225,14 @@ impl Daemon {
 
 async fn start_run(runner: Arc<dyn JobRunner>, store: Store, job: ScheduleRecord) {
     let name = job.name.clone();
-    let (run_id, status) = runner.run_job(job).await;
+    let outcome = runner.run_job(job).await;
     if let Err(e) = store
-        .record_schedule_finished(&name, run_id.as_deref(), status)
+        .record_schedule_finished(
+            &name,
+            outcome.run_id.as_deref(),
+            outcome.status,
+            outcome.error.as_deref(),
+        )
         .await
     {
         // The job may have been removed while its run was going.

@@ -7,6 +7,7 @@
 
 mod cron_check;
 pub mod daemon;
+pub mod lock;
 pub mod next_fire;
 pub mod spec;
 

@@ -5,7 +5,7 @@
 mod identity;
 mod query;
 pub use identity::{RecordedRepo, RepoIdentity};
-pub use query::AgentCounts;
+pub use query::{AgentCounts, Lookup, MIN_TAIL};
 mod records;
 mod schedules;
 mod schema;

@@ -136,6 +136,28 @@ impl Store {
     }
 
     /// The most recent runs, newest first.
+    /// The `limit` newest runs in `status` (any when `None`), newest first.
+    pub async fn recent_runs_in(
+        &self,
+        status: Option<RunStatus>,
+        limit: u32,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let status = status.map(|s| s.as_str());
+        self.read(move |c| {
+            collect(
+                c,
+                "list runs",
+                &format!(
+                    "SELECT {RUN_COLS} FROM runs WHERE ?1 IS NULL OR status = ?1 \
+                     ORDER BY created_at DESC, id DESC LIMIT ?2"
+                ),
+                params![status, limit],
+                run_row,
+            )
+        })
+        .await
+    }
+
     pub async fn recent_runs(&self, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
         self.read(move |c| {
             collect(
@@ -277,18 +299,119 @@ impl Store {
 
     /// Resolves an id prefix or full id to a run, if one matches uniquely.
     pub async fn find_run(&self, id_or_prefix: &str) -> Result<Option<RunRecord>, StoreError> {
-        let pat = format!("{}%", id_or_prefix.replace(['%', '_'], ""));
+        Ok(self.lookup_run(id_or_prefix).await?.one())
+    }
+
+    /// The runs an id, a unique prefix of one (with or without its `r-`) or a unique
+    /// tail of at least [`MIN_TAIL`] characters names.
+    pub async fn lookup_run(&self, text: &str) -> Result<Lookup<RunRecord>, StoreError> {
+        let Some(pats) = IdPatterns::new("r-", text) else {
+            return Ok(Lookup::None);
+        };
         self.read(move |c| {
-            let mut runs = collect(
+            let runs = collect(
                 c,
                 "find run",
-                &format!("SELECT {RUN_COLS} FROM runs WHERE id LIKE ?1 LIMIT 2"),
-                params![pat],
+                &format!(
+                    "SELECT {RUN_COLS} FROM runs WHERE {ID_MATCH} ORDER BY created_at, id LIMIT 11"
+                ),
+                params![pats.exact, pats.prefix, pats.tail],
                 run_row,
             )?;
-            Ok(if runs.len() == 1 { runs.pop() } else { None })
+            Ok(Lookup::of(runs, &pats.exact, |r| r.id.to_string()))
         })
         .await
+    }
+
+    /// The agents an id, a unique prefix (with or without its `a-`) or a unique tail
+    /// of at least [`MIN_TAIL`] characters (what the progress view shows) names.
+    pub async fn lookup_agent(&self, text: &str) -> Result<Lookup<AgentRecord>, StoreError> {
+        let Some(pats) = IdPatterns::new("a-", text) else {
+            return Ok(Lookup::None);
+        };
+        self.read(move |c| {
+            let agents = collect(
+                c,
+                "find agent",
+                &format!("SELECT {AGENT_COLS} FROM agents WHERE {ID_MATCH} ORDER BY created_at, id LIMIT 11"),
+                params![pats.exact, pats.prefix, pats.tail],
+                agent_row,
+            )?;
+            Ok(Lookup::of(agents, &pats.exact, |a| a.id.to_string()))
+        })
+        .await
+    }
+}
+
+/// The shortest id tail accepted as a name (the progress view shows this many).
+pub const MIN_TAIL: usize = 6;
+
+/// An id, a prefix of one, or a tail (`?3` is NULL for text too short to be one).
+const ID_MATCH: &str = "(id = ?1 OR id LIKE ?2 OR (?3 IS NOT NULL AND id LIKE ?3))";
+
+/// The LIKE patterns an id the user typed stands for.
+struct IdPatterns {
+    exact: String,
+    prefix: String,
+    tail: Option<String>,
+}
+
+impl IdPatterns {
+    /// `None` for text no id can match (ids are `[a-z0-9-]`; this also keeps LIKE's
+    /// wildcards out of the patterns).
+    fn new(kind: &str, text: &str) -> Option<Self> {
+        let text = text.trim();
+        if text.is_empty()
+            || !text
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            return None;
+        }
+        let prefix = if text.starts_with(kind) {
+            format!("{text}%")
+        } else {
+            format!("{kind}{text}%")
+        };
+        let tail = (text.len() >= MIN_TAIL && !text.contains('-')).then(|| format!("%{text}"));
+        Some(Self {
+            exact: text.to_owned(),
+            prefix,
+            tail,
+        })
+    }
+}
+
+/// What an id or an abbreviation of one names.
+#[derive(Debug)]
+pub enum Lookup<T> {
+    /// Nothing.
+    None,
+    /// Exactly one record.
+    One(T),
+    /// Several: their full ids (at most ten), oldest first.
+    Ambiguous(Vec<String>),
+}
+
+impl<T> Lookup<T> {
+    /// An exact id wins over the prefixes and tails it also matched.
+    fn of(mut found: Vec<T>, exact: &str, id: impl Fn(&T) -> String) -> Self {
+        if let Some(i) = found.iter().position(|t| id(t) == exact) {
+            return Self::One(found.swap_remove(i));
+        }
+        match found.len() {
+            0 => Self::None,
+            1 => found.pop().map_or(Self::None, Self::One),
+            _ => Self::Ambiguous(found.iter().take(10).map(id).collect()),
+        }
+    }
+
+    /// The record when exactly one matched.
+    pub fn one(self) -> Option<T> {
+        match self {
+            Self::One(t) => Some(t),
+            Self::None | Self::Ambiguous(_) => None,
+        }
     }
 }
 

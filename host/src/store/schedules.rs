@@ -32,6 +32,7 @@ pub(crate) enum ScheduleWrite {
         name: String,
         run_id: Option<String>,
         status: FireStatus,
+        error: Option<String>,
     },
 }
 
@@ -105,6 +106,8 @@ pub struct ScheduleRecord {
     pub last_run: Option<String>,
     /// How its latest fire went.
     pub last_status: Option<FireStatus>,
+    /// Why its latest finished fire failed (cleared by one that completes).
+    pub last_error: Option<String>,
     /// Runs started.
     pub run_count: u32,
     /// The next fire (ms); `None` when the job has ended.
@@ -142,6 +145,7 @@ impl ScheduleRecord {
             last_fire: None,
             last_run: None,
             last_status: None,
+            last_error: None,
             run_count: 0,
             next_fire: crate::schedule::next_fire(spec, now).map(|t| t.timestamp_millis()),
         }
@@ -172,7 +176,7 @@ impl ScheduleRecord {
 }
 
 const COLS: &str = "name, kind, spec, tz, prompt, mode, team, provider, model, catch_up, overlap, \
-     paused, created_at, last_fire, last_run, last_status, run_count, next_fire";
+     paused, created_at, last_fire, last_run, last_status, run_count, next_fire, last_error";
 
 fn bad(what: &'static str, text: &str) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(
@@ -211,6 +215,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<ScheduleRecord> {
             .transpose()?,
         run_count: r.get(16)?,
         next_fire: r.get(17)?,
+        last_error: r.get(18)?,
     })
 }
 
@@ -221,7 +226,7 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
         ScheduleWrite::Insert(s) => {
             let done = conn.execute(
                 &format!(
-                    "INSERT INTO schedules ({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+                    "INSERT INTO schedules ({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
                 ),
                 params![
                     s.name,
@@ -241,12 +246,15 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
                     s.last_run,
                     s.last_status.map(FireStatus::as_str),
                     s.run_count,
-                    s.next_fire
+                    s.next_fire,
+                    s.last_error
                 ],
             );
             return match done {
                 Ok(_) => Ok(()),
-                Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) =>
+                {
                     Err(StoreError::ScheduleExists {
                         name: s.name.clone(),
                     })
@@ -298,11 +306,13 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
             name,
             run_id,
             status,
+            error,
         } => (
             name,
             conn.execute(
-                "UPDATE schedules SET last_run = COALESCE(?2, last_run), last_status = ?3 WHERE name = ?1",
-                params![name, run_id, status.as_str()],
+                "UPDATE schedules SET last_run = COALESCE(?2, last_run), last_status = ?3,
+                 last_error = ?4 WHERE name = ?1",
+                params![name, run_id, status.as_str(), error],
             )
             .map_err(q("record schedule end"))?,
         ),
@@ -372,17 +382,19 @@ impl Store {
         .await
     }
 
-    /// Records how a job's run ended (and which run it was).
+    /// Records how a job's run ended (which run it was, and why it failed).
     pub async fn record_schedule_finished(
         &self,
         name: &str,
         run_id: Option<&str>,
         status: FireStatus,
+        error: Option<&str>,
     ) -> Result<(), StoreError> {
         self.write(Write::Schedule(ScheduleWrite::Finished {
             name: name.to_owned(),
             run_id: run_id.map(str::to_owned),
             status,
+            error: error.map(str::to_owned),
         }))
         .await
     }
@@ -467,7 +479,7 @@ mod tests {
             .await
             .unwrap();
         store
-            .record_schedule_finished("five", Some("r-1"), FireStatus::Completed)
+            .record_schedule_finished("five", Some("r-1"), FireStatus::Completed, None)
             .await
             .unwrap();
         store.set_schedule_paused("five", true).await.unwrap();

@@ -138,6 +138,10 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         recorded_at INTEGER NOT NULL
     );
     "#,
+    // 8: why a scheduled job's latest fire failed, for `schedule list`.
+    r#"
+    ALTER TABLE schedules ADD COLUMN last_error TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

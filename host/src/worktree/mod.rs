@@ -26,6 +26,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod branches;
 mod error;
 mod git;
 mod integration;

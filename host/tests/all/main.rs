@@ -20,6 +20,7 @@ mod daemon;
 mod events_api;
 mod exit_codes;
 mod modes;
+mod operator;
 mod packs;
 mod plugin_cli;
 mod plugin_contract;

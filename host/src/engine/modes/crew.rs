@@ -186,7 +186,11 @@ impl Mode for Crew {
         let last = loop {
             let prompt = executor.prompt(&workspace, None, &rc).await?;
             let mut spec = exec_spec.clone();
-            spec.id = AgentId::new();
+            // The first executor is the agent the worktree (and so its branch) was
+            // named after; each revision is an agent of its own.
+            if rc.revision > 0 {
+                spec.id = AgentId::new();
+            }
             spec.task = prompt.clone();
             if rc.revision > 0 {
                 spec.name = format!("executor-r{}", rc.revision);

@@ -131,6 +131,10 @@ pub struct RunReport {
     pub team: Option<String>,
     /// completed, failed or cancelled (running if it has not ended).
     pub status: RunStatus,
+    /// Still `running` in the store, but the process driving it is gone (a crash or a
+    /// signal): `crewbox resume` finishes it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
     /// Why it ended.
     pub exit_reason: Option<ExitReason>,
     /// The final text.
@@ -206,6 +210,7 @@ impl RunReport {
             }
         }
         Ok(Self {
+            interrupted: run.is_interrupted(),
             details: RunDetails::read(run.mode, run.details),
             run_id: run.id,
             mode: run.mode,

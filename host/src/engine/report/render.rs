@@ -2,8 +2,10 @@
 
 use std::fmt::Write;
 
-use super::{ModeDetails, RunReport};
+use super::details::{EvaluatorKind, ReflectDetails};
+use super::{AgentReport, ModeDetails, RunReport};
 use crate::event::{Artifact, ReviewVerdict, VerdictOutcome};
+use crate::ids::AgentId;
 use crate::plugin::text::escape;
 
 /// Renders `r`: the run line, the decision, one line per agent, verdicts, branches,
@@ -13,27 +15,39 @@ use crate::plugin::text::escape;
 pub(super) fn text(r: &RunReport) -> String {
     let mut s = String::new();
     let reason = r.exit_reason.map(|e| e.as_str()).unwrap_or("-");
-    let _ = writeln!(
-        s,
-        "run {}  mode {}  status {}  ({reason})",
-        r.run_id, r.mode, r.status
-    );
-    if let Some(d) = &r.details.decision {
+    if r.interrupted {
         let _ = writeln!(
             s,
-            "decision: {} ({}, {})",
-            d.mode,
-            d.source,
-            escape(&d.reason)
+            "run {}  mode {}  status interrupted  (finish it with `crewbox resume {}`)",
+            r.run_id, r.mode, r.run_id
         );
+    } else {
+        let _ = writeln!(
+            s,
+            "run {}  mode {}  status {}  ({reason})",
+            r.run_id, r.mode, r.status
+        );
+    }
+    if let Some(team) = &r.team {
+        let _ = writeln!(s, "team: {}", escape(team));
+    }
+    if let Some(d) = &r.details.decision {
+        // An explicit choice's reason is its source again: said once.
+        let reason = escape(&d.reason);
+        if reason.trim().is_empty() || reason == d.source.as_str() {
+            let _ = writeln!(s, "decision: {} ({})", d.mode, d.source);
+        } else {
+            let _ = writeln!(s, "decision: {} ({}, {reason})", d.mode, d.source);
+        }
     }
     if let Some(f) = &r.details.fault {
         let _ = writeln!(s, "fault: {}: {}", escape(&f.step), escape(&f.fault));
     }
-    for a in &r.agents {
+    for (a, depth) in tree_order(&r.agents) {
+        let indent = "  ".repeat(depth);
         let _ = writeln!(
             s,
-            "  {} {:<10} {:<9} turns {:>2}  tools {:>3}  tokens {}/{}  {} ms{}",
+            "  {indent}{} {:<10} {:<9} turns {:>2}  tools {:>3}  tokens {}/{}  {} ms{}",
             a.id,
             a.name,
             a.state.as_str(),
@@ -127,22 +141,24 @@ pub(super) fn text(r: &RunReport) -> String {
         Some(ModeDetails::Swarm(swarm)) if !swarm.conflicts.is_empty() => {
             let _ = writeln!(s, "conflicts: {}", swarm.conflicts.join(", "));
         }
-        Some(ModeDetails::Reflect(reflect)) if !reflect.unread_messages.is_empty() => {
-            let _ = writeln!(
-                s,
-                "messages no iteration took in: {}",
-                reflect.unread_messages.len()
-            );
-            for m in &reflect.unread_messages {
-                let _ = writeln!(s, "  - {}", escape(m));
+        Some(ModeDetails::Reflect(reflect)) => {
+            iterations(&mut s, reflect);
+            if !reflect.unread_messages.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "messages no iteration took in: {}",
+                    reflect.unread_messages.len()
+                );
+                for m in &reflect.unread_messages {
+                    let _ = writeln!(s, "  - {}", escape(m));
+                }
             }
         }
         Some(
             ModeDetails::Single(_)
             | ModeDetails::Swarm(_)
             | ModeDetails::Members(_)
-            | ModeDetails::Orchestrate(_)
-            | ModeDetails::Reflect(_),
+            | ModeDetails::Orchestrate(_),
         )
         | None => {}
     }
@@ -150,4 +166,72 @@ pub(super) fn text(r: &RunReport) -> String {
         let _ = writeln!(s, "\nresult:\n{}", result.trim_end());
     }
     s
+}
+
+/// The agents depth first, each under the agent that started it (workers under their
+/// orchestrator), siblings in creation order; an agent whose parent is not in the run
+/// is a root.
+pub(crate) fn tree_order(agents: &[AgentReport]) -> Vec<(&AgentReport, usize)> {
+    let ids: std::collections::HashSet<_> = agents.iter().map(|a| &a.id).collect();
+    let mut out = Vec::with_capacity(agents.len());
+    fn visit<'a>(
+        agents: &'a [AgentReport],
+        parent: Option<&AgentId>,
+        ids: &std::collections::HashSet<&AgentId>,
+        depth: usize,
+        out: &mut Vec<(&'a AgentReport, usize)>,
+    ) {
+        for a in agents {
+            let own_parent = a.parent.as_ref().filter(|p| ids.contains(p) && *p != &a.id);
+            if own_parent == parent {
+                out.push((a, depth));
+                // Ids are unique, so each agent is visited once and the walk ends.
+                if depth < agents.len() {
+                    visit(agents, Some(&a.id), ids, depth + 1, out);
+                }
+            }
+        }
+    }
+    visit(agents, None, &ids, 0, &mut out);
+    out
+}
+
+/// One line per reflect iteration: score, trend, stall warning, errors; then the best.
+fn iterations(s: &mut String, r: &ReflectDetails) {
+    let _ = writeln!(
+        s,
+        "iterations: {} of at most {} (goal score {}, judged by the {})",
+        r.iterations.len(),
+        r.max_iterations,
+        r.threshold,
+        match r.evaluator {
+            EvaluatorKind::Evaluator => "evaluator",
+            EvaluatorKind::Orchestrator => "orchestrator",
+        }
+    );
+    for it in &r.iterations {
+        let score = match it.score {
+            Some(v) if it.score_defaulted => format!("score {v} (unreadable, assumed)"),
+            Some(v) => format!("score {v}"),
+            None => "no score".to_owned(),
+        };
+        let trend = match it.trend {
+            Some(Some(t)) => format!("  {t}"),
+            Some(None) | None => String::new(),
+        };
+        let mut flags = String::new();
+        if it.complete {
+            flags.push_str("  complete");
+        }
+        if it.stall_warning {
+            flags.push_str("  ⚠ stall warning");
+        }
+        if let Some(e) = &it.error {
+            let _ = write!(flags, "  error: {}", escape(e));
+        }
+        let _ = writeln!(s, "  #{:<2} {score}{trend}{flags}", it.iteration);
+    }
+    if let Some(best) = r.best_iteration {
+        let _ = writeln!(s, "  best: iteration {best}");
+    }
 }

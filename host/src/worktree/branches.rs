@@ -1,0 +1,101 @@
+//! crewbox's branches in the main repository (`crewbox/…`: agents' branches and team
+//! runs' integration branches `crewbox/run/<run-id>`): which there are, whether their
+//! work is already in the checked-out branch, and removing them. A branch whose work is
+//! not merged is only removed when forced, and one checked out anywhere never is.
+
+use std::path::Path;
+
+use git2::{BranchType, Repository};
+use serde::Serialize;
+
+use super::WorktreeError;
+use super::git::open;
+
+/// The prefix of every branch crewbox makes.
+pub const PREFIX: &str = "crewbox/";
+
+/// One of crewbox's branches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BranchInfo {
+    /// The branch name (`crewbox/…`).
+    pub name: String,
+    /// Its tip commit.
+    pub tip: String,
+    /// The tip's subject line.
+    pub subject: String,
+    /// When the tip was committed (seconds since the epoch).
+    pub time: i64,
+    /// Its work is in HEAD (the tip is HEAD or an ancestor of it).
+    pub merged: bool,
+    /// Checked out in the main work tree or in a linked worktree (never removed).
+    pub checked_out: bool,
+}
+
+/// crewbox's branches, oldest tip first.
+pub fn list(repo_root: &Path) -> Result<Vec<BranchInfo>, WorktreeError> {
+    let repo = open(repo_root)?;
+    let git = |op| WorktreeError::git(op, repo_root);
+    let head = repo.head().ok().and_then(|h| h.target());
+    let mut out = Vec::new();
+    for branch in repo
+        .branches(Some(BranchType::Local))
+        .map_err(git("branches"))?
+    {
+        let (branch, _) = branch.map_err(git("branches"))?;
+        let Ok(Some(name)) = branch.name() else {
+            continue;
+        };
+        if !name.starts_with(PREFIX) {
+            continue;
+        }
+        let name = name.to_owned();
+        let Ok(commit) = branch.get().peel_to_commit() else {
+            continue;
+        };
+        let tip = commit.id();
+        let merged =
+            head.is_some_and(|h| h == tip || repo.graph_descendant_of(h, tip).unwrap_or(false));
+        out.push(BranchInfo {
+            checked_out: branch.is_head() || checked_out_elsewhere(&repo, &name),
+            subject: commit.summary().ok().flatten().unwrap_or("").to_owned(),
+            time: commit.time().seconds(),
+            tip: tip.to_string(),
+            merged,
+            name,
+        });
+    }
+    out.sort_by(|a, b| (a.time, &a.name).cmp(&(b.time, &b.name)));
+    Ok(out)
+}
+
+/// Whether a linked worktree has `name` checked out.
+fn checked_out_elsewhere(repo: &Repository, name: &str) -> bool {
+    let Ok(names) = repo.worktrees() else {
+        return false;
+    };
+    names.iter().filter_map(|n| n.ok().flatten()).any(|wt| {
+        repo.find_worktree(wt)
+            .ok()
+            .and_then(|wt| Repository::open_from_worktree(&wt).ok())
+            .and_then(|r| Some(r.head().ok()?.shorthand().ok()? == name))
+            .unwrap_or(false)
+    })
+}
+
+/// Removes a branch `list` returned; the caller decided it may go.
+pub fn delete(repo_root: &Path, info: &BranchInfo) -> Result<(), WorktreeError> {
+    let repo = open(repo_root)?;
+    let git = |op| WorktreeError::git(op, repo_root);
+    let mut branch = repo
+        .find_branch(&info.name, BranchType::Local)
+        .map_err(git("find branch"))?;
+    // Moved since it was listed: what was judged is not what would be deleted.
+    let now = branch.get().target().map(|t| t.to_string());
+    if now.as_deref() != Some(info.tip.as_str()) {
+        return Err(git("delete branch")(git2::Error::from_str(&format!(
+            "branch {} moved since it was listed",
+            info.name
+        ))));
+    }
+    branch.delete().map_err(git("delete branch"))
+}
