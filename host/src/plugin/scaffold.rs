@@ -80,6 +80,18 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// The manifest as TOML (each string quoted by the TOML writer).
+    pub fn to_toml(&self) -> String {
+        let quoted = |v: &str| toml::Value::String(v.to_owned()).to_string();
+        format!(
+            "name = {}\nkind = {}\nlang = {}\nworld = {}\n",
+            quoted(&self.name),
+            quoted(self.kind.as_str()),
+            quoted(self.lang.as_str()),
+            quoted(&self.world),
+        )
+    }
+
     /// The world a kind targets by default: the one without the model.
     pub fn default_world(kind: PluginKind) -> &'static str {
         match kind {
@@ -189,7 +201,7 @@ pub fn files(name: &str, kind: PluginKind, lang: Lang) -> Vec<(PathBuf, String)>
             format!(
                 "# What `crewbox plugin build` builds here. A validator that asks the model\n\
                  # targets world = \"judge\" (it then loads only with a model grant).\n{}",
-                toml::to_string(&manifest).expect("a manifest serializes")
+                manifest.to_toml()
             ),
         ),
         (PathBuf::from("wit/plugin.wit"), WIT.to_owned()),
