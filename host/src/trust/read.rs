@@ -346,7 +346,7 @@ mod linux {
     use std::ffi::CString;
     use std::fs::File;
     use std::io;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::fd::{FromRawFd, OwnedFd};
     use std::os::unix::ffi::OsStrExt;
     use std::path::Path;
 
@@ -370,25 +370,13 @@ mod linux {
         let dir = unsafe { OwnedFd::from_raw_fd(dir) };
         let rel_c = CString::new(rel.as_os_str().as_bytes())
             .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        // SAFETY: `open_how` is plain data; all-zero is its documented default.
-        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-        how.flags = (libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC) as u64;
-        how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
-        // SAFETY: valid fd, NUL-terminated path, a live `open_how` and its exact size.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                dir.as_raw_fd(),
-                rel_c.as_ptr(),
-                &how as *const libc::open_how,
-                std::mem::size_of::<libc::open_how>(),
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: the kernel returned a fresh descriptor we now own.
-        Ok(unsafe { File::from_raw_fd(fd as i32) })
+        let fd = super::openat2(
+            &dir,
+            &rel_c,
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC,
+            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+        )?;
+        Ok(File::from(fd))
     }
 }
 
@@ -403,6 +391,37 @@ pub fn cap_chars(text: &mut String, max_chars: usize) -> bool {
             true
         }
     }
+}
+
+/// `openat2(dir, rel, flags)` with `resolve` (`RESOLVE_*`): the one raw call behind every
+/// read or write confined beneath a repository directory. Linux only.
+#[cfg(target_os = "linux")]
+pub(crate) fn openat2(
+    dir: &impl std::os::fd::AsRawFd,
+    rel: &std::ffi::CStr,
+    flags: libc::c_int,
+    resolve: u64,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `open_how` is plain data; all-zero is its documented default.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = flags as u64;
+    how.resolve = resolve;
+    // SAFETY: a valid fd, a NUL-terminated path, a live `open_how` and its exact size.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            rel.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a fresh descriptor we now own.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
 }
 
 #[cfg(test)]

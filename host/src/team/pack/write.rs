@@ -136,26 +136,12 @@ mod imp {
         } else {
             rel.as_os_str().as_bytes()
         })?;
-        // SAFETY: `open_how` is plain data; all-zero is its documented default.
-        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-        how.flags = (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
-        how.resolve =
-            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
-        // SAFETY: a valid fd, a NUL-terminated path, a live `open_how` and its size.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                dir.as_raw_fd(),
-                rel_c.as_ptr(),
-                &how as *const libc::open_how,
-                std::mem::size_of::<libc::open_how>(),
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: the kernel returned a fresh descriptor we now own.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+        crate::trust::read::openat2(
+            dir,
+            &rel_c,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
+        )
     }
 
     /// The parent directory, opened beneath the root, created component by
