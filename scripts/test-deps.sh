@@ -30,6 +30,14 @@ _td_loud() {
 # PyPI packages, pinned: name==version -> peer name.
 _td_pip() {
     local spec="$1" peer="$2"
+    # A venv has its own path baked into its scripts: one copied or moved with the
+    # target directory is broken, so it is made again.
+    if [ -e "$CREWBOX_TEST_VENV/bin/pip" ] &&
+        [ "$(head -n 1 "$CREWBOX_TEST_VENV/bin/pip")" != "#!$CREWBOX_TEST_VENV/bin/python" ] &&
+        [ "$(head -n 1 "$CREWBOX_TEST_VENV/bin/pip")" != "#!$CREWBOX_TEST_VENV/bin/python3" ]; then
+        echo "test-deps: $CREWBOX_TEST_VENV was made at another path; making it again" >&2
+        rm -rf "$CREWBOX_TEST_VENV"
+    fi
     if [ ! -x "$CREWBOX_TEST_VENV/bin/python" ]; then
         python3 -m venv "$CREWBOX_TEST_VENV" || { _td_loud "cannot create a venv with python3"; return 1; }
     fi
