@@ -48,7 +48,7 @@ impl Candidate {
                 .find(|b| b.name == self.name)
                 .map(|b| Arc::from(b.wasm))
                 .unwrap_or_else(|| Arc::from(&[][..])),
-            PluginSource::Repo(p) if self.root.is_some() => {
+            PluginSource::Repo(p) | PluginSource::File(p) if self.root.is_some() => {
                 let root = self.root.as_deref().unwrap_or(Path::new("."));
                 read_beneath(root, p, max)?.into()
             }
@@ -187,6 +187,15 @@ pub fn resolve_in(
         } else {
             base_dir.join(path)
         };
+        // A path inside the trusted repository (one its config or a team file names,
+        // resolved when they were read) is read beneath its root now too: a link
+        // swapped in since then cannot lead the read out of it.
+        let root = repo_root.and_then(|r| r.canonicalize().ok());
+        if let Some(root) = root.filter(|r| full.starts_with(r)) {
+            let mut inside = file(full);
+            inside.root = Some(root);
+            return inside.read(max).map(Some);
+        }
         return file(full).read(max).map(Some);
     }
     by_name(spec, repo_root, max)
@@ -205,6 +214,29 @@ pub fn searched(repo_root: Option<&Path>) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_inside_the_repository_is_read_beneath_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        std::fs::create_dir_all(root.join(".crewbox")).unwrap();
+        std::fs::write(dir.path().join("outside.wasm"), b"\0asm-outside").unwrap();
+        std::fs::write(root.join(".crewbox/d.wasm"), b"\0asm").unwrap();
+        let root = root.canonicalize().unwrap();
+        let named = root.join(".crewbox/d.wasm");
+        let read = resolve_in(named.to_str().unwrap(), &root, Some(&root), 1 << 20);
+        assert_eq!(&*read.unwrap().unwrap().bytes, b"\0asm");
+        // Checked when the config was read, then swapped for a link out of the
+        // repository: the read refuses it instead of following it.
+        std::fs::remove_file(&named).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("outside.wasm"), &named).unwrap();
+        let e = resolve_in(named.to_str().unwrap(), &root, Some(&root), 1 << 20).unwrap_err();
+        assert!(matches!(e, FileError::Repo(_)), "{e}");
+        // The user's own paths outside any trusted repository are theirs to name.
+        let outside = dir.path().join("outside.wasm");
+        let read = resolve_in(outside.to_str().unwrap(), &root, Some(&root), 1 << 20);
+        assert_eq!(&*read.unwrap().unwrap().bytes, b"\0asm-outside");
+    }
 
     #[test]
     fn finding_one_plugin_reads_only_that_one() {
