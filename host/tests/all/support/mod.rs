@@ -3,6 +3,7 @@
 
 pub mod agents;
 pub mod http;
+pub mod kill;
 pub mod limited;
 pub mod peers;
 pub mod procs;
