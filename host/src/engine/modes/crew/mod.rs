@@ -154,17 +154,9 @@ impl Mode for Crew {
         let plan = match ctx.journal.done::<String>(&StepKey::CrewPlan) {
             Some(plan) => plan,
             None => {
+                let prompt = planner.prompt(&repo, None, &rc).await?;
+                let job = ctx.job(planner.agent(ctx, prompt), ExecOptions::unvalidated());
                 let key = StepKey::Agent("planner".into());
-                let job = match ctx.journal.has(&key) {
-                    true => ctx.job(
-                        planner.agent(ctx, String::new()),
-                        ExecOptions::unvalidated(),
-                    ),
-                    false => {
-                        let prompt = planner.prompt(&repo, None, &rc).await?;
-                        ctx.job(planner.agent(ctx, prompt), ExecOptions::unvalidated())
-                    }
-                };
                 let planned = ctx.execute_step(&key, job).await?;
                 if !planned.outcome.state.is_success() {
                     return Ok(ModeOutcome::failed(
@@ -242,10 +234,7 @@ impl Mode for Crew {
             rc.diff = Some(diff.clone());
             let key = StepKey::CrewReview(rc.revision);
             let fresh = !ctx.journal.has(&key);
-            let prompt = match fresh {
-                true => reviewer.prompt(&workspace, Some(&diff), &rc).await?,
-                false => String::new(),
-            };
+            let prompt = reviewer.prompt(&workspace, Some(&diff), &rc).await?;
             let mut review_spec = reviewer.agent(ctx, prompt);
             // The reviewer reads the executor's worktree; its tool set has no write or exec.
             review_spec.workspace = workspace.clone();
