@@ -1,8 +1,9 @@
 //! Agents run as journal steps: an agent whose step is stored as done is read back
 //! instead of run again; a fresh one is recorded as begun before it starts and its
-//! result, with its final conversation, is stored the moment it ends. `single`, the
-//! `swarm` members and each crew position go through here (team members go through
-//! `modes/team::run_group`, which stores a member's own shape of result).
+//! result is stored the moment it ends. `single`, the `swarm` members and each crew
+//! position go through here (team members go through `modes/team::run_group`, which
+//! stores a member's own shape of result). The result text itself is the agent row's
+//! (replies run to megabytes and are stored once); a step stores everything else.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,15 +19,14 @@ use crate::store::AgentStats;
 use crate::worktree::BranchArtifact;
 
 /// An executed agent as its step stores it: everything a mode reads of an
-/// [`ExecResult`] (the conversation is stored beside it).
+/// [`ExecResult`] but the result text (in the agent's row) and the conversation
+/// (stored beside it where a later agent continues it).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct StoredExec {
     /// The agent.
     pub agent_id: String,
     /// Its end state.
     pub state: AgentState,
-    /// Its final text.
-    pub result: String,
     /// Why it failed.
     #[serde(default)]
     pub error: Option<String>,
@@ -63,7 +63,6 @@ impl StoredExec {
         Self {
             agent_id: r.agent_id.to_string(),
             state: o.state,
-            result: o.result.clone(),
             error: o.error.clone(),
             reason: o.reason,
             stats: o.stats,
@@ -76,14 +75,14 @@ impl StoredExec {
         }
     }
 
-    /// The result read back, with the conversation stored beside it.
-    pub(crate) fn into_result(self, history: Vec<crate::provider::Message>) -> ExecResult {
+    /// The result read back, with the agent's `result` text and its `history`.
+    fn into_result(self, result: String, history: Vec<crate::provider::Message>) -> ExecResult {
         ExecResult {
             agent_id: AgentId::from_string(self.agent_id),
             outcome: AgentOutcome {
                 state: self.state,
                 stats: self.stats,
-                result: self.result,
+                result,
                 error: self.error,
                 exceeded: None,
                 reason: self.reason,
@@ -98,12 +97,6 @@ impl StoredExec {
     }
 }
 
-/// The result of step `key` when it is stored as done.
-pub(crate) fn replay(journal: &Journal, key: &StepKey) -> Option<ExecResult> {
-    let stored = journal.done::<StoredExec>(key)?;
-    Some(stored.into_result(journal.conversation(key).unwrap_or_default()))
-}
-
 /// Records that `job`'s agent begins step `key`.
 pub(crate) async fn begin(journal: &Journal, key: &StepKey, job: &Job) -> Result<(), EngineError> {
     let input = StepInput {
@@ -113,25 +106,43 @@ pub(crate) async fn begin(journal: &Journal, key: &StepKey, job: &Job) -> Result
     Ok(journal.begin(key, Some(&job.spec.id), &input).await?)
 }
 
-/// Stores `r` as step `key`'s result, with the agent's final conversation.
+/// Stores `r` as step `key`'s result.
 pub(crate) async fn record(
     journal: &Journal,
     key: &StepKey,
     r: &ExecResult,
 ) -> Result<(), EngineError> {
     Ok(journal
-        .finish_agent(key, &r.agent_id, &StoredExec::of(r), &r.outcome.history)
+        .finish(key, Some(&r.agent_id), &StoredExec::of(r), Vec::new())
         .await?)
 }
 
 impl RunContext {
+    /// The result of step `key` when it is stored as done, with its agent's result
+    /// text and, when stored, its conversation.
+    pub(crate) async fn replay(&self, key: &StepKey) -> Result<Option<ExecResult>, EngineError> {
+        let Some(stored) = self.journal.done::<StoredExec>(key) else {
+            return Ok(None);
+        };
+        let id = AgentId::from_string(stored.agent_id.clone());
+        let result = self
+            .services()
+            .store()
+            .agent(&id)
+            .await?
+            .and_then(|a| a.result)
+            .unwrap_or_default();
+        let history = self.journal.conversation(key).unwrap_or_default();
+        Ok(Some(stored.into_result(result, history)))
+    }
+
     /// Runs `job` on its own as step `key`, or reads its stored result back.
     pub(crate) async fn execute_step(
         &self,
         key: &StepKey,
         job: Job,
     ) -> Result<ExecResult, EngineError> {
-        if let Some(done) = replay(&self.journal, key) {
+        if let Some(done) = self.replay(key).await? {
             return Ok(done);
         }
         begin(&self.journal, key, &job).await?;

@@ -7,6 +7,7 @@ use crate::support::kill::{
     Db, SLOW_MS, assert_interrupted, is, kill9, named, resume, spawn_run, states, step, wait_for,
 };
 use crate::support::repo::git_repo;
+use crate::support::script::writes_then;
 
 use std::path::Path;
 
@@ -51,37 +52,19 @@ fn agent_of(steps: &[StepRecord], key: &str) -> String {
 /// The agent writes `one.txt`, then (after `delay_ms`) finishes; with `chain`, its
 /// handoff asks for a follow-up that writes `two.txt` and finishes after `follow_ms`.
 fn single_script(delay_ms: u64, follow_ms: u64) -> String {
-    format!(
-        r###"
-[[reply]]
-agent = "agent-2"
-turn = 1
-[[reply.tool_calls]]
-name = "write_file"
-args = {{ path = "two.txt", content = "two\n" }}
-
-[[reply]]
-agent = "agent-2"
-turn = 2
-delay_ms = {follow_ms}
-text = "AGENT-2: wrote two.txt"
-
-[[reply]]
-agent = "agent"
-turn = 1
-[[reply.tool_calls]]
-name = "write_file"
-args = {{ path = "one.txt", content = "one\n" }}
-
-[[reply]]
-agent = "agent"
-turn = 2
-delay_ms = {delay_ms}
-text = """AGENT: wrote one.txt
-```json
-{{"status": "partial", "summary": "one.txt written", "findings": ["one.txt"], "next_steps": ["write two.txt"]}}
-```"""
-"###
+    let handoff = r#"{"status": "partial", "summary": "one.txt written", "findings": ["one.txt"], "next_steps": ["write two.txt"]}"#;
+    writes_then(
+        "agent-2",
+        "two.txt",
+        "two\n",
+        follow_ms,
+        "AGENT-2: wrote two.txt",
+    ) + &writes_then(
+        "agent",
+        "one.txt",
+        "one\n",
+        delay_ms,
+        &format!("AGENT: wrote one.txt\n```json\n{handoff}\n```"),
     )
 }
 
@@ -295,25 +278,13 @@ fn swarm_killed_with_two_members_done_runs_only_the_third() {
 
 /// One revision that passes: the executor writes `notes.txt`, the reviewer passes it.
 fn crew_pass(exec_ms: u64, review_ms: u64) -> String {
+    let executor = writes_then("executor", "notes.txt", "gamma\n", exec_ms, "wrote it");
     format!(
         r#"
 [[reply]]
 agent = "planner"
 text = "1. Write gamma into notes.txt"
-
-[[reply]]
-agent = "executor"
-turn = 1
-[[reply.tool_calls]]
-name = "write_file"
-args = {{ path = "notes.txt", content = "gamma\n" }}
-
-[[reply]]
-agent = "executor"
-turn = 2
-delay_ms = {exec_ms}
-text = "wrote it"
-
+{executor}
 [[reply]]
 agent = "reviewer"
 when = "(?m)^\\+gamma$"

@@ -44,7 +44,7 @@ impl Mode for Swarm {
         for i in 0..size {
             let name = format!("swarm-{}", i + 1);
             let key = StepKey::Agent(name.clone());
-            if let Some(done) = recorded::replay(&ctx.journal, &key) {
+            if let Some(done) = ctx.replay(&key).await? {
                 pending.push(async move { (i, Ok(done)) }.boxed());
                 continue;
             }

@@ -9,6 +9,7 @@ pub mod peers;
 pub mod procs;
 pub mod repo;
 pub mod sandbox;
+pub mod script;
 pub mod wat;
 pub mod wire;
 

@@ -188,11 +188,10 @@ impl Mode for Crew {
         let workspace = exec_spec.workspace.clone();
         let last = loop {
             let key = StepKey::CrewExecution(rc.revision);
-            let (exec, diff) = match ctx.journal.done::<StoredExec>(&key) {
-                Some(stored) => {
-                    let diff = stored.diff.clone();
-                    let conversation = ctx.journal.conversation(&key).unwrap_or_default();
-                    (stored.into_result(conversation), diff)
+            let (exec, diff) = match ctx.replay(&key).await? {
+                Some(exec) => {
+                    let diff = exec.diff.clone();
+                    (exec, diff)
                 }
                 None => {
                     let prompt = executor.prompt(&workspace, None, &rc).await?;
