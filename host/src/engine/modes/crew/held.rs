@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::runner::AgentSpec;
 use crate::engine::context::RunContext;
-use crate::engine::error::EngineError;
+use crate::engine::error::{EngineError, UsageError};
 use crate::engine::journal::StepKey;
 use crate::engine::recorded::StoredExec;
 use crate::engine::worktrees::{self, HeldWorktree, WorktreeResult};
@@ -180,7 +180,9 @@ async fn reopen(
         .services()
         .worktrees()
         .cloned()
-        .ok_or_else(|| EngineError::Internal("the crew's worktrees are gone".into()))?;
+        .ok_or_else(|| UsageError::NoWorktrees {
+            repo: ctx.services().repo().to_path_buf(),
+        })?;
     let wt = manager
         .acquire_with_work(spec.id.as_str(), &stored.base, work)
         .await
