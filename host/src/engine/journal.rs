@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::ids::{AgentId, RunId};
+use crate::provider::Message;
 use crate::store::{StepState, Store, StoreError};
 
 /// Which orchestrate round a step belongs to.
@@ -48,6 +49,19 @@ pub(crate) enum StepKey {
     /// Members' branches merged into the integration branch at the end of a stage:
     /// `merge/<stage>` (the stage's own key, e.g. `merge/member/alice`, `merge/it2`).
     Merge(String),
+    /// A `single` agent (and its chain's follow-ups) or a `swarm` member, by its name:
+    /// `agent/<name>` (e.g. `agent/agent-2`, `agent/swarm-3`).
+    Agent(String),
+    /// A crew's plan: `crew/plan`.
+    CrewPlan,
+    /// The worktree a crew's executor holds across revisions: `crew/worktree`.
+    CrewWorktree,
+    /// A crew executor's revision `n` (0 first): `crew/r<n>/executor`.
+    CrewExecution(u32),
+    /// The review of revision `n`: `crew/r<n>/review`.
+    CrewReview(u32),
+    /// The crew executor's branch, once its worktree is committed: `crew/branch`.
+    CrewBranch,
 }
 
 impl StepKey {
@@ -85,6 +99,12 @@ impl std::fmt::Display for StepKey {
             Self::Leftovers => f.write_str("leftover-messages"),
             Self::Workspace => f.write_str("workspace"),
             Self::Merge(stage) => write!(f, "merge/{stage}"),
+            Self::Agent(name) => write!(f, "agent/{name}"),
+            Self::CrewPlan => f.write_str("crew/plan"),
+            Self::CrewWorktree => f.write_str("crew/worktree"),
+            Self::CrewExecution(n) => write!(f, "crew/r{n}/executor"),
+            Self::CrewReview(n) => write!(f, "crew/r{n}/review"),
+            Self::CrewBranch => f.write_str("crew/branch"),
         }
     }
 }
@@ -105,6 +125,8 @@ pub(crate) struct Journal {
     store: Store,
     run_id: RunId,
     done: Mutex<HashMap<String, serde_json::Value>>,
+    /// Done steps' agents' final conversations, by step key.
+    conversations: Mutex<HashMap<String, Vec<Message>>>,
     resumed: bool,
     replayed: AtomicU32,
 }
@@ -116,6 +138,7 @@ impl Journal {
             store,
             run_id,
             done: Mutex::new(HashMap::new()),
+            conversations: Mutex::new(HashMap::new()),
             resumed: false,
             replayed: AtomicU32::new(0),
         }
@@ -130,10 +153,22 @@ impl Journal {
             .filter(|s| s.state == StepState::Done)
             .map(|s| (s.key, s.data))
             .collect();
+        let mut conversations = HashMap::new();
+        for (key, text) in store.step_conversations(&run_id).await? {
+            match serde_json::from_str::<Vec<Message>>(&text) {
+                Ok(messages) => {
+                    conversations.insert(key, messages);
+                }
+                Err(e) => {
+                    tracing::warn!(key = %key, error = %e, "a stored conversation does not read back; its agent starts afresh");
+                }
+            }
+        }
         Ok(Self {
             store,
             run_id,
             done: Mutex::new(done),
+            conversations: Mutex::new(conversations),
             resumed: true,
             replayed: AtomicU32::new(0),
         })
@@ -158,7 +193,13 @@ impl Journal {
         match serde_json::from_value(value.clone()) {
             Ok(v) => {
                 // The workspace's bookkeeping is not work read back instead of done.
-                if !matches!(key, StepKey::Workspace | StepKey::Merge(_)) {
+                if !matches!(
+                    key,
+                    StepKey::Workspace
+                        | StepKey::Merge(_)
+                        | StepKey::CrewWorktree
+                        | StepKey::CrewBranch
+                ) {
                     self.replayed.fetch_add(1, Ordering::Relaxed);
                 }
                 Some(v)
@@ -168,6 +209,13 @@ impl Journal {
                 None
             }
         }
+    }
+
+    /// The stored result of step `key`, as [`Journal::done`], for bookkeeping that
+    /// looks ahead (it does not count as a step read back).
+    pub(crate) fn peek<T: DeserializeOwned>(&self, key: &StepKey) -> Option<T> {
+        let done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        serde_json::from_value(done.get(&key.to_string())?.clone()).ok()
     }
 
     /// True when step `key` is stored as done (without reading it back).
@@ -213,8 +261,46 @@ impl Journal {
                 agent.map(AgentId::as_str),
                 &value,
                 consume,
+                None,
             )
             .await
+    }
+
+    /// Stores step `key`'s result together with the final conversation of `agent`,
+    /// which did it; [`Journal::conversation`] reads it back, also after a resume.
+    pub(crate) async fn finish_agent<T: Serialize>(
+        &self,
+        key: &StepKey,
+        agent: &AgentId,
+        result: &T,
+        conversation: &[Message],
+    ) -> Result<(), StoreError> {
+        let value = serde_json::to_value(result).unwrap_or(serde_json::Value::Null);
+        let text = serde_json::to_string(conversation).ok();
+        self.store
+            .finish_step(
+                &self.run_id,
+                &key.to_string(),
+                Some(agent.as_str()),
+                &value,
+                Vec::new(),
+                text,
+            )
+            .await?;
+        self.conversations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_string(), conversation.to_vec());
+        Ok(())
+    }
+
+    /// The final conversation of the agent that did step `key`, when it is stored.
+    pub(crate) fn conversation(&self, key: &StepKey) -> Option<Vec<Message>> {
+        self.conversations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key.to_string())
+            .cloned()
     }
 }
 
@@ -238,6 +324,12 @@ mod tests {
             (StepKey::Inbox(3), "it3/inbox"),
             (StepKey::Workspace, "workspace"),
             (StepKey::Merge("it2".into()), "merge/it2"),
+            (StepKey::Agent("swarm-2".into()), "agent/swarm-2"),
+            (StepKey::CrewPlan, "crew/plan"),
+            (StepKey::CrewWorktree, "crew/worktree"),
+            (StepKey::CrewExecution(1), "crew/r1/executor"),
+            (StepKey::CrewReview(0), "crew/r0/review"),
+            (StepKey::CrewBranch, "crew/branch"),
         ];
         for (key, stored) in cases {
             assert_eq!(key.to_string(), stored);

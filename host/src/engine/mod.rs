@@ -21,6 +21,7 @@ pub(crate) mod model_access;
 pub(crate) mod modes;
 pub(crate) mod plugins;
 mod providers;
+mod recorded;
 mod report;
 mod request;
 mod run;

@@ -87,6 +87,8 @@ struct Entry {
     turn: Option<u32>,
     when: Option<Regex>,
     system: Option<Regex>,
+    /// Searched in the whole conversation sent (every message but the system prompt).
+    conversation: Option<Regex>,
     repeat: bool,
     text: String,
     tool_calls: Vec<RawToolCall>,
@@ -100,6 +102,7 @@ const KEYS: &[&str] = &[
     "turn",
     "when",
     "system",
+    "conversation",
     "repeat",
     "text",
     "tool_calls",
@@ -220,6 +223,11 @@ impl ScriptedProvider {
             let system = field::<String>(&t, "system", &fail)?
                 .map(|w| Regex::new(&w).map_err(|e| fail("system", format!("invalid regex: {e}"))))
                 .transpose()?;
+            let conversation = field::<String>(&t, "conversation", &fail)?
+                .map(|w| {
+                    Regex::new(&w).map_err(|e| fail("conversation", format!("invalid regex: {e}")))
+                })
+                .transpose()?;
             let turn = field::<u32>(&t, "turn", &fail)?;
             if turn == Some(0) {
                 return Err(fail("turn", "turns are 1-based".into()));
@@ -229,6 +237,7 @@ impl ScriptedProvider {
                 turn,
                 when,
                 system,
+                conversation,
                 repeat: field(&t, "repeat", &fail)?.unwrap_or(false),
                 text: field(&t, "text", &fail)?.unwrap_or_default(),
                 tool_calls: field(&t, "tool_calls", &fail)?.unwrap_or_default(),
@@ -304,6 +313,7 @@ impl ScriptedProvider {
             .find(|m| m.role == super::Role::System)
             .map(|m| m.content.as_str())
             .unwrap_or("");
+        let conversation = Conversation(&request.messages);
         let mut guard = self.index.lock().unwrap_or_else(|e| e.into_inner());
         let Index {
             by_agent,
@@ -325,7 +335,7 @@ impl ScriptedProvider {
             let TurnBuckets { by_turn, any_turn } = turns;
             let specific = by_turn.get_mut(&request.turn);
             for bucket in specific.into_iter().chain(std::iter::once(any_turn)) {
-                if let Some(i) = self.first_match(bucket, used, latest, system)
+                if let Some(i) = self.first_match(bucket, used, latest, system, &conversation)
                     && best.as_ref().is_none_or(|(b, _)| i < *b)
                 {
                     best = Some((i, bucket));
@@ -348,6 +358,7 @@ impl ScriptedProvider {
         used: &[bool],
         latest: &str,
         system: &str,
+        conversation: &Conversation<'_>,
     ) -> Option<usize> {
         bucket.entries[bucket.start..]
             .iter()
@@ -357,7 +368,34 @@ impl ScriptedProvider {
                 let e = &self.entries[i];
                 e.when.as_ref().is_none_or(|re| re.is_match(latest))
                     && e.system.as_ref().is_none_or(|re| re.is_match(system))
+                    && e.conversation
+                        .as_ref()
+                        .is_none_or(|re| re.is_match(&conversation.text()))
             })
+    }
+}
+
+/// The messages of a request as one text for `conversation` filters: each message
+/// but the system prompt as `<role>: <content>` (tool calls as `call <name> <args>`),
+/// one per line, built only when an entry asks.
+struct Conversation<'a>(&'a [super::Message]);
+
+impl Conversation<'_> {
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for m in self.0.iter().filter(|m| m.role != super::Role::System) {
+            let role = match m.role {
+                super::Role::System => "system",
+                super::Role::User => "user",
+                super::Role::Assistant => "assistant",
+                super::Role::Tool => "tool",
+            };
+            out.push_str(&format!("{role}: {}\n", m.content));
+            for c in &m.tool_calls {
+                out.push_str(&format!("call {} {}\n", c.name, c.args_text()));
+            }
+        }
+        out
     }
 }
 

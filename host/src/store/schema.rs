@@ -142,6 +142,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE schedules ADD COLUMN last_error TEXT;
     "#,
+    // 9: an agent step's final conversation, stored with its result, so a member's
+    // next iteration (and a resumed run) continues it. Kept out of `data`, which every
+    // step listing reads.
+    r#"
+    ALTER TABLE steps ADD COLUMN conversation TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -78,6 +78,8 @@ pub(crate) enum StepWrite {
         at: i64,
         /// Control messages this step took in, marked consumed in the same transaction.
         consume: Vec<i64>,
+        /// The agent's final conversation (JSON), for steps done by one agent.
+        conversation: Option<String>,
     },
     ClaimRun {
         id: RunId,
@@ -120,11 +122,12 @@ pub(crate) fn apply(conn: &Connection, w: &StepWrite) -> Result<(), StoreError> 
             data,
             at,
             consume,
+            conversation,
         } => {
             conn.execute(
-                "INSERT INTO steps (run_id, key, state, agent_id, data, started_at, finished_at) VALUES (?1, ?2, 'done', ?3, ?4, ?5, ?5)
-                 ON CONFLICT (run_id, key) DO UPDATE SET state = 'done', agent_id = COALESCE(?3, agent_id), data = ?4, finished_at = ?5",
-                params![run_id.as_str(), key, agent_id, data, at],
+                "INSERT INTO steps (run_id, key, state, agent_id, data, started_at, finished_at, conversation) VALUES (?1, ?2, 'done', ?3, ?4, ?5, ?5, ?6)
+                 ON CONFLICT (run_id, key) DO UPDATE SET state = 'done', agent_id = COALESCE(?3, agent_id), data = ?4, finished_at = ?5, conversation = ?6",
+                params![run_id.as_str(), key, agent_id, data, at, conversation],
             )
             .map_err(q("finish step"))?;
             for seq in consume {
@@ -268,7 +271,8 @@ impl Store {
         .await
     }
 
-    /// Stores a step's result, consuming the control messages it took in with it.
+    /// Stores a step's result, consuming the control messages it took in with it, and
+    /// the final conversation of the agent that did it (JSON), if any.
     pub async fn finish_step(
         &self,
         run_id: &RunId,
@@ -276,6 +280,7 @@ impl Store {
         agent_id: Option<&str>,
         data: &serde_json::Value,
         consume: Vec<i64>,
+        conversation: Option<String>,
     ) -> Result<(), StoreError> {
         self.write(Write::Step(StepWrite::Done {
             run_id: run_id.clone(),
@@ -284,7 +289,30 @@ impl Store {
             data: data.to_string(),
             at: now_ms(),
             consume,
+            conversation,
         }))
+        .await
+    }
+
+    /// The stored conversations of a run's done steps: (step key, conversation JSON).
+    pub async fn step_conversations(
+        &self,
+        run_id: &RunId,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let id = run_id.clone();
+        self.read(move |c| {
+            let mut stmt = c
+                .prepare(
+                    "SELECT key, conversation FROM steps
+                     WHERE run_id = ?1 AND state = 'done' AND conversation IS NOT NULL",
+                )
+                .map_err(|e| StoreError::sqlite("read step conversations", &e))?;
+            let rows = stmt
+                .query_map(params![id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(|e| StoreError::sqlite("read step conversations", &e))?;
+            rows.collect::<Result<Vec<_>, _>>()
+                .map_err(|e| StoreError::sqlite("read step conversations", &e))
+        })
         .await
     }
 

@@ -175,7 +175,13 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
             }
         }
         Write::PushControl { message, .. } => opt(message),
-        Write::Step(StepWrite::Begin { data, .. } | StepWrite::Done { data, .. }) => clean(data),
+        Write::Step(StepWrite::Begin { data, .. }) => clean(data),
+        Write::Step(StepWrite::Done {
+            data, conversation, ..
+        }) => {
+            clean(data);
+            opt(conversation);
+        }
         Write::Schedule(ScheduleWrite::Insert(r)) => clean(&mut r.prompt),
         Write::SetRunPid { .. }
         | Write::AgentState { .. }

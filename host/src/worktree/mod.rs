@@ -27,6 +27,7 @@
 //! ```
 
 pub mod branches;
+mod checkpoint;
 mod error;
 mod git;
 mod integration;
@@ -41,6 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use git2::Oid;
 use serde::{Deserialize, Serialize};
 
+pub use checkpoint::checkpoint_ref;
 pub use error::WorktreeError;
 pub use git::{ChangeKind, ChangedPath};
 pub use integration::{MergeOutcome, Merged};

@@ -4,6 +4,7 @@
 //! dropped; a run that changed nothing leaves no branch.
 
 use crate::support::repo::{bin, crewbox, git_repo};
+use crate::support::script::writes_then;
 
 fn repo(name: &str, team: &str) -> tempfile::TempDir {
     let dir = git_repo(|work| {
@@ -59,21 +60,7 @@ access = "full"
 
 /// Member `name` writes `path` on turn 1, then finishes.
 fn writes(name: &str, path: &str, content: &str) -> String {
-    format!(
-        r#"
-[[reply]]
-agent = "{name}"
-turn = 1
-[[reply.tool_calls]]
-name = "write_file"
-args = {{ path = "{path}", content = "{content}" }}
-
-[[reply]]
-agent = "{name}"
-turn = 2
-text = "{name}: wrote {path}"
-"#
-    )
+    writes_then(name, path, content, 0, &format!("{name}: wrote {path}"))
 }
 
 #[test]

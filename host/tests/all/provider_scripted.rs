@@ -119,6 +119,36 @@ async fn system_matches_only_the_system_prompt() {
 }
 
 #[tokio::test]
+async fn conversation_matches_the_whole_exchange_but_the_system_prompt() {
+    let p = script(
+        r#"
+        [[reply]]
+        conversation = "be brief"
+        text = "wrong: matched the system prompt"
+        [[reply]]
+        conversation = "(?s)^user: first\nassistant: one\ncall read_file \\{\"path\":\"a\"\\}\ntool: A\nuser: second\n$"
+        text = "whole exchange"
+        "#,
+    );
+    let mut r = req("a", "r", 1, "first");
+    r.messages.extend([
+        Message::assistant(
+            "one",
+            vec![crewbox::unstable::provider::ToolCall::new(
+                "c1",
+                "read_file",
+                serde_json::json!({"path": "a"}),
+            )],
+        ),
+        Message::tool("c1", "A"),
+        Message::user("second"),
+    ]);
+    assert_eq!(text(&p, &r).await, "whole exchange");
+    let err = parse_err("[[reply]]\nconversation = \"(\"\ntext = \"x\"\n");
+    assert!(err.to_string().contains("key `conversation`"), "{err}");
+}
+
+#[tokio::test]
 async fn entries_are_consumed_unless_repeat() {
     let p = script(
         r#"

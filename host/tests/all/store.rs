@@ -230,3 +230,44 @@ fn read_commands_do_not_create_a_store() {
     assert!(matches!(err, StoreError::Missing(_)));
     assert!(!dir.path().join(crewbox::unstable::store::DB_FILE).exists());
 }
+
+/// A step's conversation is stored in the transaction that stores its result, read
+/// back by a second handle (a resuming process), and masked like every other row.
+#[tokio::test]
+async fn a_steps_conversation_is_stored_with_its_result_and_masked() {
+    use crewbox::unstable::redact;
+    let secret = format!("sk-conv-{}", uuid::Uuid::now_v7().simple());
+    redact::register(&secret);
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let run = run_record();
+    store.insert_run(&run).await.unwrap();
+    let data = serde_json::json!({"name": "alice"});
+    store
+        .begin_step(&run.id, "it1/worker/alice", None, &data)
+        .await
+        .unwrap();
+    assert!(
+        store.step_conversations(&run.id).await.unwrap().is_empty(),
+        "a started step has none"
+    );
+    let conversation = format!(r#"[{{"role":"tool","content":"key {secret}"}}]"#);
+    store
+        .finish_step(
+            &run.id,
+            "it1/worker/alice",
+            None,
+            &data,
+            Vec::new(),
+            Some(conversation),
+        )
+        .await
+        .unwrap();
+    drop(store);
+    let again = Store::open(dir.path()).unwrap();
+    let stored = again.step_conversations(&run.id).await.unwrap();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(stored[0].0, "it1/worker/alice");
+    assert!(!stored[0].1.contains(&secret), "{}", stored[0].1);
+    assert!(stored[0].1.contains(redact::MASK), "{}", stored[0].1);
+}

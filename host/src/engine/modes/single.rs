@@ -1,6 +1,9 @@
 //! `single`: one agent with full tools, in its own worktree, validated. With `chain`, a
 //! handoff that lists `next_steps` starts a follow-up agent on the previous agent's
 //! branch, up to the chain depth.
+//!
+//! Each agent is a journal step (`agent/agent`, `agent/agent-2`, …): a resumed run
+//! reads back every agent with a stored result and runs only the first without one.
 
 use async_trait::async_trait;
 
@@ -8,6 +11,7 @@ use super::{Mode, ModeOutcome, status_of, validator_fault};
 use crate::engine::context::RunContext;
 use crate::engine::error::EngineError;
 use crate::engine::executor::{ExecResult, Placement};
+use crate::engine::journal::StepKey;
 use crate::engine::report::{ChainLink, ModeDetails, SingleDetails};
 use crate::event::{Event, ValidationStatus};
 use crate::vocab::{Access, Isolation};
@@ -23,7 +27,10 @@ impl Mode for Single {
     async fn run(&self, ctx: &RunContext) -> Result<ModeOutcome, EngineError> {
         let opts = ctx.exec_options(&[]);
         let spec = ctx.agent_spec("agent", "executor", &ctx.req.prompt, Access::Full);
-        let mut last: ExecResult = ctx.execute(ctx.job(spec, opts.clone())).await?;
+        let first = StepKey::Agent(spec.name.clone());
+        let mut last: ExecResult = ctx
+            .execute_step(&first, ctx.job(spec, opts.clone()))
+            .await?;
         let mut chain = Vec::new();
         let depth = ctx.req.chain_depth.unwrap_or(DEFAULT_CHAIN_DEPTH);
         while ctx.req.chain && chain.len() < depth as usize && last.outcome.state.is_success() {
@@ -39,13 +46,17 @@ impl Mode for Single {
                 let base = last.branch.as_ref().and_then(|b| b.commits.last().cloned());
                 job.placement = Placement::Isolated { base };
             }
-            let next = ctx.execute(job).await?;
-            ctx.emit(
-                Some(&next.agent_id),
-                Event::AgentChain {
-                    after: last.agent_id.clone(),
-                },
-            );
+            let key = StepKey::Agent(name);
+            let replayed = ctx.journal.has(&key);
+            let next = ctx.execute_step(&key, job).await?;
+            if !replayed {
+                ctx.emit(
+                    Some(&next.agent_id),
+                    Event::AgentChain {
+                        after: last.agent_id.clone(),
+                    },
+                );
+            }
             chain.push(ChainLink {
                 agent: next.agent_id.clone(),
                 branch: next.branch.as_ref().map(|b| b.branch.clone()),

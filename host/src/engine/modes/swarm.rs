@@ -1,10 +1,13 @@
 //! `swarm`: N agents (2..=5) on the same prompt, each in its own worktree, joined by a
 //! strategy. The join rule is the pure [`SwarmJoin`] (in `batch/`), driven by the one
-//! await loop in `engine/join.rs`.
+//! await loop in `engine/join.rs`. Each member is a journal step (`agent/swarm-<n>`),
+//! so a resumed swarm runs only its members without a stored result.
 
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use futures::FutureExt;
+use futures::future::BoxFuture;
 
 use super::{Mode, ModeOutcome};
 use crate::batch::{JoinMode, SwarmId, SwarmJoin, WaveConfig};
@@ -12,6 +15,8 @@ use crate::engine::context::{RunContext, received};
 use crate::engine::error::EngineError;
 use crate::engine::executor::ExecResult;
 use crate::engine::join::{Members, Step};
+use crate::engine::journal::StepKey;
+use crate::engine::recorded;
 use crate::engine::report::{ModeDetails, SwarmDetails, VoteGroup};
 use crate::event::Event;
 use crate::ids::AgentId;
@@ -30,15 +35,35 @@ impl Mode for Swarm {
             .unwrap_or(3)
             .clamp(2, 5) as usize;
         let strategy = ctx.req.strategy.unwrap_or_default();
-        // Members go through the spawn batcher as one swarm; flush, then await them.
+        // Members go through the spawn batcher as one swarm; flush, then await them. A
+        // member with a stored result is read back (and joined like the others); only
+        // the rest run, each stored the moment it ends, before the join sees it.
         let swarm_id = SwarmId::new(ctx.run_id.as_str());
-        let mut pending = Vec::with_capacity(size);
+        let mut pending: Vec<BoxFuture<'_, (usize, Result<ExecResult, EngineError>)>> =
+            Vec::with_capacity(size);
         for i in 0..size {
             let name = format!("swarm-{}", i + 1);
+            let key = StepKey::Agent(name.clone());
+            if let Some(done) = ctx.replay(&key).await? {
+                pending.push(async move { (i, Ok(done)) }.boxed());
+                continue;
+            }
             let spec = ctx.agent_spec(&name, "executor", &ctx.req.prompt, Access::Full);
             let job = ctx.job(spec, ctx.exec_options(&[]));
+            recorded::begin(&ctx.journal, &key, &job).await?;
             let rx = ctx.submit(job, JoinMode::Swarm(swarm_id.clone())).await?;
-            pending.push(async move { (i, received(rx.await)) });
+            let journal = &ctx.journal;
+            pending.push(
+                async move {
+                    let r = received(rx.await);
+                    let r = match r {
+                        Ok(r) => recorded::record(journal, &key, &r).await.map(|()| r),
+                        Err(e) => Err(e),
+                    };
+                    (i, r)
+                }
+                .boxed(),
+            );
         }
         ctx.flush().await?;
         let mut members = Members::new(

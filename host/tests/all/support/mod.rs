@@ -3,11 +3,13 @@
 
 pub mod agents;
 pub mod http;
+pub mod kill;
 pub mod limited;
 pub mod peers;
 pub mod procs;
 pub mod repo;
 pub mod sandbox;
+pub mod script;
 pub mod wat;
 pub mod wire;
 

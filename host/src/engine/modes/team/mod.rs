@@ -6,6 +6,7 @@
 
 pub(crate) mod broadcast;
 pub mod eval;
+mod memory;
 pub(crate) mod orchestrate;
 pub mod parse;
 pub mod prompts;
@@ -57,6 +58,8 @@ pub(crate) struct TeamContext {
     pub evaluator: Arc<dyn Provider>,
     /// Member name → the team's and its own validators, loaded.
     validators: HashMap<String, Vec<ValidatorEntry>>,
+    /// Each member's latest conversation in this run.
+    memory: memory::Memory,
 }
 
 /// Loads team `name` from the repository's and the user's team directories, with the
@@ -152,6 +155,7 @@ impl TeamContext {
             orchestrator,
             evaluator,
             validators,
+            memory: memory::Memory::default(),
         })
     }
 
@@ -315,7 +319,15 @@ pub(crate) async fn run_group(
     let mut fresh = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
         match ctx.journal.done::<MemberRun>(&item.key) {
-            Some(stored) => runs[i] = Some(stored),
+            Some(stored) => {
+                // A resumed run rebuilds what its members remember from their steps.
+                if stored.state.is_success()
+                    && let Some(conversation) = ctx.journal.conversation(&item.key)
+                {
+                    tc.memory.remember(&item.spec.name, conversation);
+                }
+                runs[i] = Some(stored);
+            }
             None => fresh.push((i, item)),
         }
     }
@@ -342,12 +354,15 @@ pub(crate) async fn run_group(
     let mut members = Vec::with_capacity(fresh.len());
     for (i, item) in fresh {
         let id = item.spec.id.clone();
-        let rx = ctx
-            .submit(ctx.job(item.spec, item.opts), join.clone())
-            .await?;
+        let name = item.spec.name.clone();
+        let mut job = ctx.job(item.spec, item.opts);
+        // A member that worked earlier in this run continues its own conversation.
+        job.history = tc.memory.carried(&job.spec);
+        let rx = ctx.submit(job, join.clone()).await?;
         members.push((i, id.clone()));
         let manager = ctx.services().manager();
         let journal = &ctx.journal;
+        let memory = &tc.memory;
         let (key, task) = (item.key, item.assigned);
         let index = pending.len();
         pending.push(async move {
@@ -356,18 +371,30 @@ pub(crate) async fn run_group(
                 Some(t) => tokio::time::timeout(t, rx).await.ok(),
                 None => Some(rx.await),
             };
-            let run = match result.map(received) {
+            let (run, conversation) = match result.map(received) {
                 None => {
                     manager.stop(id.as_str());
-                    MemberRun::timed_out(&id, started.elapsed())
+                    (MemberRun::timed_out(&id, started.elapsed()), None)
                 }
-                Some(Ok(r)) => MemberRun::ran(&id, started.elapsed(), &r),
-                Some(Err(e)) => MemberRun::error(&id, started.elapsed(), &e),
+                Some(Ok(r)) => (
+                    MemberRun::ran(&id, started.elapsed(), &r),
+                    Some(r.outcome.history),
+                ),
+                Some(Err(e)) => (MemberRun::error(&id, started.elapsed(), &e), None),
             };
             let run = MemberRun { task, ..run };
-            // Stored before the join sees it: from here on a resume reads this result
-            // back instead of running the member again.
-            let stored = journal.finish(&key, Some(&id), &run, Vec::new()).await;
+            // Stored (with the member's conversation) before the join sees it: from
+            // here on a resume reads this result back instead of running it again.
+            let stored = match conversation {
+                Some(conversation) => {
+                    let stored = journal.finish_agent(&key, &id, &run, &conversation).await;
+                    if run.state.is_success() {
+                        memory.remember(&name, conversation);
+                    }
+                    stored
+                }
+                None => journal.finish(&key, Some(&id), &run, Vec::new()).await,
+            };
             (index, stored.map(|()| run))
         });
     }

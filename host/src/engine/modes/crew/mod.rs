@@ -2,6 +2,15 @@
 //! (read-only, sees the diff and the request). The role plugins build each prompt and read
 //! each reply; permissions come from tool sets, never from prompt text. A FAIL sends the
 //! findings back to the executor (same worktree, same conversation) for a revision.
+//!
+//! Every stage is a journal step — the planner's reply (`agent/planner`), the plan read
+//! from it (`crew/plan`), the held worktree (`crew/worktree`, see [`held`]), each
+//! revision's executor (`crew/r<n>/executor`, with its conversation and a checkpoint of
+//! the worktree) and review (`crew/r<n>/review`), the branch (`crew/branch`) — so a
+//! resumed crew goes on at the stage it stopped in, with the same plan, worktree state,
+//! branch name and executor conversation.
+
+mod held;
 
 use async_trait::async_trait;
 
@@ -10,16 +19,17 @@ use crate::agent::runner::AgentSpec;
 use crate::engine::context::RunContext;
 use crate::engine::error::{EngineError, PluginStep, RoleCall};
 use crate::engine::executor::{ExecOptions, Placement};
+use crate::engine::journal::StepKey;
+use crate::engine::recorded::{self, StoredExec};
 use crate::engine::report::{CrewDetails, CrewExecution, ModeDetails};
-use crate::engine::worktrees::{self, HeldWorktree};
 use crate::event::{Event, ReviewVerdict, ValidationStatus};
 use crate::ids::AgentId;
 use crate::plugin::{
     CallEnv, Outcome, Plugin, PluginFault, PluginKind, RoleContext, RoleSpec, WorkspaceView,
 };
 use crate::provider::Message;
-use crate::tool::Capability;
-use crate::vocab::{Access, ExitReason, Isolation, RunStatus};
+use crate::vocab::{Access, ExitReason, RunStatus};
+use held::Held;
 
 /// Most executor revisions a crew allows.
 pub const MAX_REVISIONS: u32 = 3;
@@ -139,86 +149,96 @@ impl Mode for Crew {
         };
         let mut details = CrewDetails::default();
 
-        // Plan (read-only, in the repository itself).
-        let prompt = planner.prompt(&repo, None, &rc).await?;
-        let planned = ctx
-            .execute(ctx.job(planner.agent(ctx, prompt), ExecOptions::unvalidated()))
-            .await?;
-        if !planned.outcome.state.is_success() {
-            return Ok(ModeOutcome::failed(
-                format!(
-                    "planner ended {}: {}",
-                    planned.outcome.state,
-                    planned.outcome.error.unwrap_or_default()
-                ),
-                ModeDetails::Crew(details),
-            ));
-        }
-        let plan = match planner
-            .interpret(&repo, None, &rc, &planned.outcome.result)
-            .await?
-        {
-            Outcome::Plan(tasks) if !tasks.is_empty() => tasks
-                .iter()
-                .enumerate()
-                .map(|(i, t)| format!("{}. {t}", i + 1))
-                .collect::<Vec<_>>()
-                .join("\n"),
-            Outcome::Plan(_) | Outcome::Pass(_) | Outcome::Fail(_) => planned.outcome.result,
-            Outcome::Done(text) => text,
+        // Plan (read-only, in the repository itself); the plan read from its reply is
+        // a step of its own, so a resumed crew executes the very same plan.
+        let plan = match ctx.journal.done::<String>(&StepKey::CrewPlan) {
+            Some(plan) => plan,
+            None => {
+                let prompt = planner.prompt(&repo, None, &rc).await?;
+                let job = ctx.job(planner.agent(ctx, prompt), ExecOptions::unvalidated());
+                let key = StepKey::Agent("planner".into());
+                let planned = ctx.execute_step(&key, job).await?;
+                if !planned.outcome.state.is_success() {
+                    return Ok(ModeOutcome::failed(
+                        format!(
+                            "planner ended {}: {}",
+                            planned.outcome.state,
+                            planned.outcome.error.unwrap_or_default()
+                        ),
+                        ModeDetails::Crew(details),
+                    ));
+                }
+                let plan = read_plan(&planner, &repo, &rc, planned.outcome.result).await?;
+                ctx.journal
+                    .finish(&StepKey::CrewPlan, None, &plan, Vec::new())
+                    .await?;
+                plan
+            }
         };
         details.plan = Some(plan.clone());
         rc.plan = Some(plan);
 
         // Execute (full tools, its own worktree kept across revisions), then review.
         let mut exec_spec = executor.agent(ctx, String::new());
-        let held: Option<HeldWorktree> = match ctx.req.isolation() {
-            Isolation::Worktree if exec_spec.perms.caps.contains(Capability::Write) => {
-                Some(worktrees::acquire(ctx.services(), &mut exec_spec, None).await?)
-            }
-            Isolation::Worktree | Isolation::None => None,
-        };
+        let held = Held::open(ctx, &mut exec_spec).await?;
         let opts = ctx.exec_options(&[]);
         let mut history: Option<Vec<Message>> = None;
         let mut verdict = None;
         let mut revisions = 0;
         let workspace = exec_spec.workspace.clone();
         let last = loop {
-            let prompt = executor.prompt(&workspace, None, &rc).await?;
-            let mut spec = exec_spec.clone();
-            // The first executor is the agent the worktree (and so its branch) was
-            // named after; each revision is an agent of its own.
-            if rc.revision > 0 {
-                spec.id = AgentId::new();
-            }
-            spec.task = prompt.clone();
-            if rc.revision > 0 {
-                spec.name = format!("executor-r{}", rc.revision);
-            }
-            let mut job = ctx.job(spec, opts.clone());
-            if let Some(held) = &held {
-                job.placement = Placement::Held(held.clone());
-            }
-            job.history = history.take().map(|mut h| {
-                h.push(Message::user(prompt));
-                h
-            });
-            let exec = ctx.execute(job).await?;
+            let key = StepKey::CrewExecution(rc.revision);
+            let (exec, diff) = match ctx.replay(&key).await? {
+                Some(exec) => {
+                    let diff = exec.diff.clone();
+                    (exec, diff)
+                }
+                None => {
+                    let prompt = executor.prompt(&workspace, None, &rc).await?;
+                    let mut spec = exec_spec.clone();
+                    // The first executor is the agent the worktree (and so its branch)
+                    // was named after; each revision, and each run of it after a resume,
+                    // is an agent of its own.
+                    if rc.revision > 0 || held.reopened {
+                        spec.id = AgentId::new();
+                    }
+                    spec.task = prompt.clone();
+                    if rc.revision > 0 {
+                        spec.name = format!("executor-r{}", rc.revision);
+                    }
+                    let mut job = ctx.job(spec, opts.clone());
+                    if let Some(wt) = held.worktree() {
+                        job.placement = Placement::Held(wt.clone());
+                    }
+                    job.history = history.take().map(|mut h| {
+                        h.push(Message::user(prompt));
+                        h
+                    });
+                    recorded::begin(&ctx.journal, &key, &job).await?;
+                    let exec = ctx.execute(job).await?;
+                    let diff = held.diff(&exec_spec).await?;
+                    let mut stored = StoredExec::of(&exec);
+                    stored.diff = diff.clone();
+                    stored.checkpoint = held.checkpoint(&exec_spec, rc.revision).await?;
+                    ctx.journal
+                        .finish_agent(&key, &exec.agent_id, &stored, &exec.outcome.history)
+                        .await?;
+                    (exec, diff)
+                }
+            };
             history = Some(exec.outcome.history.clone());
             if !exec.outcome.state.is_success() {
                 break exec;
             }
-            let diff = match &held {
-                Some(held) => worktrees::diff(&exec_spec, held).await?,
-                None => String::new(),
-            };
             rc.diff = Some(diff.clone());
+            let key = StepKey::CrewReview(rc.revision);
+            let fresh = !ctx.journal.has(&key);
             let prompt = reviewer.prompt(&workspace, Some(&diff), &rc).await?;
             let mut review_spec = reviewer.agent(ctx, prompt);
             // The reviewer reads the executor's worktree; its tool set has no write or exec.
             review_spec.workspace = workspace.clone();
             let review = ctx
-                .execute(ctx.job(review_spec, ExecOptions::unvalidated()))
+                .execute_step(&key, ctx.job(review_spec, ExecOptions::unvalidated()))
                 .await?;
             let findings = match reviewer
                 .interpret(&workspace, Some(&diff), &rc, &review.outcome.result)
@@ -239,7 +259,9 @@ impl Mode for Crew {
             let failed = ReviewVerdict::Fail {
                 findings: findings.clone(),
             };
-            ctx.emit(None, Event::CrewReview(failed.clone()));
+            if fresh {
+                ctx.emit(None, Event::CrewReview(failed.clone()));
+            }
             verdict = Some(failed);
             if revisions >= max_revisions {
                 break exec;
@@ -256,8 +278,7 @@ impl Mode for Crew {
             changed: None,
             validation: (last.validation != ValidationStatus::Skipped).then_some(last.validation),
         };
-        if let Some(held) = held {
-            let wt = worktrees::finish(ctx.services(), &exec_spec, held, &result).await?;
+        if let Some(wt) = held.finish(ctx, &exec_spec, &result).await? {
             execution.branch = wt.branch;
             execution.changed = Some(wt.changed);
         }
@@ -274,6 +295,25 @@ impl Mode for Crew {
         outcome.fault = validator_fault(last.validation, &last.rounds);
         Ok(outcome)
     }
+}
+
+/// The plan the planner's role reads from its reply: numbered tasks, or the reply.
+async fn read_plan(
+    planner: &Role,
+    repo: &std::path::Path,
+    rc: &RoleContext,
+    reply: String,
+) -> Result<String, EngineError> {
+    Ok(match planner.interpret(repo, None, rc, &reply).await? {
+        Outcome::Plan(tasks) if !tasks.is_empty() => tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| format!("{}. {t}", i + 1))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Outcome::Plan(_) | Outcome::Pass(_) | Outcome::Fail(_) => reply,
+        Outcome::Done(text) => text,
+    })
 }
 
 #[cfg(test)]

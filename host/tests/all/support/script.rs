@@ -1,0 +1,30 @@
+//! Building blocks of scripted-model scripts (see the README's script format).
+
+/// Entries for agent `agent` (a name or a role): it writes `content` to `path` on its
+/// first turn, then answers `text` on its second, after `delay_ms`. `content` and
+/// `text` are plain text (escaped here).
+pub fn writes_then(agent: &str, path: &str, content: &str, delay_ms: u64, text: &str) -> String {
+    format!(
+        r#"
+[[reply]]
+agent = "{agent}"
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = {{ path = "{path}", content = {content} }}
+
+[[reply]]
+agent = "{agent}"
+turn = 2
+delay_ms = {delay_ms}
+text = {text}
+"#,
+        content = toml_string(content),
+        text = toml_string(text),
+    )
+}
+
+/// `s` as a TOML basic string.
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
+}
