@@ -6,4 +6,6 @@ mod branches;
 mod daemon_lock;
 mod pipes;
 mod signals;
+mod top;
+mod tree;
 mod vocab;
