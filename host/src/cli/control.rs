@@ -12,6 +12,9 @@ pub struct SteerArgs {
     pub agent: String,
     /// The message, delivered before its next model call.
     pub message: String,
+    /// Print the acknowledgement as JSON (`{"queued", "kind", "target"}`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `crewbox stop`.
@@ -19,6 +22,9 @@ pub struct SteerArgs {
 pub struct StopArgs {
     /// An agent or a run: an id, a unique prefix or the tail the progress view shows.
     pub target: String,
+    /// Print the acknowledgement as JSON (`{"queued", "kind", "target"}`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Queues a steering message.
@@ -29,7 +35,7 @@ pub async fn steer(ctx: Context, args: SteerArgs) -> anyhow::Result<Exit> {
         Err(exit) => return Ok(exit),
     };
     match steer_agent(&store, &agent, &args.message).await? {
-        Ok(ack) => outln!("{ack}"),
+        Ok(ack) => acknowledge(args.json, &ack, "steer", agent.id.as_str())?,
         Err(refused) => {
             eprintln!("crewbox: {refused}");
             return Ok(Exit::CheckFailed);
@@ -81,6 +87,18 @@ pub enum StopTarget<'a> {
     Run(&'a RunId),
 }
 
+/// Prints what was queued: the sentence, or with `json` one object a program reads.
+pub fn acknowledge(json: bool, ack: &str, kind: &str, target: &str) -> std::io::Result<()> {
+    if json {
+        let value =
+            serde_json::json!({ "queued": true, "kind": kind, "target": target, "message": ack });
+        outln!("{value}");
+    } else {
+        outln!("{ack}");
+    }
+    Ok(())
+}
+
 fn ended(agent: &AgentRecord) -> String {
     format!("agent {} has already ended ({})", agent.id, agent.state)
 }
@@ -115,8 +133,12 @@ pub async fn stop(ctx: Context, args: StopArgs) -> anyhow::Result<Exit> {
         (None, Some(run)) => StopTarget::Run(run),
         (None, None) => return Ok(Exit::Usage),
     };
+    let id = match target {
+        StopTarget::Agent(a) => a.id.to_string(),
+        StopTarget::Run(r) => r.to_string(),
+    };
     match stop_target(&store, target).await? {
-        Ok(ack) => outln!("{ack}"),
+        Ok(ack) => acknowledge(args.json, &ack, "stop", &id)?,
         Err(refused) => {
             eprintln!("crewbox: {refused}");
             return Ok(Exit::CheckFailed);

@@ -169,7 +169,7 @@ impl Command {
             Self::Run(a) => a.json,
             Self::Demo(a) => a.json,
             Self::Status(a) => a.json,
-            Self::Tree(a) => a.format == tree::TreeFormat::Json,
+            Self::Tree(a) => a.format() == tree::TreeFormat::Json,
             Self::History(a) => a.json,
             Self::Resume(a) => a.json,
             Self::Health(a) => a.json,
@@ -180,11 +180,11 @@ impl Command {
             Self::Branches(a) => a.json,
             Self::Config(a) => a.json,
             Self::Events(_) | Self::Daemon(_) => true,
-            Self::Steer(_)
-            | Self::Stop(_)
-            | Self::Send(_)
-            | Self::Plugin(_)
-            | Self::Dispatch(_)
+            Self::Steer(a) => a.json,
+            Self::Stop(a) => a.json,
+            Self::Send(a) => a.json,
+            Self::Dispatch(a) => a.json(),
+            Self::Plugin(_)
             | Self::Validate(_)
             | Self::Handoff(_)
             | Self::Init(_)

@@ -16,6 +16,9 @@ pub struct SendArgs {
     pub team: String,
     /// The message (at most 16 KiB).
     pub message: String,
+    /// Print the acknowledgement as JSON (`{"queued", "kind", "target"}`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Queues the message if the team has an unfinished reflect loop.
@@ -23,7 +26,7 @@ pub async fn run(ctx: Context, args: SendArgs) -> anyhow::Result<Exit> {
     // Without a store nothing has ever run here, so no loop either.
     let store = ctx.store_if_exists()?;
     match queue(store.as_ref(), &args.team, &args.message).await? {
-        Ok(ack) => outln!("{ack}"),
+        Ok(ack) => super::control::acknowledge(args.json, &ack, "message", &args.team)?,
         Err(refused) => {
             eprintln!("crewbox: {refused}");
             return Ok(Exit::Usage);

@@ -4,6 +4,7 @@
 
 mod branches;
 mod daemon_lock;
+mod json;
 mod pipes;
 mod signals;
 mod top;
