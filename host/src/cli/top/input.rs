@@ -301,10 +301,10 @@ fn live(state: AgentState) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures::{agent, team_run};
     use super::*;
     use crate::observe::dashboard::RunDetail;
-    use crate::store::{AgentRow, AgentStats, RunRow};
-    use crewbox::{Mode, RunStatus};
+    use crewbox::Mode;
 
     fn press(ui: &mut Ui, model: &mut Dashboard, keys: &str) -> Intent {
         let mut last = Intent::Redraw;
@@ -320,36 +320,10 @@ mod tests {
     }
 
     fn model() -> Dashboard {
-        let run = RunId::from_string(String::from("r-1"));
         let mut m = Dashboard::default();
-        m.set_runs(vec![RunRow {
-            id: run.clone(),
-            mode: Mode::Orchestrate,
-            prompt: "p".into(),
-            team: Some("duo".into()),
-            status: RunStatus::Running,
-            exit_reason: None,
-            pid: Some(std::process::id()),
-            created_at: 0,
-            finished_at: None,
-            agents: 1,
-            running: 1,
-            tokens: (0, 0),
-            cost: None,
-        }]);
-        let mut d = RunDetail::new(run);
-        d.set_agents(vec![AgentRow {
-            id: AgentId::from_string(String::from("a-1")),
-            parent: None,
-            name: "alice".into(),
-            role: "worker".into(),
-            state: AgentState::Running,
-            stats: AgentStats::default(),
-            error: None,
-            created_at: 0,
-            started_at: None,
-            finished_at: None,
-        }]);
+        m.set_runs(vec![team_run("r-1", Mode::Orchestrate)]);
+        let mut d = RunDetail::new(RunId::from_string("r-1"));
+        d.set_agents(vec![agent("a-1", "alice", None, AgentState::Running, 0)]);
         m.detail = Some(d);
         m
     }

@@ -8,6 +8,8 @@
 //! the model) and this loop, which redraws only when something changed, on a key, a
 //! resize, or once a second for the clocks.
 
+#[cfg(test)]
+mod fixtures;
 mod input;
 mod render;
 mod source;

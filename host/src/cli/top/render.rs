@@ -548,52 +548,22 @@ fn tokens(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures::{agent, team_run};
     use super::*;
     use crate::observe::dashboard::RunDetail;
-    use crate::store::{AgentStats, RunRow};
+    use crate::store::RunRow;
     use crewbox::event::{Event, EventRecord, IterationRecord};
-    use crewbox::{AgentId, Mode, RunId};
+    use crewbox::{Mode, RunId};
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
-
-    fn agent(id: &str, name: &str, parent: Option<&str>, state: AgentState, at: i64) -> AgentRow {
-        AgentRow {
-            id: AgentId::from_string(String::from(id)),
-            parent: parent.map(|p| AgentId::from_string(String::from(p))),
-            name: name.into(),
-            role: "worker".into(),
-            state,
-            stats: AgentStats {
-                turns: 2,
-                tool_calls: 1,
-                tokens_in: 1500,
-                tokens_out: 20,
-                cost: None,
-            },
-            error: None,
-            created_at: at,
-            started_at: Some(at),
-            finished_at: None,
-        }
-    }
 
     fn model() -> Dashboard {
         let run = RunId::from_string(String::from("r-0001aaaa"));
         let mut m = Dashboard::default();
         m.set_runs(vec![RunRow {
-            id: run.clone(),
-            mode: Mode::Reflect,
             prompt: "build a queue\u{1b}[2J".into(),
-            team: Some("duo".into()),
-            status: RunStatus::Running,
-            exit_reason: None,
-            pid: Some(std::process::id()),
-            created_at: 0,
-            finished_at: None,
-            agents: 3,
-            running: 2,
             tokens: (3000, 40),
-            cost: None,
+            ..team_run("r-0001aaaa", Mode::Reflect)
         }]);
         let mut d = RunDetail::new(run.clone());
         d.set_agents(vec![
