@@ -80,4 +80,20 @@ _td_npm() {
 # versions the template's package.json pins).
 _td_npm jco @bytecodealliance/jco@1.35.0 componentize-qjs@0.4.5 || true
 
+# tmux: the `crewbox top` test runs the dashboard in a real terminal (Debian package).
+_td_apt() {
+    local cmd="$1" pkg="$2"
+    if ! command -v "$cmd" >/dev/null; then
+        if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+            { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg"; } >/dev/null 2>&1 \
+                || { _td_loud "apt-get could not install $pkg"; return 1; }
+        else
+            _td_loud "$cmd is not installed and cannot be (needs root and apt-get): install the $pkg package"
+            return 1
+        fi
+    fi
+    CREWBOX_TEST_PEERS="$CREWBOX_TEST_PEERS $cmd"
+}
+_td_apt tmux tmux || true
+
 export CREWBOX_TEST_PEERS

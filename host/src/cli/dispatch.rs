@@ -32,6 +32,15 @@ pub enum DispatchCommand {
     },
 }
 
+impl DispatchArgs {
+    /// Whether the output is JSON.
+    pub fn json(&self) -> bool {
+        match &self.command {
+            DispatchCommand::Explain { json, .. } => *json,
+        }
+    }
+}
+
 /// The mode's name as printed and configured.
 fn mode_name(mode: Mode) -> &'static str {
     crewbox::Mode::from(mode).as_str()

@@ -44,6 +44,7 @@ pub mod send;
 mod signals;
 pub mod status;
 pub mod team;
+pub mod top;
 pub mod tree;
 pub mod trust;
 pub mod validate;
@@ -144,6 +145,9 @@ pub enum Command {
     Schedule(schedule::ScheduleArgs),
     /// Fire scheduled jobs until stopped (SIGTERM/SIGINT).
     Daemon(daemon::DaemonArgs),
+    /// A live dashboard of runs, agents, events and schedules, with steer, stop,
+    /// message and resume (works beside any running crewbox).
+    Top(top::TopArgs),
     /// Show scheduler, circuit breaker, agent and store health.
     Health(health::HealthArgs),
     /// Trust this repository (its config and plugins apply), list or revoke trust.
@@ -165,7 +169,7 @@ impl Command {
             Self::Run(a) => a.json,
             Self::Demo(a) => a.json,
             Self::Status(a) => a.json,
-            Self::Tree(a) => a.format == tree::TreeFormat::Json,
+            Self::Tree(a) => a.format() == tree::TreeFormat::Json,
             Self::History(a) => a.json,
             Self::Resume(a) => a.json,
             Self::Health(a) => a.json,
@@ -176,14 +180,15 @@ impl Command {
             Self::Branches(a) => a.json,
             Self::Config(a) => a.json,
             Self::Events(_) | Self::Daemon(_) => true,
-            Self::Steer(_)
-            | Self::Stop(_)
-            | Self::Send(_)
-            | Self::Plugin(_)
-            | Self::Dispatch(_)
+            Self::Steer(a) => a.json,
+            Self::Stop(a) => a.json,
+            Self::Send(a) => a.json,
+            Self::Dispatch(a) => a.json(),
+            Self::Plugin(_)
             | Self::Validate(_)
             | Self::Handoff(_)
-            | Self::Init(_) => false,
+            | Self::Init(_)
+            | Self::Top(_) => false,
             Self::Completions(_) => true,
         }
     }
@@ -254,6 +259,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Team(args) => team::run(args, &ctx()?).await,
         Command::Daemon(args) => daemon::run(ctx()?, args).await,
         Command::Health(args) => health::run(ctx()?, args).await,
+        Command::Top(args) => top::run(ctx()?, args, g.color.forced()).await,
         Command::Schedule(args) => schedule::run(ctx()?, args).await,
         Command::Worktree(args) => {
             let ctx = ctx()?;

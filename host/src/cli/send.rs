@@ -2,7 +2,7 @@
 //! queued in the store and delivered at the start of the loop's next iteration.
 
 use super::{Context, Exit};
-use crate::store::ControlKind;
+use crate::store::{ControlKind, Store};
 use crewbox::RunStatus;
 
 /// Longest message accepted, in bytes.
@@ -16,61 +16,72 @@ pub struct SendArgs {
     pub team: String,
     /// The message (at most 16 KiB).
     pub message: String,
+    /// Print the acknowledgement as JSON (`{"queued", "kind", "target"}`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Queues the message if the team has an unfinished reflect loop.
 pub async fn run(ctx: Context, args: SendArgs) -> anyhow::Result<Exit> {
-    let message = args.message.trim();
-    if message.is_empty() {
-        eprintln!("crewbox: the message is empty");
-        return Ok(Exit::Usage);
-    }
-    if message.len() > MAX_MESSAGE_BYTES {
-        eprintln!(
-            "crewbox: the message is {} bytes; the limit is {MAX_MESSAGE_BYTES}",
-            message.len()
-        );
-        return Ok(Exit::Usage);
-    }
     // Without a store nothing has ever run here, so no loop either.
     let store = ctx.store_if_exists()?;
-    let run = match &store {
-        Some(store) => match store.team_lock(&args.team).await? {
+    match queue(store.as_ref(), &args.team, &args.message).await? {
+        Ok(ack) => super::control::acknowledge(args.json, &ack, "message", &args.team)?,
+        Err(refused) => {
+            eprintln!("crewbox: {refused}");
+            return Ok(Exit::Usage);
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+/// Queues `message` for `team`'s unfinished reflect loop: the acknowledgement, or why
+/// not (what `crewbox send` and `crewbox top` say).
+pub async fn queue(
+    store: Option<&Store>,
+    team: &str,
+    message: &str,
+) -> anyhow::Result<Result<String, String>> {
+    let message = message.trim();
+    if message.is_empty() {
+        return Ok(Err("the message is empty".into()));
+    }
+    if message.len() > MAX_MESSAGE_BYTES {
+        return Ok(Err(format!(
+            "the message is {} bytes; the limit is {MAX_MESSAGE_BYTES}",
+            message.len()
+        )));
+    }
+    let run = match store {
+        Some(store) => match store.team_lock(team).await? {
             Some((run_id, _)) => store.run(&run_id).await?,
             None => None,
         },
         None => None,
     };
     let (Some(store), Some(run)) = (store, run.filter(|r| r.status == RunStatus::Running)) else {
-        eprintln!(
-            "crewbox: team `{}` has no reflect loop running; start one with \
-             `crewbox run --team {} --mode reflect \"...\"`",
-            args.team, args.team
-        );
-        return Ok(Exit::Usage);
+        return Ok(Err(format!(
+            "team `{team}` has no reflect loop running; start one with \
+             `crewbox run --team {team} --mode reflect \"...\"`"
+        )));
     };
     store
         .push_control(
             // The message belongs to this loop; leftovers are reported when it ends.
-            &crate::team::message_target(&args.team, run.id.as_str()),
+            &crate::team::message_target(team, run.id.as_str()),
             ControlKind::Message,
             Some(message),
         )
         .await?;
-    let live = !run.is_interrupted();
-    if live {
-        outln!(
-            "queued for team `{}` (run {}); delivered at the start of its next iteration",
-            args.team,
-            run.id
-        );
+    Ok(Ok(if run.is_interrupted() {
+        format!(
+            "queued for team `{team}` (run {} is interrupted; it reads the message when resumed: crewbox resume {})",
+            run.id, run.id
+        )
     } else {
-        outln!(
-            "queued for team `{}` (run {} is interrupted; it reads the message when resumed: crewbox resume {})",
-            args.team,
-            run.id,
+        format!(
+            "queued for team `{team}` (run {}); delivered at the start of its next iteration",
             run.id
-        );
-    }
-    Ok(Exit::Ok)
+        )
+    }))
 }

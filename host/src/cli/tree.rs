@@ -34,10 +34,25 @@ pub struct TreeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = TreeFormat::Text)]
     pub format: TreeFormat,
+    /// The same as `--format json` (the flag every read command takes).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+}
+
+impl TreeArgs {
+    /// The format asked for, `--json` included.
+    pub fn format(&self) -> TreeFormat {
+        if self.json {
+            TreeFormat::Json
+        } else {
+            self.format
+        }
+    }
 }
 
 /// Prints who spawned whom in a run, with group and swarm membership.
 pub async fn run(ctx: Context, args: TreeArgs) -> anyhow::Result<Exit> {
+    let format = args.format();
     let wanted = args.run.or(args.run_flag);
     let Some(store) = ctx.store_if_exists()? else {
         match &wanted {
@@ -61,7 +76,7 @@ pub async fn run(ctx: Context, args: TreeArgs) -> anyhow::Result<Exit> {
     };
     let agents = store.agent_nodes(&run.id).await?;
     let tree = tree::build(&agents);
-    let out = match args.format {
+    let out = match format {
         TreeFormat::Text => {
             let mut text = format!("run {} ({})\n", run.id, run.mode.as_str());
             text.push_str(&tree.render_text());

@@ -1,5 +1,6 @@
 //! Observability: tracing setup (spans run → agent → turn → tool carry the ids).
 
+pub mod dashboard;
 pub mod history;
 pub mod tree;
 

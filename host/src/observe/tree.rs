@@ -122,6 +122,14 @@ impl<'a> AgentTree<'a> {
         }
     }
 
+    /// Every agent in pre-order as (index in the input slice, depth, last of its
+    /// siblings): the order every view of the tree shows.
+    pub fn preorder(&self) -> Vec<(usize, usize, bool)> {
+        let mut out = Vec::with_capacity(self.agents.len());
+        self.walk(|v| out.push((v.node, v.depth, v.last)));
+        out
+    }
+
     /// One line per agent, `name (role) state id`, under box-drawing branches.
     pub fn render_text(&self) -> String {
         let mut out = String::with_capacity(self.agents.len() * 64);

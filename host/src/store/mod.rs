@@ -5,7 +5,7 @@
 mod identity;
 mod query;
 pub use identity::{RecordedRepo, RepoIdentity};
-pub use query::{AgentCounts, Lookup, MIN_TAIL};
+pub use query::{AgentCounts, AgentRow, Lookup, MIN_TAIL, RunRow, StepOutline};
 mod records;
 mod schedules;
 mod schema;

@@ -503,3 +503,226 @@ impl Store {
         .await
     }
 }
+
+/// A run as the dashboard lists it: no result text and a capped prompt, with its
+/// agents' totals (cheap to read every few seconds).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RunRow {
+    /// The run.
+    pub id: RunId,
+    /// Its mode.
+    pub mode: Mode,
+    /// The first 200 characters of its prompt.
+    pub prompt: String,
+    /// The team, for team runs.
+    pub team: Option<String>,
+    /// Its stored status.
+    pub status: RunStatus,
+    /// Why it ended.
+    pub exit_reason: Option<ExitReason>,
+    /// The process driving it.
+    pub pid: Option<u32>,
+    /// Creation time (ms).
+    pub created_at: i64,
+    /// When it ended (ms).
+    pub finished_at: Option<i64>,
+    /// Its agents.
+    pub agents: u32,
+    /// Of those, running.
+    pub running: u32,
+    /// Tokens in and out, summed over its agents.
+    pub tokens: (u64, u64),
+    /// Cost summed over its agents, where the provider reports one.
+    pub cost: Option<f64>,
+}
+
+impl RunRow {
+    /// Running in the store, with no live process driving it (see
+    /// [`RunRecord::is_interrupted`]).
+    pub fn is_interrupted(&self) -> bool {
+        self.status == RunStatus::Running
+            && self
+                .pid
+                .is_none_or(|pid| pid != std::process::id() && !crate::process::pid_alive(pid))
+    }
+}
+
+/// An agent as the dashboard shows it: states and totals, no task or result text.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct AgentRow {
+    /// The agent.
+    pub id: AgentId,
+    /// Who spawned it (or the team agent it works under).
+    pub parent: Option<AgentId>,
+    /// Its name.
+    pub name: String,
+    /// Its role.
+    pub role: String,
+    /// Where it is.
+    pub state: AgentState,
+    /// Turns, tool calls, tokens and cost so far.
+    pub stats: AgentStats,
+    /// The first 200 characters of why it failed.
+    pub error: Option<String>,
+    /// Creation time (ms).
+    pub created_at: i64,
+    /// When it started running (ms).
+    pub started_at: Option<i64>,
+    /// When it ended (ms).
+    pub finished_at: Option<i64>,
+}
+
+/// A journal step without its data: what a run is doing now.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StepOutline {
+    /// The step's key (`plan`, `it2/worker/alice`, …).
+    pub key: String,
+    /// Begun or done.
+    pub state: super::StepState,
+}
+
+impl Store {
+    /// The `limit` newest runs as the dashboard lists them, newest first.
+    pub async fn run_rows(&self, limit: u32) -> Result<Vec<RunRow>, StoreError> {
+        self.read(move |c| {
+            collect(
+                c,
+                "list run rows",
+                "SELECT r.id, r.mode, substr(r.prompt, 1, 200), r.team, r.status, r.exit_reason, \
+                 r.pid, r.created_at, r.finished_at, \
+                 (SELECT COUNT(*) FROM agents a WHERE a.run_id = r.id), \
+                 (SELECT COUNT(*) FROM agents a WHERE a.run_id = r.id AND a.state = 'running'), \
+                 (SELECT COALESCE(SUM(tokens_in), 0) FROM agents a WHERE a.run_id = r.id), \
+                 (SELECT COALESCE(SUM(tokens_out), 0) FROM agents a WHERE a.run_id = r.id), \
+                 (SELECT SUM(cost) FROM agents a WHERE a.run_id = r.id) \
+                 FROM runs r ORDER BY r.created_at DESC, r.id DESC LIMIT ?1",
+                params![limit],
+                |r| {
+                    let mode: String = r.get(1)?;
+                    let status: String = r.get(4)?;
+                    let exit: Option<String> = r.get(5)?;
+                    Ok(RunRow {
+                        id: RunId::from_string(r.get::<_, String>(0)?),
+                        mode: Mode::parse(&mode).ok_or_else(|| bad("run mode", &mode))?,
+                        prompt: r.get(2)?,
+                        team: r.get(3)?,
+                        status: RunStatus::parse(&status)
+                            .ok_or_else(|| bad("run status", &status))?,
+                        exit_reason: exit
+                            .map(|e| ExitReason::parse(&e).ok_or_else(|| bad("exit reason", &e)))
+                            .transpose()?,
+                        pid: r.get(6)?,
+                        created_at: r.get(7)?,
+                        finished_at: r.get(8)?,
+                        agents: r.get(9)?,
+                        running: r.get(10)?,
+                        tokens: (r.get::<_, i64>(11)? as u64, r.get::<_, i64>(12)? as u64),
+                        cost: r.get(13)?,
+                    })
+                },
+            )
+        })
+        .await
+    }
+
+    /// A run's agents as the dashboard shows them, in creation order.
+    pub async fn agent_rows(&self, run_id: &RunId) -> Result<Vec<AgentRow>, StoreError> {
+        let id = run_id.clone();
+        self.read(move |c| {
+            collect(
+                c,
+                "list agent rows",
+                "SELECT id, parent_id, name, role, state, turns, tool_calls, tokens_in, tokens_out, \
+                 cost, substr(error, 1, 200), created_at, started_at, finished_at \
+                 FROM agents WHERE run_id = ?1 ORDER BY created_at, id",
+                params![id.as_str()],
+                |r| {
+                    let state: String = r.get(4)?;
+                    Ok(AgentRow {
+                        id: AgentId::from_string(r.get::<_, String>(0)?),
+                        parent: r.get::<_, Option<String>>(1)?.map(AgentId::from_string),
+                        name: r.get(2)?,
+                        role: r.get(3)?,
+                        state: AgentState::parse(&state)
+                            .ok_or_else(|| bad("agent state", &state))?,
+                        stats: AgentStats {
+                            turns: r.get(5)?,
+                            tool_calls: r.get(6)?,
+                            tokens_in: r.get::<_, i64>(7)? as u64,
+                            tokens_out: r.get::<_, i64>(8)? as u64,
+                            cost: r.get(9)?,
+                        },
+                        error: r.get(10)?,
+                        created_at: r.get(11)?,
+                        started_at: r.get(12)?,
+                        finished_at: r.get(13)?,
+                    })
+                },
+            )
+        })
+        .await
+    }
+
+    /// A run's journal steps without their data, in the order they were begun.
+    pub async fn step_outline(&self, run_id: &RunId) -> Result<Vec<StepOutline>, StoreError> {
+        let id = run_id.clone();
+        self.read(move |c| {
+            collect(
+                c,
+                "read step outline",
+                "SELECT key, state FROM steps WHERE run_id = ?1 ORDER BY started_at, rowid",
+                params![id.as_str()],
+                |r| {
+                    let state: String = r.get(1)?;
+                    Ok(StepOutline {
+                        key: r.get(0)?,
+                        state: super::StepState::parse(&state)
+                            .ok_or_else(|| bad("step state", &state))?,
+                    })
+                },
+            )
+        })
+        .await
+    }
+
+    /// The `limit` newest events of a run, oldest first, optionally of one agent and
+    /// only of some kinds (what a dashboard shows before it follows new ones).
+    pub async fn latest_events(
+        &self,
+        run_id: &RunId,
+        agent: Option<&AgentId>,
+        kinds: &'static [&'static str],
+        limit: u32,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let run = run_id.as_str().to_owned();
+        let agent = agent.map(|a| a.as_str().to_owned());
+        self.read(move |c| {
+            // Numbered after the three fixed parameters (a bare `?` would take ?3).
+            let marks: Vec<String> = (0..kinds.len()).map(|i| format!("?{}", i + 4)).collect();
+            let marks = marks.join(", ");
+            let kind_filter = if kinds.is_empty() {
+                String::new()
+            } else {
+                format!(" AND kind IN ({marks})")
+            };
+            let sql = format!(
+                "SELECT * FROM (SELECT seq, run_id, agent_id, at, kind, data FROM events \
+                 WHERE run_id = ?1 AND (?2 IS NULL OR agent_id = ?2){kind_filter} \
+                 ORDER BY seq DESC LIMIT ?3) ORDER BY seq"
+            );
+            let mut values: Vec<&dyn rusqlite::ToSql> = vec![&run, &agent, &limit];
+            for k in kinds {
+                values.push(k);
+            }
+            let mut stmt = c
+                .prepare_cached(&sql)
+                .map_err(|e| StoreError::sqlite("read latest events", &e))?;
+            let rows = stmt
+                .query_map(values.as_slice(), event_row)
+                .map_err(|e| StoreError::sqlite("read latest events", &e))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(|e| StoreError::sqlite("read latest events", &e))
+        })
+        .await
+    }
+}

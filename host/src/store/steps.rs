@@ -34,7 +34,7 @@ impl StepState {
         }
     }
 
-    fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         match s {
             "started" => Some(Self::Started),
             "done" => Some(Self::Done),

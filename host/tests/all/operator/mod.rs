@@ -4,6 +4,9 @@
 
 mod branches;
 mod daemon_lock;
+mod json;
 mod pipes;
 mod signals;
+mod top;
+mod tree;
 mod vocab;

@@ -86,6 +86,10 @@ pub(crate) struct StoredPlan {
     /// The orchestrator's agent was stopped: the loop ends `cancelled`.
     #[serde(default)]
     pub stopped: bool,
+    /// The orchestrator agent whose answer is the plan: the workers' parent in the
+    /// agent tree (absent in journals of older versions).
+    #[serde(default)]
+    pub agent_id: Option<String>,
 }
 
 /// One orchestrator reply (synthesis, evaluation) as stored.
@@ -202,9 +206,12 @@ pub(crate) async fn orchestrate_round(
             continue;
         };
         let prompt = worker_prompt(team.shared_context.as_deref(), &ctx.req.prompt, task);
+        let mut spec = tc.member_spec(ctx, m, &prompt);
+        // Workers sit under the orchestrator that assigned them (`tree`, `top`).
+        spec.parent = plan.agent_id.clone().map(crate::ids::AgentId::from_string);
         items.push(GroupItem {
             key: StepKey::worker(input.round, &m.name),
-            spec: tc.member_spec(ctx, m, &prompt),
+            spec,
             opts: tc.member_options(ctx, m),
             assigned: task.clone(),
         });
@@ -292,6 +299,7 @@ async fn plan(
         task: None,
     };
     ctx.journal.begin(key, Some(&spec.id), &input).await?;
+    let mut planner = spec.id.to_string();
     let first = ctx
         .execute(ctx.job(spec, ExecOptions::unvalidated()))
         .await?;
@@ -303,6 +311,7 @@ async fn plan(
                 first.outcome.error.unwrap_or_default()
             )),
             stopped: first.outcome.state == AgentState::Stopped,
+            agent_id: Some(planner),
             ..StoredPlan::default()
         });
     }
@@ -317,6 +326,7 @@ async fn plan(
         let mut history = first.outcome.history.clone();
         history.push(Message::user(nudge.clone()));
         let spec = TeamContext::orchestrator_spec(ctx, "orchestrator", &nudge, &tc.orchestrator);
+        planner = spec.id.to_string();
         let mut job = ctx.job(spec, ExecOptions::unvalidated());
         job.history = Some(history);
         let again = ctx.execute(job).await?;
@@ -338,6 +348,10 @@ async fn plan(
         .into_iter()
         .filter_map(|(worker, task)| team.member(&worker).map(|m| (m.name.clone(), task)))
         .collect();
+    // Members in team order, whatever order the plan named them in (reports, tree, top).
+    let rank = |name: &str| team.members.iter().position(|m| m.name == name);
+    plan.tasks.sort_by_key(|(name, _)| rank(name));
+    plan.agent_id = Some(planner);
     Ok(plan)
 }
 

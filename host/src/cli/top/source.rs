@@ -1,0 +1,135 @@
+//! Reading the store into the model, incrementally: each tick reads only the events
+//! after the newest one seen (by sequence number); the run list, the followed run's
+//! agents and steps are read again only when its events say something changed (or
+//! every few seconds, for processes that died without an event); schedules and
+//! store facts every few seconds. Nothing reads the whole store.
+
+use std::time::{Duration, Instant};
+
+use crate::observe::dashboard::{ACTIVITY_LEN, Dashboard, Health, RunDetail, TAIL_LEN};
+use crate::store::Store;
+
+/// Runs listed.
+const RUNS: u32 = 50;
+/// Events read per query while catching up.
+const BATCH: u32 = 1000;
+/// How often rows without an event of their own (pids, schedules) are read again.
+const SLOW: Duration = Duration::from_secs(3);
+
+/// The kinds a newly followed run reads its history of, beside its latest events.
+const HISTORY_KINDS: &[&str] = &["reflect.iteration"];
+const ACTIVITY_KINDS: &[&str] = &["model.reply", "tool.call", "agent.steer"];
+
+/// The store as the dashboard reads it.
+pub struct Source {
+    store: Store,
+    rows_at: Option<Instant>,
+    slow_at: Option<Instant>,
+}
+
+impl Source {
+    /// Starts following `store` from its newest event.
+    pub async fn new(store: Store, model: &mut Dashboard) -> anyhow::Result<Self> {
+        model.last_seq = store.last_event_seq().await?;
+        Ok(Self {
+            store,
+            rows_at: None,
+            slow_at: None,
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Brings the model up to date; whether anything changed.
+    pub async fn refresh(&mut self, model: &mut Dashboard) -> anyhow::Result<bool> {
+        let mut changed = false;
+        let mut touched = Vec::new();
+        // A bounded catch-up per tick, so a burst of events cannot stall the keys.
+        for _ in 0..10 {
+            let events = self.store.events(None, model.last_seq, BATCH).await?;
+            let full = events.len() as u32 == BATCH;
+            touched.extend(model.apply_all(&events));
+            if !full {
+                break;
+            }
+        }
+        let due = |at: Option<Instant>| at.is_none_or(|t| t.elapsed() >= SLOW);
+        if !touched.is_empty() || due(self.rows_at) {
+            let before = model.runs.clone();
+            model.set_runs(self.store.run_rows(RUNS).await?);
+            changed |= model.runs != before;
+            if let Some(d) = model.detail.as_mut() {
+                d.stale = true;
+            }
+            self.rows_at = Some(Instant::now());
+        }
+        if model.detail_outdated() {
+            model.detail = match model.selected_run() {
+                Some(run) => Some(self.follow(run.id.clone()).await?),
+                None => None,
+            };
+            changed = true;
+        }
+        if let Some(d) = model.detail.as_mut().filter(|d| d.stale) {
+            let agents = self.store.agent_rows(&d.run_id).await?;
+            let steps = self.store.step_outline(&d.run_id).await?;
+            changed |= agents != d.agents || steps != d.steps || !touched.is_empty();
+            d.set_agents(agents);
+            d.steps = steps;
+            d.stale = false;
+        }
+        if due(self.slow_at) {
+            let health = self.health().await?;
+            let schedules = self.store.schedules().await?;
+            changed |= health != model.health || schedules != model.schedules;
+            model.health = health;
+            model.schedules = schedules;
+            self.slow_at = Some(Instant::now());
+        }
+        Ok(changed)
+    }
+
+    /// Starts following a run: its agents, steps, latest events, latest activity and
+    /// every reflect iteration, merged in sequence order.
+    async fn follow(&self, run: crewbox::RunId) -> anyhow::Result<RunDetail> {
+        let mut d = RunDetail::new(run.clone());
+        d.set_agents(self.store.agent_rows(&run).await?);
+        d.steps = self.store.step_outline(&run).await?;
+        let mut history = self
+            .store
+            .latest_events(&run, None, &[], TAIL_LEN as u32)
+            .await?;
+        history.extend(
+            self.store
+                .latest_events(&run, None, ACTIVITY_KINDS, 4 * ACTIVITY_LEN as u32)
+                .await?,
+        );
+        history.extend(
+            self.store
+                .latest_events(&run, None, HISTORY_KINDS, 1000)
+                .await?,
+        );
+        history.sort_by_key(|e| e.seq);
+        history.dedup_by_key(|e| e.seq);
+        for e in &history {
+            d.apply(e);
+        }
+        d.stale = false;
+        Ok(d)
+    }
+
+    async fn health(&self) -> anyhow::Result<Health> {
+        let counts = self.store.agent_counts().await?;
+        let unfinished = self.store.unfinished_runs().await?;
+        Ok(Health {
+            running_agents: counts.running,
+            queued_agents: counts.queued,
+            unfinished: unfinished.len(),
+            interrupted: unfinished.iter().filter(|r| r.is_interrupted()).count(),
+            store_bytes: std::fs::metadata(self.store.path()).map_or(0, |m| m.len()),
+        })
+    }
+}
