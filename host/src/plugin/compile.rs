@@ -6,7 +6,9 @@
 //! blocks, the code in total), and an untrusted
 //! component is compiled in a child process — this binary again — under a memory limit
 //! and a deadline, after which it is killed. A refusal is cached like a compiled
-//! component, so the next run refuses at once.
+//! component, so the next run refuses at once — except a deadline the compiler missed
+//! for want of CPU (a busy machine, not the component): that one is reported and
+//! compiled again next time ([`Failure::Starved`]).
 //!
 //! Components embedded in crewbox (the built-ins) are trusted and compiled in-process.
 //! A runtime without a compiler program (library use) compiles untrusted components on
@@ -114,7 +116,8 @@ impl Compiler {
 static COMPILER_ENTRY: AtomicBool = AtomicBool::new(false);
 
 /// Why a component was refused before or while compiling. Deterministic for the same
-/// bytes and limits, so it is cached.
+/// bytes and limits, so it is cached (a deadline only when the compiler had the CPU to
+/// meet it: see [`Failure::Starved`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, thiserror::Error)]
 #[serde(tag = "refusal", rename_all = "kebab-case")]
 pub enum CompileRefusal {
@@ -296,6 +299,45 @@ pub(crate) enum Failure {
     Refused(CompileRefusal),
     /// The compiler could not be run (not the component's fault; not cached).
     Broken(String),
+    /// The deadline passed while the compiler had less than [`STARVED_SHARE`] of it on
+    /// a CPU: the machine was busy, so the refusal says nothing about the component and
+    /// is not remembered.
+    Starved(String),
+}
+
+/// The share of the deadline a compiler must have spent on a CPU for a missed deadline
+/// to count as the component's (and be cached). A compile that is starved by other load
+/// gets a fraction of a core; one that is really too slow gets nearly all of one.
+pub(crate) const STARVED_SHARE: f64 = 0.25;
+
+/// The CPU time process `pid` has used so far (user + system), from `/proc`.
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: count fields after its `)`.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of the line (utime, stime) are the 12th and 13th after `)`.
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let per_second = rustix::param::clock_ticks_per_second();
+    (per_second > 0).then(|| Duration::from_secs_f64(ticks as f64 / per_second as f64))
+}
+
+/// A missed deadline: the component's fault when the compiler used at least
+/// [`STARVED_SHARE`] of it on a CPU (or its use is unknown), else the machine's.
+fn missed_deadline(limits: &CompileLimits, cpu: Option<Duration>) -> Failure {
+    let refusal = CompileRefusal::Deadline {
+        secs: limits.deadline.as_secs(),
+    };
+    match cpu {
+        Some(cpu) if cpu.as_secs_f64() < limits.deadline.as_secs_f64() * STARVED_SHARE => {
+            Failure::Starved(format!(
+                "{refusal} while the compiler had only {:.1} s of CPU: the machine is busy, \
+                 so this is not remembered and the next load compiles it again",
+                cpu.as_secs_f64()
+            ))
+        }
+        _ => Failure::Refused(refusal),
+    }
 }
 
 /// Compiles on a thread and waits at most `limits.deadline`. A compilation past the
@@ -391,6 +433,8 @@ pub(crate) fn in_child(
     });
     // The reader finishes when the child closes its stdout: when it exits.
     let output = rx.recv_timeout(limits.deadline);
+    // Read before the kill: what the compiler got of a CPU decides whose fault it is.
+    let cpu = output.is_err().then(|| cpu_time(child.id())).flatten();
     if output.is_err() {
         let _ = child.kill();
     }
@@ -400,9 +444,7 @@ pub(crate) fn in_child(
     let _ = writer.join();
     let message = errors.join().unwrap_or_default();
     let Ok(output) = output else {
-        return Err(Failure::Refused(CompileRefusal::Deadline {
-            secs: limits.deadline.as_secs(),
-        }));
+        return Err(missed_deadline(limits, cpu));
     };
     let output =
         output.map_err(|e| Failure::Broken(format!("reading the plugin compiler: {e}")))?;

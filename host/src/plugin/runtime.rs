@@ -242,7 +242,7 @@ impl PluginRuntime {
                 }
                 return Err(refused(r, false));
             }
-            Err(Failure::Broken(reason)) => {
+            Err(Failure::Starved(reason) | Failure::Broken(reason)) => {
                 return Err(PluginError::Task {
                     plugin: name.to_owned(),
                     reason,

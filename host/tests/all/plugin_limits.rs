@@ -369,6 +369,112 @@ async fn compile_time_is_bounded_and_the_refusal_is_cached() {
     assert!(validate(&p).await.unwrap().passed);
 }
 
+/// A deadline missed because the machine is busy says nothing about the component: it
+/// is reported as such and not remembered, so the next load compiles again. (A refusal
+/// cached under load once kept a real Python plugin refused until its entry was deleted.)
+/// The compiler child is starved here for real: stopped (SIGSTOP) while it compiles.
+#[tokio::test]
+async fn a_compile_starved_of_cpu_is_not_remembered() {
+    let cache = tempfile::tempdir().unwrap();
+    let limits = CompileLimits {
+        deadline: Duration::from_secs(2),
+        ..CompileLimits::default()
+    };
+    // A memory setting no other test uses marks this test's compiler children.
+    let memory: u64 = 40 << 20;
+    let runtime = || {
+        PluginRuntime::new(RuntimeConfig {
+            cache_dir: Some(cache.path().to_owned()),
+            max_instances: 2,
+            max_memory_bytes: memory,
+            compiler: Compiler::Child(env!("CARGO_BIN_EXE_crewbox").into()),
+            compile_limits: limits,
+            ..RuntimeConfig::default()
+        })
+        .unwrap()
+    };
+    let slow = Validator {
+        nested_functions: 40,
+        nesting: 1000,
+        nests: 9,
+        ..Validator::default()
+    }
+    .component();
+    let stopper = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Some(pid) = compiler_child(memory) {
+                let stopped = std::process::Command::new("kill")
+                    .args(["-STOP", &pid.to_string()])
+                    .status()
+                    .unwrap();
+                return stopped.success();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    });
+    let rt = runtime();
+    let started = Instant::now();
+    let e = load(&rt, "slow", slow.clone(), self::limits())
+        .await
+        .err()
+        .expect("a stopped compiler cannot finish");
+    assert!(stopper.join().unwrap(), "the compiler child was never seen");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    let message = e.to_string();
+    assert!(
+        matches!(e, PluginError::Task { .. }) && message.contains("machine is busy"),
+        "{message}"
+    );
+    // The next run compiles it again (and, not stopped, meets the deadline as the
+    // component's own fault — freshly, not from the cache).
+    let rt = runtime();
+    match load(&rt, "slow", slow, self::limits()).await {
+        Err(PluginError::Refused {
+            refusal, cached, ..
+        }) => {
+            assert_eq!(
+                (refusal, cached),
+                (CompileRefusal::Deadline { secs: 2 }, false)
+            );
+        }
+        Err(PluginError::Task { reason, .. }) => assert!(reason.contains("busy"), "{reason}"),
+        other => panic!(
+            "expected a fresh compile: {:?}",
+            other.err().map(|e| e.to_string())
+        ),
+    }
+}
+
+/// A compiler child of this process whose memory argument is `memory`.
+fn compiler_child(memory: u64) -> Option<u32> {
+    let me = std::process::id();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let ours = args.iter().any(|a| *a == b"__crewbox-compile-plugin")
+            && args.iter().any(|a| *a == memory.to_string().as_bytes());
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ours && parent == Some(me) {
+            return Some(pid);
+        }
+    }
+    None
+}
+
 /// The compiler child runs under a memory limit: a compile that needs more is refused
 /// (and remembered), while ordinary plugins compile under the same limit.
 #[tokio::test]
