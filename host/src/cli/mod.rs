@@ -47,6 +47,7 @@ pub mod team;
 pub mod tree;
 pub mod trust;
 pub mod validate;
+pub mod worker;
 pub mod worktree;
 
 use clap::{Parser, Subcommand};
@@ -155,6 +156,9 @@ pub enum Command {
     Init(init::InitArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
+    /// Run agent tasks from a NATS JetStream pool (scale-out; see "Running on many
+    /// machines" in the README).
+    Worker(worker::WorkerArgs),
 }
 
 impl Command {
@@ -175,7 +179,7 @@ impl Command {
             Self::Trust(a) => a.json,
             Self::Branches(a) => a.json,
             Self::Config(a) => a.json,
-            Self::Events(_) | Self::Daemon(_) => true,
+            Self::Events(_) | Self::Daemon(_) | Self::Worker(_) => true,
             Self::Steer(_)
             | Self::Stop(_)
             | Self::Send(_)
@@ -253,6 +257,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Handoff(args) => handoff::dispatch(&args),
         Command::Team(args) => team::run(args, &ctx()?).await,
         Command::Daemon(args) => daemon::run(ctx()?, args).await,
+        Command::Worker(args) => worker::run(g, args).await,
         Command::Health(args) => health::run(ctx()?, args).await,
         Command::Schedule(args) => schedule::run(ctx()?, args).await,
         Command::Worktree(args) => {

@@ -7,6 +7,8 @@ mod query;
 pub use identity::{RecordedRepo, RepoIdentity};
 pub use query::{AgentCounts, Lookup, MIN_TAIL};
 mod records;
+mod remote;
+pub use remote::{AgentWorker, RemoteResult};
 mod schedules;
 mod schema;
 mod steps;

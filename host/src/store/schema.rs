@@ -142,6 +142,28 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE schedules ADD COLUMN last_error TEXT;
     "#,
+    // 9: reserved for another change landing beside scale-out (the numbers must not
+    // collide on merge); does nothing.
+    "",
+    // 10: scale-out (see store/remote.rs). `remote_results`: the result a worker sent
+    // for an agent, recorded once per agent (and which worker ran it); `remote_events`:
+    // events received from workers, each stored once however often it is delivered.
+    r#"
+    CREATE TABLE remote_results (
+        run_id   TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        task_key TEXT NOT NULL,
+        worker   TEXT NOT NULL,
+        at       INTEGER NOT NULL,
+        PRIMARY KEY (run_id, agent_id)
+    );
+    CREATE INDEX remote_results_key ON remote_results(run_id, task_key);
+    CREATE TABLE remote_events (
+        run_id TEXT NOT NULL,
+        key    TEXT NOT NULL,
+        PRIMARY KEY (run_id, key)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -8,6 +8,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::{broadcast, oneshot};
 
 use super::StoreError;
+use super::remote::RemoteWrite;
 use super::records::{AgentRecord, AgentStats, ControlKind, DispatchRecord, RunRecord};
 use crate::agent::AgentState;
 use crate::event::{Event, EventRecord};
@@ -67,6 +68,7 @@ pub(crate) enum Write {
     },
     Schedule(super::schedules::ScheduleWrite),
     Step(super::steps::StepWrite),
+    Remote(super::remote::RemoteWrite),
 }
 
 /// An event to append: its row and the typed event, published once committed.
@@ -118,7 +120,11 @@ fn run(
         let results = commit_group(&mut conn, &group);
         for ((write, ack), result) in group.drain(..).zip(results) {
             // Published only once committed, so a subscriber never sees a lost event.
-            if let (Write::Event(e), Ok(Some(seq))) = (write, &result)
+            let stored = match write {
+                Write::Event(e) | Write::Remote(RemoteWrite::Event { event: e, .. }) => Some(e),
+                _ => None,
+            };
+            if let (Some(e), Ok(Some(seq))) = (stored, &result)
                 && events.receiver_count() > 0
             {
                 let e = *e;
@@ -165,7 +171,7 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
             opt(result);
             opt(error);
         }
-        Write::Event(e) => {
+        Write::Event(e) | Write::Remote(RemoteWrite::Event { event: e, .. }) => {
             // What subscribers are sent is what the log holds: an event that carried a
             // secret is published as read back from its cleaned row.
             if let std::borrow::Cow::Owned(cleaned) = redactor.clean(&e.data) {
@@ -175,6 +181,15 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
             }
         }
         Write::PushControl { message, .. } => opt(message),
+        Write::Remote(RemoteWrite::Result(r)) => {
+            opt(&mut r.result);
+            opt(&mut r.error);
+            for c in &mut r.children {
+                clean(&mut c.task);
+                opt(&mut c.result);
+                opt(&mut c.error);
+            }
+        }
         Write::Step(StepWrite::Begin { data, .. } | StepWrite::Done { data, .. }) => clean(data),
         Write::Schedule(ScheduleWrite::Insert(r)) => clean(&mut r.prompt),
         Write::SetRunPid { .. }
@@ -474,6 +489,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
         }
         Write::Schedule(w) => super::schedules::apply(conn, w)?,
         Write::Step(w) => super::steps::apply(conn, w)?,
+        Write::Remote(w) => return super::remote::apply(conn, w),
     }
     Ok(None)
 }
