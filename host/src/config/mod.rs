@@ -614,7 +614,11 @@ mod tests {
         assert!(cfg.nats.allow_remotes.is_empty());
         let keys: Vec<&str> = cfg.ignored.iter().map(|i| i.key.as_str()).collect();
         assert_eq!(keys, ["executor", "nats"]);
-        assert!(cfg.ignored.iter().all(|i| i.why.contains("operator")), "{:?}", cfg.ignored);
+        assert!(
+            cfg.ignored.iter().all(|i| i.why.contains("operator")),
+            "{:?}",
+            cfg.ignored
+        );
     }
 
     #[test]

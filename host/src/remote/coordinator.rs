@@ -47,7 +47,7 @@ pub struct NatsExecutor {
     pool: String,
     remote: String,
     hubs: tokio::sync::Mutex<HashMap<RunId, Arc<RunHub>>>,
-    pushed: Mutex<HashSet<(RunId, String)>>,
+    pushed: tokio::sync::Mutex<HashSet<(RunId, String)>>,
 }
 
 impl NatsExecutor {
@@ -69,7 +69,7 @@ impl NatsExecutor {
             pool: settings.pool,
             remote: settings.remote,
             hubs: tokio::sync::Mutex::new(HashMap::new()),
-            pushed: Mutex::new(HashSet::new()),
+            pushed: tokio::sync::Mutex::new(HashSet::new()),
         })
     }
 
@@ -99,17 +99,12 @@ impl NatsExecutor {
     async fn push_base(&self, run: &RunId, commit: &str) -> Result<String, RemoteError> {
         let refname = base_ref(run.as_str(), commit);
         let key = (run.clone(), commit.to_owned());
-        let done = self
-            .pushed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&key);
-        if !done {
+        // Held across the push: agents of one batch share a base, and concurrent pushes
+        // of one ref fail on git's ref lock.
+        let mut pushed = self.pushed.lock().await;
+        if !pushed.contains(&key) {
             git::push_commit(self.services.repo(), &self.remote, commit, &refname).await?;
-            self.pushed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(key);
+            pushed.insert(key);
         }
         Ok(refname)
     }
@@ -225,7 +220,12 @@ impl NatsExecutor {
 
     /// The task's key; a repeat of a step whose earlier agent ended well here (the same
     /// ask twice in one run) gets a key of its own, so it runs again.
-    async fn key_for(&self, task: &Task, run: &RunId, agent: &AgentId) -> Result<String, EngineError> {
+    async fn key_for(
+        &self,
+        task: &Task,
+        run: &RunId,
+        agent: &AgentId,
+    ) -> Result<String, EngineError> {
         let ask = serde_json::json!([
             task.run_id,
             task.name,
@@ -257,9 +257,17 @@ impl NatsExecutor {
 
     /// Publishes the task unless its result is on the server already (taken at once) or
     /// the task itself still is (queued or running: awaited).
-    async fn publish_unless_known(&self, hub: &Arc<RunHub>, task: &Task) -> Result<(), EngineError> {
+    async fn publish_unless_known(
+        &self,
+        hub: &Arc<RunHub>,
+        task: &Task,
+    ) -> Result<(), EngineError> {
         let result_at = result_subject(&task.run_id, &task.key);
-        if let Ok(msg) = self.results.get_last_raw_message_by_subject(&result_at).await {
+        if let Ok(msg) = self
+            .results
+            .get_last_raw_message_by_subject(&result_at)
+            .await
+        {
             match TaskResult::from_bytes(&msg.payload) {
                 Ok(r) => {
                     hub.take_result(r).await?;
@@ -269,7 +277,12 @@ impl NatsExecutor {
             }
         }
         let subject = task_subject(&task.pool, &task.run_id, &task.key);
-        if self.tasks.get_last_raw_message_by_subject(&subject).await.is_ok() {
+        if self
+            .tasks
+            .get_last_raw_message_by_subject(&subject)
+            .await
+            .is_ok()
+        {
             tracing::info!(task = %task.key, "task still on the server; awaiting its result");
             return Ok(());
         }
@@ -351,7 +364,12 @@ struct RunHub {
 
 impl Drop for RunHub {
     fn drop(&mut self) {
-        if let Some(d) = self.driver.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(d) = self
+            .driver
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
             d.abort();
         }
     }
@@ -411,14 +429,25 @@ impl RunHub {
         let agent = e.agent_id.clone().map(AgentId::from_string);
         let event = Event::from_parts(e.kind, e.data);
         self.store
-            .append_remote_event(&self.run, agent.as_ref(), e.at, format!("{}/{}", e.exec, e.seq), event)
+            .append_remote_event(
+                &self.run,
+                agent.as_ref(),
+                e.at,
+                format!("{}/{}", e.exec, e.seq),
+                event,
+            )
             .await?;
         Ok(())
     }
 }
 
 /// Stores `result` as `agent`'s (once per agent).
-async fn record(store: &Store, run: &RunId, agent: &AgentId, r: &TaskResult) -> Result<(), EngineError> {
+async fn record(
+    store: &Store,
+    run: &RunId,
+    agent: &AgentId,
+    r: &TaskResult,
+) -> Result<(), EngineError> {
     store
         .record_remote_result(RemoteResult {
             run_id: run.clone(),
@@ -474,7 +503,10 @@ async fn consume(hub: std::sync::Weak<RunHub>, consumer: jetstream::consumer::Pu
                     Ok(e) => hub.take_event(e).await.map_err(|e| e.to_string()),
                     Err(e) => Err(format!("refused: {e}")),
                 },
-                other => Err(format!("refused: unknown message kind `{}`", other.escape_debug())),
+                other => Err(format!(
+                    "refused: unknown message kind `{}`",
+                    other.escape_debug()
+                )),
             };
             let ack = match taken {
                 Ok(()) => msg.ack().await,
@@ -484,8 +516,10 @@ async fn consume(hub: std::sync::Weak<RunHub>, consumer: jetstream::consumer::Pu
                 }
                 Err(why) => {
                     tracing::warn!(%subject, %why, "storing a worker's message failed; it is redelivered");
-                    msg.ack_with(jetstream::AckKind::Nak(Some(std::time::Duration::from_secs(1))))
-                        .await
+                    msg.ack_with(jetstream::AckKind::Nak(Some(
+                        std::time::Duration::from_secs(1),
+                    )))
+                    .await
                 }
             };
             if let Err(e) = ack {

@@ -50,13 +50,25 @@ async fn git(dir: &Path, args: &[&str], op: &str, remote: &str) -> Result<String
 
 /// The URL of remote `name` of the repository at `repo`.
 pub async fn remote_url(repo: &Path, name: &str) -> Result<String, GitError> {
-    git(repo, &["remote", "get-url", "--", name], "remote get-url", name).await
+    git(
+        repo,
+        &["remote", "get-url", "--", name],
+        "remote get-url",
+        name,
+    )
+    .await
 }
 
 /// The commit `rev` names in `repo` (hex).
 pub async fn resolve(repo: &Path, rev: &str) -> Result<String, GitError> {
     let spec = format!("{rev}^{{commit}}");
-    git(repo, &["rev-parse", "--verify", "--quiet", &spec], "rev-parse", rev).await
+    git(
+        repo,
+        &["rev-parse", "--verify", "--quiet", &spec],
+        "rev-parse",
+        rev,
+    )
+    .await
 }
 
 /// Pushes `commit` of `repo` to `refname` on `remote`.
@@ -67,14 +79,26 @@ pub async fn push_commit(
     refname: &str,
 ) -> Result<(), GitError> {
     let spec = format!("{commit}:{refname}");
-    git(repo, &["push", "--quiet", "--", remote, &spec], "push", remote).await?;
+    git(
+        repo,
+        &["push", "--quiet", "--", remote, &spec],
+        "push",
+        remote,
+    )
+    .await?;
     Ok(())
 }
 
 /// Fetches branch `branch` from `remote` into the same local branch of `repo`.
 pub async fn fetch_branch(repo: &Path, remote: &str, branch: &str) -> Result<(), GitError> {
     let spec = format!("+refs/heads/{branch}:refs/heads/{branch}");
-    git(repo, &["fetch", "--quiet", "--no-tags", "--", remote, &spec], "fetch", remote).await?;
+    git(
+        repo,
+        &["fetch", "--quiet", "--no-tags", "--", remote, &spec],
+        "fetch",
+        remote,
+    )
+    .await?;
     Ok(())
 }
 
@@ -88,31 +112,78 @@ pub async fn clone_cache(cache: &Path, url: &str) -> Result<PathBuf, GitError> {
     if dir.join(".git").is_dir() {
         return Ok(dir);
     }
-    tokio::fs::create_dir_all(cache).await.map_err(|e| GitError {
-        op: "clone".into(),
-        remote: url.into(),
-        detail: format!("cannot create {}: {e}", cache.display()),
-    })?;
-    let tmp = cache.join(format!(".{}-{}", dir.file_name().and_then(|n| n.to_str()).unwrap_or("x"), std::process::id()));
+    tokio::fs::create_dir_all(cache)
+        .await
+        .map_err(|e| GitError {
+            op: "clone".into(),
+            remote: url.into(),
+            detail: format!("cannot create {}: {e}", cache.display()),
+        })?;
+    let tmp = cache.join(format!(
+        ".{}-{}",
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("x"),
+        std::process::id()
+    ));
     let _ = tokio::fs::remove_dir_all(&tmp).await;
     let tmp_s = tmp.to_string_lossy().into_owned();
-    git(cache, &["clone", "--quiet", "--no-tags", "--", url, &tmp_s], "clone", url).await?;
+    git(
+        cache,
+        &["clone", "--quiet", "--no-tags", "--", url, &tmp_s],
+        "clone",
+        url,
+    )
+    .await?;
     // Worktree commits need an identity; these are the worker's, not the user's global.
-    for (k, v) in [("user.name", "crewbox worker"), ("user.email", "crewbox@localhost")] {
+    for (k, v) in [
+        ("user.name", "crewbox worker"),
+        ("user.email", "crewbox@localhost"),
+    ] {
         git(&tmp, &["config", k, v], "config", url).await?;
     }
-    tokio::fs::rename(&tmp, &dir).await.map_err(|e| GitError {
-        op: "clone".into(),
-        remote: url.into(),
-        detail: format!("cannot move the clone into {}: {e}", dir.display()),
-    })?;
+    if let Err(e) = tokio::fs::rename(&tmp, &dir).await {
+        let _ = tokio::fs::remove_dir_all(&tmp).await;
+        // Another worker sharing this state directory cloned it first.
+        if !dir.join(".git").is_dir() {
+            return Err(GitError {
+                op: "clone".into(),
+                remote: url.into(),
+                detail: format!("cannot move the clone into {}: {e}", dir.display()),
+            });
+        }
+    }
     Ok(dir)
 }
 
+/// Checks out `commit` (detached) in a clone whose HEAD names no commit yet.
+pub async fn ensure_head(dir: &Path, commit: &str) -> Result<(), GitError> {
+    if resolve(dir, "HEAD").await.is_ok() {
+        return Ok(());
+    }
+    git(
+        dir,
+        &["checkout", "--quiet", "--detach", commit],
+        "checkout",
+        commit,
+    )
+    .await?;
+    Ok(())
+}
+
 /// Fetches `refname` from `url` into the clone at `dir` and checks it is `commit`.
-pub async fn fetch_base(dir: &Path, url: &str, refname: &str, commit: &str) -> Result<(), GitError> {
+pub async fn fetch_base(
+    dir: &Path,
+    url: &str,
+    refname: &str,
+    commit: &str,
+) -> Result<(), GitError> {
     let spec = format!("+{refname}:{refname}");
-    git(dir, &["fetch", "--quiet", "--no-tags", "--", url, &spec], "fetch", url).await?;
+    git(
+        dir,
+        &["fetch", "--quiet", "--no-tags", "--", url, &spec],
+        "fetch",
+        url,
+    )
+    .await?;
     let got = resolve(dir, refname).await?;
     if got != commit {
         return Err(GitError {

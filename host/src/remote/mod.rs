@@ -134,14 +134,17 @@ pub async fn connect(
     if settings.require_tls {
         opts = opts.require_tls(true);
     }
-    tokio::time::timeout(std::time::Duration::from_secs(15), opts.connect(url.as_str()))
-        .await
-        .map_err(|_| RemoteError::Connect {
-            url: url.clone(),
-            detail: "timed out".into(),
-        })?
-        .map_err(|e| RemoteError::Connect {
-            url,
-            detail: e.to_string(),
-        })
+    tokio::time::timeout(
+        std::time::Duration::from_secs(15),
+        opts.connect(url.as_str()),
+    )
+    .await
+    .map_err(|_| RemoteError::Connect {
+        url: url.clone(),
+        detail: "timed out".into(),
+    })?
+    .map_err(|e| RemoteError::Connect {
+        url,
+        detail: e.to_string(),
+    })
 }

@@ -45,7 +45,9 @@ pub fn event_subject(run: &str, key: &str) -> String {
 }
 
 /// Creates both streams if missing (the first coordinator or worker does).
-pub async fn ensure(js: &jetstream::Context) -> Result<(stream::Stream, stream::Stream), RemoteError> {
+pub async fn ensure(
+    js: &jetstream::Context,
+) -> Result<(stream::Stream, stream::Stream), RemoteError> {
     let tasks = js
         .get_or_create_stream(stream::Config {
             name: TASKS.into(),

@@ -89,7 +89,10 @@ struct Shared {
 }
 
 /// Serves tasks until `shutdown`; tasks in progress finish first.
-pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> anyhow::Result<WorkerStats> {
+pub async fn serve(
+    opts: WorkerOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<WorkerStats> {
     let config = Config::load_user()?;
     let settings = config.nats.clone();
     let pool = opts.pool.clone().unwrap_or(settings.pool.clone());
@@ -97,20 +100,30 @@ pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> anyhow::
         return Err(RemoteError::Pool(pool).into());
     }
     let name = opts.name.clone().unwrap_or_else(default_name);
-    let client = super::connect(&settings, opts.url.as_deref(), &format!("crewbox worker {name}")).await?;
+    let client = super::connect(
+        &settings,
+        opts.url.as_deref(),
+        &format!("crewbox worker {name}"),
+    )
+    .await?;
     let js = jetstream::new(client);
     let (tasks, results) = streams::ensure(&js).await?;
     let consumer = streams::pool_consumer(&tasks, &pool, settings.ack_wait).await?;
     let state_base = match opts.state_base.clone().or(config.state_dir.clone()) {
         Some(b) => b,
-        None => crate::paths::user_state_dir()
-            .ok_or_else(|| anyhow::anyhow!("neither XDG_STATE_HOME nor HOME is set; pass --state-dir"))?,
+        None => crate::paths::user_state_dir().ok_or_else(|| {
+            anyhow::anyhow!("neither XDG_STATE_HOME nor HOME is set; pass --state-dir")
+        })?,
     };
     let state_base = std::path::absolute(&state_base)?;
     let worker_dir = state_base.join("worker");
     // The worker's own store of this process only: a task redelivered to a restarted
     // worker starts clean.
-    let own = worker_dir.join(format!("run-{}-{}", std::process::id(), uuid::Uuid::now_v7().simple()));
+    let own = worker_dir.join(format!(
+        "run-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    ));
     let store = Store::open(&own)?;
     let mut allow = settings.allow_remotes.clone();
     allow.extend(opts.allow_remotes.iter().cloned());
@@ -130,7 +143,10 @@ pub async fn serve(opts: WorkerOptions, shutdown: CancellationToken) -> anyhow::
         stats: std::sync::Mutex::new(WorkerStats::default()),
     });
     tracing::info!(pool = %shared.pool, worker = %shared.name, slots = opts.slots, "worker ready");
-    eprintln!("crewbox worker {} serving pool {} ({} slots)", shared.name, shared.pool, opts.slots);
+    eprintln!(
+        "crewbox worker {} serving pool {} ({} slots)",
+        shared.name, shared.pool, opts.slots
+    );
     let slots = Arc::new(Semaphore::new(opts.slots.max(1)));
     let mut running = tokio::task::JoinSet::new();
     loop {
@@ -205,8 +221,15 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
             task.pool, shared.pool
         ))
     } else if msg.subject.as_str() != expected {
-        Some(format!("task on subject {} names subject {expected}", msg.subject))
-    } else if !shared.allow.iter().any(|p| task.remote.starts_with(p.as_str())) {
+        Some(format!(
+            "task on subject {} names subject {expected}",
+            msg.subject
+        ))
+    } else if !shared
+        .allow
+        .iter()
+        .any(|p| task.remote.starts_with(p.as_str()))
+    {
         Some(format!(
             "worker {} does not serve remote {} (not in its `[nats] allow_remotes` or --allow-remote)",
             shared.name, task.remote
@@ -215,7 +238,12 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
         None
     };
     let results_at = result_subject(&task.run_id, &task.key);
-    if shared.results.get_last_raw_message_by_subject(&results_at).await.is_ok() {
+    if shared
+        .results
+        .get_last_raw_message_by_subject(&results_at)
+        .await
+        .is_ok()
+    {
         // Its result is durable already (a worker died between that and its ack).
         bump(shared, |s| s.skipped += 1);
         let _ = msg.double_ack().await;
@@ -263,7 +291,9 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
         }
         Err(e) => {
             tracing::warn!(task = %task.key, error = %e, "result not stored; the task is redelivered");
-            let _ = msg.ack_with(AckKind::Nak(Some(Duration::from_secs(1)))).await;
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
         }
     }
 }
@@ -272,7 +302,11 @@ fn bump(shared: &Shared, f: impl FnOnce(&mut WorkerStats)) {
     f(&mut shared.stats.lock().unwrap_or_else(|p| p.into_inner()));
 }
 
-async fn publish_result(shared: &Shared, task: &Task, result: &mut TaskResult) -> Result<(), RemoteError> {
+async fn publish_result(
+    shared: &Shared,
+    task: &Task,
+    result: &mut TaskResult,
+) -> Result<(), RemoteError> {
     let subject = result_subject(&task.run_id, &task.key);
     let payload = result.to_bytes()?;
     let publish = jetstream::message::PublishMessage::build()
@@ -316,13 +350,21 @@ fn failure(task: &Task, exec: &str, worker: &str, why: String) -> TaskResult {
     }
 }
 
-/// The engine services of the clone of `remote` (cloned and opened on first use).
-async fn services_for(shared: &Shared, remote: &str) -> Result<Arc<Services>, anyhow::Error> {
+/// The engine services of the clone of the task's remote (cloned and opened on first
+/// use), with the task's base commit fetched into it.
+async fn services_for(shared: &Shared, task: &Task) -> Result<Arc<Services>, anyhow::Error> {
+    let remote = task.remote.as_str();
     let mut engines = shared.engines.lock().await;
     if let Some(s) = engines.get(remote) {
-        return Ok(s.clone());
+        let s = s.clone();
+        drop(engines);
+        git::fetch_base(s.repo(), remote, &task.base_ref, &task.base).await?;
+        return Ok(s);
     }
     let dir = git::clone_cache(&shared.clones, remote).await?;
+    git::fetch_base(&dir, remote, &task.base_ref, &task.base).await?;
+    // A clone of a remote without branches has no HEAD; worktrees need one.
+    git::ensure_head(&dir, &task.base).await?;
     let repo = crate::Repository::open(Some(&dir), Some(&shared.state_base))?;
     let sandbox = repo.sandbox()?;
     let services = Services::open(
@@ -339,9 +381,12 @@ async fn services_for(shared: &Shared, remote: &str) -> Result<Arc<Services>, an
 }
 
 /// Runs the task's agent and builds its result (pushing its branch to the remote).
-async fn run_task(shared: &Arc<Shared>, task: &Task, exec: &str) -> Result<TaskResult, anyhow::Error> {
-    let services = services_for(shared, &task.remote).await?;
-    git::fetch_base(services.repo(), &task.remote, &task.base_ref, &task.base).await?;
+async fn run_task(
+    shared: &Arc<Shared>,
+    task: &Task,
+    exec: &str,
+) -> Result<TaskResult, anyhow::Error> {
+    let services = services_for(shared, task).await?;
     let run = RunId::from_string(task.run_id.clone());
     record_run(shared, &run).await?;
     let spec = agent_spec(&services, shared, task)?;
@@ -416,10 +461,7 @@ async fn record_run(shared: &Shared, run: &RunId) -> Result<(), anyhow::Error> {
         return Ok(());
     }
     if shared.store.run(run).await?.is_none() {
-        shared
-            .store
-            .insert_run(&remote_run(run.clone()))
-            .await?;
+        shared.store.insert_run(&remote_run(run.clone())).await?;
     }
     runs.insert(run.to_string());
     Ok(())
@@ -493,7 +535,10 @@ fn lower(task: &Quotas, mine: &Quotas) -> Quotas {
 async fn validators(services: &Services, task: &Task) -> Result<Vec<ValidatorEntry>, EngineError> {
     let mut out = Vec::new();
     for v in &task.validators {
-        let mut entry = services.plugins().validators(std::slice::from_ref(&v.name)).await?;
+        let mut entry = services
+            .plugins()
+            .validators(std::slice::from_ref(&v.name))
+            .await?;
         for e in &mut entry {
             e.criteria = v.criteria.clone();
         }
@@ -535,7 +580,9 @@ impl Forwarder {
                 let full = batch.len() == 500;
                 for e in batch {
                     after = e.seq;
-                    let Some(a) = e.agent_id.as_ref() else { continue };
+                    let Some(a) = e.agent_id.as_ref() else {
+                        continue;
+                    };
                     if !mine.contains(a.as_str()) {
                         let child = shared.store.agent(a).await.ok().flatten();
                         match child.and_then(|c| c.parent) {
@@ -612,7 +659,6 @@ impl Forwarder {
         })
     }
 }
-
 
 /// The worker's record of a coordinator's run (its agents refer to it; nothing else).
 fn remote_run(id: RunId) -> crate::store::RunRecord {

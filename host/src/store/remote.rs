@@ -57,6 +57,8 @@ pub struct AgentWorker {
     pub agent_id: String,
     /// The worker that ran it.
     pub worker: String,
+    /// The task it answered.
+    pub task_key: String,
 }
 
 impl Store {
@@ -120,7 +122,7 @@ impl Store {
         self.read(move |c| {
             let mut stmt = c
                 .prepare_cached(
-                    "SELECT agent_id, worker FROM remote_results WHERE run_id = ?1 ORDER BY at",
+                    "SELECT agent_id, worker, task_key FROM remote_results WHERE run_id = ?1 ORDER BY at",
                 )
                 .map_err(|e| StoreError::sqlite("read agent workers", &e))?;
             let rows = stmt
@@ -128,6 +130,7 @@ impl Store {
                     Ok(AgentWorker {
                         agent_id: r.get(0)?,
                         worker: r.get(1)?,
+                        task_key: r.get(2)?,
                     })
                 })
                 .map_err(|e| StoreError::sqlite("read agent workers", &e))?;
@@ -181,7 +184,13 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
                 .execute(
                     "INSERT OR IGNORE INTO remote_results (run_id, agent_id, task_key, worker, at)
                      VALUES (?1, ?2, ?3, ?4, ?5)",
-                    params![r.run_id.as_str(), r.agent_id.as_str(), r.task_key, r.worker, at],
+                    params![
+                        r.run_id.as_str(),
+                        r.agent_id.as_str(),
+                        r.task_key,
+                        r.worker,
+                        at
+                    ],
                 )
                 .map_err(q("record remote result"))?;
             if new == 0 {

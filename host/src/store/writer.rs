@@ -8,8 +8,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::{broadcast, oneshot};
 
 use super::StoreError;
-use super::remote::RemoteWrite;
 use super::records::{AgentRecord, AgentStats, ControlKind, DispatchRecord, RunRecord};
+use super::remote::RemoteWrite;
 use crate::agent::AgentState;
 use crate::event::{Event, EventRecord};
 use crate::ids::{AgentId, RunId};

@@ -17,6 +17,7 @@ mod cli_observe;
 mod continuity;
 mod criteria_judge;
 mod daemon;
+mod distributed;
 mod events_api;
 mod exit_codes;
 mod modes;

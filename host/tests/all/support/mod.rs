@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod http;
 pub mod limited;
+pub mod nats;
 pub mod peers;
 pub mod procs;
 pub mod repo;
