@@ -72,4 +72,20 @@ _td_npm() {
 # versions the template's package.json pins).
 _td_npm jco @bytecodealliance/jco@1.35.0 componentize-qjs@0.4.5 || true
 
+# nats-server (Debian's package, 2.9): the scale-out tests start their own JetStream
+# servers on loopback. Installed with apt when missing and this shell may (root).
+_td_nats() {
+    if ! command -v nats-server >/dev/null && [ ! -x /usr/sbin/nats-server ]; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            { apt-get update -qq && apt-get install -y -qq nats-server >/dev/null; } \
+                || { _td_loud "apt-get could not install nats-server"; return 1; }
+        else
+            _td_loud "nats-server is not installed (apt-get install nats-server, as root)"
+            return 1
+        fi
+    fi
+    CREWBOX_TEST_PEERS="$CREWBOX_TEST_PEERS nats-server"
+}
+_td_nats || true
+
 export CREWBOX_TEST_PEERS

@@ -48,6 +48,7 @@ pub struct NatsExecutor {
     remote: String,
     hubs: tokio::sync::Mutex<HashMap<RunId, Arc<RunHub>>>,
     pushed: tokio::sync::Mutex<HashSet<(RunId, String)>>,
+    url: tokio::sync::Mutex<Option<String>>,
 }
 
 impl NatsExecutor {
@@ -70,6 +71,7 @@ impl NatsExecutor {
             remote: settings.remote,
             hubs: tokio::sync::Mutex::new(HashMap::new()),
             pushed: tokio::sync::Mutex::new(HashSet::new()),
+            url: tokio::sync::Mutex::new(None),
         })
     }
 
@@ -93,6 +95,17 @@ impl NatsExecutor {
         *hub.driver.lock().unwrap_or_else(|p| p.into_inner()) = Some(driver);
         hubs.insert(run.clone(), hub.clone());
         Ok(hub)
+    }
+
+    /// The URL of the configured remote (read once).
+    async fn remote_url(&self) -> Result<String, RemoteError> {
+        let mut url = self.url.lock().await;
+        if let Some(u) = &*url {
+            return Ok(u.clone());
+        }
+        let u = git::remote_url(self.services.repo(), &self.remote).await?;
+        *url = Some(u.clone());
+        Ok(u)
     }
 
     /// Pushes `commit` to the remote under the run's base ref (once per run and commit).
@@ -127,9 +140,7 @@ impl NatsExecutor {
         let base = git::resolve(repo, base.as_deref().unwrap_or("HEAD"))
             .await
             .map_err(RemoteError::from)?;
-        let url = git::remote_url(repo, &self.remote)
-            .await
-            .map_err(RemoteError::from)?;
+        let url = self.remote_url().await?;
         let base_ref = self.push_base(&spec.run_id, &base).await?;
         let store = self.services.store();
         store

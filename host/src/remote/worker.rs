@@ -85,6 +85,8 @@ struct Shared {
     engines: Mutex<HashMap<String, Arc<Services>>>,
     /// Runs recorded in the worker's own store.
     runs: Mutex<std::collections::HashSet<String>>,
+    /// Base commits fetched already, per remote.
+    fetched: Mutex<std::collections::HashSet<(String, String)>>,
     stats: std::sync::Mutex<WorkerStats>,
 }
 
@@ -140,6 +142,7 @@ pub async fn serve(
         script: opts.script.clone(),
         engines: Mutex::new(HashMap::new()),
         runs: Mutex::new(Default::default()),
+        fetched: Mutex::new(Default::default()),
         stats: std::sync::Mutex::new(WorkerStats::default()),
     });
     tracing::info!(pool = %shared.pool, worker = %shared.name, slots = opts.slots, "worker ready");
@@ -358,11 +361,21 @@ async fn services_for(shared: &Shared, task: &Task) -> Result<Arc<Services>, any
     if let Some(s) = engines.get(remote) {
         let s = s.clone();
         drop(engines);
-        git::fetch_base(s.repo(), remote, &task.base_ref, &task.base).await?;
+        let mut fetched = shared.fetched.lock().await;
+        let key = (remote.to_owned(), task.base.clone());
+        if !fetched.contains(&key) {
+            git::fetch_base(s.repo(), remote, &task.base_ref, &task.base).await?;
+            fetched.insert(key);
+        }
         return Ok(s);
     }
     let dir = git::clone_cache(&shared.clones, remote).await?;
     git::fetch_base(&dir, remote, &task.base_ref, &task.base).await?;
+    shared
+        .fetched
+        .lock()
+        .await
+        .insert((remote.to_owned(), task.base.clone()));
     // A clone of a remote without branches has no HEAD; worktrees need one.
     git::ensure_head(&dir, &task.base).await?;
     let repo = crate::Repository::open(Some(&dir), Some(&shared.state_base))?;
