@@ -642,6 +642,8 @@ fn a_worker_refuses_hostile_tasks_other_pools_and_remotes_it_does_not_serve() {
     let url = c.nats.url();
     let subject = |key: &str| format!("crewbox.task.{POOL}.r-hostile.{key}");
     let elsewhere = c.path().join("elsewhere.git").display().to_string();
+    // Allowed (its URL starts with the allowed one) but not there.
+    let missing = format!("{}-missing", c.remote);
     publish_raw(
         &url,
         vec![
@@ -649,6 +651,7 @@ fn a_worker_refuses_hostile_tasks_other_pools_and_remotes_it_does_not_serve() {
             (subject("future"), b"{\"v\": 99}".to_vec()),
             (subject("pool"), raw_task(&c, "pool", "other", &c.remote)),
             (subject("remote"), raw_task(&c, "remote", POOL, &elsewhere)),
+            (subject("gone"), raw_task(&c, "gone", POOL, &missing)),
         ],
     );
     let got = |key: &str| {
@@ -678,14 +681,102 @@ fn a_worker_refuses_hostile_tasks_other_pools_and_remotes_it_does_not_serve() {
             .contains(&format!("does not serve remote {elsewhere}")),
         "{remote}"
     );
-    let tally = w.stop();
-    assert_eq!(
-        tally,
-        Tally {
-            ran: 0,
-            skipped: 0,
-            refused: 4
-        },
-        "malformed ones too"
+    let gone = got("gone");
+    let why = gone["error"].as_str().unwrap();
+    assert!(
+        why.contains("git clone") && why.contains(&missing),
+        "{gone}"
     );
+    let tally = w.stop();
+    let expected = Tally {
+        ran: 1,
+        skipped: 0,
+        refused: 4,
+    };
+    assert_eq!(
+        tally, expected,
+        "malformed ones are refused too; the unreachable one ran"
+    );
+}
+
+#[test]
+fn a_result_or_event_delivered_twice_is_recorded_once() {
+    use crewbox::Event;
+    use crewbox::unstable::store::{AgentStats, RemoteResult, RunRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = Store::open(dir.path()).unwrap();
+        let run = RunRecord::started(crewbox::Mode::Single, "p", serde_json::json!({}));
+        store.insert_run(&run).await.unwrap();
+        let agent = AgentRecord {
+            id: crewbox::unstable::ids::AgentId::new(),
+            run_id: run.id.clone(),
+            parent: None,
+            name: "agent".into(),
+            role: "agent".into(),
+            task: "t".into(),
+            caps: vec!["read".into()],
+            depth: 0,
+            join: None,
+            state: AgentState::Queued,
+            stats: AgentStats::default(),
+            result: None,
+            error: None,
+            created_at: 1,
+            started_at: None,
+            finished_at: None,
+        };
+        store.insert_agent(&agent).await.unwrap();
+        let running = || Event::AgentState {
+            state: AgentState::Running,
+            error: None,
+            exceeded: None,
+            reason: None,
+        };
+        for _ in 0..2 {
+            store
+                .append_remote_event(&run.id, Some(&agent.id), 5, "e1/1".into(), running())
+                .await
+                .unwrap();
+        }
+        let result = RemoteResult {
+            run_id: run.id.clone(),
+            agent_id: agent.id.clone(),
+            task_key: "k".into(),
+            worker: "w1".into(),
+            state: AgentState::Completed,
+            stats: AgentStats {
+                turns: 1,
+                ..AgentStats::default()
+            },
+            result: Some("first".into()),
+            error: None,
+            children: Vec::new(),
+        };
+        store.record_remote_result(result.clone()).await.unwrap();
+        let again = RemoteResult {
+            worker: "w2".into(),
+            result: Some("second".into()),
+            ..result
+        };
+        store.record_remote_result(again).await.unwrap();
+        let events = store.events(Some(&run.id), 0, 100).await.unwrap();
+        assert_eq!(events.len(), 1, "{events:?}");
+        let rows = store.agents(&run.id).await.unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].state, AgentState::Completed);
+        assert_eq!(rows[0].result.as_deref(), Some("first"));
+        assert_eq!(
+            rows[0].started_at,
+            Some(5),
+            "running from the forwarded event"
+        );
+        let workers = store.agent_workers(&run.id).await.unwrap();
+        assert_eq!(workers.len(), 1);
+        assert_eq!(workers[0].worker, "w1");
+    });
 }
