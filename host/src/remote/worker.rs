@@ -85,6 +85,11 @@ struct Shared {
     engines: Mutex<HashMap<String, Arc<Services>>>,
     /// Runs recorded in the worker's own store.
     runs: Mutex<std::collections::HashSet<String>>,
+    /// Tasks running in this process (a redelivery of one is not run twice here).
+    inflight: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The latest results this process produced, by task key, for a redelivery whose
+    /// result could not be stored the first time (the agent is not run again).
+    recent: std::sync::Mutex<std::collections::VecDeque<TaskResult>>,
     /// Base commits fetched already, per remote.
     fetched: Mutex<std::collections::HashSet<(String, String)>>,
     stats: std::sync::Mutex<WorkerStats>,
@@ -143,6 +148,8 @@ pub async fn serve(
         engines: Mutex::new(HashMap::new()),
         runs: Mutex::new(Default::default()),
         fetched: Mutex::new(Default::default()),
+        inflight: std::sync::Mutex::new(Default::default()),
+        recent: std::sync::Mutex::new(Default::default()),
         stats: std::sync::Mutex::new(WorkerStats::default()),
     });
     tracing::info!(pool = %shared.pool, worker = %shared.name, slots = opts.slots, "worker ready");
@@ -252,40 +259,63 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
         let _ = msg.double_ack().await;
         return;
     }
+    if !lock(&shared.inflight).insert(task.key.clone()) {
+        // Redelivered while it still runs here (a heartbeat was late): keep it ours.
+        tracing::warn!(task = %task.key, "task redelivered while running here");
+        let _ = msg.ack_with(AckKind::Progress).await;
+        return;
+    }
+    let _running = Running(shared.clone(), task.key.clone());
+    let cached = lock(&shared.recent)
+        .iter()
+        .find(|r| r.key == task.key)
+        .cloned();
     let exec = uuid::Uuid::now_v7().simple().to_string();
-    let mut result = match refusal {
-        Some(why) => {
-            tracing::warn!(task = %task.key, %why, "task refused");
-            bump(shared, |s| s.refused += 1);
-            failure(&task, &exec, &shared.name, why)
-        }
-        None => {
-            let heartbeat = CancellationToken::new();
-            let beat = tokio::spawn({
-                let (msg_ack, stop, every) = (msg.clone(), heartbeat.clone(), shared.ack_wait / 3);
-                async move {
-                    loop {
-                        tokio::select! {
-                            _ = tokio::time::sleep(every) => {
-                                if let Err(e) = msg_ack.ack_with(AckKind::Progress).await {
-                                    tracing::warn!(error = %e, "heartbeat failed");
+    let mut result = match (cached, refusal) {
+        (Some(done), _) => done,
+        (None, refusal) => match refusal {
+            Some(why) => {
+                tracing::warn!(task = %task.key, %why, "task refused");
+                bump(shared, |s| s.refused += 1);
+                failure(&task, &exec, &shared.name, why)
+            }
+            None => {
+                let heartbeat = CancellationToken::new();
+                let beat = tokio::spawn({
+                    let (msg_ack, stop, every) =
+                        (msg.clone(), heartbeat.clone(), shared.ack_wait / 3);
+                    async move {
+                        loop {
+                            tokio::select! {
+                                _ = tokio::time::sleep(every) => {
+                                    if let Err(e) = msg_ack.ack_with(AckKind::Progress).await {
+                                        tracing::warn!(error = %e, "heartbeat failed");
+                                    }
                                 }
+                                _ = stop.cancelled() => return,
                             }
-                            _ = stop.cancelled() => return,
                         }
                     }
-                }
-            });
-            let r = match run_task(shared, &task, &exec).await {
-                Ok(r) => r,
-                Err(e) => failure(&task, &exec, &shared.name, e.to_string()),
-            };
-            heartbeat.cancel();
-            let _ = beat.await;
-            bump(shared, |s| s.ran += 1);
-            r
-        }
+                });
+                let r = match run_task(shared, &task, &exec).await {
+                    Ok(r) => r,
+                    Err(e) => failure(&task, &exec, &shared.name, e.to_string()),
+                };
+                heartbeat.cancel();
+                let _ = beat.await;
+                bump(shared, |s| s.ran += 1);
+                r
+            }
+        },
     };
+    {
+        let mut recent = lock(&shared.recent);
+        recent.retain(|r| r.key != task.key);
+        if recent.len() >= RECENT_RESULTS {
+            recent.pop_front();
+        }
+        recent.push_back(result.clone());
+    }
     match publish_result(shared, &task, &mut result).await {
         Ok(()) => {
             if let Err(e) = msg.double_ack().await {
@@ -298,6 +328,22 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
                 .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
                 .await;
         }
+    }
+}
+
+/// Results kept for redeliveries in this process.
+const RECENT_RESULTS: usize = 64;
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Marks a task as no longer running here when its handling ends, however it ends.
+struct Running(Arc<Shared>, String);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        lock(&self.0.inflight).remove(&self.1);
     }
 }
 
