@@ -164,19 +164,7 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
                 )
                 .map_err(q("mark a remote agent running"))?;
             }
-            conn.prepare_cached(
-                "INSERT INTO events (run_id, agent_id, at, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .map_err(q("prepare event"))?
-            .execute(params![
-                e.run_id.as_str(),
-                e.agent_id.as_ref().map(|a| a.as_str()),
-                e.at,
-                e.kind,
-                e.data
-            ])
-            .map_err(q("append remote event"))?;
-            Ok(Some(conn.last_insert_rowid()))
+            super::writer::insert_event(conn, e).map(Some)
         }
         RemoteWrite::Result(r) => {
             let at = now_ms();

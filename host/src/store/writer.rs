@@ -267,6 +267,24 @@ fn prior_states(to: AgentState, first: usize) -> (String, Vec<&'static str>) {
     (marks, from)
 }
 
+/// Appends an event row; its sequence number.
+pub(super) fn insert_event(conn: &Connection, e: &EventWrite) -> Result<i64, StoreError> {
+    let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
+    conn.prepare_cached(
+        "INSERT INTO events (run_id, agent_id, at, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .map_err(q("prepare event"))?
+    .execute(params![
+        e.run_id.as_str(),
+        e.agent_id.as_ref().map(|a| a.as_str()),
+        e.at,
+        e.kind,
+        e.data
+    ])
+    .map_err(q("append event"))?;
+    Ok(conn.last_insert_rowid())
+}
+
 fn apply(conn: &Connection, write: &Write) -> Applied {
     let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
     match write {
@@ -451,21 +469,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 });
             }
         }
-        Write::Event(e) => {
-            conn.prepare_cached(
-                "INSERT INTO events (run_id, agent_id, at, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .map_err(q("prepare event"))?
-            .execute(params![
-                e.run_id.as_str(),
-                e.agent_id.as_ref().map(|a| a.as_str()),
-                e.at,
-                e.kind,
-                e.data
-            ])
-            .map_err(q("append event"))?;
-            return Ok(Some(conn.last_insert_rowid()));
-        }
+        Write::Event(e) => return insert_event(conn, e).map(Some),
         Write::PushControl {
             target,
             kind,

@@ -125,6 +125,13 @@ impl Cluster {
     }
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 fn report(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -188,10 +195,7 @@ struct Db {
 
 impl Db {
     fn open(dir: &Path) -> Self {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let store = Store::open(&state_dir(dir)).unwrap();
         Self { rt, store }
     }
@@ -385,48 +389,15 @@ fn a_swarm_runs_across_two_workers_each_agent_once_and_no_secret_reaches_the_ser
     }
 }
 
-const TEAM: &str = "mode = \"orchestrate\"\n[[members]]\nname = \"alice\"\nrole = \"architect\"\n\
-                    [[members]]\nname = \"bob\"\nrole = \"tester\"\n";
-
-fn orchestrate_script(worker_ms: u64) -> String {
-    format!(
-        r###"
-[[reply]]
-agent = "synthesis"
-when = "(?s)Your workers have finished.*### alice \\(completed.*ALICE: push and pop.*### bob \\(completed.*BOB: push then pop passes"
-text = "SYNTHESIS: a queue with push/pop, tested"
-
-[[reply]]
-agent = "orchestrator"
-when = "Split the request below into tasks"
-text = """
-@worker:alice
-Design the API.
-@end
-@worker:bob
-Write the tests.
-@end
-"""
-
-[[reply]]
-agent = "alice"
-when = "## Your task\nDesign the API\\."
-delay_ms = {worker_ms}
-text = "ALICE: push and pop"
-
-[[reply]]
-agent = "bob"
-when = "## Your task\nWrite the tests\\."
-delay_ms = {worker_ms}
-text = "BOB: push then pop passes"
-"###
-    )
+/// The orchestrate round of the crash-recovery tests: alice and bob each `ms` long.
+fn orchestrate_script(ms: u64) -> String {
+    crate::recovery::orchestrate_script(ms, ms, 0)
 }
 
 fn team_cluster() -> Option<Cluster> {
     cluster(|work| {
         std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
-        std::fs::write(work.join(".crewbox/teams/duo.toml"), TEAM).unwrap();
+        std::fs::write(work.join(".crewbox/teams/duo.toml"), crate::recovery::TEAM).unwrap();
     })
 }
 
@@ -577,10 +548,7 @@ fn a_coordinator_killed_mid_run_is_finished_by_resume_with_the_results_it_missed
 /// Publishes raw messages as a hostile or confused coordinator would, and reads the
 /// result the worker stored for a task key.
 fn publish_raw(url: &str, msgs: Vec<(String, Vec<u8>)>) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async move {
         let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
         for (subject, payload) in msgs {
@@ -594,10 +562,7 @@ fn publish_raw(url: &str, msgs: Vec<(String, Vec<u8>)>) {
 }
 
 fn stored_result(url: &str, run: &str, key: &str) -> Option<serde_json::Value> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async move {
         let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
         let stream = js.get_stream("CREWBOX_RESULTS").await.ok()?;
@@ -704,10 +669,7 @@ fn a_result_or_event_delivered_twice_is_recorded_once() {
     use crewbox::Event;
     use crewbox::unstable::store::{AgentStats, RemoteResult, RunRecord};
     let dir = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let store = Store::open(dir.path()).unwrap();
         let run = RunRecord::started(crewbox::Mode::Single, "p", serde_json::json!({}));

@@ -14,7 +14,7 @@ use crewbox::unstable::ids::RunId;
 use crewbox::unstable::store::{AgentRecord, StepRecord, StepState, Store};
 
 /// Two workers, so one can be done while the other still runs.
-const TEAM: &str = r#"
+pub(crate) const TEAM: &str = r#"
 mode = "orchestrate"
 
 [[members]]
@@ -41,7 +41,7 @@ fn repo() -> tempfile::TempDir {
 
 /// One orchestrate round: alice designs, bob tests, the synthesis (matched only when
 /// it sees both workers' replies) combines them. Delays in milliseconds.
-fn orchestrate_script(alice_ms: u64, bob_ms: u64, synthesis_ms: u64) -> String {
+pub(crate) fn orchestrate_script(alice_ms: u64, bob_ms: u64, synthesis_ms: u64) -> String {
     format!(
         r###"
 [[reply]]
