@@ -80,10 +80,10 @@ _td_npm() {
 # versions the template's package.json pins).
 _td_npm jco @bytecodealliance/jco@1.35.0 componentize-qjs@0.4.5 || true
 
-# tmux: the `crewbox top` test runs the dashboard in a real terminal (Debian package).
+# Debian packages: installed with apt when missing and this shell may (root).
 _td_apt() {
     local cmd="$1" pkg="$2"
-    if ! command -v "$cmd" >/dev/null; then
+    if ! command -v "$cmd" >/dev/null && [ ! -x "/usr/sbin/$cmd" ]; then
         if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
             { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg"; } >/dev/null 2>&1 \
                 || { _td_loud "apt-get could not install $pkg"; return 1; }
@@ -94,6 +94,10 @@ _td_apt() {
     fi
     CREWBOX_TEST_PEERS="$CREWBOX_TEST_PEERS $cmd"
 }
+# tmux: the `crewbox top` test runs the dashboard in a real terminal.
 _td_apt tmux tmux || true
+# nats-server (2.9 in Debian): the scale-out tests start their own JetStream servers on
+# loopback.
+_td_apt nats-server nats-server || true
 
 export CREWBOX_TEST_PEERS

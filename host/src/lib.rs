@@ -41,6 +41,7 @@ pub(crate) mod plugin;
 pub(crate) mod process;
 pub(crate) mod provider;
 pub(crate) mod redact;
+pub(crate) mod remote;
 mod repository;
 pub(crate) mod sandbox;
 pub(crate) mod schedule;
@@ -134,6 +135,10 @@ pub mod unstable {
         pub use crate::provider::*;
     }
     /// Masking of secrets at every sink.
+    pub mod remote {
+        pub use crate::remote::task::*;
+        pub use crate::remote::worker::{WorkerOptions, WorkerStats, serve};
+    }
     pub mod redact {
         pub use crate::redact::*;
     }

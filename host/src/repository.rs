@@ -132,6 +132,13 @@ impl Repository {
         }
     }
 
+    /// The same repository with its agents executed by `executor` (`--executor`, which
+    /// wins over the user's `executor`).
+    pub fn with_executor(mut self, executor: crate::config::ExecutorKind) -> Self {
+        Arc::make_mut(&mut self.config).executor = executor;
+        self
+    }
+
     /// The repository root (or the directory given).
     pub fn root(&self) -> &Path {
         &self.repo

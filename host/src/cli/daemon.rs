@@ -8,11 +8,19 @@ use crate::schedule::daemon::{Daemon, FireNotice};
 
 /// Arguments of `crewbox daemon`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct DaemonArgs {}
+pub struct DaemonArgs {
+    /// Where the agents of fired jobs execute [default: `executor` in your config].
+    #[arg(long, value_enum)]
+    pub executor: Option<crate::config::ExecutorKind>,
+}
 
 /// Runs the scheduler in the foreground. The first signal stops firing and waits for the
 /// runs in flight; a second one exits at once.
-pub async fn run(ctx: Context, _args: DaemonArgs) -> anyhow::Result<Exit> {
+pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
+    let ctx = match args.executor {
+        Some(e) => ctx.with_executor(e),
+        None => ctx,
+    };
     // One daemon per state directory, or one `run-now` would fire in each.
     let _lock = match crate::schedule::lock::DaemonLock::acquire(ctx.state_dir()) {
         Ok(lock) => lock,

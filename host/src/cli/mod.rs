@@ -48,6 +48,7 @@ pub mod top;
 pub mod tree;
 pub mod trust;
 pub mod validate;
+pub mod worker;
 pub mod worktree;
 
 use clap::{Parser, Subcommand};
@@ -159,6 +160,9 @@ pub enum Command {
     Init(init::InitArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
+    /// Run agent tasks from a NATS JetStream pool (scale-out; see "Running on many
+    /// machines" in the README).
+    Worker(worker::WorkerArgs),
 }
 
 impl Command {
@@ -179,7 +183,7 @@ impl Command {
             Self::Trust(a) => a.json,
             Self::Branches(a) => a.json,
             Self::Config(a) => a.json,
-            Self::Events(_) | Self::Daemon(_) => true,
+            Self::Events(_) | Self::Daemon(_) | Self::Worker(_) => true,
             Self::Steer(a) => a.json,
             Self::Stop(a) => a.json,
             Self::Send(a) => a.json,
@@ -258,6 +262,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Handoff(args) => handoff::dispatch(&args),
         Command::Team(args) => team::run(args, &ctx()?).await,
         Command::Daemon(args) => daemon::run(ctx()?, args).await,
+        Command::Worker(args) => worker::run(g, args).await,
         Command::Health(args) => health::run(ctx()?, args).await,
         Command::Top(args) => top::run(ctx()?, args, g.color.forced()).await,
         Command::Schedule(args) => schedule::run(ctx()?, args).await,

@@ -16,10 +16,17 @@ pub struct ResumeArgs {
     /// Print JSON: the run's report, or a list of reports without RUN.
     #[arg(long)]
     pub json: bool,
+    /// Where the rest of its agents execute [default: `executor` in your config].
+    #[arg(long, value_enum)]
+    pub executor: Option<crate::config::ExecutorKind>,
 }
 
 /// Resumes one run or every orphaned one and prints the reports.
 pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
+    let ctx = match args.executor {
+        Some(e) => ctx.with_executor(e),
+        None => ctx,
+    };
     let store = match ctx.store_if_exists()? {
         Some(store) => store,
         // Nothing has ever run here, so nothing is unfinished either.

@@ -29,6 +29,9 @@ pub struct RunArgs {
     /// Use the scripted provider with this script file.
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
+    /// Where agents execute [default: `executor` in your config, else local].
+    #[arg(long, value_enum)]
+    pub executor: Option<crate::config::ExecutorKind>,
     /// Run this validator after each writing agent (`NAME[=CRITERION]`, a built-in name or a
     /// `.wasm` path); repeat for several validators or criteria.
     #[arg(long = "validator", value_name = "NAME[=CRITERION]")]
@@ -91,6 +94,10 @@ pub fn parse_mode(s: &str) -> Result<ModeChoice, String> {
 
 /// Runs the prompt and prints the report.
 pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
+    let ctx = match args.executor {
+        Some(e) => ctx.with_executor(e),
+        None => ctx,
+    };
     let shutdown = CancellationToken::new();
     let engine = super::context::engine(&ctx, shutdown.clone()).await?;
     let req = RunRequest {

@@ -69,10 +69,21 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
             Ok(run) => RunReport::load(&store, run).await?,
             Err(exit) => return Ok(exit),
         };
+        let workers = store.agent_workers(&report.run_id).await?;
         if args.json {
-            outln!("{}", serde_json::to_string_pretty(&report)?);
+            let mut value = serde_json::to_value(&report)?;
+            if !workers.is_empty() {
+                value["workers"] = serde_json::to_value(&workers)?;
+            }
+            outln!("{}", serde_json::to_string_pretty(&value)?);
         } else {
             out!("{}", report.render_text());
+            if !workers.is_empty() {
+                outln!("ran on workers:");
+                for w in &workers {
+                    outln!("  {}  @ {}", w.agent_id, w.worker);
+                }
+            }
         }
         return Ok(Exit::Ok);
     }

@@ -79,7 +79,8 @@ pub async fn run(ctx: Context, args: TreeArgs) -> anyhow::Result<Exit> {
     let out = match format {
         TreeFormat::Text => {
             let mut text = format!("run {} ({})\n", run.id, run.mode.as_str());
-            text.push_str(&tree.render_text());
+            let workers = store.agent_workers(&run.id).await?;
+            text.push_str(&with_workers(&tree.render_text(), &workers));
             text
         }
         TreeFormat::Mermaid => tree.render_mermaid(),
@@ -92,4 +93,25 @@ pub async fn run(ctx: Context, args: TreeArgs) -> anyhow::Result<Exit> {
     // One write: a large tree is printed without line-by-line locking.
     std::io::stdout().lock().write_all(out.as_bytes())?;
     Ok(Exit::Ok)
+}
+
+/// Each line of an agent that ran on a worker (scale-out) ends with `@ WORKER`.
+pub(super) fn with_workers(text: &str, workers: &[crate::store::AgentWorker]) -> String {
+    if workers.is_empty() {
+        return text.to_owned();
+    }
+    let by_agent: std::collections::HashMap<&str, &str> = workers
+        .iter()
+        .map(|w| (w.agent_id.as_str(), w.worker.as_str()))
+        .collect();
+    let mut out = String::with_capacity(text.len() + workers.len() * 16);
+    for line in text.lines() {
+        out.push_str(line);
+        if let Some(w) = line.rsplit(' ').next().and_then(|id| by_agent.get(id)) {
+            out.push_str(" @ ");
+            out.push_str(w);
+        }
+        out.push('\n');
+    }
+    out
 }

@@ -12,6 +12,7 @@
 //! `crewbox config` prints. Secrets only ever appear as environment variable names.
 
 pub mod effective;
+pub mod nats;
 pub mod provider;
 pub mod quotas;
 pub mod repo;
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 pub use crate::paths::xdg_dir;
 pub use effective::{Ignored, IgnoredAction, Setting, Source};
+pub use nats::{ExecutorKind, NatsSettings};
 pub use provider::{ProviderChoice, ProviderChoiceError};
 pub use quotas::{QuotaFile, Quotas};
 pub use user::ConfigFile;
@@ -110,6 +112,10 @@ pub struct Config {
     pub pack_grant: Option<crate::team::Access>,
     /// `[packs.models]`: the user's model aliases for packs (lowercase keys).
     pub pack_models: BTreeMap<String, String>,
+    /// `executor`: where agents execute (user config or `--executor` only).
+    pub executor: ExecutorKind,
+    /// `[nats]`: the server and credentials (user config only).
+    pub nats: NatsSettings,
 }
 
 impl Default for Config {
@@ -138,6 +144,8 @@ impl Default for Config {
             pack_access: crate::team::Access::ReadOnly,
             pack_grant: None,
             pack_models: BTreeMap::new(),
+            executor: ExecutorKind::Local,
+            nats: NatsSettings::default(),
         }
     }
 }
@@ -316,6 +324,12 @@ impl Config {
                     }),
                 });
             }
+        }
+        if let Some(e) = f.executor {
+            self.executor = e;
+        }
+        if let Some(n) = f.nats {
+            self.nats.apply(n, &dir);
         }
         self.sources.push(path.to_owned());
         Ok(())
@@ -584,6 +598,26 @@ mod tests {
         assert_eq!(
             cfg.dispatcher.as_deref(),
             Some(root.join(".crewbox/d.wasm").to_str().unwrap())
+        );
+    }
+
+    #[test]
+    fn a_repository_cannot_choose_the_executor_or_the_nats_server() {
+        let user = "executor = \"local\"\n[nats]\nurl = \"nats://mine:4222\"\n";
+        let repo = "executor = \"nats\"\n[nats]\nurl = \"nats://evil:4222\"\n\
+                    creds_file = \"/tmp/evil.creds\"\nallow_remotes = [\"/\"]\n";
+        let (_d, user, root) = setup(user, repo);
+        let cfg = Config::load_layers(Some(&user), &root, Trust::Trusted).unwrap();
+        assert_eq!(cfg.executor, ExecutorKind::Local);
+        assert_eq!(cfg.nats.url.as_deref(), Some("nats://mine:4222"));
+        assert_eq!(cfg.nats.creds_file, None);
+        assert!(cfg.nats.allow_remotes.is_empty());
+        let keys: Vec<&str> = cfg.ignored.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(keys, ["executor", "nats"]);
+        assert!(
+            cfg.ignored.iter().all(|i| i.why.contains("operator")),
+            "{:?}",
+            cfg.ignored
         );
     }
 

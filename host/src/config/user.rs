@@ -46,6 +46,10 @@ pub struct ConfigFile {
     /// What imported role packs (Squad, Claude Code subagents) may do.
     #[serde(default)]
     pub packs: PackFile,
+    /// Where agents execute: `local` (default) or `nats`.
+    pub executor: Option<super::nats::ExecutorKind>,
+    /// The NATS server and credentials for `executor = "nats"` and `crewbox worker`.
+    pub nats: Option<super::nats::NatsFile>,
 }
 
 /// `[plugins]` of the user's config.

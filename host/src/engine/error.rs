@@ -102,6 +102,9 @@ pub enum EngineError {
     /// worktree still held after its agent ended). CLI: exit 2.
     #[error("internal error: {0}")]
     Internal(String),
+    /// Scale-out could not reach its server, stream or git remote. CLI: exit 2.
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
 }
 
 impl EngineError {
@@ -121,7 +124,8 @@ impl EngineError {
             | Self::Busy(_)
             | Self::NotResumable { .. }
             | Self::Stopped(_)
-            | Self::Internal(_) => ErrorClass::Usage,
+            | Self::Internal(_)
+            | Self::Remote(_) => ErrorClass::Usage,
         }
     }
 }

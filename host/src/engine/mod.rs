@@ -14,20 +14,20 @@
 mod context;
 mod dispatch;
 mod error;
-mod executor;
+pub(crate) mod executor;
 mod join;
 mod journal;
 pub(crate) mod model_access;
 pub(crate) mod modes;
 pub(crate) mod plugins;
-mod providers;
+pub(crate) mod providers;
 mod recorded;
 mod report;
 mod request;
 mod run;
-mod services;
+pub(crate) mod services;
 mod spawn;
-mod validate;
+pub(crate) mod validate;
 mod workspace;
 mod worktrees;
 
@@ -52,7 +52,6 @@ use crate::event::EventRecord;
 use crate::ids::RunId;
 use crate::sandbox::Sandbox;
 use crate::store::{RunRecord, Store, StoreError};
-use executor::LocalExecutor;
 use services::Services;
 use spawn::SpawnQueue;
 
@@ -83,7 +82,7 @@ impl Engine {
         shutdown: CancellationToken,
     ) -> Result<Self, EngineError> {
         let services = Arc::new(Services::open(repo, store, sandbox, worktrees_dir, config).await?);
-        let executor = Arc::new(LocalExecutor::new(services.clone()));
+        let executor = services::executor(&services).await?;
         let spawns = Arc::new(SpawnQueue::start(executor, services.store().clone()));
         Ok(Self {
             inner: Arc::new(Inner {

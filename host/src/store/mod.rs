@@ -7,6 +7,8 @@ mod query;
 pub use identity::{RecordedRepo, RepoIdentity};
 pub use query::{AgentCounts, AgentRow, Lookup, MIN_TAIL, RunRow, StepOutline};
 mod records;
+mod remote;
+pub use remote::{AgentWorker, RemoteResult};
 mod schedules;
 mod schema;
 mod steps;

@@ -148,6 +148,25 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE steps ADD COLUMN conversation TEXT;
     "#,
+    // 10: scale-out (see store/remote.rs). `remote_results`: the result a worker sent
+    // for an agent, recorded once per agent (and which worker ran it); `remote_events`:
+    // events received from workers, each stored once however often it is delivered.
+    r#"
+    CREATE TABLE remote_results (
+        run_id   TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        task_key TEXT NOT NULL,
+        worker   TEXT NOT NULL,
+        at       INTEGER NOT NULL,
+        PRIMARY KEY (run_id, agent_id)
+    );
+    CREATE INDEX remote_results_key ON remote_results(run_id, task_key);
+    CREATE TABLE remote_events (
+        run_id TEXT NOT NULL,
+        key    TEXT NOT NULL,
+        PRIMARY KEY (run_id, key)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

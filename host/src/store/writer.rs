@@ -9,6 +9,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use super::StoreError;
 use super::records::{AgentRecord, AgentStats, ControlKind, DispatchRecord, RunRecord};
+use super::remote::RemoteWrite;
 use crate::agent::AgentState;
 use crate::event::{Event, EventRecord};
 use crate::ids::{AgentId, RunId};
@@ -67,6 +68,7 @@ pub(crate) enum Write {
     },
     Schedule(super::schedules::ScheduleWrite),
     Step(super::steps::StepWrite),
+    Remote(super::remote::RemoteWrite),
 }
 
 /// An event to append: its row and the typed event, published once committed.
@@ -118,7 +120,11 @@ fn run(
         let results = commit_group(&mut conn, &group);
         for ((write, ack), result) in group.drain(..).zip(results) {
             // Published only once committed, so a subscriber never sees a lost event.
-            if let (Write::Event(e), Ok(Some(seq))) = (write, &result)
+            let stored = match write {
+                Write::Event(e) | Write::Remote(RemoteWrite::Event { event: e, .. }) => Some(e),
+                _ => None,
+            };
+            if let (Some(e), Ok(Some(seq))) = (stored, &result)
                 && events.receiver_count() > 0
             {
                 let e = *e;
@@ -165,7 +171,7 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
             opt(result);
             opt(error);
         }
-        Write::Event(e) => {
+        Write::Event(e) | Write::Remote(RemoteWrite::Event { event: e, .. }) => {
             // What subscribers are sent is what the log holds: an event that carried a
             // secret is published as read back from its cleaned row.
             if let std::borrow::Cow::Owned(cleaned) = redactor.clean(&e.data) {
@@ -175,6 +181,15 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
             }
         }
         Write::PushControl { message, .. } => opt(message),
+        Write::Remote(RemoteWrite::Result(r)) => {
+            opt(&mut r.result);
+            opt(&mut r.error);
+            for c in &mut r.children {
+                clean(&mut c.task);
+                opt(&mut c.result);
+                opt(&mut c.error);
+            }
+        }
         Write::Step(StepWrite::Begin { data, .. }) => clean(data),
         Write::Step(StepWrite::Done {
             data, conversation, ..
@@ -256,6 +271,24 @@ fn prior_states(to: AgentState, first: usize) -> (String, Vec<&'static str>) {
         .collect::<Vec<_>>()
         .join(", ");
     (marks, from)
+}
+
+/// Appends an event row; its sequence number.
+pub(super) fn insert_event(conn: &Connection, e: &EventWrite) -> Result<i64, StoreError> {
+    let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
+    conn.prepare_cached(
+        "INSERT INTO events (run_id, agent_id, at, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .map_err(q("prepare event"))?
+    .execute(params![
+        e.run_id.as_str(),
+        e.agent_id.as_ref().map(|a| a.as_str()),
+        e.at,
+        e.kind,
+        e.data
+    ])
+    .map_err(q("append event"))?;
+    Ok(conn.last_insert_rowid())
 }
 
 fn apply(conn: &Connection, write: &Write) -> Applied {
@@ -442,21 +475,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 });
             }
         }
-        Write::Event(e) => {
-            conn.prepare_cached(
-                "INSERT INTO events (run_id, agent_id, at, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .map_err(q("prepare event"))?
-            .execute(params![
-                e.run_id.as_str(),
-                e.agent_id.as_ref().map(|a| a.as_str()),
-                e.at,
-                e.kind,
-                e.data
-            ])
-            .map_err(q("append event"))?;
-            return Ok(Some(conn.last_insert_rowid()));
-        }
+        Write::Event(e) => return insert_event(conn, e).map(Some),
         Write::PushControl {
             target,
             kind,
@@ -480,6 +499,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
         }
         Write::Schedule(w) => super::schedules::apply(conn, w)?,
         Write::Step(w) => super::steps::apply(conn, w)?,
+        Write::Remote(w) => return super::remote::apply(conn, w),
     }
     Ok(None)
 }

@@ -18,6 +18,7 @@ mod continuity;
 mod conversations;
 mod criteria_judge;
 mod daemon;
+mod distributed;
 mod events_api;
 mod exit_codes;
 mod modes;

@@ -13,7 +13,7 @@ use crewbox::unstable::agent::AgentState;
 use crewbox::unstable::store::{AgentRecord, StepRecord, StepState};
 
 /// Two workers, so one can be done while the other still runs.
-const TEAM: &str = r#"
+pub(crate) const TEAM: &str = r#"
 mode = "orchestrate"
 
 [[members]]
@@ -34,7 +34,7 @@ fn repo() -> tempfile::TempDir {
 
 /// One orchestrate round: alice designs, bob tests, the synthesis (matched only when
 /// it sees both workers' replies) combines them. Delays in milliseconds.
-fn orchestrate_script(alice_ms: u64, bob_ms: u64, synthesis_ms: u64) -> String {
+pub(crate) fn orchestrate_script(alice_ms: u64, bob_ms: u64, synthesis_ms: u64) -> String {
     format!(
         r###"
 [[reply]]

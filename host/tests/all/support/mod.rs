@@ -5,6 +5,7 @@ pub mod agents;
 pub mod http;
 pub mod kill;
 pub mod limited;
+pub mod nats;
 pub mod peers;
 pub mod procs;
 pub mod repo;

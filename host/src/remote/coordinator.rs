@@ -1,0 +1,541 @@
+//! The coordinator side: [`NatsExecutor`] publishes a run's agents as tasks and turns
+//! the results workers send back into the same [`ExecResult`] a local run produces,
+//! after recording them (and the forwarded events) in this machine's store — so
+//! `status`, `events`, `tree`, `top`, the journal and `resume` read them as usual.
+//!
+//! What stays local: a [`Placement::Held`] worktree (a crew's executor revising in one
+//! worktree) and an agent that writes in place — both are this machine's directories.
+//!
+//! A task's key is derived from what the agent is asked to do (run, name, role, task,
+//! prompt, base, capabilities, history), so the step a resumed run re-creates as a new
+//! agent finds the task and result its predecessor published: a result that arrived
+//! while this process was down is taken, a task still queued or running is awaited, and
+//! nothing is published twice.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use async_nats::jetstream::{self, stream};
+use async_trait::async_trait;
+use futures::StreamExt;
+use sha2::Digest;
+use tokio::sync::oneshot;
+
+use super::streams::{self, result_subject, task_subject};
+use super::task::{
+    Forwarded, Task, TaskPlacement, TaskResult, ValidatorRef, WIRE_VERSION, base_ref, is_token,
+};
+use super::{RemoteError, git};
+use crate::agent::runner::AgentOutcome;
+use crate::engine::EngineError;
+use crate::engine::executor::{ExecResult, Executor, Job, LocalExecutor, Placement};
+use crate::engine::services::Services;
+use crate::event::Event;
+use crate::ids::{AgentId, RunId};
+use crate::store::{AgentRecord, AgentStats, RemoteResult, Store};
+use crate::tool::Capability;
+use crate::vocab::Isolation;
+
+/// Runs agents on workers through NATS JetStream (and the ones that must stay here
+/// locally).
+pub struct NatsExecutor {
+    services: Arc<Services>,
+    local: LocalExecutor,
+    js: jetstream::Context,
+    tasks: stream::Stream,
+    results: stream::Stream,
+    pool: String,
+    remote: String,
+    hubs: tokio::sync::Mutex<HashMap<RunId, Arc<RunHub>>>,
+    pushed: tokio::sync::Mutex<HashSet<(RunId, String)>>,
+    url: tokio::sync::Mutex<Option<String>>,
+}
+
+impl NatsExecutor {
+    /// Connects to the server the user's `[nats]` names and makes sure the streams exist.
+    pub(crate) async fn connect(services: Arc<Services>) -> Result<Self, RemoteError> {
+        let settings = services.config().nats.clone();
+        if !is_token(&settings.pool) {
+            return Err(RemoteError::Pool(settings.pool));
+        }
+        let client = super::connect(&settings, None, "crewbox coordinator").await?;
+        let js = jetstream::new(client);
+        let (tasks, results) = streams::ensure(&js).await?;
+        Ok(Self {
+            local: LocalExecutor::new(services.clone()),
+            services,
+            js,
+            tasks,
+            results,
+            pool: settings.pool,
+            remote: settings.remote,
+            hubs: tokio::sync::Mutex::new(HashMap::new()),
+            pushed: tokio::sync::Mutex::new(HashSet::new()),
+            url: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// The run's hub: its durable consumer of events and results, started once.
+    async fn hub(&self, run: &RunId) -> Result<Arc<RunHub>, RemoteError> {
+        let mut hubs = self.hubs.lock().await;
+        if let Some(h) = hubs.get(run) {
+            return Ok(h.clone());
+        }
+        let consumer = streams::run_consumer(&self.results, run.as_str()).await?;
+        let hub = Arc::new(RunHub {
+            run: run.clone(),
+            store: self.services.store().clone(),
+            state: Mutex::new(HubState::default()),
+            driver: Mutex::new(None),
+        });
+        let driver = tokio::spawn({
+            let hub = Arc::downgrade(&hub);
+            async move { consume(hub, consumer).await }
+        });
+        *hub.driver.lock().unwrap_or_else(|p| p.into_inner()) = Some(driver);
+        hubs.insert(run.clone(), hub.clone());
+        Ok(hub)
+    }
+
+    /// The URL of the configured remote (read once).
+    async fn remote_url(&self) -> Result<String, RemoteError> {
+        let mut url = self.url.lock().await;
+        if let Some(u) = &*url {
+            return Ok(u.clone());
+        }
+        let u = git::remote_url(self.services.repo(), &self.remote).await?;
+        *url = Some(u.clone());
+        Ok(u)
+    }
+
+    /// Pushes `commit` to the remote under the run's base ref (once per run and commit).
+    async fn push_base(&self, run: &RunId, commit: &str) -> Result<String, RemoteError> {
+        let refname = base_ref(run.as_str(), commit);
+        let key = (run.clone(), commit.to_owned());
+        // Held across the push: agents of one batch share a base, and concurrent pushes
+        // of one ref fail on git's ref lock.
+        let mut pushed = self.pushed.lock().await;
+        if !pushed.contains(&key) {
+            git::push_commit(self.services.repo(), &self.remote, commit, &refname).await?;
+            pushed.insert(key);
+        }
+        Ok(refname)
+    }
+
+    async fn execute_remote(
+        &self,
+        job: Job,
+        placement: TaskPlacement,
+        base: Option<String>,
+    ) -> Result<ExecResult, EngineError> {
+        let Job {
+            spec,
+            opts,
+            history,
+            join,
+            stop,
+            ..
+        } = job;
+        let repo = self.services.repo();
+        let base = git::resolve(repo, base.as_deref().unwrap_or("HEAD"))
+            .await
+            .map_err(RemoteError::from)?;
+        let url = self.remote_url().await?;
+        let base_ref = self.push_base(&spec.run_id, &base).await?;
+        let store = self.services.store();
+        store
+            .insert_agent(&AgentRecord {
+                id: spec.id.clone(),
+                run_id: spec.run_id.clone(),
+                parent: spec.parent.clone(),
+                name: spec.name.clone(),
+                role: spec.role.clone(),
+                task: spec.task.clone(),
+                caps: crate::agent::cap_names(spec.perms.caps),
+                depth: spec.perms.depth,
+                join: join.clone(),
+                state: crate::agent::AgentState::Queued,
+                stats: AgentStats::default(),
+                result: None,
+                error: None,
+                created_at: crate::store::now_ms(),
+                started_at: None,
+                finished_at: None,
+            })
+            .await?;
+        let mut task = Task {
+            v: WIRE_VERSION,
+            key: String::new(),
+            pool: self.pool.clone(),
+            run_id: spec.run_id.to_string(),
+            agent_id: spec.id.to_string(),
+            parent: spec.parent.as_ref().map(ToString::to_string),
+            name: spec.name.clone(),
+            role: spec.role.clone(),
+            task: spec.task.clone(),
+            system_prompt: spec.system_prompt.clone(),
+            caps: crate::agent::cap_names(spec.perms.caps),
+            depth: spec.perms.depth,
+            quotas: spec.quotas.clone(),
+            provider: spec.provider.name().to_owned(),
+            model: Some(spec.provider.model().to_owned()),
+            network: spec.network,
+            remote: url,
+            base,
+            base_ref,
+            placement,
+            validators: opts
+                .validators
+                .iter()
+                .map(|v| ValidatorRef {
+                    name: v.plugin.name().to_owned(),
+                    criteria: v.criteria.clone(),
+                })
+                .collect(),
+            max_fix_rounds: opts.max_fix_rounds,
+            history,
+            join,
+        };
+        task.key = self.key_for(&task, &spec.run_id, &spec.id).await?;
+        let hub = self.hub(&spec.run_id).await?;
+        let rx = hub.wait(&task.key, &spec.id);
+        self.publish_unless_known(&hub, &task).await?;
+        let result = tokio::select! {
+            r = rx => r.map_err(|_| EngineError::Internal(format!(
+                "the result consumer of run {} stopped", spec.run_id)))?,
+            _ = stop.run_stopped() => return Err(EngineError::Stopped(spec.run_id.clone())),
+        };
+        if let Some(b) = &result.branch {
+            git::fetch_branch(repo, &self.remote, &b.branch)
+                .await
+                .map_err(RemoteError::from)?;
+        }
+        Ok(ExecResult {
+            agent_id: spec.id,
+            outcome: AgentOutcome {
+                state: result.state,
+                stats: result.stats,
+                result: result.result,
+                error: result.error,
+                exceeded: result.exceeded,
+                reason: result.reason,
+                history: result.history,
+            },
+            changed: result.changed,
+            diff: result.diff,
+            branch: result.branch,
+            validation: result.validation,
+            rounds: result.rounds,
+        })
+    }
+
+    /// The task's key; a repeat of a step whose earlier agent ended well here (the same
+    /// ask twice in one run) gets a key of its own, so it runs again.
+    async fn key_for(
+        &self,
+        task: &Task,
+        run: &RunId,
+        agent: &AgentId,
+    ) -> Result<String, EngineError> {
+        let ask = serde_json::json!([
+            task.run_id,
+            task.name,
+            task.role,
+            task.task,
+            task.system_prompt,
+            task.base,
+            task.caps,
+            task.placement,
+            task.history,
+            task.validators,
+        ]);
+        let key = short_hash(ask.to_string().as_bytes());
+        let store = self.services.store();
+        for earlier in store.remote_agents_of_task(run, &key).await? {
+            if &earlier == agent {
+                continue;
+            }
+            let ended_well = store
+                .agent(&earlier)
+                .await?
+                .is_some_and(|a| a.state.is_success());
+            if ended_well {
+                return Ok(short_hash(format!("{key}/{agent}").as_bytes()));
+            }
+        }
+        Ok(key)
+    }
+
+    /// Publishes the task unless its result is on the server already (taken at once) or
+    /// the task itself still is (queued or running: awaited).
+    async fn publish_unless_known(
+        &self,
+        hub: &Arc<RunHub>,
+        task: &Task,
+    ) -> Result<(), EngineError> {
+        let result_at = result_subject(&task.run_id, &task.key);
+        if let Ok(msg) = self
+            .results
+            .get_last_raw_message_by_subject(&result_at)
+            .await
+        {
+            match TaskResult::from_bytes(&msg.payload) {
+                Ok(r) => {
+                    hub.take_result(r).await?;
+                    return Ok(());
+                }
+                Err(e) => tracing::warn!(subject = %result_at, error = %e, "stored result refused"),
+            }
+        }
+        let subject = task_subject(&task.pool, &task.run_id, &task.key);
+        if self
+            .tasks
+            .get_last_raw_message_by_subject(&subject)
+            .await
+            .is_ok()
+        {
+            tracing::info!(task = %task.key, "task still on the server; awaiting its result");
+            return Ok(());
+        }
+        let payload = task.to_bytes().map_err(RemoteError::from)?;
+        let publish = jetstream::message::PublishMessage::build()
+            .payload(payload.into())
+            .message_id(&task.key);
+        let fail = |e: String| RemoteError::Publish {
+            subject: subject.clone(),
+            detail: e,
+        };
+        self.js
+            .send_publish(subject.clone(), publish)
+            .await
+            .map_err(|e| fail(e.to_string()))?
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Whether `job` can run elsewhere, and how.
+    fn remote_placement(&self, job: &Job) -> Option<(TaskPlacement, Option<String>)> {
+        let writes = job.spec.perms.caps.contains(Capability::Write);
+        match &job.placement {
+            Placement::Held(_) => None,
+            Placement::Reader { base } => Some((TaskPlacement::Reader, Some(base.clone()))),
+            Placement::Isolated { base } => {
+                if writes {
+                    (job.opts.isolation == Isolation::Worktree)
+                        .then(|| (TaskPlacement::Worktree, base.clone()))
+                } else if job.spec.workspace == self.services.repo() {
+                    // A reader in the repository reads its commit (what a clone holds).
+                    Some((TaskPlacement::Reader, base.clone()))
+                } else {
+                    // It reads one of this machine's worktrees.
+                    None
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Executor for NatsExecutor {
+    async fn execute(&self, job: Job) -> Result<ExecResult, EngineError> {
+        if job.stop.is_stopped() {
+            return Err(EngineError::Stopped(job.spec.run_id));
+        }
+        match self.remote_placement(&job) {
+            Some((placement, base)) => self.execute_remote(job, placement, base).await,
+            None => self.local.execute(job).await,
+        }
+    }
+}
+
+fn short_hash(bytes: &[u8]) -> String {
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[derive(Default)]
+struct HubState {
+    /// Task key → the agent waiting for it here and where its result goes.
+    waiting: HashMap<String, (AgentId, oneshot::Sender<TaskResult>)>,
+    /// Results no agent here waits for yet (a resumed run re-creates the step later).
+    parked: HashMap<String, TaskResult>,
+}
+
+/// One run's consumer of events and results, and who waits for which result.
+struct RunHub {
+    run: RunId,
+    store: Store,
+    state: Mutex<HubState>,
+    driver: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for RunHub {
+    fn drop(&mut self) {
+        if let Some(d) = self
+            .driver
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            d.abort();
+        }
+    }
+}
+
+impl RunHub {
+    /// Registers `agent` as waiting for task `key`; a result parked for it is sent now.
+    fn wait(&self, key: &str, agent: &AgentId) -> oneshot::Receiver<TaskResult> {
+        let (tx, rx) = oneshot::channel();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match state.parked.remove(key) {
+            Some(parked) => {
+                // Recorded for the agent that ran it; recorded again for this one below.
+                drop(state);
+                let store = self.store.clone();
+                let (run, agent) = (self.run.clone(), agent.clone());
+                let (ptx, prx) = oneshot::channel();
+                tokio::spawn(async move {
+                    let r = record(&store, &run, &agent, &parked).await.map(|()| parked);
+                    let _ = ptx.send(r);
+                });
+                tokio::spawn(async move {
+                    if let Ok(Ok(r)) = prx.await {
+                        let _ = tx.send(r);
+                    }
+                });
+            }
+            None => {
+                state.waiting.insert(key.to_owned(), (agent.clone(), tx));
+            }
+        }
+        rx
+    }
+
+    /// Records a result (for the agent waiting for it, else the one that ran it) and
+    /// hands it on; a duplicate changes nothing in the store.
+    async fn take_result(&self, result: TaskResult) -> Result<(), EngineError> {
+        let waiter = {
+            let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            state.waiting.get(&result.key).map(|(a, _)| a.clone())
+        };
+        let agent = waiter.unwrap_or_else(|| AgentId::from_string(result.agent_id.clone()));
+        record(&self.store, &self.run, &agent, &result).await?;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match state.waiting.remove(&result.key) {
+            Some((_, tx)) => {
+                let _ = tx.send(result);
+            }
+            None => {
+                state.parked.insert(result.key.clone(), result);
+            }
+        }
+        Ok(())
+    }
+
+    async fn take_event(&self, e: Forwarded) -> Result<(), EngineError> {
+        let agent = e.agent_id.clone().map(AgentId::from_string);
+        let event = Event::from_parts(e.kind, e.data);
+        self.store
+            .append_remote_event(
+                &self.run,
+                agent.as_ref(),
+                e.at,
+                format!("{}/{}", e.exec, e.seq),
+                event,
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+/// Stores `result` as `agent`'s (once per agent).
+async fn record(
+    store: &Store,
+    run: &RunId,
+    agent: &AgentId,
+    r: &TaskResult,
+) -> Result<(), EngineError> {
+    store
+        .record_remote_result(RemoteResult {
+            run_id: run.clone(),
+            agent_id: agent.clone(),
+            task_key: r.key.clone(),
+            worker: r.worker.clone(),
+            state: r.state,
+            stats: r.stats,
+            result: Some(r.result.clone()),
+            error: r.error.clone(),
+            children: r
+                .children
+                .iter()
+                .filter(|c| c.run_id == *run)
+                .cloned()
+                .collect(),
+        })
+        .await?;
+    Ok(())
+}
+
+/// The run's consumer loop: each message is acked only once what it carries is
+/// committed to the store; one that does not read is terminated (never redelivered).
+async fn consume(hub: std::sync::Weak<RunHub>, consumer: jetstream::consumer::PullConsumer) {
+    let mut backoff = std::time::Duration::from_millis(200);
+    loop {
+        let mut messages = match consumer.messages().await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the run's results; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
+                continue;
+            }
+        };
+        while let Some(msg) = messages.next().await {
+            let Some(hub) = hub.upgrade() else { return };
+            let msg = match msg {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading a result failed");
+                    continue;
+                }
+            };
+            let subject = msg.subject.to_string();
+            let kind = subject.split('.').nth(3).unwrap_or_default().to_owned();
+            let taken = match kind.as_str() {
+                "result" => match TaskResult::from_bytes(&msg.payload) {
+                    Ok(r) => hub.take_result(r).await.map_err(|e| e.to_string()),
+                    Err(e) => Err(format!("refused: {e}")),
+                },
+                "event" => match Forwarded::from_bytes(&msg.payload) {
+                    Ok(e) => hub.take_event(e).await.map_err(|e| e.to_string()),
+                    Err(e) => Err(format!("refused: {e}")),
+                },
+                other => Err(format!(
+                    "refused: unknown message kind `{}`",
+                    other.escape_debug()
+                )),
+            };
+            let ack = match taken {
+                Ok(()) => msg.ack().await,
+                Err(why) if why.starts_with("refused") => {
+                    tracing::warn!(%subject, %why, "message from a worker refused");
+                    msg.ack_with(jetstream::AckKind::Term).await
+                }
+                Err(why) => {
+                    tracing::warn!(%subject, %why, "storing a worker's message failed; it is redelivered");
+                    msg.ack_with(jetstream::AckKind::Nak(Some(
+                        std::time::Duration::from_secs(1),
+                    )))
+                    .await
+                }
+            };
+            if let Err(e) = ack {
+                tracing::warn!(%subject, error = %e, "ack failed; the message is redelivered");
+            }
+        }
+    }
+}

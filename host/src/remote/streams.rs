@@ -1,0 +1,149 @@
+//! The JetStream streams and consumers of scale-out, with every limit explicit: no
+//! stream grows without bound, and a full stream refuses new messages (discard `new`)
+//! instead of silently dropping old ones a run still needs.
+//!
+//! - `CREWBOX_TASKS` (`crewbox.task.<pool>.<run>.<key>`): a work queue; a task is
+//!   removed once a worker acks it (after its result is durable).
+//! - `CREWBOX_RESULTS` (`crewbox.out.<run>.{event,result}.<key>`): events and results
+//!   for the coordinator, on file storage, kept for [`RESULTS_MAX_AGE`] so a coordinator
+//!   that was down picks them up on `resume`.
+//!
+//! Only configuration Debian's nats-server 2.9 understands is used.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+
+use super::RemoteError;
+
+/// The task stream.
+pub const TASKS: &str = "CREWBOX_TASKS";
+/// The results and events stream.
+pub const RESULTS: &str = "CREWBOX_RESULTS";
+/// How long an unclaimed task waits for a worker.
+pub const TASKS_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+/// How long results and events are kept.
+pub const RESULTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Deliveries of one task before it is given up (a task that kills every worker).
+pub const MAX_DELIVER: i64 = 5;
+/// A run's consumer goes away after this long without its coordinator.
+pub const RUN_CONSUMER_IDLE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The subject of a task.
+pub fn task_subject(pool: &str, run: &str, key: &str) -> String {
+    format!("crewbox.task.{pool}.{run}.{key}")
+}
+
+/// The subject of a task's result.
+pub fn result_subject(run: &str, key: &str) -> String {
+    format!("crewbox.out.{run}.result.{key}")
+}
+
+/// The subject of a task's events.
+pub fn event_subject(run: &str, key: &str) -> String {
+    format!("crewbox.out.{run}.event.{key}")
+}
+
+/// Creates both streams if missing (the first coordinator or worker does).
+pub async fn ensure(
+    js: &jetstream::Context,
+) -> Result<(stream::Stream, stream::Stream), RemoteError> {
+    let tasks = js
+        .get_or_create_stream(stream::Config {
+            name: TASKS.into(),
+            description: Some("crewbox agent tasks (work queue)".into()),
+            subjects: vec!["crewbox.task.>".into()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            storage: stream::StorageType::File,
+            discard: stream::DiscardPolicy::New,
+            max_age: TASKS_MAX_AGE,
+            max_messages: 1_000_000,
+            max_bytes: 1 << 30,
+            max_message_size: super::task::MAX_TASK_BYTES as i32,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| RemoteError::Stream {
+            stream: TASKS,
+            detail: e.to_string(),
+        })?;
+    let results = js
+        .get_or_create_stream(stream::Config {
+            name: RESULTS.into(),
+            description: Some("crewbox agent events and results".into()),
+            subjects: vec!["crewbox.out.>".into()],
+            retention: stream::RetentionPolicy::Limits,
+            storage: stream::StorageType::File,
+            discard: stream::DiscardPolicy::New,
+            max_age: RESULTS_MAX_AGE,
+            max_messages: 10_000_000,
+            max_bytes: 4 << 30,
+            max_message_size: super::task::MAX_RESULT_BYTES as i32,
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| RemoteError::Stream {
+            stream: RESULTS,
+            detail: e.to_string(),
+        })?;
+    Ok((tasks, results))
+}
+
+/// The durable consumer the workers of `pool` share.
+pub async fn pool_consumer(
+    tasks: &stream::Stream,
+    pool: &str,
+    ack_wait: Duration,
+) -> Result<consumer::PullConsumer, RemoteError> {
+    let name = format!("crewbox-pool-{pool}");
+    tasks
+        .get_or_create_consumer(
+            &name,
+            consumer::pull::Config {
+                durable_name: Some(name.clone()),
+                description: Some(format!("crewbox workers of pool {pool}")),
+                filter_subject: format!("crewbox.task.{pool}.>"),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ack_wait,
+                max_deliver: MAX_DELIVER,
+                max_ack_pending: 10_000,
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| RemoteError::Stream {
+            stream: TASKS,
+            detail: format!("consumer {name}: {e}"),
+        })
+}
+
+/// The durable consumer of one run's events and results (it survives the coordinator,
+/// so `resume` reads what arrived meanwhile).
+pub async fn run_consumer(
+    results: &stream::Stream,
+    run: &str,
+) -> Result<consumer::PullConsumer, RemoteError> {
+    let name = format!("crewbox-run-{run}");
+    results
+        .get_or_create_consumer(
+            &name,
+            consumer::pull::Config {
+                durable_name: Some(name.clone()),
+                description: Some(format!("crewbox coordinator of run {run}")),
+                filter_subject: format!("crewbox.out.{run}.>"),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ack_wait: Duration::from_secs(30),
+                max_deliver: -1,
+                max_ack_pending: 10_000,
+                inactive_threshold: RUN_CONSUMER_IDLE,
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| RemoteError::Stream {
+            stream: RESULTS,
+            detail: format!("consumer {name}: {e}"),
+        })
+}

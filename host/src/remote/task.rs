@@ -1,0 +1,626 @@
+//! The wire contract between a coordinator and its workers: a [`Task`] (an agent to
+//! run), [`Forwarded`] events and a [`TaskResult`]. Versioned ([`WIRE_VERSION`]), bounded
+//! in size and shape, and free of secrets: a task names a provider by name and a model,
+//! never a key, a URL of a model server or a command — the worker's own user config
+//! decides what those names mean. Anything that does not read as the current version
+//! within the bounds is refused with an error naming what is wrong.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::AgentState;
+use crate::agent::quota::Exceeded;
+use crate::agent::runner::FailReason;
+use crate::config::Quotas;
+use crate::event::{RoundResult, ValidationStatus};
+use crate::provider::Message;
+use crate::store::AgentRecord;
+use crate::store::AgentStats;
+use crate::worktree::BranchArtifact;
+
+/// The version of every message this build sends and the only one it reads.
+pub const WIRE_VERSION: u32 = 1;
+/// Largest task message (its conversation history included).
+pub const MAX_TASK_BYTES: usize = 768 * 1024;
+/// Largest result message.
+pub const MAX_RESULT_BYTES: usize = 900 * 1024;
+/// Largest forwarded event.
+pub const MAX_EVENT_BYTES: usize = 256 * 1024;
+/// Most validators a task names.
+const MAX_VALIDATORS: usize = 16;
+/// Most sub-agents a result reports.
+pub const MAX_CHILDREN: usize = 64;
+/// Longest name-like field (pool, provider, model, names, roles, keys).
+const MAX_NAME: usize = 128;
+
+/// Why a message was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// Larger than its bound.
+    #[error("{what} of {len} bytes is over the {max}-byte limit")]
+    TooLarge {
+        /// Which message.
+        what: &'static str,
+        /// Its size.
+        len: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// Not JSON of the expected shape.
+    #[error("{what} does not read: {detail}")]
+    Malformed {
+        /// Which message.
+        what: &'static str,
+        /// The parser's message.
+        detail: String,
+    },
+    /// Another wire version.
+    #[error("{what} has wire version {found}; this crewbox speaks version {WIRE_VERSION}")]
+    Version {
+        /// Which message.
+        what: &'static str,
+        /// The version it carries.
+        found: u32,
+    },
+    /// A field outside its bounds or charset.
+    #[error("{what}: field `{field}` {problem}")]
+    Field {
+        /// Which message.
+        what: &'static str,
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+/// Where the agent works on the worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskPlacement {
+    /// Its own worktree at the base commit; a change becomes branch `crewbox/<agent>`.
+    Worktree,
+    /// A read-only checkout of the base commit, thrown away afterwards.
+    Reader,
+}
+
+/// One validator to run after the agent, by name (resolved by the worker).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidatorRef {
+    /// A built-in validator, or one of the worker's own (user or trusted repository).
+    pub name: String,
+    /// Its criteria (empty: its defaults).
+    pub criteria: Vec<String>,
+}
+
+/// An agent to run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    /// [`WIRE_VERSION`].
+    pub v: u32,
+    /// The task's key (unique per agent step in its run; results and dedupe use it).
+    pub key: String,
+    /// The pool it is for.
+    pub pool: String,
+    /// The coordinator's run.
+    pub run_id: String,
+    /// The agent (its id on the coordinator).
+    pub agent_id: String,
+    /// Its parent agent.
+    pub parent: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// Its role.
+    pub role: String,
+    /// Its task.
+    pub task: String,
+    /// Its system prompt.
+    pub system_prompt: String,
+    /// Its capabilities (`read`, `write`, `exec`, `spawn`).
+    pub caps: Vec<String>,
+    /// Its depth in the agent tree.
+    pub depth: u32,
+    /// Its quotas (the worker lowers them to its own).
+    pub quotas: Quotas,
+    /// The provider by name (the worker's own definition of that name is used).
+    pub provider: String,
+    /// The model, when the run chose one.
+    pub model: Option<String>,
+    /// Whether the coordinator's user granted its commands the network (the worker's
+    /// user must grant it too).
+    pub network: bool,
+    /// The git remote holding the base commit, where the result branch is pushed.
+    pub remote: String,
+    /// The commit it starts from (hex).
+    pub base: String,
+    /// The ref on the remote that holds `base`.
+    pub base_ref: String,
+    /// Where it works.
+    pub placement: TaskPlacement,
+    /// Validators after it completes.
+    pub validators: Vec<ValidatorRef>,
+    /// Most fix rounds they may ask for.
+    pub max_fix_rounds: u32,
+    /// Its conversation so far (a continued agent), instead of system + task.
+    pub history: Option<Vec<Message>>,
+    /// How it was joined (`swarm:ID`, `group:ID`).
+    pub join: Option<String>,
+}
+
+/// An event of a task's agent (or its sub-agents), as the worker stored it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Forwarded {
+    /// [`WIRE_VERSION`].
+    pub v: u32,
+    /// The task.
+    pub key: String,
+    /// One execution of the task (a redelivered task is a new execution).
+    pub exec: String,
+    /// The event's number within the execution.
+    pub seq: u64,
+    /// The agent it is about.
+    pub agent_id: Option<String>,
+    /// When (ms).
+    pub at: i64,
+    /// The event's kind (`agent.state`, `model.reply`, …).
+    pub kind: String,
+    /// Its data.
+    pub data: serde_json::Value,
+}
+
+/// How a task ended.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskResult {
+    /// [`WIRE_VERSION`].
+    pub v: u32,
+    /// The task.
+    pub key: String,
+    /// The execution that produced it.
+    pub exec: String,
+    /// The agent (as the task named it).
+    pub agent_id: String,
+    /// The worker that ran it.
+    pub worker: String,
+    /// Terminal state.
+    pub state: AgentState,
+    /// Counters.
+    pub stats: AgentStats,
+    /// The final text.
+    pub result: String,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Which budget ran out.
+    pub exceeded: Option<Exceeded>,
+    /// Why it did not end well.
+    pub reason: Option<FailReason>,
+    /// Its conversation (dropped when the result would be too large).
+    pub history: Vec<Message>,
+    /// Paths it changed.
+    pub changed: Vec<String>,
+    /// Its diff against its base (capped).
+    pub diff: String,
+    /// The branch pushed to the remote, when it changed something.
+    pub branch: Option<BranchArtifact>,
+    /// How validation ended.
+    pub validation: ValidationStatus,
+    /// Every validator result of every round.
+    pub rounds: Vec<RoundResult>,
+    /// Sub-agents it spawned.
+    pub children: Vec<AgentRecord>,
+}
+
+/// Reads a message of type `T` within `max` bytes and checks its version.
+fn read<T: DeserializeOwned + Versioned>(
+    what: &'static str,
+    bytes: &[u8],
+    max: usize,
+) -> Result<T, WireError> {
+    if bytes.len() > max {
+        return Err(WireError::TooLarge {
+            what,
+            len: bytes.len(),
+            max,
+        });
+    }
+    // The version is checked before the shape, so a newer sender gets the clear error.
+    #[derive(Deserialize)]
+    struct Probe {
+        v: Option<u32>,
+    }
+    let probe: Probe = serde_json::from_slice(bytes).map_err(|e| WireError::Malformed {
+        what,
+        detail: e.to_string(),
+    })?;
+    match probe.v {
+        Some(WIRE_VERSION) => {}
+        Some(found) => return Err(WireError::Version { what, found }),
+        None => {
+            return Err(WireError::Field {
+                what,
+                field: "v",
+                problem: "is missing".into(),
+            });
+        }
+    }
+    let msg: T = serde_json::from_slice(bytes).map_err(|e| WireError::Malformed {
+        what,
+        detail: e.to_string(),
+    })?;
+    msg.check()?;
+    Ok(msg)
+}
+
+/// Serialises a message within `max` bytes.
+fn write<T: Serialize>(what: &'static str, msg: &T, max: usize) -> Result<Vec<u8>, WireError> {
+    let bytes = serde_json::to_vec(msg).map_err(|e| WireError::Malformed {
+        what,
+        detail: e.to_string(),
+    })?;
+    if bytes.len() > max {
+        return Err(WireError::TooLarge {
+            what,
+            len: bytes.len(),
+            max,
+        });
+    }
+    Ok(bytes)
+}
+
+trait Versioned {
+    fn check(&self) -> Result<(), WireError>;
+}
+
+/// A token that may stand in a NATS subject: `[A-Za-z0-9_-]`, 1..=128 bytes.
+pub fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_NAME
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn token(what: &'static str, field: &'static str, s: &str) -> Result<(), WireError> {
+    if is_token(s) {
+        Ok(())
+    } else {
+        Err(WireError::Field {
+            what,
+            field,
+            problem: format!("`{}` is not 1..=128 of [A-Za-z0-9_-]", s.escape_debug()),
+        })
+    }
+}
+
+fn short(what: &'static str, field: &'static str, s: &str) -> Result<(), WireError> {
+    if s.len() <= MAX_NAME && !s.chars().any(char::is_control) {
+        Ok(())
+    } else {
+        Err(WireError::Field {
+            what,
+            field,
+            problem: "is longer than 128 bytes or holds control characters".into(),
+        })
+    }
+}
+
+fn hex_commit(what: &'static str, field: &'static str, s: &str) -> Result<(), WireError> {
+    if (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(())
+    } else {
+        Err(WireError::Field {
+            what,
+            field,
+            problem: format!("`{}` is not a commit id", s.escape_debug()),
+        })
+    }
+}
+
+const TASK: &str = "task";
+const RESULT: &str = "result";
+const EVENT: &str = "event";
+
+impl Versioned for Task {
+    fn check(&self) -> Result<(), WireError> {
+        token(TASK, "key", &self.key)?;
+        token(TASK, "pool", &self.pool)?;
+        token(TASK, "run_id", &self.run_id)?;
+        token(TASK, "agent_id", &self.agent_id)?;
+        if let Some(p) = &self.parent {
+            token(TASK, "parent", p)?;
+        }
+        short(TASK, "name", &self.name)?;
+        short(TASK, "role", &self.role)?;
+        short(TASK, "provider", &self.provider)?;
+        if let Some(m) = &self.model {
+            short(TASK, "model", m)?;
+        }
+        hex_commit(TASK, "base", &self.base)?;
+        let want = base_ref(&self.run_id, &self.base);
+        if self.base_ref != want {
+            return Err(WireError::Field {
+                what: TASK,
+                field: "base_ref",
+                problem: format!("must be `{want}`"),
+            });
+        }
+        // A remote is handed to `git` as an argument: never an option, never a helper.
+        if self.remote.is_empty()
+            || self.remote.len() > 1024
+            || self.remote.starts_with('-')
+            || self.remote.chars().any(char::is_control)
+        {
+            return Err(WireError::Field {
+                what: TASK,
+                field: "remote",
+                problem: "must be a git URL (no leading `-`, no control characters)".into(),
+            });
+        }
+        for c in &self.caps {
+            if !matches!(c.as_str(), "read" | "write" | "exec" | "spawn") {
+                return Err(WireError::Field {
+                    what: TASK,
+                    field: "caps",
+                    problem: format!("`{}` is not a capability", c.escape_debug()),
+                });
+            }
+        }
+        if self.validators.len() > MAX_VALIDATORS {
+            return Err(WireError::Field {
+                what: TASK,
+                field: "validators",
+                problem: format!("names more than {MAX_VALIDATORS}"),
+            });
+        }
+        for v in &self.validators {
+            short(TASK, "validators.name", &v.name)?;
+        }
+        if self.max_fix_rounds > 10 {
+            return Err(WireError::Field {
+                what: TASK,
+                field: "max_fix_rounds",
+                problem: "is over 10".into(),
+            });
+        }
+        if let Some(j) = &self.join {
+            short(TASK, "join", j)?;
+        }
+        Ok(())
+    }
+}
+
+impl Versioned for Forwarded {
+    fn check(&self) -> Result<(), WireError> {
+        token(EVENT, "key", &self.key)?;
+        token(EVENT, "exec", &self.exec)?;
+        if let Some(a) = &self.agent_id {
+            token(EVENT, "agent_id", a)?;
+        }
+        short(EVENT, "kind", &self.kind)?;
+        Ok(())
+    }
+}
+
+impl Versioned for TaskResult {
+    fn check(&self) -> Result<(), WireError> {
+        token(RESULT, "key", &self.key)?;
+        token(RESULT, "exec", &self.exec)?;
+        token(RESULT, "agent_id", &self.agent_id)?;
+        short(RESULT, "worker", &self.worker)?;
+        if !self.state.is_terminal() {
+            return Err(WireError::Field {
+                what: RESULT,
+                field: "state",
+                problem: format!("`{}` is not an ending", self.state.as_str()),
+            });
+        }
+        if self.children.len() > MAX_CHILDREN {
+            return Err(WireError::Field {
+                what: RESULT,
+                field: "children",
+                problem: format!("lists more than {MAX_CHILDREN}"),
+            });
+        }
+        for c in &self.children {
+            token(RESULT, "children.id", c.id.as_str())?;
+            if !c.state.is_terminal() {
+                return Err(WireError::Field {
+                    what: RESULT,
+                    field: "children.state",
+                    problem: format!("`{}` is not an ending", c.state.as_str()),
+                });
+            }
+        }
+        if let Some(b) = &self.branch {
+            if !b
+                .branch
+                .strip_prefix("crewbox/")
+                .is_some_and(|rest| rest.starts_with(&self.agent_id) && is_token(rest))
+            {
+                return Err(WireError::Field {
+                    what: RESULT,
+                    field: "branch",
+                    problem: format!(
+                        "`{}` is not this agent's branch crewbox/{}",
+                        b.branch.escape_debug(),
+                        self.agent_id
+                    ),
+                });
+            }
+            hex_commit(RESULT, "branch.base", &b.base)?;
+            for c in &b.commits {
+                hex_commit(RESULT, "branch.commits", c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The ref on the remote holding a run's base commit.
+pub fn base_ref(run_id: &str, commit: &str) -> String {
+    format!("refs/crewbox/base/{run_id}/{commit}")
+}
+
+impl Task {
+    /// Reads a task message.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, WireError> {
+        read(TASK, bytes, MAX_TASK_BYTES)
+    }
+
+    /// The task as a message.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, WireError> {
+        write(TASK, self, MAX_TASK_BYTES)
+    }
+}
+
+impl Forwarded {
+    /// Reads an event message.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, WireError> {
+        read(EVENT, bytes, MAX_EVENT_BYTES)
+    }
+
+    /// The event as a message (None when it is over the bound: it is not forwarded).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, WireError> {
+        write(EVENT, self, MAX_EVENT_BYTES)
+    }
+}
+
+impl TaskResult {
+    /// Reads a result message.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, WireError> {
+        read(RESULT, bytes, MAX_RESULT_BYTES)
+    }
+
+    /// The result as a message; a result over the bound drops its history, then cuts
+    /// its diff, then its text, so it always fits.
+    pub fn to_bytes(&mut self) -> Result<Vec<u8>, WireError> {
+        if let Ok(b) = write(RESULT, self, MAX_RESULT_BYTES) {
+            return Ok(b);
+        }
+        self.history.clear();
+        if let Ok(b) = write(RESULT, self, MAX_RESULT_BYTES) {
+            return Ok(b);
+        }
+        self.diff = cut(&self.diff, 64 * 1024);
+        self.rounds.clear();
+        self.children.truncate(8);
+        self.result = cut(&self.result, 256 * 1024);
+        write(RESULT, self, MAX_RESULT_BYTES)
+    }
+}
+
+fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[… cut to fit a result message]", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(super) fn task() -> Task {
+        Task {
+            v: WIRE_VERSION,
+            key: "k1".into(),
+            pool: "default".into(),
+            run_id: "r-1".into(),
+            agent_id: "a-1".into(),
+            parent: None,
+            name: "worker".into(),
+            role: "worker".into(),
+            task: "do it".into(),
+            system_prompt: "you".into(),
+            caps: vec!["read".into(), "write".into()],
+            depth: 0,
+            quotas: Quotas::default(),
+            provider: "scripted".into(),
+            model: None,
+            network: false,
+            remote: "/srv/repo.git".into(),
+            base: "0123456789012345678901234567890123456789".into(),
+            base_ref: base_ref("r-1", "0123456789012345678901234567890123456789"),
+            placement: TaskPlacement::Worktree,
+            validators: Vec::new(),
+            max_fix_rounds: 0,
+            history: None,
+            join: None,
+        }
+    }
+
+    #[test]
+    fn a_task_round_trips() {
+        let t = task();
+        let back = Task::from_bytes(&t.to_bytes().unwrap()).unwrap();
+        assert_eq!(back.key, t.key);
+        assert_eq!(back.quotas, t.quotas);
+    }
+
+    #[test]
+    fn hostile_tasks_are_refused_naming_what_is_wrong() {
+        let err = |bytes: &[u8]| Task::from_bytes(bytes).unwrap_err().to_string();
+        assert!(err(b"not json").contains("task does not read"));
+        assert!(err(br#"{"v": 2}"#).contains("wire version 2"));
+        assert!(err(br#"{"x": 1}"#).contains("`v` is missing"));
+        let big = vec![b' '; MAX_TASK_BYTES + 1];
+        assert!(err(&big).contains("over the"));
+        let mut t = task();
+        t.pool = "a.b".into();
+        assert!(err(&serde_json::to_vec(&t).unwrap()).contains("`pool`"));
+        let mut t = task();
+        t.remote = "--upload-pack=sh".into();
+        assert!(err(&serde_json::to_vec(&t).unwrap()).contains("`remote`"));
+        let mut t = task();
+        t.caps.push("root".into());
+        assert!(err(&serde_json::to_vec(&t).unwrap()).contains("`root` is not a capability"));
+        let mut t = task();
+        t.base_ref = "refs/heads/main".into();
+        assert!(err(&serde_json::to_vec(&t).unwrap()).contains("base_ref"));
+        let mut v = serde_json::to_value(task()).unwrap();
+        v["api_key"] = "sk-x".into();
+        assert!(err(&serde_json::to_vec(&v).unwrap()).contains("unknown field `api_key`"));
+    }
+
+    #[test]
+    fn a_result_for_another_agents_branch_is_refused() {
+        let r = TaskResult {
+            v: WIRE_VERSION,
+            key: "k1".into(),
+            exec: "e1".into(),
+            agent_id: "a-1".into(),
+            worker: "w".into(),
+            state: AgentState::Completed,
+            stats: AgentStats::default(),
+            result: "ok".into(),
+            error: None,
+            exceeded: None,
+            reason: None,
+            history: Vec::new(),
+            changed: Vec::new(),
+            diff: String::new(),
+            branch: Some(BranchArtifact {
+                branch: "main".into(),
+                base: "0123456789012345678901234567890123456789".into(),
+                commits: Vec::new(),
+            }),
+            validation: ValidationStatus::Skipped,
+            rounds: Vec::new(),
+            children: Vec::new(),
+        };
+        let bytes = serde_json::to_vec(&r).unwrap();
+        let e = TaskResult::from_bytes(&bytes).unwrap_err().to_string();
+        assert!(e.contains("not this agent's branch"), "{e}");
+        let mut r = r;
+        r.branch = None;
+        r.state = AgentState::Running;
+        let e = TaskResult::from_bytes(&serde_json::to_vec(&r).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("not an ending"));
+    }
+}

@@ -1,0 +1,731 @@
+//! `crewbox worker`: pulls tasks of one pool and runs each with the same
+//! [`LocalExecutor`] a local run uses (worktree, sandbox, tools, validators, budgets),
+//! in a clone of the task's git remote, with this machine's own user config.
+//!
+//! What a worker trusts: nothing in a task widens access. Providers are the worker
+//! user's definitions of the name the task gives (keys never travel); quotas are the
+//! lower of the task's and the worker's; the network is granted only when both the
+//! coordinator's user and the worker's sandbox config grant it; the sandbox is the
+//! worker's; a repository's own config and plugins apply only if the worker's user
+//! trusts the clone (`crewbox trust` in it); remotes are served only when they match
+//! the worker's `allow_remotes`.
+//!
+//! Delivery: a task is acked only after its result's PubAck; an in-progress ack goes
+//! every third of the ack wait, so a long agent is not redelivered; a task whose result
+//! is already on the server is acked without running again.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind};
+use futures::StreamExt;
+use tokio::sync::{Mutex, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::streams::{self, event_subject, result_subject};
+use super::task::{MAX_CHILDREN, Task, TaskPlacement, TaskResult, WIRE_VERSION, is_token};
+use super::{RemoteError, git};
+use crate::agent::AgentState;
+use crate::agent::permissions::{CapSet, Permissions};
+use crate::agent::runner::AgentSpec;
+use crate::config::{Config, Quotas};
+use crate::engine::executor::{ExecOptions, Executor, Job, LocalExecutor, Placement, Stop};
+use crate::engine::services::Services;
+use crate::engine::validate::ValidatorEntry;
+use crate::engine::{EngineError, RunRequest};
+use crate::ids::{AgentId, RunId};
+use crate::store::{AgentStats, Store};
+use crate::tool::Capability;
+use crate::vocab::Isolation;
+
+/// How a worker runs.
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    /// The server (else the user's `[nats] url`).
+    pub url: Option<String>,
+    /// The pool served (else `[nats] pool`).
+    pub pool: Option<String>,
+    /// Tasks at once.
+    pub slots: usize,
+    /// This worker's name as recorded per agent (default `<host>-<pid>`).
+    pub name: Option<String>,
+    /// The state base (clones, the worker's own store).
+    pub state_base: Option<PathBuf>,
+    /// Remote URL prefixes served, besides the user's `[nats] allow_remotes`.
+    pub allow_remotes: Vec<String>,
+    /// The script of tasks naming the `scripted` provider.
+    pub script: Option<PathBuf>,
+}
+
+/// What a worker did (returned when it stops).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WorkerStats {
+    /// Tasks run to a result.
+    pub ran: u64,
+    /// Tasks acked without running (their result was on the server already).
+    pub skipped: u64,
+    /// Tasks refused (malformed, another pool, an unserved remote).
+    pub refused: u64,
+}
+
+struct Shared {
+    js: jetstream::Context,
+    results: jetstream::stream::Stream,
+    pool: String,
+    name: String,
+    ack_wait: Duration,
+    state_base: PathBuf,
+    clones: PathBuf,
+    store: Store,
+    allow: Vec<String>,
+    script: Option<PathBuf>,
+    /// One engine per remote, built on first use.
+    engines: Mutex<HashMap<String, Arc<Services>>>,
+    /// Runs recorded in the worker's own store.
+    runs: Mutex<std::collections::HashSet<String>>,
+    /// Tasks running in this process (a redelivery of one is not run twice here).
+    inflight: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The latest results this process produced, by task key, for a redelivery whose
+    /// result could not be stored the first time (the agent is not run again).
+    recent: std::sync::Mutex<std::collections::VecDeque<TaskResult>>,
+    /// Base commits fetched already, per remote.
+    fetched: Mutex<std::collections::HashSet<(String, String)>>,
+    stats: std::sync::Mutex<WorkerStats>,
+}
+
+/// Serves tasks until `shutdown`; tasks in progress finish first.
+pub async fn serve(
+    opts: WorkerOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<WorkerStats> {
+    let config = Config::load_user()?;
+    let settings = config.nats.clone();
+    let pool = opts.pool.clone().unwrap_or(settings.pool.clone());
+    if !is_token(&pool) {
+        return Err(RemoteError::Pool(pool).into());
+    }
+    let name = opts.name.clone().unwrap_or_else(default_name);
+    let client = super::connect(
+        &settings,
+        opts.url.as_deref(),
+        &format!("crewbox worker {name}"),
+    )
+    .await?;
+    let js = jetstream::new(client);
+    let (tasks, results) = streams::ensure(&js).await?;
+    let consumer = streams::pool_consumer(&tasks, &pool, settings.ack_wait).await?;
+    let state_base = match opts.state_base.clone().or(config.state_dir.clone()) {
+        Some(b) => b,
+        None => crate::paths::user_state_dir().ok_or_else(|| {
+            anyhow::anyhow!("neither XDG_STATE_HOME nor HOME is set; pass --state-dir")
+        })?,
+    };
+    let state_base = std::path::absolute(&state_base)?;
+    let worker_dir = state_base.join("worker");
+    // The worker's own store of this process only: a task redelivered to a restarted
+    // worker starts clean.
+    let own = worker_dir.join(format!(
+        "run-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    ));
+    let store = Store::open(&own)?;
+    let mut allow = settings.allow_remotes.clone();
+    allow.extend(opts.allow_remotes.iter().cloned());
+    let shared = Arc::new(Shared {
+        js,
+        results,
+        pool,
+        name,
+        ack_wait: settings.ack_wait,
+        state_base,
+        clones: worker_dir.join("clones"),
+        store,
+        allow,
+        script: opts.script.clone(),
+        engines: Mutex::new(HashMap::new()),
+        runs: Mutex::new(Default::default()),
+        fetched: Mutex::new(Default::default()),
+        inflight: std::sync::Mutex::new(Default::default()),
+        recent: std::sync::Mutex::new(Default::default()),
+        stats: std::sync::Mutex::new(WorkerStats::default()),
+    });
+    tracing::info!(pool = %shared.pool, worker = %shared.name, slots = opts.slots, "worker ready");
+    eprintln!(
+        "crewbox worker {} serving pool {} ({} slots)",
+        shared.name, shared.pool, opts.slots
+    );
+    let slots = Arc::new(Semaphore::new(opts.slots.max(1)));
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => p?,
+            _ = shutdown.cancelled() => break,
+        };
+        let batch = consumer
+            .fetch()
+            .max_messages(1)
+            .expires(Duration::from_secs(2))
+            .messages()
+            .await;
+        let mut batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "fetching tasks failed; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        let next = tokio::select! {
+            m = batch.next() => m,
+            _ = shutdown.cancelled() => break,
+        };
+        match next {
+            Some(Ok(msg)) => {
+                let shared = shared.clone();
+                running.spawn(async move {
+                    handle(&shared, msg).await;
+                    drop(permit);
+                });
+            }
+            Some(Err(e)) => tracing::warn!(error = %e, "reading a task failed"),
+            None => {}
+        }
+        while running.try_join_next().is_some() {}
+    }
+    while running.join_next().await.is_some() {}
+    let _ = tokio::fs::remove_dir_all(&own).await;
+    let stats = *shared.stats.lock().unwrap_or_else(|p| p.into_inner());
+    Ok(stats)
+}
+
+fn default_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "host".into());
+    let host: String = host
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(64)
+        .collect();
+    format!("{host}-{}", std::process::id())
+}
+
+/// One task delivery, from reading it to its ack.
+async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
+    let task = match Task::from_bytes(&msg.payload) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(subject = %msg.subject, error = %e, "task refused");
+            bump(shared, |s| s.refused += 1);
+            let _ = msg.ack_with(AckKind::Term).await;
+            return;
+        }
+    };
+    let expected = streams::task_subject(&task.pool, &task.run_id, &task.key);
+    let refusal = if task.pool != shared.pool {
+        Some(format!(
+            "task for pool `{}` reached a worker of pool `{}`",
+            task.pool, shared.pool
+        ))
+    } else if msg.subject.as_str() != expected {
+        Some(format!(
+            "task on subject {} names subject {expected}",
+            msg.subject
+        ))
+    } else if !shared
+        .allow
+        .iter()
+        .any(|p| task.remote.starts_with(p.as_str()))
+    {
+        Some(format!(
+            "worker {} does not serve remote {} (not in its `[nats] allow_remotes` or --allow-remote)",
+            shared.name, task.remote
+        ))
+    } else {
+        None
+    };
+    let results_at = result_subject(&task.run_id, &task.key);
+    if shared
+        .results
+        .get_last_raw_message_by_subject(&results_at)
+        .await
+        .is_ok()
+    {
+        // Its result is durable already (a worker died between that and its ack).
+        bump(shared, |s| s.skipped += 1);
+        let _ = msg.double_ack().await;
+        return;
+    }
+    if !lock(&shared.inflight).insert(task.key.clone()) {
+        // Redelivered while it still runs here (a heartbeat was late): keep it ours.
+        tracing::warn!(task = %task.key, "task redelivered while running here");
+        let _ = msg.ack_with(AckKind::Progress).await;
+        return;
+    }
+    let _running = Running(shared.clone(), task.key.clone());
+    let cached = lock(&shared.recent)
+        .iter()
+        .find(|r| r.key == task.key)
+        .cloned();
+    let exec = uuid::Uuid::now_v7().simple().to_string();
+    let mut result = match (cached, refusal) {
+        (Some(done), _) => done,
+        (None, refusal) => match refusal {
+            Some(why) => {
+                tracing::warn!(task = %task.key, %why, "task refused");
+                bump(shared, |s| s.refused += 1);
+                failure(&task, &exec, &shared.name, why)
+            }
+            None => {
+                let heartbeat = CancellationToken::new();
+                let beat = tokio::spawn({
+                    let (msg_ack, stop, every) =
+                        (msg.clone(), heartbeat.clone(), shared.ack_wait / 3);
+                    async move {
+                        loop {
+                            tokio::select! {
+                                _ = tokio::time::sleep(every) => {
+                                    if let Err(e) = msg_ack.ack_with(AckKind::Progress).await {
+                                        tracing::warn!(error = %e, "heartbeat failed");
+                                    }
+                                }
+                                _ = stop.cancelled() => return,
+                            }
+                        }
+                    }
+                });
+                let r = match run_task(shared, &task, &exec).await {
+                    Ok(r) => r,
+                    Err(e) => failure(&task, &exec, &shared.name, e.to_string()),
+                };
+                heartbeat.cancel();
+                let _ = beat.await;
+                bump(shared, |s| s.ran += 1);
+                r
+            }
+        },
+    };
+    {
+        let mut recent = lock(&shared.recent);
+        recent.retain(|r| r.key != task.key);
+        if recent.len() >= RECENT_RESULTS {
+            recent.pop_front();
+        }
+        recent.push_back(result.clone());
+    }
+    match publish_result(shared, &task, &mut result).await {
+        Ok(()) => {
+            if let Err(e) = msg.double_ack().await {
+                tracing::warn!(task = %task.key, error = %e, "task ack failed; it may be redelivered (its result is stored)");
+            }
+        }
+        Err(e) => {
+            tracing::warn!(task = %task.key, error = %e, "result not stored; the task is redelivered");
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
+        }
+    }
+}
+
+/// Results kept for redeliveries in this process.
+const RECENT_RESULTS: usize = 64;
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Marks a task as no longer running here when its handling ends, however it ends.
+struct Running(Arc<Shared>, String);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        lock(&self.0.inflight).remove(&self.1);
+    }
+}
+
+fn bump(shared: &Shared, f: impl FnOnce(&mut WorkerStats)) {
+    f(&mut shared.stats.lock().unwrap_or_else(|p| p.into_inner()));
+}
+
+async fn publish_result(
+    shared: &Shared,
+    task: &Task,
+    result: &mut TaskResult,
+) -> Result<(), RemoteError> {
+    let subject = result_subject(&task.run_id, &task.key);
+    let payload = result.to_bytes()?;
+    let publish = jetstream::message::PublishMessage::build()
+        .payload(payload.into())
+        .message_id(format!("res-{}", result.exec));
+    let fail = |e: String| RemoteError::Publish {
+        subject: subject.clone(),
+        detail: e,
+    };
+    shared
+        .js
+        .send_publish(subject.clone(), publish)
+        .await
+        .map_err(|e| fail(e.to_string()))?
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(())
+}
+
+/// An error result naming why the task could not run.
+fn failure(task: &Task, exec: &str, worker: &str, why: String) -> TaskResult {
+    TaskResult {
+        v: WIRE_VERSION,
+        key: task.key.clone(),
+        exec: exec.to_owned(),
+        agent_id: task.agent_id.clone(),
+        worker: worker.to_owned(),
+        state: AgentState::Error,
+        stats: AgentStats::default(),
+        result: String::new(),
+        error: Some(why),
+        exceeded: None,
+        reason: Some(crate::agent::runner::FailReason::Internal),
+        history: Vec::new(),
+        changed: Vec::new(),
+        diff: String::new(),
+        branch: None,
+        validation: crate::event::ValidationStatus::Skipped,
+        rounds: Vec::new(),
+        children: Vec::new(),
+    }
+}
+
+/// The engine services of the clone of the task's remote (cloned and opened on first
+/// use), with the task's base commit fetched into it.
+async fn services_for(shared: &Shared, task: &Task) -> Result<Arc<Services>, anyhow::Error> {
+    let remote = task.remote.as_str();
+    let mut engines = shared.engines.lock().await;
+    if let Some(s) = engines.get(remote) {
+        let s = s.clone();
+        drop(engines);
+        let mut fetched = shared.fetched.lock().await;
+        let key = (remote.to_owned(), task.base.clone());
+        if !fetched.contains(&key) {
+            git::fetch_base(s.repo(), remote, &task.base_ref, &task.base).await?;
+            fetched.insert(key);
+        }
+        return Ok(s);
+    }
+    let dir = git::clone_cache(&shared.clones, remote).await?;
+    git::fetch_base(&dir, remote, &task.base_ref, &task.base).await?;
+    shared
+        .fetched
+        .lock()
+        .await
+        .insert((remote.to_owned(), task.base.clone()));
+    // A clone of a remote without branches has no HEAD; worktrees need one.
+    git::ensure_head(&dir, &task.base).await?;
+    let repo = crate::Repository::open(Some(&dir), Some(&shared.state_base))?;
+    let sandbox = repo.sandbox()?;
+    let services = Services::open(
+        repo.root().to_path_buf(),
+        shared.store.clone(),
+        sandbox,
+        &repo.worktrees_dir(),
+        Arc::new(repo.config().clone()),
+    )
+    .await?;
+    let services = Arc::new(services);
+    engines.insert(remote.to_owned(), services.clone());
+    Ok(services)
+}
+
+/// Runs the task's agent and builds its result (pushing its branch to the remote).
+async fn run_task(
+    shared: &Arc<Shared>,
+    task: &Task,
+    exec: &str,
+) -> Result<TaskResult, anyhow::Error> {
+    let services = services_for(shared, task).await?;
+    let run = RunId::from_string(task.run_id.clone());
+    record_run(shared, &run).await?;
+    let spec = agent_spec(&services, shared, task)?;
+    let validators = validators(&services, task).await?;
+    let opts = ExecOptions {
+        isolation: Isolation::Worktree,
+        validators,
+        max_fix_rounds: task.max_fix_rounds,
+    };
+    let mut job = Job::new(spec, opts, Stop::default());
+    job.placement = match task.placement {
+        TaskPlacement::Worktree => Placement::Isolated {
+            base: Some(task.base.clone()),
+        },
+        TaskPlacement::Reader => Placement::Reader {
+            base: task.base.clone(),
+        },
+    };
+    job.history = task.history.clone();
+    job.join = task.join.clone();
+    let agent = AgentId::from_string(task.agent_id.clone());
+    let forward = Forwarder::start(shared.clone(), task, exec, run.clone(), agent.clone());
+    let executed = LocalExecutor::new(services.clone()).execute(job).await;
+    let forwarded = forward.finish().await;
+    let exec_result = executed?;
+    forwarded?;
+    if let Some(b) = &exec_result.branch {
+        let tip = b.commits.last().cloned().unwrap_or_else(|| b.base.clone());
+        git::push_commit(
+            services.repo(),
+            &task.remote,
+            &tip,
+            &format!("refs/heads/{}", b.branch),
+        )
+        .await?;
+    }
+    let children: Vec<_> = shared
+        .store
+        .agents(&run)
+        .await?
+        .into_iter()
+        .filter(|a| a.parent.as_ref() == Some(&agent))
+        .take(MAX_CHILDREN)
+        .collect();
+    let o = exec_result.outcome;
+    Ok(TaskResult {
+        v: WIRE_VERSION,
+        key: task.key.clone(),
+        exec: exec.to_owned(),
+        agent_id: task.agent_id.clone(),
+        worker: shared.name.clone(),
+        state: o.state,
+        stats: o.stats,
+        result: o.result,
+        error: o.error,
+        exceeded: o.exceeded,
+        reason: o.reason,
+        history: o.history,
+        changed: exec_result.changed,
+        diff: exec_result.diff,
+        branch: exec_result.branch,
+        validation: exec_result.validation,
+        rounds: exec_result.rounds,
+        children,
+    })
+}
+
+/// Records the task's run in the worker's own store (agents refer to it).
+async fn record_run(shared: &Shared, run: &RunId) -> Result<(), anyhow::Error> {
+    let mut runs = shared.runs.lock().await;
+    if runs.contains(run.as_str()) {
+        return Ok(());
+    }
+    if shared.store.run(run).await?.is_none() {
+        shared.store.insert_run(&remote_run(run.clone())).await?;
+    }
+    runs.insert(run.to_string());
+    Ok(())
+}
+
+/// The agent as this worker will run it: the task's ask, within this worker's limits.
+fn agent_spec(services: &Services, shared: &Shared, task: &Task) -> Result<AgentSpec, EngineError> {
+    let config = services.config();
+    let script = (task.provider == crate::config::provider::SCRIPTED)
+        .then(|| shared.script.clone())
+        .flatten();
+    let req = RunRequest {
+        provider: Some(task.provider.clone()),
+        model: task.model.clone().filter(|_| script.is_none()),
+        script,
+        ..RunRequest::default()
+    };
+    let built = crate::engine::providers::build(services, &req)?;
+    let caps: Vec<Capability> = task
+        .caps
+        .iter()
+        .filter_map(|c| match c.as_str() {
+            "read" => Some(Capability::Read),
+            "write" => Some(Capability::Write),
+            "exec" => Some(Capability::Exec),
+            "spawn" => Some(Capability::Spawn),
+            _ => None,
+        })
+        .collect();
+    Ok(AgentSpec {
+        id: AgentId::from_string(task.agent_id.clone()),
+        run_id: RunId::from_string(task.run_id.clone()),
+        parent: task.parent.clone().map(AgentId::from_string),
+        name: task.name.clone(),
+        role: task.role.clone(),
+        task: task.task.clone(),
+        system_prompt: task.system_prompt.clone(),
+        perms: Permissions {
+            caps: CapSet::of(&caps),
+            depth: task.depth,
+        },
+        workspace: services.repo().to_path_buf(),
+        quotas: lower(&task.quotas, &config.quotas),
+        provider: built.provider,
+        prices: built.prices,
+        network: task.network && config.sandbox.network_for(None),
+    })
+}
+
+/// Each quota the lower of the task's and the worker's.
+fn lower(task: &Quotas, mine: &Quotas) -> Quotas {
+    Quotas {
+        max_turns: task.max_turns.min(mine.max_turns),
+        grace_turns: task.grace_turns.min(mine.grace_turns),
+        max_tokens: task.max_tokens.min(mine.max_tokens),
+        wall_time: task.wall_time.min(mine.wall_time),
+        max_tool_calls: task.max_tool_calls.min(mine.max_tool_calls),
+        max_cost: match (task.max_cost, mine.max_cost) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        },
+        model_timeout: task.model_timeout.min(mine.model_timeout),
+        context_tokens: task.context_tokens.min(mine.context_tokens),
+        keep_turns: task.keep_turns.min(mine.keep_turns),
+        max_depth: task.max_depth.min(mine.max_depth),
+    }
+}
+
+/// The task's validators, resolved by this worker (built-ins, the user's, a trusted
+/// clone's).
+async fn validators(services: &Services, task: &Task) -> Result<Vec<ValidatorEntry>, EngineError> {
+    let mut out = Vec::new();
+    for v in &task.validators {
+        let mut entry = services
+            .plugins()
+            .validators(std::slice::from_ref(&v.name))
+            .await?;
+        for e in &mut entry {
+            e.criteria = v.criteria.clone();
+        }
+        out.extend(entry);
+    }
+    Ok(out)
+}
+
+/// Forwards the events the task's agent (and its sub-agents) store on this worker, as
+/// they are committed; the log is read back from the last forwarded sequence number, so
+/// a subscriber that lags loses nothing.
+struct Forwarder {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), RemoteError>>,
+}
+
+impl Forwarder {
+    fn start(shared: Arc<Shared>, task: &Task, exec: &str, run: RunId, agent: AgentId) -> Self {
+        let stop = CancellationToken::new();
+        let mut wake = shared.store.subscribe();
+        let subject = event_subject(&task.run_id, &task.key);
+        let (key, exec) = (task.key.clone(), exec.to_owned());
+        let token = stop.clone();
+        let handle = tokio::spawn(async move {
+            let mut after = shared.store.last_event_seq().await.unwrap_or(0);
+            let mut mine: std::collections::HashSet<String> = [agent.to_string()].into();
+            let mut seq = 0u64;
+            let mut acks = Vec::new();
+            loop {
+                let stopping = token.is_cancelled();
+                let batch = shared
+                    .store
+                    .events(Some(&run), after, 500)
+                    .await
+                    .map_err(|e| RemoteError::Publish {
+                        subject: subject.clone(),
+                        detail: format!("reading the worker's events: {e}"),
+                    })?;
+                let full = batch.len() == 500;
+                for e in batch {
+                    after = e.seq;
+                    let Some(a) = e.agent_id.as_ref() else {
+                        continue;
+                    };
+                    if !mine.contains(a.as_str()) {
+                        let child = shared.store.agent(a).await.ok().flatten();
+                        match child.and_then(|c| c.parent) {
+                            Some(p) if mine.contains(p.as_str()) => {
+                                mine.insert(a.to_string());
+                            }
+                            _ => continue,
+                        }
+                    }
+                    let (kind, data) = e.event.to_stored();
+                    seq += 1;
+                    let msg = super::task::Forwarded {
+                        v: WIRE_VERSION,
+                        key: key.clone(),
+                        exec: exec.clone(),
+                        seq,
+                        agent_id: Some(a.to_string()),
+                        at: e.at,
+                        kind,
+                        data: serde_json::from_str(&data).unwrap_or(serde_json::Value::Null),
+                    };
+                    let Ok(bytes) = msg.to_bytes() else {
+                        tracing::warn!(seq, "event over the size bound; not forwarded");
+                        continue;
+                    };
+                    let publish = jetstream::message::PublishMessage::build()
+                        .payload(bytes.into())
+                        .message_id(format!("ev-{exec}-{seq}"));
+                    let ack = shared
+                        .js
+                        .send_publish(subject.clone(), publish)
+                        .await
+                        .map_err(|e| RemoteError::Publish {
+                            subject: subject.clone(),
+                            detail: e.to_string(),
+                        })?;
+                    acks.push(ack);
+                }
+                if full {
+                    continue;
+                }
+                if stopping {
+                    break;
+                }
+                tokio::select! {
+                    r = wake.recv() => {
+                        if matches!(r, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                            break;
+                        }
+                    }
+                    _ = token.cancelled() => {}
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+            }
+            // The result goes only after every event is stored on the server.
+            for ack in acks {
+                ack.await.map_err(|e| RemoteError::Publish {
+                    subject: subject.clone(),
+                    detail: e.to_string(),
+                })?;
+            }
+            Ok(())
+        });
+        Self { stop, task: handle }
+    }
+
+    async fn finish(self) -> Result<(), RemoteError> {
+        self.stop.cancel();
+        self.task.await.unwrap_or_else(|e| {
+            Err(RemoteError::Publish {
+                subject: "events".into(),
+                detail: e.to_string(),
+            })
+        })
+    }
+}
+
+/// The worker's record of a coordinator's run (its agents refer to it; nothing else).
+fn remote_run(id: RunId) -> crate::store::RunRecord {
+    let mut r = crate::store::RunRecord::started(
+        crate::vocab::Mode::Single,
+        "(a task from a coordinator)",
+        serde_json::Value::Null,
+    );
+    r.id = id;
+    r
+}

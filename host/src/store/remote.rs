@@ -1,0 +1,243 @@
+//! What workers on other machines send back, stored idempotently (scale-out, see
+//! `remote/`). JetStream delivers at least once, so every write here is keyed: an event
+//! by its sender's execution and sequence number (`remote_events`), a result by the
+//! agent it is recorded for (`remote_results`). A second delivery of either changes
+//! nothing, in the same transaction that would have stored it.
+
+use rusqlite::{Connection, params};
+
+use super::records::{AgentRecord, AgentStats};
+use super::writer::{EventWrite, Write};
+use super::{Store, StoreError, now_ms};
+use crate::agent::AgentState;
+use crate::event::Event;
+use crate::ids::{AgentId, RunId};
+
+/// A write of this module.
+#[derive(Debug)]
+pub(crate) enum RemoteWrite {
+    /// An event a worker forwarded, stored once per `key`.
+    Event {
+        /// Unique within the run: the sender's execution and sequence number.
+        key: String,
+        /// The event row.
+        event: Box<EventWrite>,
+    },
+    /// An agent's result, recorded once per agent.
+    Result(Box<RemoteResult>),
+}
+
+/// An agent's end as a worker reported it.
+#[derive(Debug, Clone)]
+pub struct RemoteResult {
+    /// Its run.
+    pub run_id: RunId,
+    /// The agent it is recorded for.
+    pub agent_id: AgentId,
+    /// The task it answers.
+    pub task_key: String,
+    /// The worker that ran it.
+    pub worker: String,
+    /// Its terminal state.
+    pub state: AgentState,
+    /// Counters.
+    pub stats: AgentStats,
+    /// Its final text.
+    pub result: Option<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Agents it spawned on the worker (`spawn_agent`), recorded alongside.
+    pub children: Vec<AgentRecord>,
+}
+
+/// One agent's worker, for `status` and `tree`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct AgentWorker {
+    /// The agent.
+    pub agent_id: String,
+    /// The worker that ran it.
+    pub worker: String,
+    /// The task it answered.
+    pub task_key: String,
+}
+
+impl Store {
+    /// Stores an event a worker forwarded unless an event with `key` is stored already;
+    /// an `agent.state: running` event also moves the queued agent to running here.
+    pub async fn append_remote_event(
+        &self,
+        run_id: &RunId,
+        agent_id: Option<&AgentId>,
+        at: i64,
+        key: String,
+        event: Event,
+    ) -> Result<(), StoreError> {
+        let (kind, data) = event.to_stored();
+        let event = Box::new(EventWrite {
+            run_id: run_id.clone(),
+            agent_id: agent_id.cloned(),
+            at,
+            kind,
+            data,
+            event,
+        });
+        self.write(Write::Remote(RemoteWrite::Event { key, event }))
+            .await
+    }
+
+    /// Records an agent's remote result once (a second delivery is a no-op).
+    pub async fn record_remote_result(&self, result: RemoteResult) -> Result<(), StoreError> {
+        self.write(Write::Remote(RemoteWrite::Result(Box::new(result))))
+            .await
+    }
+
+    /// The agents recorded with a result for task `key` in `run`.
+    pub async fn remote_agents_of_task(
+        &self,
+        run: &RunId,
+        key: &str,
+    ) -> Result<Vec<AgentId>, StoreError> {
+        let (run, key) = (run.clone(), key.to_owned());
+        self.read(move |c| {
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT agent_id FROM remote_results WHERE run_id = ?1 AND task_key = ?2",
+                )
+                .map_err(|e| StoreError::sqlite("read remote results", &e))?;
+            let rows = stmt
+                .query_map(params![run.as_str(), key], |r| r.get::<_, String>(0))
+                .map_err(|e| StoreError::sqlite("read remote results", &e))?;
+            rows.map(|r| {
+                r.map(AgentId::from_string)
+                    .map_err(|e| StoreError::sqlite("read remote results", &e))
+            })
+            .collect()
+        })
+        .await
+    }
+
+    /// Which worker ran each remote agent of `run`.
+    pub async fn agent_workers(&self, run: &RunId) -> Result<Vec<AgentWorker>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| {
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT agent_id, worker, task_key FROM remote_results WHERE run_id = ?1 ORDER BY at",
+                )
+                .map_err(|e| StoreError::sqlite("read agent workers", &e))?;
+            let rows = stmt
+                .query_map(params![run.as_str()], |r| {
+                    Ok(AgentWorker {
+                        agent_id: r.get(0)?,
+                        worker: r.get(1)?,
+                        task_key: r.get(2)?,
+                    })
+                })
+                .map_err(|e| StoreError::sqlite("read agent workers", &e))?;
+            rows.map(|r| r.map_err(|e| StoreError::sqlite("read agent workers", &e)))
+                .collect()
+        })
+        .await
+    }
+}
+
+/// Applies a remote write; an event that was stored returns its sequence number.
+pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64>, StoreError> {
+    let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
+    match write {
+        RemoteWrite::Event { key, event: e } => {
+            let new = conn
+                .prepare_cached("INSERT OR IGNORE INTO remote_events (run_id, key) VALUES (?1, ?2)")
+                .map_err(q("prepare remote event key"))?
+                .execute(params![e.run_id.as_str(), key])
+                .map_err(q("record remote event key"))?;
+            if new == 0 {
+                return Ok(None);
+            }
+            if let (Event::AgentState { state, .. }, Some(agent)) = (&e.event, &e.agent_id)
+                && *state == AgentState::Running
+            {
+                conn.execute(
+                    "UPDATE agents SET state = 'running', started_at = COALESCE(started_at, ?2)
+                     WHERE id = ?1 AND state = 'queued'",
+                    params![agent.as_str(), e.at],
+                )
+                .map_err(q("mark a remote agent running"))?;
+            }
+            super::writer::insert_event(conn, e).map(Some)
+        }
+        RemoteWrite::Result(r) => {
+            let at = now_ms();
+            let new = conn
+                .execute(
+                    "INSERT OR IGNORE INTO remote_results (run_id, agent_id, task_key, worker, at)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![
+                        r.run_id.as_str(),
+                        r.agent_id.as_str(),
+                        r.task_key,
+                        r.worker,
+                        at
+                    ],
+                )
+                .map_err(q("record remote result"))?;
+            if new == 0 {
+                return Ok(None);
+            }
+            for c in &r.children {
+                conn.execute(
+                    "INSERT OR IGNORE INTO agents (id, run_id, parent_id, name, role, task, caps, depth,
+                     join_mode, state, turns, tool_calls, tokens_in, tokens_out, cost, result, error,
+                     created_at, started_at, finished_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                     ?17, ?18, ?19, ?20)",
+                    params![
+                        c.id.as_str(),
+                        r.run_id.as_str(),
+                        c.parent.as_ref().map(|p| p.as_str()),
+                        c.name,
+                        c.role,
+                        c.task,
+                        serde_json::to_string(&c.caps).unwrap_or_default(),
+                        c.depth,
+                        c.join,
+                        c.state.as_str(),
+                        c.stats.turns,
+                        c.stats.tool_calls,
+                        c.stats.tokens_in as i64,
+                        c.stats.tokens_out as i64,
+                        c.stats.cost,
+                        c.result,
+                        c.error,
+                        c.created_at,
+                        c.started_at,
+                        c.finished_at
+                    ],
+                )
+                .map_err(q("record a remote sub-agent"))?;
+            }
+            // Only an agent still waiting for its result takes it: one that resume
+            // marked interrupted keeps that ending (its step is re-run as a new agent).
+            conn.execute(
+                "UPDATE agents SET state = ?2, turns = ?3, tool_calls = ?4, tokens_in = ?5,
+                 tokens_out = ?6, cost = ?7, result = ?8, error = ?9, finished_at = ?10,
+                 started_at = COALESCE(started_at, ?10)
+                 WHERE id = ?1 AND state IN ('queued', 'running')",
+                params![
+                    r.agent_id.as_str(),
+                    r.state.as_str(),
+                    r.stats.turns,
+                    r.stats.tool_calls,
+                    r.stats.tokens_in as i64,
+                    r.stats.tokens_out as i64,
+                    r.stats.cost,
+                    r.result,
+                    r.error,
+                    at
+                ],
+            )
+            .map_err(q("record a remote agent's end"))?;
+            Ok(None)
+        }
+    }
+}

@@ -1,0 +1,744 @@
+//! Scale-out end to end with a real nats-server (JetStream on loopback), a bare git
+//! remote in a temp dir, `crewbox worker` processes and a coordinator: swarms and
+//! orchestrate teams complete across workers; `kill -9` of a worker mid-task has the
+//! task finish once on another; `kill -9` of the coordinator is finished by `resume`;
+//! no secret reaches the server; hostile tasks are refused. Counts are taken from the
+//! coordinator's store (agent rows, recorded results) and from the workers' own tallies
+//! of tasks they ran, so a lost result or a second run of an agent fails.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::support::nats::{NatsServer, bare_origin};
+use crate::support::procs::wait_for;
+use crate::support::repo::{command, git_repo, state_dir};
+
+use crewbox::unstable::agent::AgentState;
+use crewbox::unstable::ids::RunId;
+use crewbox::unstable::store::{AgentRecord, AgentWorker, StepState, Store};
+
+const POOL: &str = "t";
+const CANARY: &str = "sk-canary-5d1f7a0c9e";
+const CANARY_2: &str = "canary-password-83bd";
+
+/// A repository with a bare `origin`, a server, and the user config every process
+/// (coordinator and workers) reads: `executor = "nats"`, a 2 s ack wait.
+struct Cluster {
+    dir: tempfile::TempDir,
+    nats: NatsServer,
+    remote: String,
+}
+
+fn cluster(setup: impl FnOnce(&Path)) -> Option<Cluster> {
+    let nats = NatsServer::start()?;
+    let dir = git_repo(setup);
+    let remote = bare_origin(dir.path());
+    let config = dir.path().join("config/crewbox");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "executor = \"nats\"\n\
+             [providers.canary]\nkind = \"openai\"\nmodel = \"m\"\n\
+             base_url = \"http://127.0.0.1:9\"\napi_key_env = \"CANARY_KEY\"\n\
+             [nats]\nurl = \"{}\"\npool = \"{POOL}\"\nack_wait_s = 2\n",
+            nats.url()
+        ),
+    )
+    .unwrap();
+    Some(Cluster { dir, nats, remote })
+}
+
+impl Cluster {
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn script(&self, text: &str) -> PathBuf {
+        let p = self.path().join("script.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// A worker with its own state directory (as on its own machine), its stderr in
+    /// `<name>.log`, with the canary keys in its environment.
+    fn worker(&self, name: &str) -> Worker {
+        let log = self.path().join(format!("{name}.log"));
+        let script = self.path().join("script.toml");
+        let mut c = command(
+            self.path(),
+            &[
+                "worker",
+                "--pool",
+                POOL,
+                "--slots",
+                "2",
+                "--name",
+                name,
+                "--allow-remote",
+                &self.remote,
+                "--script",
+                script.to_str().unwrap(),
+            ],
+        );
+        c.env("CREWBOX_STATE_DIR", self.path().join(format!("w-{name}")))
+            .env("ANTHROPIC_API_KEY", CANARY)
+            .env("CANARY_KEY", CANARY_2)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let child = c.spawn().unwrap();
+        let ready = wait_for(Duration::from_secs(30), || {
+            std::fs::read_to_string(&log).is_ok_and(|l| l.contains("serving pool"))
+        });
+        assert!(
+            ready,
+            "worker {name} did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        Worker { child, log }
+    }
+
+    /// `crewbox ARGS --script script.toml --json` as the coordinator.
+    fn coordinator(&self, args: &[&str]) -> std::process::Command {
+        let script = self.path().join("script.toml");
+        let mut all = args.to_vec();
+        if args[0] != "resume" {
+            all.extend(["--script", script.to_str().unwrap()]);
+        }
+        all.push("--json");
+        let mut c = command(self.path(), &all);
+        c.env("ANTHROPIC_API_KEY", CANARY)
+            .env("CANARY_KEY", CANARY_2);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.coordinator(args).output().unwrap();
+        report(&out)
+    }
+
+    fn store(&self) -> Db {
+        Db::open(self.path())
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn report(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+struct Worker {
+    child: Child,
+    log: PathBuf,
+}
+
+/// What a worker said it did when it stopped.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Tally {
+    ran: u64,
+    skipped: u64,
+    refused: u64,
+}
+
+impl Worker {
+    /// SIGTERM, then its tally.
+    fn stop(mut self) -> Tally {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        let log = std::fs::read_to_string(&self.log).unwrap();
+        assert!(status.success(), "worker failed: {log}");
+        let line = log
+            .lines()
+            .find(|l| l.starts_with("crewbox worker stopped:"))
+            .unwrap_or_else(|| panic!("no tally: {log}"));
+        let n = |what: &str| -> u64 {
+            let before = line.split(what).next().unwrap();
+            before
+                .rsplit(|c: char| !c.is_ascii_digit())
+                .find(|s| !s.is_empty())
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        Tally {
+            ran: n(" run"),
+            skipped: n(" already done"),
+            refused: n(" refused"),
+        }
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+struct Db {
+    rt: tokio::runtime::Runtime,
+    store: Store,
+}
+
+impl Db {
+    fn open(dir: &Path) -> Self {
+        let rt = runtime();
+        let store = Store::open(&state_dir(dir)).unwrap();
+        Self { rt, store }
+    }
+
+    fn agents(&self, run: &RunId) -> Vec<AgentRecord> {
+        self.rt.block_on(self.store.agents(run)).unwrap()
+    }
+
+    fn workers(&self, run: &RunId) -> Vec<AgentWorker> {
+        self.rt.block_on(self.store.agent_workers(run)).unwrap()
+    }
+
+    fn unfinished(&self) -> Vec<RunId> {
+        self.rt
+            .block_on(self.store.unfinished_runs())
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect()
+    }
+}
+
+/// Every message the server routes (subject, headers and payload as text), collected
+/// by a subscriber to `>` in a thread of its own.
+struct Wiretap {
+    seen: Arc<Mutex<Vec<String>>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Wiretap {
+    fn start(url: String) -> Self {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn({
+            let seen = seen.clone();
+            move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async move {
+                    use futures::StreamExt;
+                    let client = async_nats::connect(url).await.unwrap();
+                    let mut sub = client.subscribe(">").await.unwrap();
+                    client.flush().await.unwrap();
+                    ready_tx.send(()).unwrap();
+                    loop {
+                        tokio::select! {
+                            m = sub.next() => {
+                                let Some(m) = m else { break };
+                                let text = format!(
+                                    "{} {:?} {}",
+                                    m.subject,
+                                    m.headers,
+                                    String::from_utf8_lossy(&m.payload)
+                                );
+                                seen.lock().unwrap().push(text);
+                            }
+                            _ = &mut stopped => break,
+                        }
+                    }
+                });
+            }
+        });
+        ready_rx.recv().unwrap();
+        Self { seen, stop, thread }
+    }
+
+    fn finish(self) -> Vec<String> {
+        let _ = self.stop.send(());
+        self.thread.join().unwrap();
+        Arc::try_unwrap(self.seen).unwrap().into_inner().unwrap()
+    }
+}
+
+/// Three swarm members, each slower than the 2 s ack wait (so a missing heartbeat would
+/// hand a task to a second worker), each writing `notes.txt`.
+const SWARM: &str = r#"
+[[reply]]
+agent = "executor"
+turn = 1
+repeat = true
+delay_ms = 2500
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "notes.txt", content = "beta\n" }
+
+[[reply]]
+agent = "executor"
+turn = 2
+repeat = true
+text = "Wrote beta into notes.txt"
+"#;
+
+fn run_id(report: &serde_json::Value) -> RunId {
+    RunId::from_string(report["run_id"].as_str().unwrap())
+}
+
+fn branch_exists(dir: &Path, branch: &str) -> bool {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir.join("repo"))
+        .args([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}"),
+        ])
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+#[test]
+fn a_swarm_runs_across_two_workers_each_agent_once_and_no_secret_reaches_the_server() {
+    let Some(c) = cluster(|_| {}) else { return };
+    c.script(SWARM);
+    let tap = Wiretap::start(c.nats.url());
+    let (a, b) = (c.worker("wa"), c.worker("wb"));
+    let report = c.run(&[
+        "run",
+        "write beta",
+        "--mode",
+        "swarm",
+        "--swarm-size",
+        "3",
+        "--strategy",
+        "vote",
+    ]);
+    assert_eq!(report["status"], "completed", "{report}");
+    let run = run_id(&report);
+    let db = c.store();
+    assert_eq!(report["groups"][0]["count"], 3, "{report}");
+    let agents = db.agents(&run);
+    assert_eq!(agents.len(), 3, "{agents:?}");
+    assert!(
+        agents.iter().all(|a| a.state == AgentState::Completed),
+        "{agents:?}"
+    );
+    // Every member's branch was pushed by its worker and fetched here.
+    let branches = report["branches"].as_array().unwrap();
+    assert_eq!(branches.len(), 3, "{report}");
+    for b in branches {
+        assert!(
+            branch_exists(c.path(), b.as_str().unwrap()),
+            "{b} not fetched"
+        );
+    }
+    let workers = db.workers(&run);
+    assert_eq!(
+        workers.len(),
+        3,
+        "one recorded result per agent: {workers:?}"
+    );
+    let names: BTreeSet<&str> = workers.iter().map(|w| w.worker.as_str()).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from(["wa", "wb"]),
+        "two slots each: both served"
+    );
+    // Events came back into this store as a local run writes them.
+    let events = crate::support::repo::events(c.path(), run.as_str());
+    for a in &agents {
+        let of = |kind: &str| {
+            events
+                .iter()
+                .filter(|e| e["agent_id"] == a.id.as_str() && e["kind"] == kind)
+                .count()
+        };
+        assert!(
+            of("model.reply") >= 2 && of("tool.call") == 1,
+            "{}: {events:?}",
+            a.id
+        );
+    }
+    let (ta, tb) = (a.stop(), b.stop());
+    assert_eq!(ta.ran + tb.ran, 3, "no task ran twice: {ta:?} {tb:?}");
+    let wire = tap.finish();
+    assert!(
+        wire.iter().any(|m| m.starts_with("crewbox.task.t.")),
+        "the tap saw the tasks"
+    );
+    for m in &wire {
+        assert!(
+            !m.contains(CANARY) && !m.contains(CANARY_2),
+            "a secret went over NATS: {m}"
+        );
+    }
+}
+
+/// The orchestrate round of the crash-recovery tests: alice and bob each `ms` long.
+fn orchestrate_script(ms: u64) -> String {
+    crate::recovery::orchestrate_script(ms, ms, 0)
+}
+
+fn team_cluster() -> Option<Cluster> {
+    cluster(|work| {
+        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
+        std::fs::write(work.join(".crewbox/teams/duo.toml"), crate::recovery::TEAM).unwrap();
+    })
+}
+
+const TEAM_ARGS: [&str; 6] = [
+    "run",
+    "build a queue",
+    "--team",
+    "duo",
+    "--mode",
+    "orchestrate",
+];
+
+/// Distinct tasks recorded for the run's agents.
+fn task_keys(workers: &[AgentWorker]) -> BTreeSet<String> {
+    workers.iter().map(|w| w.task_key.clone()).collect()
+}
+
+#[test]
+fn an_orchestrate_team_runs_its_members_on_workers() {
+    let Some(c) = team_cluster() else { return };
+    c.script(&orchestrate_script(0));
+    let (a, b) = (c.worker("wa"), c.worker("wb"));
+    let report = c.run(&TEAM_ARGS);
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["result"], "SYNTHESIS: a queue with push/pop, tested");
+    let run = run_id(&report);
+    let db = c.store();
+    let agents = db.agents(&run);
+    let workers = db.workers(&run);
+    for name in ["alice", "bob"] {
+        let rows: Vec<_> = agents.iter().filter(|a| a.name == name).collect();
+        assert_eq!(rows.len(), 1, "{name}: {agents:?}");
+        assert!(
+            workers.iter().any(|w| w.agent_id == rows[0].id.as_str()),
+            "{name} ran on a worker: {workers:?}"
+        );
+    }
+    let (ta, tb) = (a.stop(), b.stop());
+    assert_eq!(
+        ta.ran + tb.ran,
+        task_keys(&workers).len() as u64,
+        "{ta:?} {tb:?}"
+    );
+    // `tree` shows where each agent ran.
+    let out = crate::support::repo::bin(c.path(), &["tree", run.as_str()]);
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(tree.contains("@ wa") || tree.contains("@ wb"), "{tree}");
+}
+
+#[test]
+fn a_worker_killed_mid_task_has_it_finished_once_by_another() {
+    let Some(c) = cluster(|_| {}) else { return };
+    c.script("[[reply]]\nagent = \"agent\"\ndelay_ms = 3000\ntext = \"SLOW DONE\"\n");
+    let first = c.worker("wa");
+    let mut coordinator = c.coordinator(&["run", "slow", "--mode", "single"]);
+    let coordinator = coordinator
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let db = c.store();
+    let running = wait_for(Duration::from_secs(30), || {
+        db.unfinished().first().is_some_and(|run| {
+            db.agents(run)
+                .iter()
+                .any(|a| a.state == AgentState::Running)
+        })
+    });
+    assert!(running, "the agent never ran on the first worker");
+    first.kill9();
+    let second = c.worker("wb");
+    let out = coordinator.wait_with_output().unwrap();
+    let report = report(&out);
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["result"], "SLOW DONE");
+    let run = run_id(&report);
+    let agents = db.agents(&run);
+    assert_eq!(agents.len(), 1, "{agents:?}");
+    let workers = db.workers(&run);
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    assert_eq!(workers[0].worker, "wb");
+    assert_eq!(
+        second.stop(),
+        Tally {
+            ran: 1,
+            skipped: 0,
+            refused: 0
+        }
+    );
+}
+
+#[test]
+fn a_coordinator_killed_mid_run_is_finished_by_resume_with_the_results_it_missed() {
+    let Some(c) = team_cluster() else { return };
+    c.script(&orchestrate_script(2000));
+    let (a, b) = (c.worker("wa"), c.worker("wb"));
+    let mut coordinator = c
+        .coordinator(&TEAM_ARGS)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let db = c.store();
+    let reached = wait_for(Duration::from_secs(30), || {
+        db.unfinished().first().is_some_and(|run| {
+            let agents = db.agents(run);
+            ["alice", "bob"].iter().all(|n| {
+                agents
+                    .iter()
+                    .any(|a| a.name == *n && a.state == AgentState::Running)
+            })
+        })
+    });
+    assert!(reached, "the members never ran");
+    coordinator.kill().unwrap();
+    coordinator.wait().unwrap();
+    let run = db.unfinished()[0].clone();
+    let steps = db.rt.block_on(db.store.steps(&run)).unwrap();
+    assert!(
+        !steps
+            .iter()
+            .any(|s| s.key.starts_with("worker/") && s.state == StepState::Done),
+        "killed before a member's result was stored: {steps:?}"
+    );
+    let out = c.coordinator(&["resume", run.as_str()]).output().unwrap();
+    let report = report(&out);
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["result"], "SYNTHESIS: a queue with push/pop, tested");
+    let agents = db.agents(&run);
+    let workers = db.workers(&run);
+    for name in ["alice", "bob"] {
+        let done: Vec<_> = agents
+            .iter()
+            .filter(|a| a.name == name && a.state == AgentState::Completed)
+            .collect();
+        assert_eq!(done.len(), 1, "{name}: {agents:?}");
+    }
+    let (ta, tb) = (a.stop(), b.stop());
+    // Each task ran once: the results that arrived while the coordinator was down were
+    // taken by the resumed run's new agents, not run again.
+    assert_eq!(
+        ta.ran + tb.ran,
+        task_keys(&workers).len() as u64,
+        "{ta:?} {tb:?} {workers:?}"
+    );
+}
+
+/// Publishes raw messages as a hostile or confused coordinator would, and reads the
+/// result the worker stored for a task key.
+fn publish_raw(url: &str, msgs: Vec<(String, Vec<u8>)>) {
+    let rt = runtime();
+    rt.block_on(async move {
+        let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
+        for (subject, payload) in msgs {
+            js.publish(subject, payload.into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    });
+}
+
+fn stored_result(url: &str, run: &str, key: &str) -> Option<serde_json::Value> {
+    let rt = runtime();
+    rt.block_on(async move {
+        let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
+        let stream = js.get_stream("CREWBOX_RESULTS").await.ok()?;
+        let m = stream
+            .get_last_raw_message_by_subject(&format!("crewbox.out.{run}.result.{key}"))
+            .await
+            .ok()?;
+        serde_json::from_slice(&m.payload).ok()
+    })
+}
+
+fn raw_task(c: &Cluster, key: &str, pool: &str, remote: &str) -> Vec<u8> {
+    let base = String::from_utf8(
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(c.path().join("repo"))
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_owned();
+    serde_json::to_vec(&serde_json::json!({
+        "v": 1, "key": key, "pool": pool, "run_id": "r-hostile", "agent_id": format!("a-{key}"),
+        "parent": null, "name": "agent", "role": "agent", "task": "t", "system_prompt": "s",
+        "caps": ["read"], "depth": 0,
+        "quotas": serde_json::to_value(crewbox::unstable::config::Quotas::default()).unwrap(),
+        "provider": "scripted", "model": null, "network": false, "remote": remote,
+        "base": base, "base_ref": format!("refs/crewbox/base/r-hostile/{base}"),
+        "placement": "reader", "validators": [], "max_fix_rounds": 0, "history": null, "join": null
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_worker_refuses_hostile_tasks_other_pools_and_remotes_it_does_not_serve() {
+    let Some(c) = cluster(|_| {}) else { return };
+    c.script("[[reply]]\nagent = \"agent\"\ntext = \"ok\"\n");
+    let w = c.worker("wa");
+    let url = c.nats.url();
+    let subject = |key: &str| format!("crewbox.task.{POOL}.r-hostile.{key}");
+    let elsewhere = c.path().join("elsewhere.git").display().to_string();
+    // Allowed (its URL starts with the allowed one) but not there.
+    let missing = format!("{}-missing", c.remote);
+    publish_raw(
+        &url,
+        vec![
+            (subject("junk"), b"{\"v\": 1, \"api_key\": \"x\"".to_vec()),
+            (subject("future"), b"{\"v\": 99}".to_vec()),
+            (subject("pool"), raw_task(&c, "pool", "other", &c.remote)),
+            (subject("remote"), raw_task(&c, "remote", POOL, &elsewhere)),
+            (subject("gone"), raw_task(&c, "gone", POOL, &missing)),
+        ],
+    );
+    let got = |key: &str| {
+        let found = std::cell::RefCell::new(None);
+        wait_for(Duration::from_secs(30), || {
+            *found.borrow_mut() = stored_result(&url, "r-hostile", key);
+            found.borrow().is_some()
+        });
+        found
+            .into_inner()
+            .unwrap_or_else(|| panic!("no result for {key}"))
+    };
+    let pool = got("pool");
+    assert_eq!(pool["state"], "error");
+    assert!(
+        pool["error"]
+            .as_str()
+            .unwrap()
+            .contains("task for pool `other` reached a worker of pool `t`"),
+        "{pool}"
+    );
+    let remote = got("remote");
+    assert!(
+        remote["error"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("does not serve remote {elsewhere}")),
+        "{remote}"
+    );
+    let gone = got("gone");
+    let why = gone["error"].as_str().unwrap();
+    assert!(
+        why.contains("git clone") && why.contains(&missing),
+        "{gone}"
+    );
+    let tally = w.stop();
+    let expected = Tally {
+        ran: 1,
+        skipped: 0,
+        refused: 4,
+    };
+    assert_eq!(
+        tally, expected,
+        "malformed ones are refused too; the unreachable one ran"
+    );
+}
+
+#[test]
+fn a_result_or_event_delivered_twice_is_recorded_once() {
+    use crewbox::Event;
+    use crewbox::unstable::store::{AgentStats, RemoteResult, RunRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    rt.block_on(async {
+        let store = Store::open(dir.path()).unwrap();
+        let run = RunRecord::started(crewbox::Mode::Single, "p", serde_json::json!({}));
+        store.insert_run(&run).await.unwrap();
+        let agent = AgentRecord {
+            id: crewbox::unstable::ids::AgentId::new(),
+            run_id: run.id.clone(),
+            parent: None,
+            name: "agent".into(),
+            role: "agent".into(),
+            task: "t".into(),
+            caps: vec!["read".into()],
+            depth: 0,
+            join: None,
+            state: AgentState::Queued,
+            stats: AgentStats::default(),
+            result: None,
+            error: None,
+            created_at: 1,
+            started_at: None,
+            finished_at: None,
+        };
+        store.insert_agent(&agent).await.unwrap();
+        let running = || Event::AgentState {
+            state: AgentState::Running,
+            error: None,
+            exceeded: None,
+            reason: None,
+        };
+        for _ in 0..2 {
+            store
+                .append_remote_event(&run.id, Some(&agent.id), 5, "e1/1".into(), running())
+                .await
+                .unwrap();
+        }
+        let result = RemoteResult {
+            run_id: run.id.clone(),
+            agent_id: agent.id.clone(),
+            task_key: "k".into(),
+            worker: "w1".into(),
+            state: AgentState::Completed,
+            stats: AgentStats {
+                turns: 1,
+                ..AgentStats::default()
+            },
+            result: Some("first".into()),
+            error: None,
+            children: Vec::new(),
+        };
+        store.record_remote_result(result.clone()).await.unwrap();
+        let again = RemoteResult {
+            worker: "w2".into(),
+            result: Some("second".into()),
+            ..result
+        };
+        store.record_remote_result(again).await.unwrap();
+        let events = store.events(Some(&run.id), 0, 100).await.unwrap();
+        assert_eq!(events.len(), 1, "{events:?}");
+        let rows = store.agents(&run.id).await.unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].state, AgentState::Completed);
+        assert_eq!(rows[0].result.as_deref(), Some("first"));
+        assert_eq!(
+            rows[0].started_at,
+            Some(5),
+            "running from the forwarded event"
+        );
+        let workers = store.agent_workers(&run.id).await.unwrap();
+        assert_eq!(workers.len(), 1);
+        assert_eq!(workers[0].worker, "w1");
+    });
+}
