@@ -78,7 +78,7 @@ impl Mode for Swarm {
                 Step::Completed(i, Ok(r)) => {
                     results.insert(i, r);
                 }
-                Step::Completed(i, Err(e)) => errors.push(format!("member {}: {e}", i + 1)),
+                Step::Completed(i, Err(e)) => errors.push(format!("swarm-{}: {e}", i + 1)),
                 Step::Deliver(delivered) => {
                     ctx.emit(
                         None,
@@ -114,6 +114,7 @@ impl Mode for Swarm {
             conflicts,
             groups: None,
             winner: None,
+            not_run: errors,
         };
         let result = match strategy {
             Strategy::Vote => {
@@ -148,6 +149,16 @@ impl Mode for Swarm {
             Strategy::Live | Strategy::Quorum | Strategy::Merge | Strategy::Batch => {
                 merged_report(&results, &deliveries, &details.conflicts)
             }
+        };
+        // A member that never ran is not silently dropped from what the swarm reports.
+        let result = if details.not_run.is_empty() {
+            result
+        } else {
+            format!(
+                "{result}\nnot run ({} of {size}): {}\n",
+                details.not_run.len(),
+                details.not_run.join("; ")
+            )
         };
         let ended = if any_ok {
             (RunStatus::Completed, ExitReason::GoalMet)

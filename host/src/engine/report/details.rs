@@ -181,6 +181,10 @@ pub struct SwarmDetails {
     /// `vote`: the winning group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub winner: Option<Vec<AgentId>>,
+    /// Members that could not be executed at all (`swarm-N: why`); the swarm went on
+    /// with the others, and says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<String>,
 }
 
 /// Members of a swarm that gave equivalent answers.

@@ -138,8 +138,15 @@ pub(super) fn text(r: &RunReport) -> String {
                 }
             }
         }
-        Some(ModeDetails::Swarm(swarm)) if !swarm.conflicts.is_empty() => {
-            let _ = writeln!(s, "conflicts: {}", swarm.conflicts.join(", "));
+        Some(ModeDetails::Swarm(swarm))
+            if !swarm.conflicts.is_empty() || !swarm.not_run.is_empty() =>
+        {
+            if !swarm.conflicts.is_empty() {
+                let _ = writeln!(s, "conflicts: {}", swarm.conflicts.join(", "));
+            }
+            for why in &swarm.not_run {
+                let _ = writeln!(s, "not run: {}", escape(why));
+            }
         }
         Some(ModeDetails::Reflect(reflect)) => {
             iterations(&mut s, reflect);
