@@ -110,6 +110,8 @@ pub struct Config {
     pub pack_grant: Option<crate::team::Access>,
     /// `[packs.models]`: the user's model aliases for packs (lowercase keys).
     pub pack_models: BTreeMap<String, String>,
+    /// `[telemetry]` (user config only): where traces are exported.
+    pub telemetry: user::TelemetryFile,
 }
 
 impl Default for Config {
@@ -138,6 +140,7 @@ impl Default for Config {
             pack_access: crate::team::Access::ReadOnly,
             pack_grant: None,
             pack_models: BTreeMap::new(),
+            telemetry: user::TelemetryFile::default(),
         }
     }
 }
@@ -278,6 +281,9 @@ impl Config {
         }
         if let Some(n) = f.dispatch_history {
             self.dispatch_history = n.max(1);
+        }
+        if let Some(t) = f.telemetry {
+            self.telemetry = t;
         }
         if let Some(a) = f.packs.max_access {
             self.pack_access = a;
