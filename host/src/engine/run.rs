@@ -50,7 +50,7 @@ fn ended(span: &tracing::Span, result: &Result<RunReport, EngineError>) {
             spans::run_ended(span, report.status.as_str(), failed.map(ExitReason::as_str));
         }
         Err(EngineError::Interrupted(_)) => spans::run_ended(span, "interrupted", None),
-        Err(_) => spans::run_ended(span, "refused", Some("error")),
+        Err(_) => spans::run_ended(span, "error", Some("error")),
     }
 }
 

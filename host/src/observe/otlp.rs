@@ -73,6 +73,7 @@ where
         .with_tracer(tracer)
         .with_tracked_inactivity(false)
         .with_threads(false)
+        .with_location(false)
         .with_filter(ours)
         .boxed())
 }

@@ -205,6 +205,10 @@ fn a_single_run_exports_run_agent_turn_tool_with_ids_and_tokens() {
     // Ids, names, counts and statuses only: no prompt, reply, file content or token.
     let text = std::fs::read_to_string(&rx.out).unwrap();
     let attrs: Vec<String> = spans.iter().map(|s| s["attributes"].to_string()).collect();
+    assert!(
+        !attrs.iter().any(|a| a.contains("\"otel.")),
+        "status fields are not attributes: {attrs:?}"
+    );
     for secret in [
         "read the notes",
         "notes say alpha",
