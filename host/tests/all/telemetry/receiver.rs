@@ -223,18 +223,6 @@ fn a_single_run_exports_run_agent_turn_tool_with_ids_and_tokens() {
     }
 }
 
-const TEAM: &str = r#"
-mode = "orchestrate"
-
-[[members]]
-name = "alice"
-role = "architect"
-
-[[members]]
-name = "bob"
-role = "tester"
-"#;
-
 const TEAM_SCRIPT: &str = r#"
 [[reply]]
 agent = "orchestrator"
@@ -262,10 +250,7 @@ text = "SYNTH: the queue"
 
 #[test]
 fn a_team_run_exports_every_member_under_its_run() {
-    let dir = git_repo(|work| {
-        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
-        std::fs::write(work.join(".crewbox/teams/duo.toml"), TEAM).unwrap();
-    });
+    let dir = crate::recovery::repo();
     let Some(rx) = Receiver::start(dir.path()) else {
         return;
     };
