@@ -57,6 +57,9 @@ _td_pip componentize-py==0.25.1 componentize-py || true
 # A third-party mock of the OpenAI and Anthropic APIs (streaming, tool calls, usage,
 # errors): the provider peer test runs multi-turn agents against it.
 _td_pip llm-mock-api==0.1.2 llm-mock-api || true
+# The official OTLP protobuf messages (protobuf pinned first, so the pair is fixed):
+# the telemetry test decodes crewbox's trace exports with them.
+{ _td_pip protobuf==7.36.2 protobuf && _td_pip opentelemetry-proto==1.45.2 opentelemetry-proto; } || true
 
 # npm packages, pinned: name@version... -> peer name (one `npm install` for all of them).
 _td_npm() {

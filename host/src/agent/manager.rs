@@ -10,6 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::lifecycle::AgentState;
 use super::permissions::{CapSet, Permissions};
@@ -189,7 +190,11 @@ impl Manager {
                 },
             );
         let this = self.clone();
-        tokio::spawn(async move {
+        // The agent's task starts with no span of its own: its span's parent is what is
+        // current here (the run's span, or the spawning agent's `tool` span), passed on.
+        let span = crate::observe::spans::agent(&tracing::Span::current(), &spec);
+        let ended = span.clone();
+        let task = async move {
             let mut io = AgentIo {
                 steer: steer_rx,
                 cancel,
@@ -205,8 +210,10 @@ impl Manager {
             while let Ok(message) = io.steer.try_recv() {
                 undelivered(&this.inner.store, &spec.run_id, &spec.id, &message).await;
             }
+            crate::observe::spans::agent_ended(&ended, &outcome);
             let _ = tx.send(outcome);
-        });
+        };
+        tokio::spawn(task.instrument(span));
         AgentHandle { id, rx }
     }
 

@@ -18,6 +18,7 @@ use super::quota::{Budget, Exceeded, Prices, TurnGate};
 use crate::config::Quotas;
 use crate::event::Event;
 use crate::ids::{AgentId, RunId};
+use crate::observe::spans;
 use crate::provider::{
     AgentLabel, Completion, CompletionRequest, Message, Provider, ProviderError, StopReason,
     ToolCall,
@@ -199,8 +200,6 @@ pub async fn run_turns(
     io: &mut AgentIo,
     messages: Vec<Message>,
 ) -> AgentOutcome {
-    let span =
-        tracing::info_span!("agent", run_id = %spec.run_id, agent_id = %spec.id, role = %spec.role);
     TurnLoop {
         env,
         spec,
@@ -212,7 +211,6 @@ pub async fn run_turns(
         cut_text: String::new(),
     }
     .run(io)
-    .instrument(span)
     .await
 }
 
@@ -281,7 +279,7 @@ impl TurnLoop<'_> {
                     exceeded: None,
                 }),
                 _ = tokio::time::sleep_until(deadline) => Step::Fail(Failure::budget(Exceeded::WallTime)),
-                step = self.turn(turn, io, &mut last_text).instrument(tracing::info_span!("turn", turn)) => step,
+                step = self.turn(turn, io, &mut last_text).instrument(spans::turn(turn)) => step,
             };
             if !matches!(step, Step::Next) {
                 break step;
@@ -364,6 +362,7 @@ impl TurnLoop<'_> {
                 Ok(Err(e)) => return Step::Fail(self.model_failure(e)),
                 Ok(Ok(reply)) => reply,
             };
+        spans::turn_replied(reply.usage, reply.tool_calls.len());
         let broke = self.budget.charge_usage(reply.usage);
         self.log(Event::ModelReply {
             turn,
@@ -524,6 +523,7 @@ impl TurnLoop<'_> {
                 self.answer_unrun(&calls[i..], &format!("error: {exceeded}"));
                 return Err(Failure::budget(exceeded));
             }
+            let span = spans::tool(&call.name);
             let result = match &call.invalid_args {
                 Some(raw) => Err(format!(
                     "error: the arguments of `{}` are not valid JSON ({}); send the call again \
@@ -538,7 +538,7 @@ impl TurnLoop<'_> {
                     .env
                     .tools
                     .call(&call.name, &ctx, call.args.clone(), &spec.perms.caps)
-                    .instrument(tracing::info_span!("tool", tool = %call.name))
+                    .instrument(span.clone())
                     .await
                     .map_err(|e| format!("error: {e}")),
             };
@@ -551,6 +551,7 @@ impl TurnLoop<'_> {
                 }
                 Err(e) => (false, e),
             };
+            spans::tool_ended(&span, ok);
             self.log(Event::ToolCall {
                 turn,
                 tool: call.name.clone(),

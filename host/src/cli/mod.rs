@@ -202,7 +202,12 @@ impl Command {
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     crate::redact::register_secret_env();
-    crate::observe::init_tracing(cli.global.log_json, cli.global.color.forced());
+    // Telemetry is user-only: read from the user's file alone, never a repository's.
+    // A file that does not load is reported by the command itself.
+    let telemetry = crate::config::Config::load_user()
+        .map(|c| c.telemetry)
+        .unwrap_or_default();
+    crate::observe::init_tracing(cli.global.log_json, cli.global.color.forced(), &telemetry);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -213,7 +218,11 @@ pub fn main() -> std::process::ExitCode {
             return Exit::Usage.into();
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    let result = runtime.block_on(dispatch(cli));
+    // The runtime goes first: its tasks' spans end before the last ones are sent.
+    drop(runtime);
+    crate::observe::flush_telemetry();
+    match result {
         Ok(code) => code.into(),
         Err(e) => {
             if is_broken_pipe(&e) {

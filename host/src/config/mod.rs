@@ -116,6 +116,8 @@ pub struct Config {
     pub executor: ExecutorKind,
     /// `[nats]`: the server and credentials (user config only).
     pub nats: NatsSettings,
+    /// `[telemetry]` (user config only): where traces are exported.
+    pub telemetry: user::TelemetryFile,
 }
 
 impl Default for Config {
@@ -146,6 +148,7 @@ impl Default for Config {
             pack_models: BTreeMap::new(),
             executor: ExecutorKind::Local,
             nats: NatsSettings::default(),
+            telemetry: user::TelemetryFile::default(),
         }
     }
 }
@@ -286,6 +289,9 @@ impl Config {
         }
         if let Some(n) = f.dispatch_history {
             self.dispatch_history = n.max(1);
+        }
+        if let Some(t) = f.telemetry {
+            self.telemetry = t;
         }
         if let Some(a) = f.packs.max_access {
             self.pack_access = a;

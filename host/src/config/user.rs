@@ -50,6 +50,23 @@ pub struct ConfigFile {
     pub executor: Option<super::nats::ExecutorKind>,
     /// The NATS server and credentials for `executor = "nats"` and `crewbox worker`.
     pub nats: Option<super::nats::NatsFile>,
+    /// Where traces go (OTLP); user-only, since it decides where run data is sent.
+    pub telemetry: Option<TelemetryFile>,
+}
+
+/// `[telemetry]` of the user's config: OTLP trace export (off unless an endpoint is
+/// set here or in `OTEL_EXPORTER_OTLP_*`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryFile {
+    /// The collector's base URL (`http://127.0.0.1:4318`); traces go to `/v1/traces`
+    /// beneath it, as with `OTEL_EXPORTER_OTLP_ENDPOINT`.
+    pub otlp_endpoint: Option<String>,
+    /// The environment variable holding the export's headers (`k=v,k2=v2`, the
+    /// `OTEL_EXPORTER_OTLP_HEADERS` format): a header value never sits in a file.
+    pub otlp_headers_env: Option<String>,
+    /// The `service.name` of the spans (default `crewbox`).
+    pub service_name: Option<String>,
 }
 
 /// `[plugins]` of the user's config.

@@ -22,6 +22,7 @@ use super::workspace::RunWorkspace;
 use crate::agent::AgentState;
 use crate::event::Event;
 use crate::ids::RunId;
+use crate::observe::spans;
 use crate::store::{RunRecord, StoreError};
 use crate::vocab::{ExitReason, Isolation, Mode, ModeChoice, RunStatus};
 
@@ -31,12 +32,26 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// Runs a request to the end: decide the mode, record the decision, run the mode,
 /// record how it ended.
 pub(super) async fn start(engine: &Inner, req: RunRequest) -> Result<RunReport, EngineError> {
-    let span = tracing::info_span!(
-        "run",
-        run_id = tracing::field::Empty,
-        mode = tracing::field::Empty
-    );
-    start_in(engine, req, span.clone()).instrument(span).await
+    let span = spans::run(None);
+    let result = start_in(engine, req, span.clone())
+        .instrument(span.clone())
+        .await;
+    ended(&span, &result);
+    result
+}
+
+/// Records on the run's span how it ended (the status and, on failure, its reason).
+fn ended(span: &tracing::Span, result: &Result<RunReport, EngineError>) {
+    match result {
+        Ok(report) => {
+            let failed = report
+                .exit_reason
+                .filter(|_| report.status != RunStatus::Completed);
+            spans::run_ended(span, report.status.as_str(), failed.map(ExitReason::as_str));
+        }
+        Err(EngineError::Interrupted(_)) => spans::run_ended(span, "interrupted", None),
+        Err(_) => spans::run_ended(span, "error", Some("error")),
+    }
 }
 
 async fn start_in(
@@ -99,8 +114,12 @@ async fn start_in(
 /// Finishes a run a crashed or interrupted process left unfinished: stored steps are
 /// read back, only the rest runs again. Refused while a live process drives it.
 pub(super) async fn resume(engine: &Inner, id: &RunId) -> Result<RunReport, EngineError> {
-    let span = tracing::info_span!("run", run_id = %id, mode = tracing::field::Empty);
-    resume_in(engine, id, span.clone()).instrument(span).await
+    let span = spans::run(Some(id));
+    let result = resume_in(engine, id, span.clone())
+        .instrument(span.clone())
+        .await;
+    ended(&span, &result);
+    result
 }
 
 async fn resume_in(

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
 
 use super::error::EngineError;
 use super::executor::{ExecResult, Executor, Job};
@@ -21,6 +22,9 @@ use crate::store::Store;
 struct Pending {
     job: Job,
     reply: oneshot::Sender<Result<ExecResult, EngineError>>,
+    /// The span current where the job was submitted (the run's, or a spawning agent's
+    /// `tool` span): the job executes in the batcher's task, under this span.
+    parent: tracing::Span,
 }
 
 /// Where a queued agent's result arrives.
@@ -115,7 +119,7 @@ impl SpawnQueue {
                                 tracing::warn!(error = %fallback, "batch dissolved; agents run individually");
                             }
                             for (join, pending) in labelled(finalized.batch) {
-                                let Pending { mut job, reply } = pending;
+                                let Pending { mut job, reply, parent } = pending;
                                 job.join = join;
                                 let (executor, in_flight) = (executor.clone(), in_flight.clone());
                                 jobs.spawn(async move {
@@ -124,7 +128,7 @@ impl SpawnQueue {
                                     in_flight.done(&run);
                                     // The mode may have stopped waiting; the facts are stored.
                                     let _ = reply.send(result);
-                                });
+                                }.instrument(parent));
                             }
                         }
                         Some(_) = jobs.join_next(), if !jobs.is_empty() => {}
@@ -147,7 +151,15 @@ impl SpawnQueue {
         self.in_flight.add(&run);
         if let Err(e) = self
             .batcher
-            .spawn(Spawn::new(agent, join, Pending { job, reply }))
+            .spawn(Spawn::new(
+                agent,
+                join,
+                Pending {
+                    job,
+                    reply,
+                    parent: tracing::Span::current(),
+                },
+            ))
             .await
         {
             self.in_flight.done(&run);

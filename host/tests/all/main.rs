@@ -47,6 +47,7 @@ mod resume_modes;
 mod sandbox;
 mod store;
 mod teams;
+mod telemetry;
 mod tools;
 mod trust;
 mod worktree;

@@ -25,7 +25,8 @@ name = "bob"
 role = "tester"
 "#;
 
-fn repo() -> tempfile::TempDir {
+/// A repository with the two-worker team `duo` (shared with the telemetry tests).
+pub(crate) fn repo() -> tempfile::TempDir {
     git_repo(|work| {
         std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
         std::fs::write(work.join(".crewbox/teams/duo.toml"), TEAM).unwrap();
