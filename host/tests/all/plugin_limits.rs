@@ -401,18 +401,15 @@ async fn a_compile_starved_of_cpu_is_not_remembered() {
     }
     .component();
     let stopper = std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Some(pid) = compiler_child(memory) {
-                let stopped = std::process::Command::new("kill")
-                    .args(["-STOP", &pid.to_string()])
-                    .status()
-                    .unwrap();
-                return stopped.success();
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        false
+        let seen = crate::support::procs::wait_for(Duration::from_secs(5), || {
+            compiler_child(memory).is_some()
+        });
+        seen && compiler_child(memory).is_some_and(|pid| {
+            std::process::Command::new("kill")
+                .args(["-STOP", &pid.to_string()])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
     });
     let rt = runtime();
     let started = Instant::now();
@@ -451,28 +448,15 @@ async fn a_compile_starved_of_cpu_is_not_remembered() {
     }
 }
 
-/// A compiler child of this process whose memory argument is `memory`.
+/// A compiler child whose memory argument is `memory` (only this test uses that value).
 fn compiler_child(memory: u64) -> Option<u32> {
-    let me = std::process::id();
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let ours = args.iter().any(|a| *a == b"__crewbox-compile-plugin")
-            && args.iter().any(|a| *a == memory.to_string().as_bytes());
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let parent = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-        if ours && parent == Some(me) {
-            return Some(pid);
-        }
-    }
-    None
+    let memory = memory.to_string();
+    crate::support::procs::marked("__crewbox-compile-plugin")
+        .into_iter()
+        .find(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            cmdline.split(|b| *b == 0).any(|a| a == memory.as_bytes())
+        })
 }
 
 /// The compiler child runs under a memory limit: a compile that needs more is refused
