@@ -47,6 +47,7 @@ pub(crate) mod sandbox;
 pub(crate) mod schedule;
 pub(crate) mod store;
 pub(crate) mod team;
+pub(crate) mod tls;
 pub(crate) mod tool;
 pub(crate) mod trust;
 pub mod vocab;

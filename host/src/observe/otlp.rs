@@ -48,6 +48,8 @@ where
         crate::redact::register(value);
     }
     let headers: HashMap<String, String> = target.headers.iter().cloned().collect();
+    // The exporter builds its own reqwest client, on the process's rustls provider.
+    crate::tls::install();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)

@@ -38,7 +38,7 @@ pub(crate) fn client(
     name: &str,
     timeouts: &HttpTimeouts,
 ) -> Result<reqwest::Client, ProviderError> {
-    reqwest::Client::builder()
+    crate::tls::client_builder()
         .connect_timeout(timeouts.connect)
         .user_agent(concat!("crewbox/", env!("CARGO_PKG_VERSION")))
         .build()
