@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-pub use read::{Bounded, read_path};
+pub use read::{Bounded, read_path, read_path_all};
 pub use write::{WriteOptions, Written};
 
 /// What a path may do on its way beneath a root.
@@ -395,8 +395,17 @@ impl Root {
                 Some(name) => {
                     match rustix::fs::openat(&found.dir, name, DIR_FLAGS, Mode::empty()) {
                         Ok(fd) => fd,
-                        // Swapped for a link since it was resolved: resolve again.
-                        Err(Errno::LOOP) => continue,
+                        // Swapped for a link since it was resolved (`O_DIRECTORY |
+                        // O_NOFOLLOW` on a link says ENOTDIR or ELOOP): resolve again.
+                        Err(e @ (Errno::LOOP | Errno::NOTDIR)) => {
+                            let now =
+                                rustix::fs::statat(&found.dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                                    .map(|st| FileType::from_raw_mode(st.st_mode));
+                            match now {
+                                Ok(FileType::Symlink | FileType::Directory) => continue,
+                                _ => return Err(open_error(rel, e)),
+                            }
+                        }
                         Err(e) => return Err(open_error(rel, e)),
                     }
                 }

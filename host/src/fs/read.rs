@@ -77,6 +77,18 @@ fn read_capped(file: File, shown: &Path, cap: u64) -> Result<Bounded, FsError> {
 /// followed: the user chose the path): still only a regular file, opened without
 /// blocking.
 pub fn read_path(path: &Path, cap: u64) -> Result<Bounded, FsError> {
+    let (file, _) = open_path(path)?;
+    read_capped(file, path, cap)
+}
+
+/// Reads the whole of the user's own file at `path`, which must be at most `max` bytes
+/// (refused by its size before anything is read).
+pub fn read_path_all(path: &Path, max: u64) -> Result<Vec<u8>, FsError> {
+    let (file, size) = open_path(path)?;
+    read_whole(file, size, path, max)
+}
+
+fn open_path(path: &Path) -> Result<(File, u64), FsError> {
     let fd = rustix::fs::open(path, READ_FLAGS, Mode::empty()).map_err(|e| match e {
         Errno::NOENT => FsError::NotFound {
             path: path.to_owned(),
@@ -84,8 +96,25 @@ pub fn read_path(path: &Path, cap: u64) -> Result<Bounded, FsError> {
         e => open_error(path, e),
     })?;
     let file = File::from(fd);
-    check_regular(&file, path)?;
-    read_capped(file, path, cap)
+    let size = check_regular(&file, path)?;
+    Ok((file, size))
+}
+
+/// The whole of `file` (of `size` bytes when opened) if it is at most `max` bytes; the
+/// read is bounded too, so a file growing meanwhile is refused, not read without end.
+fn read_whole(file: File, size: u64, shown: &Path, max: u64) -> Result<Vec<u8>, FsError> {
+    let too_large = || FsError::TooLarge {
+        path: shown.to_owned(),
+        limit: max,
+    };
+    if size > max {
+        return Err(too_large());
+    }
+    let read = read_capped(file, shown, max)?;
+    if read.truncated {
+        return Err(too_large());
+    }
+    Ok(read.bytes)
 }
 
 impl Root {
@@ -120,18 +149,7 @@ impl Root {
     /// Reads the whole regular file `rel`, which must be at most `max` bytes.
     pub fn read_all(&self, rel: &Path, max: u64, rules: Rules) -> Result<Vec<u8>, FsError> {
         let (file, size) = self.open_file(rel, rules)?;
-        let too_large = || FsError::TooLarge {
-            path: rel.to_owned(),
-            limit: max,
-        };
-        if size > max {
-            return Err(too_large());
-        }
-        let read = read_capped(file, rel, max)?;
-        if read.truncated {
-            return Err(too_large());
-        }
-        Ok(read.bytes)
+        read_whole(file, size, rel, max)
     }
 }
 

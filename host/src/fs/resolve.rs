@@ -204,6 +204,7 @@ fn walk(
     let mut stack: Vec<(OwnedFd, OsString)> = Vec::new();
     let mut links = 0usize;
     let mut created = 0usize;
+    let mut races = 0usize;
     let rel_of = |stack: &[(OwnedFd, OsString)], name: Option<&OsStr>| -> PathBuf {
         let mut rel: PathBuf = stack.iter().map(|(_, n)| n.as_os_str()).collect();
         if let Some(name) = name {
@@ -232,7 +233,10 @@ fn walk(
             match rustix::fs::statat(at, &part, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
                     let link = rel_of(&stack, Some(&part));
-                    follow(at, &part, link, input, rules, &mut links, &mut pending)?;
+                    if !follow(at, &part, link, input, rules, &mut links, &mut pending)? {
+                        raced(&mut races, input)?;
+                        pending.push_front(Step::Name(part));
+                    }
                     continue;
                 }
                 Ok(_) | Err(Errno::NOENT) => {
@@ -245,15 +249,27 @@ fn walk(
         match rustix::fs::openat(at, &part, DIR_FLAGS, Mode::empty()) {
             Ok(fd) => stack.push((fd, part)),
             Err(Errno::NOTDIR | Errno::LOOP | Errno::MLINK) => {
-                let link = rustix::fs::statat(at, &part, AtFlags::SYMLINK_NOFOLLOW)
-                    .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
-                if !link {
-                    return Err(FsError::NotDirectory {
-                        path: input.to_owned(),
-                    });
+                let now = rustix::fs::statat(at, &part, AtFlags::SYMLINK_NOFOLLOW)
+                    .map(|st| FileType::from_raw_mode(st.st_mode));
+                match now {
+                    Ok(FileType::Symlink) => {
+                        let link = rel_of(&stack, Some(&part));
+                        if !follow(at, &part, link, input, rules, &mut links, &mut pending)? {
+                            raced(&mut races, input)?;
+                            pending.push_front(Step::Name(part));
+                        }
+                    }
+                    // Swapped back into a directory since the open: look again.
+                    Ok(FileType::Directory) => {
+                        raced(&mut races, input)?;
+                        pending.push_front(Step::Name(part));
+                    }
+                    _ => {
+                        return Err(FsError::NotDirectory {
+                            path: input.to_owned(),
+                        });
+                    }
                 }
-                let link = rel_of(&stack, Some(&part));
-                follow(at, &part, link, input, rules, &mut links, &mut pending)?;
             }
             Err(Errno::NOENT) => {
                 let Some(mode) = want.create_dirs else {
@@ -293,8 +309,22 @@ fn walk(
     })
 }
 
+/// Counts one step looked at again because it changed under the walk; refuses the path
+/// when that keeps happening (something swaps it on purpose).
+fn raced(races: &mut usize, input: &Path) -> Result<(), FsError> {
+    *races += 1;
+    if *races > 16 {
+        return Err(FsError::io(
+            input,
+            "resolve (it keeps changing)",
+            Errno::AGAIN,
+        ));
+    }
+    Ok(())
+}
+
 /// Puts the target of the symlink `part` (in `at`) in front of what is left to walk,
-/// or refuses it.
+/// or refuses it; `Ok(false)` when `part` is no longer a symlink (swapped meanwhile).
 fn follow(
     at: BorrowedFd<'_>,
     part: &OsStr,
@@ -303,7 +333,7 @@ fn follow(
     rules: Rules,
     links: &mut usize,
     pending: &mut VecDeque<Step>,
-) -> Result<(), FsError> {
+) -> Result<bool, FsError> {
     if rules.links == Links::Refuse {
         return Err(FsError::Link {
             path: input.to_owned(),
@@ -316,8 +346,11 @@ fn follow(
             path: input.to_owned(),
         });
     }
-    let target = rustix::fs::readlinkat(at, part, Vec::new())
-        .map_err(|e| FsError::io(input, "read the symlink", e))?;
+    let target = match rustix::fs::readlinkat(at, part, Vec::new()) {
+        Ok(target) => target,
+        Err(Errno::INVAL | Errno::NOENT) => return Ok(false),
+        Err(e) => return Err(FsError::io(input, "read the symlink", e)),
+    };
     let target = PathBuf::from(OsStr::from_bytes(target.as_bytes()));
     if target.is_absolute() || target.as_os_str().is_empty() {
         return Err(FsError::LinkEscapes {
@@ -340,7 +373,7 @@ fn follow(
     for step in steps.into_iter().rev() {
         pending.push_front(step);
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]

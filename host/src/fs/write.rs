@@ -114,7 +114,7 @@ fn replace(
     bytes: &[u8],
     mode: u32,
 ) -> Result<(), FsError> {
-    let tmp = format!(".crewbox-tmp-{}", uuid::Uuid::now_v7().simple());
+    let tmp = format!(".crewbox-{}.tmp", uuid::Uuid::now_v7().simple());
     let fd = rustix::fs::openat(
         dir,
         tmp.as_str(),

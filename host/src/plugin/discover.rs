@@ -245,7 +245,7 @@ mod tests {
         let plugins = root.join(crate::trust::REPO_PLUGINS);
         std::fs::create_dir_all(&plugins).unwrap();
         // Anything but a regular file would hang or never end if it were read.
-        crate::plugin::file::make_fifo(&plugins.join("hang.wasm"));
+        crate::fs::make_fifo(&plugins.join("hang.wasm"));
         std::os::unix::fs::symlink("/dev/zero", plugins.join("zero.wasm")).unwrap();
         std::fs::write(plugins.join("mine.wasm"), b"\0asm").unwrap();
         let names: Vec<String> = candidates(Some(root)).into_iter().map(|c| c.name).collect();

@@ -85,6 +85,7 @@ fn relabel(e: ReadError, rel: &Path) -> ReadError {
     match e {
         ReadError::Absolute { .. } => ReadError::Absolute { path },
         ReadError::Escapes { .. } => ReadError::Escapes { path },
+        ReadError::Git { .. } => ReadError::Git { path },
         ReadError::NotRegular { kind, .. } => ReadError::NotRegular { path, kind },
         ReadError::TooLarge { limit, .. } => ReadError::TooLarge { path, limit },
         ReadError::NotText { .. } => ReadError::NotText { path },

@@ -4,7 +4,6 @@
 //! repository never rewrites another's record. Writes are atomic (a temporary file
 //! renamed into place).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -193,49 +192,27 @@ impl TrustStore {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a private temporary file in the same
-/// directory, synced, then renamed over `path`.
+/// Writes `bytes` to `path` atomically, through the confined filesystem: a private
+/// temporary file in the same directory (created `0700` when missing), synced, then
+/// renamed over `path`.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrustError> {
+    use crate::fs::{Root, Rules, WriteOptions};
     let dir = path.parent().unwrap_or(Path::new("."));
-    create_private_dir(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name().unwrap_or_default().to_string_lossy(),
-        uuid::Uuid::now_v7().simple()
-    ));
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let result = (|| {
-        let mut file = opts.open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        // The rename is durable once the directory is synced.
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(io(path))
-}
-
-fn create_private_dir(dir: &Path) -> Result<(), TrustError> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir).map_err(io(dir))
+    let name = path.file_name().unwrap_or_default();
+    let fail = |e: crate::fs::FsError| TrustError::Io {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    };
+    Root::create(dir, 0o700)
+        .and_then(|root| {
+            root.write(
+                Path::new(name),
+                bytes,
+                WriteOptions::new(Rules::NO_LINKS).private(),
+            )
+        })
+        .map(drop)
+        .map_err(fail)
 }
 
 #[cfg(test)]
