@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-pub use read::{Bounded, read_path, read_path_all};
+pub use read::{Bounded, read_path, read_path_all, read_path_all_no_follow};
 pub use write::{WriteOptions, Written};
 
 /// What a path may do on its way beneath a root.

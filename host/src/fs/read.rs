@@ -88,8 +88,20 @@ pub fn read_path_all(path: &Path, max: u64) -> Result<Vec<u8>, FsError> {
     read_whole(file, size, path, max)
 }
 
+/// Like [`read_path_all`], but `path` itself must not be a symlink (the file crewbox
+/// chose the place of, such as a worktree's `.git`, which whoever could write there
+/// might have swapped for a link).
+pub fn read_path_all_no_follow(path: &Path, max: u64) -> Result<Vec<u8>, FsError> {
+    let (file, size) = open_path_with(path, READ_FLAGS | OFlags::NOFOLLOW)?;
+    read_whole(file, size, path, max)
+}
+
 fn open_path(path: &Path) -> Result<(File, u64), FsError> {
-    let fd = rustix::fs::open(path, READ_FLAGS, Mode::empty()).map_err(|e| match e {
+    open_path_with(path, READ_FLAGS)
+}
+
+fn open_path_with(path: &Path, flags: OFlags) -> Result<(File, u64), FsError> {
+    let fd = rustix::fs::open(path, flags, Mode::empty()).map_err(|e| match e {
         Errno::NOENT => FsError::NotFound {
             path: path.to_owned(),
         },
