@@ -436,8 +436,9 @@ impl Config {
             self.origins.insert("timezone".into(), at(line));
         }
         if let Some((d, line)) = f.dispatcher {
-            self.dispatcher = Some(if d.ends_with(".wasm") {
-                // Relative to `.crewbox/`, and it must stay inside the repository.
+            self.dispatcher = Some(if crate::plugin::discover::is_path_spec(&d) {
+                // A path, with or without `.wasm`: relative to `.crewbox/`, and it must
+                // stay inside the repository.
                 let rel = Path::new(REPO_CONFIG)
                     .parent()
                     .unwrap_or(Path::new(""))
@@ -628,6 +629,21 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains("outside the repository"), "{msg}");
+        // Whatever the suffix: an absolute path, or one climbing out, is refused.
+        std::fs::write(d.path().join("outside"), b"\0asm").unwrap();
+        for bad in [
+            d.path().join("outside").display().to_string(),
+            "../../outside".to_owned(),
+        ] {
+            std::fs::write(root.join(REPO_CONFIG), format!("dispatcher = \"{bad}\"\n")).unwrap();
+            let msg = Config::load_layers(Some(&user), &root, Trust::Trusted)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                msg.contains("absolute path") || msg.contains("outside the repository"),
+                "{bad}: {msg}"
+            );
+        }
         std::fs::write(root.join(".crewbox/d.wasm"), b"\0asm").unwrap();
         std::fs::write(root.join(REPO_CONFIG), "dispatcher = \"d.wasm\"\n").unwrap();
         let cfg = Config::load_layers(Some(&user), &root, Trust::Trusted).unwrap();

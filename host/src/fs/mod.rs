@@ -480,6 +480,14 @@ impl Root {
         })
     }
 
+    /// What the symlink `name` (one component) says.
+    pub fn read_link(&self, name: &OsStr) -> Result<PathBuf, FsError> {
+        check_child(name)?;
+        let target = rustix::fs::readlinkat(&self.fd, name, Vec::new())
+            .map_err(|e| FsError::io(Path::new(name), "read the symlink", e))?;
+        Ok(PathBuf::from(OsStr::from_bytes(target.as_bytes())))
+    }
+
     /// The regular file `name` (one component, never a link), open for reading.
     pub fn child_file(&self, name: &OsStr) -> Result<(File, u64), FsError> {
         check_child(name)?;

@@ -537,3 +537,102 @@ fn a_shallow_clone_runs_to_the_end() {
         ["new.txt", "notes.txt"]
     );
 }
+
+fn trust_of(dir: &Path) -> (String, String) {
+    let out = crate::support::repo::bin(dir, &["config", "--json"]);
+    let config: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (
+        config["trust"].as_str().unwrap().to_owned(),
+        config["trust_error"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+/// Regression: trust was keyed by path alone, so merging an agent's branch that changed
+/// `.crewbox/` silently changed what a trusted repository makes crewbox do. Trust now
+/// covers the crewbox files as they were: after the merge crewbox asks again, saying
+/// what changed.
+#[test]
+fn a_merged_crewbox_change_asks_for_trust_again() {
+    let dir = git_repo(|w| {
+        std::fs::create_dir_all(w.join(".crewbox")).unwrap();
+        std::fs::write(
+            w.join(".crewbox/config.toml"),
+            "default_mode = \"single\"\n",
+        )
+        .unwrap();
+    });
+    // Commit `.crewbox/` so the agent's branch can change it.
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@localhost"])
+            .args(args)
+            .current_dir(dir.path().join("repo"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["add", ".crewbox"]);
+    git(&["commit", "-q", "-m", "crewbox config"]);
+    assert!(
+        crate::support::repo::bin(dir.path(), &["trust"])
+            .status
+            .success()
+    );
+    assert_eq!(trust_of(dir.path()).0, "trusted");
+    // The user lets agents change `.crewbox/`; one does.
+    user_config(dir.path(), "[workspace]\nagents_write_crewbox = true\n");
+    let calls = [(
+        "write_file",
+        json!({"path": ".crewbox/config.toml", "content": "default_mode = \"crew\"\n"}),
+    )];
+    let (report, outputs) = run(dir.path(), &calls, &[]);
+    assert!(outputs[0].0, "{outputs:?}");
+    let branch = branch_of(&report);
+    git(&["merge", "-q", "--ff-only", &branch]);
+    let (trust, stderr) = trust_of(dir.path());
+    assert_eq!(trust, "untrusted", "{stderr}");
+    assert!(
+        stderr.contains("changed since you trusted it (.crewbox/config.toml changed)")
+            && stderr.contains("run `crewbox trust` there again"),
+        "{stderr}"
+    );
+    assert!(
+        crate::support::repo::bin(dir.path(), &["trust"])
+            .status
+            .success()
+    );
+    assert_eq!(trust_of(dir.path()).0, "trusted");
+}
+
+/// A trust record written before records held the files: kept, but not trusted until
+/// the user trusts the repository again (there is no telling what it covered).
+#[test]
+fn a_trust_record_without_files_is_not_trusted_until_renewed() {
+    let dir = git_repo(|_| {});
+    let root = dir.path().join("repo").canonicalize().unwrap();
+    let store = dir.path().join("xdg-state/crewbox/trust");
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::write(
+        store.join(format!("{}.toml", crewbox::unstable::paths::repo_id(&root))),
+        format!(
+            "root = {:?}\ntrusted_at = \"2025-01-01T00:00:00Z\"\n",
+            root.display().to_string()
+        ),
+    )
+    .unwrap();
+    let (trust, stderr) = trust_of(dir.path());
+    assert_eq!(trust, "untrusted");
+    assert!(stderr.contains("trusted by an earlier crewbox"), "{stderr}");
+    let listed = crate::support::repo::bin(dir.path(), &["trust", "--list"]);
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("run `crewbox trust` there again"),
+        "{listed:?}"
+    );
+    assert!(
+        crate::support::repo::bin(dir.path(), &["trust"])
+            .status
+            .success()
+    );
+    assert_eq!(trust_of(dir.path()).0, "trusted");
+}
