@@ -544,7 +544,10 @@ fn trust_of(dir: &Path) -> (String, String) {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     (
         config["trust"].as_str().unwrap().to_owned(),
-        config["trust_error"].as_str().unwrap_or_default().to_owned(),
+        config["trust_error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
     )
 }
 

@@ -95,9 +95,7 @@ impl WriteRoot {
                 path: rel.to_owned(),
                 kind: "symlink",
             }),
-            Err(e) if matches!(e, FsError::Link { .. } | FsError::LinkEscapes { .. }) => {
-                Err(escapes())
-            }
+            Err(FsError::Link { .. } | FsError::LinkEscapes { .. }) => Err(escapes()),
             Err(e) if e.is_refusal() && !matches!(e, FsError::Git { .. }) => Err(escapes()),
             Err(FsError::NotRegular { kind, .. }) => Err(WriteError::NotRegular {
                 path: rel.to_owned(),
