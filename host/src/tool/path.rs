@@ -1,4 +1,4 @@
-//! The file tools' view of the workspace: the confined filesystem ([`crate::fs`]) with
+//! The file tools' view of the workspace: the confined filesystem (`crate::fs`) with
 //! the tools' rules, and its refusals in words a model can act on.
 //!
 //! The rules:

@@ -5,7 +5,7 @@
 //! checkout that changes them asks for `crewbox trust` again, as Claude Code and Codex
 //! re-ask when a project's settings change.
 //!
-//! The walk goes through descriptors ([`crate::fs`]), follows no link, never reads
+//! The walk goes through descriptors (`crate::fs`), follows no link, never reads
 //! `.git`, and is bounded in entries, depth and bytes: a tree too large to verify is
 //! not trusted.
 

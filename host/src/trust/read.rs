@@ -5,7 +5,7 @@
 //! # Rules
 //! - A path a repository names is relative: absolute paths are refused.
 //! - It is resolved beneath the repository root by the confined filesystem
-//!   ([`crate::fs`]): from the root's descriptor, `..` normalised lexically (and
+//!   (`crate::fs`): from the root's descriptor, `..` normalised lexically (and
 //!   refused above the root), symlinks followed only while they stay beneath it.
 //! - Nothing in `.git` is ever read, however the path is spelled or a symlink leads
 //!   there: `charter_file = "../../.git/config"` would hand the remote's token to the
@@ -129,7 +129,7 @@ impl Bounded {
 }
 
 /// A directory (usually a repository root) that paths are resolved beneath, by the
-/// confined filesystem ([`crate::fs`]): symlinks followed only while they stay beneath
+/// confined filesystem (`crate::fs`): symlinks followed only while they stay beneath
 /// it, `.git` refused at every depth.
 #[derive(Clone, Debug)]
 pub struct Confined {

@@ -1,4 +1,4 @@
-//! The plugin workspace view's terms over the confined filesystem ([`crate::fs`]).
+//! The plugin workspace view's terms over the confined filesystem (`crate::fs`).
 //!
 //! The workspace root is opened once per call; every guest path is then resolved
 //! beneath that descriptor with no symbolic link followed, inside the workspace or out:

@@ -3,7 +3,7 @@
 //!
 //! # Rules
 //! - A target is a relative path without `..`, resolved beneath the root by the confined
-//!   filesystem ([`crate::fs`]): no symlink anywhere on the way is followed, nothing in
+//!   filesystem (`crate::fs`): no symlink anywhere on the way is followed, nothing in
 //!   `.git` is written; missing directories are created only when asked.
 //! - A target that is a symlink, a directory or a special file is refused: a write
 //!   never goes through a link nor replaces one.
