@@ -16,7 +16,7 @@ use crate::ids::{AgentId, RunId};
 use crate::plugin::Verdict;
 use crate::provider::{StopReason, Usage};
 use crate::vocab::{ExitReason, Mode, RunStatus, Trend, WorkerStatus};
-use crate::worktree::BranchArtifact;
+use crate::worktree::{BranchArtifact, LeftOut};
 
 /// One fact of a run, as stored in the event log and published in-process.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -127,6 +127,16 @@ pub enum Event {
     /// An agent left an artifact (its branch).
     #[serde(rename = "agent.artifact")]
     AgentArtifact(Artifact),
+    /// Files an agent changed that its commit left out: over the workspace limits, or
+    /// in `.crewbox/` without the user's grant. Stored before the commit is made.
+    #[serde(rename = "agent.left-out")]
+    AgentLeftOut {
+        /// The first of them, with why.
+        files: Vec<LeftOut>,
+        /// How many more were left out than `files` lists.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        more: u32,
+    },
     /// A follow-up agent of a `single --chain` run started.
     #[serde(rename = "agent.chain")]
     AgentChain {
@@ -261,8 +271,12 @@ pub enum Event {
 
 impl Event {
     /// The stored kinds a run report reads: artifacts, validations and verdicts.
-    pub(crate) const REPORT_KINDS: &'static [&'static str] =
-        &["agent.artifact", "agent.validation", "validator.verdict"];
+    pub(crate) const REPORT_KINDS: &'static [&'static str] = &[
+        "agent.artifact",
+        "agent.validation",
+        "validator.verdict",
+        "agent.left-out",
+    ];
 
     /// The stored kind and data of this event.
     pub fn to_parts(&self) -> (String, serde_json::Value) {
@@ -632,7 +646,11 @@ mod tests {
                 message: "m".into(),
             },
         });
-        let kinds: Vec<String> = [artifact, validation, verdict]
+        let left_out = Event::AgentLeftOut {
+            files: Vec::new(),
+            more: 0,
+        };
+        let kinds: Vec<String> = [artifact, validation, verdict, left_out]
             .iter()
             .map(|e| e.to_parts().0)
             .collect();

@@ -34,6 +34,7 @@ pub(crate) mod batch;
 pub(crate) mod config;
 pub(crate) mod engine;
 pub mod event;
+pub(crate) mod fs;
 pub(crate) mod ids;
 pub(crate) mod observe;
 pub(crate) mod paths;
@@ -110,6 +111,10 @@ pub mod unstable {
         pub use crate::engine::plugins::{
             JUDGE_BUDGET, PluginSet, grants_for, parse_validator_args,
         };
+    }
+    /// The one confined filesystem (paths resolved beneath a directory descriptor).
+    pub mod fs {
+        pub use crate::fs::*;
     }
     /// Ids.
     pub mod ids {

@@ -3,15 +3,18 @@
 /// Whether a process with this pid exists (it may belong to another user).
 #[cfg(unix)]
 pub fn pid_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
         return false;
     };
-    if pid <= 0 {
-        return false;
+    // Signal 0 sends nothing; it only checks that the pid exists (EPERM: it does, as
+    // another user's).
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        Err(e) => e == rustix::io::Errno::PERM,
     }
-    // SAFETY: kill with signal 0 sends nothing; it only checks that the pid exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// Whether a process with this pid exists; without a portable check, assume it does so

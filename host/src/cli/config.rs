@@ -39,7 +39,8 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
         cfg.trust.as_str()
     );
     if let Some(e) = ctx.trust_error() {
-        outln!("            trust store unreadable: {e}");
+        // An unreadable store, or files changed since the user trusted it.
+        outln!("            {e}");
     }
     outln!("state:      {}", ctx.state_dir().display());
     match &choice {

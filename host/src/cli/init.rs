@@ -58,6 +58,10 @@ access = "full"                  # read-only until the repository is trusted
 /// Writes the files that do not exist yet.
 pub fn run(g: &GlobalArgs, _args: InitArgs) -> anyhow::Result<Exit> {
     let root = g.repo_root()?;
+    // Trust covers `.crewbox/` as it was: files the user writes here are the user's
+    // own change, so a trusted repository stays trusted with them.
+    let trusted = Trust::of(&root).0.is_trusted();
+    let mut wrote = false;
     let files = [
         (Path::new(REPO_CONFIG).to_path_buf(), CONFIG),
         (Path::new(REPO_TEAMS).join("example.toml"), TEAM),
@@ -86,8 +90,11 @@ pub fn run(g: &GlobalArgs, _args: InitArgs) -> anyhow::Result<Exit> {
             .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
             .with_context(|| format!("cannot write {}", path.display()))?;
         outln!("wrote    {}", rel.display());
+        wrote = true;
     }
-    let trusted = Trust::of(&root).0.is_trusted();
+    if trusted && wrote {
+        crate::trust::TrustStore::user()?.trust(root.path(), None)?;
+    }
     if trusted {
         outln!("\nThis repository is trusted: its config.toml applies (the keys it lists).");
     } else {

@@ -145,6 +145,7 @@ fn describe(e: &EventRecord, who: &str) -> Option<String> {
         | Event::AgentFixRound { .. }
         | Event::AgentValidation { .. }
         | Event::AgentArtifact(_)
+        | Event::AgentLeftOut { .. }
         | Event::AgentChain { .. }
         | Event::ValidatorVerdict(_)
         | Event::SwarmDelivery { .. }

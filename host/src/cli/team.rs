@@ -197,10 +197,19 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
                     return Ok(Exit::Usage);
                 }
             };
+            // What the user exported is the user's own change: a trusted repository's
+            // trust record covers the files as they are now.
+            let retrusted = ctx.config().trust.is_trusted() && !report.written.is_empty();
+            if retrusted {
+                crate::trust::TrustStore::user()?.trust(ctx.root(), None)?;
+            }
             if json {
                 serde_json::to_writer_pretty(&mut out, &report)?;
                 writeln!(out)?;
             } else {
+                if retrusted {
+                    writeln!(out, "the trust record now covers the files written")?;
+                }
                 if report.written.is_empty() {
                     writeln!(out, "nothing changed in {}", report.dir.display())?;
                 }

@@ -46,7 +46,18 @@ pub fn run(g: &GlobalArgs, args: TrustArgs) -> anyhow::Result<Exit> {
             outln!("no trusted repositories (trust one with `crewbox trust` inside it)");
         } else {
             for r in &records {
-                outln!("{}  (since {})", r.root.display(), r.trusted_at);
+                let note = match store.standing(&r.root) {
+                    Ok(crate::trust::Standing::Changed(_, changes)) => format!(
+                        " — its crewbox files changed since ({}): not trusted until `crewbox trust` again",
+                        changes.join(", ")
+                    ),
+                    Ok(crate::trust::Standing::Unrecorded(_)) => {
+                        " — trusted by an earlier crewbox: run `crewbox trust` there again".into()
+                    }
+                    Ok(_) => String::new(),
+                    Err(e) => format!(" — {e}"),
+                };
+                outln!("{}  (since {}){note}", r.root.display(), r.trusted_at);
             }
         }
         return Ok(Exit::Ok);
@@ -86,12 +97,16 @@ pub fn run(g: &GlobalArgs, args: TrustArgs) -> anyhow::Result<Exit> {
         .collect();
     outln!(
         "trusted: {}\n\
+         this covers .crewbox/ as it is now ({} file(s)); if any of it changes (a merge, a \
+         pull, a checkout), the repository is untrusted again until you run `crewbox trust` \
+         again.\n\
          now in force from .crewbox/: config.toml ({}), plugins/, and its teams' own access, \
          providers (yours, by name) and validators.\n\
          still never taken from a repository: provider definitions, state_dir, scheduling, \
          sandbox, plugin grants, telemetry — see `crewbox config`. Undo with `crewbox trust --revoke`.\n\
          imported packs (.squad/, .ai-team/, .claude/agents/): members {}",
         record.root.display(),
+        record.files.as_ref().map_or(0, |f| f.len()),
         honoured.join(", "),
         match record.pack_access {
             Some(a) => format!("at most `{a}` (this repository's trust record)"),

@@ -183,6 +183,22 @@ impl Config {
                 "packs.max_access".into(),
                 json!(self.effective_pack_access()),
             ),
+            (
+                "workspace.agents_write_crewbox".into(),
+                json!(self.workspace.agents_write_crewbox),
+            ),
+            (
+                "workspace.max_file_bytes".into(),
+                json!(self.workspace.limits.max_file_bytes),
+            ),
+            (
+                "workspace.max_files".into(),
+                json!(self.workspace.limits.max_files),
+            ),
+            (
+                "workspace.max_total_bytes".into(),
+                json!(self.workspace.limits.max_total_bytes),
+            ),
         ];
         for (name, p) in &self.providers {
             values.push((format!("providers.{name}"), provider_summary(p)));

@@ -17,6 +17,7 @@ pub mod provider;
 pub mod quotas;
 pub mod repo;
 pub mod user;
+pub mod workspace;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ pub use nats::{ExecutorKind, NatsSettings};
 pub use provider::{ProviderChoice, ProviderChoiceError};
 pub use quotas::{QuotaFile, Quotas};
 pub use user::ConfigFile;
+pub use workspace::{WorkspaceFile, WorkspaceSettings};
 
 use crate::provider::config::ProviderConfig;
 use crate::trust::read::{Confined, MAX_FILE_BYTES, ReadError, read_bounded};
@@ -118,6 +120,9 @@ pub struct Config {
     pub nats: NatsSettings,
     /// `[telemetry]` (user config only): where traces are exported.
     pub telemetry: user::TelemetryFile,
+    /// `[workspace]`: the `.crewbox/` grant (user config only) and the limits of an
+    /// agent's commit (a repository may lower them).
+    pub workspace: WorkspaceSettings,
 }
 
 impl Default for Config {
@@ -149,6 +154,7 @@ impl Default for Config {
             executor: ExecutorKind::Local,
             nats: NatsSettings::default(),
             telemetry: user::TelemetryFile::default(),
+            workspace: WorkspaceSettings::default(),
         }
     }
 }
@@ -293,6 +299,11 @@ impl Config {
         if let Some(t) = f.telemetry {
             self.telemetry = t;
         }
+        if let Some(w) = &f.workspace {
+            self.workspace.apply_user(w, &path.display().to_string())?;
+        }
+        // Commands see `.crewbox/` as the file tools do.
+        self.sandbox.crewbox_writable = self.workspace.agents_write_crewbox;
         if let Some(a) = f.packs.max_access {
             self.pack_access = a;
         }
@@ -425,8 +436,9 @@ impl Config {
             self.origins.insert("timezone".into(), at(line));
         }
         if let Some((d, line)) = f.dispatcher {
-            self.dispatcher = Some(if d.ends_with(".wasm") {
-                // Relative to `.crewbox/`, and it must stay inside the repository.
+            self.dispatcher = Some(if crate::plugin::discover::is_path_spec(&d) {
+                // A path, with or without `.wasm`: relative to `.crewbox/`, and it must
+                // stay inside the repository.
                 let rel = Path::new(REPO_CONFIG)
                     .parent()
                     .unwrap_or(Path::new(""))
@@ -484,6 +496,25 @@ impl Config {
                 rule("dispatch_history"),
             );
             self.dispatch_history = have as u32;
+        }
+        let origin = path.display().to_string();
+        let clamped = self.workspace.apply_lower(&f.workspace, &origin)?;
+        for (key, line) in &f.workspace_lines {
+            let full = format!("workspace.{key}");
+            match clamped.iter().find(|c| c.key == *key) {
+                Some(c) => self.ignored.push(note(
+                    &full,
+                    *line,
+                    IgnoredAction::Clamped {
+                        asked: c.asked.to_string(),
+                        kept: c.kept.to_string(),
+                    },
+                    rule(&full).into(),
+                )),
+                None => {
+                    self.origins.insert(full, at(*line));
+                }
+            }
         }
         let clamped = self.quotas.apply_lower(&f.quotas);
         for (key, line) in &f.quota_lines {
@@ -598,6 +629,21 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains("outside the repository"), "{msg}");
+        // Whatever the suffix: an absolute path, or one climbing out, is refused.
+        std::fs::write(d.path().join("outside"), b"\0asm").unwrap();
+        for bad in [
+            d.path().join("outside").display().to_string(),
+            "../../outside".to_owned(),
+        ] {
+            std::fs::write(root.join(REPO_CONFIG), format!("dispatcher = \"{bad}\"\n")).unwrap();
+            let msg = Config::load_layers(Some(&user), &root, Trust::Trusted)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                msg.contains("absolute path") || msg.contains("outside the repository"),
+                "{bad}: {msg}"
+            );
+        }
         std::fs::write(root.join(".crewbox/d.wasm"), b"\0asm").unwrap();
         std::fs::write(root.join(REPO_CONFIG), "dispatcher = \"d.wasm\"\n").unwrap();
         let cfg = Config::load_layers(Some(&user), &root, Trust::Trusted).unwrap();

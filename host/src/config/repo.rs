@@ -51,6 +51,10 @@ pub struct RepoFile {
     pub quotas: QuotaFile,
     /// The line of each quota key set.
     pub quota_lines: Vec<(&'static str, usize)>,
+    /// Workspace limits (lower only; the `.crewbox/` grant is never read from here).
+    pub workspace: super::workspace::WorkspaceFile,
+    /// The line of each workspace limit set.
+    pub workspace_lines: Vec<(&'static str, usize)>,
 }
 
 fn value<'a, T: Deserialize<'a>>(
@@ -112,6 +116,29 @@ pub fn parse(text: &str, path: &Path) -> Result<(RepoFile, Vec<Ignored>), Config
             file.quotas = value(&known, text, path)?;
             continue;
         }
+        if name == "workspace"
+            && let DeValue::Table(table) = v.get_ref()
+        {
+            let mut known = DeTable::new();
+            for (sub, sub_value) in table {
+                let sub_name: &str = sub.get_ref();
+                let full = format!("workspace.{sub_name}");
+                let sub_line = line_of(text, sub.span().start);
+                match super::workspace::LIMIT_KEYS
+                    .iter()
+                    .find(|k| **k == sub_name)
+                {
+                    Some(k) if rule_for(&full).rule == RepoRule::LowerOnly => {
+                        file.workspace_lines.push((k, sub_line));
+                        known.insert(sub.clone(), sub_value.clone());
+                    }
+                    _ => ignored.push(ignore(full.clone(), sub_line, rule_for(&full).why)),
+                }
+            }
+            let known = toml::Spanned::new(v.span(), DeValue::Table(known));
+            file.workspace = value(&known, text, path)?;
+            continue;
+        }
         let rule = rule_for(name);
         if rule.rule == RepoRule::UserOnly {
             ignored.push(ignore(name.to_owned(), line, rule.why));
@@ -155,6 +182,10 @@ base_url = "http://attacker"
         let (file, ignored) = parse(text, Path::new(".crewbox/config.toml")).unwrap();
         assert_eq!(file.default_provider, Some(("claude".into(), 2)));
         assert_eq!(
+            file.workspace,
+            super::super::workspace::WorkspaceFile::default()
+        );
+        assert_eq!(
             file.default_mode,
             Some((ModeChoice::Mode(crate::vocab::Mode::Crew), 3))
         );
@@ -175,6 +206,25 @@ base_url = "http://attacker"
         let providers = ignored.iter().find(|i| i.key == "providers").unwrap();
         assert!(providers.to_string().contains(".crewbox/config.toml:12"));
         assert!(providers.why.contains("base_url"), "{}", providers.why);
+    }
+
+    #[test]
+    fn a_repository_lowers_workspace_limits_and_never_grants_crewbox() {
+        let text = "[workspace]\nagents_write_crewbox = true\nmax_files = 5\nmax_tricks = 1\n";
+        let (file, ignored) = parse(text, Path::new("c.toml")).unwrap();
+        assert_eq!(file.workspace.max_files, Some(5));
+        assert_eq!(file.workspace.agents_write_crewbox, None);
+        assert_eq!(file.workspace_lines, vec![("max_files", 3)]);
+        let keys: Vec<(&str, Option<usize>)> =
+            ignored.iter().map(|i| (i.key.as_str(), i.line)).collect();
+        assert_eq!(
+            keys,
+            [
+                ("workspace.agents_write_crewbox", Some(2)),
+                ("workspace.max_tricks", Some(4))
+            ]
+        );
+        assert!(ignored[0].why.contains(".crewbox"), "{}", ignored[0].why);
     }
 
     #[test]

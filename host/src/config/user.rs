@@ -52,6 +52,8 @@ pub struct ConfigFile {
     pub nats: Option<super::nats::NatsFile>,
     /// Where traces go (OTLP); user-only, since it decides where run data is sent.
     pub telemetry: Option<TelemetryFile>,
+    /// What agents may change in their workspace and how much one commit may take.
+    pub workspace: Option<super::workspace::WorkspaceFile>,
 }
 
 /// `[telemetry]` of the user's config: OTLP trace export (off unless an endpoint is

@@ -37,26 +37,26 @@ impl Services {
         worktrees_dir: &Path,
         config: Arc<Config>,
     ) -> Result<Self, EngineError> {
-        let worktrees =
-            match WorktreeManager::open(&repo, worktrees_dir, WorktreeOptions::default()).await {
-                Ok(w) => {
-                    match w.prune().await {
-                        Ok(report) if !report.removed.is_empty() => {
-                            tracing::info!(
-                                pruned = report.removed.len(),
-                                "pruned orphaned worktrees"
-                            )
-                        }
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(error = %e, "could not prune orphaned worktrees"),
+        let opts = WorktreeOptions {
+            commit: config.workspace.commit_rules(),
+            ..WorktreeOptions::default()
+        };
+        let worktrees = match WorktreeManager::open(&repo, worktrees_dir, opts).await {
+            Ok(w) => {
+                match w.prune().await {
+                    Ok(report) if !report.removed.is_empty() => {
+                        tracing::info!(pruned = report.removed.len(), "pruned orphaned worktrees")
                     }
-                    Some(w)
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "could not prune orphaned worktrees"),
                 }
-                Err(e) => {
-                    tracing::debug!(error = %e, "no worktree isolation for this directory");
-                    None
-                }
-            };
+                Some(w)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "no worktree isolation for this directory");
+                None
+            }
+        };
         // Untrusted components compile in a limited child process where this process
         // can be one (the crewbox binary).
         let compiler = Compiler::for_this_process().map_err(|e| {
@@ -70,7 +70,7 @@ impl Services {
         Ok(Self {
             manager: Manager::sandboxed(
                 store.clone(),
-                Arc::new(ToolRegistry::builtin()),
+                Arc::new(ToolRegistry::builtin_with(config.workspace.file_access())),
                 config.max_concurrent,
                 sandbox,
             ),

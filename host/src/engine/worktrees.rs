@@ -14,6 +14,9 @@ use crate::worktree::{BranchArtifact, FinishOutcome, Worktree, WorktreeManager, 
 /// Most bytes of diff kept for reviewers and reports.
 pub(crate) const DIFF_CAP: usize = 512 * 1024;
 
+/// Most left-out files named one by one in an event (the rest are counted).
+const LEFT_OUT_LISTED: usize = 100;
+
 /// A worktree held for an agent (shared with its validators while it runs).
 pub(crate) type HeldWorktree = (WorktreeManager, Arc<Worktree>);
 
@@ -85,14 +88,22 @@ pub(crate) async fn finish(
         source,
     };
     let wt = unshared(spec, wt)?;
+    let (changed, left_out) = manager.changes(&wt).await.map_err(git)?;
+    if !left_out.is_empty() {
+        let more =
+            u32::try_from(left_out.len().saturating_sub(LEFT_OUT_LISTED)).unwrap_or(u32::MAX);
+        let files = left_out.into_iter().take(LEFT_OUT_LISTED).collect();
+        services
+            .store()
+            .append_event(
+                &spec.run_id,
+                Some(&spec.id),
+                Event::AgentLeftOut { files, more },
+            )
+            .await?;
+    }
     let mut out = WorktreeResult {
-        changed: manager
-            .changed_paths(&wt)
-            .await
-            .map_err(git)?
-            .into_iter()
-            .map(|c| c.path)
-            .collect(),
+        changed: changed.into_iter().map(|c| c.path).collect(),
         diff: manager.diff(&wt, DIFF_CAP).await.map_err(git)?,
         branch: None,
     };

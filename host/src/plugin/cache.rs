@@ -247,13 +247,17 @@ impl DiskCache {
     }
 }
 
-/// Writes atomically: a temp file then a rename, so a crash never leaves half an entry.
+/// Writes atomically through the confined filesystem: a synced temporary file renamed
+/// into place, so a crash never leaves half an entry and a link planted in the cache
+/// directory is replaced, never written through.
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use crate::fs::{Root, Rules, WriteOptions};
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    let name = path.file_name().unwrap_or_default();
+    Root::create(dir, 0o755)
+        .and_then(|root| root.write(Path::new(name), bytes, WriteOptions::new(Rules::NO_LINKS)))
+        .map(drop)
+        .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 fn hex(bytes: &[u8]) -> String {

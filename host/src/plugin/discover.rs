@@ -170,8 +170,21 @@ fn by_name(name: &str, repo_root: Option<&Path>, max: u64) -> Result<Option<Foun
         .transpose()
 }
 
+/// Whether a plugin spec names a file rather than a plugin by name: a `.wasm` suffix, a
+/// path separator, a leading `.` or an absolute path. Anything else is a name (a
+/// built-in, or a file stem in the plugin directories). Repository files are held to
+/// the same rule, so a path without the suffix is still a path, resolved beneath the
+/// repository, never a name that happens to be a file elsewhere.
+pub fn is_path_spec(spec: &str) -> bool {
+    spec.ends_with(".wasm")
+        || spec.contains('/')
+        || spec.contains('\\')
+        || spec.starts_with('.')
+        || Path::new(spec).is_absolute()
+}
+
 /// Resolves a plugin named in a run (`run --validator NAME`, a team or config file):
-/// a spec that looks like a path (ends in `.wasm` or has a `/`) is that file, relative
+/// a spec that looks like a path ([`is_path_spec`]) is that file, relative
 /// to `base_dir`; anything else is a name looked up as [`resolve`] does (built-in, the
 /// trusted repository's `.crewbox/plugins/`, the user's plugins). Blocking.
 pub fn resolve_in(
@@ -181,7 +194,7 @@ pub fn resolve_in(
     max: u64,
 ) -> Result<Option<Found>, FileError> {
     let path = Path::new(spec);
-    if spec.ends_with(".wasm") || spec.contains('/') {
+    if is_path_spec(spec) {
         let full = if path.is_absolute() {
             path.to_owned()
         } else {
@@ -245,7 +258,7 @@ mod tests {
         let plugins = root.join(crate::trust::REPO_PLUGINS);
         std::fs::create_dir_all(&plugins).unwrap();
         // Anything but a regular file would hang or never end if it were read.
-        crate::plugin::file::make_fifo(&plugins.join("hang.wasm"));
+        crate::fs::make_fifo(&plugins.join("hang.wasm"));
         std::os::unix::fs::symlink("/dev/zero", plugins.join("zero.wasm")).unwrap();
         std::fs::write(plugins.join("mine.wasm"), b"\0asm").unwrap();
         let names: Vec<String> = candidates(Some(root)).into_iter().map(|c| c.name).collect();

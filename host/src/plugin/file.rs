@@ -3,8 +3,6 @@
 //! is opened non-blocking, checked on the opened descriptor to be a regular file, and
 //! read with a hard bound (its size on disk is not trusted either).
 
-use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Why a component file could not be read.
@@ -51,69 +49,38 @@ pub enum FileError {
 /// Reads the component at `path` (links are followed: the file is checked once open), at
 /// most `max` bytes. Blocking, but never for long: it does not wait on a FIFO.
 pub fn read_component(path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|source| FileError::Open {
-            path: path.to_owned(),
-            source,
-        })?;
-    let meta = file.metadata().map_err(|source| FileError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let ft = meta.file_type();
-    let what = if ft.is_file() {
-        None
-    } else if ft.is_dir() {
-        Some("a directory")
-    } else if ft.is_fifo() {
-        Some("a FIFO")
-    } else if ft.is_socket() {
-        Some("a socket")
-    } else if ft.is_char_device() || ft.is_block_device() {
-        Some("a device")
-    } else {
-        Some("not a file")
-    };
-    if let Some(what) = what {
-        return Err(FileError::NotRegular {
-            path: path.to_owned(),
-            what,
-        });
-    }
-    let too_large = || FileError::TooLarge {
-        path: path.to_owned(),
-        limit: max,
-    };
-    if meta.len() > max {
-        return Err(too_large());
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.take(max.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|source| FileError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-    if bytes.len() as u64 > max {
-        return Err(too_large());
-    }
-    Ok(bytes)
-}
-
-/// Makes a FIFO at `path`, for tests of what must never be waited on.
-#[cfg(test)]
-pub(crate) fn make_fifo(path: &Path) {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        path,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
+    use crate::fs::FsError;
+    crate::fs::read_path_all(path, max).map_err(|e| {
+        let path = path.to_owned();
+        match e {
+            FsError::TooLarge { limit, .. } => FileError::TooLarge { path, limit },
+            FsError::IsDirectory { .. } => FileError::NotRegular {
+                path,
+                what: "a directory",
+            },
+            FsError::NotRegular { kind, .. } => FileError::NotRegular {
+                path,
+                what: match kind {
+                    "FIFO" => "a FIFO",
+                    "socket" => "a socket",
+                    "device" | "socket or device" => "a device",
+                    _ => "not a file",
+                },
+            },
+            FsError::Io {
+                op: "read", source, ..
+            } => FileError::Read { path, source },
+            FsError::Io { source, .. } => FileError::Open { path, source },
+            FsError::NotFound { .. } => FileError::Open {
+                path,
+                source: std::io::ErrorKind::NotFound.into(),
+            },
+            other => FileError::Open {
+                path,
+                source: std::io::Error::other(other.to_string()),
+            },
+        }
+    })
 }
 
 #[cfg(test)]
@@ -140,7 +107,7 @@ mod tests {
             })
         ));
         let fifo = dir.path().join("fifo.wasm");
-        make_fifo(&fifo);
+        crate::fs::make_fifo(&fifo);
         let e = read_component(&fifo, 1 << 20).unwrap_err();
         assert!(
             e.to_string().ends_with("is a FIFO, not a regular file"),

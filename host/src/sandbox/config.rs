@@ -125,6 +125,9 @@ pub struct SandboxConfig {
     pub limits: Limits,
     /// The file that set `mode` last (named in warnings and errors).
     pub origin: Option<PathBuf>,
+    /// Whether commands may change the workspace's `.crewbox/` (the user's
+    /// `[workspace] agents_write_crewbox`, not a `[sandbox]` key).
+    pub crewbox_writable: bool,
 }
 
 impl Default for SandboxConfig {
@@ -138,6 +141,7 @@ impl Default for SandboxConfig {
             pass_env: Vec::new(),
             limits: Limits::default(),
             origin: None,
+            crewbox_writable: false,
         }
     }
 }

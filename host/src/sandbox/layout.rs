@@ -148,12 +148,19 @@ pub fn discover(paths: &HostPaths, cfg: &SandboxConfig) -> HostLayout {
 
 /// The workspace as the view shows it: its protected entries, and for a linked
 /// worktree (whose `.git` is a file) the git directory and the common directory.
-pub fn workspace(root: &Path, writable: bool) -> WorkspaceView {
+/// `.crewbox` is protected unless `crewbox_writable` (the user's grant); a missing one
+/// is sealed when the workspace is writable, so a command cannot plant it.
+pub fn workspace(root: &Path, writable: bool, crewbox_writable: bool) -> WorkspaceView {
     let root = canonical(root).unwrap_or_else(|| root.to_owned());
-    let protected: Vec<PathBuf> = view::PROTECTED_IN_WORKSPACE
+    let guarded = view::PROTECTED_IN_WORKSPACE
         .iter()
-        .map(|name| root.join(name))
-        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .filter(|name| !(crewbox_writable && **name == ".crewbox"))
+        .map(|name| root.join(name));
+    let (protected, missing): (Vec<PathBuf>, Vec<PathBuf>) =
+        guarded.partition(|p| std::fs::symlink_metadata(p).is_ok());
+    let sealed = missing
+        .into_iter()
+        .filter(|p| writable && p.ends_with(".crewbox"))
         .collect();
     let mut git_dirs = Vec::new();
     let dot_git = root.join(".git");
@@ -175,6 +182,7 @@ pub fn workspace(root: &Path, writable: bool) -> WorkspaceView {
         root,
         writable,
         protected,
+        sealed,
         git_dirs,
     }
 }
@@ -196,12 +204,20 @@ mod tests {
             format!("gitdir: {}\n", main.join(".git/worktrees/a1").display()),
         )
         .unwrap();
-        let view = workspace(&wt, true);
+        let view = workspace(&wt, true, false);
         let main = main.canonicalize().unwrap();
+        let wt = wt.canonicalize().unwrap();
         assert_eq!(view.git_dirs, [main.join(".git")]);
-        assert_eq!(view.protected, [wt.canonicalize().unwrap().join(".git")]);
-        let plain = workspace(&main, false);
+        assert_eq!(view.protected, [wt.join(".git")]);
+        assert_eq!(view.sealed, [wt.join(".crewbox")]);
+        let plain = workspace(&main, false, false);
         assert_eq!(plain.protected, [main.join(".git")]);
-        assert!(plain.git_dirs.is_empty());
+        assert!(plain.git_dirs.is_empty() && plain.sealed.is_empty());
+        std::fs::create_dir(main.join(".crewbox")).unwrap();
+        let with = workspace(&main, true, false);
+        assert_eq!(with.protected, [main.join(".git"), main.join(".crewbox")]);
+        let granted = workspace(&main, true, true);
+        assert_eq!(granted.protected, [main.join(".git")]);
+        assert!(granted.sealed.is_empty());
     }
 }

@@ -218,12 +218,13 @@ impl<'a> Spawn<'a> {
     }
 
     fn policy(&self, on: &On, dirs: &AgentDirs) -> Policy {
-        let workspace = self
-            .agent
-            .scope
-            .workspace
-            .as_deref()
-            .map(|ws| super::layout::workspace(ws, self.agent.scope.writable));
+        let workspace = self.agent.scope.workspace.as_deref().map(|ws| {
+            super::layout::workspace(
+                ws,
+                self.agent.scope.writable,
+                self.agent.sandbox.shared.config.crewbox_writable,
+            )
+        });
         let plan = view::plan(
             &on.layout,
             &view::AgentView {

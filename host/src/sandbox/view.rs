@@ -6,7 +6,9 @@
 //!   read-only, with root-readable secrets in `/etc` masked;
 //! - a fresh `/proc` (its own pid namespace) and a minimal `/dev`;
 //! - the workspace, writable when the agent may write, with `.git` and `.crewbox`
-//!   read-only, and the git directories it points to read-only;
+//!   read-only (a missing `.crewbox` is shown as an empty read-only directory, so it
+//!   cannot be planted either, unless the user lets agents change it), and the git
+//!   directories it points to read-only;
 //! - `$HOME` and `/tmp` backed by the agent's private directories, writable;
 //! - toolchain directories (`CARGO_HOME`, `RUSTUP_HOME`) read-only, credentials masked;
 //! - the paths the user lists in `[sandbox] read` / `write`.
@@ -84,6 +86,9 @@ pub struct WorkspaceView {
     pub writable: bool,
     /// Existing entries of the root that stay read-only (`.git`, `.crewbox`).
     pub protected: Vec<PathBuf>,
+    /// Missing entries of the root that may not be created (`.crewbox`): an empty
+    /// read-only directory is shown there.
+    pub sealed: Vec<PathBuf>,
     /// Git directories it needs that live elsewhere (a linked worktree's git dir and the
     /// main repository's common dir), read-only.
     pub git_dirs: Vec<PathBuf>,
@@ -238,6 +243,15 @@ pub fn plan(host: &HostLayout, agent: &AgentView<'_>) -> Plan {
         for path in ws.protected.iter().chain(&ws.git_dirs) {
             entries.push((Layer::Protected, bind(path, path, false)));
         }
+        for path in &ws.sealed {
+            entries.push((
+                Layer::Protected,
+                Mount::Tmpfs {
+                    path: path.clone(),
+                    write: false,
+                },
+            ));
+        }
     }
     let is_visible = |p: &Path| visible.iter().any(|v| p.starts_with(v));
     for path in &host.hidden {
@@ -312,6 +326,7 @@ mod tests {
             root: root.into(),
             writable,
             protected: vec![Path::new(root).join(".git")],
+            sealed: vec![Path::new(root).join(".crewbox")],
             git_dirs: vec!["/repo/.git".into()],
         }
     }

@@ -56,8 +56,8 @@ impl TeamFiles<'_> {
         Ok((text, cut || capped))
     }
 
-    /// A validator entry (`NAME[=CRITERION]`): built-in names pass; a `.wasm` path of
-    /// a repository team must be a file inside the repository and becomes its
+    /// A validator entry (`NAME[=CRITERION]`): names pass; a path of a repository team
+    /// (whatever its suffix) must be a file inside the repository and becomes its
     /// canonical path (relative paths are relative to the repository root, as on the
     /// command line).
     pub(super) fn validator(&self, entry: &str) -> Result<String, ReadError> {
@@ -68,7 +68,8 @@ impl TeamFiles<'_> {
         let Self::Confined(c) = self else {
             return Ok(entry.to_owned());
         };
-        if !name.ends_with(".wasm") {
+        // A path, with or without `.wasm`, is a file inside the repository.
+        if !crate::plugin::discover::is_path_spec(name) {
             return Ok(entry.to_owned());
         }
         let full = c.resolve_file(Path::new(name))?;
@@ -85,6 +86,7 @@ fn relabel(e: ReadError, rel: &Path) -> ReadError {
     match e {
         ReadError::Absolute { .. } => ReadError::Absolute { path },
         ReadError::Escapes { .. } => ReadError::Escapes { path },
+        ReadError::Git { .. } => ReadError::Git { path },
         ReadError::NotRegular { kind, .. } => ReadError::NotRegular { path, kind },
         ReadError::TooLarge { limit, .. } => ReadError::TooLarge { path, limit },
         ReadError::NotText { .. } => ReadError::NotText { path },

@@ -6,8 +6,9 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::support::{self, blocking, human_bytes, invalid, require_regular_file};
-use super::{Capability, Tool, ToolContext, ToolError, ToolOutput, path};
+use super::support::{self, blocking, human_bytes, invalid};
+use super::{Capability, FileAccess, Tool, ToolContext, ToolError, ToolOutput, path};
+use crate::fs::{FsError, Root, WriteOptions};
 use crate::provider::ToolSpec;
 
 /// Files larger than this are not edited (they are read whole into memory).
@@ -15,9 +16,13 @@ pub const EDIT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 const NAME: &str = "edit_file";
 
-/// Exact search and replace of a text that occurs exactly once.
+/// Exact search and replace of a text that occurs exactly once; the file is replaced
+/// atomically, never `.git`, and in `.crewbox/` only as [`FileAccess`] allows.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct EditFile;
+pub struct EditFile {
+    /// What beyond ordinary files it may change.
+    pub access: FileAccess,
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,26 +67,35 @@ impl Tool for EditFile {
             return Err(invalid(NAME, "`old` must not be empty"));
         }
         let root = ctx.root.clone();
+        let access = self.access;
         blocking(move || {
-            let target = path::resolve(&root, &args.path)?;
-            edit(&target.abs, &target.display(), &args.old, &args.new).map(ToolOutput::text)
+            let root = path::open_root(&root)?;
+            edit(&root, access, &args.path, &args.old, &args.new).map(ToolOutput::text)
         })
         .await
     }
 }
 
-fn edit(file: &Path, shown: &str, old: &str, new: &str) -> Result<String, ToolError> {
-    let fail =
-        |what: &str, e: std::io::Error| ToolError::Failed(format!("cannot {what} `{shown}`: {e}"));
-    let meta = require_regular_file(file, shown)?;
-    if meta.len() > EDIT_MAX_FILE_BYTES {
-        return Err(ToolError::Failed(format!(
-            "`{shown}` is {} bytes, over edit_file's limit of {}; use run_command for files this large",
-            meta.len(),
-            human_bytes(EDIT_MAX_FILE_BYTES as usize)
-        )));
-    }
-    let bytes = std::fs::read(file).map_err(|e| fail("read", e))?;
+fn edit(
+    root: &Root,
+    access: FileAccess,
+    input: &str,
+    old: &str,
+    new: &str,
+) -> Result<String, ToolError> {
+    let rules = access.rules();
+    let shown = path::shown(input);
+    let rel = Path::new(input);
+    let bytes = match root.read_all(rel, EDIT_MAX_FILE_BYTES, rules) {
+        Ok(bytes) => bytes,
+        Err(FsError::TooLarge { .. }) => {
+            return Err(ToolError::Failed(format!(
+                "`{shown}` is over edit_file's limit of {}; use run_command for files this large",
+                human_bytes(EDIT_MAX_FILE_BYTES as usize)
+            )));
+        }
+        Err(e) => return Err(path::error(input, e)),
+    };
     let text = String::from_utf8(bytes).map_err(|_| {
         ToolError::Failed(format!(
             "`{shown}` is not UTF-8 text; edit_file only edits text files"
@@ -106,7 +120,8 @@ fn edit(file: &Path, shown: &str, old: &str, new: &str) -> Result<String, ToolEr
     edited.push_str(&text[..at]);
     edited.push_str(new);
     edited.push_str(&text[at + old.len()..]);
-    std::fs::write(file, &edited).map_err(|e| fail("write", e))?;
+    root.write(rel, edited.as_bytes(), WriteOptions::new(rules))
+        .map_err(|e| path::error(input, e))?;
     let line = text[..at].matches('\n').count() + 1;
     Ok(format!(
         "edited `{shown}`: replaced 1 occurrence starting at line {line}"
@@ -145,6 +160,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f.rs");
         std::fs::write(&file, "fn a() {}\nfn b() {}\nfn b() {}\n").unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let edit = |_: &Path, shown: &str, old: &str, new: &str| {
+            edit(&root, FileAccess::default(), shown, old, new)
+        };
         let out = edit(&file, "f.rs", "fn a()", "fn alpha()").unwrap();
         assert_eq!(
             out,

@@ -1,11 +1,13 @@
 //! `grep {pattern, path?, glob?}` (read): regex search over the workspace's files.
 //!
-//! Walks the tree itself (no ignore files are read: what an agent can read it can
-//! search), skipping `.git`, symlinks (a symlink could lead outside the workspace),
-//! binary files and files over [`GREP_MAX_FILE_BYTES`]. Entries are visited in name
-//! order so results are stable.
+//! Walks the tree itself through directory descriptors (no ignore files are read: what
+//! an agent can read it can search), skipping `.git` in every spelling, symlinks (a
+//! symlink could lead outside the workspace), binary files and files over
+//! [`GREP_MAX_FILE_BYTES`]. Entries are visited in name order so results are stable.
 
+use std::ffi::OsStr;
 use std::fmt::Write as _;
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -16,7 +18,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::support::{self, blocking, human_bytes, invalid, looks_binary, truncate_at_char};
-use super::{Capability, Tool, ToolContext, ToolError, ToolOutput, path};
+use super::{Capability, FileAccess, Tool, ToolContext, ToolError, ToolOutput, path};
+use crate::fs::{Kind, Root};
 use crate::provider::ToolSpec;
 
 /// At most this many matches are returned.
@@ -25,6 +28,11 @@ pub const GREP_CAP_MATCHES: usize = 200;
 pub const GREP_MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// A matching line is shown up to this many bytes.
 const LINE_SHOWN_BYTES: usize = 400;
+/// Directories deeper than this below the start are not searched (each level holds a
+/// descriptor open).
+const MAX_DEPTH: usize = 128;
+/// At most this many entries are read from one directory.
+const MAX_DIR_ENTRIES: usize = 100_000;
 
 const NAME: &str = "grep";
 
@@ -96,25 +104,47 @@ impl Tool for Grep {
             .transpose()?;
         let root = ctx.root.clone();
         blocking(move || {
-            let start = path::resolve(&root, args.path.as_deref().unwrap_or("."))?;
-            if !start.abs.exists() {
-                return Err(ToolError::Failed(format!(
-                    "`{}` does not exist",
-                    start.display()
-                )));
-            }
+            let root = path::open_root(&root)?;
+            let input = args.path.as_deref().unwrap_or(".");
+            let rules = FileAccess::default().rules();
+            let rel = PathBuf::from(path::shown(input));
             let search = Search {
                 regex,
                 glob,
                 cap: GREP_CAP_MATCHES,
-                root: root
-                    .canonicalize()
-                    .map_err(|e| ToolError::Failed(format!("workspace root: {e}")))?,
             };
-            Ok(ToolOutput::text(search.run(&start.abs)))
+            let err = |e| path::error(input, e);
+            let start = match root.kind(Path::new(input), rules).map_err(err)? {
+                None => {
+                    return Err(ToolError::Failed(format!(
+                        "`{}` does not exist",
+                        rel.display()
+                    )));
+                }
+                Some(Kind::Directory) => {
+                    Start::Dir(root.open_dir(Path::new(input), rules).map_err(err)?)
+                }
+                // A FIFO or device named explicitly would block the search forever: the
+                // open refuses it and nothing is searched.
+                Some(_) => Start::File(root.open_file(Path::new(input), rules).ok()),
+            };
+            let rel = if rel == Path::new(".") {
+                PathBuf::new()
+            } else {
+                rel
+            };
+            Ok(ToolOutput::text(search.run(start, &rel)))
         })
         .await
     }
+}
+
+/// Where a search starts.
+enum Start {
+    Dir(Root),
+    /// A file named explicitly (searched whatever the glob says); `None` when it is no
+    /// regular file.
+    File(Option<(File, u64)>),
 }
 
 struct FileFilter {
@@ -134,7 +164,6 @@ struct Search {
     regex: Regex,
     glob: Option<FileFilter>,
     cap: usize,
-    root: PathBuf,
 }
 
 #[derive(Default)]
@@ -146,13 +175,13 @@ struct Found {
 }
 
 impl Search {
-    fn run(&self, start: &Path) -> String {
+    /// Searches from `start`, whose path relative to the workspace root is `rel`.
+    fn run(&self, start: Start, rel: &Path) -> String {
         let mut found = Found::default();
-        if start.is_dir() {
-            self.walk(start, &mut found);
-        } else {
-            // A file named explicitly is searched whatever the glob says.
-            self.search_file(start, &mut found);
+        match start {
+            Start::Dir(dir) => self.walk(&dir, rel, 0, &mut found),
+            Start::File(Some((file, size))) => self.search_file(file, size, rel, &mut found),
+            Start::File(None) => {}
         }
         let mut out = if found.lines.is_empty() {
             format!("no matches ({} files searched)", found.files)
@@ -177,58 +206,53 @@ impl Search {
         out
     }
 
-    fn walk(&self, dir: &Path, found: &mut Found) {
+    fn walk(&self, dir: &Root, rel: &Path, depth: usize, found: &mut Found) {
         // Unreadable directories are skipped rather than failing the whole search.
-        let Ok(read) = std::fs::read_dir(dir) else {
+        let Ok((mut entries, _)) = dir.entries(MAX_DIR_ENTRIES) else {
             return;
         };
-        let mut entries: Vec<_> = read.filter_map(Result::ok).collect();
-        entries.sort_by_key(|e| e.file_name());
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
         for entry in entries {
             if found.capped {
                 return;
             }
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            let path = entry.path();
-            if kind.is_dir() {
-                if entry.file_name() != ".git" {
-                    self.walk(&path, found);
+            let name: &OsStr = &entry.name;
+            let path = rel.join(name);
+            match entry.kind {
+                Kind::Directory if depth < MAX_DEPTH => {
+                    if let Ok(sub) = dir.child_dir(name) {
+                        self.walk(&sub, &path, depth + 1, found);
+                    }
                 }
-            } else if kind.is_file() {
-                let rel = path.strip_prefix(&self.root).unwrap_or(&path);
-                if self.glob.as_ref().is_none_or(|g| g.accepts(rel)) {
-                    self.search_file(&path, found);
+                Kind::File => {
+                    if !self.glob.as_ref().is_none_or(|g| g.accepts(&path)) {
+                        continue;
+                    }
+                    if entry.size > GREP_MAX_FILE_BYTES {
+                        found.skipped_large += 1;
+                        continue;
+                    }
+                    if let Ok((file, size)) = dir.child_file(name) {
+                        self.search_file(file, size, &path, found);
+                    }
                 }
+                Kind::Directory | Kind::Symlink | Kind::Other => {}
             }
         }
     }
 
-    fn search_file(&self, file: &Path, found: &mut Found) {
-        let Ok(meta) = file.metadata() else { return };
-        if !meta.is_file() {
-            // A FIFO or device named explicitly would block the search forever.
-            return;
-        }
-        if meta.len() > GREP_MAX_FILE_BYTES {
+    fn search_file(&self, file: File, size: u64, rel: &Path, found: &mut Found) {
+        if size > GREP_MAX_FILE_BYTES {
             found.skipped_large += 1;
             return;
         }
-        let Ok(handle) = std::fs::File::open(file) else {
-            return;
-        };
-        let mut reader = BufReader::new(handle);
+        let mut reader = BufReader::new(file);
         match reader.fill_buf() {
             Ok(head) if !looks_binary(head) => {}
             _ => return,
         }
         found.files += 1;
-        let rel = file
-            .strip_prefix(&self.root)
-            .unwrap_or(file)
-            .display()
-            .to_string();
+        let rel = rel.display().to_string();
         let mut line = Vec::new();
         let mut number = 0u64;
         let mut limited = reader.take(GREP_MAX_FILE_BYTES);
@@ -269,9 +293,8 @@ mod tests {
                 name_only: !g.contains('/'),
             }),
             cap,
-            root: root.canonicalize().unwrap(),
         };
-        search.run(&root.canonicalize().unwrap())
+        search.run(Start::Dir(Root::open(root).unwrap()), Path::new(""))
     }
 
     fn tree() -> tempfile::TempDir {
@@ -287,6 +310,8 @@ mod tests {
         .unwrap();
         std::fs::write(root.join("notes.md"), "a needle in md\n").unwrap();
         std::fs::write(root.join(".git/config"), "needle in git\n").unwrap();
+        std::fs::create_dir_all(root.join("sub/.Git")).unwrap();
+        std::fs::write(root.join("sub/.Git/config"), "needle in git\n").unwrap();
         std::fs::write(root.join("blob.bin"), b"needle\0binary").unwrap();
         dir
     }

@@ -8,11 +8,15 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::support::{self, blocking};
-use super::{Capability, Tool, ToolContext, ToolError, ToolOutput, path};
+use super::{Capability, FileAccess, Tool, ToolContext, ToolError, ToolOutput, path};
+use crate::fs::{FsError, Kind, Root};
 use crate::provider::ToolSpec;
 
 /// At most this many entries are listed.
 pub const LIST_CAP_ENTRIES: usize = 1000;
+
+/// At most this many entries are read from one directory (then sorted and cut).
+const LIST_SCAN_ENTRIES: usize = 100 * LIST_CAP_ENTRIES;
 
 const NAME: &str = "list_dir";
 
@@ -56,46 +60,52 @@ impl Tool for ListDir {
         let args: Args = support::parse(NAME, args)?;
         let root = ctx.root.clone();
         blocking(move || {
-            let target = path::resolve(&root, &args.path)?;
-            list(&target.abs, &target.display(), LIST_CAP_ENTRIES).map(ToolOutput::text)
+            let root = path::open_root(&root)?;
+            list(&root, &args.path, LIST_CAP_ENTRIES).map(ToolOutput::text)
         })
         .await
     }
 }
 
-fn list(dir: &Path, shown: &str, cap: usize) -> Result<String, ToolError> {
-    let fail = |e: std::io::Error| ToolError::Failed(format!("cannot list `{shown}`: {e}"));
-    if !dir.is_dir() {
-        return Err(ToolError::Failed(if dir.exists() {
-            format!("`{shown}` is a file, not a directory; use read_file")
-        } else {
-            format!("`{shown}` does not exist")
-        }));
-    }
-    let mut entries = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(fail)? {
-        let entry = entry.map_err(fail)?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name == ".git" {
-            continue;
+fn list(root: &Root, input: &str, cap: usize) -> Result<String, ToolError> {
+    let shown = path::shown(input);
+    let (found, more) = match root.list(
+        Path::new(input),
+        FileAccess::default().rules(),
+        LIST_SCAN_ENTRIES,
+    ) {
+        Ok(found) => found,
+        Err(FsError::NotDirectory { .. }) => {
+            return Err(ToolError::Failed(format!(
+                "`{shown}` is a file, not a directory; use read_file"
+            )));
         }
-        let kind = entry.file_type().map_err(fail)?;
-        let suffix = if kind.is_symlink() {
-            "@"
-        } else if kind.is_dir() {
-            "/"
-        } else {
-            ""
-        };
-        entries.push(format!("{name}{suffix}"));
-    }
+        Err(e) => return Err(path::error(input, e)),
+    };
+    let mut entries: Vec<String> = found
+        .iter()
+        .map(|e| {
+            let suffix = match e.kind {
+                Kind::Symlink => "@",
+                Kind::Directory => "/",
+                Kind::File | Kind::Other => "",
+            };
+            format!("{}{suffix}", e.name.to_string_lossy())
+        })
+        .collect();
     if entries.is_empty() {
         return Ok("(empty directory)".to_owned());
     }
     entries.sort();
     let total = entries.len();
     let mut out = entries.into_iter().take(cap).collect::<Vec<_>>().join("\n");
-    if total > cap {
+    if more {
+        let _ = write!(
+            out,
+            "\n[more than {total} entries; {} shown]",
+            cap.min(total)
+        );
+    } else if total > cap {
         let _ = write!(
             out,
             "\n[{} more entries not shown; {total} in all]",
@@ -118,11 +128,10 @@ mod tests {
         std::fs::write(root.join("b.txt"), "").unwrap();
         std::fs::write(root.join("a.txt"), "").unwrap();
         std::os::unix::fs::symlink("a.txt", root.join("link")).unwrap();
-        assert_eq!(list(root, ".", 100).unwrap(), "a.txt\nb.txt\nlink@\nsrc/");
-        assert_eq!(
-            list(&root.join("src"), "src", 100).unwrap(),
-            "(empty directory)"
-        );
+        std::fs::write(root.join(".GIT"), "").unwrap();
+        let root = Root::open(root).unwrap();
+        assert_eq!(list(&root, ".", 100).unwrap(), "a.txt\nb.txt\nlink@\nsrc/");
+        assert_eq!(list(&root, "src", 100).unwrap(), "(empty directory)");
     }
 
     #[test]
@@ -131,18 +140,19 @@ mod tests {
         for i in 0..5 {
             std::fs::write(dir.path().join(format!("f{i}")), "").unwrap();
         }
+        let root = Root::open(dir.path()).unwrap();
         assert_eq!(
-            list(dir.path(), ".", 2).unwrap(),
+            list(&root, ".", 2).unwrap(),
             "f0\nf1\n[3 more entries not shown; 5 in all]"
         );
         assert!(
-            list(&dir.path().join("f0"), "f0", 2)
+            list(&root, "f0", 2)
                 .unwrap_err()
                 .to_string()
                 .contains("is a file")
         );
         assert!(
-            list(&dir.path().join("nope"), "nope", 2)
+            list(&root, "nope", 2)
                 .unwrap_err()
                 .to_string()
                 .contains("does not exist")

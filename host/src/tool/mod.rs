@@ -1,7 +1,9 @@
 //! Tools an agent can call, one file per tool, each declaring the capability it needs.
 //!
-//! Every path argument is resolved inside the agent's workspace root (see `path`);
-//! `..`, absolute paths and symlinks that leave the root are refused.
+//! Every path argument is resolved inside the agent's workspace root through the
+//! confined filesystem (see `path`): `..` above the root, absolute paths and symlinks
+//! that leave the root are refused, `.git` is never opened, and `.crewbox/` is
+//! read-only unless the user's own config allows agents to change it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,6 +29,7 @@ pub use edit_file::EditFile;
 pub use finish::Finish;
 pub use grep::Grep;
 pub use list_dir::ListDir;
+pub use path::FileAccess;
 pub use read_file::ReadFile;
 pub use registry::ToolRegistry;
 pub use run_command::RunCommand;
@@ -122,6 +125,15 @@ pub enum ToolError {
         /// The path as given.
         path: String,
         /// Why (`..`, absolute, symlink).
+        reason: String,
+    },
+    /// The path is inside the workspace but off limits to the file tools (`.git`, or
+    /// `.crewbox/` without the user's grant).
+    #[error("`{path}` is off limits to the file tools: {reason}")]
+    Refused {
+        /// The path as given.
+        path: String,
+        /// What it names and why it is off limits.
         reason: String,
     },
     /// The tool ran and failed (file missing, no unique match, command failed to start…).

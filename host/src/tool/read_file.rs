@@ -1,6 +1,7 @@
 //! `read_file {path, offset?, limit?}` (read): a text file's lines, numbered.
 
 use std::fmt::Write as _;
+use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
@@ -9,10 +10,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::support::{
-    self, blocking, human_bytes, invalid, looks_binary, read_line_bounded, require_regular_file,
-    truncate_at_char,
+    self, blocking, human_bytes, invalid, looks_binary, read_line_bounded, truncate_at_char,
 };
-use super::{Capability, Tool, ToolContext, ToolError, ToolOutput, path};
+use super::{Capability, FileAccess, Tool, ToolContext, ToolError, ToolOutput, path};
 use crate::provider::ToolSpec;
 
 /// At most this much text is returned by one call.
@@ -75,10 +75,13 @@ impl Tool for ReadFile {
         }
         let root = ctx.root.clone();
         blocking(move || {
-            let target = path::resolve(&root, &args.path)?;
+            let root = path::open_root(&root)?;
+            let (file, _) = root
+                .open_file(Path::new(&args.path), FileAccess::default().rules())
+                .map_err(|e| path::error(&args.path, e))?;
             read_lines(
-                &target.abs,
-                &target.display(),
+                file,
+                &path::shown(&args.path),
                 args.offset.unwrap_or(1),
                 args.limit,
                 READ_CAP_BYTES,
@@ -89,17 +92,17 @@ impl Tool for ReadFile {
     }
 }
 
-/// Reads lines `offset..offset+limit` of `file`, numbered, at most `cap` bytes of output.
+/// Reads lines `offset..offset+limit` of `file` (an opened regular file), numbered, at
+/// most `cap` bytes of output.
 fn read_lines(
-    file: &Path,
+    file: File,
     shown: &str,
     offset: u64,
     limit: Option<u64>,
     cap: usize,
 ) -> Result<String, ToolError> {
     let fail = |e: std::io::Error| ToolError::Failed(format!("cannot read `{shown}`: {e}"));
-    require_regular_file(file, shown)?;
-    let mut reader = BufReader::new(std::fs::File::open(file).map_err(fail)?);
+    let mut reader = BufReader::new(file);
     if looks_binary(reader.fill_buf().map_err(fail)?) {
         return Err(ToolError::Failed(format!(
             "`{shown}` looks like a binary file (it contains NUL bytes); not shown"
@@ -179,6 +182,16 @@ mod tests {
         (dir, path)
     }
 
+    fn read_lines(
+        file: &Path,
+        shown: &str,
+        offset: u64,
+        limit: Option<u64>,
+        cap: usize,
+    ) -> Result<String, ToolError> {
+        super::read_lines(File::open(file).unwrap(), shown, offset, limit, cap)
+    }
+
     #[test]
     fn numbers_lines_and_pages() {
         let (_d, f) = file(b"one\ntwo\r\nthree\nfour");
@@ -224,19 +237,13 @@ mod tests {
     }
 
     #[test]
-    fn refuses_binary_and_dirs_and_reports_empty() {
+    fn refuses_binary_and_reports_empty() {
         let (_d, f) = file(b"\x7fELF\0\0\x01");
         assert!(
             read_lines(&f, "f", 1, None, 1000)
                 .unwrap_err()
                 .to_string()
                 .contains("binary")
-        );
-        assert!(
-            read_lines(_d.path(), "d", 1, None, 1000)
-                .unwrap_err()
-                .to_string()
-                .contains("directory")
         );
         let (_e, empty) = file(b"");
         assert_eq!(

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{
-    EditFile, Finish, Grep, ListDir, ReadFile, RunCommand, SpawnAgent, Tool, ToolContext,
-    ToolError, ToolOutput, WriteFile,
+    EditFile, FileAccess, Finish, Grep, ListDir, ReadFile, RunCommand, SpawnAgent, Tool,
+    ToolContext, ToolError, ToolOutput, WriteFile,
 };
 use crate::agent::permissions::CapSet;
 use crate::provider::ToolSpec;
@@ -27,15 +27,21 @@ impl std::fmt::Debug for ToolRegistry {
 
 impl ToolRegistry {
     /// Every built-in tool: read_file, list_dir, grep, write_file, edit_file,
-    /// run_command, spawn_agent, finish.
+    /// run_command, spawn_agent, finish; `.crewbox/` read-only.
     pub fn builtin() -> Self {
+        Self::builtin_with(FileAccess::default())
+    }
+
+    /// The built-in tools, the file tools writing with `files` (what the user's own
+    /// config grants).
+    pub fn builtin_with(files: FileAccess) -> Self {
         Self {
             tools: vec![
                 Arc::new(ReadFile),
                 Arc::new(ListDir),
                 Arc::new(Grep),
-                Arc::new(WriteFile),
-                Arc::new(EditFile),
+                Arc::new(WriteFile { access: files }),
+                Arc::new(EditFile { access: files }),
                 Arc::new(RunCommand),
                 Arc::new(SpawnAgent),
                 Arc::new(Finish),

@@ -65,7 +65,7 @@ impl Tool for RunCommand {
             name: NAME.into(),
             description: format!(
                 "Run a shell command (`sh -c`) in the workspace root, with no stdin, in a sandbox: it can \
-                 write only the workspace, $HOME and /tmp (both private to you), `.git` is read-only, the \
+                 write only the workspace, $HOME and /tmp (both private to you), `.git` and `.crewbox/` are read-only, the \
                  network is off unless granted, and the environment holds only basic variables. Returns \
                  the exit code, then stdout and stderr interleaved (at most {}, keeping the start and the \
                  end). When the command ends or times out, every process it started is killed: do not \
@@ -100,8 +100,16 @@ impl Tool for RunCommand {
                     .into(),
             )
         })?;
-        let ran = run(sandbox, &args.command, Duration::from_secs(timeout_s)).await?;
-        Ok(ToolOutput::text(ran.render()))
+        // The sandbox shows a missing `.crewbox` as an empty read-only directory, and
+        // the mount point it needs is a real, empty directory in the workspace: it goes
+        // again once the command is done (only while empty, so nothing is lost).
+        let crewbox = ctx.root.join(".crewbox");
+        let had_crewbox = tokio::fs::symlink_metadata(&crewbox).await.is_ok();
+        let ran = run(sandbox, &args.command, Duration::from_secs(timeout_s)).await;
+        if !had_crewbox {
+            let _ = tokio::fs::remove_dir(&crewbox).await;
+        }
+        Ok(ToolOutput::text(ran?.render()))
     }
 }
 

@@ -1,7 +1,6 @@
 //! Helpers every tool shares: argument parsing, schemas, blocking work, text caps.
 
 use std::io::{self, BufRead};
-use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -85,31 +84,6 @@ pub(crate) fn truncate_at_char(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
-}
-
-/// Refuses anything but a regular file (a FIFO or device would block the reader forever).
-pub(crate) fn require_regular_file(
-    file: &Path,
-    shown: &str,
-) -> Result<std::fs::Metadata, ToolError> {
-    let meta = std::fs::metadata(file).map_err(|e| {
-        ToolError::Failed(if e.kind() == io::ErrorKind::NotFound {
-            format!("`{shown}` does not exist")
-        } else {
-            format!("cannot open `{shown}`: {e}")
-        })
-    })?;
-    if meta.is_dir() {
-        Err(ToolError::Failed(format!(
-            "`{shown}` is a directory; use list_dir to see its entries"
-        )))
-    } else if !meta.is_file() {
-        Err(ToolError::Failed(format!(
-            "`{shown}` is not a regular file (a pipe, socket or device)"
-        )))
-    } else {
-        Ok(meta)
-    }
 }
 
 /// Reads one line (through `\n`) from `reader`, keeping at most `keep` of its bytes in
@@ -232,26 +206,5 @@ mod tests {
         assert_eq!(buf, b"z");
         buf.clear();
         assert_eq!(read_line_bounded(&mut reader, &mut buf, 100).unwrap(), 0);
-    }
-
-    #[test]
-    fn only_regular_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("fifo");
-        let status = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let err = require_regular_file(&fifo, "fifo").unwrap_err().to_string();
-        assert!(err.contains("not a regular file"), "{err}");
-        assert!(
-            require_regular_file(dir.path(), "d")
-                .unwrap_err()
-                .to_string()
-                .contains("directory")
-        );
-        std::fs::write(dir.path().join("f"), "x").unwrap();
-        assert!(require_regular_file(&dir.path().join("f"), "f").is_ok());
     }
 }

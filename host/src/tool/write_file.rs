@@ -6,15 +6,20 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::support::{self, blocking, require_regular_file};
-use super::{Capability, Tool, ToolContext, ToolError, ToolOutput, path};
+use super::support::{self, blocking};
+use super::{Capability, FileAccess, Tool, ToolContext, ToolError, ToolOutput, path};
+use crate::fs::{Root, WriteOptions, Written};
 use crate::provider::ToolSpec;
 
 const NAME: &str = "write_file";
 
-/// Writes a whole file, creating missing parent directories inside the workspace.
+/// Writes a whole file atomically, creating missing parent directories inside the
+/// workspace; never `.git`, and `.crewbox/` only as [`FileAccess`] allows.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct WriteFile;
+pub struct WriteFile {
+    /// What beyond ordinary files it may change.
+    pub access: FileAccess,
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,7 +42,8 @@ impl Tool for WriteFile {
         ToolSpec {
             name: NAME.into(),
             description: "Create a file or replace its whole content. Missing parent directories are created. \
-                          To change part of an existing file prefer edit_file."
+                          To change part of an existing file prefer edit_file. `.git` is never written \
+                          and `.crewbox/` is read-only."
                 .into(),
             parameters: support::object_schema(
                 json!({
@@ -52,28 +58,29 @@ impl Tool for WriteFile {
     async fn call(&self, ctx: &ToolContext, args: Value) -> Result<ToolOutput, ToolError> {
         let args: Args = support::parse(NAME, args)?;
         let root = ctx.root.clone();
+        let access = self.access;
         blocking(move || {
-            let target = path::resolve(&root, &args.path)?;
-            write(&target.abs, &target.display(), &args.content).map(ToolOutput::text)
+            let root = path::open_root(&root)?;
+            write(&root, access, &args.path, &args.content).map(ToolOutput::text)
         })
         .await
     }
 }
 
-fn write(file: &Path, shown: &str, content: &str) -> Result<String, ToolError> {
-    let fail =
-        |what: &str, e: std::io::Error| ToolError::Failed(format!("cannot {what} `{shown}`: {e}"));
-    let existed = file.exists();
-    if existed {
-        // Refuses directories, and FIFOs or devices, which would block the write.
-        require_regular_file(file, shown)?;
-    }
-    if let Some(parent) = file.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| fail("create the parent directories of", e))?;
-    }
-    std::fs::write(file, content).map_err(|e| fail("write", e))?;
-    let verb = if existed { "replaced" } else { "created" };
-    Ok(format!("{verb} `{shown}` ({} bytes)", content.len()))
+fn write(root: &Root, access: FileAccess, input: &str, content: &str) -> Result<String, ToolError> {
+    let opts = WriteOptions::new(access.rules()).creating_dirs();
+    let written = root
+        .write(Path::new(input), content.as_bytes(), opts)
+        .map_err(|e| path::error(input, e))?;
+    let verb = match written {
+        Written::Created => "created",
+        Written::Replaced => "replaced",
+    };
+    Ok(format!(
+        "{verb} `{}` ({} bytes)",
+        path::shown(input),
+        content.len()
+    ))
 }
 
 #[cfg(test)]
@@ -83,21 +90,40 @@ mod tests {
     #[test]
     fn creates_parents_and_replaces() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("a/b/c.txt");
+        let root = Root::open(dir.path()).unwrap();
+        let access = FileAccess::default();
         assert_eq!(
-            write(&file, "a/b/c.txt", "hi").unwrap(),
+            write(&root, access, "a/b/c.txt", "hi").unwrap(),
             "created `a/b/c.txt` (2 bytes)"
         );
         assert_eq!(
-            write(&file, "a/b/c.txt", "hello").unwrap(),
+            write(&root, access, "./a/b/c.txt", "hello").unwrap(),
             "replaced `a/b/c.txt` (5 bytes)"
         );
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), "hello");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
+            "hello"
+        );
         assert!(
-            write(&dir.path().join("a"), "a", "x")
+            write(&root, access, "a", "x")
                 .unwrap_err()
                 .to_string()
                 .contains("is a directory")
         );
+    }
+
+    #[test]
+    fn crewbox_is_written_only_when_granted() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let err = write(&root, FileAccess::default(), ".crewbox/config.toml", "x").unwrap_err();
+        assert!(matches!(err, ToolError::Refused { .. }), "{err}");
+        assert!(!dir.path().join(".crewbox").exists());
+        let granted = FileAccess {
+            crewbox_writable: true,
+        };
+        write(&root, granted, ".crewbox/config.toml", "x").unwrap();
+        let err = write(&root, granted, ".git/config", "x").unwrap_err();
+        assert!(matches!(err, ToolError::Refused { .. }), "{err}");
     }
 }

@@ -2,7 +2,9 @@
 //!
 //! crewbox runs in repositories other people wrote, with the user's keys. So:
 //! - a repository is **untrusted** until the user runs `crewbox trust` in it (recorded
-//!   outside the repository, see [`store`]); an untrusted repository's
+//!   outside the repository, see [`store`], with a digest of every file under its
+//!   `.crewbox/`, see [`digest`]: a change to them makes it untrusted again until the
+//!   user re-trusts it); an untrusted repository's
 //!   `.crewbox/config.toml` and `.crewbox/plugins/` are ignored entirely, and its teams
 //!   (team files and imported packs) load as prompts only: every member read-only, no
 //!   provider, model or validator chosen by the repository;
@@ -15,6 +17,7 @@
 //! - every path a repository file names is read through [`read::Confined`]: inside the
 //!   repository, bounded, regular files only.
 
+pub mod digest;
 pub mod read;
 pub mod repo;
 pub mod rules;
@@ -25,7 +28,7 @@ use std::path::Path;
 use serde::Serialize;
 
 pub use repo::RepoRoot;
-pub use store::{TrustError, TrustRecord, TrustStore};
+pub use store::{Standing, TrustError, TrustRecord, TrustStore};
 
 /// Whether the user trusts a repository.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -52,13 +55,27 @@ impl Trust {
         self == Self::Trusted
     }
 
-    /// Looks `root` up in the user's trust store. An unreadable store means untrusted
-    /// (the error is returned for a warning), never trusted.
+    /// Looks `root` up in the user's trust store and checks its crewbox files against
+    /// the record. An unreadable store, changed files or a record without files mean
+    /// untrusted (the reason is returned for a warning), never trusted.
     pub fn of(root: &RepoRoot) -> (Self, Option<TrustError>) {
-        let looked_up = TrustStore::user().and_then(|s| s.is_trusted(root.path()));
-        match looked_up {
-            Ok(true) => (Self::Trusted, None),
-            Ok(false) => (Self::Untrusted, None),
+        let standing = TrustStore::user().and_then(|s| s.standing(root.path()));
+        match standing {
+            Ok(Standing::Trusted(_)) => (Self::Trusted, None),
+            Ok(Standing::Untrusted) => (Self::Untrusted, None),
+            Ok(Standing::Changed(_, changes)) => (
+                Self::Untrusted,
+                Some(TrustError::Changed {
+                    root: root.path().to_owned(),
+                    changes,
+                }),
+            ),
+            Ok(Standing::Unrecorded(_)) => (
+                Self::Untrusted,
+                Some(TrustError::Unrecorded {
+                    root: root.path().to_owned(),
+                }),
+            ),
             Err(e) => (Self::Untrusted, Some(e)),
         }
     }

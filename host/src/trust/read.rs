@@ -4,12 +4,12 @@
 //!
 //! # Rules
 //! - A path a repository names is relative: absolute paths are refused.
-//! - It is resolved beneath the repository root by the kernel (`openat2` with
-//!   `RESOLVE_BENEATH` on Linux): `..` may move around inside the root, but a `..`, an
-//!   absolute symlink or a relative symlink that leaves the root is refused. Where
-//!   `openat2` is unavailable the path is canonicalised and checked to lie inside the
-//!   root, then opened without following a final symlink (race-tolerant, not
-//!   race-proof).
+//! - It is resolved beneath the repository root by the confined filesystem
+//!   (`crate::fs`): from the root's descriptor, `..` normalised lexically (and
+//!   refused above the root), symlinks followed only while they stay beneath it.
+//! - Nothing in `.git` is ever read, however the path is spelled or a symlink leads
+//!   there: `charter_file = "../../.git/config"` would hand the remote's token to the
+//!   model.
 //! - Only regular files are read. The file is opened with `O_NONBLOCK` and checked with
 //!   `fstat` before any read, so a FIFO, a device or a socket is refused without ever
 //!   blocking on it.
@@ -17,8 +17,11 @@
 //!   the file had more (`Bounded::truncated`).
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use crate::fs::{FsError, Kind, Root, Rules};
 
 /// The most bytes read from any one file a repository names (256 KiB).
 pub const MAX_FILE_BYTES: u64 = 256 * 1024;
@@ -45,6 +48,12 @@ pub enum ReadError {
         path: PathBuf,
         /// What it is (`directory`, `FIFO`, `socket`, `device`, …).
         kind: &'static str,
+    },
+    /// The path goes through the repository's `.git` (directly or by a symlink).
+    #[error("`{}` is inside the repository's `.git`, which holds its remotes' credentials and hooks; repository files may not name it", path.display())]
+    Git {
+        /// The path as written.
+        path: PathBuf,
     },
     /// The file is larger than the caller accepts.
     #[error("`{}` is larger than the {limit}-byte limit", path.display())]
@@ -119,26 +128,39 @@ impl Bounded {
     }
 }
 
-/// A directory (usually a repository root) that paths are resolved beneath.
+/// A directory (usually a repository root) that paths are resolved beneath, by the
+/// confined filesystem (`crate::fs`): symlinks followed only while they stay beneath
+/// it, `.git` refused at every depth.
 #[derive(Clone, Debug)]
 pub struct Confined {
-    root: PathBuf,
+    root: Arc<Root>,
 }
+
+/// Symlinks inside a repository are followed (a charter may be a link to shared docs),
+/// never out of it.
+const RULES: Rules = Rules::LINKS_BENEATH;
 
 impl Confined {
     /// Confines paths to `root` (canonicalised here).
     pub fn new(root: &Path) -> io::Result<Self> {
+        let root = Root::open(root).map_err(|e| match e {
+            FsError::Io { source, .. } => source,
+            FsError::NotDirectory { .. } => {
+                io::Error::new(io::ErrorKind::NotADirectory, e.to_string())
+            }
+            e => io::Error::other(e.to_string()),
+        })?;
         Ok(Self {
-            root: root.canonicalize()?,
+            root: Arc::new(root),
         })
     }
 
     /// The canonical root.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.root.path()
     }
 
-    /// Checks `rel` lexically: relative, not empty.
+    /// Checks `rel` lexically: relative.
     fn check_relative(rel: &Path) -> Result<(), ReadError> {
         if rel.is_absolute()
             || rel
@@ -156,15 +178,20 @@ impl Confined {
     /// blocking, and checks it is a regular file.
     pub fn open(&self, rel: &Path) -> Result<File, ReadError> {
         Self::check_relative(rel)?;
-        let file = open_beneath(&self.root, rel)?;
-        check_regular(&file, rel)?;
+        let (file, _) = self
+            .root
+            .open_file(rel, RULES)
+            .map_err(|e| from_fs(e, rel))?;
         Ok(file)
     }
 
     /// Reads at most `cap` bytes of `rel` (relative to the root).
     pub fn read(&self, rel: &Path, cap: u64) -> Result<Bounded, ReadError> {
-        let file = self.open(rel)?;
-        read_capped(file, rel, cap)
+        Self::check_relative(rel)?;
+        self.root
+            .read(rel, cap, RULES)
+            .map(Bounded::from)
+            .map_err(|e| from_fs(e, rel))
     }
 
     /// Reads `rel` as UTF-8 text of at most `cap` bytes (larger files are an error).
@@ -172,211 +199,81 @@ impl Confined {
         self.read(rel, cap)?.into_text(rel, cap)
     }
 
-    /// The canonical path of `rel` if it exists and lies inside the root (after
-    /// following symlinks). For paths handed to code that opens them itself (plugin
-    /// components): the file is checked to be a regular file too.
+    /// The canonical path of `rel` if it is a regular file inside the root (after
+    /// following symlinks), for paths handed to code that opens them itself (plugin
+    /// components, which are read beneath the root again when they are loaded).
     pub fn resolve_file(&self, rel: &Path) -> Result<PathBuf, ReadError> {
-        let file = self.open(rel)?;
-        drop(file);
-        let full = self
-            .root
-            .join(rel)
-            .canonicalize()
-            .map_err(|source| ReadError::Io {
-                path: rel.to_owned(),
-                source,
-            })?;
-        if !full.starts_with(&self.root) {
-            return Err(ReadError::Escapes {
-                path: rel.to_owned(),
-            });
-        }
-        Ok(full)
+        drop(self.open(rel)?);
+        self.root.resolve(rel, RULES).map_err(|e| from_fs(e, rel))
     }
 
-    /// The canonical path of directory `rel` when it exists inside the root (checked on
-    /// the canonical path; files in it are then opened with [`Confined::read`]);
-    /// `Ok(None)` when it does not exist.
+    /// The canonical path of directory `rel` when it exists inside the root;
+    /// `Ok(None)` when it does not exist. Files in it are then opened with
+    /// [`Confined::read`].
     pub fn dir(&self, rel: &Path) -> Result<Option<PathBuf>, ReadError> {
         Self::check_relative(rel)?;
-        let full = match self.root.join(rel).canonicalize() {
-            Ok(p) => p,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(ReadError::Io {
-                    path: rel.to_owned(),
-                    source,
-                });
-            }
-        };
-        if !full.starts_with(&self.root) {
-            return Err(ReadError::Escapes {
-                path: rel.to_owned(),
-            });
-        }
-        if !full.is_dir() {
-            return Err(ReadError::NotRegular {
+        match self.root.kind(rel, RULES).map_err(|e| from_fs(e, rel))? {
+            None => Ok(None),
+            Some(Kind::Directory) => self
+                .root
+                .resolve(rel, RULES)
+                .map(Some)
+                .map_err(|e| from_fs(e, rel)),
+            Some(_) => Err(ReadError::NotRegular {
                 path: rel.to_owned(),
                 kind: "file where a directory was expected",
-            });
+            }),
         }
-        Ok(Some(full))
     }
 }
 
 /// Reads at most `cap` bytes of `path`, anywhere (the user's own files): still only a
 /// regular file, opened without blocking.
 pub fn read_bounded(path: &Path, cap: u64) -> Result<Bounded, ReadError> {
-    let file = open_nonblocking(path, false).map_err(|source| ReadError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    check_regular(&file, path)?;
-    read_capped(file, path, cap)
+    crate::fs::read_path(path, cap)
+        .map(Bounded::from)
+        .map_err(|e| from_fs(e, path))
 }
 
-fn read_capped(file: File, shown: &Path, cap: u64) -> Result<Bounded, ReadError> {
-    let mut bytes = Vec::new();
-    file.take(cap.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|source| ReadError::Io {
-            path: shown.to_owned(),
-            source,
-        })?;
-    let truncated = bytes.len() as u64 > cap;
-    if truncated {
-        bytes.truncate(cap as usize);
-    }
-    Ok(Bounded { bytes, truncated })
-}
-
-fn check_regular(file: &File, shown: &Path) -> Result<(), ReadError> {
-    let meta = file.metadata().map_err(|source| ReadError::Io {
-        path: shown.to_owned(),
-        source,
-    })?;
-    let ft = meta.file_type();
-    if ft.is_file() {
-        return Ok(());
-    }
-    let kind = if ft.is_dir() {
-        "directory"
-    } else {
-        file_kind(&ft)
-    };
-    Err(ReadError::NotRegular {
-        path: shown.to_owned(),
-        kind,
-    })
-}
-
-#[cfg(unix)]
-fn file_kind(ft: &std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if ft.is_fifo() {
-        "FIFO"
-    } else if ft.is_socket() {
-        "socket"
-    } else if ft.is_block_device() || ft.is_char_device() {
-        "device"
-    } else if ft.is_symlink() {
-        "symlink"
-    } else {
-        "special file"
-    }
-}
-
-#[cfg(not(unix))]
-fn file_kind(_ft: &std::fs::FileType) -> &'static str {
-    "special file"
-}
-
-/// Opens `path` read-only without blocking (a FIFO opens at once), not as a
-/// controlling terminal, optionally refusing a final symlink.
-fn open_nonblocking(path: &Path, no_follow: bool) -> io::Result<File> {
-    let mut opts = std::fs::OpenOptions::new();
-    opts.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut flags = libc::O_NONBLOCK | libc::O_NOCTTY;
-        if no_follow {
-            flags |= libc::O_NOFOLLOW;
+impl From<crate::fs::Bounded> for Bounded {
+    fn from(b: crate::fs::Bounded) -> Self {
+        Self {
+            bytes: b.bytes,
+            truncated: b.truncated,
         }
-        opts.custom_flags(flags);
-    }
-    #[cfg(not(unix))]
-    let _ = no_follow;
-    opts.open(path)
-}
-
-fn io_err(rel: &Path) -> impl FnOnce(io::Error) -> ReadError + '_ {
-    move |source| ReadError::Io {
-        path: rel.to_owned(),
-        source,
     }
 }
 
-/// Opens `rel` beneath `root`: by the kernel where it can, else by checking the
-/// canonical path.
-fn open_beneath(root: &Path, rel: &Path) -> Result<File, ReadError> {
-    #[cfg(target_os = "linux")]
-    match linux::openat2_beneath(root, rel) {
-        Ok(file) => return Ok(file),
-        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
-            return Err(ReadError::Escapes {
-                path: rel.to_owned(),
-            });
-        }
-        // No openat2 (old kernel, or a seccomp filter refusing it): check by path.
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {}
-        Err(e) => return Err(io_err(rel)(e)),
-    }
-    let full = root.join(rel).canonicalize().map_err(io_err(rel))?;
-    if !full.starts_with(root) {
-        return Err(ReadError::Escapes {
-            path: rel.to_owned(),
-        });
-    }
-    open_nonblocking(&full, true).map_err(io_err(rel))
-}
-
-#[cfg(target_os = "linux")]
-mod linux {
-    use std::ffi::CString;
-    use std::fs::File;
-    use std::io;
-    use std::os::fd::{FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    use std::path::Path;
-
-    /// `openat2(root, rel, O_RDONLY|O_NONBLOCK|O_NOCTTY|O_CLOEXEC, RESOLVE_BENEATH |
-    /// RESOLVE_NO_MAGICLINKS)`: the kernel refuses (EXDEV) any resolution that leaves
-    /// `root`, through `..` or through a symlink.
-    pub(super) fn openat2_beneath(root: &Path, rel: &Path) -> io::Result<File> {
-        let root_c = CString::new(root.as_os_str().as_bytes())
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        // SAFETY: a valid NUL-terminated path; the returned fd is checked and owned.
-        let dir = unsafe {
-            libc::open(
-                root_c.as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        if dir < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `dir` is a fresh descriptor nobody else owns.
-        let dir = unsafe { OwnedFd::from_raw_fd(dir) };
-        let rel_c = CString::new(rel.as_os_str().as_bytes())
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let fd = super::openat2(
-            &dir,
-            &rel_c,
-            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC,
-            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
-        )?;
-        Ok(File::from(fd))
+/// The confined filesystem's refusal in the terms of a repository file.
+fn from_fs(e: FsError, rel: &Path) -> ReadError {
+    let path = rel.to_owned();
+    match e {
+        FsError::Absolute { .. } => ReadError::Absolute { path },
+        FsError::Climbs { .. }
+        | FsError::Link { .. }
+        | FsError::LinkEscapes { .. }
+        | FsError::TooManyLinks { .. }
+        | FsError::Protected { .. } => ReadError::Escapes { path },
+        FsError::Git { .. } => ReadError::Git { path },
+        FsError::IsDirectory { .. } => ReadError::NotRegular {
+            path,
+            kind: "directory",
+        },
+        FsError::NotRegular { kind, .. } => ReadError::NotRegular { path, kind },
+        FsError::TooLarge { limit, .. } => ReadError::TooLarge { path, limit },
+        FsError::NotFound { .. } => ReadError::Io {
+            path,
+            source: io::ErrorKind::NotFound.into(),
+        },
+        FsError::NotDirectory { .. } => ReadError::Io {
+            path,
+            source: io::ErrorKind::NotADirectory.into(),
+        },
+        FsError::Invalid { .. } => ReadError::Io {
+            path,
+            source: io::ErrorKind::InvalidInput.into(),
+        },
+        FsError::Io { source, .. } => ReadError::Io { path, source },
     }
 }
 
@@ -391,37 +288,6 @@ pub fn cap_chars(text: &mut String, max_chars: usize) -> bool {
             true
         }
     }
-}
-
-/// `openat2(dir, rel, flags)` with `resolve` (`RESOLVE_*`): the one raw call behind every
-/// read or write confined beneath a repository directory. Linux only.
-#[cfg(target_os = "linux")]
-pub(crate) fn openat2(
-    dir: &impl std::os::fd::AsRawFd,
-    rel: &std::ffi::CStr,
-    flags: libc::c_int,
-    resolve: u64,
-) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: `open_how` is plain data; all-zero is its documented default.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = flags as u64;
-    how.resolve = resolve;
-    // SAFETY: a valid fd, a NUL-terminated path, a live `open_how` and its exact size.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir.as_raw_fd(),
-            rel.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel returned a fresh descriptor we now own.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
 }
 
 #[cfg(test)]
@@ -479,9 +345,7 @@ mod tests {
     fn refuses_a_fifo_without_blocking_and_directories() {
         let (d, c) = root();
         let fifo = d.path().join("repo/pipe");
-        let cpath = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: a valid path; mkfifo creates a FIFO node.
-        assert_eq!(unsafe { libc::mkfifo(cpath.as_ptr(), 0o600) }, 0);
+        crate::fs::make_fifo(&fifo);
         let err = c.read(Path::new("pipe"), 100).unwrap_err();
         assert!(
             matches!(err, ReadError::NotRegular { kind: "FIFO", .. }),
@@ -499,6 +363,32 @@ mod tests {
         assert!(matches!(
             read_bounded(Path::new("/dev/zero"), 100),
             Err(ReadError::NotRegular { kind: "device", .. })
+        ));
+    }
+
+    #[test]
+    fn git_is_never_read_by_name_or_through_a_link() {
+        let (d, c) = root();
+        fs::create_dir_all(d.path().join("repo/.git")).unwrap();
+        fs::write(
+            d.path().join("repo/.git/config"),
+            "url = https://TOKEN@host/r",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("../.git/config", d.path().join("repo/sub/cfg-link")).unwrap();
+        for rel in [
+            ".git/config",
+            "sub/../.git/config",
+            ".GIT/config",
+            "sub/cfg-link",
+        ] {
+            let err = c.read(Path::new(rel), 100).unwrap_err();
+            assert!(matches!(err, ReadError::Git { .. }), "{rel}: {err}");
+            assert!(!err.to_string().contains("TOKEN"));
+        }
+        assert!(matches!(
+            c.dir(Path::new(".git")),
+            Err(ReadError::Git { .. })
         ));
     }
 

@@ -88,6 +88,17 @@ pub const REPO_KEYS: &[RepoKey] = &[
         "a repository may lower budgets (turns, tokens, time, cost …), never raise them",
     ),
     row(
+        "workspace.agents_write_crewbox",
+        RepoRule::UserOnly,
+        "letting agents change .crewbox/ lets them change what crewbox does in this \
+         repository; only you can allow it",
+    ),
+    row(
+        "workspace.*",
+        RepoRule::LowerOnly,
+        "a repository may make agents' commits smaller (file size, count, total), never larger",
+    ),
+    row(
         "providers",
         RepoRule::UserOnly,
         "provider definitions (kind, base_url, api_key_env, command, script, headers) can run \
@@ -176,5 +187,10 @@ mod tests {
         assert_eq!(rule_for("state_dir").rule, RepoRule::UserOnly);
         assert_eq!(rule_for("something_new").key, "*");
         assert_eq!(rule_for("quotas").key, "*", "a bare table name is no quota");
+        assert_eq!(rule_for("workspace.max_files").rule, RepoRule::LowerOnly);
+        assert_eq!(
+            rule_for("workspace.agents_write_crewbox").rule,
+            RepoRule::UserOnly
+        );
     }
 }

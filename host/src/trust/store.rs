@@ -4,7 +4,6 @@
 //! repository never rewrites another's record. Writes are atomic (a temporary file
 //! renamed into place).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -20,6 +19,30 @@ pub enum TrustError {
     /// Neither `XDG_STATE_HOME` nor `HOME` is set.
     #[error("neither XDG_STATE_HOME nor HOME is set, so there is no trust store")]
     NoHome,
+    /// The repository's crewbox files changed since the user trusted it.
+    #[error(
+        "the crewbox files of {} changed since you trusted it ({}); run `crewbox trust` there again to trust them as they are now",
+        root.display(),
+        changes.join(", ")
+    )]
+    Changed {
+        /// The repository root.
+        root: PathBuf,
+        /// What changed, one path each (`.crewbox/config.toml changed`).
+        changes: Vec<String>,
+    },
+    /// The record was written by an older crewbox that did not record the files.
+    #[error(
+        "{} was trusted by an earlier crewbox, which did not record its crewbox files; run `crewbox trust` there again to record them",
+        root.display()
+    )]
+    Unrecorded {
+        /// The repository root.
+        root: PathBuf,
+    },
+    /// The repository's crewbox files cannot be recorded (too many, unreadable).
+    #[error(transparent)]
+    Digest(#[from] super::digest::DigestError),
     /// A record or the directory could not be read or written.
     #[error("trust store {}: {detail}", path.display())]
     Io {
@@ -42,7 +65,27 @@ pub struct TrustRecord {
     /// the user's `[packs] max_access`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pack_access: Option<crate::team::Access>,
+    /// Its crewbox files when the user trusted it ([`super::digest`]); absent in a
+    /// record an older crewbox wrote, which is not trusted until re-trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<super::digest::Files>,
 }
+
+/// Where a repository stands with the user, its files compared with the record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// No record.
+    Untrusted,
+    /// A record, and the files are as it says.
+    Trusted(TrustRecord),
+    /// A record, but the files changed since (one line per path).
+    Changed(TrustRecord, Vec<String>),
+    /// A record without files (an older crewbox's).
+    Unrecorded(TrustRecord),
+}
+
+/// The most changed paths a message names.
+const CHANGES_SHOWN: usize = 8;
 
 /// The store's directory.
 #[derive(Clone, Debug)]
@@ -111,13 +154,33 @@ impl TrustStore {
         Ok(Self::read_record(&self.record_path(root))?.filter(|r| r.root == root))
     }
 
-    /// Whether the user trusts `root` (canonical).
+    /// Whether a record for `root` (canonical) exists; whether it still holds is
+    /// [`TrustStore::standing`].
     pub fn is_trusted(&self, root: &Path) -> Result<bool, TrustError> {
         Ok(self.get(root)?.is_some())
     }
 
-    /// Trusts `root` (canonical) and returns the record written. `pack_access` sets
-    /// the ceiling of its imported packs; `None` keeps what an earlier record said.
+    /// Where `root` (canonical) stands: its record, checked against its crewbox files
+    /// as they are now. Blocking (it reads `.crewbox/`).
+    pub fn standing(&self, root: &Path) -> Result<Standing, TrustError> {
+        let Some(record) = self.get(root)? else {
+            return Ok(Standing::Untrusted);
+        };
+        let Some(recorded) = &record.files else {
+            return Ok(Standing::Unrecorded(record));
+        };
+        let now = super::digest::crewbox_files(root)?;
+        let changes = super::digest::changes(recorded, &now, CHANGES_SHOWN);
+        Ok(if changes.is_empty() {
+            Standing::Trusted(record)
+        } else {
+            Standing::Changed(record, changes)
+        })
+    }
+
+    /// Trusts `root` (canonical) with its crewbox files as they are now, and returns
+    /// the record written. `pack_access` sets the ceiling of its imported packs; `None`
+    /// keeps what an earlier record said.
     pub fn trust(
         &self,
         root: &Path,
@@ -131,6 +194,7 @@ impl TrustStore {
             root: root.to_owned(),
             trusted_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             pack_access: kept,
+            files: Some(super::digest::crewbox_files(root)?),
         };
         let text = toml::to_string(&record).map_err(|e| TrustError::Io {
             path: self.dir.clone(),
@@ -193,49 +257,27 @@ impl TrustStore {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a private temporary file in the same
-/// directory, synced, then renamed over `path`.
+/// Writes `bytes` to `path` atomically, through the confined filesystem: a private
+/// temporary file in the same directory (created `0700` when missing), synced, then
+/// renamed over `path`.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), TrustError> {
+    use crate::fs::{Root, Rules, WriteOptions};
     let dir = path.parent().unwrap_or(Path::new("."));
-    create_private_dir(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name().unwrap_or_default().to_string_lossy(),
-        uuid::Uuid::now_v7().simple()
-    ));
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let result = (|| {
-        let mut file = opts.open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        // The rename is durable once the directory is synced.
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(io(path))
-}
-
-fn create_private_dir(dir: &Path) -> Result<(), TrustError> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    builder.create(dir).map_err(io(dir))
+    let name = path.file_name().unwrap_or_default();
+    let fail = |e: crate::fs::FsError| TrustError::Io {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    };
+    Root::create(dir, 0o700)
+        .and_then(|root| {
+            root.write(
+                Path::new(name),
+                bytes,
+                WriteOptions::new(Rules::NO_LINKS).private(),
+            )
+        })
+        .map(drop)
+        .map_err(fail)
 }
 
 #[cfg(test)]
@@ -246,8 +288,11 @@ mod tests {
     fn trust_list_revoke_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let store = TrustStore::at(dir.path().join("trust"));
-        let a = Path::new("/src/a");
-        let b = Path::new("/src/b");
+        for r in ["a", "b"] {
+            std::fs::create_dir_all(dir.path().join(r)).unwrap();
+        }
+        let a = &dir.path().join("a").canonicalize().unwrap();
+        let b = &dir.path().join("b").canonicalize().unwrap();
         assert!(!store.is_trusted(a).unwrap());
         assert_eq!(store.list().unwrap().0, vec![]);
         store.trust(b, None).unwrap();
@@ -273,6 +318,50 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    }
+
+    #[test]
+    fn trust_holds_while_the_crewbox_files_are_as_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TrustStore::at(dir.path().join("trust"));
+        let root = dir.path().join("repo");
+        std::fs::create_dir_all(root.join(".crewbox")).unwrap();
+        std::fs::write(
+            root.join(".crewbox/config.toml"),
+            "default_mode = \"crew\"\n",
+        )
+        .unwrap();
+        let root = root.canonicalize().unwrap();
+        assert_eq!(store.standing(&root).unwrap(), Standing::Untrusted);
+        let record = store.trust(&root, None).unwrap();
+        assert_eq!(
+            store.standing(&root).unwrap(),
+            Standing::Trusted(record.clone())
+        );
+        std::fs::write(
+            root.join(".crewbox/config.toml"),
+            "default_mode = \"auto\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            store.standing(&root).unwrap(),
+            Standing::Changed(record, vec![".crewbox/config.toml changed".into()])
+        );
+        let again = store.trust(&root, None).unwrap();
+        assert_eq!(store.standing(&root).unwrap(), Standing::Trusted(again));
+        // A record from before digests: kept, but it does not hold until re-trusted.
+        std::fs::write(
+            store.record_path(&root),
+            format!(
+                "root = {:?}\ntrusted_at = \"2025-01-01T00:00:00Z\"\n",
+                root.display().to_string()
+            ),
+        )
+        .unwrap();
+        assert!(matches!(
+            store.standing(&root).unwrap(),
+            Standing::Unrecorded(_)
+        ));
     }
 
     #[test]

@@ -28,11 +28,13 @@ impl WorktreeManager {
         reference: &str,
         message: &str,
     ) -> Result<String, WorktreeError> {
-        let (path, _) = self.inner.check_active(wt)?;
+        let wt = self.inner.handle(wt)?;
         let reference = reference.to_owned();
         let message = sanitize_message(message);
         self.blocking(move |inner| {
-            let (repo, head, tree) = git::snapshot(&path)?;
+            let checked = inner.checked_active(&wt)?;
+            let snap = git::snapshot(&checked, wt.base_commit, inner.opts.commit)?;
+            let (repo, path, head, tree) = (&checked.repo, &checked.path, snap.head, snap.tree);
             let sig = git2::Signature::now(&inner.opts.identity.name, &inner.opts.identity.email)
                 .map_err(WorktreeError::git("make signature", &path))?;
             let parent = repo
@@ -73,7 +75,8 @@ impl WorktreeManager {
         self.blocking(move |inner| {
             let wt = inner.acquire_from(agent_id, Some(base))?;
             let restored = (|| {
-                let repo = git::open(&wt.path)?;
+                let checked = inner.checked_active(&wt)?;
+                let repo = &checked.repo;
                 let tree = repo
                     .find_commit(work)
                     .and_then(|c| c.tree())

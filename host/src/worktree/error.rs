@@ -43,6 +43,18 @@ pub enum WorktreeError {
         /// The worktree's path.
         path: PathBuf,
     },
+    /// Something in the worktree points git elsewhere (its `.git` file, the admin
+    /// directory's `gitdir` or `commondir`, `core.worktree`): nothing was snapshotted,
+    /// committed or reset, and the slot is retired.
+    #[error(
+        "worktree {path} was tampered with: {what}; nothing in it was committed or reset, and it is not reused"
+    )]
+    Tampered {
+        /// The worktree's path.
+        path: PathBuf,
+        /// What does not match.
+        what: String,
+    },
     /// A libgit2 operation failed; the agent's result is still on disk at `path`.
     #[error("git {op} failed on {path}: {source}")]
     Git {

@@ -1,6 +1,9 @@
 //! Blocking libgit2 operations. Everything here runs on `spawn_blocking` threads; each
-//! call opens its own `Repository` because the handle is not `Sync`.
+//! call opens its own `Repository` because the handle is not `Sync`. The main
+//! repository is opened by its root; an agent's worktree only ever through it, checked
+//! ([`super::integrity`]).
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
 
@@ -13,6 +16,8 @@ use serde::Serialize;
 
 use super::Identity;
 use super::error::WorktreeError;
+use super::integrity::{self, Checked};
+use super::limits::{CommitRules, Filter, LeftOut};
 
 /// How a path differs between the base commit and the working tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -35,7 +40,8 @@ pub struct ChangedPath {
     pub kind: ChangeKind,
 }
 
-/// Opens the repository (or linked worktree) whose root is `path`.
+/// Opens the main repository whose root is `path` (never an agent's worktree: those
+/// are opened through it, see [`integrity::open_checked`]).
 pub(crate) fn open(path: &Path) -> Result<Repository, WorktreeError> {
     Repository::open(path).map_err(WorktreeError::git("open", path))
 }
@@ -67,12 +73,11 @@ pub(crate) fn add_worktree(
     commit: Oid,
 ) -> Result<(), WorktreeError> {
     let repo = open(repo_root)?;
-    let wt = repo
-        .worktree(name, path, Some(&WorktreeAddOptions::new()))
+    repo.worktree(name, path, Some(&WorktreeAddOptions::new()))
         .map_err(WorktreeError::git("worktree add", path))?;
-    let wt_repo = Repository::open_from_worktree(&wt).map_err(WorktreeError::git("open", path))?;
-    let checked_out = head_commit(&wt_repo, path)?;
-    wt_repo
+    let wt = integrity::open_checked(repo_root, name, path)?;
+    let checked_out = head_commit(&wt.repo, path)?;
+    wt.repo
         .set_head_detached(checked_out)
         .map_err(WorktreeError::git("detach HEAD", path))?;
     repo.find_branch(name, BranchType::Local)
@@ -80,15 +85,15 @@ pub(crate) fn add_worktree(
         .map_err(WorktreeError::git("delete temporary branch", path))?;
     if checked_out != commit {
         // HEAD moved between our read and libgit2's; land on the commit we promised.
-        reset_clean(path, commit)?;
+        reset_clean(&wt, commit)?;
     }
     Ok(())
 }
 
 /// `git reset --hard <commit>` plus `git clean -fdx`, detaching HEAD at `commit`.
 /// Checkout compares stat data first, so only files that differ are rewritten.
-pub(crate) fn reset_clean(path: &Path, commit: Oid) -> Result<(), WorktreeError> {
-    let repo = open(path)?;
+pub(crate) fn reset_clean(wt: &Checked, commit: Oid) -> Result<(), WorktreeError> {
+    let (repo, path) = (&wt.repo, wt.path.as_path());
     let target = repo
         .find_commit(commit)
         .map_err(WorktreeError::git("find commit", path))?;
@@ -115,25 +120,91 @@ pub(crate) fn reset_clean(path: &Path, commit: Oid) -> Result<(), WorktreeError>
     Ok(())
 }
 
-/// The working tree as a tree object: every change staged (new files, deletions), ignored
-/// files left out. The index is changed in memory only, so this is also safe before
-/// the agent is done. Returns the worktree's HEAD commit and that tree.
-pub(crate) fn snapshot(path: &Path) -> Result<(Repository, Oid, Oid), WorktreeError> {
-    let repo = open(path)?;
-    let head = head_commit(&repo, path)?;
+/// The working tree as a tree object, as an agent's commit takes it: every change
+/// staged (new files, deletions) within the limits of `rules`, ignored files and
+/// `.crewbox/` (unless granted) left out, and the root's `.crewbox` put back as it was
+/// at `base` whatever HEAD says. The index is changed in memory only, so this is also
+/// safe before the agent is done.
+pub(crate) struct Snapshot {
+    /// The worktree's HEAD commit.
+    pub head: Oid,
+    /// The tree.
+    pub tree: Oid,
+    /// What was left out, and why.
+    pub left_out: Vec<LeftOut>,
+}
+
+pub(crate) fn snapshot(
+    wt: &Checked,
+    base: Oid,
+    rules: CommitRules,
+) -> Result<Snapshot, WorktreeError> {
+    let (repo, path) = (&wt.repo, wt.path.as_path());
+    let head = head_commit(repo, path)?;
+    let mut filter = Filter::new(path, rules);
     let tree = {
         let mut index = repo
             .index()
             .map_err(WorktreeError::git("read index", path))?;
+        // The callbacks run before libgit2 reads a file, so a file left out is never
+        // read or hashed.
+        let mut offer = |p: &Path, _: &[u8]| filter.offer(p);
         index
-            .add_all(["*"], IndexAddOption::DEFAULT, None)
-            .and_then(|()| index.update_all(["*"], None))
+            .add_all(["*"], IndexAddOption::DEFAULT, Some(&mut offer))
+            .and_then(|()| index.update_all(["*"], Some(&mut offer)))
             .map_err(WorktreeError::git("add --all", path))?;
         index
             .write_tree()
             .map_err(WorktreeError::git("write-tree", path))?
     };
-    Ok((repo, head, tree))
+    let tree = if rules.crewbox_writable {
+        tree
+    } else {
+        restore_crewbox(repo, base, tree, &mut filter)
+            .map_err(WorktreeError::git("keep .crewbox as it was", path))?
+    };
+    Ok(Snapshot {
+        head,
+        tree,
+        left_out: filter.into_left_out(),
+    })
+}
+
+/// `tree` with every root entry named like `.crewbox` as it is in `base`'s tree (or
+/// without it, where `base` has none): changes to it that reached HEAD some other way
+/// (an agent's own commit) never reach the branch.
+fn restore_crewbox(
+    repo: &Repository,
+    base: Oid,
+    tree: Oid,
+    filter: &mut Filter<'_>,
+) -> Result<Oid, git2::Error> {
+    let before = repo.find_commit(base)?.tree()?;
+    let after = repo.find_tree(tree)?;
+    let names: BTreeSet<String> = before
+        .iter()
+        .chain(after.iter())
+        .filter_map(|e| e.name().ok().map(str::to_owned))
+        .filter(|n| crate::fs::name::is_crewbox(std::ffi::OsStr::new(n)))
+        .collect();
+    let mut builder = repo.treebuilder(Some(&after))?;
+    let mut changed = false;
+    for name in names {
+        let was = before.get_name(&name).map(|e| (e.id(), e.filemode()));
+        let is = after.get_name(&name).map(|e| (e.id(), e.filemode()));
+        if was == is {
+            continue;
+        }
+        changed = true;
+        filter.restored_crewbox(&name);
+        match was {
+            Some((id, mode)) => {
+                builder.insert(&name, id, mode)?;
+            }
+            None => builder.remove(&name)?,
+        }
+    }
+    if changed { builder.write() } else { Ok(tree) }
 }
 
 /// The diff between the base commit's tree and a snapshot tree.
@@ -156,10 +227,16 @@ fn diff_from_base<'r>(
         .map_err(WorktreeError::git("diff", path))
 }
 
-/// Paths changed in the working tree relative to `base` (agent commits included).
-pub(crate) fn changed_paths(path: &Path, base: Oid) -> Result<Vec<ChangedPath>, WorktreeError> {
-    let (repo, _head, tree) = snapshot(path)?;
-    let diff = diff_from_base(&repo, path, base, tree)?;
+/// Paths changed in the working tree relative to `base` (agent commits included), as
+/// the commit would take them, and what it would leave out.
+pub(crate) fn changed_paths(
+    wt: &Checked,
+    base: Oid,
+    rules: CommitRules,
+) -> Result<(Vec<ChangedPath>, Vec<LeftOut>), WorktreeError> {
+    let snap = snapshot(wt, base, rules)?;
+    let (repo, path) = (&wt.repo, wt.path.as_path());
+    let diff = diff_from_base(repo, path, base, snap.tree)?;
     let mut out = Vec::with_capacity(diff.deltas().len());
     for delta in diff.deltas() {
         let (file, kind) = match delta.status() {
@@ -177,17 +254,23 @@ pub(crate) fn changed_paths(path: &Path, base: Oid) -> Result<Vec<ChangedPath>, 
             kind,
         });
     }
-    Ok(out)
+    Ok((out, snap.left_out))
 }
 
 /// Marker appended when the diff is cut at `max_bytes`.
 const TRUNCATED: &str = "\n[diff truncated]\n";
 
-/// The unified diff of the working tree against `base`, at most `max_bytes` long.
-pub(crate) fn diff(path: &Path, base: Oid, max_bytes: usize) -> Result<String, WorktreeError> {
-    let (repo, _head, tree) = snapshot(path)?;
-    let diff = diff_from_base(&repo, path, base, tree)?;
-    print_capped(&diff, max_bytes, path)
+/// The unified diff of the working tree against `base` as the commit would take it, at
+/// most `max_bytes` long.
+pub(crate) fn diff(
+    wt: &Checked,
+    base: Oid,
+    max_bytes: usize,
+    rules: CommitRules,
+) -> Result<String, WorktreeError> {
+    let snap = snapshot(wt, base, rules)?;
+    let diff = diff_from_base(&wt.repo, &wt.path, base, snap.tree)?;
+    print_capped(&diff, max_bytes, &wt.path)
 }
 
 /// `diff` as a unified patch, cut at `max_bytes` with a `[diff truncated]` line.
@@ -236,24 +319,29 @@ pub(crate) struct Committed {
     pub commits: Vec<Oid>,
 }
 
-/// Commits whatever differs from `base` and points a new `crewbox/<component>` branch at
-/// it. Agent-made commits are kept and the uncommitted rest goes on top. `None` when
-/// nothing changed. Only the branch step takes the repository lock.
+/// Commits whatever differs from `base` (within `rules`) and points a new
+/// `crewbox/<component>` branch at it. Agent-made commits are kept and the uncommitted
+/// rest goes on top. `None` when nothing changed; what was left out either way. Only
+/// the branch step takes the repository lock.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn commit_changes(
     repo_root: &Path,
-    path: &Path,
+    wt: &Checked,
     base: Oid,
     message: &str,
     identity: &Identity,
     component: &str,
     refs_lock: &Mutex<()>,
-) -> Result<Option<Committed>, WorktreeError> {
-    let (repo, head, tree) = snapshot(path)?;
+    rules: CommitRules,
+) -> Result<(Option<Committed>, Vec<LeftOut>), WorktreeError> {
+    let snap = snapshot(wt, base, rules)?;
+    let (repo, path) = (&wt.repo, wt.path.as_path());
+    let (head, tree) = (snap.head, snap.tree);
     let head_commit = repo
         .find_commit(head)
         .map_err(WorktreeError::git("find HEAD commit", path))?;
     if head == base && head_commit.tree_id() == tree {
-        return Ok(None);
+        return Ok((None, snap.left_out));
     }
     let tip = if head_commit.tree_id() == tree {
         head
@@ -270,15 +358,21 @@ pub(crate) fn commit_changes(
         let _guard = refs_lock.lock().unwrap_or_else(PoisonError::into_inner);
         create_branch(repo_root, component, tip)?
     };
-    let mut walk = repo.revwalk().map_err(WorktreeError::git("log", path))?;
+    // On the main repository: it knows a shallow clone's grafts (`.git/shallow`), which
+    // a linked worktree's repository does not read, so walking past `base` there asked
+    // for the missing parents and failed.
+    let main = open(repo_root)?;
+    let mut walk = main
+        .revwalk()
+        .map_err(WorktreeError::git("log", repo_root))?;
     walk.set_sorting(Sort::TOPOLOGICAL | Sort::REVERSE)
         .and_then(|()| walk.push(tip))
         .and_then(|()| walk.hide(base))
-        .map_err(WorktreeError::git("log", path))?;
+        .map_err(WorktreeError::git("log", repo_root))?;
     let commits = walk
         .collect::<Result<Vec<_>, _>>()
-        .map_err(WorktreeError::git("log", path))?;
-    Ok(Some(Committed { branch, commits }))
+        .map_err(WorktreeError::git("log", repo_root))?;
+    Ok((Some(Committed { branch, commits }), snap.left_out))
 }
 
 /// Creates `crewbox/<component>`, or with a UTC timestamp suffix (and a counter, if even

@@ -135,9 +135,12 @@ fn stale_temp_markers(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// HEAD commit and branch of a worktree directory.
-fn head_of(path: &Path) -> (Option<String>, Option<String>) {
-    let Ok(repo) = git2::Repository::open(path) else {
+/// HEAD commit and branch of a worktree directory, when it passes the integrity check
+/// (a tampered one is shown with neither).
+fn head_of(repo_root: &Path, name: &str, path: &Path) -> (Option<String>, Option<String>) {
+    let Ok(super::integrity::Checked { repo, .. }) =
+        super::integrity::open_checked(repo_root, name, path)
+    else {
         return (None, None);
     };
     let Ok(head) = repo.head() else {
@@ -225,7 +228,7 @@ impl Inner {
                 } else {
                     (None, None, WorktreeState::Orphaned)
                 };
-            let (head, branch) = head_of(&path);
+            let (head, branch) = head_of(&self.repo_root, name, &path);
             out.push(WorktreeInfo {
                 name: name.clone(),
                 path,

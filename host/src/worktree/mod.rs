@@ -7,6 +7,12 @@
 //! next agent's [`WorktreeManager::acquire`] resets it to HEAD instead of checking out the
 //! whole tree again.
 //!
+//! A worktree is opened only through the main repository and checked first
+//! ([`integrity`]): a slot whose `.git` file, admin directory or config points git
+//! elsewhere is never snapshotted, committed or reset, and is retired. What a commit
+//! takes is bounded ([`CommitRules`]: file size, file count, total size, and `.crewbox/`
+//! only with the user's grant); what it leaves out is named ([`LeftOut`]).
+//!
 //! Every slot has an owner marker (pid + state, under an advisory lock) next to its
 //! directory, so [`WorktreeManager::prune`] can tell a killed process's leftovers from a
 //! running one's. All libgit2 work runs on `spawn_blocking` threads; operations touching
@@ -31,6 +37,8 @@ mod checkpoint;
 mod error;
 mod git;
 mod integration;
+mod integrity;
+mod limits;
 mod maintenance;
 mod marker;
 pub mod sanitize;
@@ -46,6 +54,7 @@ pub use checkpoint::checkpoint_ref;
 pub use error::WorktreeError;
 pub use git::{ChangeKind, ChangedPath};
 pub use integration::{MergeOutcome, Merged};
+pub use limits::{CommitLimits, CommitRules, LeftOut, LeftOutReason};
 pub use maintenance::{PruneReason, PruneReport, PrunedWorktree, WorktreeInfo, WorktreeState};
 pub use sanitize::{sanitize_branch_component, sanitize_message};
 
@@ -79,6 +88,8 @@ pub struct WorktreeOptions {
     pub pool_size: usize,
     /// Identity of agent commits.
     pub identity: Identity,
+    /// What an agent's commit may take.
+    pub commit: CommitRules,
 }
 
 impl Default for WorktreeOptions {
@@ -86,6 +97,7 @@ impl Default for WorktreeOptions {
         Self {
             pool_size: 2,
             identity: Identity::default(),
+            commit: CommitRules::default(),
         }
     }
 }
@@ -317,24 +329,43 @@ impl WorktreeManager {
     }
 
     /// Paths that differ between the agent's base commit and its working tree (untracked,
-    /// non-ignored files count as added; the agent's own commits are included).
+    /// non-ignored files count as added; the agent's own commits are included), as its
+    /// commit would take them.
     pub async fn changed_paths(&self, wt: &Worktree) -> Result<Vec<ChangedPath>, WorktreeError> {
-        let (path, base) = self.inner.check_active(wt)?;
-        self.blocking(move |_| git::changed_paths(&path, base))
-            .await
+        self.changes(wt).await.map(|(paths, _)| paths)
+    }
+
+    /// [`WorktreeManager::changed_paths`], and what the commit would leave out (over the
+    /// limits, or in `.crewbox/` without the user's grant). A worktree that fails the
+    /// integrity check is retired ([`WorktreeError::Tampered`]).
+    pub async fn changes(
+        &self,
+        wt: &Worktree,
+    ) -> Result<(Vec<ChangedPath>, Vec<LeftOut>), WorktreeError> {
+        let wt = self.inner.handle(wt)?;
+        self.blocking(move |inner| {
+            let checked = inner.checked_active(&wt)?;
+            git::changed_paths(&checked, wt.base_commit, inner.opts.commit)
+        })
+        .await
     }
 
     /// The unified diff of the working tree against the base commit (untracked files
-    /// included), cut to at most `max_bytes` with a `[diff truncated]` line.
+    /// included, as the commit would take them), cut to at most `max_bytes` with a
+    /// `[diff truncated]` line.
     pub async fn diff(&self, wt: &Worktree, max_bytes: usize) -> Result<String, WorktreeError> {
-        let (path, base) = self.inner.check_active(wt)?;
-        self.blocking(move |_| git::diff(&path, base, max_bytes))
-            .await
+        let wt = self.inner.handle(wt)?;
+        self.blocking(move |inner| {
+            let checked = inner.checked_active(&wt)?;
+            git::diff(&checked, wt.base_commit, max_bytes, inner.opts.commit)
+        })
+        .await
     }
 
     /// Commits the agent's changes (if any) to a new `crewbox/<agent-id>` branch with the
     /// sanitised `message`, then recycles or removes the worktree. On error the worktree
-    /// stays on disk, untouched, until the process exits.
+    /// stays on disk, untouched, until the process exits — except one that fails the
+    /// integrity check, which is retired at once.
     pub async fn finish(
         &self,
         wt: Worktree,
@@ -448,6 +479,37 @@ impl Inner {
         git::head_commit(&git::open(&self.repo_root)?, &self.repo_root)
     }
 
+    /// A slot's worktree, opened through the main repository and checked.
+    fn checked(&self, slot: &str, path: &Path) -> Result<integrity::Checked, WorktreeError> {
+        integrity::open_checked(&self.repo_root, slot, path)
+    }
+
+    /// The active worktree `wt`, checked; one that fails the check is taken back and
+    /// retired, so no later step (commit, reset, the pool) ever works on it.
+    fn checked_active(&self, wt: &Worktree) -> Result<integrity::Checked, WorktreeError> {
+        match self.checked(&wt.slot, &wt.path) {
+            Err(e @ WorktreeError::Tampered { .. }) => {
+                tracing::warn!(path = %wt.path.display(), error = %e, "retiring a tampered worktree");
+                if let Ok(slot) = self.take_active(wt) {
+                    self.remove_slot(slot);
+                }
+                Err(e)
+            }
+            other => other,
+        }
+    }
+
+    /// A copy of the handle of an active worktree, for a blocking task.
+    fn handle(&self, wt: &Worktree) -> Result<Worktree, WorktreeError> {
+        let (path, base_commit) = self.check_active(wt)?;
+        Ok(Worktree {
+            path,
+            base_commit,
+            agent_id: wt.agent_id.clone(),
+            slot: wt.slot.clone(),
+        })
+    }
+
     fn acquire(&self, agent_id: String) -> Result<Worktree, WorktreeError> {
         self.acquire_from(agent_id, None)
     }
@@ -489,7 +551,7 @@ impl Inner {
         // Released slots were cleaned on the way into the pool; only a moved HEAD (or an
         // adopted slot) needs another pass over the tree.
         if slot.clean_at.take() != Some(head) {
-            git::reset_clean(&slot.path, head)?;
+            git::reset_clean(&self.checked(&slot.name, &slot.path)?, head)?;
         }
         Ok(())
     }
@@ -568,15 +630,18 @@ impl Inner {
         if message.is_empty() {
             message = format!("crewbox: changes by agent {component}");
         }
-        let committed = git::commit_changes(
+        let checked = self.checked_active(&wt)?;
+        let (committed, _left_out) = git::commit_changes(
             &self.repo_root,
-            &wt.path,
+            &checked,
             wt.base_commit,
             &message,
             &self.opts.identity,
             &component,
             &self.repo_lock,
+            self.opts.commit,
         )?;
+        drop(checked);
         let slot = self.take_active(&wt)?;
         self.release(slot);
         Ok(match committed {
@@ -595,7 +660,7 @@ impl Inner {
     fn release(&self, mut slot: Slot) {
         if self.slots().pool.len() < self.opts.pool_size {
             let recycled = self.head().and_then(|head| {
-                git::reset_clean(&slot.path, head)?;
+                git::reset_clean(&self.checked(&slot.name, &slot.path)?, head)?;
                 slot.clean_at = Some(head);
                 slot.marker
                     .write(&MarkerData::ours(

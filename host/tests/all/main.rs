@@ -12,6 +12,7 @@ mod support;
 
 mod agent;
 mod agent_wire;
+mod boundary;
 mod cli;
 mod cli_observe;
 mod continuity;

@@ -3,9 +3,9 @@
 //! while a validator reads, and the repository's own `.git` holds a token. Every read
 //! goes through descriptors opened beneath the root, so none of it gets through.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crewbox::unstable::plugin::{
@@ -14,6 +14,7 @@ use crewbox::unstable::plugin::{
 };
 
 use crate::support::limited;
+use crate::support::swap::Swapper;
 
 const WS_VALIDATOR: &[u8] = crate::guest_wasm!("ws-validator.wasm");
 
@@ -67,50 +68,6 @@ async fn probe(plugin: &Plugin, root: &Path, probes: &[String]) -> Vec<String> {
         .expect("no fault")
         .expect("judged");
     verdict.results.into_iter().map(|r| r.detail).collect()
-}
-
-/// A thread that swaps two paths with `renameat2(RENAME_EXCHANGE)` until dropped.
-struct Swapper {
-    stop: Arc<AtomicBool>,
-    swaps: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Swapper {
-    fn start(a: PathBuf, b: PathBuf) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let swaps = Arc::new(AtomicU64::new(0));
-        let thread = std::thread::spawn({
-            let (stop, swaps) = (stop.clone(), swaps.clone());
-            move || {
-                while !stop.load(Ordering::Relaxed) {
-                    rustix::fs::renameat_with(
-                        rustix::fs::CWD,
-                        &a,
-                        rustix::fs::CWD,
-                        &b,
-                        rustix::fs::RenameFlags::EXCHANGE,
-                    )
-                    .expect("renameat2(RENAME_EXCHANGE)");
-                    swaps.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        });
-        Self {
-            stop,
-            swaps,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Swapper {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 fn repeat(probes: &[&str], times: usize) -> Vec<String> {

@@ -319,6 +319,236 @@ async fn paths_cannot_leave_the_workspace() {
     assert!(out.starts_with("no matches"), "{out}");
 }
 
+/// Every answer of a tool call as text: the output, or the error.
+fn answer(result: Result<ToolOutput, ToolError>) -> Result<String, String> {
+    result.map(|o| o.content).map_err(|e| e.to_string())
+}
+
+/// Regression: the file tools run in crewbox's own process and wrote `.git` — a linked
+/// worktree's `.git` file (four `write_file` calls made libgit2 treat any directory as
+/// the work tree) and, with `--isolation none`, the main repository's `.git/config`
+/// (`core.fsmonitor` ran on the user's next `git status`) and `.git/hooks`. No file
+/// tool reads, lists, searches or writes `.git`, in any spelling, through any link.
+#[tokio::test]
+async fn git_is_off_limits_to_every_file_tool() {
+    let ws = Workspace::new();
+    let config = "[remote \"origin\"]\nurl = https://TOKEN@host/r\n";
+    ws.write(".git/config", config);
+    ws.write("sub/.git", "gitdir: ../.git\n");
+    ws.write("sub/code.rs", "fn main() {}\n");
+    symlink(".git/config", ws.root.join("cfg-link")).unwrap();
+    symlink(".git", ws.root.join("git-dir-link")).unwrap();
+    let calls = [
+        ("read_file", json!({"path": ".git/config"})),
+        ("read_file", json!({"path": ".GIT/config"})),
+        ("read_file", json!({"path": "sub/../.git/config"})),
+        ("read_file", json!({"path": "cfg-link"})),
+        ("read_file", json!({"path": "git-dir-link/config"})),
+        ("read_file", json!({"path": "sub/.git"})),
+        ("list_dir", json!({"path": ".git"})),
+        ("list_dir", json!({"path": "git-dir-link"})),
+        ("grep", json!({"pattern": "TOKEN", "path": ".git"})),
+        ("grep", json!({"pattern": "TOKEN", "path": "cfg-link"})),
+        (
+            "write_file",
+            json!({"path": ".git", "content": "gitdir: /elsewhere\n"}),
+        ),
+        (
+            "write_file",
+            json!({"path": "sub/.git", "content": "gitdir: /elsewhere\n"}),
+        ),
+        (
+            "write_file",
+            json!({"path": ".git/config", "content": "[core]\nfsmonitor = evil\n"}),
+        ),
+        (
+            "write_file",
+            json!({"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"}),
+        ),
+        (
+            "write_file",
+            json!({"path": ".git./config", "content": "x"}),
+        ),
+        ("write_file", json!({"path": ".Git/HEAD", "content": "x"})),
+        (
+            "write_file",
+            json!({"path": "git-dir-link/config", "content": "x"}),
+        ),
+        ("write_file", json!({"path": "cfg-link", "content": "x"})),
+        (
+            "edit_file",
+            json!({"path": ".git/config", "old": "TOKEN", "new": "x"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "cfg-link", "old": "TOKEN", "new": "x"}),
+        ),
+    ];
+    for (tool, args) in calls {
+        match answer(ws.call(tool, args.clone()).await) {
+            Err(e) => {
+                assert!(
+                    e.contains("is off limits to the file tools")
+                        && e.contains("git's own directory"),
+                    "{tool} {args}: {e}"
+                );
+                assert!(!e.contains("TOKEN"), "{e}");
+            }
+            Ok(out) => panic!("{tool} {args} was let through: {out}"),
+        }
+    }
+    // Searching or listing the workspace never shows it either.
+    let found = ws.ok("grep", json!({"pattern": "TOKEN|gitdir"})).await;
+    assert!(found.starts_with("no matches"), "{found}");
+    let listed = ws.ok("list_dir", json!({"path": "sub"})).await;
+    assert_eq!(listed, "code.rs");
+    // And nothing of it changed.
+    assert_eq!(
+        std::fs::read_to_string(ws.root.join(".git/config")).unwrap(),
+        config
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.root.join("sub/.git")).unwrap(),
+        "gitdir: ../.git\n"
+    );
+    let git: Vec<_> = std::fs::read_dir(ws.root.join(".git")).unwrap().collect();
+    assert_eq!(git.len(), 1, "only config: {git:?}");
+    assert!(!ws.root.join(".git.").exists() && !ws.root.join(".Git").exists());
+}
+
+/// Regression: an agent planted `.crewbox/` (a config, a team) on its branch with
+/// `write_file`; a merge then changed what crewbox does in the repository. The file
+/// tools read `.crewbox/` but never create or change anything in it.
+#[tokio::test]
+async fn crewbox_is_read_only_to_the_file_tools() {
+    let ws = Workspace::new();
+    ws.write(".crewbox/config.toml", "default_mode = \"single\"\n");
+    symlink(".crewbox", ws.root.join("cb")).unwrap();
+    assert!(
+        ws.ok("read_file", json!({"path": ".crewbox/config.toml"}))
+            .await
+            .contains("default_mode")
+    );
+    assert_eq!(
+        ws.ok("list_dir", json!({"path": "cb"})).await,
+        "config.toml"
+    );
+    for (tool, args) in [
+        (
+            "write_file",
+            json!({"path": ".crewbox/config.toml", "content": "x"}),
+        ),
+        (
+            "write_file",
+            json!({"path": ".crewbox/teams/evil.toml", "content": "x"}),
+        ),
+        (
+            "write_file",
+            json!({"path": "cb/plugins/evil.wasm", "content": "x"}),
+        ),
+        (
+            "write_file",
+            json!({"path": ".CrewBox/config.toml", "content": "x"}),
+        ),
+        ("write_file", json!({"path": ".crewbox", "content": "x"})),
+        (
+            "edit_file",
+            json!({"path": ".crewbox/config.toml", "old": "single", "new": "crew"}),
+        ),
+    ] {
+        match answer(ws.call(tool, args.clone()).await) {
+            Err(e) => assert!(
+                e.contains("is off limits to the file tools") && e.contains("agents_write_crewbox"),
+                "{tool} {args}: {e}"
+            ),
+            Ok(out) => panic!("{tool} {args} was let through: {out}"),
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.root.join(".crewbox/config.toml")).unwrap(),
+        "default_mode = \"single\"\n"
+    );
+    let names: Vec<_> = std::fs::read_dir(ws.root.join(".crewbox"))
+        .unwrap()
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(!ws.root.join(".CrewBox").exists());
+}
+
+/// Regression: with two agents sharing a checkout, one swapping `d` between a directory
+/// and a symlink to `~/.ssh`, 11 of 2,400 `read_file d/id_ed25519` returned the real
+/// key: the tools checked a path, then opened it again by name. Every call now resolves
+/// from a descriptor of the workspace, so whatever the race, nothing outside is read,
+/// listed, searched or written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_swapped_for_a_symlink_never_leaks_through_the_file_tools() {
+    let ws = Workspace::new();
+    let outside = ws.outside();
+    std::fs::write(outside.join("id_ed25519"), "CANARY-PRIVATE-KEY\n").unwrap();
+    std::fs::write(outside.join("outside-only"), "CANARY\n").unwrap();
+    ws.write("d/id_ed25519", "inside\n");
+    symlink(&outside, ws.root.join("swap")).unwrap();
+    let calls = [
+        ("read_file", json!({"path": "d/id_ed25519"})),
+        ("list_dir", json!({"path": "d"})),
+        ("grep", json!({"pattern": "CANARY|inside", "path": "d"})),
+        (
+            "write_file",
+            json!({"path": "d/planted", "content": "PLANTED"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "d/id_ed25519", "old": "CANARY-PRIVATE-KEY", "new": "EDITED"}),
+        ),
+    ];
+    let swapper = crate::support::swap::Swapper::start(ws.root.join("d"), ws.root.join("swap"));
+    let started = Instant::now();
+    let mut answers: Vec<Result<String, String>> = Vec::new();
+    let (mut inside, mut refused) = (0, 0);
+    // 2,400 reads at least, and until the race was really run in both states.
+    while answers.len() < 2400 * calls.len() || inside == 0 || refused == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no race observed ({inside} inside, {refused} refused)"
+        );
+        for (tool, args) in &calls {
+            let got = answer(ws.call(tool, args.clone()).await);
+            if *tool == "read_file" {
+                match &got {
+                    Ok(text) if text.contains("inside") => inside += 1,
+                    Err(e) if e.contains("is a symlink") => refused += 1,
+                    _ => {}
+                }
+            }
+            answers.push(got);
+        }
+    }
+    let swaps = swapper.swaps.load(std::sync::atomic::Ordering::Relaxed);
+    drop(swapper);
+    let leaks: Vec<_> = answers
+        .iter()
+        .filter(|a| {
+            let text = match a {
+                Ok(t) | Err(t) => t,
+            };
+            text.contains("CANARY") || text.contains("outside-only")
+        })
+        .collect();
+    assert!(
+        leaks.is_empty(),
+        "{} of {} calls escaped ({swaps} swaps), e.g. {:?}",
+        leaks.len(),
+        answers.len(),
+        leaks[0]
+    );
+    assert!(!outside.join("planted").exists(), "a write landed outside");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("id_ed25519")).unwrap(),
+        "CANARY-PRIVATE-KEY\n",
+        "an edit landed outside"
+    );
+}
+
 #[tokio::test]
 async fn malformed_args_come_back_as_invalid_args() {
     let ws = Workspace::new();

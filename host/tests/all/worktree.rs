@@ -161,6 +161,7 @@ async fn changes_are_committed_to_an_agent_branch_with_sanitised_message_and_ide
             name: "Bot".into(),
             email: "bot@example.com".into(),
         },
+        ..WorktreeOptions::default()
     };
     let m = WorktreeManager::open(&fx.repo, &fx.wt_dir, opts)
         .await

@@ -71,6 +71,12 @@ pub struct AgentReport {
     /// Its `branch` artifact, when it changed files in a worktree.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub branch: Option<Artifact>,
+    /// Files it changed that its commit left out, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<crate::worktree::LeftOut>,
+    /// How many more were left out than `left_out` lists.
+    #[serde(skip_serializing_if = "none_more")]
+    pub left_out_more: u32,
     /// How validation ended (passed, validation-failed, faulted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub validation: Option<ValidationStatus>,
@@ -80,6 +86,10 @@ pub struct AgentReport {
     /// The typed handoff v2 parsed from its result (the last fenced JSON block), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub handoff: Option<crewbox_handoff::Handoff>,
+}
+
+fn none_more(n: &u32) -> bool {
+    *n == 0
 }
 
 impl From<AgentRecord> for AgentReport {
@@ -113,6 +123,8 @@ impl From<AgentRecord> for AgentReport {
             error: a.error,
             join: a.join,
             branch: None,
+            left_out: Vec::new(),
+            left_out_more: 0,
             validation: None,
             verdicts: Vec::new(),
         }
@@ -168,6 +180,10 @@ impl RunReport {
             let agent = &mut agents[i];
             match e.event {
                 Event::AgentArtifact(artifact) => agent.branch = Some(artifact),
+                Event::AgentLeftOut { files, more } => {
+                    agent.left_out = files;
+                    agent.left_out_more = more;
+                }
                 Event::AgentValidation { status, .. } => agent.validation = Some(status),
                 Event::ValidatorVerdict(round) => agent.verdicts.push(round),
                 // Only the kinds above are read; anything else is not part of a report.

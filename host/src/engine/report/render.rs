@@ -101,6 +101,23 @@ pub(super) fn text(r: &RunReport) -> String {
                 b.commits.len()
             );
         }
+        // The agent named these files: escaped, one line each.
+        for l in &a.left_out {
+            let _ = writeln!(
+                s,
+                "  left out {:<12} {} ({})",
+                a.name,
+                escape(&l.path),
+                l.reason
+            );
+        }
+        if a.left_out_more > 0 {
+            let _ = writeln!(
+                s,
+                "  left out {:<12} … and {} more",
+                a.name, a.left_out_more
+            );
+        }
     }
     if let Some(i) = &r.details.integration {
         if let Some(b) = &i.branch {

@@ -406,6 +406,12 @@ pub fn summary(event: &Event) -> String {
             format!("branch {}", clean(&b.branch))
         }
         Event::AgentChain { .. } => "chained agent started".into(),
+        Event::AgentLeftOut { files, more } => {
+            format!(
+                "left {} file(s) out of its commit",
+                files.len() + *more as usize
+            )
+        }
         Event::ModelReply { turn, text, .. } => format!("turn {turn}: {}", clean(text)),
         Event::ProviderBreakerOpen { breaker, .. } => format!("circuit {breaker} opened"),
         Event::ToolCall { tool, ok, args, .. } => format!(

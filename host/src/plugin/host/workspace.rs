@@ -6,11 +6,11 @@
 //! files are read and every read is bounded. File system work runs on the blocking
 //! pool, never on the async runtime's threads.
 
-use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use super::beneath::{self, Kind, Refusal};
+use crate::fs::Root;
 use crate::plugin::bindings::workspace::{
     ChangeKind, ChangedPath, DirEntry, EntryKind, FsError, Host,
 };
@@ -37,7 +37,7 @@ pub struct WorkspaceView {
 pub(crate) struct WorkspaceState {
     pub(crate) view: Option<Arc<WorkspaceView>>,
     /// The root, opened on first use and kept for the rest of the call.
-    pub(crate) root: Arc<OnceLock<Result<OwnedFd, String>>>,
+    pub(crate) root: Arc<OnceLock<Result<Root, String>>>,
     pub(crate) max_read: u64,
     pub(crate) max_diff: usize,
 }
@@ -55,15 +55,15 @@ fn fs_error(path: &str, r: Refusal) -> FsError {
     }
 }
 
-fn read_file(root: &OwnedFd, path: &str, max: u64) -> Result<String, FsError> {
+fn read_file(root: &Root, path: &str, max: u64) -> Result<String, FsError> {
     let rel = beneath::relative(path).map_err(|r| fs_error(path, r))?;
-    let bytes = beneath::read(root.as_fd(), rel, max).map_err(|r| fs_error(path, r))?;
+    let bytes = beneath::read(root, rel, max).map_err(|r| fs_error(path, r))?;
     String::from_utf8(bytes).map_err(|_| FsError::NotText(path.to_owned()))
 }
 
-fn list_dir(root: &OwnedFd, path: &str) -> Result<Vec<DirEntry>, FsError> {
+fn list_dir(root: &Root, path: &str) -> Result<Vec<DirEntry>, FsError> {
     let rel = beneath::relative(path).map_err(|r| fs_error(path, r))?;
-    let entries = beneath::list(root.as_fd(), rel, MAX_DIR_SCAN).map_err(|r| fs_error(path, r))?;
+    let entries = beneath::list(root, rel, MAX_DIR_SCAN).map_err(|r| fs_error(path, r))?;
     let mut out: Vec<DirEntry> = entries
         .into_iter()
         .map(|(name, kind, size)| DirEntry {
@@ -85,7 +85,7 @@ fn list_dir(root: &OwnedFd, path: &str) -> Result<Vec<DirEntry>, FsError> {
 impl WorkspaceState {
     async fn blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&OwnedFd) -> Result<T, FsError> + Send + 'static,
+        f: impl FnOnce(&Root) -> Result<T, FsError> + Send + 'static,
     ) -> Result<T, FsError> {
         let Some(view) = self.view.clone() else {
             return Err(FsError::Io("no workspace is attached to this call".into()));

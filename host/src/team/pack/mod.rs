@@ -134,6 +134,10 @@ impl PackDir {
                 kind: "file where a directory was expected",
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Err(ReadError::NotRegular {
+                path: dir.to_owned(),
+                kind: "file where a directory was expected",
+            }),
             Err(source) => Err(ReadError::Io {
                 path: dir.to_owned(),
                 source,
@@ -223,6 +227,7 @@ pub fn refusal(e: &ReadError, shown: &Path) -> String {
             format!("`{at}` is a {kind}, not a regular file; refused")
         }
         ReadError::Absolute { .. } => format!("`{at}` is an absolute path; refused"),
+        ReadError::Git { .. } => format!("`{at}` is inside the repository's `.git`; refused"),
         ReadError::TooLarge { limit, .. } => format!("`{at}` is larger than {limit} bytes"),
         ReadError::NotText { .. } => format!("`{at}` is not UTF-8 text"),
         ReadError::Io { source, .. } => format!("cannot read `{at}`: {source}"),

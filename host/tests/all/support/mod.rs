@@ -11,6 +11,7 @@ pub mod procs;
 pub mod repo;
 pub mod sandbox;
 pub mod script;
+pub mod swap;
 pub mod wat;
 pub mod wire;
 

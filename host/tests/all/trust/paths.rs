@@ -99,8 +99,10 @@ async fn fifo_charters_and_configs_never_hang_a_command() {
         );
         outputs.push(out);
     }
-    // Trusted: the config is read, and a FIFO is refused, never waited on.
+    // Trusted (again, as the changed `.crewbox/` asks): the config is read, and a FIFO
+    // is refused, never waited on.
     mkfifo(&config);
+    fx.trust().await;
     for args in [&["config"][..], &["run", "x", "--json"]] {
         let out = fx.run(args).await;
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
@@ -190,6 +192,8 @@ async fn repository_plugins_load_only_when_trusted_and_only_from_inside() {
         &fx.repo().join(".crewbox/config.toml"),
         "dispatcher = \"dispatch.wasm\"\n",
     );
+    // A changed `.crewbox/` is untrusted (and its config ignored) until trusted again.
+    fx.trust().await;
     let out = fx.run(&["run", "x", "--json"]).await;
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = stderr(&out);
@@ -200,6 +204,107 @@ async fn repository_plugins_load_only_when_trusted_and_only_from_inside() {
         "{err}"
     );
     outputs.push(out);
+    assert!(fx.legit.requests().is_empty());
+    fx.assert_clean(&outputs.iter().collect::<Vec<_>>());
+}
+
+/// Regression: `charter_file = "../../.git/config"` is inside the repository, so the
+/// token in its remote URL went to the model and the store, in an untrusted repository
+/// too. No repository file reader opens `.git`, by name or through a link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_charter_naming_git_config_never_reaches_the_model() {
+    let fx = Fx::new(|work, _| {
+        let teams = work.join(".crewbox/teams");
+        write(
+            &teams.join("dotgit.toml"),
+            "mode = \"broadcast\"\n[[members]]\nname = \"x\"\ncharter_file = \"../../.git/config\"\n",
+        );
+        std::os::unix::fs::symlink("../../.git/config", teams.join("cfg.md")).unwrap();
+        write(
+            &teams.join("gitlink.toml"),
+            "mode = \"broadcast\"\n[[members]]\nname = \"x\"\ncharter_file = \"cfg.md\"\n",
+        );
+    })
+    .await;
+    let config = fx.repo().join(".git/config");
+    let mut text_of_config = std::fs::read_to_string(&config).unwrap();
+    text_of_config.push_str(&format!(
+        "[remote \"origin\"]\n\turl = https://x:{GITHUB_TOKEN}@github.com/o/r.git\n"
+    ));
+    std::fs::write(&config, text_of_config).unwrap();
+    let mut outputs = Vec::new();
+    for trusted in [false, true] {
+        if trusted {
+            fx.trust().await;
+        }
+        for team in ["dotgit", "gitlink"] {
+            let out = fx.run(&["run", "x", "--team", team, "--json"]).await;
+            assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+            let err = stderr(&out);
+            assert!(
+                err.contains(&format!("team `{team}` could not be loaded"))
+                    && err.contains("inside the repository's `.git`"),
+                "{err}"
+            );
+            outputs.push(out);
+        }
+    }
+    assert!(fx.legit.requests().is_empty());
+    fx.assert_clean(&outputs.iter().collect::<Vec<_>>());
+}
+
+/// Regression: a trusted repository's `dispatcher` or team `validators` given as a
+/// path without the `.wasm` suffix was taken for a plugin name and then loaded from
+/// wherever it pointed. A path is a path whatever its suffix: resolved beneath the
+/// repository; absolute or leaving it, refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repository_named_plugins_resolve_beneath_the_repository_whatever_the_suffix() {
+    let fx = Fx::new(|work, _| {
+        let outside = work.parent().unwrap().join("outside-plugin");
+        std::fs::write(&outside, b"\0asm outside").unwrap();
+        write(
+            &work.join(".crewbox/teams/abs.toml"),
+            &format!(
+                "mode = \"broadcast\"\nvalidators = [\"{}\"]\n[[members]]\nname = \"x\"\ncharter = \"c\"\n",
+                outside.display()
+            ),
+        );
+        write(
+            &work.join(".crewbox/teams/up.toml"),
+            "mode = \"broadcast\"\nvalidators = [\"../outside-plugin\"]\n[[members]]\nname = \"x\"\ncharter = \"c\"\n",
+        );
+    })
+    .await;
+    fx.trust().await;
+    let mut outputs = Vec::new();
+    for team in ["abs", "up"] {
+        let out = fx.run(&["run", "x", "--team", team, "--json"]).await;
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("team `{team}` could not be loaded"))
+                && (err.contains("absolute path") || err.contains("outside the repository")),
+            "{err}"
+        );
+        outputs.push(out);
+    }
+    let outside = fx.home().join("outside-plugin");
+    for value in [outside.display().to_string(), "../../outside-plugin".into()] {
+        write(
+            &fx.repo().join(".crewbox/config.toml"),
+            &format!("dispatcher = \"{value}\"\n"),
+        );
+        fx.trust().await;
+        let out = fx.run(&["run", "x", "--json"]).await;
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("`dispatcher`")
+                && (err.contains("absolute path") || err.contains("outside the repository")),
+            "{value}: {err}"
+        );
+        outputs.push(out);
+    }
     assert!(fx.legit.requests().is_empty());
     fx.assert_clean(&outputs.iter().collect::<Vec<_>>());
 }

@@ -1,0 +1,256 @@
+//! What a snapshot of an agent's worktree takes: files within the size and count
+//! limits, and `.crewbox/` only when the user lets agents change it. Everything else is
+//! left out — never read, never hashed (a 3 GiB sparse file costs a `stat`) — and
+//! named, so the report can say what did not reach the branch and why.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// How much one commit of an agent's worktree may add.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitLimits {
+    /// A new or changed file larger than this is left out.
+    pub max_file_bytes: u64,
+    /// At most this many new or changed files are taken (in path order).
+    pub max_files: u64,
+    /// At most this many bytes of new or changed files are taken together.
+    pub max_total_bytes: u64,
+}
+
+impl Default for CommitLimits {
+    fn default() -> Self {
+        Self {
+            max_file_bytes: 25 * 1024 * 1024,
+            max_files: 10_000,
+            max_total_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+/// What a snapshot of an agent's worktree takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitRules {
+    /// The size and count limits.
+    pub limits: CommitLimits,
+    /// Whether changes to the repository's `.crewbox/` are taken (the user's grant).
+    pub crewbox_writable: bool,
+}
+
+/// Why a path was left out of an agent's commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "why", rename_all = "kebab-case")]
+pub enum LeftOutReason {
+    /// The file is larger than `max_file_bytes`.
+    FileTooLarge {
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// `max_files` files were taken already.
+    TooManyFiles {
+        /// The limit.
+        limit: u64,
+    },
+    /// Taking it would pass `max_total_bytes`.
+    TotalTooLarge {
+        /// The limit.
+        limit: u64,
+    },
+    /// It is in `.crewbox/`, which agents may not change.
+    Crewbox,
+}
+
+impl std::fmt::Display for LeftOutReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::FileTooLarge { bytes, limit } => {
+                write!(f, "{bytes} bytes, over the {limit}-byte file limit")
+            }
+            Self::TooManyFiles { limit } => write!(f, "over the limit of {limit} changed files"),
+            Self::TotalTooLarge { limit } => {
+                write!(f, "over the {limit}-byte limit of one commit")
+            }
+            Self::Crewbox => write!(
+                f,
+                ".crewbox/ is read-only to agents (`[workspace] agents_write_crewbox`)"
+            ),
+        }
+    }
+}
+
+/// One path left out of an agent's commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// The path, relative to the worktree root, `/`-separated.
+    pub path: String,
+    /// Why.
+    #[serde(flatten)]
+    pub reason: LeftOutReason,
+}
+
+/// Whether `path` (relative, `/`-separated) lies in the root's `.crewbox/` (any
+/// spelling a file system treats as it).
+pub(crate) fn in_crewbox(path: &Path) -> bool {
+    path.components()
+        .next()
+        .is_some_and(|c| crate::fs::name::is_crewbox(c.as_os_str()))
+}
+
+/// Decides path by path what a snapshot takes, as libgit2 offers them.
+pub(crate) struct Filter<'a> {
+    workdir: &'a Path,
+    rules: CommitRules,
+    files: u64,
+    bytes: u64,
+    taken: BTreeSet<Vec<u8>>,
+    left: Vec<LeftOut>,
+    seen: BTreeSet<String>,
+}
+
+impl<'a> Filter<'a> {
+    pub(crate) fn new(workdir: &'a Path, rules: CommitRules) -> Self {
+        Self {
+            workdir,
+            rules,
+            files: 0,
+            bytes: 0,
+            taken: BTreeSet::new(),
+            left: Vec::new(),
+            seen: BTreeSet::new(),
+        }
+    }
+
+    fn leave(&mut self, path: &Path, reason: LeftOutReason) -> i32 {
+        let shown = path.to_string_lossy().into_owned();
+        if self.seen.insert(shown.clone()) {
+            self.left.push(LeftOut {
+                path: shown,
+                reason,
+            });
+        }
+        // A positive answer tells libgit2 to skip the path.
+        1
+    }
+
+    /// libgit2's callback: 0 takes `path`, 1 skips it. Sizes come from `lstat` on the
+    /// entry itself (a symlink is its link text, never its target).
+    pub(crate) fn offer(&mut self, path: &Path) -> i32 {
+        if !self.rules.crewbox_writable && in_crewbox(path) {
+            return self.leave(path, LeftOutReason::Crewbox);
+        }
+        let key = path.as_os_str().as_encoded_bytes().to_vec();
+        if self.taken.contains(&key) {
+            return 0;
+        }
+        let size = std::fs::symlink_metadata(self.workdir.join(path)).map_or(0, |m| m.len());
+        let limits = self.rules.limits;
+        if size > limits.max_file_bytes {
+            return self.leave(
+                path,
+                LeftOutReason::FileTooLarge {
+                    bytes: size,
+                    limit: limits.max_file_bytes,
+                },
+            );
+        }
+        if self.files >= limits.max_files {
+            return self.leave(
+                path,
+                LeftOutReason::TooManyFiles {
+                    limit: limits.max_files,
+                },
+            );
+        }
+        if self.bytes.saturating_add(size) > limits.max_total_bytes {
+            return self.leave(
+                path,
+                LeftOutReason::TotalTooLarge {
+                    limit: limits.max_total_bytes,
+                },
+            );
+        }
+        self.files += 1;
+        self.bytes += size;
+        self.taken.insert(key);
+        0
+    }
+
+    /// Notes that the root's `.crewbox` entry differed from the base and was put back
+    /// (changes that reached HEAD without passing [`Filter::offer`]).
+    pub(crate) fn restored_crewbox(&mut self, name: &str) {
+        self.leave(Path::new(name), LeftOutReason::Crewbox);
+    }
+
+    /// What was left out, in the order it was met.
+    pub(crate) fn into_left_out(self) -> Vec<LeftOut> {
+        self.left
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_take_files_until_a_limit_and_name_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, len) in [("a", 10), ("b", 30), ("c", 10), ("d", 10), ("big", 100)] {
+            std::fs::write(dir.path().join(name), vec![b'x'; len]).unwrap();
+        }
+        let rules = CommitRules {
+            limits: CommitLimits {
+                max_file_bytes: 50,
+                max_files: 3,
+                max_total_bytes: 45,
+            },
+            crewbox_writable: false,
+        };
+        let mut f = Filter::new(dir.path(), rules);
+        let answers: Vec<i32> = [
+            "a",
+            "big",
+            "b",
+            "c",
+            "d",
+            "a",
+            ".crewbox/config.toml",
+            ".CREWBOX/x",
+        ]
+        .iter()
+        .map(|p| f.offer(Path::new(p)))
+        .collect();
+        assert_eq!(answers, [0, 1, 0, 1, 1, 0, 1, 1]);
+        let left: Vec<(String, LeftOutReason)> = f
+            .into_left_out()
+            .into_iter()
+            .map(|l| (l.path, l.reason))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                (
+                    "big".into(),
+                    LeftOutReason::FileTooLarge {
+                        bytes: 100,
+                        limit: 50
+                    }
+                ),
+                ("c".into(), LeftOutReason::TotalTooLarge { limit: 45 }),
+                ("d".into(), LeftOutReason::TotalTooLarge { limit: 45 }),
+                (".crewbox/config.toml".into(), LeftOutReason::Crewbox),
+                (".CREWBOX/x".into(), LeftOutReason::Crewbox),
+            ]
+        );
+        let granted = CommitRules {
+            crewbox_writable: true,
+            ..CommitRules::default()
+        };
+        assert_eq!(
+            Filter::new(dir.path(), granted).offer(Path::new(".crewbox/x")),
+            0
+        );
+    }
+}
