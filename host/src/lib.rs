@@ -29,6 +29,9 @@
 //! Modules mirror the loop (DESIGN §9) and are private to the crate; [`unstable`]
 //! re-exports them for crewbox's own binary, test suite and benches only.
 
+// Text reaches a terminal only through `text`'s escaping sink (see `text::stdout`).
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
 pub(crate) mod agent;
 pub(crate) mod batch;
 pub(crate) mod config;
@@ -43,10 +46,14 @@ pub(crate) mod provider;
 pub(crate) mod redact;
 pub(crate) mod remote;
 mod repository;
+// The sandbox helper's and server's own lines are a protocol to crewbox (a nonce and a
+// setup error, the probe's JSON) or system errors, never text an agent wrote.
+#[allow(clippy::print_stdout, clippy::print_stderr, clippy::disallowed_methods)]
 pub(crate) mod sandbox;
 pub(crate) mod schedule;
 pub(crate) mod store;
 pub(crate) mod team;
+pub mod text;
 pub(crate) mod tool;
 pub(crate) mod trust;
 pub mod vocab;

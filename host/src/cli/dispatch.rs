@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use super::Exit;
 use super::plugin::{resolve, runtime};
 use crate::plugin::discover::Found;
-use crate::plugin::text::escape;
 use crate::plugin::{DispatchRequest, Grants, Mode, PluginKind};
+use crate::text::escape;
 
 /// `crewbox dispatch …`.
 #[derive(Debug, clap::Args)]
@@ -58,14 +58,14 @@ pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
     let found = match tokio::task::spawn_blocking(move || resolve(&lookup)).await? {
         Ok(Some(found)) => found,
         Ok(None) => {
-            eprintln!(
+            errln!(
                 "no dispatcher `{}`: not a file, a built-in or a discovered plugin",
                 escape(&spec)
             );
             return Ok(Exit::Usage);
         }
         Err(e) => {
-            eprintln!("{}", escape(&format!("{e:#}")));
+            errln!("{}", escape(&format!("{e:#}")));
             return Ok(Exit::Usage);
         }
     };
@@ -87,7 +87,7 @@ pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
     {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("{}", escape(&e.to_string()));
+            errln!("{}", escape(&e.to_string()));
             return Ok(Exit::Usage);
         }
     };
@@ -100,7 +100,7 @@ pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
     let d = match plugin.decide(&request).await {
         Ok(d) => d,
         Err(fault) => {
-            eprintln!("{}", escape(&fault.to_string()));
+            errln!("{}", escape(&fault.to_string()));
             return Ok(Exit::PluginFault);
         }
     };

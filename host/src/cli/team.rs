@@ -118,13 +118,13 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
     let found = tokio::task::spawn_blocking(move || discover(&dir, &policy)).await?;
     // A broken file is reported and skipped; the others are still listed.
     for problem in &found.problems {
-        eprintln!("crewbox: warning: {problem}");
+        errln!("crewbox: warning: {problem}");
     }
     for note in &found.notes {
-        eprintln!("crewbox: note: {note}");
+        errln!("crewbox: note: {note}");
     }
     let teams = &found.teams;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::text::stdout();
     match args.command {
         TeamCommand::List { json } => {
             if json {
@@ -159,7 +159,7 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
             let t = match found.find(&name) {
                 Ok(t) => t,
                 Err(e) => {
-                    eprintln!("crewbox: {e}");
+                    errln!("crewbox: {e}");
                     return Ok(Exit::Usage);
                 }
             };
@@ -180,7 +180,7 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
             let t = match found.find(&name) {
                 Ok(t) => t.clone(),
                 Err(e) => {
-                    eprintln!("crewbox: {e}");
+                    errln!("crewbox: {e}");
                     return Ok(Exit::Usage);
                 }
             };
@@ -193,7 +193,7 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
             let report = match done {
                 Ok(r) => r,
                 Err(e) => {
-                    eprintln!("crewbox: team export refused: {e}");
+                    errln!("crewbox: team export refused: {e}");
                     return Ok(Exit::Usage);
                 }
             };

@@ -102,11 +102,18 @@ impl std::fmt::Display for Ignored {
         }
         match &self.action {
             IgnoredAction::Ignored if self.key == "*" => write!(f, ": ignored: {}", self.why),
-            IgnoredAction::Ignored => write!(f, ": `{}` is ignored: {}", self.key, self.why),
+            // The key is the repository's own text.
+            IgnoredAction::Ignored => write!(
+                f,
+                ": `{}` is ignored: {}",
+                crate::text::escape(&self.key),
+                self.why
+            ),
             IgnoredAction::Clamped { asked, kept } => write!(
                 f,
                 ": `{} = {asked}` is clamped to {kept}: {}",
-                self.key, self.why
+                crate::text::escape(&self.key),
+                self.why
             ),
         }
     }

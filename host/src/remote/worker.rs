@@ -153,9 +153,11 @@ pub async fn serve(
         stats: std::sync::Mutex::new(WorkerStats::default()),
     });
     tracing::info!(pool = %shared.pool, worker = %shared.name, slots = opts.slots, "worker ready");
-    eprintln!(
+    crate::text::errln!(
         "crewbox worker {} serving pool {} ({} slots)",
-        shared.name, shared.pool, opts.slots
+        shared.name,
+        shared.pool,
+        opts.slots
     );
     let slots = Arc::new(Semaphore::new(opts.slots.max(1)));
     let mut running = tokio::task::JoinSet::new();

@@ -48,6 +48,7 @@ mod sandbox;
 mod store;
 mod teams;
 mod telemetry;
+mod terminal;
 mod tools;
 mod trust;
 mod worktree;
