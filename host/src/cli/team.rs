@@ -115,13 +115,17 @@ fn path_of(s: &TeamSource) -> String {
 pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
     let dir = ctx.root().to_path_buf();
     let policy = ctx.config().team_policy();
-    let found = tokio::task::spawn_blocking(move || discover(&dir, &policy)).await?;
+    let mut found = tokio::task::spawn_blocking(move || discover(&dir, &policy)).await?;
     // A broken file is reported and skipped; the others are still listed.
     for problem in &found.problems {
         errln!("crewbox: warning: {problem}");
     }
     for note in &found.notes {
         errln!("crewbox: note: {note}");
+    }
+    // A network grant written for the user's team does not follow its name.
+    for t in &mut found.teams {
+        t.warnings.extend(ctx.config().withheld_team_network(t));
     }
     let teams = &found.teams;
     let mut out = crate::text::stdout();

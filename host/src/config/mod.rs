@@ -190,6 +190,43 @@ impl Config {
         }
     }
 
+    /// Whether the user grants network to the commands of agents of `team` (or of no
+    /// team): `[sandbox.team.NAME]` grants the team the user defined (their teams
+    /// directory, `~/.claude/agents`) or crewbox's built-in one — never a repository's
+    /// team that reuses the name, which gets only what `[sandbox] network` gives every
+    /// agent.
+    pub fn team_network(&self, team: Option<&crate::team::Team>) -> bool {
+        match team {
+            Some(t) if !matches!(t.source, crate::team::TeamSource::Repo(_)) => {
+                self.sandbox.network_for(Some(&t.name))
+            }
+            Some(_) | None => self.sandbox.network_for(None),
+        }
+    }
+
+    /// Why a `[sandbox.team.NAME]` network grant does not reach `team`: it is a
+    /// repository's team with the name of a grant the user wrote for their own.
+    pub fn withheld_team_network(&self, team: &crate::team::Team) -> Option<String> {
+        let crate::team::TeamSource::Repo(path) = &team.source else {
+            return None;
+        };
+        let granted = self.sandbox.network_for(Some(&team.name));
+        if !granted || self.team_network(Some(team)) {
+            return None;
+        }
+        let origin = match self.source_of("sandbox") {
+            Source::User { path, .. } => format!(" in {}", path.display()),
+            _ => String::new(),
+        };
+        Some(format!(
+            "`[sandbox.team.{name}] network = true`{origin} grants the team `{name}` you \
+             defined, not this repository's team of that name ({}): its agents' commands \
+             have no network (`crewbox run --network` grants it for one run)",
+            path.display(),
+            name = team.name,
+        ))
+    }
+
     /// The ceiling of this repository's imported packs: its trust record's, else the
     /// user's `[packs] max_access`; read-only for an untrusted repository.
     pub fn effective_pack_access(&self) -> crate::team::Access {
