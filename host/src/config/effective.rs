@@ -186,6 +186,11 @@ impl Config {
             ("quotas.context_tokens".into(), json!(q.context_tokens)),
             ("quotas.keep_turns".into(), json!(q.keep_turns)),
             ("quotas.max_depth".into(), json!(q.max_depth)),
+            ("quotas.max_children".into(), json!(q.max_children)),
+            (
+                "quotas.max_children_per_run".into(),
+                json!(q.max_children_per_run),
+            ),
             (
                 "packs.max_access".into(),
                 json!(self.effective_pack_access()),

@@ -588,6 +588,8 @@ fn lower(task: &Quotas, mine: &Quotas) -> Quotas {
         context_tokens: task.context_tokens.min(mine.context_tokens),
         keep_turns: task.keep_turns.min(mine.keep_turns),
         max_depth: task.max_depth.min(mine.max_depth),
+        max_children: task.max_children.min(mine.max_children),
+        max_children_per_run: task.max_children_per_run.min(mine.max_children_per_run),
     }
 }
 
