@@ -111,6 +111,7 @@ pub mod unstable {
     }
     /// Engine internals the CLI and the suite use directly.
     pub mod engine {
+        pub use crate::engine::dispatch::{AutoDecision, auto as auto_dispatch, dispatcher_name};
         pub use crate::engine::model_access::ProviderModel;
         pub use crate::engine::modes::team::{eval, parse, prompts, reflect_loop};
         pub use crate::engine::plugins::{

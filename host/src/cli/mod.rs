@@ -143,7 +143,7 @@ pub enum Command {
     Send(send::SendArgs),
     /// List, inspect and check WebAssembly plugins.
     Plugin(plugin::PluginArgs),
-    /// Ask the dispatcher which mode a prompt would run in.
+    /// Ask the dispatcher a run would ask which mode a prompt would run in.
     Dispatch(dispatch::DispatchArgs),
     /// Run one validator on an agent output.
     Validate(validate::ValidateArgs),
@@ -279,7 +279,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Resume(args) => resume::run(ctx()?, args).await,
         Command::Send(args) => send::run(ctx()?, args).await,
         Command::Plugin(args) => plugin::run(args).await,
-        Command::Dispatch(args) => dispatch::run(args).await,
+        Command::Dispatch(args) => dispatch::run(ctx()?, args).await,
         Command::Validate(args) => validate::run(args).await,
         Command::Handoff(args) => handoff::dispatch(&args),
         Command::Team(args) => team::run(args, &ctx()?).await,

@@ -19,6 +19,7 @@ mod continuity;
 mod conversations;
 mod criteria_judge;
 mod daemon;
+mod dispatch_explain;
 mod distributed;
 mod events_api;
 mod exit_codes;
