@@ -69,7 +69,7 @@ impl TeamCommand {
 }
 
 fn source_json(s: &TeamSource) -> serde_json::Value {
-    json!({"source": s.kind(), "path": s.path()})
+    json!({"source": s.kind(), "path": s.path().map(crate::paths::serde_path::json)})
 }
 
 fn member_json(m: &Member) -> serde_json::Value {
@@ -78,7 +78,7 @@ fn member_json(m: &Member) -> serde_json::Value {
         "display": m.display,
         "role": m.role,
         "source": m.source.kind(),
-        "file": m.file,
+        "file": m.file.as_deref().map(crate::paths::serde_path::json),
         "requested_access": m.requested_access,
         "access": m.access,
         "provider": m.provider,
@@ -97,7 +97,7 @@ fn team_json(t: &Team) -> serde_json::Value {
         "mode": t.mode,
         "format": t.format.as_str(),
         "source": t.source.kind(),
-        "path": t.source.path(),
+        "path": t.source.path().map(crate::paths::serde_path::json),
         "shadows": t.shadows.iter().map(source_json).collect::<Vec<_>>(),
         "skipped": t.skipped,
         "warnings": t.warnings,

@@ -57,7 +57,10 @@ fn dispatch_explain_asks_the_dispatcher_a_run_would_ask() {
     let (out, report) = crewbox(d, script, &["run", PROMPT, "--mode", "auto"]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(report["mode"], explained["mode"], "{report}");
-    assert_eq!(report["decision"]["reason"], explained["reason"], "{report}");
+    assert_eq!(
+        report["decision"]["reason"], explained["reason"],
+        "{report}"
+    );
 
     // A trusted repository's dispatcher wins over the user's, as it does for a run.
     std::fs::create_dir_all(d.join("repo/.crewbox")).unwrap();

@@ -24,6 +24,7 @@ mod distributed;
 mod events_api;
 mod exit_codes;
 mod modes;
+mod non_utf8;
 mod operator;
 mod packs;
 mod plugin_cli;
