@@ -29,6 +29,9 @@
 //! Modules mirror the loop (DESIGN §9) and are private to the crate; [`unstable`]
 //! re-exports them for crewbox's own binary, test suite and benches only.
 
+// Text reaches a terminal only through `text`'s escaping sink (see `text::stdout`).
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
 pub(crate) mod agent;
 pub(crate) mod batch;
 pub(crate) mod config;
@@ -44,10 +47,14 @@ pub(crate) mod provider;
 pub(crate) mod redact;
 pub(crate) mod remote;
 mod repository;
+// The sandbox helper's and server's own lines are a protocol to crewbox (a nonce and a
+// setup error, the probe's JSON) or system errors, never text an agent wrote.
+#[allow(clippy::print_stdout, clippy::print_stderr, clippy::disallowed_methods)]
 pub(crate) mod sandbox;
 pub(crate) mod schedule;
 pub(crate) mod store;
 pub(crate) mod team;
+pub mod text;
 pub(crate) mod tls;
 pub(crate) mod tool;
 pub(crate) mod trust;
@@ -106,6 +113,7 @@ pub mod unstable {
     }
     /// Engine internals the CLI and the suite use directly.
     pub mod engine {
+        pub use crate::engine::dispatch::{AutoDecision, auto as auto_dispatch, dispatcher_name};
         pub use crate::engine::model_access::ProviderModel;
         pub use crate::engine::modes::team::{eval, parse, prompts, reflect_loop};
         pub use crate::engine::plugins::{

@@ -5,9 +5,13 @@
 //! commands that inspect the lower floors (plugins, worktrees, schedules, teams, the
 //! store), on `crewbox::unstable`, named below as the library names its own modules.
 
+// Text reaches a terminal only through `text`'s escaping sink (`out!`, `errln!`).
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
 mod cli;
 
 use crewbox::handoff;
+use crewbox::text;
 use crewbox::unstable::{
     config, engine, observe, paths, plugin, provider, redact, sandbox, schedule, store, team,
     trust, worktree,

@@ -52,6 +52,81 @@ pub fn repo_id(root: &Path) -> String {
     format!("{name}-{hex}")
 }
 
+/// The path whose bytes these are: a Unix path is bytes, and not every one is UTF-8
+/// (a repository may live in a directory named in Latin-1).
+pub fn path_from_bytes(bytes: &[u8]) -> PathBuf {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+    }
+    #[cfg(not(unix))]
+    {
+        PathBuf::from(String::from_utf8_lossy(bytes).into_owned())
+    }
+}
+
+/// The bytes of `path` ([`path_from_bytes`] gives it back).
+pub fn path_bytes(path: &Path) -> &[u8] {
+    path.as_os_str().as_encoded_bytes()
+}
+
+/// Serde for a path that may not be UTF-8: a string when it is (what every record held
+/// so far), else the list of its bytes; both read back to the same path.
+pub mod serde_path {
+    use std::path::{Path, PathBuf};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes `path` as a string, or as its bytes when it is not UTF-8.
+    pub fn serialize<S: Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
+        match path.to_str() {
+            Some(text) => s.serialize_str(text),
+            None => s.collect_seq(super::path_bytes(path)),
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Text(String),
+        Bytes(Vec<u8>),
+    }
+
+    /// [`serialize`] for an optional path (`null` when absent).
+    pub fn serialize_opt<S: Serializer>(path: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+        match path {
+            Some(p) => serialize(p, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Reads what [`serialize_opt`] wrote.
+    pub fn deserialize_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+        Ok(match Option::<Written>::deserialize(d)? {
+            None => None,
+            Some(Written::Text(text)) => Some(PathBuf::from(text)),
+            Some(Written::Bytes(bytes)) => Some(super::path_from_bytes(&bytes)),
+        })
+    }
+
+    /// `path` as a JSON value the way [`serialize`] writes it.
+    pub fn json(path: &Path) -> serde_json::Value {
+        match path.to_str() {
+            Some(text) => serde_json::Value::from(text),
+            None => serde_json::Value::from(super::path_bytes(path).to_vec()),
+        }
+    }
+
+    /// Reads what [`serialize`] wrote.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        Ok(match Written::deserialize(d)? {
+            Written::Text(text) => PathBuf::from(text),
+            Written::Bytes(bytes) => super::path_from_bytes(&bytes),
+        })
+    }
+}
+
 /// The state directory of the repository at `root` (canonical) under `base`.
 pub fn repo_state_dir(base: &Path, root: &Path) -> PathBuf {
     base.join(repo_id(root))

@@ -189,30 +189,6 @@ pub fn clean_in_place(text: &mut String) {
     }
 }
 
-/// A `tracing` writer: log lines go to stderr with every registered secret masked.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RedactingStderr;
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for RedactingStderr {
-    type Writer = RedactingStderr;
-    fn make_writer(&'a self) -> Self::Writer {
-        RedactingStderr
-    }
-}
-
-impl std::io::Write for RedactingStderr {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        // The fmt layer hands over one whole formatted event per call, so a secret is
-        // never split between two writes.
-        let text = String::from_utf8_lossy(buf);
-        std::io::Write::write_all(&mut std::io::stderr().lock(), clean(&text).as_bytes())?;
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        std::io::stderr().flush()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

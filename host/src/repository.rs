@@ -18,7 +18,7 @@ use crate::store::{AgentCounts, RunRecord, Store, StoreError};
 use crate::trust::{RepoRoot, Trust};
 
 /// The environment variable that sets the state base (as `--state-dir` does).
-const STATE_DIR_ENV: &str = "CREWBOX_STATE_DIR";
+pub(crate) const STATE_DIR_ENV: &str = "CREWBOX_STATE_DIR";
 
 /// Why a repository could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -108,6 +108,7 @@ impl Repository {
             (None, Some(d)) => d.clone(),
             (None, None) => crate::paths::user_state_dir().ok_or(OpenError::NoStateHome)?,
         };
+        config.check_state_base(&base)?;
         config.state_dir = Some(base.clone());
         let state_dir = std::path::absolute(&base)
             .map(|b| crate::paths::repo_state_dir(&b, root.path()))

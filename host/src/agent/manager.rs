@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::FutureExt as _;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -22,7 +23,7 @@ use crate::ids::{AgentId, RunId};
 use crate::provider::Message;
 use crate::store::{AgentRecord, AgentStats, ControlKind, Store, StoreError, now_ms};
 use crate::tool::registry::ToolRegistry;
-use crate::tool::{Capability, Spawner};
+use crate::tool::{Capability, ChildQuota, SpawnError, Spawner};
 
 /// How often the control loop polls the store for steer/stop messages.
 pub const CONTROL_POLL: Duration = Duration::from_millis(250);
@@ -76,6 +77,8 @@ struct Live {
     steer: mpsc::UnboundedSender<String>,
     cancel: CancellationToken,
     spec: Arc<AgentSpec>,
+    /// Children started with `spawn_agent` (against `max_children`).
+    children: u32,
 }
 
 struct Inner {
@@ -85,6 +88,9 @@ struct Inner {
     live: Mutex<HashMap<AgentId, Live>>,
     /// Runs driven here, cancelled by a stop aimed at the run.
     runs: Mutex<HashMap<RunId, CancellationToken>>,
+    /// Children started with `spawn_agent` per run (against `max_children_per_run`),
+    /// counted from the store the first time a run spawns here.
+    run_children: Mutex<HashMap<RunId, u32>>,
     /// Where agents' processes run.
     sandbox: crate::sandbox::Sandbox,
 }
@@ -121,6 +127,7 @@ impl Manager {
                 slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
                 live: Mutex::new(HashMap::new()),
                 runs: Mutex::new(HashMap::new()),
+                run_children: Mutex::new(HashMap::new()),
                 sandbox,
             }),
         }
@@ -187,6 +194,7 @@ impl Manager {
                     steer: steer_tx,
                     cancel: cancel.clone(),
                     spec: spec.clone(),
+                    children: 0,
                 },
             );
         let this = self.clone();
@@ -199,7 +207,28 @@ impl Manager {
                 steer: steer_rx,
                 cancel,
             };
-            let outcome = this.drive(&spec, &opts, &mut io, needs_slot).await;
+            // A bug that panics the task must not leave the agent `running` for ever:
+            // it is recorded as an error like any other failure.
+            let driven =
+                std::panic::AssertUnwindSafe(this.drive(&spec, &opts, &mut io, needs_slot))
+                    .catch_unwind()
+                    .await;
+            let outcome = match driven {
+                Ok(outcome) => outcome,
+                Err(panic) => {
+                    let why = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "no message".into());
+                    tracing::error!(agent_id = %spec.id, "the agent's task panicked: {why}");
+                    this.record(
+                        &spec,
+                        failed(format!("internal error: the agent's task panicked: {why}")),
+                    )
+                    .await
+                }
+            };
             this.inner
                 .live
                 .lock()
@@ -372,6 +401,11 @@ impl Manager {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(run);
+        self.inner
+            .run_children
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(run);
     }
 
     /// Number of agents this manager is running or holding in its queue.
@@ -502,6 +536,76 @@ struct ChildSpawner {
     manager: Weak<Inner>,
 }
 
+impl Inner {
+    /// Takes one of `parent`'s children out of `max_children`: the parent's spec, or
+    /// the quota that is used up.
+    fn reserve_agent_child(&self, parent: &AgentId) -> Result<Arc<AgentSpec>, SpawnError> {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let l = live
+            .get_mut(parent)
+            .ok_or_else(|| SpawnError::Failed(format!("agent {parent} is not running")))?;
+        let max = l.spec.quotas.max_children;
+        if l.children >= max {
+            return Err(SpawnError::Quota {
+                quota: ChildQuota::PerAgent,
+                max,
+            });
+        }
+        l.children += 1;
+        Ok(l.spec.clone())
+    }
+
+    /// Gives back a child taken with [`Inner::reserve_agent_child`] that never started.
+    fn release_agent_child(&self, parent: &AgentId) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = live.get_mut(parent) {
+            l.children = l.children.saturating_sub(1);
+        }
+    }
+
+    /// Takes one child of `run` out of `max`; `stored` is how many children the store
+    /// holds for the run (counted once, when the run first spawns in this process, so
+    /// a resumed run keeps counting from what ran before).
+    fn reserve_run_child(&self, run: &RunId, stored: u32, max: u32) -> Result<(), SpawnError> {
+        let mut runs = self.run_children.lock().unwrap_or_else(|p| p.into_inner());
+        let n = runs.entry(run.clone()).or_insert(stored);
+        if *n >= max {
+            return Err(SpawnError::Quota {
+                quota: ChildQuota::PerRun,
+                max,
+            });
+        }
+        *n += 1;
+        Ok(())
+    }
+
+    fn release_run_child(&self, run: &RunId) {
+        let mut runs = self.run_children.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = runs.get_mut(run) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// The children `spawn_agent` started in `run` so far, as the store knows them:
+    /// agents below the root of the tree (chained agents and team workers are roots).
+    async fn stored_children(&self, run: &RunId) -> Result<u32, SpawnError> {
+        let counted = self
+            .run_children
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(run);
+        if counted {
+            return Ok(0);
+        }
+        let agents = self
+            .store
+            .agents(run)
+            .await
+            .map_err(|e| SpawnError::Failed(format!("cannot count the run's agents: {e}")))?;
+        Ok(agents.iter().filter(|a| a.depth > 0).count() as u32)
+    }
+}
+
 #[async_trait]
 impl Spawner for ChildSpawner {
     async fn spawn_child(
@@ -509,27 +613,46 @@ impl Spawner for ChildSpawner {
         parent: &AgentId,
         role: &str,
         task: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, SpawnError> {
         let inner = self
             .manager
             .upgrade()
-            .ok_or("the agent manager has shut down")?;
+            .ok_or_else(|| SpawnError::Failed("the agent manager has shut down".into()))?;
         let manager = Manager { inner };
-        let parent_spec = {
-            let live = manager.inner.live.lock().unwrap_or_else(|p| p.into_inner());
-            live.get(parent)
-                .map(|l| l.spec.clone())
-                .ok_or_else(|| format!("agent {parent} is not running"))?
+        let inner = &manager.inner;
+        // The quotas are taken before anything is recorded: a refused child never
+        // exists, and concurrent calls cannot both take the last place.
+        let parent_spec = inner.reserve_agent_child(parent)?;
+        let run = parent_spec.run_id.clone();
+        let taken = match inner.stored_children(&run).await {
+            Ok(stored) => {
+                inner.reserve_run_child(&run, stored, parent_spec.quotas.max_children_per_run)
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = taken {
+            inner.release_agent_child(parent);
+            return Err(e);
+        }
+        let release = || {
+            inner.release_agent_child(parent);
+            inner.release_run_child(&run);
         };
         let requested = if READ_ONLY_ROLES.contains(&role) {
             CapSet::read_only()
         } else {
             CapSet::full()
         };
-        let perms: Permissions = parent_spec
+        let perms: Permissions = match parent_spec
             .perms
             .child(requested, parent_spec.quotas.max_depth)
-            .map_err(|e| e.to_string())?;
+        {
+            Ok(p) => p,
+            Err(e) => {
+                release();
+                return Err(SpawnError::Failed(e.to_string()));
+            }
+        };
         let mut spec = (*parent_spec).clone();
         spec.id = AgentId::new();
         spec.parent = Some(parent.clone());
@@ -543,20 +666,20 @@ impl Spawner for ChildSpawner {
         );
         debug_assert!(!perms.caps.contains(Capability::Spawn));
         spec.perms = perms;
-        manager
-            .insert(&spec, &SpawnOptions::default())
-            .await
-            .map_err(|e| e.to_string())?;
+        if let Err(e) = manager.insert(&spec, &SpawnOptions::default()).await {
+            release();
+            return Err(SpawnError::Failed(e.to_string()));
+        }
         let outcome = manager
             .start(spec, SpawnOptions::default(), false)
             .wait()
             .await;
         match outcome.state {
             s if s.is_success() => Ok(outcome.result),
-            s => Err(format!(
+            s => Err(SpawnError::Failed(format!(
                 "sub-agent ended {s}: {}",
                 outcome.error.unwrap_or_default()
-            )),
+            ))),
         }
     }
 }

@@ -72,9 +72,9 @@ impl Budget {
     /// Called before turn `turn` (1-based).
     pub fn gate(&self, turn: u32) -> TurnGate {
         let soft = self.quotas.max_turns;
-        if turn > soft + self.quotas.grace_turns {
+        if turn > soft.saturating_add(self.quotas.grace_turns) {
             TurnGate::Stop
-        } else if turn == soft + 1 {
+        } else if Some(turn) == soft.checked_add(1) {
             TurnGate::WrapUp
         } else {
             TurnGate::Continue

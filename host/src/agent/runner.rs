@@ -264,7 +264,14 @@ enum Step {
 
 impl TurnLoop<'_> {
     async fn run(mut self, io: &mut AgentIo) -> AgentOutcome {
-        let deadline = Instant::now() + self.spec.quotas.wall_time;
+        // Quotas are checked at load, but a task from a worker's peer is not: a wall
+        // time no clock can hold means no deadline, never a panic.
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(self.spec.quotas.wall_time)
+            .unwrap_or_else(|| {
+                now + std::time::Duration::from_secs(crate::config::quotas::MAX_DURATION_S)
+            });
         let mut last_text = String::new();
         let mut turn = 0u32;
         let cancel = io.cancel.clone();

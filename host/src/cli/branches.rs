@@ -52,7 +52,7 @@ pub async fn run(ctx: &Context, args: BranchesArgs) -> anyhow::Result<Exit> {
             match tokio::task::spawn_blocking(move || branches::delete(&root, &info)).await? {
                 Ok(()) => (Some(true), None),
                 Err(e) => {
-                    eprintln!("crewbox: cannot remove {}: {e}", b.name);
+                    errln!("crewbox: cannot remove {}: {e}", b.name);
                     failed = true;
                     (Some(false), Some("could not be removed"))
                 }
@@ -87,7 +87,7 @@ pub async fn run(ctx: &Context, args: BranchesArgs) -> anyhow::Result<Exit> {
                 b.name,
                 &b.tip[..b.tip.len().min(10)],
                 state,
-                crate::plugin::text::escape(&subject)
+                crate::text::escape(&subject)
             );
         }
     }

@@ -18,6 +18,6 @@ pub fn run(args: &CompletionsArgs) -> anyhow::Result<Exit> {
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut Cli::command(), "crewbox", &mut script);
     use std::io::Write as _;
-    std::io::stdout().lock().write_all(&script)?;
+    crate::text::stdout().write_all(&script)?;
     Ok(Exit::Ok)
 }

@@ -23,8 +23,8 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
     let choice = cfg.choose_provider(None, None, &env);
     if args.json {
         let mut out = cfg.to_json();
-        out["repository"] = json!(ctx.root());
-        out["state_dir"] = json!(ctx.state_dir());
+        out["repository"] = crate::paths::serde_path::json(ctx.root());
+        out["state_dir"] = crate::paths::serde_path::json(ctx.state_dir());
         out["run_provider"] = match &choice {
             Ok(c) => json!({"name": c.name, "source": c.chosen_by}),
             Err(e) => json!({"name": null, "error": e.to_string()}),

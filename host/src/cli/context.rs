@@ -1,7 +1,6 @@
 //! Turning global arguments into a resolved repository (trust, configuration, state
 //! directory, store), and telling the user what of the repository's was not applied.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 pub use crewbox::Repository as Context;
@@ -79,13 +78,13 @@ impl GlobalArgs {
 /// trust it. Never a prompt.
 pub fn announce(ctx: &Context, machine_output: bool) {
     if let Some(e) = ctx.trust_error() {
-        eprintln!("crewbox: warning: {e}; the repository is treated as untrusted");
+        errln!("crewbox: warning: {e}; the repository is treated as untrusted");
     }
     let config = ctx.config();
     for ignored in config.ignored.iter().filter(|i| i.key != "*") {
-        eprintln!("crewbox: warning: {ignored}");
+        errln!("crewbox: warning: {ignored}");
     }
-    if config.trust.is_trusted() || machine_output || !std::io::stderr().is_terminal() {
+    if config.trust.is_trusted() || machine_output || !crate::text::stderr_is_terminal() {
         return;
     }
     let effects = crate::trust::untrusted_effects(ctx.root());
@@ -99,7 +98,7 @@ pub fn announce(ctx: &Context, machine_output: bool) {
     if store.noticed(ctx.root(), &fingerprint) {
         return;
     }
-    eprintln!("{}", crate::trust::notice_line(&effects));
+    errln!("{}", crate::trust::notice_line(&effects));
     if let Err(e) = store.mark_noticed(ctx.root(), &fingerprint) {
         tracing::debug!(error = %e, "could not remember the trust notice");
     }
@@ -113,7 +112,7 @@ pub async fn engine(
 ) -> anyhow::Result<crewbox::Engine> {
     let engine = ctx.engine(shutdown).await?;
     if engine.sandbox().is_off() {
-        eprintln!("crewbox: {}", engine.sandbox().off_warning());
+        errln!("crewbox: {}", engine.sandbox().off_warning());
     }
     Ok(engine)
 }

@@ -37,7 +37,7 @@ pub async fn steer(ctx: Context, args: SteerArgs) -> anyhow::Result<Exit> {
     match steer_agent(&store, &agent, &args.message).await? {
         Ok(ack) => acknowledge(args.json, &ack, "steer", agent.id.as_str())?,
         Err(refused) => {
-            eprintln!("crewbox: {refused}");
+            errln!("crewbox: {refused}");
             return Ok(Exit::CheckFailed);
         }
     }
@@ -119,7 +119,7 @@ pub async fn stop(ctx: Context, args: StopArgs) -> anyhow::Result<Exit> {
         Some(_) => None,
         None => match store.lookup_run(&args.target).await? {
             Lookup::None => {
-                eprintln!("crewbox: no agent or run matches `{}`", args.target);
+                errln!("crewbox: no agent or run matches `{}`", args.target);
                 return Ok(Exit::Usage);
             }
             _ => match super::lookup::run(&store, &args.target).await? {
@@ -140,7 +140,7 @@ pub async fn stop(ctx: Context, args: StopArgs) -> anyhow::Result<Exit> {
     match stop_target(&store, target).await? {
         Ok(ack) => acknowledge(args.json, &ack, "stop", &id)?,
         Err(refused) => {
-            eprintln!("crewbox: {refused}");
+            errln!("crewbox: {refused}");
             return Ok(Exit::CheckFailed);
         }
     }

@@ -25,7 +25,7 @@ pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
     let _lock = match crate::schedule::lock::DaemonLock::acquire(ctx.state_dir()) {
         Ok(lock) => lock,
         Err(e @ crate::schedule::lock::LockError::Held { .. }) => {
-            eprintln!("crewbox: {e}");
+            errln!("crewbox: {e}");
             return Ok(Exit::Usage);
         }
         Err(e) => return Err(e.into()),
@@ -48,7 +48,7 @@ pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
         }
     });
     if !ctx.config().scheduling {
-        eprintln!("crewbox: scheduling is disabled in the configuration; no job will fire");
+        errln!("crewbox: scheduling is disabled in the configuration; no job will fire");
     }
     // Runs a crash left unfinished are finished first (alongside the scheduler), even
     // with scheduling disabled. Worktrees they held were pruned when the engine started.
@@ -59,7 +59,7 @@ pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
         .map(|run| {
             let engine = engine.clone();
             tokio::spawn(async move {
-                eprintln!("crewbox daemon: resuming run {} ({})", run.id, run.mode);
+                errln!("crewbox daemon: resuming run {} ({})", run.id, run.mode);
                 match engine.resume(&run.id).await {
                     Ok(report) => say(format_args!(
                         "resume run={} status={} exit_reason={}",
@@ -69,7 +69,7 @@ pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
                     )),
                     Err(e) => {
                         say(format_args!("resume run={} status=error", run.id));
-                        eprintln!("crewbox daemon: cannot resume run {}: {e}", run.id);
+                        errln!("crewbox daemon: cannot resume run {}: {e}", run.id);
                     }
                 }
             })
@@ -81,7 +81,7 @@ pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
         enabled: ctx.config().scheduling,
         notices: Some(tx),
     };
-    eprintln!("crewbox daemon: running (pid {})", std::process::id());
+    errln!("crewbox daemon: running (pid {})", std::process::id());
     let result = daemon.run(stop).await;
     for r in resumed {
         let _ = r.await;
@@ -89,17 +89,17 @@ pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
     let _ = printer.await;
     signals.abort();
     result?;
-    eprintln!("crewbox daemon: stopped");
+    errln!("crewbox daemon: stopped");
     Ok(Exit::Ok)
 }
 
 async fn watch_signals(stop: CancellationToken) {
     let mut terminate = super::signals::Terminate::install();
     terminate.recv().await;
-    eprintln!("crewbox daemon: stopping; waiting for runs in flight (signal again to exit now)");
+    errln!("crewbox daemon: stopping; waiting for runs in flight (signal again to exit now)");
     stop.cancel();
     terminate.recv().await;
-    eprintln!("crewbox daemon: exiting at once");
+    errln!("crewbox daemon: exiting at once");
     std::process::exit(130);
 }
 
@@ -107,5 +107,5 @@ async fn watch_signals(stop: CancellationToken) {
 /// scheduler (the line is dropped).
 fn say(line: std::fmt::Arguments<'_>) {
     use std::io::Write as _;
-    let _ = writeln!(std::io::stdout().lock(), "{line}");
+    let _ = writeln!(crate::text::stdout(), "{line}");
 }

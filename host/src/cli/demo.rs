@@ -61,7 +61,7 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
     let state_base = g.state_dir.clone().unwrap_or_else(|| base.join("state"));
     let state_dir = crate::paths::repo_state_dir(&std::path::absolute(&state_base)?, &repo);
     if !args.json {
-        eprintln!(
+        errln!(
             "demo project: {}\nstate:        {}\n",
             repo.display(),
             state_dir.display()

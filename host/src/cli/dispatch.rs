@@ -2,11 +2,10 @@
 
 use std::path::PathBuf;
 
-use super::Exit;
-use super::plugin::{resolve, runtime};
-use crate::plugin::discover::Found;
-use crate::plugin::text::escape;
-use crate::plugin::{DispatchRequest, Grants, Mode, PluginKind};
+use super::plugin::runtime;
+use super::{Context, Exit};
+use crate::engine::{PluginSet, auto_dispatch};
+use crate::text::escape;
 
 /// `crewbox dispatch …`.
 #[derive(Debug, clap::Args)]
@@ -23,7 +22,8 @@ pub enum DispatchCommand {
     Explain {
         /// The prompt.
         prompt: String,
-        /// A dispatcher component to use instead of the built-in `heuristic`.
+        /// A dispatcher component to use instead of the configured one (`dispatcher` in
+        /// your config or a trusted repository's, else the built-in `heuristic`).
         #[arg(long)]
         plugin: Option<PathBuf>,
         /// Print JSON.
@@ -41,95 +41,66 @@ impl DispatchArgs {
     }
 }
 
-/// The mode's name as printed and configured.
-fn mode_name(mode: Mode) -> &'static str {
-    crewbox::Mode::from(mode).as_str()
-}
-
-/// Runs `crewbox dispatch …`.
-pub async fn run(args: DispatchArgs) -> anyhow::Result<Exit> {
+/// Runs `crewbox dispatch …`: the dispatcher a run here would ask (the one configured
+/// in the user's config or a trusted repository's, else `heuristic`), loaded as the run
+/// loads it and offered the same modes, unless `--plugin` names another.
+pub async fn run(ctx: Context, args: DispatchArgs) -> anyhow::Result<Exit> {
     let DispatchCommand::Explain {
         prompt,
         plugin,
         json,
     } = args.command;
-    let spec = plugin.map_or_else(|| "heuristic".to_owned(), |p| p.display().to_string());
-    let lookup = spec.clone();
-    let found = match tokio::task::spawn_blocking(move || resolve(&lookup)).await? {
-        Ok(Some(found)) => found,
-        Ok(None) => {
-            eprintln!(
-                "no dispatcher `{}`: not a file, a built-in or a discovered plugin",
-                escape(&spec)
-            );
-            return Ok(Exit::Usage);
-        }
+    let mut config = ctx.config().clone();
+    if let Some(p) = plugin {
+        // A file named on the command line is relative to where the user is; anything
+        // else is a name (a built-in, the user's or a trusted repository's plugin).
+        let named = match p.symlink_metadata().is_ok() {
+            true => std::path::absolute(&p).unwrap_or(p),
+            false => p,
+        };
+        config.dispatcher = Some(named.display().to_string());
+    }
+    let plugins = PluginSet::new(runtime()?, ctx.root().to_path_buf())
+        .with_user_grants(config.plugin_grants.clone())
+        .with_repo_plugins(config.trust.is_trusted());
+    let explained = match auto_dispatch(&plugins, &config, &prompt).await {
+        Ok(e) => e,
         Err(e) => {
-            eprintln!("{}", escape(&format!("{e:#}")));
-            return Ok(Exit::Usage);
+            errln!("crewbox: {e}");
+            return Ok(match e.class() {
+                crewbox::ErrorClass::PluginFault => Exit::PluginFault,
+                crewbox::ErrorClass::Usage | crewbox::ErrorClass::Interrupted => Exit::Usage,
+            });
         }
     };
-    let Found {
-        name,
-        source,
-        bytes,
-    } = found;
-    let rt = runtime()?;
-    let plugin = match rt
-        .load(
-            &name,
-            source,
-            bytes,
-            Grants::defaults_for(PluginKind::Dispatcher),
-            None,
-        )
-        .await
-    {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("{}", escape(&e.to_string()));
-            return Ok(Exit::Usage);
-        }
-    };
-    let request = DispatchRequest {
-        prompt,
-        team: None,
-        // Every mode, in the order offered to dispatchers.
-        available_modes: crewbox::Mode::ALL.iter().map(|m| Mode::from(*m)).collect(),
-    };
-    let d = match plugin.decide(&request).await {
-        Ok(d) => d,
-        Err(fault) => {
-            eprintln!("{}", escape(&fault.to_string()));
-            return Ok(Exit::PluginFault);
-        }
-    };
+    let (d, answer) = (&explained.decision, &explained.answer);
     if json {
-        let signals: Vec<_> = d
+        let signals: Vec<_> = answer
             .signals
             .iter()
             .map(|s| serde_json::json!({ "name": s.name, "detail": s.detail }))
             .collect();
         let out = serde_json::json!({
-            "plugin": name,
-            "mode": mode_name(d.mode),
+            "plugin": explained.dispatcher,
+            "mode": d.mode.as_str(),
             "reason": d.reason,
             "swarm_size": d.swarm_size,
-            "tasks": d.tasks,
+            "tasks": answer.tasks,
             "signals": signals,
         });
         outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         // The dispatcher's words, escaped: they must not drive the terminal.
-        outln!("mode:   {}", mode_name(d.mode));
+        outln!("dispatcher: {}", escape(&explained.dispatcher));
+        outln!("mode:   {}", d.mode.as_str());
         outln!("reason: {}", escape(&d.reason));
         if let Some(n) = d.swarm_size {
             outln!("swarm:  {n}");
         }
-        for t in &d.tasks {
+        for t in &answer.tasks {
             outln!("task:   {}", escape(t));
         }
-        for s in &d.signals {
+        for s in &answer.signals {
             outln!("signal: {} ({})", escape(&s.name), escape(&s.detail));
         }
     }

@@ -32,7 +32,7 @@ pub async fn run(ctx: Context, args: EventsArgs) -> anyhow::Result<Exit> {
     let Some(store) = ctx.store_if_exists()? else {
         return Ok(match args.run.or(args.run_flag) {
             Some(id) => {
-                eprintln!("crewbox: no run matches `{id}` (nothing has run here yet)");
+                errln!("crewbox: no run matches `{id}` (nothing has run here yet)");
                 Exit::Usage
             }
             None => Exit::Ok,
@@ -47,18 +47,16 @@ pub async fn run(ctx: Context, args: EventsArgs) -> anyhow::Result<Exit> {
     };
     let log = &store;
     let mut after = args.after;
-    let stdout = std::io::stdout();
+    // NDJSON through the escaping sink: its escapes are JSON escapes of the same text.
+    let mut out = crate::text::stdout();
     loop {
         let batch = log.events(run.as_ref(), after, 1000).await?;
-        {
-            let mut out = stdout.lock();
-            for e in &batch {
-                serde_json::to_writer(&mut out, e)?;
-                out.write_all(b"\n")?;
-                after = e.seq;
-            }
-            out.flush()?;
+        for e in &batch {
+            serde_json::to_writer(&mut out, e)?;
+            out.write_all(b"\n")?;
+            after = e.seq;
         }
+        out.flush()?;
         if batch.len() == 1000 {
             continue;
         }

@@ -44,8 +44,7 @@ pub fn dispatch(args: &HandoffArgs) -> anyhow::Result<Exit> {
 
 /// Runs `crewbox handoff check`, printing to stdout.
 pub fn run(args: &HandoffCheckArgs) -> anyhow::Result<Exit> {
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
+    let mut out = crate::text::stdout();
     match run_to(args, &mut out) {
         // A closed pipe (`| head`) is not a failure of the check.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(Exit::Ok),
@@ -76,7 +75,7 @@ fn run_to(args: &HandoffCheckArgs, out: &mut impl Write) -> io::Result<Exit> {
                 };
                 writeln!(out, "{}", serde_json::to_string(&report)?)?;
             } else {
-                eprintln!("crewbox: {error}");
+                errln!("crewbox: {error}");
             }
             return Ok(Exit::Usage);
         }

@@ -19,11 +19,11 @@ fn settle<T>(kind: &str, text: &str, found: Lookup<T>) -> Result<T, Exit> {
     match found {
         Lookup::One(t) => Ok(t),
         Lookup::None => {
-            eprintln!("crewbox: no {kind} matches `{text}`");
+            errln!("crewbox: no {kind} matches `{text}`");
             Err(Exit::Usage)
         }
         Lookup::Ambiguous(ids) => {
-            eprintln!(
+            errln!(
                 "crewbox: `{text}` matches several {kind}s; give more of the id:\n  {}",
                 ids.join("\n  ")
             );

@@ -2,15 +2,19 @@
 //! [`Exit`] code; `main` maps errors to codes. Configuration is two-phase: raw
 //! arguments are checked first, then turned into a [`Context`] (paths, config, store).
 //!
-//! Everything a command prints on stdout goes through `out!`/`outln!`: a write
-//! error is returned (never a panic), and `main` treats a closed pipe as success.
+//! Everything a command prints goes through `out!`/`outln!` (stdout) and `errln!`
+//! (stderr), which write through [`crate::text`]'s escaping sink: text a model, a
+//! plugin, a worker or a repository wrote cannot drive the terminal, in text or JSON
+//! output alike. A stdout write error is returned (never a panic), and `main` treats a
+//! closed pipe as success.
 
-/// Writes to stdout like `print!`, returning a write error to the caller with `?`
-/// (a closed pipe ends the command, successfully, instead of panicking).
+/// Writes to stdout like `print!`, through the escaping sink, returning a write error
+/// to the caller with `?` (a closed pipe ends the command, successfully, instead of
+/// panicking).
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        write!(std::io::stdout().lock(), $($arg)*)?
+        write!(crate::text::stdout(), $($arg)*)?
     }};
 }
 
@@ -18,7 +22,16 @@ macro_rules! out {
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        writeln!(std::io::stdout().lock(), $($arg)*)?
+        writeln!(crate::text::stdout(), $($arg)*)?
+    }};
+}
+
+/// Writes a line to stderr like `errln!`, through the escaping sink (a closed
+/// stderr is ignored, not a panic).
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(crate::text::stderr(), $($arg)*);
     }};
 }
 
@@ -130,7 +143,7 @@ pub enum Command {
     Send(send::SendArgs),
     /// List, inspect and check WebAssembly plugins.
     Plugin(plugin::PluginArgs),
-    /// Ask the dispatcher which mode a prompt would run in.
+    /// Ask the dispatcher a run would ask which mode a prompt would run in.
     Dispatch(dispatch::DispatchArgs),
     /// Run one validator on an agent output.
     Validate(validate::ValidateArgs),
@@ -214,7 +227,7 @@ pub fn main() -> std::process::ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("crewbox: cannot start the async runtime: {e}");
+            errln!("crewbox: cannot start the async runtime: {e}");
             return Exit::Usage.into();
         }
     };
@@ -228,7 +241,7 @@ pub fn main() -> std::process::ExitCode {
             if is_broken_pipe(&e) {
                 return Exit::Ok.into();
             }
-            eprintln!("crewbox: {}", crate::redact::clean(&format!("{e:#}")));
+            errln!("crewbox: {}", crate::redact::clean(&format!("{e:#}")));
             Exit::Usage.into()
         }
     }
@@ -266,7 +279,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Resume(args) => resume::run(ctx()?, args).await,
         Command::Send(args) => send::run(ctx()?, args).await,
         Command::Plugin(args) => plugin::run(args).await,
-        Command::Dispatch(args) => dispatch::run(args).await,
+        Command::Dispatch(args) => dispatch::run(ctx()?, args).await,
         Command::Validate(args) => validate::run(args).await,
         Command::Handoff(args) => handoff::dispatch(&args),
         Command::Team(args) => team::run(args, &ctx()?).await,

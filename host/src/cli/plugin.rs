@@ -7,10 +7,10 @@ use serde::Serialize;
 
 use super::Exit;
 use crate::plugin::discover::{self, Found};
-use crate::plugin::text::escape;
 use crate::plugin::{
     Compiler, Grants, PluginKind, PluginRuntime, PluginSource, RuntimeConfig, UserGrant, Violation,
 };
+use crate::text::escape;
 
 /// `crewbox plugin …`.
 #[derive(Debug, clap::Args)]
@@ -225,14 +225,14 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
         } => {
             let here = dir.clone().unwrap_or_else(|| PathBuf::from("."));
             let root = scaffold::create(&here, name, *kind, *lang)?;
-            println!("{}", root.display());
+            outln!("{}", root.display());
             return Ok(Exit::Ok);
         }
         PluginCommand::Build { dir } => {
             let here = dir.clone().unwrap_or_else(|| PathBuf::from("."));
             let built = build::build(&here)?;
-            eprintln!("crewbox: built {} bytes", built.bytes);
-            println!("{}", built.path.display());
+            errln!("crewbox: built {} bytes", built.bytes);
+            outln!("{}", built.path.display());
             return Ok(Exit::Ok);
         }
         _ => {}
@@ -278,14 +278,14 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
             let (name, bytes) = match read_file(&rt, &file) {
                 Ok(read) => read,
                 Err(e) => {
-                    eprintln!("{}", escape(&e.to_string()));
+                    errln!("{}", escape(&e.to_string()));
                     return Ok(Exit::Usage);
                 }
             };
             let info = match rt.inspect_named(&name, &bytes) {
                 Ok(info) => info,
                 Err(e) => {
-                    eprintln!("{}", escape(&e.to_string()));
+                    errln!("{}", escape(&e.to_string()));
                     return Ok(Exit::CheckFailed);
                 }
             };
@@ -331,26 +331,26 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
         PluginCommand::New { .. } | PluginCommand::Build { .. } => unreachable!("handled above"),
         PluginCommand::Cache { prune, json } => {
             let Some(usage) = rt.cache_usage(prune) else {
-                eprintln!("no plugin cache: neither XDG_CACHE_HOME nor HOME is set");
+                errln!("no plugin cache: neither XDG_CACHE_HOME nor HOME is set");
                 return Ok(Exit::Usage);
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&usage)?);
+                outln!("{}", serde_json::to_string_pretty(&usage)?);
             } else {
                 let mb = |b: u64| b as f64 / (1 << 20) as f64;
-                println!("cache:   {}", escape(&usage.dir.display().to_string()));
-                println!(
+                outln!("cache:   {}", escape(&usage.dir.display().to_string()));
+                outln!(
                     "holds:   {} entries, {:.1} MB ({} of another crewbox version)",
                     usage.entries,
                     mb(usage.bytes),
                     usage.stale_entries
                 );
-                println!(
+                outln!(
                     "cap:     {:.0} MB (least recently used go first)",
                     mb(usage.max_bytes)
                 );
                 if let Some(r) = usage.removed {
-                    println!("pruned:  {} entries, {:.1} MB", r.entries, mb(r.bytes));
+                    outln!("pruned:  {} entries, {:.1} MB", r.entries, mb(r.bytes));
                 }
             }
             Ok(Exit::Ok)
@@ -359,7 +359,7 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
             let (name, bytes) = match read_file(&rt, &file) {
                 Ok(read) => read,
                 Err(e) => {
-                    eprintln!("{}", escape(&e.to_string()));
+                    errln!("{}", escape(&e.to_string()));
                     return Ok(Exit::Usage);
                 }
             };

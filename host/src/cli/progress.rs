@@ -10,6 +10,8 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::text::escape;
+
 /// A running progress printer.
 pub struct Progress {
     stop: CancellationToken,
@@ -70,7 +72,7 @@ impl Names {
     fn label(&self, id: Option<&AgentId>) -> String {
         match id {
             Some(id) => match self.0.get(id) {
-                Some(name) => format!("[{} {name}]", short(id)),
+                Some(name) => format!("[{} {}]", short(id), escape(name)),
                 None => format!("[{}]", short(id)),
             },
             None => String::new(),
@@ -101,12 +103,12 @@ async fn print(
             let queued = a.state == crewbox::types::AgentState::Queued && a.id != *id;
             names.0.insert(a.id.clone(), a.name.clone());
             if queued {
-                eprintln!("  {} queued", names.label(Some(&a.id)));
+                errln!("  {} queued", names.label(Some(&a.id)));
             }
         }
     }
     if let Some(line) = describe(e, &names.label(e.agent_id.as_ref())) {
-        eprintln!("{line}");
+        errln!("{line}");
     }
 }
 
@@ -118,22 +120,35 @@ fn short(id: &AgentId) -> String {
     s[start..].to_owned()
 }
 
+/// One progress line; every text a model, a tool or a worker wrote is escaped to one
+/// line (the sink escapes controls anyway; this keeps it one line).
 fn describe(e: &EventRecord, who: &str) -> Option<String> {
     Some(match &e.event {
         Event::RunStarted { mode, .. } => format!("▶ run {} ({mode})", e.run_id),
         Event::AgentState { state, .. } => format!("  {who} {state}"),
         Event::ModelReply { turn, text, .. } => {
             let text = text.lines().next().unwrap_or("");
-            format!("  {who} turn {turn}: {text}")
+            format!("  {who} turn {turn}: {}", escape(text))
         }
         Event::ToolCall { tool, args, ok, .. } => {
-            format!("  {who}   {} {tool} {args}", if *ok { "✓" } else { "✗" })
+            format!(
+                "  {who}   {} {} {}",
+                if *ok { "✓" } else { "✗" },
+                escape(tool),
+                escape(args)
+            )
         }
         Event::AgentWrapUp { .. } => format!("  {who} soft turn limit: wrapping up"),
-        Event::AgentSteer { message } => format!("  {who} steered: {message}"),
-        Event::AgentSteerUndelivered { why, .. } => format!("  {who} steer not delivered: {why}"),
+        Event::AgentSteer { message } => format!("  {who} steered: {}", escape(message)),
+        Event::AgentSteerUndelivered { why, .. } => {
+            format!("  {who} steer not delivered: {}", escape(why))
+        }
         Event::ProviderBreakerOpen { breaker, cause } => {
-            format!("  {who} circuit {breaker} opened: {cause}")
+            format!(
+                "  {who} circuit {} opened: {}",
+                escape(breaker),
+                escape(cause)
+            )
         }
         Event::RunFinished { status, .. } => format!("■ run {} {status}", e.run_id),
         Event::RunResumed { .. }

@@ -50,7 +50,7 @@ pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
     let mut exit = Exit::Ok;
     for run in runs {
         if !args.json {
-            eprintln!("crewbox: resuming run {} ({})", run.id, run.mode);
+            errln!("crewbox: resuming run {} ({})", run.id, run.mode);
         }
         let report =
             match super::run::drive(&engine, &shutdown, args.json, engine.resume(&run.id)).await? {

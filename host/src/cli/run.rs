@@ -1,6 +1,5 @@
 //! `crewbox run "PROMPT"`.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
@@ -140,7 +139,7 @@ pub(super) async fn drive(
     json: bool,
     run: impl std::future::Future<Output = Result<RunReport, EngineError>>,
 ) -> anyhow::Result<Result<RunReport, Exit>> {
-    let show_progress = !json && std::io::stderr().is_terminal();
+    let show_progress = !json && crate::text::stderr_is_terminal();
     let progress = show_progress.then(|| progress::spawn(engine, shutdown.child_token()));
     let mut terminate = super::signals::Terminate::install();
     let signals = tokio::spawn({
@@ -158,7 +157,7 @@ pub(super) async fn drive(
     match result {
         Ok(r) => Ok(Ok(r)),
         Err(e) => {
-            eprintln!("crewbox: {e}");
+            errln!("crewbox: {e}");
             Ok(Err(match e.class() {
                 ErrorClass::Usage => Exit::Usage,
                 ErrorClass::PluginFault => Exit::PluginFault,

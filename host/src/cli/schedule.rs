@@ -155,7 +155,7 @@ fn done(result: Result<(), StoreError>, message: &str) -> anyhow::Result<Exit> {
             Ok(Exit::Ok)
         }
         Err(e @ (StoreError::NoSuchSchedule { .. } | StoreError::ScheduleExists { .. })) => {
-            eprintln!("crewbox: {e}");
+            errln!("crewbox: {e}");
             Ok(Exit::Usage)
         }
         Err(e) => Err(e.into()),
@@ -167,7 +167,7 @@ fn done(result: Result<(), StoreError>, message: &str) -> anyhow::Result<Exit> {
 fn job_store(ctx: &Context, name: &str) -> anyhow::Result<Option<crate::store::Store>> {
     let store = ctx.store_if_exists()?;
     if store.is_none() {
-        eprintln!(
+        errln!(
             "crewbox: {}",
             StoreError::NoSuchSchedule {
                 name: name.to_owned()
@@ -178,7 +178,7 @@ fn job_store(ctx: &Context, name: &str) -> anyhow::Result<Option<crate::store::S
 }
 
 fn usage(e: impl std::fmt::Display) -> anyhow::Result<Exit> {
-    eprintln!("crewbox: {e}");
+    errln!("crewbox: {e}");
     Ok(Exit::Usage)
 }
 

@@ -28,7 +28,7 @@ pub async fn run(ctx: Context, args: SendArgs) -> anyhow::Result<Exit> {
     match queue(store.as_ref(), &args.team, &args.message).await? {
         Ok(ack) => super::control::acknowledge(args.json, &ack, "message", &args.team)?,
         Err(refused) => {
-            eprintln!("crewbox: {refused}");
+            errln!("crewbox: {refused}");
             return Ok(Exit::Usage);
         }
     }

@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::{Context, Exit};
 use crate::store::RunRecord;
+use crate::text::escape;
 use crewbox::{RunReport, RunStatus};
 
 /// Arguments of `crewbox status`.
@@ -62,7 +63,7 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
     let store = ctx.store_if_exists()?;
     if let Some(id) = &args.run {
         let Some(store) = store else {
-            eprintln!("crewbox: no run matches `{id}` (nothing has run here yet)");
+            errln!("crewbox: no run matches `{id}` (nothing has run here yet)");
             return Ok(Exit::Usage);
         };
         let report = match super::lookup::run(&store, id).await? {
@@ -81,7 +82,7 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
             if !workers.is_empty() {
                 outln!("ran on workers:");
                 for w in &workers {
-                    outln!("  {}  @ {}", w.agent_id, w.worker);
+                    outln!("  {}  @ {}", escape(&w.agent_id), escape(&w.worker));
                 }
             }
         }
@@ -149,7 +150,7 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
                 r.id,
                 r.mode.as_str(),
                 status,
-                prompt.replace('\n', " ")
+                escape(&prompt.replace('\n', " "))
             );
         }
     }

@@ -69,7 +69,7 @@ impl TeamCommand {
 }
 
 fn source_json(s: &TeamSource) -> serde_json::Value {
-    json!({"source": s.kind(), "path": s.path()})
+    json!({"source": s.kind(), "path": s.path().map(crate::paths::serde_path::json)})
 }
 
 fn member_json(m: &Member) -> serde_json::Value {
@@ -78,7 +78,7 @@ fn member_json(m: &Member) -> serde_json::Value {
         "display": m.display,
         "role": m.role,
         "source": m.source.kind(),
-        "file": m.file,
+        "file": m.file.as_deref().map(crate::paths::serde_path::json),
         "requested_access": m.requested_access,
         "access": m.access,
         "provider": m.provider,
@@ -97,7 +97,7 @@ fn team_json(t: &Team) -> serde_json::Value {
         "mode": t.mode,
         "format": t.format.as_str(),
         "source": t.source.kind(),
-        "path": t.source.path(),
+        "path": t.source.path().map(crate::paths::serde_path::json),
         "shadows": t.shadows.iter().map(source_json).collect::<Vec<_>>(),
         "skipped": t.skipped,
         "warnings": t.warnings,
@@ -115,16 +115,20 @@ fn path_of(s: &TeamSource) -> String {
 pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
     let dir = ctx.root().to_path_buf();
     let policy = ctx.config().team_policy();
-    let found = tokio::task::spawn_blocking(move || discover(&dir, &policy)).await?;
+    let mut found = tokio::task::spawn_blocking(move || discover(&dir, &policy)).await?;
     // A broken file is reported and skipped; the others are still listed.
     for problem in &found.problems {
-        eprintln!("crewbox: warning: {problem}");
+        errln!("crewbox: warning: {problem}");
     }
     for note in &found.notes {
-        eprintln!("crewbox: note: {note}");
+        errln!("crewbox: note: {note}");
+    }
+    // A network grant written for the user's team does not follow its name.
+    for t in &mut found.teams {
+        t.warnings.extend(ctx.config().withheld_team_network(t));
     }
     let teams = &found.teams;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::text::stdout();
     match args.command {
         TeamCommand::List { json } => {
             if json {
@@ -159,7 +163,7 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
             let t = match found.find(&name) {
                 Ok(t) => t,
                 Err(e) => {
-                    eprintln!("crewbox: {e}");
+                    errln!("crewbox: {e}");
                     return Ok(Exit::Usage);
                 }
             };
@@ -180,7 +184,7 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
             let t = match found.find(&name) {
                 Ok(t) => t.clone(),
                 Err(e) => {
-                    eprintln!("crewbox: {e}");
+                    errln!("crewbox: {e}");
                     return Ok(Exit::Usage);
                 }
             };
@@ -193,7 +197,7 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
             let report = match done {
                 Ok(r) => r,
                 Err(e) => {
-                    eprintln!("crewbox: team export refused: {e}");
+                    errln!("crewbox: team export refused: {e}");
                     return Ok(Exit::Usage);
                 }
             };

@@ -56,8 +56,8 @@ pub async fn run(ctx: Context, args: TreeArgs) -> anyhow::Result<Exit> {
     let wanted = args.run.or(args.run_flag);
     let Some(store) = ctx.store_if_exists()? else {
         match &wanted {
-            Some(id) => eprintln!("crewbox: no run matches `{id}` (nothing has run here yet)"),
-            None => eprintln!("crewbox: no runs recorded yet"),
+            Some(id) => errln!("crewbox: no run matches `{id}` (nothing has run here yet)"),
+            None => errln!("crewbox: no runs recorded yet"),
         }
         return Ok(Exit::Usage);
     };
@@ -69,7 +69,7 @@ pub async fn run(ctx: Context, args: TreeArgs) -> anyhow::Result<Exit> {
         None => match store.recent_runs(1).await?.into_iter().next() {
             Some(run) => run,
             None => {
-                eprintln!("crewbox: no runs recorded yet");
+                errln!("crewbox: no runs recorded yet");
                 return Ok(Exit::Usage);
             }
         },
@@ -91,7 +91,7 @@ pub async fn run(ctx: Context, args: TreeArgs) -> anyhow::Result<Exit> {
         }
     };
     // One write: a large tree is printed without line-by-line locking.
-    std::io::stdout().lock().write_all(out.as_bytes())?;
+    crate::text::stdout().write_all(out.as_bytes())?;
     Ok(Exit::Ok)
 }
 

@@ -38,7 +38,7 @@ pub fn run(g: &GlobalArgs, args: TrustArgs) -> anyhow::Result<Exit> {
     if args.list {
         let (records, problems) = store.list()?;
         for p in &problems {
-            eprintln!("crewbox: warning: {p}");
+            errln!("crewbox: warning: {p}");
         }
         if args.json {
             outln!("{}", serde_json::to_string_pretty(&records)?);

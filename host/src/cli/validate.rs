@@ -7,8 +7,8 @@ use serde::Deserialize;
 use super::Exit;
 use super::plugin::{resolve, runtime, user_grants};
 use crate::plugin::discover::Found;
-use crate::plugin::text::escape;
 use crate::plugin::{AgentOutput, AgentStatus, CallEnv, PluginKind, WorkspaceView, verdict};
+use crate::text::escape;
 
 /// `crewbox validate`.
 #[derive(Debug, clap::Args)]
@@ -59,19 +59,19 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
     let text = match tokio::fs::read_to_string(&args.output).await {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("cannot read {}: {e}", args.output.display());
+            errln!("cannot read {}: {e}", args.output.display());
             return Ok(Exit::Usage);
         }
     };
     let file: OutputFile = match serde_json::from_str(&text) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("{}: not an agent output: {e}", args.output.display());
+            errln!("{}: not an agent output: {e}", args.output.display());
             return Ok(Exit::Usage);
         }
     };
     let Some(status) = parse_status(file.status.as_deref()) else {
-        eprintln!(
+        errln!(
             "{}: unknown status (completed, steered, stopped, error)",
             args.output.display()
         );
@@ -88,14 +88,14 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
     let found = match tokio::task::spawn_blocking(move || resolve(&spec)).await? {
         Ok(Some(found)) => found,
         Ok(None) => {
-            eprintln!(
+            errln!(
                 "no validator `{}`: not a file, a built-in or a discovered plugin",
                 escape(&args.plugin)
             );
             return Ok(Exit::Usage);
         }
         Err(e) => {
-            eprintln!("{}", escape(&format!("{e:#}")));
+            errln!("{}", escape(&format!("{e:#}")));
             return Ok(Exit::Usage);
         }
     };
@@ -110,11 +110,11 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
     let plugin = match rt.load(&name, source, bytes, grants, None).await {
         Ok(p) if p.kind() == PluginKind::Validator => p,
         Ok(p) => {
-            eprintln!("`{}` is a {}, not a validator", escape(&name), p.kind());
+            errln!("`{}` is a {}, not a validator", escape(&name), p.kind());
             return Ok(Exit::Usage);
         }
         Err(e) => {
-            eprintln!("{}", escape(&e.to_string()));
+            errln!("{}", escape(&e.to_string()));
             return Ok(Exit::Usage);
         }
     };
@@ -174,7 +174,7 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
             )
         }
         Err(fault) => {
-            eprintln!("{}", escape(&fault.to_string()));
+            errln!("{}", escape(&fault.to_string()));
             (
                 Exit::PluginFault,
                 serde_json::json!({ "plugin": name, "source": source, "judged": false, "passed": false, "fault": fault.to_string() }),

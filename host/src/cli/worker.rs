@@ -55,9 +55,11 @@ pub async fn run(g: &GlobalArgs, args: WorkerArgs) -> anyhow::Result<Exit> {
     let stats = serve(opts, shutdown).await;
     signals.abort();
     let stats = stats?;
-    eprintln!(
+    errln!(
         "crewbox worker stopped: {} run, {} already done, {} refused",
-        stats.ran, stats.skipped, stats.refused
+        stats.ran,
+        stats.skipped,
+        stats.refused
     );
     Ok(Exit::Ok)
 }

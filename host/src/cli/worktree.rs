@@ -54,7 +54,7 @@ pub async fn run(
         pool_size: 0,
         ..WorktreeOptions::default()
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::text::stdout();
     // Listing where no agent ever worked: nothing to open, and nothing is created.
     if let WorktreeCommand::List { json } = &args.command
         && !worktrees_dir.exists()

@@ -19,6 +19,7 @@ pub enum Source {
     /// The user's config file.
     User {
         /// The file.
+        #[serde(serialize_with = "crate::paths::serde_path::serialize")]
         path: PathBuf,
         /// The line the key is on.
         line: Option<usize>,
@@ -26,6 +27,7 @@ pub enum Source {
     /// The repository's config file (trusted repositories only).
     Repo {
         /// The file.
+        #[serde(serialize_with = "crate::paths::serde_path::serialize")]
         path: PathBuf,
         /// The line the key is on.
         line: Option<usize>,
@@ -83,6 +85,7 @@ pub enum IgnoredAction {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Ignored {
     /// The repository file.
+    #[serde(serialize_with = "crate::paths::serde_path::serialize")]
     pub file: PathBuf,
     /// The key (`*` for the whole file).
     pub key: String,
@@ -102,11 +105,18 @@ impl std::fmt::Display for Ignored {
         }
         match &self.action {
             IgnoredAction::Ignored if self.key == "*" => write!(f, ": ignored: {}", self.why),
-            IgnoredAction::Ignored => write!(f, ": `{}` is ignored: {}", self.key, self.why),
+            // The key is the repository's own text.
+            IgnoredAction::Ignored => write!(
+                f,
+                ": `{}` is ignored: {}",
+                crate::text::escape(&self.key),
+                self.why
+            ),
             IgnoredAction::Clamped { asked, kept } => write!(
                 f,
                 ": `{} = {asked}` is clamped to {kept}: {}",
-                self.key, self.why
+                crate::text::escape(&self.key),
+                self.why
             ),
         }
     }
@@ -116,7 +126,10 @@ impl std::fmt::Display for Ignored {
 /// key (configs only hold the names of key variables anyway).
 pub fn provider_summary(p: &ProviderConfig) -> Value {
     match p {
-        ProviderConfig::Scripted(c) => json!({"kind": "scripted", "script": c.script}),
+        ProviderConfig::Scripted(c) => json!({
+            "kind": "scripted",
+            "script": c.script.as_deref().map(crate::paths::serde_path::json),
+        }),
         ProviderConfig::Openai(c) => json!({
             "kind": "openai", "base_url": c.base_url, "model": c.model,
             "api_key_env": c.api_key_env,
@@ -158,7 +171,14 @@ impl Config {
             ("default_provider".into(), json!(self.default_provider)),
             ("default_mode".into(), json!(self.default_mode)),
             ("max_concurrent".into(), json!(self.max_concurrent)),
-            ("state_dir".into(), json!(self.state_dir)),
+            (
+                "state_dir".into(),
+                json!(
+                    self.state_dir
+                        .as_deref()
+                        .map(crate::paths::serde_path::json)
+                ),
+            ),
             (
                 "dispatcher".into(),
                 json!(self.dispatcher.as_deref().unwrap_or("heuristic")),
@@ -179,6 +199,11 @@ impl Config {
             ("quotas.context_tokens".into(), json!(q.context_tokens)),
             ("quotas.keep_turns".into(), json!(q.keep_turns)),
             ("quotas.max_depth".into(), json!(q.max_depth)),
+            ("quotas.max_children".into(), json!(q.max_children)),
+            (
+                "quotas.max_children_per_run".into(),
+                json!(q.max_children_per_run),
+            ),
             (
                 "packs.max_access".into(),
                 json!(self.effective_pack_access()),
@@ -218,7 +243,7 @@ impl Config {
     pub fn to_json(&self) -> Value {
         json!({
             "trust": self.trust,
-            "files": self.sources,
+            "files": self.sources.iter().map(|p| crate::paths::serde_path::json(p)).collect::<Vec<_>>(),
             "settings": self.settings(),
             "ignored": self.ignored,
             "repo_rules": repo_rules_json(),

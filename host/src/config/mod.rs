@@ -11,6 +11,7 @@
 //! a repository asked for that was ignored or clamped ([`Ignored`]), which is what
 //! `crewbox config` prints. Secrets only ever appear as environment variable names.
 
+mod check;
 pub mod effective;
 pub mod nats;
 pub mod provider;
@@ -196,6 +197,60 @@ impl Config {
         }
     }
 
+    /// Refuses `[sandbox] read`/`write` paths that hold `base`, the state base in use
+    /// (from `--state-dir`, which a file check cannot know).
+    pub fn check_state_base(&self, base: &Path) -> Result<(), ConfigError> {
+        let origin = user_config_path()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "your config".into());
+        let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
+        check::opened_paths(
+            [
+                ("sandbox.read".to_owned(), &self.sandbox.read[..]),
+                ("sandbox.write".to_owned(), &self.sandbox.write[..]),
+            ],
+            &origin,
+            &[("crewbox's state base", base)],
+        )
+    }
+
+    /// Whether the user grants network to the commands of agents of `team` (or of no
+    /// team): `[sandbox.team.NAME]` grants the team the user defined (their teams
+    /// directory, `~/.claude/agents`) or crewbox's built-in one — never a repository's
+    /// team that reuses the name, which gets only what `[sandbox] network` gives every
+    /// agent.
+    pub fn team_network(&self, team: Option<&crate::team::Team>) -> bool {
+        match team {
+            Some(t) if !matches!(t.source, crate::team::TeamSource::Repo(_)) => {
+                self.sandbox.network_for(Some(&t.name))
+            }
+            Some(_) | None => self.sandbox.network_for(None),
+        }
+    }
+
+    /// Why a `[sandbox.team.NAME]` network grant does not reach `team`: it is a
+    /// repository's team with the name of a grant the user wrote for their own.
+    pub fn withheld_team_network(&self, team: &crate::team::Team) -> Option<String> {
+        let crate::team::TeamSource::Repo(path) = &team.source else {
+            return None;
+        };
+        let granted = self.sandbox.network_for(Some(&team.name));
+        if !granted || self.team_network(Some(team)) {
+            return None;
+        }
+        let origin = match self.source_of("sandbox") {
+            Source::User { path, .. } => format!(" in {}", path.display()),
+            _ => String::new(),
+        };
+        Some(format!(
+            "`[sandbox.team.{name}] network = true`{origin} grants the team `{name}` you \
+             defined, not this repository's team of that name ({}): its agents' commands \
+             have no network (`crewbox run --network` grants it for one run)",
+            path.display(),
+            name = team.name,
+        ))
+    }
+
     /// The ceiling of this repository's imported packs: its trust record's, else the
     /// user's `[packs] max_access`; read-only for an untrusted repository.
     pub fn effective_pack_access(&self) -> crate::team::Access {
@@ -254,6 +309,7 @@ impl Config {
             message: e.to_string().trim_end().to_owned(),
         })?;
         let lines = user::key_lines(&text);
+        check::user_file(&f, path, &lines)?;
         for key in lines.keys() {
             self.origins.insert(
                 key.clone(),
@@ -294,7 +350,7 @@ impl Config {
             self.timezone = tz;
         }
         if let Some(n) = f.dispatch_history {
-            self.dispatch_history = n.max(1);
+            self.dispatch_history = n;
         }
         if let Some(t) = f.telemetry {
             self.telemetry = t;
@@ -310,12 +366,30 @@ impl Config {
         for (alias, id) in f.packs.models {
             self.pack_models.insert(alias.to_ascii_lowercase(), id);
         }
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        // What a `command` provider's CLI is shown besides the sandbox's view.
+        let mut provider_reads = Vec::new();
+        for (name, p) in &f.providers {
+            if let ProviderConfig::Command(c) = p {
+                let key = format!("providers.{name}.read");
+                let paths = c
+                    .read
+                    .iter()
+                    .map(|raw| crate::sandbox::config::expand_path(&key, raw, home.as_deref()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| ConfigError::Value {
+                        key: e.key,
+                        origin: path.display().to_string(),
+                        message: e.message,
+                    })?;
+                provider_reads.push((key, paths));
+            }
+        }
         for (name, p) in f.providers {
             self.provider_dirs.insert(name.clone(), dir.clone());
             self.providers.insert(name, p);
         }
         if let Some(s) = f.sandbox {
-            let home = std::env::var_os("HOME").map(PathBuf::from);
             self.sandbox
                 .apply(s, path, home.as_deref())
                 .map_err(|e| ConfigError::Value {
@@ -324,6 +398,17 @@ impl Config {
                     message: e.message,
                 })?;
         }
+        let lists = [
+            ("sandbox.read".to_owned(), &self.sandbox.read[..]),
+            ("sandbox.write".to_owned(), &self.sandbox.write[..]),
+        ]
+        .into_iter()
+        .chain(provider_reads.iter().map(|(k, p)| (k.clone(), &p[..])));
+        check::opened_paths(
+            lists,
+            &path.display().to_string(),
+            &check::protected_paths(self.state_dir.as_deref()),
+        )?;
         if let Some(plugins) = f.plugins {
             for (name, g) in plugins.grants {
                 self.plugin_grants.retain(|u| u.name != name);
@@ -487,11 +572,18 @@ impl Config {
             self.max_concurrent = have;
         }
         if let Some((n, line)) = f.dispatch_history {
+            if n == 0 {
+                return Err(ConfigError::Value {
+                    key: "dispatch_history".into(),
+                    origin: format!("{}:{line}", path.display()),
+                    message: "0 is outside the allowed range: at least 1 decision".into(),
+                });
+            }
             let mut have = self.dispatch_history as usize;
             lower(
                 "dispatch_history",
                 &mut have,
-                n.max(1) as usize,
+                n as usize,
                 line,
                 rule("dispatch_history"),
             );
@@ -516,6 +608,9 @@ impl Config {
                 }
             }
         }
+        check::quotas(&f.quotas, path, |k| {
+            f.quota_lines.iter().find(|(q, _)| *q == k).map(|(_, l)| *l)
+        })?;
         let clamped = self.quotas.apply_lower(&f.quotas);
         for (key, line) in &f.quota_lines {
             let full = format!("quotas.{key}");

@@ -1,9 +1,14 @@
-//! Agent quotas: the `[quotas]` table, its documented defaults, and the clamp that
+//! Agent quotas: the `[quotas]` table, its documented defaults, the range each value
+//! must lie in (checked when a file is loaded, whoever wrote it), and the clamp that
 //! lets a repository lower them but never raise them.
 
 use std::time::Duration;
 
 use serde::Deserialize;
+
+/// The longest duration a setting may name: a year. Beyond it a value is a mistake
+/// (or `u64::MAX`), and a deadline computed from it would not fit a clock.
+pub const MAX_DURATION_S: u64 = 365 * 24 * 3600;
 
 /// Agent quotas. Every field is optional in files; defaults are in [`Quotas::default`].
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -29,6 +34,80 @@ pub struct QuotaFile {
     pub keep_turns: Option<u32>,
     /// Maximum depth of the agent tree.
     pub max_depth: Option<u32>,
+    /// Child agents one agent may start with `spawn_agent`.
+    pub max_children: Option<u32>,
+    /// Child agents all the agents of one run may start together.
+    pub max_children_per_run: Option<u32>,
+}
+
+/// Why a quota value is out of range: the key under `[quotas]` and what is allowed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{value} is outside the allowed range: {allowed}")]
+pub struct QuotaRangeError {
+    /// The key under `[quotas]`.
+    pub key: &'static str,
+    /// The value as written.
+    pub value: String,
+    /// What the key accepts.
+    pub allowed: &'static str,
+}
+
+impl QuotaFile {
+    /// Checks every value set against its range: zero where zero means nothing could
+    /// run, negative, NaN or infinite costs, and durations no clock can hold are
+    /// refused (a user's file and a repository's alike).
+    pub fn check(&self) -> Result<(), QuotaRangeError> {
+        fn within<T: PartialOrd + ToString>(
+            key: &'static str,
+            value: Option<T>,
+            lo: T,
+            hi: T,
+            allowed: &'static str,
+        ) -> Result<(), QuotaRangeError> {
+            match value {
+                Some(v) if v < lo || v > hi => Err(QuotaRangeError {
+                    key,
+                    value: v.to_string(),
+                    allowed,
+                }),
+                _ => Ok(()),
+            }
+        }
+        const SECONDS: &str = "1..=31536000 seconds (at most a year)";
+        within("max_turns", self.max_turns, 1, u32::MAX, "at least 1 turn")?;
+        within(
+            "max_tokens",
+            self.max_tokens,
+            1,
+            u64::MAX,
+            "at least 1 token",
+        )?;
+        within("wall_time_s", self.wall_time_s, 1, MAX_DURATION_S, SECONDS)?;
+        within(
+            "model_timeout_s",
+            self.model_timeout_s,
+            1,
+            MAX_DURATION_S,
+            SECONDS,
+        )?;
+        within(
+            "context_tokens",
+            self.context_tokens,
+            1,
+            u64::MAX,
+            "at least 1 token",
+        )?;
+        if let Some(c) = self.max_cost
+            && !(c.is_finite() && c > 0.0)
+        {
+            return Err(QuotaRangeError {
+                key: "max_cost",
+                value: c.to_string(),
+                allowed: "a finite number above 0 (leave it out for no cost budget)",
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Resolved agent quotas.
@@ -54,6 +133,25 @@ pub struct Quotas {
     pub keep_turns: u32,
     /// Maximum agent tree depth.
     pub max_depth: u32,
+    /// Child agents one agent may start (`spawn_agent`); 0: none.
+    #[serde(default = "default_max_children")]
+    pub max_children: u32,
+    /// Child agents the agents of one run may start together; 0: none.
+    #[serde(default = "default_max_children_per_run")]
+    pub max_children_per_run: u32,
+}
+
+/// The default of [`Quotas::max_children`].
+pub const DEFAULT_MAX_CHILDREN: u32 = 8;
+/// The default of [`Quotas::max_children_per_run`].
+pub const DEFAULT_MAX_CHILDREN_PER_RUN: u32 = 32;
+
+fn default_max_children() -> u32 {
+    DEFAULT_MAX_CHILDREN
+}
+
+fn default_max_children_per_run() -> u32 {
+    DEFAULT_MAX_CHILDREN_PER_RUN
 }
 
 impl Default for Quotas {
@@ -69,6 +167,8 @@ impl Default for Quotas {
             context_tokens: 120_000,
             keep_turns: 6,
             max_depth: 5,
+            max_children: DEFAULT_MAX_CHILDREN,
+            max_children_per_run: DEFAULT_MAX_CHILDREN_PER_RUN,
         }
     }
 }
@@ -85,7 +185,8 @@ pub struct Clamped {
 }
 
 impl Quotas {
-    /// Applies the keys set in `f` (the user's own file: any value).
+    /// Applies the keys set in `f` (the user's own file: any value in range, see
+    /// [`QuotaFile::check`]).
     pub fn apply(&mut self, f: &QuotaFile) {
         macro_rules! set {
             ($($k:ident),*) => { $(if let Some(v) = f.$k { self.$k = v; })* };
@@ -97,13 +198,17 @@ impl Quotas {
             max_tool_calls,
             context_tokens,
             keep_turns,
-            max_depth
+            max_depth,
+            max_children,
+            max_children_per_run
         );
+        // Checked at load; the clamp keeps an unchecked caller from building a deadline
+        // no clock can hold.
         if let Some(s) = f.wall_time_s {
-            self.wall_time = Duration::from_secs(s);
+            self.wall_time = Duration::from_secs(s.min(MAX_DURATION_S));
         }
         if let Some(s) = f.model_timeout_s {
-            self.model_timeout = Duration::from_secs(s);
+            self.model_timeout = Duration::from_secs(s.min(MAX_DURATION_S));
         }
         if f.max_cost.is_some() {
             self.max_cost = f.max_cost;
@@ -149,6 +254,13 @@ impl Quotas {
         );
         lower("keep_turns", &mut self.keep_turns, f.keep_turns, c);
         lower("max_depth", &mut self.max_depth, f.max_depth, c);
+        lower("max_children", &mut self.max_children, f.max_children, c);
+        lower(
+            "max_children_per_run",
+            &mut self.max_children_per_run,
+            f.max_children_per_run,
+            c,
+        );
         let mut secs = self.wall_time.as_secs();
         lower("wall_time_s", &mut secs, f.wall_time_s, c);
         self.wall_time = self.wall_time.min(Duration::from_secs(secs));
@@ -207,5 +319,53 @@ mod tests {
         });
         assert_eq!(q.max_cost, Some(3.0));
         assert_eq!(clamped.len(), 1);
+        let clamped = q.apply_lower(&QuotaFile {
+            max_children: Some(2),
+            max_children_per_run: Some(1000),
+            ..QuotaFile::default()
+        });
+        assert_eq!((q.max_children, q.max_children_per_run), (2, 32));
+        assert_eq!(clamped[0].key, "max_children_per_run");
+    }
+
+    #[test]
+    fn values_out_of_range_name_their_key() {
+        let bad = |f: QuotaFile| f.check().unwrap_err().key;
+        assert_eq!(
+            bad(QuotaFile {
+                wall_time_s: Some(u64::MAX),
+                ..QuotaFile::default()
+            }),
+            "wall_time_s"
+        );
+        for cost in [-1.0, 0.0, f64::NAN, f64::INFINITY] {
+            let e = QuotaFile {
+                max_cost: Some(cost),
+                ..QuotaFile::default()
+            }
+            .check()
+            .unwrap_err();
+            assert_eq!(e.key, "max_cost", "{cost}");
+        }
+        assert!(
+            QuotaFile {
+                max_children: Some(0),
+                max_tool_calls: Some(0),
+                keep_turns: Some(0),
+                max_depth: Some(0),
+                wall_time_s: Some(MAX_DURATION_S),
+                ..QuotaFile::default()
+            }
+            .check()
+            .is_ok(),
+            "zero children, tool calls, kept turns and depth all mean something"
+        );
+        // Unchecked callers still get a deadline a clock can hold.
+        let mut q = Quotas::default();
+        q.apply(&QuotaFile {
+            wall_time_s: Some(u64::MAX),
+            ..QuotaFile::default()
+        });
+        assert_eq!(q.wall_time, Duration::from_secs(MAX_DURATION_S));
     }
 }

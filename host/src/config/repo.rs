@@ -27,6 +27,8 @@ const QUOTA_KEYS: &[&str] = &[
     "context_tokens",
     "keep_turns",
     "max_depth",
+    "max_children",
+    "max_children_per_run",
 ];
 
 /// A value with the line it was written on.

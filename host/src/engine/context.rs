@@ -133,7 +133,6 @@ impl RunContext {
             true => CapSet::from(access).intersection(CapSet::read_only()),
             false => CapSet::from(access),
         };
-        let team = self.team.as_ref().map(|t| t.team.name.as_str());
         AgentSpec {
             id: AgentId::new(),
             run_id: self.run_id.clone(),
@@ -147,8 +146,13 @@ impl RunContext {
             quotas: self.services.config().quotas.clone(),
             provider: self.provider.clone(),
             prices: self.prices,
-            // The network is the user's to grant: the command line or their config.
-            network: self.req.network || self.services.config().sandbox.network_for(team),
+            // The network is the user's to grant: the command line or their config, for
+            // the team they defined (never a repository's team of the same name).
+            network: self.req.network
+                || self
+                    .services
+                    .config()
+                    .team_network(self.team.as_ref().map(|t| &t.team)),
         }
     }
 

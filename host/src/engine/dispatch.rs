@@ -5,9 +5,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::{EngineError, PluginStep};
+use super::plugins::PluginSet;
 use super::services::Services;
+use crate::config::Config;
 use crate::ids::RunId;
-use crate::plugin::{DispatchRequest, PluginKind};
+use crate::plugin::{DispatchDecision, DispatchRequest, PluginKind};
 use crate::store::{DispatchRecord, now_ms};
 use crate::vocab::{DecisionSource, Mode, ModeChoice};
 
@@ -58,41 +60,72 @@ pub(crate) async fn decide(
     if let ModeChoice::Mode(mode) = choice {
         return Ok(Decision::explicit(mode));
     }
-    let name = services
-        .config()
-        .dispatcher
-        .as_deref()
-        .unwrap_or("heuristic");
-    let plugin = services.plugins().get(name, PluginKind::Dispatcher).await?;
+    Ok(auto(services.plugins(), services.config(), prompt)
+        .await?
+        .decision)
+}
+
+/// What the `auto` dispatcher answered, and the decision a run takes from it.
+#[derive(Clone, Debug)]
+pub struct AutoDecision {
+    /// The dispatcher asked: the configured one (`dispatcher` in the user's config or a
+    /// trusted repository's), else the built-in `heuristic`.
+    pub dispatcher: String,
+    /// Its answer as given (tasks, signals).
+    pub answer: DispatchDecision,
+    /// The decision a run takes (a team mode without a team becomes `single`).
+    pub decision: Decision,
+}
+
+/// The dispatcher `auto` uses under `config`.
+pub fn dispatcher_name(config: &Config) -> &str {
+    config.dispatcher.as_deref().unwrap_or("heuristic")
+}
+
+/// Asks the dispatcher a run under `config` would ask, loaded from `plugins` the way a
+/// run loads it, offering the modes `auto` offers: one answer for `crewbox run` and
+/// `crewbox dispatch explain`.
+pub async fn auto(
+    plugins: &PluginSet,
+    config: &Config,
+    prompt: &str,
+) -> Result<AutoDecision, EngineError> {
+    let name = dispatcher_name(config);
+    let plugin = plugins.get(name, PluginKind::Dispatcher).await?;
     let request = DispatchRequest {
         prompt: prompt.to_owned(),
         team: None,
         available_modes: AUTO_MODES.to_vec(),
     };
-    let d = plugin
+    let answer = plugin
         .decide(&request)
         .await
         .map_err(|fault| EngineError::PluginFault {
             step: PluginStep::Dispatch,
             fault,
         })?;
-    let mut mode = Mode::from(d.mode);
-    let mut reason = d.reason;
+    let mut mode = Mode::from(answer.mode);
+    let mut reason = answer.reason.clone();
     if mode.runs_a_team() {
         // Team modes need a team; a dispatcher asking for one without it gets single.
         reason = format!("{reason} (team mode {mode} needs --team; ran single)");
         mode = Mode::Single;
     }
-    Ok(Decision {
+    let decision = Decision {
         mode,
         reason,
         source: DecisionSource::Auto,
-        signals: d
+        signals: answer
             .signals
-            .into_iter()
+            .iter()
             .map(|s| format!("{}: {}", s.name, s.detail))
             .collect(),
-        swarm_size: d.swarm_size,
+        swarm_size: answer.swarm_size,
+    };
+    Ok(AutoDecision {
+        dispatcher: name.to_owned(),
+        answer,
+        decision,
     })
 }
 

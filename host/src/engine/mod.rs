@@ -12,7 +12,7 @@
 //! - [`report`]: the typed report, built from the store.
 
 mod context;
-mod dispatch;
+pub(crate) mod dispatch;
 mod error;
 pub(crate) mod executor;
 mod join;

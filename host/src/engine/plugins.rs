@@ -150,7 +150,7 @@ impl PluginSet {
                     .map(|d| d.display().to_string())
                     .collect();
             return Err(PluginLoadError::NotFound {
-                name: crate::plugin::text::escape(spec).into_owned(),
+                name: crate::text::escape(spec).into_owned(),
                 kind,
                 builtins: names,
                 searched: dirs,

@@ -22,6 +22,11 @@ pub struct RunRequest {
     /// Overrides the provider's model.
     pub model: Option<String>,
     /// Uses the scripted provider with this script.
+    #[serde(
+        default,
+        serialize_with = "crate::paths::serde_path::serialize_opt",
+        deserialize_with = "crate::paths::serde_path::deserialize_opt"
+    )]
     pub script: Option<PathBuf>,
     /// Validators (`NAME[=CRITERION]`, built-in name or `.wasm` path) run after each
     /// writing agent completes.

@@ -128,6 +128,8 @@ impl DispatchHistogram {
                 out.push_str("  (none)\n");
             }
             for (name, n) in rows {
+                // A source is whatever the store holds (a dispatcher may name it).
+                let name = crate::text::escape(name);
                 let bar = (n * BAR_WIDTH).div_ceil(of.max(1)) as usize;
                 let pct = n as f64 * 100.0 / of.max(1) as f64;
                 out.push_str(&format!(

@@ -9,8 +9,6 @@ pub mod spans;
 pub mod telemetry;
 pub mod tree;
 
-use std::io::IsTerminal;
-
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
@@ -25,14 +23,16 @@ pub fn init_tracing(
     telemetry: &crate::config::user::TelemetryFile,
 ) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_ansi(colour_choice.unwrap_or_else(|| {
+    let ansi = !json
+        && colour_choice.unwrap_or_else(|| {
             colour(
-                std::io::stderr().is_terminal(),
+                crate::text::stderr_is_terminal(),
                 std::env::var_os("NO_COLOR"),
             )
-        }))
-        .with_writer(crate::redact::RedactingStderr);
+        });
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(ansi)
+        .with_writer(LogSink { colour: ansi });
     let fmt: Box<dyn Layer<Registry> + Send + Sync> = if json {
         fmt.json().with_filter(filter).boxed()
     } else {
@@ -88,6 +88,49 @@ pub fn flush_telemetry() {
     otlp::flush();
 }
 
+/// The `tracing` writer: log lines go to stderr with every registered secret masked
+/// and every terminal control a logged value carried escaped (`crate::text`), keeping
+/// only the formatter's own colours.
+#[derive(Clone, Copy, Debug)]
+struct LogSink {
+    colour: bool,
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogSink {
+    type Writer = LogSink;
+    fn make_writer(&'a self) -> Self::Writer {
+        *self
+    }
+}
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // The fmt layer hands over one whole formatted event per call, so a secret is
+        // never split between two writes.
+        let text = String::from_utf8_lossy(buf);
+        let text = crate::redact::clean(&text);
+        let shown = log_line(&text, self.colour);
+        #[allow(clippy::disallowed_methods)] // escaped just above
+        let mut err = std::io::stderr().lock();
+        err.write_all(shown.as_bytes())?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        #[allow(clippy::disallowed_methods)] // writes nothing
+        std::io::stderr().flush()
+    }
+}
+
+/// A formatted log line as it may reach the terminal: escaped, keeping the formatter's
+/// colours when they are on.
+fn log_line(text: &str, colour: bool) -> std::borrow::Cow<'_, str> {
+    let layout = match colour {
+        true => crate::text::Layout::ColouredLog,
+        false => crate::text::Layout::Block,
+    };
+    crate::text::escape_as(text, layout)
+}
+
 /// Whether log lines may carry colour codes (<https://no-color.org>: any non-empty
 /// `NO_COLOR` turns them off).
 fn colour(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
@@ -103,5 +146,79 @@ mod tests {
         assert!(colour(true, Some("".into())));
         assert!(!colour(true, Some("1".into())));
         assert!(!colour(false, None));
+    }
+
+    /// Formats one event the way `init_tracing` does, colours on or off, into a buffer.
+    fn formatted(colour: bool, json: bool) -> String {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = buf.clone();
+        let make = move || Capture(sink.clone());
+        let layer = tracing_subscriber::fmt::layer()
+            .with_ansi(colour)
+            .with_writer(make);
+        let hostile = "x\x1b]0;title\x07 \u{9b}2J \u{202e}rev\rforged";
+        let emit = || {
+            let span = tracing::info_span!("agent", agent_name = %hostile);
+            let _in = span.enter();
+            tracing::warn!(worker = %hostile, "from {hostile}");
+        };
+        match json {
+            true => tracing::subscriber::with_default(
+                tracing_subscriber::registry().with(layer.json()),
+                emit,
+            ),
+            false => {
+                tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), emit)
+            }
+        }
+        let bytes = buf.lock().unwrap().clone();
+        super::log_line(&String::from_utf8(bytes).unwrap(), colour && !json).into_owned()
+    }
+
+    struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Capture {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn logged_values_cannot_drive_the_terminal_and_colours_stay() {
+        for (colour, json) in [(false, false), (true, false), (false, true)] {
+            let line = formatted(colour, json);
+            let controls: Vec<char> = line
+                .chars()
+                .filter(|c| crate::text::is_unsafe(*c) && *c != '\n')
+                .filter(|c| !(colour && *c == '\x1b'))
+                .collect();
+            assert!(controls.is_empty(), "{colour} {json}: {line:?}");
+            assert!(
+                !line.contains("\x1b]") && !line.contains('\u{9b}'),
+                "{line:?}"
+            );
+            assert!(line.contains("rev"), "{line:?}");
+            assert_eq!(line.matches('\n').count(), 1, "one line: {line:?}");
+            if colour {
+                assert!(
+                    line.contains("\x1b[33m"),
+                    "the level keeps its colour: {line:?}"
+                );
+            }
+            if json {
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+                assert!(
+                    v["fields"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains('\u{202e}')
+                );
+            }
+        }
     }
 }

@@ -87,6 +87,8 @@ pub fn flush() {
         && let Err(e) = provider.shutdown_with_timeout(FLUSH_TIMEOUT)
     {
         let e = crate::redact::clean_owned(e.to_string());
-        eprintln!("crewbox: telemetry: the last spans may not have reached {endpoint}: {e}");
+        crate::text::errln!(
+            "crewbox: telemetry: the last spans may not have reached {endpoint}: {e}"
+        );
     }
 }

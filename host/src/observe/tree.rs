@@ -148,14 +148,15 @@ impl<'a> AgentTree<'a> {
                 let _ = write!(out, "[depth {}] ", v.depth);
             }
             let a = &self.agents[v.node];
+            // Names and roles come from models (`spawn_agent`), team files and workers.
             for part in [
-                a.name.as_str(),
+                &*crate::text::escape(&a.name),
                 " (",
-                a.role.as_str(),
+                &*crate::text::escape(&a.role),
                 ") ",
                 a.state.as_str(),
                 " ",
-                a.id.as_str(),
+                &*crate::text::escape(a.id.as_str()),
                 "\n",
             ] {
                 out.push_str(part);
@@ -282,10 +283,10 @@ fn push_json_str(out: &mut String, s: &str) {
 }
 
 /// Escapes text for a quoted Mermaid label: quotes and markup become entity codes,
-/// line breaks become spaces.
+/// line breaks become spaces, terminal controls visible escapes.
 pub fn mermaid_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
+    for c in crate::text::escape(&s.replace(['\n', '\r'], " ")).chars() {
         match c {
             '"' => out.push_str("#quot;"),
             '#' => out.push_str("#35;"),

@@ -115,7 +115,10 @@ fn shown(c: &Command) -> String {
     s
 }
 
-/// Runs `c` with its output on our stderr.
+/// Runs `c` with its output on our stderr. The build tools (cargo, componentize-py,
+/// jco) talk to the terminal themselves, colours included: the user runs them on
+/// plugin source they chose to build, which executes code of its own anyway.
+#[allow(clippy::disallowed_methods)]
 fn run(c: &mut Command, hint: &'static str) -> Result<(), BuildError> {
     let command = shown(c);
     let status = c
@@ -167,7 +170,7 @@ fn componentize_py(dir: &Path) -> Result<PathBuf, BuildError> {
     {
         return Ok(p);
     }
-    eprintln!("crewbox: installing {COMPONENTIZE_PY} into .venv/");
+    crate::text::errln!("crewbox: installing {COMPONENTIZE_PY} into .venv/");
     let python_hint = " (install Python 3 with its venv module)";
     run(
         Command::new("python3")
@@ -201,7 +204,7 @@ fn jco(dir: &Path) -> Result<PathBuf, BuildError> {
     {
         return Ok(p);
     }
-    eprintln!("crewbox: installing jco {JCO_VERSION} into node_modules/");
+    crate::text::errln!("crewbox: installing jco {JCO_VERSION} into node_modules/");
     run(
         Command::new("npm")
             .args(["install", "--no-audit", "--no-fund"])
@@ -227,7 +230,7 @@ fn build_rust(dir: &Path, out: &Path) -> Result<(), BuildError> {
         })?;
     let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
     if !sysroot.join("lib/rustlib").join(RUST_TARGET).is_dir() {
-        eprintln!("crewbox: adding the {RUST_TARGET} target with rustup");
+        crate::text::errln!("crewbox: adding the {RUST_TARGET} target with rustup");
         run(
             Command::new("rustup").args(["target", "add", RUST_TARGET]),
             hint,

@@ -268,9 +268,8 @@ impl SlowNotice {
                     "compiling plugin `{name}` ({mb:.1} MB) for this machine; \
                      later runs load it from the cache"
                 );
-                use std::io::IsTerminal;
-                if std::io::stderr().is_terminal() {
-                    eprintln!("crewbox: {text}");
+                if crate::text::stderr_is_terminal() {
+                    crate::text::errln!("crewbox: {text}");
                 } else {
                     tracing::warn!(plugin = %name, bytes = size, "{text}");
                 }
@@ -488,19 +487,19 @@ pub fn compiler_main() -> Option<std::process::ExitCode> {
         .next()
         .and_then(|a| a.to_str().and_then(|s| s.parse::<u64>().ok()))
     else {
-        eprintln!("usage: crewbox {COMPILER_ARG} MEMORY_RESERVATION < component");
+        crate::text::errln!("usage: crewbox {COMPILER_ARG} MEMORY_RESERVATION < component");
         return code(2);
     };
     // The parent checked the size; this reads what it sends.
     let mut bytes = Vec::new();
     if let Err(e) = std::io::stdin().read_to_end(&mut bytes) {
-        eprintln!("cannot read the component: {e}");
+        crate::text::errln!("cannot read the component: {e}");
         return code(1);
     }
     let engine = match Engine::new(&super::runtime::wasm_config(reservation, None)) {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("cannot set up the compiler: {e:#}");
+            crate::text::errln!("cannot set up the compiler: {e:#}");
             return code(1);
         }
     };
@@ -509,7 +508,7 @@ pub fn compiler_main() -> Option<std::process::ExitCode> {
         Err(e) => {
             let text = format!("{e:#}");
             let oom = e.is::<wasmtime::OutOfMemory>() || text.contains("out of memory");
-            eprintln!("{text}");
+            crate::text::errln!("{text}");
             return code(if oom {
                 EXIT_OUT_OF_MEMORY
             } else {
@@ -517,8 +516,11 @@ pub fn compiler_main() -> Option<std::process::ExitCode> {
             });
         }
     };
-    if let Err(e) = std::io::stdout().lock().write_all(&compiled) {
-        eprintln!("cannot write the compiled component: {e}");
+    // The compiled bytes are the child's answer to its parent, not text.
+    #[allow(clippy::disallowed_methods)]
+    let written = std::io::stdout().lock().write_all(&compiled);
+    if let Err(e) = written {
+        crate::text::errln!("cannot write the compiled component: {e}");
         return code(1);
     }
     code(0)

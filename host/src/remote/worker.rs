@@ -153,9 +153,11 @@ pub async fn serve(
         stats: std::sync::Mutex::new(WorkerStats::default()),
     });
     tracing::info!(pool = %shared.pool, worker = %shared.name, slots = opts.slots, "worker ready");
-    eprintln!(
+    crate::text::errln!(
         "crewbox worker {} serving pool {} ({} slots)",
-        shared.name, shared.pool, opts.slots
+        shared.name,
+        shared.pool,
+        opts.slots
     );
     let slots = Arc::new(Semaphore::new(opts.slots.max(1)));
     let mut running = tokio::task::JoinSet::new();
@@ -586,6 +588,8 @@ fn lower(task: &Quotas, mine: &Quotas) -> Quotas {
         context_tokens: task.context_tokens.min(mine.context_tokens),
         keep_turns: task.keep_turns.min(mine.keep_turns),
         max_depth: task.max_depth.min(mine.max_depth),
+        max_children: task.max_children.min(mine.max_children),
+        max_children_per_run: task.max_children_per_run.min(mine.max_children_per_run),
     }
 }
 

@@ -88,8 +88,10 @@ pub enum Mount {
     /// Bind `source` (a host path) at `path`, writable or read-only (recursively).
     Bind {
         /// Where it appears.
+        #[serde(with = "wire_path")]
         path: PathBuf,
         /// What appears there.
+        #[serde(with = "wire_path")]
         source: PathBuf,
         /// Whether writes are allowed (the mount is read-only otherwise).
         write: bool,
@@ -98,6 +100,7 @@ pub enum Mount {
     /// `write = false` makes it read-only once everything beneath it is mounted.
     Tmpfs {
         /// Where it appears.
+        #[serde(with = "wire_path")]
         path: PathBuf,
         /// Whether files may be created in it.
         write: bool,
@@ -105,13 +108,16 @@ pub enum Mount {
     /// A fresh `/proc` of the sandbox's own pid namespace.
     Proc {
         /// Where it appears (`/proc`).
+        #[serde(with = "wire_path")]
         path: PathBuf,
     },
     /// A symbolic link (as the host has it, e.g. `/bin -> usr/bin`).
     Symlink {
         /// The link.
+        #[serde(with = "wire_path")]
         path: PathBuf,
         /// What it points to.
+        #[serde(with = "wire_path")]
         target: PathBuf,
     },
 }
@@ -158,6 +164,7 @@ pub struct Policy {
     /// What to run.
     pub program: Program,
     /// Its working directory (inside the view).
+    #[serde(with = "wire_path")]
     pub cwd: PathBuf,
     /// Its whole environment.
     pub env: Vec<(String, String)>,
@@ -165,21 +172,24 @@ pub struct Policy {
     /// private loopback).
     pub network: bool,
     /// An empty host directory the new root is built on.
+    #[serde(with = "wire_path")]
     pub root_dir: PathBuf,
     /// The view, in the order it is built (parents before children).
     pub mounts: Vec<Mount>,
     /// Paths (inside the view) the process may write beneath; everything else is
     /// read-only for it whatever the mounts say.
+    #[serde(with = "wire_paths")]
     pub writable: Vec<PathBuf>,
     /// Files (inside the view) it may write but not create beside: `/dev/null` and kin.
+    #[serde(with = "wire_paths")]
     pub writable_files: Vec<PathBuf>,
     /// Resource limits.
     pub limits: Limits,
 }
 
 impl Policy {
-    /// The policy as the helper reads it: a header line with the length, then JSON.
-    /// Fails only for a path JSON cannot carry (not UTF-8).
+    /// The policy as the helper reads it: a header line with the length, then JSON
+    /// (a path that is not UTF-8 travels as its bytes).
     pub fn encode(&self) -> std::io::Result<Vec<u8>> {
         let json = serde_json::to_vec(self).map_err(|e| {
             std::io::Error::new(
@@ -220,6 +230,73 @@ impl Policy {
     }
 }
 
+/// Serde for a path in the policy: a string, or its bytes when it is not UTF-8 (a
+/// Unix path is bytes; a workspace may live under a directory named in Latin-1).
+mod wire_path {
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::{Path, PathBuf};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
+        match path.to_str() {
+            Some(text) => s.serialize_str(text),
+            None => s.collect_seq(path.as_os_str().as_bytes()),
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    pub(super) enum Wire {
+        Text(String),
+        Bytes(Vec<u8>),
+    }
+
+    impl From<Wire> for PathBuf {
+        fn from(w: Wire) -> Self {
+            match w {
+                Wire::Text(t) => PathBuf::from(t),
+                Wire::Bytes(b) => PathBuf::from(std::ffi::OsStr::from_bytes(&b)),
+            }
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        Wire::deserialize(d).map(PathBuf::from)
+    }
+}
+
+/// [`wire_path`] for a list of paths.
+mod wire_paths {
+    use std::path::PathBuf;
+
+    use serde::ser::SerializeSeq;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    struct One<'a>(&'a std::path::Path);
+
+    impl serde::Serialize for One<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            super::wire_path::serialize(self.0, s)
+        }
+    }
+
+    pub fn serialize<S: Serializer>(paths: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(paths.len()))?;
+        for p in paths {
+            seq.serialize_element(&One(p))?;
+        }
+        seq.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+        Ok(Vec::<super::wire_path::Wire>::deserialize(d)?
+            .into_iter()
+            .map(PathBuf::from)
+            .collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +324,22 @@ mod tests {
             writable_files: vec!["/dev/null".into()],
             limits: Limits::default(),
         }
+    }
+
+    #[test]
+    fn paths_that_are_not_utf8_travel_as_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let odd = PathBuf::from(std::ffi::OsStr::from_bytes(b"/w/caf\xe9"));
+        let mut p = sample();
+        p.cwd = odd.clone();
+        p.writable.push(odd.clone());
+        p.mounts.push(Mount::Bind {
+            path: odd.clone(),
+            source: odd.clone(),
+            write: true,
+        });
+        let encoded = p.encode().unwrap();
+        assert_eq!(Policy::decode(&mut &encoded[..]).unwrap(), p);
     }
 
     #[test]

@@ -131,12 +131,17 @@ impl Daemon {
         if job.paused {
             return Ok(());
         }
+        // A job that does not read back (or can never fire) is said once and not read
+        // again each tick: finding that a cron date never comes takes a search.
+        let key = format!("{}\n{}\n{}", job.name, job.spec, job.tz);
+        if broken.contains(&key) {
+            return Ok(());
+        }
         let spec = match job.schedule() {
             Ok(s) => s,
             Err(e) => {
-                if broken.insert(job.name.clone()) {
-                    tracing::warn!(job = %job.name, error = %e, "stored job does not parse; skipped");
-                }
+                tracing::warn!(job = %job.name, error = %e, "stored job does not parse; skipped");
+                broken.insert(key);
                 return Ok(());
             }
         };

@@ -37,6 +37,9 @@ use super::cron_check;
 
 /// The shortest allowed repeat interval; shorter ones belong in a loop, not a schedule.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(60);
+/// The longest repeat interval: a year. Longer ones are typos, and soon no longer
+/// fit a calendar (`99999999999999d` would never fire).
+pub const MAX_INTERVAL: Duration = Duration::from_secs(365 * 86_400);
 /// The longest prompt a job may carry, in characters.
 pub const MAX_PROMPT_CHARS: usize = 20_000;
 /// The longest job name, in characters.
@@ -66,10 +69,18 @@ impl ScheduleSpec {
             None => Tz::UTC,
         };
         cron_check::compile(expr)?;
-        Ok(Self::Cron {
+        let spec = Self::Cron {
             expr: expr.split_whitespace().collect::<Vec<_>>().join(" "),
             tz,
-        })
+        };
+        // Fields that each check can still make a date that never comes (`0 0 30 2 *`).
+        if super::next_fire::next_fire(&spec, Utc::now()).is_none() {
+            return Err(ScheduleError::NeverFires {
+                spec: spec.to_string(),
+                why: "no date matches its day-of-month, month and day-of-week together".into(),
+            });
+        }
+        Ok(spec)
     }
 
     /// A repeating schedule from interval text such as `90s` or `1h30m`.
@@ -82,6 +93,14 @@ impl ScheduleSpec {
         if interval < MIN_INTERVAL {
             return Err(ScheduleError::IntervalTooShort {
                 interval: format_interval(interval),
+            });
+        }
+        if interval > MAX_INTERVAL {
+            return Err(ScheduleError::NeverFires {
+                spec: format!("every {}", format_interval(interval)),
+                why: "the longest interval is 365d; use a cron expression (`@yearly`) or \
+                      `--at` for rarer jobs"
+                    .into(),
             });
         }
         Ok(Self::Every(interval))
@@ -420,6 +439,14 @@ pub enum ScheduleError {
         /// What is wrong.
         reason: String,
     },
+    /// A schedule that checks field by field but can never fire.
+    #[error("{spec} can never fire: {why}")]
+    NeverFires {
+        /// The schedule as shown.
+        spec: String,
+        /// Why.
+        why: String,
+    },
     /// An interval shorter than [`MIN_INTERVAL`].
     #[error("interval {interval} is too short; the minimum is 1m")]
     IntervalTooShort {
@@ -484,6 +511,34 @@ mod tests {
             }) => (position, field, text, problem),
             other => panic!("expected a field error for `{expr}`, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn schedules_that_can_never_fire_are_refused() {
+        for expr in [
+            "0 0 30 2 *",
+            "0 0 31 4 *",
+            "0 0 31 2,4,6,9,11 *",
+            "0 0 0 30 2 *",
+        ] {
+            let started = std::time::Instant::now();
+            let e = ScheduleSpec::cron(expr, Some("Europe/Berlin")).unwrap_err();
+            assert!(matches!(e, ScheduleError::NeverFires { .. }), "{expr}: {e}");
+            assert!(e.to_string().contains("can never fire"), "{e}");
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(2),
+                "{expr}"
+            );
+        }
+        // Rare but real dates, and either day field matching (cron's OR).
+        for expr in ["0 0 29 2 *", "0 0 30 2 1", "0 0 L 2 *", "@yearly"] {
+            ScheduleSpec::cron(expr, None).unwrap();
+        }
+        let e = ScheduleSpec::every("99999999999999d").unwrap_err();
+        assert!(e.to_string().contains("can never fire"), "{e}");
+        let e = ScheduleSpec::every("366d").unwrap_err();
+        assert!(e.to_string().contains("365d"), "{e}");
+        ScheduleSpec::every("365d").unwrap();
     }
 
     #[test]

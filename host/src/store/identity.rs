@@ -42,8 +42,21 @@ pub(crate) fn recorded(conn: &Connection, path: &Path) -> Result<Option<Recorded
         "SELECT root, root_commit FROM repository WHERE id = 1",
         [],
         |r| {
+            // Text for a UTF-8 root (what every store held so far), bytes otherwise.
+            let root = match r.get_ref(0)? {
+                rusqlite::types::ValueRef::Text(b) | rusqlite::types::ValueRef::Blob(b) => {
+                    crate::paths::path_from_bytes(b)
+                }
+                other => {
+                    return Err(rusqlite::Error::FromSqlConversionFailure(
+                        0,
+                        other.data_type(),
+                        "the repository root is neither text nor bytes".into(),
+                    ));
+                }
+            };
             Ok(RecordedRepo {
-                root: PathBuf::from(r.get::<_, String>(0)?),
+                root,
                 root_commit: r.get(1)?,
             })
         },
@@ -59,7 +72,11 @@ pub(crate) fn bind(
     path: &Path,
     repo: &dyn RepoIdentity,
 ) -> Result<(), StoreError> {
-    let root = repo.root().to_string_lossy().into_owned();
+    // The root as it is: a lossy string would make a non-UTF-8 root another one.
+    let root = match repo.root().to_str() {
+        Some(text) => rusqlite::types::Value::Text(text.to_owned()),
+        None => rusqlite::types::Value::Blob(crate::paths::path_bytes(repo.root()).to_vec()),
+    };
     match recorded(conn, path)? {
         None => {
             conn.execute(
@@ -165,6 +182,27 @@ mod tests {
             commits: vec!["x0"],
         };
         assert!(bind(&c, Path::new("db"), &replaced).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_root_that_is_not_utf8_binds_as_its_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let c = conn();
+        let root = PathBuf::from(std::ffi::OsStr::from_bytes(b"/src/caf\xe9"));
+        let a = Repo {
+            root: root.clone(),
+            commits: vec!["c0"],
+        };
+        bind(&c, Path::new("db"), &a).unwrap();
+        bind(&c, Path::new("db"), &a).unwrap();
+        assert_eq!(recorded(&c, Path::new("db")).unwrap().unwrap().root, root);
+        // Its lossy spelling is another path.
+        let lossy = Repo {
+            root: PathBuf::from(root.to_string_lossy().into_owned()),
+            commits: vec!["c0"],
+        };
+        assert!(bind(&c, Path::new("db"), &lossy).is_err());
     }
 
     #[test]

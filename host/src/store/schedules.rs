@@ -426,6 +426,23 @@ mod tests {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
     }
 
+    #[test]
+    fn a_stored_schedule_that_can_never_fire_does_not_read_back() {
+        // Written by a crewbox that did not check: the daemon skips it with a warning.
+        let now = Utc::now();
+        let mut job = ScheduleRecord::new("j", &ScheduleSpec::every("1h").unwrap(), "p", now);
+        job.kind = ScheduleKind::Cron;
+        job.spec = "0 0 30 2 *".into();
+        let e = job.schedule().unwrap_err();
+        assert!(matches!(e, ScheduleError::NeverFires { .. }), "{e}");
+        job.kind = ScheduleKind::Every;
+        job.spec = "99999999999999d".into();
+        assert!(matches!(
+            job.schedule(),
+            Err(ScheduleError::NeverFires { .. })
+        ));
+    }
+
     #[tokio::test]
     async fn jobs_are_stored_fired_and_finished_in_a_real_database() {
         let dir = tempfile::tempdir().unwrap();

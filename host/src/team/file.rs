@@ -211,6 +211,16 @@ struct RawMember {
 /// What is wrong with a team definition.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum TeamProblem {
+    /// A number outside the range its key accepts.
+    #[error("`{key} = {value}` is out of range: {allowed}")]
+    OutOfRange {
+        /// The key (`worker_timeout_s`, `members.NAME.max_turns`).
+        key: String,
+        /// The value as written.
+        value: u64,
+        /// What the key accepts.
+        allowed: &'static str,
+    },
     /// `[evaluator] threshold` outside 0..=1.
     #[error("[evaluator] threshold = {value} is out of range: use a score from 0 to 1 (e.g. 0.9)")]
     Threshold {
@@ -387,6 +397,32 @@ pub fn parse_team_with(
         && !(0.0..=1.0).contains(&value)
     {
         return Err(invalid(TeamProblem::Threshold { value }));
+    }
+    // Durations become deadlines: zero or more than a year is a mistake, and a value
+    // no clock can hold must not reach one.
+    let max_s = crate::config::quotas::MAX_DURATION_S;
+    for (key, value, lo) in [
+        ("worker_timeout_s", raw.worker_timeout_s, 1),
+        ("first_wave_s", raw.first_wave_s, 0),
+        ("wave_every_s", raw.wave_every_s, 1),
+    ] {
+        if let Some(v) = value.filter(|v| !(lo..=max_s).contains(v)) {
+            return Err(invalid(TeamProblem::OutOfRange {
+                key: key.into(),
+                value: v,
+                allowed: match lo {
+                    0 => "0..=31536000 seconds (at most a year)",
+                    _ => "1..=31536000 seconds (at most a year)",
+                },
+            }));
+        }
+    }
+    if let Some(m) = raw.members.iter().find(|m| m.max_turns == Some(0)) {
+        return Err(invalid(TeamProblem::OutOfRange {
+            key: format!("members.{}.max_turns", m.name),
+            value: 0,
+            allowed: "at least 1 turn",
+        }));
     }
     let mut warnings = Vec::new();
     let mut raw_members = raw.members;

@@ -60,7 +60,7 @@ pub enum SkippedWhat {
     /// A roster row, by the name it shows.
     Name(String),
     /// A file.
-    File(PathBuf),
+    File(#[serde(serialize_with = "crate::paths::serde_path::serialize")] PathBuf),
 }
 
 /// Where a team definition came from; later sources override earlier ones by name.

@@ -59,7 +59,55 @@ pub trait Spawner: Send + Sync {
         parent: &crate::ids::AgentId,
         role: &str,
         task: &str,
-    ) -> Result<String, String>;
+    ) -> Result<String, SpawnError>;
+}
+
+/// The quota on children a spawn ran into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildQuota {
+    /// `max_children`: children of one agent.
+    PerAgent,
+    /// `max_children_per_run`: children of all the agents of one run.
+    PerRun,
+}
+
+impl ChildQuota {
+    /// The key under `[quotas]`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::PerAgent => "max_children",
+            Self::PerRun => "max_children_per_run",
+        }
+    }
+
+    fn whose(self) -> &'static str {
+        match self {
+            Self::PerAgent => "you have already started the",
+            Self::PerRun => "this run's agents have already started the",
+        }
+    }
+}
+
+/// Why `spawn_agent` returned no child result. Both go back to the model as the tool's
+/// error; a quota means no child started, and further calls are refused the same way.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// A quota on children is used up: the child was not started.
+    #[error(
+        "no child started: {} {max} child agents allowed (quota `{}`); do the rest of the \
+         work yourself",
+        quota.whose(),
+        quota.key()
+    )]
+    Quota {
+        /// Which quota.
+        quota: ChildQuota,
+        /// Its value.
+        max: u32,
+    },
+    /// The child could not start, or ended without a usable result.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// What a tool call can see: the workspace, for `spawn_agent` a spawner, and for

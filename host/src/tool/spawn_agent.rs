@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::support::{self, invalid};
-use super::{Capability, Tool, ToolContext, ToolError, ToolOutput};
+use super::{Capability, SpawnError, Tool, ToolContext, ToolError, ToolOutput};
 use crate::provider::ToolSpec;
 
 const NAME: &str = "spawn_agent";
@@ -62,6 +62,11 @@ impl Tool for SpawnAgent {
             .spawn_child(&ctx.agent_id, &args.role, &args.task)
             .await
             .map(ToolOutput::text)
-            .map_err(|e| ToolError::Failed(format!("child agent `{}` failed: {e}", args.role)))
+            .map_err(|e| match e {
+                SpawnError::Quota { .. } => ToolError::Failed(format!("{NAME} refused: {e}")),
+                SpawnError::Failed(why) => {
+                    ToolError::Failed(format!("child agent `{}` failed: {why}", args.role))
+                }
+            })
     }
 }

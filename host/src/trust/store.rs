@@ -57,7 +57,8 @@ pub enum TrustError {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrustRecord {
-    /// The repository's canonical root.
+    /// The repository's canonical root (its bytes when it is not UTF-8).
+    #[serde(with = "crate::paths::serde_path")]
     pub root: PathBuf,
     /// When the user trusted it (RFC 3339).
     pub trusted_at: String,

@@ -281,7 +281,7 @@ fn schedule_add_refuses_bad_input_with_usage_errors() {
         String::from_utf8_lossy(&ok.stderr)
     );
     let long = "x".repeat(20_001);
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 9] = [
         (
             &[
                 "schedule", "add", "--every", "5m", "--prompt", "p", "--name", "dup",
@@ -306,6 +306,35 @@ fn schedule_add_refuses_bad_input_with_usage_errors() {
         (
             &["schedule", "add", "--every", "10s", "--prompt", "p"],
             "too short",
+        ),
+        // Schedules that pass every field check but can never fire.
+        (
+            &["schedule", "add", "--cron", "0 0 30 2 *", "--prompt", "p"],
+            "cron `0 0 30 2 *` (UTC) can never fire",
+        ),
+        (
+            &[
+                "schedule",
+                "add",
+                "--cron",
+                "0 0 31 4,6 *",
+                "--tz",
+                "Europe/Berlin",
+                "--prompt",
+                "p",
+            ],
+            "can never fire",
+        ),
+        (
+            &[
+                "schedule",
+                "add",
+                "--every",
+                "99999999999999d",
+                "--prompt",
+                "p",
+            ],
+            "can never fire",
         ),
         (
             &["schedule", "add", "--every", "5m", "--prompt", &long],

@@ -463,6 +463,63 @@ fn network_is_granted_by_the_cli_or_the_user_config_only() {
     );
 }
 
+/// `[sandbox.team.backend] network = true` grants the user's own team `backend`; a
+/// trusted repository's team of the same name (which shadows the user's) is another
+/// team, and its agents' commands get no network.
+#[test]
+fn a_team_network_grant_never_reaches_a_repository_team_of_its_name() {
+    let (port, accepted) = loopback_server();
+    let f = Fixture::new("[sandbox.team.backend]\nnetwork = true\n");
+    let team = "mode = \"broadcast\"\n[[members]]\nname = \"dev\"\naccess = \"full\"\n";
+    let user_team = f.path().join("config/crewbox/teams/backend.toml");
+    std::fs::create_dir_all(user_team.parent().unwrap()).unwrap();
+    std::fs::write(&user_team, team).unwrap();
+    let calls = [("loopback", connect_command(port))];
+    let run = |f: &Fixture| {
+        let script = f.path().join("script.toml");
+        std::fs::write(&script, script_text(&calls)).unwrap();
+        let out = f
+            .base_command(&["run", "go", "--team", "backend", "--json", "--script"])
+            .arg(&script)
+            .output()
+            .unwrap();
+        let outputs = f.outputs(&out, &calls);
+        (out, outputs)
+    };
+
+    // The user's team has the network they granted it.
+    let (_, o) = run(&f);
+    assert!(o["loopback"].contains("CONNECTED"), "{}", o["loopback"]);
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+
+    // A trusted repository brings its own `backend`: it wins by precedence, but the
+    // grant stays with the user's team.
+    let repo_team = f.repo().join(".crewbox/teams/backend.toml");
+    std::fs::create_dir_all(repo_team.parent().unwrap()).unwrap();
+    std::fs::write(&repo_team, team).unwrap();
+    let trusted = f.base_command(&["trust"]).output().unwrap();
+    assert!(trusted.status.success(), "{trusted:?}");
+    let (out, o) = run(&f);
+    assert!(!o["loopback"].contains("CONNECTED"), "{}", o["loopback"]);
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "only the user's team");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("[sandbox.team.backend]") && stderr.contains("no network"),
+        "the run says why: {stderr}"
+    );
+    let show = f
+        .base_command(&["team", "show", "backend"])
+        .output()
+        .unwrap();
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        show.contains("warning: `[sandbox.team.backend] network = true`")
+            && show.contains(&repo_team.display().to_string()),
+        "{show}"
+    );
+    f.assert_no_keys(&out);
+}
+
 /// Starts `crewbox run` with one long command, waits until it runs, then signals crewbox.
 fn signal_mid_command(signal: &str) {
     let f = Fixture::new("");

@@ -10,7 +10,7 @@ use crewbox::unstable::agent::permissions::{CapSet, DEFAULT_MAX_DEPTH, Permissio
 use crewbox::unstable::ids::AgentId;
 use crewbox::unstable::sandbox::{AgentSandbox, AgentScope};
 use crewbox::unstable::tool::{
-    Capability, Spawner, ToolContext, ToolError, ToolOutput, ToolRegistry,
+    Capability, SpawnError, Spawner, ToolContext, ToolError, ToolOutput, ToolRegistry,
 };
 use serde_json::{Value, json};
 
@@ -675,13 +675,13 @@ impl Spawner for RecordingSpawner {
         parent: &AgentId,
         role: &str,
         task: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, SpawnError> {
         self.0
             .lock()
             .unwrap()
             .push((parent.to_string(), role.into(), task.into()));
         if role == "broken" {
-            Err("provider down".into())
+            Err(SpawnError::Failed("provider down".into()))
         } else {
             Ok(format!("{role} did: {task}"))
         }

@@ -41,8 +41,8 @@ pub struct TopArgs {
 
 /// Runs the dashboard until `q`, Esc, Ctrl-C, SIGTERM or SIGINT.
 pub async fn run(ctx: Context, args: TopArgs, colour: Option<bool>) -> anyhow::Result<Exit> {
-    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
-        eprintln!(
+    if !crate::text::stdout_is_terminal() || !std::io::stdin().is_terminal() {
+        errln!(
             "crewbox: `top` needs a terminal; for programs use `crewbox status --json` or `crewbox events`"
         );
         return Ok(Exit::Usage);
@@ -227,6 +227,9 @@ fn resume(
 /// the dashboard fails or panics).
 struct TerminalGuard(ratatui::Terminal<ratatui::backend::CrosstermBackend<std::io::Stdout>>);
 
+// The dashboard draws with terminal controls of its own, so it writes to stdout raw;
+// every text it shows passes `crate::text::escape` first (`dashboard::clean`).
+#[allow(clippy::disallowed_methods)]
 impl TerminalGuard {
     fn enter() -> anyhow::Result<Self> {
         enable_raw_mode()?;
@@ -248,6 +251,7 @@ impl TerminalGuard {
     }
 }
 
+#[allow(clippy::disallowed_methods)] // see `TerminalGuard`
 fn restore() {
     let _ = disable_raw_mode();
     let _ = execute!(

@@ -6,11 +6,12 @@ use super::details::{EvaluatorKind, ReflectDetails};
 use super::{AgentReport, ModeDetails, RunReport};
 use crate::event::{Artifact, ReviewVerdict, VerdictOutcome};
 use crate::ids::AgentId;
-use crate::plugin::text::escape;
+use crate::text::{escape, escape_block};
 
 /// Renders `r`: the run line, the decision, one line per agent, verdicts, branches,
-/// the crew review, swarm conflicts and the result. Plugin text (a dispatcher's
-/// reason, validators' words, review findings) is escaped: it must not drive the
+/// the crew review, swarm conflicts and the result. Every text a model, a plugin, a
+/// worker or a repository wrote (names, errors, branches, a dispatcher's reason,
+/// validators' words, review findings, the result) is escaped: it must not drive the
 /// terminal or forge lines of the report.
 pub(super) fn text(r: &RunReport) -> String {
     let mut s = String::new();
@@ -49,7 +50,7 @@ pub(super) fn text(r: &RunReport) -> String {
             s,
             "  {indent}{} {:<10} {:<9} turns {:>2}  tools {:>3}  tokens {}/{}  {} ms{}",
             a.id,
-            a.name,
+            escape(&a.name),
             a.state.as_str(),
             a.turns,
             a.tool_calls,
@@ -58,7 +59,7 @@ pub(super) fn text(r: &RunReport) -> String {
             a.duration_ms,
             a.error
                 .as_deref()
-                .map(|e| format!("  error: {e}"))
+                .map(|e| format!("  error: {}", escape(e)))
                 .unwrap_or_default()
         );
     }
@@ -81,7 +82,9 @@ pub(super) fn text(r: &RunReport) -> String {
             let _ = writeln!(
                 s,
                 "  verdict  {:<12} round {} {:<15} {outcome}",
-                a.name, v.round, validator
+                escape(&a.name),
+                v.round,
+                validator
             );
             for c in failed {
                 let _ = writeln!(
@@ -96,8 +99,8 @@ pub(super) fn text(r: &RunReport) -> String {
             let _ = writeln!(
                 s,
                 "  branch   {:<12} {} ({} commit(s))",
-                a.name,
-                b.branch,
+                escape(&a.name),
+                escape(&b.branch),
                 b.commits.len()
             );
         }
@@ -124,16 +127,18 @@ pub(super) fn text(r: &RunReport) -> String {
             let _ = writeln!(
                 s,
                 "integration {} ({} commit(s) since {})",
-                b.branch,
+                escape(&b.branch),
                 b.commits.len(),
-                b.base.get(..12).unwrap_or(&b.base)
+                escape(b.base.get(..12).unwrap_or(&b.base))
             );
         }
         for (member, branch, files) in i.conflicts() {
             let _ = writeln!(
                 s,
-                "  merge-conflict {member}: {branch} kept, not merged ({})",
-                files.join(", ")
+                "  merge-conflict {}: {} kept, not merged ({})",
+                escape(member),
+                escape(branch),
+                escape(&files.join(", "))
             );
         }
     }
@@ -159,7 +164,7 @@ pub(super) fn text(r: &RunReport) -> String {
             if !swarm.conflicts.is_empty() || !swarm.not_run.is_empty() =>
         {
             if !swarm.conflicts.is_empty() {
-                let _ = writeln!(s, "conflicts: {}", swarm.conflicts.join(", "));
+                let _ = writeln!(s, "conflicts: {}", escape(&swarm.conflicts.join(", ")));
             }
             for why in &swarm.not_run {
                 let _ = writeln!(s, "not run: {}", escape(why));
@@ -187,7 +192,7 @@ pub(super) fn text(r: &RunReport) -> String {
         | None => {}
     }
     if let Some(result) = &r.result {
-        let _ = writeln!(s, "\nresult:\n{}", result.trim_end());
+        let _ = writeln!(s, "\nresult:\n{}", escape_block(result.trim_end()));
     }
     s
 }

@@ -354,15 +354,13 @@ fn step(at: usize, delta: isize, len: usize) -> usize {
     at.saturating_add_signed(delta).min(len - 1)
 }
 
-/// The first line of `text`, capped, with control characters replaced: text from
-/// models and tools never reaches the terminal as escape sequences.
+/// The first line of `text`, capped, escaped ([`crate::text::escape`]): text from
+/// models, tools and workers never reaches the terminal as control sequences.
 pub fn clean(text: &str) -> String {
     let line = text.trim().lines().next().unwrap_or("");
-    let mut out: String = line
-        .chars()
-        .take(LINE_CHARS)
-        .map(|c| if c.is_control() { '·' } else { c })
-        .collect();
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    let capped: String = line.chars().take(LINE_CHARS).collect();
+    let mut out = crate::text::escape(&capped).into_owned();
     if line.chars().count() > LINE_CHARS || text.trim().lines().nth(1).is_some() {
         out.push('…');
     }
@@ -372,7 +370,9 @@ pub fn clean(text: &str) -> String {
 /// One line for any event.
 pub fn summary(event: &Event) -> String {
     match event {
-        Event::RunStarted { mode, provider } => format!("run started ({mode}, {provider})"),
+        Event::RunStarted { mode, provider } => {
+            format!("run started ({mode}, {})", clean(provider))
+        }
         Event::RunResumed {
             pid,
             interrupted_agents,
@@ -413,7 +413,7 @@ pub fn summary(event: &Event) -> String {
             )
         }
         Event::ModelReply { turn, text, .. } => format!("turn {turn}: {}", clean(text)),
-        Event::ProviderBreakerOpen { breaker, .. } => format!("circuit {breaker} opened"),
+        Event::ProviderBreakerOpen { breaker, .. } => format!("circuit {} opened", clean(breaker)),
         Event::ToolCall { tool, ok, args, .. } => format!(
             "{} {} {}",
             if *ok { "✓" } else { "✗" },
@@ -641,7 +641,8 @@ mod tests {
 
     #[test]
     fn model_text_never_reaches_the_terminal_as_escapes() {
-        assert_eq!(clean("\u{1b}[2Jgone\u{7}"), "·[2Jgone·");
+        assert_eq!(clean("\u{1b}[2Jgone\u{7}"), "\\x1b[2Jgone\\x07");
+        assert_eq!(clean("a\u{9b}b\u{202e}c"), "a\\u009bb\\u202ec");
         assert!(clean(&"x".repeat(1000)).chars().count() <= LINE_CHARS + 1);
     }
 }

@@ -40,7 +40,7 @@ impl LogState {
     /// Keeps `line` among the last lines the guest said about a failure, whatever is
     /// left of the log budget.
     pub(crate) fn remember(&mut self, line: &str) {
-        let line = crate::plugin::text::escape(truncate(line.trim_end(), RECENT_LINE_BYTES));
+        let line = crate::text::escape(truncate(line.trim_end(), RECENT_LINE_BYTES));
         if line.trim().is_empty() {
             return;
         }
@@ -66,7 +66,7 @@ impl LogState {
         if self.silenced {
             return;
         }
-        let msg = crate::plugin::text::escape(truncate(message, MAX_MESSAGE_BYTES));
+        let msg = crate::text::escape(truncate(message, MAX_MESSAGE_BYTES));
         if msg.len() as u64 > self.remaining {
             self.silenced = true;
             tracing::warn!(plugin = %self.plugin, "plugin log budget used up; further messages this call are dropped");

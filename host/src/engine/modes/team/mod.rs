@@ -70,7 +70,9 @@ pub(crate) async fn load_team(services: &Services, name: &str) -> Result<Team, E
     let found = tokio::task::spawn_blocking(move || crate::team::discover(&repo, &policy))
         .await
         .map_err(|e| EngineError::Internal(format!("loading teams: {e}")))?;
-    let team = found.find(name)?.clone();
+    let mut team = found.find(name)?.clone();
+    team.warnings
+        .extend(services.config().withheld_team_network(&team));
     for w in &team.warnings {
         tracing::warn!(team = %team.name, "{w}");
     }
