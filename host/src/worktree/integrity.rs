@@ -48,20 +48,23 @@ fn canonical(path: &Path, shown: &Path, what: &str) -> Result<PathBuf, WorktreeE
     })
 }
 
-/// The text of a pointer file (`.git`, `gitdir`, `commondir`): a regular file, not a
-/// link, small, UTF-8; trailing whitespace dropped.
-fn pointer(file: &Path, shown: &Path, what: &str) -> Result<String, WorktreeError> {
-    let bytes = crate::fs::read_path_all_no_follow(file, POINTER_CAP)
+/// The bytes of a pointer file (`.git`, `gitdir`, `commondir`): a regular file, not a
+/// link, small; trailing whitespace dropped. Bytes, not text: git writes the path as
+/// the file system has it, which need not be UTF-8.
+fn pointer(file: &Path, shown: &Path, what: &str) -> Result<Vec<u8>, WorktreeError> {
+    let mut bytes = crate::fs::read_path_all_no_follow(file, POINTER_CAP)
         .map_err(|e| tampered(shown, format!("{what}: {e}")))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| tampered(shown, format!("{what} `{}` is not text", file.display())))?;
-    Ok(text.trim_end().to_owned())
+    while bytes.last().is_some_and(u8::is_ascii_whitespace) {
+        bytes.pop();
+    }
+    Ok(bytes)
 }
 
 /// `target` as written in a pointer file under `base` (relative paths are relative to
 /// `base`), canonical.
-fn resolve(base: &Path, target: &str, shown: &Path, what: &str) -> Result<PathBuf, WorktreeError> {
-    let target = Path::new(target);
+fn resolve(base: &Path, target: &[u8], shown: &Path, what: &str) -> Result<PathBuf, WorktreeError> {
+    use std::os::unix::ffi::OsStrExt;
+    let target = Path::new(std::ffi::OsStr::from_bytes(target));
     let full = if target.is_absolute() {
         target.to_owned()
     } else {
@@ -112,15 +115,18 @@ pub(crate) fn open_checked(
     // The worktree's own `.git`: the one file in it that tells git where to look.
     let dot_git = dir.join(".git");
     let says = pointer(&dot_git, path, "its `.git`")?;
-    let Some(gitdir) = says.strip_prefix("gitdir:") else {
+    let Some(gitdir) = says.strip_prefix(b"gitdir:") else {
         return Err(tampered(
             path,
-            format!("its `.git` does not start with `gitdir:` ({says:?})"),
+            format!(
+                "its `.git` does not start with `gitdir:` ({:?})",
+                String::from_utf8_lossy(&says)
+            ),
         ));
     };
     let gitdir = resolve(
         &dir,
-        gitdir.trim(),
+        gitdir.trim_ascii(),
         path,
         "the git directory its `.git` names",
     )?;
@@ -187,7 +193,13 @@ pub(crate) fn open_checked(
         .config()
         .map_err(WorktreeError::git("read config", path))?;
     if let Ok(worktree) = config.get_path("core.worktree") {
-        let worktree = resolve(&admin, &worktree.to_string_lossy(), path, "`core.worktree`")?;
+        use std::os::unix::ffi::OsStrExt;
+        let worktree = resolve(
+            &admin,
+            worktree.as_os_str().as_bytes(),
+            path,
+            "`core.worktree`",
+        )?;
         if worktree != dir {
             return Err(tampered(
                 path,

@@ -147,6 +147,8 @@ fn out_of_range_settings_are_refused_naming_file_key_and_range() {
         "dispatch_history = 0\n",
     )
     .unwrap();
+    // Trust covers the files as they were: the changed config is trusted again.
+    assert!(bin(d, &["trust"]).status.success());
     let stderr = refused(d);
     assert!(
         stderr.contains(".crewbox/config.toml:1") && stderr.contains("dispatch_history"),

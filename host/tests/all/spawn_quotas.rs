@@ -88,6 +88,8 @@ fn an_agent_gets_max_children_and_a_tool_error_for_the_rest() {
         "[quotas]\nmax_children = 100\n",
     )
     .unwrap();
+    // Trust covers the files as they were: the changed config is trusted again.
+    assert!(bin(d, &["trust"]).status.success());
     let (out, report) = crewbox(d, &script(12), &["run", "go", "--mode", "single"]);
     assert_eq!(children(&report), 8);
     let stderr = String::from_utf8_lossy(&out.stderr);
