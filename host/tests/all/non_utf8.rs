@@ -88,7 +88,14 @@ fn a_repository_under_a_non_utf8_directory_works() {
     let status = json_of(&crewbox(&dir, &["status", run, "--json"], &[]));
     assert_eq!(status["status"], "completed");
 
-    // Trust is recorded for the root as it is, and listed as its bytes.
+    // Trust is recorded for the root as it is, and listed as its bytes; the team file
+    // is written first because it is part of what is trusted.
+    std::fs::create_dir_all(dir.join("repo/.crewbox/teams")).unwrap();
+    std::fs::write(
+        dir.join("repo/.crewbox/teams/duo.toml"),
+        "mode = \"broadcast\"\n[[members]]\nname = \"a\"\n",
+    )
+    .unwrap();
     let trusted = crewbox(&dir, &["trust"], &[]);
     assert!(
         trusted.status.success(),
@@ -98,12 +105,6 @@ fn a_repository_under_a_non_utf8_directory_works() {
     let root = dir.join("repo").canonicalize().unwrap();
     let listed = json_of(&crewbox(&dir, &["trust", "--list", "--json"], &[]));
     assert_eq!(listed[0]["root"], bytes_of(&root), "{listed}");
-    std::fs::create_dir_all(dir.join("repo/.crewbox/teams")).unwrap();
-    std::fs::write(
-        dir.join("repo/.crewbox/teams/duo.toml"),
-        "mode = \"broadcast\"\n[[members]]\nname = \"a\"\n",
-    )
-    .unwrap();
     let config = json_of(&crewbox(&dir, &["config", "--json"], &[]));
     assert_eq!(config["trust"], "trusted", "{config}");
     assert_eq!(config["repository"], bytes_of(&root));
