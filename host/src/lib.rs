@@ -26,7 +26,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Modules mirror the loop (DESIGN §9) and are private to the crate; [`unstable`]
+//! Modules mirror the loop (see ARCHITECTURE.md at the repository root) and are private to the crate; [`unstable`]
 //! re-exports them for crewbox's own binary, test suite and benches only.
 
 // Text reaches a terminal only through `text`'s escaping sink (see `text::stdout`).

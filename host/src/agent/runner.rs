@@ -338,7 +338,7 @@ impl TurnLoop<'_> {
         if dropped > 0 {
             self.log(Event::AgentCompacted { dropped });
         }
-        // [plugin helper, issue 13] A request that cannot fit the token budget is not sent.
+        // A request that cannot fit the token budget is not sent.
         if let Some(exceeded) = self
             .budget
             .refuses_request(compaction::estimate(&self.messages))

@@ -1,4 +1,4 @@
-//! Batching of spawns and the joins that deliver their results (DESIGN §3).
+//! Batching of spawns and the joins that deliver their results.
 //!
 //! The logic is pure and clock-free: [`Debouncer`] decides *when* a batch closes,
 //! [`partition`] decides *how* it splits, [`GroupJoin`] decides *what* a group delivers

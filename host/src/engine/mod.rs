@@ -1,4 +1,5 @@
-//! The engine: runs requests to their end through the loop of DESIGN §1.
+//! The engine: runs requests to their end through the loop (dispatch → spawn →
+//! execute → validate → handoff → join; see ARCHITECTURE.md at the repository root).
 //!
 //! - [`services`]: store, manager, configuration, repository, breakers, plugins,
 //!   worktrees — built once, fields private.

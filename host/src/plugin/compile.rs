@@ -100,7 +100,7 @@ impl Compiler {
         std::env::current_exe().map(Self::Child)
     }
 
-    /// [engine helper, issue 14] This program as the compiler when its `main` calls
+    /// This program as the compiler when its `main` calls
     /// [`compiler_main`] (the crewbox binary), else in-process: a program embedding the
     /// library would otherwise be re-run with arguments it does not understand.
     pub fn for_this_process() -> std::io::Result<Self> {

@@ -1,5 +1,5 @@
 //! Scale-out: a run's agents executed by `crewbox worker` processes on other machines,
-//! through NATS JetStream (DESIGN §6).
+//! through NATS JetStream.
 //!
 //! - [`task`]: the wire contract (versioned, bounded, no secrets).
 //! - [`streams`]: the streams and consumers, with explicit limits.

@@ -1,4 +1,4 @@
-//! Git worktree isolation for agents (DESIGN §4).
+//! Git worktree isolation for agents.
 //!
 //! Each isolated agent gets its own worktree at the repository's HEAD, in a directory the
 //! caller owns (`<state>/worktrees/`, never inside the repository). When the agent is done,

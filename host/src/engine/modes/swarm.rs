@@ -102,7 +102,7 @@ impl Mode for Swarm {
             .map(|(i, r)| (*i, r.changed.clone()))
             .collect();
         let conflicts = conflicts(&changed);
-        // [plugin helper, issue 13] A member counts only if its work passed validation.
+        // A member counts only if its work passed validation.
         let any_ok = results.values().any(counts);
         let mut details = SwarmDetails {
             strategy,
@@ -120,7 +120,7 @@ impl Mode for Swarm {
             Strategy::Vote => {
                 let answers: Vec<(usize, String, String)> = results
                     .iter()
-                    // [plugin helper, issue 13] Only validated work can win the vote.
+                    // Only validated work can win the vote.
                     .filter(|(_, r)| counts(r))
                     .map(|(i, r)| (*i, r.outcome.result.clone(), r.diff.clone()))
                     .collect();

@@ -91,8 +91,8 @@ impl Role {
     }
 }
 
-/// [plugin helper, issue 13] The most each crew position may do. A role plugin's
-/// `spec().access` can only narrow it: the tool set never comes from the plugin itself.
+/// The most each crew position may do. A role plugin's `spec().access` can only
+/// narrow it: the tool set never comes from the plugin itself.
 fn ceiling(position: &str) -> Access {
     match position {
         "executor" => Access::Full,

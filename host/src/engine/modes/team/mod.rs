@@ -244,7 +244,7 @@ pub(crate) struct MemberRun {
 impl MemberRun {
     fn ran(id: &AgentId, elapsed: Duration, r: &ExecResult) -> Self {
         let o = &r.outcome;
-        // [plugin helper, issue 13] Work that failed validation is a failed result.
+        // Work that failed validation is a failed result.
         let ok = o.state.is_success() && r.validation.accepts();
         Self {
             agent_id: id.to_string(),
