@@ -177,10 +177,7 @@ fn cap(text: &str) -> String {
     if text.len() <= EVENT_TEXT_CAP {
         return text.to_owned();
     }
-    let mut end = EVENT_TEXT_CAP;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(EVENT_TEXT_CAP);
     format!("{}… ({} bytes)", &text[..end], text.len())
 }
 

@@ -39,10 +39,7 @@ fn cut(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     if s.len() <= max {
         return s.into();
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = s.floor_char_boundary(max);
     format!("{} … (cut at {max} bytes)", &s[..end]).into()
 }
 

@@ -515,10 +515,7 @@ fn cut(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_owned();
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = s.floor_char_boundary(max);
     format!("{}\n[… cut to fit a result message]", &s[..end])
 }
 

@@ -79,10 +79,7 @@ pub(crate) fn truncate_at_char(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = s.floor_char_boundary(max);
     &s[..end]
 }
 

@@ -297,11 +297,7 @@ pub(crate) fn print_capped(
     });
     if truncated {
         let keep = max_bytes.saturating_sub(TRUNCATED.len());
-        let mut cut = keep.min(out.len());
-        while !out.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        out.truncate(cut);
+        out.truncate(out.floor_char_boundary(keep));
         if max_bytes >= TRUNCATED.len() {
             out.push_str(TRUNCATED);
         }
