@@ -19,6 +19,7 @@ use crewbox::unstable::sandbox::{AgentScope, SandboxConfig};
 use crewbox::unstable::tool::{ToolContext, ToolRegistry};
 use serde_json::{Value, json};
 
+use crate::support::peers;
 use crate::support::procs;
 use crate::support::repo::git_repo;
 use crate::support::sandbox as sbx;
@@ -566,13 +567,17 @@ fn sigkill_of_crewbox_leaves_no_orphan() {
 fn an_unprivileged_user_is_contained_too() {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!(
-            "SKIPPED: not root, so the test cannot switch to `nobody` (it runs as this user anyway)"
+        peers::cannot_run(
+            "the unprivileged-user test",
+            "not root, so it cannot switch to `nobody`",
         );
         return;
     }
     if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: setpriv is not installed, so the test cannot switch to `nobody`");
+        peers::cannot_run(
+            "the unprivileged-user test",
+            "setpriv is not installed, so it cannot switch to `nobody`",
+        );
         return;
     }
     let f = Fixture::new("");
@@ -934,7 +939,10 @@ fn without_kernel_support_commands_are_refused_never_run_unconfined() {
     let marker = f.path().join("ran.txt");
     let calls = [("touch", format!("touch {}; echo ran", marker.display()))];
     let Some(out) = without_user_namespaces(&f, f.command(&calls, &[])) else {
-        eprintln!("SKIPPED: cannot create a user namespace to take user namespaces away in");
+        peers::cannot_run(
+            "the no-kernel-support test",
+            "it cannot create a user namespace to take user namespaces away in",
+        );
         return;
     };
     let o = f.outputs(&out, &calls);

@@ -18,6 +18,17 @@ pub fn missing(peer: &str, why: &str) {
     eprintln!("SKIPPED: test peer `{peer}` is missing ({why}); run scripts/test to install it");
 }
 
+/// Reports a test that cannot run on this machine (it needs root, a tool or a kernel
+/// feature that is not there): under `scripts/test` that fails the test, like a missing
+/// peer, so a check that never ran is never counted as passed; a plain `cargo test`
+/// skips it with a loud line.
+pub fn cannot_run(what: &str, why: &str) {
+    if required() {
+        panic!("{what} cannot run here: {why}");
+    }
+    eprintln!("SKIPPED: {what} cannot run here: {why}");
+}
+
 /// An executable from the test venv (`$CREWBOX_TEST_VENV/bin/NAME`), else from PATH.
 pub fn venv_tool(name: &str) -> Option<PathBuf> {
     if let Some(venv) = std::env::var_os("CREWBOX_TEST_VENV") {
