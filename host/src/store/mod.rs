@@ -17,7 +17,7 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use tokio::sync::oneshot;
 
 pub use crate::event::EventRecord;
@@ -391,6 +391,45 @@ impl Store {
             result: result.map(str::to_owned),
             error: error.map(str::to_owned),
             at: now_ms(),
+            conversation: None,
+        })
+        .await
+    }
+
+    /// Records an agent's end as [`Store::finish_agent`] does, with its final
+    /// conversation (JSON) in the same transaction.
+    pub async fn finish_agent_with_conversation(
+        &self,
+        id: &AgentId,
+        state: AgentState,
+        stats: AgentStats,
+        result: Option<&str>,
+        error: Option<&str>,
+        conversation: String,
+    ) -> Result<(), StoreError> {
+        self.write(Write::FinishAgent {
+            id: id.clone(),
+            state,
+            stats,
+            result: result.map(str::to_owned),
+            error: error.map(str::to_owned),
+            at: now_ms(),
+            conversation: Some(conversation),
+        })
+        .await
+    }
+
+    /// An agent's final conversation (JSON), when its end stored one.
+    pub async fn agent_conversation(&self, id: &AgentId) -> Result<Option<String>, StoreError> {
+        let id = id.clone();
+        self.read(move |c| {
+            c.query_row(
+                "SELECT conversation FROM agent_conversations WHERE agent_id = ?1",
+                rusqlite::params![id.as_str()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| StoreError::sqlite("read agent conversation", &e))
         })
         .await
     }

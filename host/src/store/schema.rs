@@ -167,6 +167,15 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, key)
     ) WITHOUT ROWID;
     "#,
+    // 11: every agent's final conversation, stored with its end in the same
+    // transaction: a resume finishes a completed agent's step from it (no model call),
+    // and a dead letter is retried from it.
+    r#"
+    CREATE TABLE agent_conversations (
+        agent_id     TEXT PRIMARY KEY,
+        conversation TEXT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

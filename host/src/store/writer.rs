@@ -54,6 +54,8 @@ pub(crate) enum Write {
         result: Option<String>,
         error: Option<String>,
         at: i64,
+        /// The agent's final conversation (JSON), stored with its end.
+        conversation: Option<String>,
     },
     Event(Box<EventWrite>),
     PushControl {
@@ -104,9 +106,13 @@ fn run(
     events: broadcast::Sender<EventRecord>,
 ) {
     let mut group = Vec::with_capacity(MAX_GROUP);
+    let mut fault = FaultHook::from_env();
+    // Under the fault hook every write is its own transaction, so "the Nth write" is
+    // exact.
+    let max_group = if fault.is_some() { 1 } else { MAX_GROUP };
     while let Ok(first) = rx.recv() {
         group.push(first);
-        while group.len() < MAX_GROUP {
+        while group.len() < max_group {
             match rx.try_recv() {
                 Ok(next) => group.push(next),
                 Err(_) => break,
@@ -118,6 +124,9 @@ fn run(
             }
         }
         let results = commit_group(&mut conn, &group);
+        if let Some(hook) = &mut fault {
+            hook.committed(group.len());
+        }
         for ((write, ack), result) in group.drain(..).zip(results) {
             // Published only once committed, so a subscriber never sees a lost event.
             let stored = match write {
@@ -139,6 +148,35 @@ fn run(
             if let Some(ack) = ack {
                 let _ = ack.send(result.map(|_| ()));
             }
+        }
+    }
+}
+
+/// The test hook `CREWBOX_FAULT_AFTER_WRITES=N`: the process kills itself with SIGKILL
+/// right after its Nth write is committed (before the writer of it hears back), the
+/// way `kill -9` would between any two durable writes. Tests of crash recovery loop N
+/// over a run's writes; it is not meant for anything else.
+struct FaultHook {
+    after: u64,
+    done: u64,
+}
+
+impl FaultHook {
+    fn from_env() -> Option<Self> {
+        let after = std::env::var("CREWBOX_FAULT_AFTER_WRITES")
+            .ok()?
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)?;
+        Some(Self { after, done: 0 })
+    }
+
+    fn committed(&mut self, writes: usize) {
+        self.done += writes as u64;
+        if self.done >= self.after {
+            tracing::warn!(writes = self.done, "CREWBOX_FAULT_AFTER_WRITES reached: killing this process");
+            crate::process::kill_self();
         }
     }
 }
@@ -167,9 +205,15 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
         Write::SetRunDetails { details, .. } => clean(details),
         Write::RecordDispatch { record, .. } => clean(&mut record.reason),
         Write::InsertAgent(a) => clean(&mut a.task),
-        Write::FinishAgent { result, error, .. } => {
+        Write::FinishAgent {
+            result,
+            error,
+            conversation,
+            ..
+        } => {
             opt(result);
             opt(error);
+            opt(conversation);
         }
         Write::Event(e) | Write::Remote(RemoteWrite::Event { event: e, .. }) => {
             // What subscribers are sent is what the log holds: an event that carried a
@@ -441,6 +485,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
             result,
             error,
             at,
+            conversation,
         } => {
             let (marks, from) = prior_states(*state, 11);
             let sql = format!(
@@ -473,6 +518,14 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                     agent: id.to_string(),
                     to: *state,
                 });
+            }
+            if let Some(conversation) = conversation {
+                conn.execute(
+                    "INSERT INTO agent_conversations (agent_id, conversation) VALUES (?1, ?2)
+                     ON CONFLICT (agent_id) DO UPDATE SET conversation = ?2",
+                    params![agent, conversation],
+                )
+                .map_err(q("store agent conversation"))?;
             }
         }
         Write::Event(e) => return insert_event(conn, e).map(Some),
