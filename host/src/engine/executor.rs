@@ -260,7 +260,11 @@ struct WorktreeSeal {
 }
 
 impl WorktreeSeal {
-    async fn seal_now(&self, spec: &AgentSpec, outcome: &AgentOutcome) -> Result<Sealed, EngineError> {
+    async fn seal_now(
+        &self,
+        spec: &AgentSpec,
+        outcome: &AgentOutcome,
+    ) -> Result<Sealed, EngineError> {
         let (validation, rounds) = match &self.review {
             Some(r) => {
                 r.release_worktree();
@@ -283,37 +287,37 @@ impl WorktreeSeal {
                 .await?;
         }
         let held = self.held.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let wt = match held {
-            Some((held, _, true)) => {
-                worktrees::discard(spec, held).await?;
-                WorktreeResult::default()
-            }
-            Some((held, true, false)) => {
-                worktrees::finish(&self.services, spec, held, &outcome.result).await?
-            }
-            Some(((manager, wt), false, false)) => {
-                if let Some(reference) = &self.checkpoint {
-                    let message = format!("crewbox checkpoint: agent {}", spec.id);
-                    let commit = manager
-                        .checkpoint(&wt, reference, &message)
-                        .await
-                        .map_err(|source| EngineError::Worktree {
-                            agent: spec.id.clone(),
-                            source,
-                        })?;
-                    self.services
-                        .store()
-                        .append_event(
-                            &spec.run_id,
-                            Some(&spec.id),
-                            Event::AgentCheckpoint { commit },
-                        )
-                        .await?;
+        let wt =
+            match held {
+                Some((held, _, true)) => {
+                    worktrees::discard(spec, held).await?;
+                    WorktreeResult::default()
                 }
-                WorktreeResult::default()
-            }
-            None => WorktreeResult::default(),
-        };
+                Some((held, true, false)) => {
+                    worktrees::finish(&self.services, spec, held, &outcome.result).await?
+                }
+                Some(((manager, wt), false, false)) => {
+                    if let Some(reference) = &self.checkpoint {
+                        let message = format!("crewbox checkpoint: agent {}", spec.id);
+                        let commit = manager.checkpoint(&wt, reference, &message).await.map_err(
+                            |source| EngineError::Worktree {
+                                agent: spec.id.clone(),
+                                source,
+                            },
+                        )?;
+                        self.services
+                            .store()
+                            .append_event(
+                                &spec.run_id,
+                                Some(&spec.id),
+                                Event::AgentCheckpoint { commit },
+                            )
+                            .await?;
+                    }
+                    WorktreeResult::default()
+                }
+                None => WorktreeResult::default(),
+            };
         Ok((validation, rounds, wt))
     }
 

@@ -11,13 +11,13 @@ use super::context::RunContext;
 use super::error::EngineError;
 use super::executor::{ExecResult, Job};
 use super::journal::{Journal, StepInput, StepKey};
+use super::worktrees::DIFF_CAP;
 use crate::agent::AgentState;
 use crate::agent::runner::{AgentOutcome, FailReason};
 use crate::event::{Artifact, Event, RoundResult, ValidationStatus};
-use super::worktrees::DIFF_CAP;
-use crate::vocab::Isolation;
 use crate::ids::AgentId;
 use crate::store::AgentStats;
+use crate::vocab::Isolation;
 use crate::worktree::BranchArtifact;
 
 /// An executed agent as its step stores it: everything a mode reads of an
@@ -173,23 +173,23 @@ impl RunContext {
                 _ => {}
             }
         }
-        let (diff, changed) = match (&branch, self.services().worktrees()) {
-            (Some(b), Some(manager)) => match b.commits.last() {
-                Some(tip) => {
-                    let diff = manager
-                        .diff_commits(&b.base, tip, DIFF_CAP)
-                        .await
-                        .map_err(|source| EngineError::Worktree {
-                            agent: id.clone(),
-                            source,
-                        })?;
-                    let changed = changed_in(&diff);
-                    (diff, changed)
-                }
-                None => (String::new(), Vec::new()),
-            },
-            _ => (String::new(), Vec::new()),
-        };
+        let (diff, changed) =
+            match (&branch, self.services().worktrees()) {
+                (Some(b), Some(manager)) => match b.commits.last() {
+                    Some(tip) => {
+                        let diff = manager.diff_commits(&b.base, tip, DIFF_CAP).await.map_err(
+                            |source| EngineError::Worktree {
+                                agent: id.clone(),
+                                source,
+                            },
+                        )?;
+                        let changed = changed_in(&diff);
+                        (diff, changed)
+                    }
+                    None => (String::new(), Vec::new()),
+                },
+                _ => (String::new(), Vec::new()),
+            };
         store
             .append_event(
                 &self.run_id,

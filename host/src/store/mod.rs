@@ -2,6 +2,7 @@
 //! append-only event log and control messages. Facts are written before the side effects
 //! they describe; a corrupt or newer-schema database is an error, never a silent reset.
 
+pub mod audit;
 mod identity;
 mod query;
 pub use identity::{RecordedRepo, RepoIdentity};
@@ -417,6 +418,20 @@ impl Store {
             conversation: Some(conversation),
         })
         .await
+    }
+
+    /// The audit chain, oldest first, optionally only run `run_id`'s records.
+    pub async fn audit_records(
+        &self,
+        run_id: Option<&RunId>,
+    ) -> Result<Vec<audit::AuditRecord>, StoreError> {
+        let run = run_id.map(|r| r.as_str().to_owned());
+        self.read(move |c| audit::records(c, run.as_deref())).await
+    }
+
+    /// Walks the audit chain: the first broken link, gap or truncation, if any.
+    pub async fn audit_verify(&self) -> Result<audit::Verdict, StoreError> {
+        self.read(audit::verify).await
     }
 
     /// An agent's final conversation (JSON), when its end stored one.

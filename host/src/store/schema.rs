@@ -176,6 +176,26 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         conversation TEXT NOT NULL
     );
     "#,
+    // 12: the audit chain (see store/audit.rs): each record holds the SHA-256 of the
+    // one before it; `audit_head` the last record's number and hash.
+    r#"
+    CREATE TABLE audit (
+        seq      INTEGER PRIMARY KEY,
+        at       INTEGER NOT NULL,
+        run_id   TEXT,
+        agent_id TEXT,
+        kind     TEXT NOT NULL,
+        data     TEXT NOT NULL,
+        prev     TEXT NOT NULL,
+        hash     TEXT NOT NULL
+    );
+    CREATE INDEX audit_run ON audit(run_id, seq);
+    CREATE TABLE audit_head (
+        id   INTEGER PRIMARY KEY CHECK (id = 1),
+        seq  INTEGER NOT NULL,
+        hash TEXT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

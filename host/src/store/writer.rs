@@ -15,6 +15,19 @@ use crate::event::{Event, EventRecord};
 use crate::ids::{AgentId, RunId};
 use crate::vocab::{ExitReason, RunStatus};
 
+/// Events that record a decision, appended to the audit chain with them.
+const AUDITED_EVENTS: &[&str] = &[
+    "run.started",
+    "run.resumed",
+    "run.finished",
+    "validator.verdict",
+    "agent.validation",
+    "crew.review",
+    "orchestrate.plan",
+    "team.merge_conflict",
+    "agent.recovered",
+];
+
 /// Most writes committed in one transaction.
 const MAX_GROUP: usize = 512;
 
@@ -175,7 +188,10 @@ impl FaultHook {
     fn committed(&mut self, writes: usize) {
         self.done += writes as u64;
         if self.done >= self.after {
-            tracing::warn!(writes = self.done, "CREWBOX_FAULT_AFTER_WRITES reached: killing this process");
+            tracing::warn!(
+                writes = self.done,
+                "CREWBOX_FAULT_AFTER_WRITES reached: killing this process"
+            );
             crate::process::kill_self();
         }
     }
@@ -432,6 +448,18 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 ],
             )
             .map_err(q("record dispatch"))?;
+            super::audit::append(
+                conn,
+                record.at,
+                record.run_id.as_ref().map(|r| r.as_str()),
+                None,
+                "dispatch",
+                &serde_json::json!({
+                    "mode": record.kind.as_str(),
+                    "source": record.source,
+                    "reason": record.reason,
+                }),
+            )?;
             conn.execute(
                 "DELETE FROM dispatch_history WHERE seq <= (SELECT MAX(seq) FROM dispatch_history) - ?1",
                 params![keep],
@@ -457,6 +485,21 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 ],
             )
             .map_err(q("insert agent"))?;
+            super::audit::append(
+                conn,
+                a.created_at,
+                Some(a.run_id.as_str()),
+                Some(a.id.as_str()),
+                "spawn",
+                &serde_json::json!({
+                    "name": a.name,
+                    "role": a.role,
+                    "caps": a.caps,
+                    "parent": a.parent.as_ref().map(|p| p.as_str()),
+                    "depth": a.depth,
+                    "join": a.join,
+                }),
+            )?;
         }
         Write::AgentState { id, to, at } => {
             let (marks, from) = prior_states(*to, 4);
@@ -528,7 +571,21 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 .map_err(q("store agent conversation"))?;
             }
         }
-        Write::Event(e) => return insert_event(conn, e).map(Some),
+        Write::Event(e) => {
+            let seq = insert_event(conn, e)?;
+            if AUDITED_EVENTS.contains(&e.kind.as_str()) {
+                let data = serde_json::from_str(&e.data).unwrap_or(serde_json::Value::Null);
+                super::audit::append(
+                    conn,
+                    e.at,
+                    Some(e.run_id.as_str()),
+                    e.agent_id.as_ref().map(|a| a.as_str()),
+                    &e.kind,
+                    &data,
+                )?;
+            }
+            return Ok(Some(seq));
+        }
         Write::PushControl {
             target,
             kind,
@@ -540,6 +597,14 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 params![target, kind.as_str(), message, at],
             )
             .map_err(q("push control"))?;
+            super::audit::append(
+                conn,
+                *at,
+                None,
+                None,
+                &format!("control.{}", kind.as_str()),
+                &serde_json::json!({ "target": target, "message": message }),
+            )?;
         }
         Write::ConsumeControls { seqs, at } => {
             let mut stmt = conn

@@ -213,7 +213,10 @@ fn left_running(dir: &Path) -> Vec<String> {
         .filter(|pid| *pid != me)
         .filter_map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            if stat.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')) {
+            if stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, r)| r.starts_with('Z'))
+            {
                 return None;
             }
             let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
@@ -228,7 +231,11 @@ fn branch_has(dir: &Path, branch: &str, path: &str) -> bool {
     let Ok(b) = git.find_branch(branch, git2::BranchType::Local) else {
         return false;
     };
-    b.get().peel_to_tree().unwrap().get_path(Path::new(path)).is_ok()
+    b.get()
+        .peel_to_tree()
+        .unwrap()
+        .get_path(Path::new(path))
+        .is_ok()
 }
 
 /// The branch a finished run's work is on: its integration branch (team runs) or its
@@ -264,7 +271,11 @@ fn check_mode(case: &Case, offset: u64) {
     let mut n = offset.max(1);
     let mut points = 0;
     loop {
-        assert!(points < MAX_POINTS, "{}: over {MAX_POINTS} kill points", case.mode);
+        assert!(
+            points < MAX_POINTS,
+            "{}: over {MAX_POINTS} kill points",
+            case.mode
+        );
         points += 1;
         let dir = repo(case);
         let db = Db::create(dir.path());
@@ -327,7 +338,10 @@ fn check_mode(case: &Case, offset: u64) {
         assert_eq!(completed(&db, &run), expected, "{at}");
         for file in case.files {
             let branch = work_branch(&report).unwrap_or_else(|| panic!("{at}: {report}"));
-            assert!(branch_has(dir.path(), &branch, file), "{at}: {file} not on {branch}");
+            assert!(
+                branch_has(dir.path(), &branch, file),
+                "{at}: {file} not on {branch}"
+            );
         }
         integrity_ok(dir.path());
         let left = left_running(dir.path());

@@ -12,6 +12,7 @@ mod support;
 
 mod agent;
 mod agent_wire;
+mod audit;
 mod boundary;
 mod cli;
 mod cli_observe;

@@ -407,7 +407,9 @@ pub fn summary(event: &Event) -> String {
         }
         Event::AgentChain { .. } => "chained agent started".into(),
         Event::AgentCheckpoint { .. } => "worktree checkpointed".into(),
-        Event::AgentRecovered { .. } => "completed earlier; its step finished from the store".into(),
+        Event::AgentRecovered { .. } => {
+            "completed earlier; its step finished from the store".into()
+        }
         Event::AgentLeftOut { files, more } => {
             format!(
                 "left {} file(s) out of its commit",

@@ -168,7 +168,8 @@ impl Held {
 /// store and the checkpoint, without running the executor again. Called before the
 /// worktree is reopened, which then holds that checkpoint.
 pub(super) async fn recover_execution(ctx: &RunContext) -> Result<(), EngineError> {
-    let Some(n) = (0..=super::MAX_REVISIONS).find(|n| !ctx.journal.has(&StepKey::CrewExecution(*n)))
+    let Some(n) =
+        (0..=super::MAX_REVISIONS).find(|n| !ctx.journal.has(&StepKey::CrewExecution(*n)))
     else {
         return Ok(());
     };
