@@ -137,6 +137,20 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "is_zero")]
         more: u32,
     },
+    /// A resumed run found this agent completed (its end and branch stored) but its
+    /// step not recorded: the step was finished from the store, without running it again.
+    #[serde(rename = "agent.recovered")]
+    AgentRecovered {
+        /// The journal step it finished.
+        step: String,
+    },
+    /// The state of a worktree held across agents (a crew executor's) was checkpointed
+    /// as this agent ended, before its end was stored.
+    #[serde(rename = "agent.checkpoint")]
+    AgentCheckpoint {
+        /// The checkpoint commit (hex id).
+        commit: String,
+    },
     /// A follow-up agent of a `single --chain` run started.
     #[serde(rename = "agent.chain")]
     AgentChain {

@@ -23,3 +23,17 @@ pub fn pid_alive(pid: u32) -> bool {
 pub fn pid_alive(_pid: u32) -> bool {
     true
 }
+
+/// Kills this process with SIGKILL (the `CREWBOX_FAULT_AFTER_WRITES` test hook): no
+/// destructor, flush or exit handler runs, exactly as under `kill -9`.
+#[cfg(unix)]
+pub(crate) fn kill_self() -> ! {
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    std::process::abort()
+}
+
+/// Ends this process at once (the test hook), where SIGKILL does not exist.
+#[cfg(not(unix))]
+pub(crate) fn kill_self() -> ! {
+    std::process::abort()
+}

@@ -37,6 +37,15 @@ pub trait Review: Send + Sync {
     async fn review(&self, spec: &AgentSpec, outcome: &AgentOutcome, round: u32) -> Option<String>;
 }
 
+/// Makes an agent's work durable before its end is stored (commits its worktree to its
+/// branch): once the store says an agent completed, its outputs are in place, so a
+/// resume can finish its step from the store without running it again.
+#[async_trait]
+pub trait Seal: Send + Sync {
+    /// Called once, after the turn loop and any fix rounds, before the end is stored.
+    async fn seal(&self, spec: &AgentSpec, outcome: &AgentOutcome);
+}
+
 /// Options for one spawn.
 #[derive(Clone, Default)]
 pub struct SpawnOptions {
@@ -48,6 +57,8 @@ pub struct SpawnOptions {
     pub max_fix_rounds: u32,
     /// Start from this conversation instead of system + task.
     pub history: Option<Vec<Message>>,
+    /// Makes its work durable before its end is stored.
+    pub seal: Option<Arc<dyn Seal>>,
 }
 
 /// A spawned agent; `wait` returns its outcome.
@@ -322,19 +333,26 @@ impl Manager {
                 outcome.stats = add_stats(stats, outcome.stats);
             }
         }
+        if let Some(seal) = &opts.seal {
+            seal.seal(spec, &outcome).await;
+        }
         self.record(spec, outcome).await
     }
 
     /// Stores an agent's end (the store refuses transitions the lifecycle does not have).
     async fn record(&self, spec: &AgentSpec, outcome: AgentOutcome) -> AgentOutcome {
         let store = &self.inner.store;
+        // Its conversation is stored with its end (one transaction): what a resume
+        // finishes its step from, and what a retry of a dead letter continues.
+        let conversation = serde_json::to_string(&outcome.history).unwrap_or_default();
         if let Err(e) = store
-            .finish_agent(
+            .finish_agent_with_conversation(
                 &spec.id,
                 outcome.state,
                 outcome.stats,
                 Some(&outcome.result),
                 outcome.error.as_deref(),
+                conversation,
             )
             .await
         {

@@ -35,6 +35,7 @@ macro_rules! errln {
     }};
 }
 
+pub mod audit;
 pub mod branches;
 pub mod completions;
 pub mod config;
@@ -139,6 +140,8 @@ pub enum Command {
     Stop(control::StopArgs),
     /// Finish runs a crash or a signal left unfinished (stored steps are not re-run).
     Resume(resume::ResumeArgs),
+    /// Print the audit chain of decisions (`audit verify`: check every link).
+    Audit(audit::AuditArgs),
     /// Send a message to a team's running reflect loop (read at its next iteration).
     Send(send::SendArgs),
     /// List, inspect and check WebAssembly plugins.
@@ -189,6 +192,7 @@ impl Command {
             Self::Tree(a) => a.format() == tree::TreeFormat::Json,
             Self::History(a) => a.json,
             Self::Resume(a) => a.json,
+            Self::Audit(a) => a.json(),
             Self::Health(a) => a.json,
             Self::Team(a) => a.command.json(),
             Self::Worktree(a) => a.command.json(),
@@ -277,6 +281,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Steer(args) => control::steer(ctx()?, args).await,
         Command::Stop(args) => control::stop(ctx()?, args).await,
         Command::Resume(args) => resume::run(ctx()?, args).await,
+        Command::Audit(args) => audit::run(ctx()?, args).await,
         Command::Send(args) => send::run(ctx()?, args).await,
         Command::Plugin(args) => plugin::run(args).await,
         Command::Dispatch(args) => dispatch::run(ctx()?, args).await,

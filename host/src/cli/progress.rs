@@ -162,6 +162,8 @@ fn describe(e: &EventRecord, who: &str) -> Option<String> {
         | Event::AgentArtifact(_)
         | Event::AgentLeftOut { .. }
         | Event::AgentChain { .. }
+        | Event::AgentRecovered { .. }
+        | Event::AgentCheckpoint { .. }
         | Event::ValidatorVerdict(_)
         | Event::SwarmDelivery { .. }
         | Event::GroupDelivery { .. }

@@ -17,7 +17,7 @@ use super::model_access::ProviderModel;
 use super::services::Services;
 use super::validate::{RoundResult, ValidationStatus, ValidatorEntry, ValidatorReview};
 use super::worktrees::{self, HeldWorktree, WorktreeResult};
-use crate::agent::manager::{Review, SpawnOptions};
+use crate::agent::manager::{Review, Seal, SpawnOptions};
 use crate::agent::runner::{AgentOutcome, AgentSpec};
 use crate::event::Event;
 use crate::ids::AgentId;
@@ -107,6 +107,9 @@ pub(crate) struct Job {
     pub join: Option<String>,
     /// Its run's stop signal.
     pub stop: Stop,
+    /// A [`Placement::Held`] worktree is checkpointed to this ref as the agent ends,
+    /// before its end is stored (a crew executor's), so a resume finds its state.
+    pub checkpoint: Option<String>,
 }
 
 impl Job {
@@ -119,6 +122,7 @@ impl Job {
             history: None,
             join: None,
             stop,
+            checkpoint: None,
         }
     }
 }
@@ -171,6 +175,7 @@ impl Executor for LocalExecutor {
             history,
             join,
             stop,
+            checkpoint,
         } = job;
         if stop.is_stopped() {
             return Err(EngineError::Stopped(spec.run_id));
@@ -203,11 +208,19 @@ impl Executor for LocalExecutor {
                 Some(validator_model(&spec)),
             ))
         });
+        let seal = Arc::new(WorktreeSeal {
+            services: self.services.clone(),
+            review: review.clone(),
+            held: std::sync::Mutex::new(held.map(|h| (h, owned, reader))),
+            checkpoint,
+            done: std::sync::Mutex::new(None),
+        });
         let spawn = SpawnOptions {
             join,
             review: review.clone().map(|r| r as Arc<dyn Review>),
             max_fix_rounds: opts.max_fix_rounds,
             history,
+            seal: Some(seal.clone() as Arc<dyn Seal>),
         };
         let outcome = self
             .services
@@ -216,7 +229,43 @@ impl Executor for LocalExecutor {
             .await?
             .wait()
             .await;
-        let (validation, rounds) = match &review {
+        let (validation, rounds, wt) = seal.take(&spec, &outcome).await?;
+        Ok(ExecResult {
+            agent_id: spec.id,
+            outcome,
+            changed: wt.changed,
+            diff: wt.diff,
+            branch: wt.branch,
+            validation,
+            rounds,
+        })
+    }
+}
+
+/// What sealing an agent's work left: how validation ended, every round, and what its
+/// worktree left behind.
+type Sealed = (ValidationStatus, Vec<RoundResult>, WorktreeResult);
+
+/// Seals an agent's work before its end is stored: validation recorded, its own
+/// worktree committed to its branch (a reader's thrown away). So an agent the store
+/// says completed has its branch, and a resume finishes its step from the store.
+struct WorktreeSeal {
+    services: Arc<Services>,
+    review: Option<Arc<ValidatorReview>>,
+    /// The worktree, whether the agent owns it, whether it only reads it.
+    held: std::sync::Mutex<Option<(HeldWorktree, bool, bool)>>,
+    /// The ref a held worktree is checkpointed to.
+    checkpoint: Option<String>,
+    done: std::sync::Mutex<Option<Result<Sealed, EngineError>>>,
+}
+
+impl WorktreeSeal {
+    async fn seal_now(
+        &self,
+        spec: &AgentSpec,
+        outcome: &AgentOutcome,
+    ) -> Result<Sealed, EngineError> {
+        let (validation, rounds) = match &self.review {
             Some(r) => {
                 r.release_worktree();
                 (r.status(), r.rounds())
@@ -237,25 +286,57 @@ impl Executor for LocalExecutor {
                 )
                 .await?;
         }
-        let wt = match held {
-            Some(held) if reader => {
-                worktrees::discard(&spec, held).await?;
-                WorktreeResult::default()
-            }
-            Some(held) if owned => {
-                worktrees::finish(&self.services, &spec, held, &outcome.result).await?
-            }
-            Some(_) | None => WorktreeResult::default(),
-        };
-        Ok(ExecResult {
-            agent_id: spec.id,
-            outcome,
-            changed: wt.changed,
-            diff: wt.diff,
-            branch: wt.branch,
-            validation,
-            rounds,
-        })
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let wt =
+            match held {
+                Some((held, _, true)) => {
+                    worktrees::discard(spec, held).await?;
+                    WorktreeResult::default()
+                }
+                Some((held, true, false)) => {
+                    worktrees::finish(&self.services, spec, held, &outcome.result).await?
+                }
+                Some(((manager, wt), false, false)) => {
+                    if let Some(reference) = &self.checkpoint {
+                        let message = format!("crewbox checkpoint: agent {}", spec.id);
+                        let commit = manager.checkpoint(&wt, reference, &message).await.map_err(
+                            |source| EngineError::Worktree {
+                                agent: spec.id.clone(),
+                                source,
+                            },
+                        )?;
+                        self.services
+                            .store()
+                            .append_event(
+                                &spec.run_id,
+                                Some(&spec.id),
+                                Event::AgentCheckpoint { commit },
+                            )
+                            .await?;
+                    }
+                    WorktreeResult::default()
+                }
+                None => WorktreeResult::default(),
+            };
+        Ok((validation, rounds, wt))
+    }
+
+    /// What sealing left: sealed now if the agent ended without reaching its seal
+    /// (stopped before it started, or its task failed).
+    async fn take(&self, spec: &AgentSpec, outcome: &AgentOutcome) -> Result<Sealed, EngineError> {
+        let done = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match done {
+            Some(sealed) => sealed,
+            None => self.seal_now(spec, outcome).await,
+        }
+    }
+}
+
+#[async_trait]
+impl Seal for WorktreeSeal {
+    async fn seal(&self, spec: &AgentSpec, outcome: &AgentOutcome) {
+        let sealed = self.seal_now(spec, outcome).await;
+        *self.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(sealed);
     }
 }
 

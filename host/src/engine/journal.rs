@@ -62,6 +62,9 @@ pub(crate) enum StepKey {
     CrewReview(u32),
     /// The crew executor's branch, once its worktree is committed: `crew/branch`.
     CrewBranch,
+    /// The commit a `single` or `swarm` run's agents start from: `base` (HEAD when
+    /// the run began; a resumed run's agents start there too).
+    Base,
 }
 
 impl StepKey {
@@ -105,6 +108,7 @@ impl std::fmt::Display for StepKey {
             Self::CrewExecution(n) => write!(f, "crew/r{n}/executor"),
             Self::CrewReview(n) => write!(f, "crew/r{n}/review"),
             Self::CrewBranch => f.write_str("crew/branch"),
+            Self::Base => f.write_str("base"),
         }
     }
 }
@@ -127,6 +131,8 @@ pub(crate) struct Journal {
     done: Mutex<HashMap<String, serde_json::Value>>,
     /// Done steps' agents' final conversations, by step key.
     conversations: Mutex<HashMap<String, Vec<Message>>>,
+    /// Steps a earlier process began but did not record as done: the agent doing each.
+    started: HashMap<String, AgentId>,
     resumed: bool,
     replayed: AtomicU32,
 }
@@ -139,6 +145,7 @@ impl Journal {
             run_id,
             done: Mutex::new(HashMap::new()),
             conversations: Mutex::new(HashMap::new()),
+            started: HashMap::new(),
             resumed: false,
             replayed: AtomicU32::new(0),
         }
@@ -146,13 +153,20 @@ impl Journal {
 
     /// The journal of a run being resumed: its done steps are loaded.
     pub(crate) async fn load(store: Store, run_id: RunId) -> Result<Self, StoreError> {
-        let done = store
-            .steps(&run_id)
-            .await?
-            .into_iter()
-            .filter(|s| s.state == StepState::Done)
-            .map(|s| (s.key, s.data))
-            .collect();
+        let mut done = HashMap::new();
+        let mut started = HashMap::new();
+        for s in store.steps(&run_id).await? {
+            match s.state {
+                StepState::Done => {
+                    done.insert(s.key, s.data);
+                }
+                StepState::Started => {
+                    if let Some(agent) = s.agent_id {
+                        started.insert(s.key, AgentId::from_string(agent));
+                    }
+                }
+            }
+        }
         let mut conversations = HashMap::new();
         for (key, text) in store.step_conversations(&run_id).await? {
             match serde_json::from_str::<Vec<Message>>(&text) {
@@ -169,6 +183,7 @@ impl Journal {
             run_id,
             done: Mutex::new(done),
             conversations: Mutex::new(conversations),
+            started,
             resumed: true,
             replayed: AtomicU32::new(0),
         })
@@ -199,6 +214,7 @@ impl Journal {
                         | StepKey::Merge(_)
                         | StepKey::CrewWorktree
                         | StepKey::CrewBranch
+                        | StepKey::Base
                 ) {
                     self.replayed.fetch_add(1, Ordering::Relaxed);
                 }
@@ -216,6 +232,15 @@ impl Journal {
     pub(crate) fn peek<T: DeserializeOwned>(&self, key: &StepKey) -> Option<T> {
         let done = self.done.lock().unwrap_or_else(|p| p.into_inner());
         serde_json::from_value(done.get(&key.to_string())?.clone()).ok()
+    }
+
+    /// The agent an earlier process began step `key` with, when the step was begun
+    /// but not recorded as done.
+    pub(crate) fn started_by(&self, key: &StepKey) -> Option<&AgentId> {
+        if self.has(key) {
+            return None;
+        }
+        self.started.get(&key.to_string())
     }
 
     /// True when step `key` is stored as done (without reading it back).
@@ -294,6 +319,25 @@ impl Journal {
         Ok(())
     }
 
+    /// Stores step `key`'s result as [`Journal::finish_agent`] does and makes it read
+    /// back from now on, as if it had been stored when this run was loaded (a step
+    /// finished from the store on resume, which the mode then replays).
+    pub(crate) async fn finish_recovered<T: Serialize>(
+        &self,
+        key: &StepKey,
+        agent: &AgentId,
+        result: &T,
+        conversation: &[Message],
+    ) -> Result<(), StoreError> {
+        self.finish_agent(key, agent, result, conversation).await?;
+        let value = serde_json::to_value(result).unwrap_or(serde_json::Value::Null);
+        self.done
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_string(), value);
+        Ok(())
+    }
+
     /// The final conversation of the agent that did step `key`, when it is stored.
     pub(crate) fn conversation(&self, key: &StepKey) -> Option<Vec<Message>> {
         self.conversations
@@ -330,6 +374,7 @@ mod tests {
             (StepKey::CrewExecution(1), "crew/r1/executor"),
             (StepKey::CrewReview(0), "crew/r0/review"),
             (StepKey::CrewBranch, "crew/branch"),
+            (StepKey::Base, "base"),
         ];
         for (key, stored) in cases {
             assert_eq!(key.to_string(), stored);

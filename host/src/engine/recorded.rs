@@ -11,11 +11,13 @@ use super::context::RunContext;
 use super::error::EngineError;
 use super::executor::{ExecResult, Job};
 use super::journal::{Journal, StepInput, StepKey};
+use super::worktrees::DIFF_CAP;
 use crate::agent::AgentState;
 use crate::agent::runner::{AgentOutcome, FailReason};
-use crate::event::{RoundResult, ValidationStatus};
+use crate::event::{Artifact, Event, RoundResult, ValidationStatus};
 use crate::ids::AgentId;
 use crate::store::AgentStats;
+use crate::vocab::Isolation;
 use crate::worktree::BranchArtifact;
 
 /// An executed agent as its step stores it: everything a mode reads of an
@@ -136,6 +138,108 @@ impl RunContext {
         Ok(Some(stored.into_result(result, history)))
     }
 
+    /// The result of step `key` when an earlier process began it with an agent that
+    /// the store says completed, but was killed before recording the step: rebuilt
+    /// from the agent's row, its stored conversation, its branch (committed before its
+    /// end was stored, see `executor.rs`) and its validation events — without a model
+    /// call. `None` when the step was not begun, or its agent did not complete.
+    pub(crate) async fn recover(&self, key: &StepKey) -> Result<Option<ExecResult>, EngineError> {
+        let Some(id) = self.journal.started_by(key).cloned() else {
+            return Ok(None);
+        };
+        let store = self.services().store();
+        let Some(agent) = store.agent(&id).await? else {
+            return Ok(None);
+        };
+        if !agent.state.is_success() {
+            return Ok(None);
+        }
+        let history = match store.agent_conversation(&id).await? {
+            Some(text) => serde_json::from_str(&text).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let mut branch = None;
+        let mut validation = ValidationStatus::Skipped;
+        let mut rounds = Vec::new();
+        let kinds = &["agent.artifact", "agent.validation", "validator.verdict"];
+        for e in store.events_of_kinds(&self.run_id, kinds).await? {
+            if e.agent_id.as_ref() != Some(&id) {
+                continue;
+            }
+            match e.event {
+                Event::AgentArtifact(Artifact::Branch(b)) => branch = Some(b),
+                Event::AgentValidation { status, .. } => validation = status,
+                Event::ValidatorVerdict(r) => rounds.push(r),
+                _ => {}
+            }
+        }
+        let (diff, changed) =
+            match (&branch, self.services().worktrees()) {
+                (Some(b), Some(manager)) => match b.commits.last() {
+                    Some(tip) => {
+                        let diff = manager.diff_commits(&b.base, tip, DIFF_CAP).await.map_err(
+                            |source| EngineError::Worktree {
+                                agent: id.clone(),
+                                source,
+                            },
+                        )?;
+                        let changed = changed_in(&diff);
+                        (diff, changed)
+                    }
+                    None => (String::new(), Vec::new()),
+                },
+                _ => (String::new(), Vec::new()),
+            };
+        store
+            .append_event(
+                &self.run_id,
+                Some(&id),
+                Event::AgentRecovered {
+                    step: key.to_string(),
+                },
+            )
+            .await?;
+        Ok(Some(ExecResult {
+            agent_id: id,
+            outcome: AgentOutcome {
+                state: agent.state,
+                stats: agent.stats,
+                result: agent.result.unwrap_or_default(),
+                error: agent.error,
+                exceeded: None,
+                reason: None,
+                history,
+            },
+            changed,
+            diff,
+            branch,
+            validation,
+            rounds,
+        }))
+    }
+
+    /// The commit this run's agents start from when they work in worktrees: HEAD when
+    /// the run began, journaled (`base`), so agents of a resumed run start where the
+    /// killed process's agents started, not at a HEAD that moved since.
+    pub(crate) async fn run_base(&self) -> Result<Option<String>, EngineError> {
+        if self.req.isolation() != Isolation::Worktree {
+            return Ok(None);
+        }
+        if let Some(base) = self.journal.peek::<String>(&StepKey::Base) {
+            return Ok(Some(base));
+        }
+        let Some(manager) = self.services().worktrees() else {
+            return Ok(None);
+        };
+        let head = manager.head().await.map_err(|e| {
+            EngineError::Internal(format!("the base commit of run {}: {e}", self.run_id))
+        })?;
+        self.journal
+            .finish(&StepKey::Base, None, &head, Vec::new())
+            .await?;
+        Ok(Some(head))
+    }
+
     /// Runs `job` on its own as step `key`, or reads its stored result back.
     pub(crate) async fn execute_step(
         &self,
@@ -145,9 +249,27 @@ impl RunContext {
         if let Some(done) = self.replay(key).await? {
             return Ok(done);
         }
+        if let Some(recovered) = self.recover(key).await? {
+            record(&self.journal, key, &recovered).await?;
+            return Ok(recovered);
+        }
         begin(&self.journal, key, &job).await?;
         let r = self.execute(job).await?;
         record(&self.journal, key, &r).await?;
         Ok(r)
     }
+}
+
+/// The paths a unified diff changes (its `diff --git a/… b/…` headers).
+fn changed_in(diff: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in diff.lines() {
+        if let Some(rest) = line.strip_prefix("diff --git a/")
+            && let Some((_, b)) = rest.split_once(" b/")
+            && !out.iter().any(|p| p == b)
+        {
+            out.push(b.to_owned());
+        }
+    }
+    out
 }

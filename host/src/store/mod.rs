@@ -2,6 +2,7 @@
 //! append-only event log and control messages. Facts are written before the side effects
 //! they describe; a corrupt or newer-schema database is an error, never a silent reset.
 
+pub mod audit;
 mod identity;
 mod query;
 pub use identity::{RecordedRepo, RepoIdentity};
@@ -17,7 +18,7 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use tokio::sync::oneshot;
 
 pub use crate::event::EventRecord;
@@ -391,6 +392,59 @@ impl Store {
             result: result.map(str::to_owned),
             error: error.map(str::to_owned),
             at: now_ms(),
+            conversation: None,
+        })
+        .await
+    }
+
+    /// Records an agent's end as [`Store::finish_agent`] does, with its final
+    /// conversation (JSON) in the same transaction.
+    pub async fn finish_agent_with_conversation(
+        &self,
+        id: &AgentId,
+        state: AgentState,
+        stats: AgentStats,
+        result: Option<&str>,
+        error: Option<&str>,
+        conversation: String,
+    ) -> Result<(), StoreError> {
+        self.write(Write::FinishAgent {
+            id: id.clone(),
+            state,
+            stats,
+            result: result.map(str::to_owned),
+            error: error.map(str::to_owned),
+            at: now_ms(),
+            conversation: Some(conversation),
+        })
+        .await
+    }
+
+    /// The audit chain, oldest first, optionally only run `run_id`'s records.
+    pub async fn audit_records(
+        &self,
+        run_id: Option<&RunId>,
+    ) -> Result<Vec<audit::AuditRecord>, StoreError> {
+        let run = run_id.map(|r| r.as_str().to_owned());
+        self.read(move |c| audit::records(c, run.as_deref())).await
+    }
+
+    /// Walks the audit chain: the first broken link, gap or truncation, if any.
+    pub async fn audit_verify(&self) -> Result<audit::Verdict, StoreError> {
+        self.read(audit::verify).await
+    }
+
+    /// An agent's final conversation (JSON), when its end stored one.
+    pub async fn agent_conversation(&self, id: &AgentId) -> Result<Option<String>, StoreError> {
+        let id = id.clone();
+        self.read(move |c| {
+            c.query_row(
+                "SELECT conversation FROM agent_conversations WHERE agent_id = ?1",
+                rusqlite::params![id.as_str()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| StoreError::sqlite("read agent conversation", &e))
         })
         .await
     }

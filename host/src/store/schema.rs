@@ -167,6 +167,35 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, key)
     ) WITHOUT ROWID;
     "#,
+    // 11: every agent's final conversation, stored with its end in the same
+    // transaction: a resume finishes a completed agent's step from it (no model call),
+    // and a dead letter is retried from it.
+    r#"
+    CREATE TABLE agent_conversations (
+        agent_id     TEXT PRIMARY KEY,
+        conversation TEXT NOT NULL
+    );
+    "#,
+    // 12: the audit chain (see store/audit.rs): each record holds the SHA-256 of the
+    // one before it; `audit_head` the last record's number and hash.
+    r#"
+    CREATE TABLE audit (
+        seq      INTEGER PRIMARY KEY,
+        at       INTEGER NOT NULL,
+        run_id   TEXT,
+        agent_id TEXT,
+        kind     TEXT NOT NULL,
+        data     TEXT NOT NULL,
+        prev     TEXT NOT NULL,
+        hash     TEXT NOT NULL
+    );
+    CREATE INDEX audit_run ON audit(run_id, seq);
+    CREATE TABLE audit_head (
+        id   INTEGER PRIMARY KEY CHECK (id = 1),
+        seq  INTEGER NOT NULL,
+        hash TEXT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -130,6 +130,18 @@ pub(crate) fn apply(conn: &Connection, w: &StepWrite) -> Result<(), StoreError> 
                 params![run_id.as_str(), key, agent_id, data, at, conversation],
             )
             .map_err(q("finish step"))?;
+            // A merge into a team's integration branch is a decision the chain keeps.
+            if key.starts_with("merge/") {
+                let merged = serde_json::from_str(data).unwrap_or(serde_json::Value::Null);
+                super::audit::append(
+                    conn,
+                    *at,
+                    Some(run_id.as_str()),
+                    agent_id.as_deref(),
+                    "merge",
+                    &serde_json::json!({ "step": key, "merged": merged }),
+                )?;
+            }
             for seq in consume {
                 conn.execute(
                     "UPDATE controls SET consumed_at = ?2 WHERE seq = ?1 AND consumed_at IS NULL",

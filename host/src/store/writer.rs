@@ -15,6 +15,19 @@ use crate::event::{Event, EventRecord};
 use crate::ids::{AgentId, RunId};
 use crate::vocab::{ExitReason, RunStatus};
 
+/// Events that record a decision, appended to the audit chain with them.
+const AUDITED_EVENTS: &[&str] = &[
+    "run.started",
+    "run.resumed",
+    "run.finished",
+    "validator.verdict",
+    "agent.validation",
+    "crew.review",
+    "orchestrate.plan",
+    "team.merge_conflict",
+    "agent.recovered",
+];
+
 /// Most writes committed in one transaction.
 const MAX_GROUP: usize = 512;
 
@@ -54,6 +67,8 @@ pub(crate) enum Write {
         result: Option<String>,
         error: Option<String>,
         at: i64,
+        /// The agent's final conversation (JSON), stored with its end.
+        conversation: Option<String>,
     },
     Event(Box<EventWrite>),
     PushControl {
@@ -104,9 +119,13 @@ fn run(
     events: broadcast::Sender<EventRecord>,
 ) {
     let mut group = Vec::with_capacity(MAX_GROUP);
+    let mut fault = FaultHook::from_env();
+    // Under the fault hook every write is its own transaction, so "the Nth write" is
+    // exact.
+    let max_group = if fault.is_some() { 1 } else { MAX_GROUP };
     while let Ok(first) = rx.recv() {
         group.push(first);
-        while group.len() < MAX_GROUP {
+        while group.len() < max_group {
             match rx.try_recv() {
                 Ok(next) => group.push(next),
                 Err(_) => break,
@@ -118,6 +137,9 @@ fn run(
             }
         }
         let results = commit_group(&mut conn, &group);
+        if let Some(hook) = &mut fault {
+            hook.committed(group.len());
+        }
         for ((write, ack), result) in group.drain(..).zip(results) {
             // Published only once committed, so a subscriber never sees a lost event.
             let stored = match write {
@@ -139,6 +161,38 @@ fn run(
             if let Some(ack) = ack {
                 let _ = ack.send(result.map(|_| ()));
             }
+        }
+    }
+}
+
+/// The test hook `CREWBOX_FAULT_AFTER_WRITES=N`: the process kills itself with SIGKILL
+/// right after its Nth write is committed (before the writer of it hears back), the
+/// way `kill -9` would between any two durable writes. Tests of crash recovery loop N
+/// over a run's writes; it is not meant for anything else.
+struct FaultHook {
+    after: u64,
+    done: u64,
+}
+
+impl FaultHook {
+    fn from_env() -> Option<Self> {
+        let after = std::env::var("CREWBOX_FAULT_AFTER_WRITES")
+            .ok()?
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)?;
+        Some(Self { after, done: 0 })
+    }
+
+    fn committed(&mut self, writes: usize) {
+        self.done += writes as u64;
+        if self.done >= self.after {
+            tracing::warn!(
+                writes = self.done,
+                "CREWBOX_FAULT_AFTER_WRITES reached: killing this process"
+            );
+            crate::process::kill_self();
         }
     }
 }
@@ -167,9 +221,15 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
         Write::SetRunDetails { details, .. } => clean(details),
         Write::RecordDispatch { record, .. } => clean(&mut record.reason),
         Write::InsertAgent(a) => clean(&mut a.task),
-        Write::FinishAgent { result, error, .. } => {
+        Write::FinishAgent {
+            result,
+            error,
+            conversation,
+            ..
+        } => {
             opt(result);
             opt(error);
+            opt(conversation);
         }
         Write::Event(e) | Write::Remote(RemoteWrite::Event { event: e, .. }) => {
             // What subscribers are sent is what the log holds: an event that carried a
@@ -388,6 +448,18 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 ],
             )
             .map_err(q("record dispatch"))?;
+            super::audit::append(
+                conn,
+                record.at,
+                record.run_id.as_ref().map(|r| r.as_str()),
+                None,
+                "dispatch",
+                &serde_json::json!({
+                    "mode": record.kind.as_str(),
+                    "source": record.source,
+                    "reason": record.reason,
+                }),
+            )?;
             conn.execute(
                 "DELETE FROM dispatch_history WHERE seq <= (SELECT MAX(seq) FROM dispatch_history) - ?1",
                 params![keep],
@@ -413,6 +485,21 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 ],
             )
             .map_err(q("insert agent"))?;
+            super::audit::append(
+                conn,
+                a.created_at,
+                Some(a.run_id.as_str()),
+                Some(a.id.as_str()),
+                "spawn",
+                &serde_json::json!({
+                    "name": a.name,
+                    "role": a.role,
+                    "caps": a.caps,
+                    "parent": a.parent.as_ref().map(|p| p.as_str()),
+                    "depth": a.depth,
+                    "join": a.join,
+                }),
+            )?;
         }
         Write::AgentState { id, to, at } => {
             let (marks, from) = prior_states(*to, 4);
@@ -441,6 +528,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
             result,
             error,
             at,
+            conversation,
         } => {
             let (marks, from) = prior_states(*state, 11);
             let sql = format!(
@@ -474,8 +562,30 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                     to: *state,
                 });
             }
+            if let Some(conversation) = conversation {
+                conn.execute(
+                    "INSERT INTO agent_conversations (agent_id, conversation) VALUES (?1, ?2)
+                     ON CONFLICT (agent_id) DO UPDATE SET conversation = ?2",
+                    params![agent, conversation],
+                )
+                .map_err(q("store agent conversation"))?;
+            }
         }
-        Write::Event(e) => return insert_event(conn, e).map(Some),
+        Write::Event(e) => {
+            let seq = insert_event(conn, e)?;
+            if AUDITED_EVENTS.contains(&e.kind.as_str()) {
+                let data = serde_json::from_str(&e.data).unwrap_or(serde_json::Value::Null);
+                super::audit::append(
+                    conn,
+                    e.at,
+                    Some(e.run_id.as_str()),
+                    e.agent_id.as_ref().map(|a| a.as_str()),
+                    &e.kind,
+                    &data,
+                )?;
+            }
+            return Ok(Some(seq));
+        }
         Write::PushControl {
             target,
             kind,
@@ -487,6 +597,14 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 params![target, kind.as_str(), message, at],
             )
             .map_err(q("push control"))?;
+            super::audit::append(
+                conn,
+                *at,
+                None,
+                None,
+                &format!("control.{}", kind.as_str()),
+                &serde_json::json!({ "target": target, "message": message }),
+            )?;
         }
         Write::ConsumeControls { seqs, at } => {
             let mut stmt = conn

@@ -12,6 +12,7 @@ mod support;
 
 mod agent;
 mod agent_wire;
+mod audit;
 mod boundary;
 mod cli;
 mod cli_observe;
@@ -24,6 +25,7 @@ mod dispatch_explain;
 mod distributed;
 mod events_api;
 mod exit_codes;
+mod kill_anywhere;
 mod modes;
 mod non_utf8;
 mod operator;

@@ -28,9 +28,12 @@ impl Mode for Single {
         let opts = ctx.exec_options(&[]);
         let spec = ctx.agent_spec("agent", "executor", &ctx.req.prompt, Access::Full);
         let first = StepKey::Agent(spec.name.clone());
-        let mut last: ExecResult = ctx
-            .execute_step(&first, ctx.job(spec, opts.clone()))
-            .await?;
+        let mut job = ctx.job(spec, opts.clone());
+        // At the run's stored base: a resumed run starts where the first process did.
+        job.placement = Placement::Isolated {
+            base: ctx.run_base().await?,
+        };
+        let mut last: ExecResult = ctx.execute_step(&first, job).await?;
         let mut chain = Vec::new();
         let depth = ctx.req.chain_depth.unwrap_or(DEFAULT_CHAIN_DEPTH);
         while ctx.req.chain && chain.len() < depth as usize && last.outcome.state.is_success() {

@@ -13,7 +13,7 @@ use super::{Mode, ModeOutcome};
 use crate::batch::{JoinMode, SwarmId, SwarmJoin, WaveConfig};
 use crate::engine::context::{RunContext, received};
 use crate::engine::error::EngineError;
-use crate::engine::executor::ExecResult;
+use crate::engine::executor::{ExecResult, Placement};
 use crate::engine::join::{Members, Step};
 use crate::engine::journal::StepKey;
 use crate::engine::recorded;
@@ -39,6 +39,8 @@ impl Mode for Swarm {
         // member with a stored result is read back (and joined like the others); only
         // the rest run, each stored the moment it ends, before the join sees it.
         let swarm_id = SwarmId::new(ctx.run_id.as_str());
+        // Every member starts at the run's stored base, also after a resume.
+        let base = ctx.run_base().await?;
         let mut pending: Vec<BoxFuture<'_, (usize, Result<ExecResult, EngineError>)>> =
             Vec::with_capacity(size);
         for i in 0..size {
@@ -48,8 +50,14 @@ impl Mode for Swarm {
                 pending.push(async move { (i, Ok(done)) }.boxed());
                 continue;
             }
+            if let Some(done) = ctx.recover(&key).await? {
+                recorded::record(&ctx.journal, &key, &done).await?;
+                pending.push(async move { (i, Ok(done)) }.boxed());
+                continue;
+            }
             let spec = ctx.agent_spec(&name, "executor", &ctx.req.prompt, Access::Full);
-            let job = ctx.job(spec, ctx.exec_options(&[]));
+            let mut job = ctx.job(spec, ctx.exec_options(&[]));
+            job.placement = Placement::Isolated { base: base.clone() };
             recorded::begin(&ctx.journal, &key, &job).await?;
             let rx = ctx.submit(job, JoinMode::Swarm(swarm_id.clone())).await?;
             let journal = &ctx.journal;
@@ -70,6 +78,22 @@ impl Mode for Swarm {
             pending,
             SwarmJoin::new(strategy, size, WaveConfig::default()),
         );
+        // A resumed swarm does not deliver again what the killed process delivered.
+        let mut delivered_before: Vec<AgentId> = Vec::new();
+        let mut waves_before = 0u32;
+        if ctx.journal.is_resumed() {
+            for e in ctx
+                .services()
+                .store()
+                .events_of_kinds(&ctx.run_id, &["swarm.delivery"])
+                .await?
+            {
+                if let Event::SwarmDelivery { agents, .. } = e.event {
+                    waves_before += 1;
+                    delivered_before.extend(agents);
+                }
+            }
+        }
         let mut results: BTreeMap<usize, ExecResult> = BTreeMap::new();
         let mut deliveries: Vec<Vec<usize>> = Vec::new();
         let mut errors = Vec::new();
@@ -80,13 +104,20 @@ impl Mode for Swarm {
                 }
                 Step::Completed(i, Err(e)) => errors.push(format!("swarm-{}: {e}", i + 1)),
                 Step::Deliver(delivered) => {
-                    ctx.emit(
-                        None,
-                        Event::SwarmDelivery {
-                            wave: deliveries.len() as u32 + 1,
-                            agents: ids(&results, &delivered),
-                        },
-                    );
+                    let agents: Vec<AgentId> = ids(&results, &delivered)
+                        .into_iter()
+                        .filter(|a| !delivered_before.contains(a))
+                        .collect();
+                    if !agents.is_empty() {
+                        waves_before += 1;
+                        ctx.emit(
+                            None,
+                            Event::SwarmDelivery {
+                                wave: waves_before,
+                                agents,
+                            },
+                        );
+                    }
                     deliveries.push(delivered);
                 }
             }

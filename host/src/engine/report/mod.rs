@@ -201,6 +201,8 @@ impl RunReport {
                 | Event::AgentContinue { .. }
                 | Event::AgentFixRound { .. }
                 | Event::AgentChain { .. }
+                | Event::AgentRecovered { .. }
+                | Event::AgentCheckpoint { .. }
                 | Event::ModelReply { .. }
                 | Event::ToolCall { .. }
                 | Event::ProviderBreakerOpen { .. }

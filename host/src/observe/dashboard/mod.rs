@@ -406,6 +406,10 @@ pub fn summary(event: &Event) -> String {
             format!("branch {}", clean(&b.branch))
         }
         Event::AgentChain { .. } => "chained agent started".into(),
+        Event::AgentCheckpoint { .. } => "worktree checkpointed".into(),
+        Event::AgentRecovered { .. } => {
+            "completed earlier; its step finished from the store".into()
+        }
         Event::AgentLeftOut { files, more } => {
             format!(
                 "left {} file(s) out of its commit",

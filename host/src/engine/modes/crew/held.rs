@@ -91,6 +91,11 @@ impl Held {
         })
     }
 
+    /// The ref its checkpoints go to.
+    pub(super) fn reference(&self) -> &str {
+        &self.reference
+    }
+
     /// The worktree, while the crew holds one.
     pub(super) fn worktree(&self) -> Option<&HeldWorktree> {
         self.held.as_ref()
@@ -156,6 +161,53 @@ impl Held {
         }
         Ok(Some(wt))
     }
+}
+
+/// A resumed crew whose executor completed (its end stored, its worktree checkpointed
+/// as it ended) but whose revision step was not recorded: the step is finished from the
+/// store and the checkpoint, without running the executor again. Called before the
+/// worktree is reopened, which then holds that checkpoint.
+pub(super) async fn recover_execution(ctx: &RunContext) -> Result<(), EngineError> {
+    let Some(n) =
+        (0..=super::MAX_REVISIONS).find(|n| !ctx.journal.has(&StepKey::CrewExecution(*n)))
+    else {
+        return Ok(());
+    };
+    let key = StepKey::CrewExecution(n);
+    let Some(exec) = ctx.recover(&key).await? else {
+        return Ok(());
+    };
+    let mut stored = StoredExec::of(&exec);
+    let store = ctx.services().store();
+    let checkpoint = store
+        .events_of_kinds(&ctx.run_id, &["agent.checkpoint"])
+        .await?
+        .into_iter()
+        .filter(|e| e.agent_id.as_ref() == Some(&exec.agent_id))
+        .find_map(|e| match e.event {
+            Event::AgentCheckpoint { commit } => Some(commit),
+            _ => None,
+        });
+    let base = ctx
+        .journal
+        .peek::<StoredWorktree>(&StepKey::CrewWorktree)
+        .map(|w| w.base);
+    if let (Some(commit), Some(base), Some(manager)) =
+        (&checkpoint, &base, ctx.services().worktrees())
+    {
+        stored.diff = manager
+            .diff_commits(base, commit, worktrees::DIFF_CAP)
+            .await
+            .map_err(|source| EngineError::Worktree {
+                agent: exec.agent_id.clone(),
+                source,
+            })?;
+    }
+    stored.checkpoint = checkpoint;
+    ctx.journal
+        .finish_recovered(&key, &exec.agent_id, &stored, &exec.outcome.history)
+        .await?;
+    Ok(())
 }
 
 /// The checkpoint of the latest revision stored as done.

@@ -180,6 +180,7 @@ impl Mode for Crew {
 
         // Execute (full tools, its own worktree kept across revisions), then review.
         let mut exec_spec = executor.agent(ctx, String::new());
+        held::recover_execution(ctx).await?;
         let held = Held::open(ctx, &mut exec_spec).await?;
         let opts = ctx.exec_options(&[]);
         let mut history: Option<Vec<Message>> = None;
@@ -209,6 +210,7 @@ impl Mode for Crew {
                     let mut job = ctx.job(spec, opts.clone());
                     if let Some(wt) = held.worktree() {
                         job.placement = Placement::Held(wt.clone());
+                        job.checkpoint = Some(held.reference().to_owned());
                     }
                     job.history = history.take().map(|mut h| {
                         h.push(Message::user(prompt));

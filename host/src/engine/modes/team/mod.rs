@@ -307,6 +307,15 @@ impl MemberRun {
     }
 }
 
+/// How long a stored agent ran (from its row).
+async fn ran_for(ctx: &RunContext, id: &AgentId) -> Result<Duration, EngineError> {
+    let agent = ctx.services().store().agent(id).await?;
+    let ms = agent
+        .and_then(|a| Some(a.finished_at? - a.started_at?))
+        .unwrap_or(0);
+    Ok(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
+}
+
 /// Runs `items` as one group through the spawn queue and awaits each result (at most
 /// `timeout` each). A member whose step is stored as done in the run's journal is read
 /// back, not run again; every fresh result is stored as it arrives, before the group's
@@ -330,7 +339,26 @@ pub(crate) async fn run_group(
                 }
                 runs[i] = Some(stored);
             }
-            None => fresh.push((i, item)),
+            None => match ctx.recover(&item.key).await? {
+                // Completed before the kill, its step not recorded: finished from the
+                // store, not run again.
+                Some(r) => {
+                    let elapsed = ran_for(ctx, &r.agent_id).await?;
+                    let run = MemberRun {
+                        task: item.assigned.clone(),
+                        ..MemberRun::ran(&r.agent_id, elapsed, &r)
+                    };
+                    let conversation = r.outcome.history;
+                    ctx.journal
+                        .finish_agent(&item.key, &r.agent_id, &run, &conversation)
+                        .await?;
+                    if run.state.is_success() {
+                        tc.memory.remember(&item.spec.name, conversation);
+                    }
+                    runs[i] = Some(run);
+                }
+                None => fresh.push((i, item)),
+            },
         }
     }
     let join = if fresh.len() >= 2 {

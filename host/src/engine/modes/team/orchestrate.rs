@@ -298,11 +298,15 @@ async fn plan(
         name: "orchestrator",
         task: None,
     };
-    ctx.journal.begin(key, Some(&spec.id), &input).await?;
-    let mut planner = spec.id.to_string();
-    let first = ctx
-        .execute(ctx.job(spec, ExecOptions::unvalidated()))
-        .await?;
+    let first = match ctx.recover(key).await? {
+        Some(first) => first,
+        None => {
+            ctx.journal.begin(key, Some(&spec.id), &input).await?;
+            ctx.execute(ctx.job(spec, ExecOptions::unvalidated()))
+                .await?
+        }
+    };
+    let mut planner = first.agent_id.to_string();
     if !first.outcome.state.is_success() {
         return Ok(StoredPlan {
             failed: Some(format!(
@@ -369,12 +373,16 @@ pub(crate) async fn orchestrator_step(
     }
     let mut spec = ctx.agent_spec(name, role, task, crate::vocab::Access::ReadOnly);
     spec.provider = provider.clone();
-    let id = spec.id.clone();
     let input = StepInput { name, task: None };
-    ctx.journal.begin(key, Some(&id), &input).await?;
-    let run = ctx
-        .execute(ctx.job(spec, ExecOptions::unvalidated()))
-        .await?;
+    let run = match ctx.recover(key).await? {
+        Some(run) => run,
+        None => {
+            ctx.journal.begin(key, Some(&spec.id), &input).await?;
+            ctx.execute(ctx.job(spec, ExecOptions::unvalidated()))
+                .await?
+        }
+    };
+    let id = run.agent_id.clone();
     let o = run.outcome;
     let reply = if o.state.is_success() {
         StoredReply {

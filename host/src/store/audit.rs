@@ -1,0 +1,264 @@
+//! The audit chain: every decision (a dispatch, an agent spawned with the tools it was
+//! granted, a steer/stop/send, a validator's verdict, a crew review, a merge into a
+//! team's integration branch, a run started, resumed or finished, a step finished from
+//! the store) is appended as a record holding the SHA-256 of the record before it. The
+//! records are written by the store's writer in the same transaction as the fact they
+//! record, so the chain never misses a stored decision.
+//!
+//! `audit_head` holds the last record's number and hash: [`verify`] finds an edited
+//! record (its hash no longer matches), a removed one (a gap in the numbers, or a
+//! record whose `prev` is not its predecessor's hash) and a truncated tail (the head
+//! names a record that is gone).
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::StoreError;
+
+/// The hash the first record links to.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// One record of the chain.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AuditRecord {
+    /// Its position (from 1, without gaps).
+    pub seq: i64,
+    /// When (ms).
+    pub at: i64,
+    /// The run it is about, if any.
+    pub run_id: Option<String>,
+    /// The agent it is about, if any.
+    pub agent_id: Option<String>,
+    /// What was decided (`dispatch`, `spawn`, `control.steer`, `validator.verdict`, …).
+    pub kind: String,
+    /// The decision's details (JSON).
+    pub data: serde_json::Value,
+    /// The previous record's hash.
+    pub prev: String,
+    /// This record's hash.
+    pub hash: String,
+}
+
+/// What `verify` found.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Every link holds.
+    Intact {
+        /// Records checked.
+        records: i64,
+    },
+    /// A record's stored hash is not the hash of its contents (it was edited).
+    BrokenLink {
+        /// The record.
+        seq: i64,
+    },
+    /// A record is missing before `seq` (its number skips, or its `prev` does not
+    /// match its predecessor).
+    Gap {
+        /// The first record after the gap.
+        seq: i64,
+        /// The number expected there.
+        expected: i64,
+    },
+    /// The chain ends before its recorded head.
+    Truncated {
+        /// The last record present.
+        last: i64,
+        /// The head recorded with the last append.
+        head: i64,
+    },
+}
+
+impl Verdict {
+    /// True when nothing was found.
+    pub fn intact(&self) -> bool {
+        matches!(self, Self::Intact { .. })
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Intact { records } => write!(f, "intact: {records} record(s), every link holds"),
+            Self::BrokenLink { seq } => write!(
+                f,
+                "broken link at record {seq}: its hash does not match its contents (edited)"
+            ),
+            Self::Gap { seq, expected } => write!(
+                f,
+                "gap before record {seq}: record {expected} is missing or was replaced"
+            ),
+            Self::Truncated { last, head } => write!(
+                f,
+                "truncated: the chain ends at record {last}, but its head is record {head}"
+            ),
+        }
+    }
+}
+
+/// The hash of a record with these contents.
+pub fn hash(
+    prev: &str,
+    seq: i64,
+    at: i64,
+    run_id: Option<&str>,
+    agent_id: Option<&str>,
+    kind: &str,
+    data: &str,
+) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        prev,
+        &seq.to_string(),
+        &at.to_string(),
+        run_id.unwrap_or(""),
+        agent_id.unwrap_or(""),
+        kind,
+        data,
+    ] {
+        // Length-prefixed, so no two different records hash alike by shifting text.
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    format!("{:x}", h.finalize())
+}
+
+/// Appends a record (inside the writer's transaction).
+pub(crate) fn append(
+    conn: &Connection,
+    at: i64,
+    run_id: Option<&str>,
+    agent_id: Option<&str>,
+    kind: &str,
+    data: &serde_json::Value,
+) -> Result<(), StoreError> {
+    let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
+    let last: Option<(i64, String)> = conn
+        .query_row("SELECT seq, hash FROM audit_head WHERE id = 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()
+        .map_err(q("read audit head"))?;
+    let (seq, prev) = match last {
+        Some((seq, hash)) => (seq + 1, hash),
+        None => (1, GENESIS.to_owned()),
+    };
+    let data = data.to_string();
+    let hash = hash(&prev, seq, at, run_id, agent_id, kind, &data);
+    conn.prepare_cached(
+        "INSERT INTO audit (seq, at, run_id, agent_id, kind, data, prev, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )
+    .map_err(q("prepare audit append"))?
+    .execute(params![seq, at, run_id, agent_id, kind, data, prev, hash])
+    .map_err(q("append audit record"))?;
+    conn.execute(
+        "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?1, ?2)
+         ON CONFLICT (id) DO UPDATE SET seq = ?1, hash = ?2",
+        params![seq, hash],
+    )
+    .map_err(q("move audit head"))?;
+    Ok(())
+}
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditRecord> {
+    let data: String = r.get(5)?;
+    Ok(AuditRecord {
+        seq: r.get(0)?,
+        at: r.get(1)?,
+        run_id: r.get(2)?,
+        agent_id: r.get(3)?,
+        kind: r.get(4)?,
+        data: serde_json::from_str(&data).unwrap_or(serde_json::Value::String(data)),
+        prev: r.get(6)?,
+        hash: r.get(7)?,
+    })
+}
+
+const COLS: &str = "seq, at, run_id, agent_id, kind, data, prev, hash";
+
+/// The records, oldest first, optionally of one run.
+pub(crate) fn records(
+    conn: &Connection,
+    run_id: Option<&str>,
+) -> Result<Vec<AuditRecord>, StoreError> {
+    let q = |e: rusqlite::Error| StoreError::sqlite("read audit chain", &e);
+    let mut stmt = match run_id {
+        Some(_) => conn.prepare(&format!(
+            "SELECT {COLS} FROM audit WHERE run_id = ?1 ORDER BY seq"
+        )),
+        None => conn.prepare(&format!("SELECT {COLS} FROM audit ORDER BY seq")),
+    }
+    .map_err(q)?;
+    let rows = match run_id {
+        Some(run) => stmt.query_map(params![run], row),
+        None => stmt.query_map([], row),
+    }
+    .map_err(q)?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(q)
+}
+
+/// Walks the whole chain and reports the first thing wrong with it.
+pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
+    let q = |e: rusqlite::Error| StoreError::sqlite("verify audit chain", &e);
+    let mut stmt = conn
+        .prepare("SELECT seq, at, run_id, agent_id, kind, data, prev, hash FROM audit ORDER BY seq")
+        .map_err(q)?;
+    let mut rows = stmt.query([]).map_err(q)?;
+    let (mut expected, mut prev) = (1i64, GENESIS.to_owned());
+    while let Some(r) = rows.next().map_err(q)? {
+        let seq: i64 = r.get(0).map_err(q)?;
+        let at: i64 = r.get(1).map_err(q)?;
+        let run_id: Option<String> = r.get(2).map_err(q)?;
+        let agent_id: Option<String> = r.get(3).map_err(q)?;
+        let kind: String = r.get(4).map_err(q)?;
+        let data: String = r.get(5).map_err(q)?;
+        let stored_prev: String = r.get(6).map_err(q)?;
+        let stored_hash: String = r.get(7).map_err(q)?;
+        if seq != expected || stored_prev != prev {
+            return Ok(Verdict::Gap { seq, expected });
+        }
+        let h = hash(
+            &stored_prev,
+            seq,
+            at,
+            run_id.as_deref(),
+            agent_id.as_deref(),
+            &kind,
+            &data,
+        );
+        if h != stored_hash {
+            return Ok(Verdict::BrokenLink { seq });
+        }
+        prev = stored_hash;
+        expected += 1;
+    }
+    let last = expected - 1;
+    let head: Option<(i64, String)> = conn
+        .query_row("SELECT seq, hash FROM audit_head WHERE id = 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()
+        .map_err(q)?;
+    match head {
+        Some((head, hash)) if head != last || hash != prev => Ok(Verdict::Truncated { last, head }),
+        None if last > 0 => Ok(Verdict::Truncated { last, head: last }),
+        _ => Ok(Verdict::Intact { records: last }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_depend_on_every_field_and_the_link() {
+        let a = hash(GENESIS, 1, 5, Some("r"), None, "spawn", "{}");
+        assert_eq!(a, hash(GENESIS, 1, 5, Some("r"), None, "spawn", "{}"));
+        assert_ne!(a, hash(GENESIS, 2, 5, Some("r"), None, "spawn", "{}"));
+        assert_ne!(a, hash(GENESIS, 1, 5, None, Some("r"), "spawn", "{}"));
+        assert_ne!(a, hash(&a, 1, 5, Some("r"), None, "spawn", "{}"));
+        assert_ne!(a, hash(GENESIS, 1, 5, Some("r"), None, "spaw", "n{}"));
+    }
+}

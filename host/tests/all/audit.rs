@@ -1,0 +1,138 @@
+//! The audit chain through the real binary: a run's decisions are recorded, each with
+//! the SHA-256 of the record before it, and `crewbox audit verify` finds an edited
+//! record, a deleted one and a truncated tail in a copy of the store.
+
+use crate::support::repo::{bin, crewbox, git_repo, state_dir};
+use crate::support::script::writes_then;
+
+use std::path::{Path, PathBuf};
+
+fn db(dir: &Path) -> PathBuf {
+    state_dir(dir).join("crewbox.db")
+}
+
+fn verify(dir: &Path) -> (i32, serde_json::Value) {
+    let out = bin(dir, &["audit", "verify", "--json"]);
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON ({e}): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap(), v)
+}
+
+/// Restores the pristine copy, then tampers with it through `sql`.
+fn tampered(dir: &Path, pristine: &Path, sql: &str) -> (i32, serde_json::Value) {
+    std::fs::copy(pristine, db(dir)).unwrap();
+    let conn = rusqlite::Connection::open(db(dir)).unwrap();
+    conn.execute_batch(sql).unwrap();
+    drop(conn);
+    verify(dir)
+}
+
+#[test]
+fn a_runs_decisions_are_chained_and_tampering_is_found() {
+    let dir = git_repo(|_| {});
+    let script = writes_then("agent", "one.txt", "one\n", 0, "wrote one.txt");
+    let (out, report) = crewbox(
+        dir.path(),
+        &script,
+        &["run", "write one", "--mode", "single"],
+    );
+    assert!(out.status.success(), "{report}");
+    let run = report["run_id"].as_str().unwrap();
+
+    let out = bin(dir.path(), &["audit", run, "--json"]);
+    assert!(out.status.success());
+    let records: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    for kind in ["run.started", "dispatch", "spawn", "run.finished"] {
+        assert!(kinds.contains(&kind), "{kind} not in {kinds:?}");
+    }
+    let spawn = records.iter().find(|r| r["kind"] == "spawn").unwrap();
+    assert_eq!(spawn["data"]["name"], "agent");
+    assert!(
+        spawn["data"]["caps"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "{spawn}"
+    );
+    // Each record links to the one before it.
+    let all: Vec<serde_json::Value> =
+        serde_json::from_slice(&bin(dir.path(), &["audit", "--json"]).stdout).unwrap();
+    for pair in all.windows(2) {
+        assert_eq!(pair[1]["prev"], pair[0]["hash"], "{pair:?}");
+        assert_eq!(
+            pair[1]["seq"].as_i64().unwrap(),
+            pair[0]["seq"].as_i64().unwrap() + 1
+        );
+    }
+    let n = all.len() as i64;
+    assert!(n >= 4, "{all:?}");
+
+    let (code, v) = verify(dir.path());
+    assert_eq!((code, v["status"].as_str()), (0, Some("intact")), "{v}");
+    assert_eq!(v["records"], n);
+
+    // A pristine copy of the store, every write of it in the main file.
+    let conn = rusqlite::Connection::open(db(dir.path())).unwrap();
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .unwrap();
+    drop(conn);
+    let pristine = dir.path().join("pristine.db");
+    std::fs::copy(db(dir.path()), &pristine).unwrap();
+
+    let (code, v) = tampered(
+        dir.path(),
+        &pristine,
+        "UPDATE audit SET data = '{\"mode\":\"crew\"}' WHERE seq = 2;",
+    );
+    assert_eq!(
+        (code, &v["status"]),
+        (1, &serde_json::json!("broken-link")),
+        "{v}"
+    );
+    assert_eq!(v["seq"], 2);
+
+    let (code, v) = tampered(dir.path(), &pristine, "DELETE FROM audit WHERE seq = 2;");
+    assert_eq!((code, &v["status"]), (1, &serde_json::json!("gap")), "{v}");
+    assert_eq!(
+        (v["seq"].as_i64(), v["expected"].as_i64()),
+        (Some(3), Some(2))
+    );
+
+    let (code, v) = tampered(
+        dir.path(),
+        &pristine,
+        &format!("DELETE FROM audit WHERE seq > {};", n - 2),
+    );
+    assert_eq!(
+        (code, &v["status"]),
+        (1, &serde_json::json!("truncated")),
+        "{v}"
+    );
+    assert_eq!(
+        (v["last"].as_i64(), v["head"].as_i64()),
+        (Some(n - 2), Some(n))
+    );
+
+    // A record rewritten with a matching hash of its own still breaks the next link.
+    let (code, v) = tampered(
+        dir.path(),
+        &pristine,
+        "UPDATE audit SET hash = 'f00d' WHERE seq = 2;",
+    );
+    assert_eq!(code, 1, "{v}");
+
+    // The untouched copy verifies again.
+    std::fs::copy(&pristine, db(dir.path())).unwrap();
+    let (code, _) = verify(dir.path());
+    assert_eq!(code, 0);
+    let text = bin(dir.path(), &["audit", "verify"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("intact"));
+}
