@@ -122,6 +122,12 @@ pub fn init_main(request: &[u8], fds: InitFds, uid: libc::uid_t, gid: libc::gid_
         std::process::exit(SETUP_FAILED);
     }
     sys::unblock_signals();
+    // A session of its own, without a controlling terminal, for it and everything it
+    // starts: the user's terminal is out of reach (no `/dev/tty`, no `TIOCSTI`), and
+    // keys typed there (Ctrl-C) reach crewbox only.
+    if sys::new_session().is_err() {
+        std::process::exit(SETUP_FAILED);
+    }
     let mut moved = fds.stdio.into_iter().zip(0..).collect::<Vec<_>>();
     moved.push((fds.status, 3));
     for (fd, to) in moved {

@@ -185,8 +185,18 @@ impl<'a> Spawn<'a> {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true);
+        // Unconfined, but still without the user's terminal: a session of its own (which
+        // also makes it the leader of its own process group, killed as one).
+        // SAFETY: setsid is async-signal-safe and touches nothing of the parent's memory.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         if let Some(ws) = &self.agent.scope.workspace {
             cmd.current_dir(ws);
         }

@@ -37,18 +37,18 @@ pub const MASKED_SYSTEM_FILES: &[&str] = &[
     "/etc/security/opasswd",
 ];
 
-/// Device nodes the process gets (bound from the host's `/dev`).
+/// Device nodes the process gets (bound from the host's `/dev`). No terminal: the
+/// process has no controlling terminal (its own session), no `/dev/tty`, no `/dev/pts`.
 pub const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
     "/dev/random",
     "/dev/urandom",
-    "/dev/tty",
 ];
 
 /// Devices the process may write to.
-pub const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+pub const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
 /// Names inside a workspace that stay read-only even when the workspace is writable.
 pub const PROTECTED_IN_WORKSPACE: &[&str] = &[".git", ".crewbox"];
