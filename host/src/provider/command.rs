@@ -187,6 +187,7 @@ impl Provider for CommandProvider {
         let mut spawn = agent
             .command(Program::Argv(argv))
             .with_network()
+            .without_memory_cap()
             .read_also(&self.options.read)
             .env(EnvPolicy {
                 pass: self.options.pass_env.clone(),

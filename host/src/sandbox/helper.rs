@@ -296,14 +296,18 @@ fn build_view(policy: &Policy) -> Result<(), SetupError> {
                         .at(m, || format!("making {shown} read-only"))?;
                 }
             }
-            Mount::Tmpfs { write, .. } => {
+            Mount::Tmpfs { write, size, .. } => {
                 std::fs::create_dir_all(&target).at(m, || format!("creating {shown}"))?;
+                let options = match size {
+                    Some(bytes) => format!("mode=0755,size={}", (*bytes).max(4096)),
+                    None => "mode=0755".to_owned(),
+                };
                 sys::mount(
                     Some(Path::new("tmpfs")),
                     &target,
                     Some("tmpfs"),
                     libc::MS_NOSUID | libc::MS_NODEV,
-                    Some("mode=0755"),
+                    Some(&options),
                 )
                 .at(m, || format!("mounting an empty directory at {shown}"))?;
                 if !write {
@@ -384,6 +388,9 @@ fn apply_limits(policy: &Policy) -> Result<(), SetupError> {
         // SIGXCPU at the soft limit, SIGKILL a little later.
         sys::set_limit(libc::RLIMIT_CPU, l.cpu_time_s, l.cpu_time_s + 5)
             .at(Stage::Limits, at("RLIMIT_CPU"))?;
+    }
+    if l.memory > 0 {
+        sys::set_limit(libc::RLIMIT_AS, l.memory, l.memory).at(Stage::Limits, at("RLIMIT_AS"))?;
     }
     sys::set_limit(libc::RLIMIT_CORE, 0, 0).at(Stage::Limits, at("RLIMIT_CORE"))
 }

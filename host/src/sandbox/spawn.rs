@@ -104,6 +104,7 @@ pub struct Spawn<'a> {
     network: bool,
     stdin: bool,
     read: Vec<PathBuf>,
+    memory_cap: bool,
 }
 
 impl<'a> Spawn<'a> {
@@ -119,6 +120,7 @@ impl<'a> Spawn<'a> {
             program,
             stdin: false,
             read: Vec::new(),
+            memory_cap: true,
         }
     }
 
@@ -133,6 +135,14 @@ impl<'a> Spawn<'a> {
     /// must reach its API).
     pub fn with_network(mut self) -> Self {
         self.network = true;
+        self
+    }
+
+    /// Lifts the memory cap (`[sandbox] memory_mb`) for this process: the `command`
+    /// provider's CLI is the user's own program, often a runtime that reserves far more
+    /// address space than it uses. Its `/dev/shm` stays bounded.
+    pub fn without_memory_cap(mut self) -> Self {
+        self.memory_cap = false;
         self
     }
 
@@ -243,6 +253,7 @@ impl<'a> Spawn<'a> {
                 private_tmp: &dirs.tmp,
                 network: self.network,
                 extra_read: &self.read,
+                shm_size: self.agent.sandbox.shared.config.limits.shm_size,
             },
         );
         let mut env = self.environment();
@@ -261,7 +272,13 @@ impl<'a> Spawn<'a> {
             mounts: plan.mounts,
             writable: plan.writable,
             writable_files: plan.writable_files,
-            limits: self.agent.sandbox.shared.config.limits,
+            limits: {
+                let mut limits = self.agent.sandbox.shared.config.limits;
+                if !self.memory_cap {
+                    limits.memory = 0;
+                }
+                limits
+            },
         }
     }
 

@@ -4,7 +4,8 @@
 //! for the process (deny by default, for reads as well as writes):
 //! - the system trees (`/usr`, `/etc`, `/bin`, `/lib*`, `/opt`, `/nix` where present),
 //!   read-only, with root-readable secrets in `/etc` masked;
-//! - a fresh `/proc` (its own pid namespace) and a minimal `/dev`;
+//! - a fresh `/proc` (its own pid namespace) and a minimal `/dev`: no terminal, and a
+//!   bounded `/dev/shm`;
 //! - the workspace, writable when the agent may write, with `.git` and `.crewbox`
 //!   read-only (a missing `.crewbox` is shown as an empty read-only directory, so it
 //!   cannot be planted either, unless the user lets agents change it), and the git
@@ -107,6 +108,8 @@ pub struct AgentView<'a> {
     pub network: bool,
     /// Read-only paths for this process only (a `command` provider's own `read`).
     pub extra_read: &'a [PathBuf],
+    /// The size of its `/dev/shm`, bytes.
+    pub shm_size: u64,
 }
 
 /// The view's mounts plus the paths the process may write beneath / to.
@@ -172,6 +175,7 @@ pub fn plan(host: &HostLayout, agent: &AgentView<'_>) -> Plan {
         Mount::Tmpfs {
             path: root.join("dev"),
             write: false,
+            size: None,
         },
     ));
     for dev in &host.devices {
@@ -197,6 +201,7 @@ pub fn plan(host: &HostLayout, agent: &AgentView<'_>) -> Plan {
         Mount::Tmpfs {
             path: shm.clone(),
             write: true,
+            size: Some(agent.shm_size),
         },
     ));
     writable.push(shm);
@@ -249,6 +254,7 @@ pub fn plan(host: &HostLayout, agent: &AgentView<'_>) -> Plan {
                 Mount::Tmpfs {
                     path: path.clone(),
                     write: false,
+                    size: None,
                 },
             ));
         }
@@ -261,6 +267,7 @@ pub fn plan(host: &HostLayout, agent: &AgentView<'_>) -> Plan {
                 Mount::Tmpfs {
                     path: path.clone(),
                     write: false,
+                    size: None,
                 },
             ));
         }
@@ -338,6 +345,7 @@ mod tests {
             private_tmp: Path::new("/s/a1/tmp"),
             network,
             extra_read: &[],
+            shm_size: 64 << 20,
         }
     }
 
@@ -416,7 +424,8 @@ mod tests {
             plan.mounts[position(&plan, "/h/.config/crewbox")],
             Mount::Tmpfs {
                 path: "/h/.config/crewbox".into(),
-                write: false
+                write: false,
+                size: None,
             }
         );
         // A read-only agent's workspace is not writable; network shows the resolver.

@@ -188,6 +188,17 @@ impl Worker {
     }
 }
 
+/// A worker the test did not stop (it panicked first) is killed and reaped, so no
+/// `crewbox worker` outlives its test.
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 struct Db {
     rt: tokio::runtime::Runtime,
     store: Store,
