@@ -104,6 +104,7 @@ pub struct Spawn<'a> {
     network: bool,
     stdin: bool,
     read: Vec<PathBuf>,
+    files: Vec<(PathBuf, PathBuf)>,
     memory_cap: bool,
 }
 
@@ -120,6 +121,7 @@ impl<'a> Spawn<'a> {
             program,
             stdin: false,
             read: Vec::new(),
+            files: Vec::new(),
             memory_cap: true,
         }
     }
@@ -128,6 +130,13 @@ impl<'a> Spawn<'a> {
     pub fn read_also(mut self, paths: &[PathBuf]) -> Self {
         self.read
             .extend(paths.iter().filter_map(|p| p.canonicalize().ok()));
+        self
+    }
+
+    /// Also shows these single files read-only (and executable): (where the process
+    /// opens it, the host file). The `command` provider's program and its interpreters.
+    pub fn program_files(mut self, files: &[(PathBuf, PathBuf)]) -> Self {
+        self.files.extend_from_slice(files);
         self
     }
 
@@ -253,6 +262,7 @@ impl<'a> Spawn<'a> {
                 private_tmp: &dirs.tmp,
                 network: self.network,
                 extra_read: &self.read,
+                extra_files: &self.files,
                 shm_size: self.agent.sandbox.shared.config.limits.shm_size,
             },
         );

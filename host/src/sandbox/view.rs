@@ -108,6 +108,8 @@ pub struct AgentView<'a> {
     pub network: bool,
     /// Read-only paths for this process only (a `command` provider's own `read`).
     pub extra_read: &'a [PathBuf],
+    /// Single files shown read-only for this process only: (where, host file).
+    pub extra_files: &'a [(PathBuf, PathBuf)],
     /// The size of its `/dev/shm`, bytes.
     pub shm_size: u64,
 }
@@ -234,6 +236,9 @@ pub fn plan(host: &HostLayout, agent: &AgentView<'_>) -> Plan {
         visible.push(path.clone());
         writable.push(path.clone());
     }
+    for (path, source) in agent.extra_files {
+        entries.push((Layer::Extra, bind(path, source, false)));
+    }
     if agent.network
         && let Some(dir) = &host.resolver_dir
     {
@@ -345,6 +350,7 @@ mod tests {
             private_tmp: Path::new("/s/a1/tmp"),
             network,
             extra_read: &[],
+            extra_files: &[],
             shm_size: 64 << 20,
         }
     }
