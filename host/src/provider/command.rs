@@ -12,6 +12,7 @@
 //! read the request's workspace, if any, and write only its private dirs. The child and everything it started are killed when the call times out
 //! or is dropped.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -65,6 +66,101 @@ pub struct CommandProvider {
     name: String,
     options: CommandOptions,
     model: String,
+    /// The program's own files outside the system directories (see [`program_files`]).
+    files: Vec<(PathBuf, PathBuf)>,
+}
+
+/// How many `#!` interpreters are followed (the kernel's own limit is 4).
+const MAX_INTERPRETERS: usize = 4;
+
+/// The files the sandbox must show for `program` to start, as (path the kernel opens,
+/// the file it is): the program as found on `path_var` (or as given, when absolute),
+/// and for a script its `#!` interpreter (through `/usr/bin/env NAME` too), and theirs in
+/// turn. Files in the system directories are visible anyway and left out. Only these
+/// files are shown, read-only: nothing beside them (a script's libraries, an
+/// interpreter's modules) becomes visible; list those in the provider's `read`.
+pub fn program_files(program: &str, path_var: Option<&std::ffi::OsStr>) -> Vec<(PathBuf, PathBuf)> {
+    let lookup = |name: &str| -> Option<PathBuf> {
+        if name.contains('/') {
+            let p = PathBuf::from(name);
+            return p.is_absolute().then_some(p);
+        }
+        std::env::split_paths(path_var?)
+            .filter(|d| d.is_absolute())
+            .map(|d| d.join(name))
+            .find(|p| is_executable(p))
+    };
+    // As named and as they resolve (`/bin` is often `/usr/bin`).
+    let system: Vec<PathBuf> = crate::sandbox::view::SYSTEM_ROOTS
+        .iter()
+        .flat_map(|r| {
+            [
+                PathBuf::from(r),
+                Path::new(r).canonicalize().unwrap_or_default(),
+            ]
+        })
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    let in_system = |p: &Path| system.iter().any(|s| p.starts_with(s));
+    let mut out = Vec::new();
+    let mut show = |named: PathBuf, real: &Path| {
+        if in_system(real) {
+            return;
+        }
+        out.push((real.to_owned(), real.to_owned()));
+        // A link outside the system directories is shown as the file it names (one in
+        // them already leads to the file shown above).
+        if !in_system(&named) && named != real {
+            out.push((named, real.to_owned()));
+        }
+    };
+    let mut next = lookup(program);
+    for _ in 0..=MAX_INTERPRETERS {
+        let Some(named) = next.take() else { break };
+        let Ok(real) = named.canonicalize() else {
+            break;
+        };
+        if !real.is_file() {
+            break;
+        }
+        show(named, &real);
+        next = match interpreter(&real) {
+            // `/usr/bin/env NAME`: env itself, then NAME as found on PATH.
+            Some((interp, Some(name)))
+                if interp.file_name().is_some_and(|n| n == "env") && !name.starts_with('-') =>
+            {
+                if let Ok(r) = interp.canonicalize() {
+                    show(interp, &r);
+                }
+                lookup(&name)
+            }
+            Some((interp, _)) => Some(interp),
+            None => None,
+        };
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// A script's `#!` line: its interpreter and first argument.
+fn interpreter(file: &Path) -> Option<(PathBuf, Option<String>)> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(file).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|b| *b == b'\n')?];
+    let line = std::str::from_utf8(line).ok()?;
+    let mut words = line.split_whitespace();
+    let interp = PathBuf::from(words.next()?);
+    interp
+        .is_absolute()
+        .then(|| (interp, words.next().map(str::to_owned)))
 }
 
 impl CommandProvider {
@@ -77,10 +173,12 @@ impl CommandProvider {
             )));
         };
         let model = options.model.clone().unwrap_or_else(|| program.clone());
+        let files = program_files(program, std::env::var_os("PATH").as_deref());
         Ok(Self {
             name,
             options,
             model,
+            files,
         })
     }
 }
@@ -187,7 +285,9 @@ impl Provider for CommandProvider {
         let mut spawn = agent
             .command(Program::Argv(argv))
             .with_network()
+            .without_memory_cap()
             .read_also(&self.options.read)
+            .program_files(&self.files)
             .env(EnvPolicy {
                 pass: self.options.pass_env.clone(),
                 allow_named_keys: true,
@@ -278,5 +378,42 @@ impl Provider for CommandProvider {
             usage,
             stop: StopReason::EndTurn,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn exe(path: &Path, text: &str) {
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn program_files_follow_path_links_and_env_interpreters() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().canonicalize().unwrap();
+        let (bin, lib) = (d.join("bin"), d.join("lib"));
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&lib).unwrap();
+        // tool -> ../lib/tool.real, run by `env myint`, myint found on PATH.
+        exe(&lib.join("tool.real"), "#!/usr/bin/env myint\n");
+        std::os::unix::fs::symlink("../lib/tool.real", bin.join("tool")).unwrap();
+        exe(&bin.join("myint"), "#!/bin/sh\n");
+        let path = std::env::join_paths([bin.clone(), "/usr/bin".into()]).unwrap();
+        let files = program_files("tool", Some(&path));
+        let mut want = vec![
+            (bin.join("tool"), lib.join("tool.real")),
+            (lib.join("tool.real"), lib.join("tool.real")),
+            (bin.join("myint"), bin.join("myint")),
+        ];
+        want.sort();
+        assert_eq!(files, want);
+        // System programs need nothing; an unknown one gives nothing.
+        assert_eq!(program_files("sh", Some(std::ffi::OsStr::new("/bin"))), []);
+        assert_eq!(program_files("no-such-tool-here", Some(&path)), []);
+        assert_eq!(program_files("relative/tool", Some(&path)), []);
     }
 }

@@ -106,7 +106,12 @@ pub async fn fetch_branch(repo: &Path, remote: &str, branch: &str) -> Result<(),
 /// remote, named by a hash of the URL).
 pub async fn clone_cache(cache: &Path, url: &str) -> Result<PathBuf, GitError> {
     use sha2::Digest;
-    let hash = sha2::Sha256::digest(url.as_bytes());
+    // Keyed by the normalised URL: `file:///x/repo`, `file:///x//repo/` and
+    // `file:///x/./repo` share one clone; different repositories never do.
+    let key = super::url::RemoteUrl::parse(url)
+        .map(|u| u.to_string())
+        .unwrap_or_else(|_| url.to_owned());
+    let hash = sha2::Sha256::digest(key.as_bytes());
     let name: String = hash.iter().take(12).map(|b| format!("{b:02x}")).collect();
     let dir = cache.join(name);
     if dir.join(".git").is_dir() {

@@ -17,6 +17,7 @@ pub mod coordinator;
 pub mod git;
 pub mod streams;
 pub mod task;
+pub mod url;
 pub mod worker;
 
 pub use coordinator::NatsExecutor;
@@ -26,6 +27,14 @@ use crate::config::NatsSettings;
 /// Why scale-out could not do something.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
+    /// An allowed remote that is no URL (an empty one would allow everything).
+    #[error("{origin}: {source}")]
+    AllowRemote {
+        /// `--allow-remote` or `[nats] allow_remotes`.
+        origin: &'static str,
+        /// What is wrong with it.
+        source: url::RemoteUrlError,
+    },
     /// `executor = "nats"` or a worker without a server.
     #[error("no NATS server configured: set `[nats] url` in your config or pass --nats URL")]
     NoUrl,

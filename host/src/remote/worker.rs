@@ -79,7 +79,7 @@ struct Shared {
     state_base: PathBuf,
     clones: PathBuf,
     store: Store,
-    allow: Vec<String>,
+    allow: Vec<super::url::RemoteUrl>,
     script: Option<PathBuf>,
     /// One engine per remote, built on first use.
     engines: Mutex<HashMap<String, Arc<Services>>>,
@@ -105,6 +105,20 @@ pub async fn serve(
     let pool = opts.pool.clone().unwrap_or(settings.pool.clone());
     if !is_token(&pool) {
         return Err(RemoteError::Pool(pool).into());
+    }
+    // Parsed before anything else: an empty or malformed entry is an error, never a
+    // prefix of every remote.
+    let mut allow = Vec::new();
+    for (origin, list) in [
+        ("[nats] allow_remotes", &settings.allow_remotes),
+        ("--allow-remote", &opts.allow_remotes),
+    ] {
+        for entry in list {
+            allow.push(
+                super::url::RemoteUrl::parse(entry)
+                    .map_err(|source| RemoteError::AllowRemote { origin, source })?,
+            );
+        }
     }
     let name = opts.name.clone().unwrap_or_else(default_name);
     let client = super::connect(
@@ -132,8 +146,6 @@ pub async fn serve(
         uuid::Uuid::now_v7().simple()
     ));
     let store = Store::open(&own)?;
-    let mut allow = settings.allow_remotes.clone();
-    allow.extend(opts.allow_remotes.iter().cloned());
     let shared = Arc::new(Shared {
         js,
         results,
@@ -237,10 +249,8 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
             "task on subject {} names subject {expected}",
             msg.subject
         ))
-    } else if !shared
-        .allow
-        .iter()
-        .any(|p| task.remote.starts_with(p.as_str()))
+    } else if !super::url::RemoteUrl::parse(&task.remote)
+        .is_ok_and(|remote| shared.allow.iter().any(|p| remote.within(p)))
     {
         Some(format!(
             "worker {} does not serve remote {} (not in its `[nats] allow_remotes` or --allow-remote)",

@@ -119,7 +119,7 @@ impl SandboxedChild {
             Inner::Direct { child, group } => {
                 if let Some(pgid) = group.take() {
                     // SAFETY: killpg only sends a signal. The group was created for this
-                    // child (process_group(0)); until its leader is reaped the id cannot
+                    // child (its own session, led by it); until its leader is reaped the id cannot
                     // be reused, and right after, only once the kernel cycles through
                     // every pid. ESRCH is ignored.
                     unsafe {

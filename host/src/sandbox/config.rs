@@ -12,6 +12,8 @@
 //! max_processes = 1024     # processes at once per command (0: unbounded)
 //! max_file_size_mb = 4096  # largest file a command writes (0: unbounded)
 //! cpu_time_s = 1200        # CPU seconds per process (0: unbounded)
+//! memory_mb = 4096         # address space per process, MiB (0: unbounded)
+//! shm_mb = 64              # size of /dev/shm, MiB (at most memory_mb)
 //! [sandbox.team.backend]
 //! network = true           # network for one team's agents
 //! ```
@@ -24,6 +26,11 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use super::policy::Limits;
+
+/// The smallest memory cap (`memory_mb`) a command can start under, MiB.
+const MIN_MEMORY_MB: u64 = 64;
+/// The largest memory or `/dev/shm` size, MiB (16 TiB).
+const MAX_MEMORY_MB: u64 = 16 << 20;
 
 /// Whether agent commands run sandboxed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +75,10 @@ pub struct SandboxFile {
     pub max_file_size_mb: Option<u64>,
     /// CPU seconds per process.
     pub cpu_time_s: Option<u64>,
+    /// Address space per process, MiB.
+    pub memory_mb: Option<u64>,
+    /// The size of `/dev/shm`, MiB.
+    pub shm_mb: Option<u64>,
     /// Per-team settings.
     #[serde(default)]
     pub team: BTreeMap<String, TeamSandboxFile>,
@@ -232,6 +243,40 @@ impl SandboxConfig {
         if let Some(s) = f.cpu_time_s {
             self.limits.cpu_time_s = s;
         }
+        let range = |key: &str, mb: u64, min: u64| {
+            if mb < min || mb > MAX_MEMORY_MB {
+                Err(SandboxConfigError {
+                    key: key.into(),
+                    message: format!(
+                        "{mb} is outside the allowed range: {}{min}..={MAX_MEMORY_MB} MiB",
+                        if min > 0 { "" } else { "0 (unbounded) or " }
+                    ),
+                })
+            } else {
+                Ok(mb << 20)
+            }
+        };
+        if let Some(mb) = f.memory_mb {
+            // Below 64 MiB not even a shell and Python start.
+            self.limits.memory = if mb == 0 {
+                0
+            } else {
+                range("memory_mb", mb, MIN_MEMORY_MB)?
+            };
+        }
+        if let Some(mb) = f.shm_mb {
+            self.limits.shm_size = range("shm_mb", mb, 1)?;
+        }
+        if self.limits.memory > 0 && self.limits.shm_size > self.limits.memory {
+            return Err(SandboxConfigError {
+                key: "shm_mb".into(),
+                message: format!(
+                    "/dev/shm ({} MiB) may not be larger than the memory cap memory_mb ({} MiB)",
+                    self.limits.shm_size >> 20,
+                    self.limits.memory >> 20
+                ),
+            });
+        }
         for (team, t) in f.team {
             if let Some(n) = t.network {
                 self.team_network.insert(team, n);
@@ -260,6 +305,39 @@ mod tests {
         toml::from_str::<File>(text)
             .map(|f| f.sandbox)
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn memory_and_shm_are_validated() {
+        let apply = |text: &str| {
+            let mut cfg = SandboxConfig::default();
+            cfg.apply(parse(text).unwrap(), Path::new("/c/config.toml"), None)
+                .map(|()| cfg.limits)
+        };
+        let l = apply("[sandbox]\nmemory_mb = 512\nshm_mb = 16\n").unwrap();
+        assert_eq!((l.memory, l.shm_size), (512 << 20, 16 << 20));
+        let l = apply("[sandbox]\nmemory_mb = 0\n").unwrap();
+        assert_eq!((l.memory, l.shm_size), (0, 64 << 20));
+        let l = apply("[sandbox]\n").unwrap();
+        assert_eq!((l.memory, l.shm_size), (4096 << 20, 64 << 20));
+        for (text, key, needle) in [
+            ("memory_mb = 10", "memory_mb", "64..="),
+            (
+                "memory_mb = 99999999999",
+                "memory_mb",
+                "outside the allowed range",
+            ),
+            ("shm_mb = 0", "shm_mb", "1..="),
+            (
+                "memory_mb = 128\nshm_mb = 256",
+                "shm_mb",
+                "may not be larger",
+            ),
+        ] {
+            let e = apply(&format!("[sandbox]\n{text}\n")).unwrap_err();
+            assert_eq!(e.key, key, "{text}");
+            assert!(e.message.contains(needle), "{text}: {}", e.message);
+        }
     }
 
     #[test]

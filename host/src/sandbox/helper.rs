@@ -122,6 +122,12 @@ pub fn init_main(request: &[u8], fds: InitFds, uid: libc::uid_t, gid: libc::gid_
         std::process::exit(SETUP_FAILED);
     }
     sys::unblock_signals();
+    // A session of its own, without a controlling terminal, for it and everything it
+    // starts: the user's terminal is out of reach (no `/dev/tty`, no `TIOCSTI`), and
+    // keys typed there (Ctrl-C) reach crewbox only.
+    if sys::new_session().is_err() {
+        std::process::exit(SETUP_FAILED);
+    }
     let mut moved = fds.stdio.into_iter().zip(0..).collect::<Vec<_>>();
     moved.push((fds.status, 3));
     for (fd, to) in moved {
@@ -290,14 +296,18 @@ fn build_view(policy: &Policy) -> Result<(), SetupError> {
                         .at(m, || format!("making {shown} read-only"))?;
                 }
             }
-            Mount::Tmpfs { write, .. } => {
+            Mount::Tmpfs { write, size, .. } => {
                 std::fs::create_dir_all(&target).at(m, || format!("creating {shown}"))?;
+                let options = match size {
+                    Some(bytes) => format!("mode=0755,size={}", (*bytes).max(4096)),
+                    None => "mode=0755".to_owned(),
+                };
                 sys::mount(
                     Some(Path::new("tmpfs")),
                     &target,
                     Some("tmpfs"),
                     libc::MS_NOSUID | libc::MS_NODEV,
-                    Some("mode=0755"),
+                    Some(&options),
                 )
                 .at(m, || format!("mounting an empty directory at {shown}"))?;
                 if !write {
@@ -378,6 +388,9 @@ fn apply_limits(policy: &Policy) -> Result<(), SetupError> {
         // SIGXCPU at the soft limit, SIGKILL a little later.
         sys::set_limit(libc::RLIMIT_CPU, l.cpu_time_s, l.cpu_time_s + 5)
             .at(Stage::Limits, at("RLIMIT_CPU"))?;
+    }
+    if l.memory > 0 {
+        sys::set_limit(libc::RLIMIT_AS, l.memory, l.memory).at(Stage::Limits, at("RLIMIT_AS"))?;
     }
     sys::set_limit(libc::RLIMIT_CORE, 0, 0).at(Stage::Limits, at("RLIMIT_CORE"))
 }

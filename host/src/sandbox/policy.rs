@@ -104,6 +104,10 @@ pub enum Mount {
         path: PathBuf,
         /// Whether files may be created in it.
         write: bool,
+        /// Its size in bytes (None: the kernel's default, half of RAM; only ever for
+        /// read-only ones, which stay empty).
+        #[serde(default)]
+        size: Option<u64>,
     },
     /// A fresh `/proc` of the sandbox's own pid namespace.
     Proc {
@@ -134,7 +138,13 @@ impl Mount {
     }
 }
 
-/// Resource limits of the sandboxed process tree. Zero means unbounded.
+/// The default memory cap of a command, MiB.
+pub const DEFAULT_MEMORY_MB: u64 = 4096;
+/// The default size of a command's `/dev/shm`, MiB.
+pub const DEFAULT_SHM_MB: u64 = 64;
+
+/// Resource limits of the sandboxed process tree. Zero means unbounded (but for
+/// `shm_size`, which is always bounded).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     /// Processes (threads count) alive at once in the sandbox.
@@ -143,6 +153,10 @@ pub struct Limits {
     pub max_file_size: u64,
     /// CPU seconds per process.
     pub cpu_time_s: u64,
+    /// Address space per process, in bytes (`RLIMIT_AS`).
+    pub memory: u64,
+    /// The size of the process's `/dev/shm`, in bytes (at least one page).
+    pub shm_size: u64,
 }
 
 impl Default for Limits {
@@ -151,6 +165,8 @@ impl Default for Limits {
             max_processes: 1024,
             max_file_size: 4 << 30,
             cpu_time_s: 1200,
+            memory: DEFAULT_MEMORY_MB << 20,
+            shm_size: DEFAULT_SHM_MB << 20,
         }
     }
 }
@@ -313,6 +329,7 @@ mod tests {
                 Mount::Tmpfs {
                     path: "/dev".into(),
                     write: false,
+                    size: None,
                 },
                 Mount::Bind {
                     path: "/w".into(),

@@ -12,6 +12,10 @@
 //! truncated). With network access, ABI 6 (Linux 6.12) is required too, to keep the
 //! host's abstract unix sockets and processes out of reach; without network the
 //! sandbox's own namespaces already do that and ABI 6 scoping is added where present.
+//! Where the kernel has ABI 5 (Linux 6.10), ioctls on devices are denied too; the core
+//! defence against terminal injection is elsewhere and needs no ABI: the process runs
+//! in a session of its own, without a controlling terminal, and no terminal device is
+//! in its view.
 
 use landlock::{
     ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
@@ -55,15 +59,20 @@ pub fn restrict(policy: &Policy) -> Result<i32, SetupError> {
     } else {
         CompatLevel::BestEffort
     };
+    // Device ioctls (`TIOCSTI`, `TIOCLINUX` on a terminal, anything on any device) are
+    // handled where the kernel can (ABI 5) and never granted, not even beneath writable
+    // trees.
     let read = AccessFs::from_read(ABI::V5);
-    let all = AccessFs::from_all(ABI::V5);
-    let file = AccessFs::from_file(ABI::V5);
+    let mut all = AccessFs::from_all(ABI::V5);
+    all.remove(AccessFs::IoctlDev);
+    let mut file = AccessFs::from_file(ABI::V5);
+    file.remove(AccessFs::IoctlDev);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(ABI::V3))
         .and_then(|r| {
             r.set_compatibility(CompatLevel::BestEffort)
-                .handle_access(all)
+                .handle_access(AccessFs::from_all(ABI::V5))
         })
         .and_then(|r| {
             r.set_compatibility(scope_level)

@@ -104,6 +104,8 @@ pub struct Spawn<'a> {
     network: bool,
     stdin: bool,
     read: Vec<PathBuf>,
+    files: Vec<(PathBuf, PathBuf)>,
+    memory_cap: bool,
 }
 
 impl<'a> Spawn<'a> {
@@ -119,6 +121,8 @@ impl<'a> Spawn<'a> {
             program,
             stdin: false,
             read: Vec::new(),
+            files: Vec::new(),
+            memory_cap: true,
         }
     }
 
@@ -129,10 +133,25 @@ impl<'a> Spawn<'a> {
         self
     }
 
+    /// Also shows these single files read-only (and executable): (where the process
+    /// opens it, the host file). The `command` provider's program and its interpreters.
+    pub fn program_files(mut self, files: &[(PathBuf, PathBuf)]) -> Self {
+        self.files.extend_from_slice(files);
+        self
+    }
+
     /// Shares the host's network whatever the agent's grant (the `command` provider
     /// must reach its API).
     pub fn with_network(mut self) -> Self {
         self.network = true;
+        self
+    }
+
+    /// Lifts the memory cap (`[sandbox] memory_mb`) for this process: the `command`
+    /// provider's CLI is the user's own program, often a runtime that reserves far more
+    /// address space than it uses. Its `/dev/shm` stays bounded.
+    pub fn without_memory_cap(mut self) -> Self {
+        self.memory_cap = false;
         self
     }
 
@@ -185,8 +204,18 @@ impl<'a> Spawn<'a> {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true);
+        // Unconfined, but still without the user's terminal: a session of its own (which
+        // also makes it the leader of its own process group, killed as one).
+        // SAFETY: setsid is async-signal-safe and touches nothing of the parent's memory.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         if let Some(ws) = &self.agent.scope.workspace {
             cmd.current_dir(ws);
         }
@@ -233,6 +262,8 @@ impl<'a> Spawn<'a> {
                 private_tmp: &dirs.tmp,
                 network: self.network,
                 extra_read: &self.read,
+                extra_files: &self.files,
+                shm_size: self.agent.sandbox.shared.config.limits.shm_size,
             },
         );
         let mut env = self.environment();
@@ -251,7 +282,13 @@ impl<'a> Spawn<'a> {
             mounts: plan.mounts,
             writable: plan.writable,
             writable_files: plan.writable_files,
-            limits: self.agent.sandbox.shared.config.limits,
+            limits: {
+                let mut limits = self.agent.sandbox.shared.config.limits;
+                if !self.memory_cap {
+                    limits.memory = 0;
+                }
+                limits
+            },
         }
     }
 

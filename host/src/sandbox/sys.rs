@@ -388,6 +388,14 @@ pub fn unblock_signals() {
     }
 }
 
+/// Starts a new session led by the calling process: it loses its controlling terminal,
+/// so nothing it starts can open `/dev/tty` or push input into the user's terminal
+/// (`TIOCSTI`).
+pub fn new_session() -> io::Result<()> {
+    // SAFETY: setsid takes no arguments and only changes this process's session.
+    check(unsafe { libc::setsid() })
+}
+
 /// Moves `fd` to descriptor number `to` (closing what was there).
 pub fn move_fd(fd: std::os::fd::OwnedFd, to: libc::c_int) -> io::Result<()> {
     use std::os::fd::AsRawFd;

@@ -4,7 +4,8 @@
 //! for the process (deny by default, for reads as well as writes):
 //! - the system trees (`/usr`, `/etc`, `/bin`, `/lib*`, `/opt`, `/nix` where present),
 //!   read-only, with root-readable secrets in `/etc` masked;
-//! - a fresh `/proc` (its own pid namespace) and a minimal `/dev`;
+//! - a fresh `/proc` (its own pid namespace) and a minimal `/dev`: no terminal, and a
+//!   bounded `/dev/shm`;
 //! - the workspace, writable when the agent may write, with `.git` and `.crewbox`
 //!   read-only (a missing `.crewbox` is shown as an empty read-only directory, so it
 //!   cannot be planted either, unless the user lets agents change it), and the git
@@ -37,18 +38,18 @@ pub const MASKED_SYSTEM_FILES: &[&str] = &[
     "/etc/security/opasswd",
 ];
 
-/// Device nodes the process gets (bound from the host's `/dev`).
+/// Device nodes the process gets (bound from the host's `/dev`). No terminal: the
+/// process has no controlling terminal (its own session), no `/dev/tty`, no `/dev/pts`.
 pub const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
     "/dev/random",
     "/dev/urandom",
-    "/dev/tty",
 ];
 
 /// Devices the process may write to.
-pub const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+pub const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
 /// Names inside a workspace that stay read-only even when the workspace is writable.
 pub const PROTECTED_IN_WORKSPACE: &[&str] = &[".git", ".crewbox"];
@@ -107,6 +108,10 @@ pub struct AgentView<'a> {
     pub network: bool,
     /// Read-only paths for this process only (a `command` provider's own `read`).
     pub extra_read: &'a [PathBuf],
+    /// Single files shown read-only for this process only: (where, host file).
+    pub extra_files: &'a [(PathBuf, PathBuf)],
+    /// The size of its `/dev/shm`, bytes.
+    pub shm_size: u64,
 }
 
 /// The view's mounts plus the paths the process may write beneath / to.
@@ -172,6 +177,7 @@ pub fn plan(host: &HostLayout, agent: &AgentView<'_>) -> Plan {
         Mount::Tmpfs {
             path: root.join("dev"),
             write: false,
+            size: None,
         },
     ));
     for dev in &host.devices {
@@ -197,6 +203,7 @@ pub fn plan(host: &HostLayout, agent: &AgentView<'_>) -> Plan {
         Mount::Tmpfs {
             path: shm.clone(),
             write: true,
+            size: Some(agent.shm_size),
         },
     ));
     writable.push(shm);
@@ -229,6 +236,9 @@ pub fn plan(host: &HostLayout, agent: &AgentView<'_>) -> Plan {
         visible.push(path.clone());
         writable.push(path.clone());
     }
+    for (path, source) in agent.extra_files {
+        entries.push((Layer::Extra, bind(path, source, false)));
+    }
     if agent.network
         && let Some(dir) = &host.resolver_dir
     {
@@ -249,6 +259,7 @@ pub fn plan(host: &HostLayout, agent: &AgentView<'_>) -> Plan {
                 Mount::Tmpfs {
                     path: path.clone(),
                     write: false,
+                    size: None,
                 },
             ));
         }
@@ -261,6 +272,7 @@ pub fn plan(host: &HostLayout, agent: &AgentView<'_>) -> Plan {
                 Mount::Tmpfs {
                     path: path.clone(),
                     write: false,
+                    size: None,
                 },
             ));
         }
@@ -338,6 +350,8 @@ mod tests {
             private_tmp: Path::new("/s/a1/tmp"),
             network,
             extra_read: &[],
+            extra_files: &[],
+            shm_size: 64 << 20,
         }
     }
 
@@ -416,7 +430,8 @@ mod tests {
             plan.mounts[position(&plan, "/h/.config/crewbox")],
             Mount::Tmpfs {
                 path: "/h/.config/crewbox".into(),
-                write: false
+                write: false,
+                size: None,
             }
         );
         // A read-only agent's workspace is not writable; network shows the resolver.

@@ -188,6 +188,17 @@ impl Worker {
     }
 }
 
+/// A worker the test did not stop (it panicked first) is killed and reaped, so no
+/// `crewbox worker` outlives its test.
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 struct Db {
     rt: tokio::runtime::Runtime,
     store: Store,
@@ -607,8 +618,11 @@ fn a_worker_refuses_hostile_tasks_other_pools_and_remotes_it_does_not_serve() {
     let url = c.nats.url();
     let subject = |key: &str| format!("crewbox.task.{POOL}.r-hostile.{key}");
     let elsewhere = c.path().join("elsewhere.git").display().to_string();
-    // Allowed (its URL starts with the allowed one) but not there.
-    let missing = format!("{}-missing", c.remote);
+    // Allowed (beneath the allowed one) but not there.
+    let missing = format!("{}/missing", c.remote);
+    // A string prefix of the allowed one that leaves it: `..`, or a sibling's name.
+    let dotdot = format!("{}/../elsewhere.git", c.remote);
+    let sibling = format!("{}-private", c.remote);
     publish_raw(
         &url,
         vec![
@@ -617,6 +631,8 @@ fn a_worker_refuses_hostile_tasks_other_pools_and_remotes_it_does_not_serve() {
             (subject("pool"), raw_task(&c, "pool", "other", &c.remote)),
             (subject("remote"), raw_task(&c, "remote", POOL, &elsewhere)),
             (subject("gone"), raw_task(&c, "gone", POOL, &missing)),
+            (subject("dotdot"), raw_task(&c, "dotdot", POOL, &dotdot)),
+            (subject("sibling"), raw_task(&c, "sibling", POOL, &sibling)),
         ],
     );
     let got = |key: &str| {
@@ -646,6 +662,16 @@ fn a_worker_refuses_hostile_tasks_other_pools_and_remotes_it_does_not_serve() {
             .contains(&format!("does not serve remote {elsewhere}")),
         "{remote}"
     );
+    for key in ["dotdot", "sibling"] {
+        let r = got(key);
+        assert!(
+            r["error"]
+                .as_str()
+                .unwrap()
+                .contains("does not serve remote"),
+            "{key}: {r}"
+        );
+    }
     let gone = got("gone");
     let why = gone["error"].as_str().unwrap();
     assert!(
@@ -656,7 +682,7 @@ fn a_worker_refuses_hostile_tasks_other_pools_and_remotes_it_does_not_serve() {
     let expected = Tally {
         ran: 1,
         skipped: 0,
-        refused: 4,
+        refused: 6,
     };
     assert_eq!(
         tally, expected,
@@ -741,4 +767,29 @@ fn a_result_or_event_delivered_twice_is_recorded_once() {
         assert_eq!(workers.len(), 1);
         assert_eq!(workers[0].worker, "w1");
     });
+}
+
+#[test]
+fn an_empty_or_malformed_allowed_remote_stops_the_worker() {
+    let dir = git_repo(|_| {});
+    for (arg, needle) in [("", "empty"), ("relative/path", "absolute path")] {
+        let out = command(
+            dir.path(),
+            &[
+                "worker",
+                "--nats",
+                "nats://127.0.0.1:9",
+                "--allow-remote",
+                arg,
+            ],
+        )
+        .output()
+        .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{arg:?}: {err}");
+        assert!(
+            err.contains("--allow-remote") && err.contains(needle),
+            "{arg:?}: {err}"
+        );
+    }
 }

@@ -58,4 +58,5 @@ mod telemetry;
 mod terminal;
 mod tools;
 mod trust;
+mod tty;
 mod worktree;

@@ -181,3 +181,52 @@ async fn missing_program_is_a_config_error() {
         "{err}"
     );
 }
+
+/// A program outside the system directories (here under a temp dir, which the sandbox
+/// hides), run through an interpreter of its own outside them too: both are shown, the
+/// file beside them is not.
+#[tokio::test]
+async fn a_program_outside_the_system_directories_is_reachable_and_nothing_beside_it() {
+    let c = cli();
+    let ws = tempfile::tempdir().unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let (bin, interp) = (tools.path().join("bin"), tools.path().join("interp"));
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&interp).unwrap();
+    // The interpreter: a copy of the system shell outside the system directories.
+    let shell = interp.join("mysh");
+    std::fs::copy(Path::new("/bin/sh").canonicalize().unwrap(), &shell).unwrap();
+    let secret = tools.path().join("secret.txt");
+    std::fs::write(&secret, "NOT-FOR-THE-SANDBOX").unwrap();
+    let tool = bin.join("tool");
+    std::fs::write(
+        &tool,
+        format!(
+            "#!{}\ncat > /dev/null\necho REPLY-FROM-TOOL\ncat {} 2>&1 || echo secret-unreadable\nls {} 2>&1 | wc -l\n",
+            shell.display(),
+            secret.display(),
+            bin.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for f in [&tool, &shell] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let _agent = c.agent(ws.path());
+    let p = c.provider(&format!(
+        "kind = \"command\"\ncommand = [\"{}\"]\n",
+        tool.display()
+    ));
+    let out = p
+        .complete(&request(Some(ws.path()), first_turn()))
+        .await
+        .unwrap_or_else(|e| panic!("the program did not start: {e}"));
+    assert!(out.text.contains("REPLY-FROM-TOOL"), "{}", out.text);
+    if !crate::support::sandbox::disabled() {
+        assert!(!out.text.contains("NOT-FOR-THE-SANDBOX"), "{}", out.text);
+        assert!(out.text.contains("secret-unreadable"), "{}", out.text);
+        // Only the program itself in its directory.
+        assert!(out.text.trim_end().ends_with('1'), "{}", out.text);
+    }
+}

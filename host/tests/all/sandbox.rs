@@ -765,6 +765,52 @@ async fn files_and_cpu_time_are_bounded() {
     assert!(started.elapsed() < Duration::from_secs(30));
 }
 
+#[test]
+fn memory_and_dev_shm_are_bounded() {
+    // The user's cap; /dev/shm keeps its default of 64 MiB.
+    let f = Fixture::new("memory_mb = 256\n");
+    let calls = [
+        (
+            "alloc",
+            "python3 -c 'b = bytearray(600 << 20); b[-1] = 1; print(\"ALLOCATED\")' 2>&1; echo rc=$?"
+                .to_owned(),
+        ),
+        (
+            "small",
+            "python3 -c 'b = bytearray(32 << 20); print(\"SMALL-OK\")' 2>&1".to_owned(),
+        ),
+        (
+            "shm",
+            "head -c 209715200 /dev/zero > /dev/shm/fill 2>&1; echo rc=$?; \
+             wc -c < /dev/shm/fill; df -m /dev/shm | tail -1"
+                .to_owned(),
+        ),
+    ];
+    let (_out, o) = f.run(&calls, &[]);
+    assert!(!o["alloc"].contains("ALLOCATED"), "{}", o["alloc"]);
+    assert!(o["alloc"].contains("MemoryError"), "{}", o["alloc"]);
+    assert!(o["small"].contains("SMALL-OK"), "{}", o["small"]);
+    let shm = &o["shm"];
+    assert!(!shm.contains("rc=0"), "200 MiB fit into /dev/shm: {shm}");
+    let written: u64 = shm
+        .lines()
+        .find_map(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{shm}"));
+    assert!(written <= 64 << 20, "{written} bytes in /dev/shm: {shm}");
+}
+
+#[test]
+fn a_memory_cap_out_of_range_is_an_error_naming_the_key() {
+    let f = Fixture::new("memory_mb = 8\n");
+    let out = f.base_command(&["config"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("memory_mb") && err.contains("config.toml"),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn writes_stay_in_the_workspace_and_private_dirs() {
     let d = direct(SandboxConfig::default());
