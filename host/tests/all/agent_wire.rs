@@ -292,7 +292,10 @@ async fn cut_tool_calls_never_run_and_repeated_cuts_fail_as_truncated() {
     assert_well_formed(&bodies, api.check());
     let msgs = bodies[1]["messages"].as_array().unwrap();
     let result = msgs.last().unwrap()["content"].as_str().unwrap();
-    assert!(result.starts_with("error: not run: your reply was cut off"), "{result}");
+    assert!(
+        result.starts_with("error: not run: your reply was cut off"),
+        "{result}"
+    );
     // Never re-sent as the model's broken text: servers fail the whole request on it.
     let assistant = &msgs[msgs.len() - 2];
     assert_eq!(assistant["tool_calls"][0]["function"]["arguments"], "{}");
@@ -306,7 +309,11 @@ async fn the_complete_calls_of_a_cut_reply_run() {
         vec![
             api.reply(
                 "",
-                &[("t1", "write_file", json!({"path": "out.txt", "content": "whole"}))],
+                &[(
+                    "t1",
+                    "write_file",
+                    json!({"path": "out.txt", "content": "whole"}),
+                )],
                 Some("max_tokens"),
             ),
             api.reply("done", &[], None),
@@ -316,7 +323,10 @@ async fn the_complete_calls_of_a_cut_reply_run() {
     )
     .await;
     assert_eq!(out.state, AgentState::Completed, "{:?}", out.error);
-    assert_eq!(std::fs::read_to_string(f.work.join("out.txt")).unwrap(), "whole");
+    assert_eq!(
+        std::fs::read_to_string(f.work.join("out.txt")).unwrap(),
+        "whole"
+    );
     assert_well_formed(&bodies, api.check());
 }
 

@@ -140,7 +140,9 @@ fn cut_with_a_complete_call() -> Reply {
         unreachable!()
     };
     let mut v: Value = serde_json::from_str(&body).unwrap();
-    let calls = v["choices"][0]["message"]["tool_calls"].as_array_mut().unwrap();
+    let calls = v["choices"][0]["message"]["tool_calls"]
+        .as_array_mut()
+        .unwrap();
     calls.insert(
         0,
         json!({"type": "function", "id": "done1", "function": {"name": "list_dir", "arguments": "{\"path\": \".\"}"}}),

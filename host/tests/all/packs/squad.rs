@@ -53,7 +53,10 @@ fn the_roster_table_is_the_team_and_everything_else_is_not() {
                 .join(".squad/agents/mcmanus/charter.md")
         )
     );
-    assert_eq!(mc["requested_access"], "read-only", "Squad declares no tools");
+    assert_eq!(
+        mc["requested_access"], "read-only",
+        "Squad declares no tools"
+    );
     assert_eq!(mc["access"], "read-only");
     assert_eq!(mc["truncated"], false);
     assert_eq!(mc["charter_chars"], 94);
@@ -298,9 +301,10 @@ fn a_roster_without_a_members_heading_is_the_first_name_and_role_table() {
     );
     let w = warnings(&t);
     assert!(
-        w.iter().any(|w| w.starts_with(".squad/team.md: no `## Members`")
-            && w.contains("`Member` and `Role`")
-            && w.contains("line 5")),
+        w.iter()
+            .any(|w| w.starts_with(".squad/team.md: no `## Members`")
+                && w.contains("`Member` and `Role`")
+                && w.contains("line 5")),
         "{w:?}"
     );
     // Squad's `| Name | Role | Status |` with no heading: infrastructure rules apply.
