@@ -319,7 +319,15 @@ fn status_values() {
             "{s}"
         );
     }
-    for bad in ["meh", "done", "completed", "ok", "error", "Success", " failed "] {
+    for bad in [
+        "meh",
+        "done",
+        "completed",
+        "ok",
+        "error",
+        "Success",
+        " failed ",
+    ] {
         let e = err(&with("status", json!(bad)));
         assert_eq!(
             e.to_string(),

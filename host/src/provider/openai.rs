@@ -461,6 +461,15 @@ impl Provider for OpenAiProvider {
     }
 }
 
+/// A call's `arguments` as sent back: its JSON, or `{}` when what the model sent was not
+/// JSON (a cut call).
+fn wire_arguments(c: &crate::provider::ToolCall) -> String {
+    match &c.invalid_args {
+        Some(_) => "{}".to_owned(),
+        None => c.args.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -550,14 +559,5 @@ mod tests {
             names(&a.finish()),
             [("c", "read_file", json!({"path": "a"}))]
         );
-    }
-}
-
-/// A call's `arguments` as sent back: its JSON, or `{}` when what the model sent was not
-/// JSON (a cut call).
-fn wire_arguments(c: &crate::provider::ToolCall) -> String {
-    match &c.invalid_args {
-        Some(_) => "{}".to_owned(),
-        None => c.args.to_string(),
     }
 }
