@@ -24,8 +24,8 @@
 //! `content_type`; branch `branch`/`ref`, `base`/`base_branch`; url `description`/`desc`.
 //! Top level: `nextSteps` for `next_steps`; `findings` / `next_steps` given as one string
 //! become a one-entry list; `files` entries may be `{"path": …}` objects. `status` is
-//! case-insensitive and accepts `succeeded`/`ok`/`done`/`completed` (success),
-//! `incomplete` (partial) and `failure`/`fail`/`error` (failed). `null` means absent;
+//! one of the schema's values exactly (`success`, `partial`, `failed`); any other
+//! (`done`, `ok`, `Success`) is rejected naming the allowed values. `null` means absent;
 //! empty optional titles are dropped. Unknown keys are ignored (they still count
 //! towards the key limit).
 
@@ -94,16 +94,16 @@ fn status(obj: &Obj) -> Result<HandoffStatus> {
         });
     };
     let s = string(v, key)?;
-    match s.trim().to_ascii_lowercase().as_str() {
-        "success" | "succeeded" | "successful" | "ok" | "done" | "complete" | "completed" => {
-            Ok(HandoffStatus::Success)
-        }
-        "partial" | "incomplete" => Ok(HandoffStatus::Partial),
-        "failed" | "failure" | "fail" | "error" => Ok(HandoffStatus::Failed),
+    // The schema's values only (`done`, `ok`, `completed` are not among them): a
+    // status crewbox guessed at would decide the run's outcome on a word it invented.
+    match s {
+        "success" => Ok(HandoffStatus::Success),
+        "partial" => Ok(HandoffStatus::Partial),
+        "failed" => Ok(HandoffStatus::Failed),
         _ => Err(HandoffError::Invalid {
             path: key.to_owned(),
             reason: format!(
-                "unknown status {:?}; expected success, partial or failed",
+                "unknown status {:?}; the schema allows \"success\", \"partial\" or \"failed\"",
                 s.chars().take(40).collect::<String>()
             ),
         }),

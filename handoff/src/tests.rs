@@ -310,10 +310,8 @@ fn confidence_bounds_and_type() {
 fn status_values() {
     for (s, want) in [
         ("success", HandoffStatus::Success),
-        ("Partial", HandoffStatus::Partial),
-        (" FAILED ", HandoffStatus::Failed),
-        ("completed", HandoffStatus::Success),
-        ("error", HandoffStatus::Failed),
+        ("partial", HandoffStatus::Partial),
+        ("failed", HandoffStatus::Failed),
     ] {
         assert_eq!(
             parse_json(&with("status", json!(s))).unwrap().status,
@@ -321,11 +319,24 @@ fn status_values() {
             "{s}"
         );
     }
-    let e = err(&with("status", json!("meh")));
-    assert!(
-        e.to_string().starts_with("status: unknown status \"meh\""),
-        "{e}"
-    );
+    for bad in [
+        "meh",
+        "done",
+        "completed",
+        "ok",
+        "error",
+        "Success",
+        " failed ",
+    ] {
+        let e = err(&with("status", json!(bad)));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "status: unknown status {bad:?}; the schema allows \"success\", \"partial\" or \"failed\""
+            ),
+            "{bad}"
+        );
+    }
 }
 
 #[test]

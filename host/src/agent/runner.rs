@@ -49,10 +49,11 @@ pub const MAX_EMPTY_NUDGES: u32 = 1;
 pub const CONTINUE: &str = "Your reply was cut off at the output token limit. Continue exactly where it \
      stopped, without repeating what you already wrote.";
 
-/// The result of each call of a reply cut at the output token limit: its arguments may
-/// be incomplete, so it is not run.
-pub const CUT_CALL: &str = "error: not run: your reply was cut off at the output token limit, so these \
-     arguments may be incomplete. Send the call again; split large content into smaller calls.";
+/// The result of the call a reply cut at the output token limit broke: its arguments
+/// are incomplete, so it is not run (the complete calls before it are).
+pub const CUT_CALL: &str = "error: not run: your reply was cut off at the output token limit inside this \
+     call, so its arguments are incomplete (the history shows them as `{}`). Send the call again; \
+     split large content into smaller calls.";
 
 /// Sent after an empty reply.
 pub const EMPTY_NUDGE: &str =
@@ -386,15 +387,26 @@ impl TurnLoop<'_> {
             self.answer_unrun(&reply.tool_calls, &format!("error: {exceeded}"));
             return Step::Fail(Failure::budget(exceeded));
         }
-        if reply.stop == StopReason::MaxTokens {
+        let cut = reply.stop == StopReason::MaxTokens;
+        if cut && (reply.tool_calls.is_empty() || self.continuations >= MAX_CONTINUATIONS) {
             return self.cut_off(&reply);
         }
         if reply.tool_calls.is_empty() {
             return self.text_only(reply, io, turn);
         }
-        self.continuations = 0;
+        if cut {
+            // The complete calls of a cut reply run; only the one the limit broke (its
+            // arguments are not JSON) is answered "not run".
+            self.continuations += 1;
+            self.log(Event::AgentContinue {
+                reason: FailReason::Truncated,
+                continuation: Some(self.continuations),
+            });
+        } else {
+            self.continuations = 0;
+        }
         self.cut_text.clear();
-        match self.run_tools(turn, &reply.tool_calls).await {
+        match self.run_tools(turn, &reply.tool_calls, cut).await {
             Err(failure) => Step::Fail(failure),
             // A steer that came in during the batch must reach the model before it ends.
             Ok(Some(summary)) if !self.answers_steering(io, turn) => {
@@ -438,8 +450,8 @@ impl TurnLoop<'_> {
         }
     }
 
-    /// A reply that hit the output token limit: continue it (bounded), never run its
-    /// possibly cut tool calls.
+    /// A text reply that hit the output token limit: continue it (bounded); past the
+    /// bound, its calls are answered "not run" and the agent fails `truncated`.
     fn cut_off(&mut self, reply: &Completion) -> Step {
         self.continuations += 1;
         if self.continuations > MAX_CONTINUATIONS {
@@ -456,12 +468,8 @@ impl TurnLoop<'_> {
             reason: FailReason::Truncated,
             continuation: Some(self.continuations),
         });
-        if reply.tool_calls.is_empty() {
-            self.cut_text.push_str(&reply.text);
-            self.messages.push(Message::user(CONTINUE));
-        } else {
-            self.answer_unrun(&reply.tool_calls, CUT_CALL);
-        }
+        self.cut_text.push_str(&reply.text);
+        self.messages.push(Message::user(CONTINUE));
         Step::Next
     }
 
@@ -499,10 +507,13 @@ impl TurnLoop<'_> {
     }
 
     /// Runs a batch of tool calls; `Ok(Some(summary))` when one of them was `finish`.
+    /// `cut`: the reply stopped at the output token limit, so a call whose arguments
+    /// are not JSON was broken by it.
     async fn run_tools(
         &mut self,
         turn: u32,
         calls: &[ToolCall],
+        cut: bool,
     ) -> Result<Option<String>, Failure> {
         let spec = self.spec;
         let ctx = ToolContext {
@@ -529,9 +540,10 @@ impl TurnLoop<'_> {
             }
             let span = spans::tool(&call.name);
             let result = match &call.invalid_args {
+                Some(_) if cut => Err(CUT_CALL.to_owned()),
                 Some(raw) => Err(format!(
-                    "error: the arguments of `{}` are not valid JSON ({}); send the call again \
-                     with a JSON object",
+                    "error: not run: the arguments of `{}` are not valid JSON ({}); the history \
+                     shows them as `{{}}`. Send the call again with a JSON object",
                     call.name,
                     serde_json::from_str::<serde_json::Value>(raw)
                         .err()

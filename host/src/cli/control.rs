@@ -57,10 +57,17 @@ pub async fn steer_agent(
     store
         .push_control(agent.id.as_str(), ControlKind::Steer, Some(message))
         .await?;
-    Ok(Ok(format!(
-        "queued for {} (delivered before its next model call)",
-        agent.id
-    )))
+    Ok(Ok(if agent.state == crewbox::types::AgentState::Queued {
+        format!(
+            "queued for {} (the agent is queued, will be delivered at start: with its first model call)",
+            agent.id
+        )
+    } else {
+        format!(
+            "queued for {} (delivered before its next model call)",
+            agent.id
+        )
+    }))
 }
 
 /// Queues a stop for an agent (unless it has ended) or a run: the acknowledgement,

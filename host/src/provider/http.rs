@@ -130,9 +130,37 @@ pub(crate) fn status_error(
             message,
         },
         408 => ProviderError::Timeout(format!("server answered 408: {message}")),
+        // A server that failed on what the request says (llama.cpp answers 500 "Failed to
+        // parse tool call arguments as JSON") fails the same way every time: rejected,
+        // never retried.
+        s if status.is_server_error() && about_the_request(&message) => {
+            ProviderError::Rejected { status: s, message }
+        }
         s if status.is_server_error() => ProviderError::Server { status: s, message },
         s => ProviderError::Rejected { status: s, message },
     }
+}
+
+/// Whether a server error's message is about the request's content (a parse or
+/// validation failure), not the server's state.
+fn about_the_request(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "failed to parse",
+        "parse error",
+        "invalid request",
+        "invalid json",
+        "invalid argument",
+        "is not valid json",
+        "exceeds the available context",
+        "exceed_context_size",
+        "context size",
+        "unsupported param",
+        "jinja",
+        "template",
+    ]
+    .iter()
+    .any(|w| m.contains(w))
 }
 
 /// The useful part of an error body: `error.message` when it is JSON, else the text;

@@ -274,7 +274,9 @@ pub enum ProviderError {
     /// The server answered something we cannot read (malformed JSON, bad SSE). Not retried.
     #[error("malformed model response: {0}")]
     BadResponse(String),
-    /// 4xx other than 429 (bad key, bad model, bad request). Not retried.
+    /// 4xx other than 429 (bad key, bad model, bad request), or a 5xx whose message is
+    /// about the request (llama.cpp's 500 "Failed to parse tool call arguments"). Not
+    /// retried.
     #[error("model request rejected ({status}): {message}")]
     Rejected {
         /// HTTP status.

@@ -188,9 +188,10 @@ fn wire_message(m: &Message) -> Option<Value> {
             "tool_calls": m.tool_calls.iter().map(|c| json!({
                 "id": c.id,
                 "type": "function",
-                // The model's own text when it was not JSON: re-encoding it as a JSON
-                // string would show the model something it never wrote.
-                "function": {"name": c.name, "arguments": c.args_text()},
+                // Never arguments that are not JSON: llama.cpp fails every later request
+                // with 500 "Failed to parse tool call arguments as JSON" (Ollama 400).
+                // The call's result says it was not run and why.
+                "function": {"name": c.name, "arguments": wire_arguments(c)},
             })).collect::<Vec<_>>(),
         }),
     })
@@ -457,6 +458,15 @@ impl Provider for OpenAiProvider {
     }
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
         super::http::within(self.options.timeouts.overall, self.attempt(request)).await
+    }
+}
+
+/// A call's `arguments` as sent back: its JSON, or `{}` when what the model sent was not
+/// JSON (a cut call).
+fn wire_arguments(c: &crate::provider::ToolCall) -> String {
+    match &c.invalid_args {
+        Some(_) => "{}".to_owned(),
+        None => c.args.to_string(),
     }
 }
 

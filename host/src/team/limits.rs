@@ -143,6 +143,7 @@ impl TeamPolicy {
         let untrusted = !self.trust.is_trusted();
         let mut warnings = Vec::new();
         let mut capped: Vec<String> = Vec::new();
+        let mut undeclared: Vec<String> = Vec::new();
         let mut unchosen: Vec<String> = Vec::new();
         for m in &mut team.members {
             let from_repo = matches!(m.source, TeamSource::Repo(_));
@@ -151,9 +152,16 @@ impl TeamPolicy {
             } else {
                 Access::Full
             };
-            let granted = min_access(m.requested_access, ceiling);
-            if granted != m.requested_access {
+            // A format that declares nothing gets what the user allows its packs.
+            let granted = if from_repo && !team.format.declares_access() {
+                ceiling
+            } else {
+                min_access(m.requested_access, ceiling)
+            };
+            if granted == Access::ReadOnly && m.requested_access == Access::Full {
                 capped.push(m.name.clone());
+            } else if granted == Access::ReadOnly && from_repo && !team.format.declares_access() {
+                undeclared.push(m.name.clone());
             }
             m.access = granted;
             if !from_repo {
@@ -184,6 +192,17 @@ impl TeamPolicy {
                 format!(
                     "{}: provider/model ignored (the repository is not trusted; the run's provider is used)",
                     who(&unchosen)
+                ),
+            );
+        }
+        if !undeclared.is_empty() {
+            warnings.insert(
+                0,
+                format!(
+                    "{}: `read-only` ({} declares no tools, so its members get the ceiling: {})",
+                    who(&undeclared),
+                    team.format.as_str(),
+                    self.why(team.format)
                 ),
             );
         }

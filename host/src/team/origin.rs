@@ -35,6 +35,12 @@ impl TeamFormat {
     pub fn is_pack(self) -> bool {
         self != Self::Crewbox
     }
+
+    /// Whether the format says what its members may do. Squad declares no tools:
+    /// its members ask for read-only and are granted the user's pack ceiling.
+    pub fn declares_access(self) -> bool {
+        !matches!(self, Self::Squad | Self::SquadLegacy)
+    }
 }
 
 impl std::fmt::Display for TeamFormat {
@@ -51,6 +57,15 @@ pub struct Skipped {
     pub what: SkippedWhat,
     /// Why it is not a member.
     pub reason: String,
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.what {
+            SkippedWhat::Name(n) => write!(f, "{n}: {}", self.reason),
+            SkippedWhat::File(p) => write!(f, "{}: {}", p.display(), self.reason),
+        }
+    }
 }
 
 /// What was skipped: a roster row by its name, or a file.

@@ -269,18 +269,10 @@ async fn a_reply_cut_at_the_token_limit_is_continued() {
 
 #[tokio::test]
 async fn cut_tool_calls_never_run_and_repeated_cuts_fail_as_truncated() {
-    let api = Api::Anthropic;
-    let cut = |id| {
-        api.reply(
-            "",
-            &[(
-                id,
-                "write_file",
-                json!({"path": "out.txt", "content": "half a fi"}),
-            )],
-            Some("max_tokens"),
-        )
-    };
+    let api = Api::OpenAi;
+    // Cut inside the call: its arguments are not JSON.
+    let raw = "{\"path\": \"out.txt\", \"content\": \"half a fi";
+    let cut = |id| api.reply("", &[(id, "write_file", json!(raw))], Some("length"));
     let (out, bodies, f, _) = run(
         api,
         vec![cut("t1"), cut("t2"), cut("t3")],
@@ -298,8 +290,44 @@ async fn cut_tool_calls_never_run_and_repeated_cuts_fail_as_truncated() {
     assert!(!f.work.join("out.txt").exists(), "a cut call must not run");
     assert_eq!(bodies.len(), 3);
     assert_well_formed(&bodies, api.check());
-    let results = bodies[1]["messages"][2]["content"].clone();
-    assert_eq!(results[0]["is_error"], json!(true), "{results}");
+    let msgs = bodies[1]["messages"].as_array().unwrap();
+    let result = msgs.last().unwrap()["content"].as_str().unwrap();
+    assert!(
+        result.starts_with("error: not run: your reply was cut off"),
+        "{result}"
+    );
+    // Never re-sent as the model's broken text: servers fail the whole request on it.
+    let assistant = &msgs[msgs.len() - 2];
+    assert_eq!(assistant["tool_calls"][0]["function"]["arguments"], "{}");
+}
+
+#[tokio::test]
+async fn the_complete_calls_of_a_cut_reply_run() {
+    let api = Api::Anthropic;
+    let (out, bodies, f, _) = run(
+        api,
+        vec![
+            api.reply(
+                "",
+                &[(
+                    "t1",
+                    "write_file",
+                    json!({"path": "out.txt", "content": "whole"}),
+                )],
+                Some("max_tokens"),
+            ),
+            api.reply("done", &[], None),
+        ],
+        None,
+        Quotas::default(),
+    )
+    .await;
+    assert_eq!(out.state, AgentState::Completed, "{:?}", out.error);
+    assert_eq!(
+        std::fs::read_to_string(f.work.join("out.txt")).unwrap(),
+        "whole"
+    );
+    assert_well_formed(&bodies, api.check());
 }
 
 #[tokio::test]
@@ -322,7 +350,7 @@ async fn an_empty_reply_is_nudged_once_then_fails_as_empty_reply() {
 }
 
 #[tokio::test]
-async fn invalid_argument_json_goes_back_as_the_models_own_text() {
+async fn invalid_argument_json_goes_back_as_an_empty_object() {
     let api = Api::OpenAi;
     let raw = "{\"path\": \"notes.t";
     let (out, bodies, ..) = run(
@@ -340,11 +368,14 @@ async fn invalid_argument_json_goes_back_as_the_models_own_text() {
     let assistant = &msgs[msgs.len() - 2];
     assert_eq!(
         assistant["tool_calls"][0]["function"]["arguments"],
-        json!(raw),
-        "re-sent verbatim, not as a JSON string of the text"
+        json!("{}"),
+        "never the broken text: llama.cpp fails every later request on it"
     );
     let result = msgs.last().unwrap()["content"].as_str().unwrap();
-    assert!(result.contains("not valid JSON"), "{result}");
+    assert!(
+        result.contains("not valid JSON") && result.contains("`{}`"),
+        "{result}"
+    );
 }
 
 #[tokio::test]

@@ -43,6 +43,7 @@ mod plugin_workspace;
 mod provider_anthropic;
 mod provider_cli;
 mod provider_command;
+mod provider_llama;
 mod provider_openai;
 mod provider_peer;
 mod provider_scripted;

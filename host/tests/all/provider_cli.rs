@@ -434,3 +434,144 @@ fn a_large_result_is_stored_once_and_still_reported() {
         "the store holds the result {copies:.2} times"
     );
 }
+
+/// A child process killed when the test ends, even by a panic.
+struct Killed(Option<std::process::Child>);
+
+impl Killed {
+    fn wait(mut self) -> Output {
+        self.0.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+const QUEUED_SCRIPT: &str = r#"
+[[reply]]
+when = "Message from the operator: check the edge cases"
+text = "STEERED: checked the edge cases"
+
+[[reply]]
+repeat = true
+delay_ms = 2500
+text = "plain answer"
+"#;
+
+#[test]
+fn a_steer_to_a_queued_agent_is_delivered_with_its_first_model_call() {
+    use crewbox::unstable::agent::AgentState;
+    use crewbox::unstable::store::Store;
+    let dir = git_repo(|work| {
+        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
+        std::fs::write(
+            work.join(".crewbox/teams/pair.toml"),
+            DUO.replace("orchestrate", "broadcast"),
+        )
+        .unwrap();
+    });
+    // One slot: bob waits queued while alice thinks.
+    user_config(dir.path(), "max_concurrent = 1\n");
+    let script = dir.path().join("script.toml");
+    std::fs::write(&script, QUEUED_SCRIPT).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = Store::open(&state_dir(dir.path())).unwrap();
+    let child = Killed(Some(
+        command(
+            dir.path(),
+            &[
+                "run",
+                "review the queue",
+                "--team",
+                "pair",
+                "--script",
+                script.to_str().unwrap(),
+                "--json",
+            ],
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap(),
+    ));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seen = Vec::new();
+    let (queued, name) = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no queued member: {seen:?}"
+        );
+        let runs = rt.block_on(store.unfinished_runs()).unwrap();
+        if let Some(run) = runs.first() {
+            let agents = rt.block_on(store.agents(&run.id)).unwrap();
+            seen = agents.iter().map(|a| (a.name.clone(), a.state)).collect();
+            // Whichever member got the slot thinks for a while; the other waits queued.
+            let one_running = agents.iter().any(|a| a.state == AgentState::Running);
+            if let Some(b) = agents.iter().find(|a| a.state == AgentState::Queued)
+                && one_running
+            {
+                break (b.id.clone(), b.name.clone());
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let out = crate::support::repo::bin(
+        dir.path(),
+        &["steer", queued.as_str(), "check the edge cases"],
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("queued, will be delivered at start"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = child.wait();
+    let report = json_of(&out);
+    assert_eq!(report["status"], "completed", "{report:#}");
+    let results: Vec<(String, String)> = report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["name"] == "alice" || a["name"] == "bob")
+        .map(|a| {
+            (
+                a["name"].as_str().unwrap().to_owned(),
+                a["result"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    for (who, result) in &results {
+        let want = if *who == name {
+            "STEERED: checked the edge cases"
+        } else {
+            "plain answer"
+        };
+        assert_eq!(
+            result, want,
+            "the steer reached {name}'s first model call: {report:#}"
+        );
+    }
+    assert_eq!(results.len(), 2, "{report:#}");
+    let events = crate::support::repo::events(dir.path(), report["run_id"].as_str().unwrap());
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "agent.steer" && e["agent_id"] == queued.as_str()),
+        "{events:#?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["kind"] == "agent.steer_undelivered"),
+        "{events:#?}"
+    );
+}

@@ -435,9 +435,13 @@ pub fn team(
         }
     }
     if members.is_empty() {
+        let each: Vec<String> = skipped.iter().map(|s| format!("{s}")).collect();
         return Err(format!(
-            "no Claude Code subagent crewbox can use ({} files skipped); no claude team",
-            skipped.len()
+            "no Claude Code subagent crewbox can use ({} {} skipped{}{}); no claude team",
+            skipped.len(),
+            if skipped.len() == 1 { "file" } else { "files" },
+            if each.is_empty() { "" } else { ": " },
+            each.join("; ")
         ));
     }
     Ok(Some(Team {

@@ -4,8 +4,10 @@
 //! # Mapping
 //! - The roster is the table right under a heading naming `Members` or `Roster`
 //!   (any level and wording: `## Members`, `## Team Roster`, `### Members`); its
-//!   columns are found by header (`Name` needed; `Role`, `Charter`, `Status`,
-//!   `Model` when present). Other tables (Coordinator, `@copilot`, capability
+//!   columns are found by header (`Name` or `Member` needed; `Role`, `Charter`,
+//!   `Status`, `Model` when present). With no such heading (PolyPilot's
+//!   `# The Review Squad` + `| Member | Role | Expertise |`), the first table with a
+//!   name and a `Role` column is the roster, with a warning. Other tables (Coordinator, `@copilot`, capability
 //!   profiles, Project Context key/value tables) are not the roster. Row order is
 //!   member order.
 //! - Infrastructure rows are skipped by name, not by emoji (statuses are free text):
@@ -22,8 +24,8 @@
 //!   the charter's `## Model` preference, then a `Model` column (`auto`: the run's).
 //!   `teamRoot`, `stateLocation` and every other path in `config.json` are never
 //!   followed.
-//! - Squad declares no tools, so every member asks for full access; what it gets is
-//!   the user's pack ceiling (read-only unless raised).
+//! - Squad declares no tools, so every member asks for read-only access; what it
+//!   gets is the user's pack ceiling (read-only unless raised), which raises it.
 
 use std::path::{Path, PathBuf};
 
@@ -90,6 +92,8 @@ pub struct Roster {
     pub columns: Columns,
     /// Its rows, read.
     pub rows: Vec<RosterRow>,
+    /// Set when the roster was found without a Members/Roster heading.
+    pub warning: Option<String>,
 }
 
 /// A Squad pack as found in a repository.
@@ -181,6 +185,59 @@ fn is_roster_heading(text: &str) -> bool {
 
 /// The roster table of a parsed `team.md`, or why there is none.
 pub fn roster_table(doc: &Doc<'_>) -> Result<(Table, Columns), String> {
+    roster_found(doc).map(|f| (f.table, f.columns))
+}
+
+/// A roster table as found: the table, its columns and, when it was found without
+/// a Members/Roster heading, the warning that says so.
+#[derive(Debug)]
+pub struct FoundRoster {
+    /// The table.
+    pub table: Table,
+    /// Its columns.
+    pub columns: Columns,
+    /// Set when no Members/Roster heading holds the roster.
+    pub warning: Option<String>,
+}
+
+/// The name column of a roster table: `Name`, else `Member`.
+fn name_column(table: &Table) -> Option<usize> {
+    table.column("name").or_else(|| table.column("member"))
+}
+
+fn columns_of(table: &Table, name: usize) -> Columns {
+    Columns {
+        name,
+        role: table.column("role"),
+        charter: table.column("charter"),
+        status: table.column("status"),
+        model: table.column("model"),
+    }
+}
+
+/// Whether a heading names a table that is never the roster (the coordinator,
+/// humans, alumni).
+fn is_other_heading(text: &str) -> bool {
+    let w = markdown::words(text);
+    w.split(' ').any(|x| {
+        [
+            "coordinator",
+            "human",
+            "humans",
+            "alumni",
+            "former",
+            "past",
+            "retired",
+        ]
+        .contains(&x)
+    })
+}
+
+/// The roster of a parsed `team.md`: the table right under a Members/Roster heading;
+/// when no such heading exists, the first table whose header has a name column
+/// (`Name` or `Member`) and a `Role` column (outside Coordinator, human and alumni
+/// sections), with a warning. `Err` says why there is none.
+pub fn roster_found(doc: &Doc<'_>) -> Result<FoundRoster, String> {
     let mut seen_heading = false;
     for (h, heading) in doc.headings.iter().enumerate() {
         if !is_roster_heading(&heading.text) {
@@ -190,23 +247,49 @@ pub fn roster_table(doc: &Doc<'_>) -> Result<(Table, Columns), String> {
         let Some(table) = doc.table_in(doc.own_lines(h)) else {
             continue;
         };
-        let Some(name) = table.column("name") else {
+        let Some(name) = name_column(&table) else {
             continue;
         };
-        let columns = Columns {
-            name,
-            role: table.column("role"),
-            charter: table.column("charter"),
-            status: table.column("status"),
-            model: table.column("model"),
-        };
-        return Ok((table, columns));
+        let columns = columns_of(&table, name);
+        return Ok(FoundRoster {
+            table,
+            columns,
+            warning: None,
+        });
     }
-    Err(if seen_heading {
-        "its Members heading has no table with a `Name` column".into()
-    } else {
-        "it has no `## Members` (or `## Roster`) heading with a roster table".into()
-    })
+    if seen_heading {
+        return Err("its Members heading has no table with a `Name` column".into());
+    }
+    let mut start = 0;
+    while let Some(table) = doc.table_in(start..doc.lines.len()) {
+        start = table.last_line() + 1;
+        let under = doc
+            .headings
+            .iter()
+            .rev()
+            .find(|h| h.line < table.header.line);
+        if under.is_some_and(|h| is_other_heading(&h.text)) {
+            continue;
+        }
+        let (Some(name), Some(_)) = (name_column(&table), table.column("role")) else {
+            continue;
+        };
+        let columns = columns_of(&table, name);
+        let header = markdown::plain(&table.header.cells[name].text);
+        let warning = format!(
+            "no `## Members` (or `## Roster`) heading; the first table with `{header}` and `Role` columns (line {}) is read as the roster",
+            table.header.line + 1
+        );
+        return Ok(FoundRoster {
+            table,
+            columns,
+            warning: Some(warning),
+        });
+    }
+    Err(
+        "it has no `## Members` (or `## Roster`) heading with a roster table, and no table with a `Name` (or `Member`) and a `Role` column"
+            .into(),
+    )
 }
 
 const INACTIVE: &[&str] = &[
@@ -292,7 +375,11 @@ impl SquadPack {
     /// The roster rows of `team.md`, each resolved to a member or a reason.
     pub fn roster(&self) -> Result<Roster, String> {
         let doc = Doc::parse(&self.team_md.text);
-        let (table, columns) = roster_table(&doc)?;
+        let FoundRoster {
+            table,
+            columns,
+            warning,
+        } = roster_found(&doc)?;
         let mut rows = Vec::with_capacity(table.rows.len());
         let mut taken: Vec<String> = Vec::new();
         for (i, row) in table.rows.iter().enumerate() {
@@ -340,6 +427,7 @@ impl SquadPack {
             table,
             columns,
             rows,
+            warning,
         })
     }
 
@@ -392,6 +480,9 @@ impl SquadPack {
         let roster = self
             .roster()
             .map_err(|why| format!("{} has no roster: {why}; no squad team", shown_md.display()))?;
+        if let Some(w) = &roster.warning {
+            warnings.push(format!("{}: {w}", shown_md.display()));
+        }
         let config = SquadConfig::read(&self.dir, &self.rel, &mut warnings);
         let mut skipped = Vec::new();
         let mut members = Vec::new();
@@ -438,8 +529,10 @@ impl SquadPack {
                 },
                 charter,
                 charter_file: row.charter.clone(),
-                access: crate::team::Access::Full,
-                requested_access: crate::team::Access::Full,
+                // Squad declares no tools: a member asks for nothing more than
+                // reading; the user's pack ceiling is what it is granted.
+                access: crate::team::Access::ReadOnly,
+                requested_access: crate::team::Access::ReadOnly,
                 provider: None,
                 model,
                 validators: Vec::new(),

@@ -66,7 +66,8 @@ fn packs_are_read_only_until_the_user_raises_their_ceiling() {
     assert!(
         warnings(&squad)
             .iter()
-            .any(|w| w.contains("capped at `read-only` (the repository is not trusted)")),
+            .any(|w| w.contains("`read-only` (squad declares no tools")
+                && w.contains("the repository is not trusted")),
         "{:?}",
         warnings(&squad)
     );

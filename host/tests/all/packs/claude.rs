@@ -155,3 +155,36 @@ fn the_users_agents_join_and_the_repositorys_win_by_name() {
     assert_eq!(names(&t), ["code-reviewer", "helper"]);
     assert_eq!(member(&t, "code-reviewer")["role"], "My own reviewer");
 }
+
+#[test]
+fn no_usable_subagent_names_each_skipped_file_and_why() {
+    let fx = Fx::new(|work| {
+        Fx::write(work, ".claude/agents/README.md", "# Agents\n\nNotes.\n");
+        Fx::write(
+            work,
+            ".claude/agents/no-name.md",
+            "---\ndescription: Reviews code.\n---\nYou review.\n",
+        );
+        Fx::write(
+            work,
+            ".claude/agents/bad.md",
+            "---\nname: Bad_Name\ndescription: x\n---\nbody\n",
+        );
+    });
+    for args in [&["team", "list"][..], &["team", "show", "claude"][..]] {
+        let out = fx.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("3 files skipped: "), "{args:?}: {stderr}");
+        for (file, why) in [
+            (".claude/agents/README.md", "no front matter"),
+            (".claude/agents/no-name.md", "no `name`"),
+            (".claude/agents/bad.md", "`name: Bad_Name` is not a valid"),
+        ] {
+            let line = stderr
+                .split("; ")
+                .find(|p| p.contains(file))
+                .unwrap_or_else(|| panic!("{file} not named: {stderr}"));
+            assert!(line.contains(why), "{file}: {why}: {stderr}");
+        }
+    }
+}

@@ -310,3 +310,48 @@ pub fn user_claude(home: &Path) {
         "---\nname: helper\ndescription: Helps with anything.\n---\nI help.\n",
     );
 }
+
+/// PolyPilot's shape of a Squad sample: an H1 title, a tagline and the roster
+/// table right under it (`Member | Role | Expertise`), no Members heading.
+pub const REVIEW_SQUAD_MD: &str = "# The Review Squad
+
+A small crew that reviews pull requests before a human does.
+
+| Member | Role | Expertise |
+|--------|------|-----------|
+| Ada | Lead Reviewer | Architecture, API design |
+| Linus | Security Reviewer | Auth, input handling |
+| Grace | Test Reviewer | Coverage, flaky tests |
+| Scribe | Session Logger | Notes |
+
+## Working agreement
+
+- Every finding names a file and a line.
+";
+
+/// Squad's test-fixture shape of a team.md whose table has no Members heading
+/// (`Name | Role | Status`), after a prose paragraph.
+pub const NO_HEADING_STATUS_MD: &str = "# Team
+
+This roster has no Members heading; the parser should handle this gracefully.
+
+| Name | Role | Status |
+|------|------|--------|
+| Keaton | Lead | ✅ Active |
+| Hockney | Tester | 💤 Dormant |
+| Ralph | Work Monitor | 🔄 Monitor |
+| @copilot | Coding Agent | 🤖 Coding Agent |
+| Fenster | Frontend | ✅ Active |
+";
+
+/// Squad's large-team fixture shape: 20 members under `## Members`, no Charter
+/// column.
+pub fn twenty_members_md() -> String {
+    let mut md = String::from(
+        "# Squad Team\n\n## Members\n\n| Name | Role | Status |\n|------|------|--------|\n",
+    );
+    for i in 1..=20 {
+        md.push_str(&format!("| Agent {i:02} | Role {i} | ✅ Active |\n"));
+    }
+    md
+}

@@ -53,7 +53,10 @@ fn the_roster_table_is_the_team_and_everything_else_is_not() {
                 .join(".squad/agents/mcmanus/charter.md")
         )
     );
-    assert_eq!(mc["requested_access"], "full", "Squad declares no tools");
+    assert_eq!(
+        mc["requested_access"], "read-only",
+        "Squad declares no tools"
+    );
     assert_eq!(mc["access"], "read-only");
     assert_eq!(mc["truncated"], false);
     assert_eq!(mc["charter_chars"], 94);
@@ -276,4 +279,99 @@ fn a_native_team_of_the_same_name_wins_with_a_note() {
         listed.contains("crewbox") && listed.contains("(shadows repo"),
         "{listed}"
     );
+}
+
+#[test]
+fn a_roster_without_a_members_heading_is_the_first_name_and_role_table() {
+    // PolyPilot: `# The Review Squad` then `| Member | Role | Expertise |`.
+    let fx = Fx::new(|work| {
+        Fx::write(work, ".squad/team.md", fixtures::REVIEW_SQUAD_MD);
+        Fx::write(work, ".squad/agents/ada/charter.md", "# Ada\n\nReview.\n");
+    });
+    let t = fx.show("squad");
+    assert_eq!(names(&t), ["ada", "linus", "grace"]);
+    assert_eq!(member(&t, "linus")["role"], "Security Reviewer");
+    assert_eq!(member(&t, "ada")["charter_chars"], 15);
+    assert_eq!(
+        skipped(&t),
+        [(
+            "Scribe".to_owned(),
+            "Squad's session logger (infrastructure)".to_owned()
+        )]
+    );
+    let w = warnings(&t);
+    assert!(
+        w.iter()
+            .any(|w| w.starts_with(".squad/team.md: no `## Members`")
+                && w.contains("`Member` and `Role`")
+                && w.contains("line 5")),
+        "{w:?}"
+    );
+    // Squad's `| Name | Role | Status |` with no heading: infrastructure rules apply.
+    let fx = Fx::new(|work| {
+        Fx::write(work, ".squad/team.md", fixtures::NO_HEADING_STATUS_MD);
+    });
+    let t = fx.show("squad");
+    assert_eq!(names(&t), ["keaton", "fenster"]);
+    let why: Vec<String> = skipped(&t).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(why, ["Hockney", "Ralph", "@copilot"]);
+    assert!(
+        warnings(&t).iter().any(|w| w.contains("`Name` and `Role`")),
+        "{:?}",
+        warnings(&t)
+    );
+    // A Coordinator table before it is not the roster.
+    let fx = Fx::new(|work| {
+        Fx::write(
+            work,
+            ".squad/team.md",
+            "# T\n\n## Coordinator\n\n| Name | Role |\n|--|--|\n| Squad | Coordinator |\n\n## Crew\n\n| Name | Role |\n|--|--|\n| Bo | Dev |\n",
+        );
+    });
+    assert_eq!(names(&fx.show("squad")), ["bo"]);
+}
+
+#[test]
+fn twenty_members_without_a_charter_column_are_all_members() {
+    let fx = Fx::new(|work| {
+        Fx::write(work, ".squad/team.md", &fixtures::twenty_members_md());
+    });
+    let t = fx.show("squad");
+    let n = names(&t);
+    assert_eq!(n.len(), 20, "{n:?}");
+    assert_eq!(n[0], "agent-01");
+    assert_eq!(n[19], "agent-20");
+    assert_eq!(member(&t, "agent-07")["role"], "Role 7");
+    assert_eq!(member(&t, "agent-07")["file"], serde_json::Value::Null);
+    assert!(skipped(&t).is_empty());
+    assert!(
+        !warnings(&t).iter().any(|w| w.contains("no `## Members`")),
+        "it has the heading"
+    );
+}
+
+#[test]
+fn squad_members_ask_for_read_only_and_the_users_ceiling_raises_them() {
+    let fx = Fx::new(fixtures::squad);
+    fx.trust(&[]);
+    let t = fx.show("squad");
+    let mc = member(&t, "mcmanus");
+    assert_eq!(
+        (mc["requested_access"].as_str(), mc["access"].as_str()),
+        (Some("read-only"), Some("read-only"))
+    );
+    assert!(
+        !warnings(&t).iter().any(|w| w.contains("capped")),
+        "nothing asked was refused: {:?}",
+        warnings(&t)
+    );
+    fx.user_config("[packs]\nmax_access = \"full\"\n");
+    let mc = member(&fx.show("squad"), "mcmanus").clone();
+    assert_eq!(
+        (mc["requested_access"].as_str(), mc["access"].as_str()),
+        (Some("read-only"), Some("full"))
+    );
+    fx.user_config("");
+    fx.trust(&["--pack-access", "full"]);
+    assert_eq!(member(&fx.show("squad"), "flight")["access"], "full");
 }

@@ -1,0 +1,215 @@
+//! The OpenAI-compatible provider and the agent loop against replayed responses of a
+//! real llama.cpp `llama-server` (SmolLM2-135M-Instruct), recorded by
+//! `scripts/real-model.sh --record` into `recordings/llama-server/` (see the README
+//! there): a request rejected for its content is not retried, arguments that are not
+//! JSON are never sent back, and a reply cut inside a tool call is answered "not run".
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::support::http::{Reply, TestServer, build_provider};
+use crate::support::repo::{command, git_repo};
+use crewbox::unstable::provider::{
+    AgentLabel, CompletionRequest, Message, ProviderError, ToolCall, ToolSpec,
+};
+
+/// A recording: (the request crewbox-shaped clients sent, the server's reply).
+fn recording(name: &str) -> (Value, Reply) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/all/recordings/llama-server")
+        .join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let rec: Value = serde_json::from_str(&text).unwrap();
+    let status = rec["response"]["status"].as_u64().unwrap() as u16;
+    let body = rec["response"]["body"].as_str().unwrap();
+    let ctype = rec["response"]["content_type"]
+        .as_str()
+        .unwrap_or("application/json");
+    (
+        rec["request"].clone(),
+        Reply::text(status, body).header("content-type", ctype),
+    )
+}
+
+fn request(messages: Vec<Message>) -> CompletionRequest {
+    CompletionRequest {
+        agent: AgentLabel {
+            id: "a1".into(),
+            name: "executor".into(),
+            role: "executor".into(),
+        },
+        turn: 2,
+        messages,
+        tools: vec![ToolSpec {
+            name: "read_file".into(),
+            description: "Reads a file of the workspace and returns its text.".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }],
+        max_tokens: Some(16),
+        workspace: None,
+    }
+}
+
+fn cut_history() -> Vec<Message> {
+    vec![
+        Message::system("You are a coding agent. Use the tools to act."),
+        Message::user("Read README.md and say what it is about."),
+        Message::assistant(
+            "",
+            vec![ToolCall::from_wire("c1", "read_file", "{\"path\": \"READ")],
+        ),
+        Message::tool_error("c1", "not run: cut off"),
+    ]
+}
+
+#[tokio::test]
+async fn a_request_the_server_rejected_for_its_content_is_not_retried() {
+    let (_, rejected) = recording("tool-template/invalid-arguments-rejected");
+    let (_, again) = recording("tool-template/invalid-arguments-rejected");
+    let server = TestServer::start(vec![rejected, again]).await;
+    let (p, _) = build_provider(
+        "llama",
+        &format!(
+            "kind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nstream = false\n\
+             max_retries = 3\nretry_base_ms = 1\n",
+            server.url
+        ),
+        &[],
+    )
+    .unwrap();
+    // A history built by hand with a broken call: crewbox sends `{}`, so even this
+    // server's 500 would only come from another cause. Force the wire error by the
+    // recorded reply and check it is final.
+    let err = p.complete(&request(cut_history())).await.unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::Rejected { status: 500, message }
+            if message.contains("Failed to parse tool call arguments as JSON")),
+        "{err:?}"
+    );
+    assert_eq!(server.requests().len(), 1, "never retried: {err}");
+}
+
+#[tokio::test]
+async fn arguments_that_are_not_json_are_sent_back_as_an_empty_object() {
+    let (recorded_request, accepted) = recording("tool-template/empty-arguments-accepted");
+    let server = TestServer::start(vec![accepted]).await;
+    let (p, _) = build_provider(
+        "llama",
+        &format!(
+            "kind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nstream = false\n",
+            server.url
+        ),
+        &[],
+    )
+    .unwrap();
+    let c = p.complete(&request(cut_history())).await.unwrap();
+    let sent = server.requests()[0].json();
+    let call = &sent["messages"][2]["tool_calls"][0];
+    assert_eq!(call["function"]["arguments"], "{}", "{sent:#}");
+    // The same shape the real server accepted (200) in the recording.
+    assert_eq!(
+        recorded_request["body"]["messages"][2]["tool_calls"][0]["function"]["arguments"],
+        "{}"
+    );
+    // The recorded reply is itself cut inside a call (`"arguments": "{"`).
+    assert_eq!(c.tool_calls.len(), 1);
+    assert!(c.tool_calls[0].invalid_args.is_some(), "{c:?}");
+}
+
+fn user_config(dir: &Path, text: &str) {
+    let d = dir.join("config").join("crewbox");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("config.toml"), text).unwrap();
+}
+
+async fn run(dir: &Path, args: &[&str]) -> Output {
+    let mut c = command(dir, args);
+    tokio::task::spawn_blocking(move || c.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// The recorded cut reply (llama-server stopped at `max_tokens` inside a `list_dir`
+/// call), preceded by a complete `list_dir` call in the same reply: the shape
+/// llama.cpp streams for parallel calls, with the second call's arguments cut.
+fn cut_with_a_complete_call() -> Reply {
+    let (_, reply) = recording("tool-template/empty-arguments-accepted");
+    let Reply::Full { body, .. } = reply else {
+        unreachable!()
+    };
+    let mut v: Value = serde_json::from_str(&body).unwrap();
+    let calls = v["choices"][0]["message"]["tool_calls"]
+        .as_array_mut()
+        .unwrap();
+    calls.insert(
+        0,
+        json!({"type": "function", "id": "done1", "function": {"name": "list_dir", "arguments": "{\"path\": \".\"}"}}),
+    );
+    Reply::json(200, v)
+}
+
+#[tokio::test]
+async fn a_cut_reply_runs_its_complete_calls_and_answers_only_the_broken_one() {
+    let finished = Reply::json(
+        200,
+        json!({"choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "The repository holds a README."}}],
+               "usage": {"prompt_tokens": 400, "completion_tokens": 8, "total_tokens": 408}}),
+    );
+    let server = TestServer::start(vec![cut_with_a_complete_call(), finished]).await;
+    let dir = git_repo(|work| std::fs::write(work.join("README.md"), "# hi\n").unwrap());
+    user_config(
+        dir.path(),
+        &format!(
+            "[providers.llama]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nstream = false\nmax_retries = 0\n",
+            server.url
+        ),
+    );
+    let out = run(
+        dir.path(),
+        &[
+            "run",
+            "--mode",
+            "single",
+            "--provider",
+            "llama",
+            "what is in the repository",
+            "--json",
+        ],
+    )
+    .await;
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    assert_eq!(report["status"], "completed", "{report:#}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{report:#}");
+    let second = requests[1].json();
+    let msgs = second["messages"].as_array().unwrap();
+    let assistant = msgs
+        .iter()
+        .find(|m| m["role"] == "assistant" && m["tool_calls"].is_array())
+        .unwrap();
+    let args: Vec<&str> = assistant["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["function"]["arguments"].as_str().unwrap())
+        .collect();
+    assert_eq!(args, ["{\"path\":\".\"}", "{}"], "{second:#}");
+    let results: Vec<&str> = msgs
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(results.len(), 2, "{second:#}");
+    assert!(
+        !results[0].starts_with("error") && results[0].contains("notes.txt"),
+        "the complete call ran (it lists the workspace): {results:?}"
+    );
+    assert!(
+        results[1].starts_with("error: not run: your reply was cut off"),
+        "{results:?}"
+    );
+}
