@@ -104,6 +104,7 @@ pub struct Spawn<'a> {
     network: bool,
     stdin: bool,
     read: Vec<PathBuf>,
+    set: Vec<(String, String)>,
 }
 
 impl<'a> Spawn<'a> {
@@ -119,6 +120,7 @@ impl<'a> Spawn<'a> {
             program,
             stdin: false,
             read: Vec::new(),
+            set: Vec::new(),
         }
     }
 
@@ -148,12 +150,23 @@ impl<'a> Spawn<'a> {
         self
     }
 
+    /// Sets `name` to `value` for the process (a value the user wrote in their own
+    /// config, such as an MCP server's `env`), over what the policy passes.
+    pub fn set_env(mut self, name: &str, value: &str) -> Self {
+        self.set.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
     fn environment(&self) -> Vec<(String, String)> {
-        env::build(
+        let mut built = env::build(
             std::env::vars_os(),
             &self.env,
             &self.agent.sandbox.shared.secrets,
-        )
+        );
+        for (name, value) in &self.set {
+            env::set(&mut built, name, value);
+        }
+        built
     }
 
     /// Starts the process: stdout and stderr piped, its own process group.
