@@ -24,6 +24,7 @@ mod dispatch_explain;
 mod distributed;
 mod events_api;
 mod exit_codes;
+mod mcp_client;
 mod modes;
 mod non_utf8;
 mod operator;
