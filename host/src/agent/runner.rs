@@ -433,7 +433,9 @@ impl TurnLoop<'_> {
         ctx: &ToolContext,
     ) -> Result<crate::tool::ToolOutput, String> {
         let spec = self.spec;
-        if crate::mcp::tools::server_of(&call.name).is_some() && self.env.tools.get(&call.name).is_none() {
+        if crate::mcp::tools::server_of(&call.name).is_some()
+            && self.env.tools.get(&call.name).is_none()
+        {
             return match &self.env.mcp {
                 Some(mcp) => mcp
                     .call(&call.name, call.args.clone())

@@ -38,7 +38,6 @@ macro_rules! errln {
 pub mod branches;
 pub mod completions;
 pub mod config;
-pub mod mcp;
 mod context;
 pub mod control;
 pub mod daemon;
@@ -49,6 +48,7 @@ pub mod health;
 pub mod history;
 pub mod init;
 mod lookup;
+pub mod mcp;
 pub mod plugin;
 mod progress;
 pub mod resume;

@@ -127,6 +127,8 @@ pub struct Config {
     /// `[mcp]`: the MCP servers agents may be granted (user config, plus the servers of
     /// a trusted repository's `.mcp.json` the user approved).
     pub mcp: crate::mcp::McpSettings,
+    /// The servers of the repository's `.mcp.json`, each with its state.
+    pub repo_mcp: Vec<crate::mcp::project::RepoServer>,
 }
 
 impl Default for Config {
@@ -160,6 +162,7 @@ impl Default for Config {
             telemetry: user::TelemetryFile::default(),
             workspace: WorkspaceSettings::default(),
             mcp: crate::mcp::McpSettings::default(),
+            repo_mcp: Vec::new(),
         }
     }
 }

@@ -92,7 +92,10 @@ fn stderr_tail(buf: &Mutex<Vec<u8>>) -> String {
 impl Client {
     /// Starts (stdio, inside `host`) or reaches (HTTP) `server`, waits for its
     /// `initialize` answer and lists its tools, all within its startup timeout.
-    pub async fn connect(server: Arc<McpServer>, host: Option<StdioHost>) -> Result<Self, McpError> {
+    pub async fn connect(
+        server: Arc<McpServer>,
+        host: Option<StdioHost>,
+    ) -> Result<Self, McpError> {
         let started = tokio::time::Instant::now();
         let timeout = server.startup_timeout;
         let handler = Handler::default();
@@ -201,14 +204,15 @@ impl Client {
                     crate::redact::register(&value);
                     let name = reqwest::header::HeaderName::from_bytes(h.as_bytes())
                         .map_err(|e| fail(format!("header `{h}`: {e}")))?;
-                    let mut value = reqwest::header::HeaderValue::from_str(&value).map_err(|_| {
-                        fail(format!("the value of `{env}` is not a valid header value"))
-                    })?;
+                    let mut value =
+                        reqwest::header::HeaderValue::from_str(&value).map_err(|_| {
+                            fail(format!("the value of `{env}` is not a valid header value"))
+                        })?;
                     value.set_sensitive(true);
                     custom.insert(name, value);
                 }
-                let mut config =
-                    StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
                 if let Some(env) = bearer_token_env {
                     let token = var(env)?;
                     crate::redact::register(&token);
@@ -330,11 +334,11 @@ pub async fn call(
             "the server answered with error {}: {}",
             e.code.0, e.message
         ))),
-        Ok(Err(
-            rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_),
-        )) => Err(McpError::Gone {
-            server: server.name.clone(),
-        }),
+        Ok(Err(rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_))) => {
+            Err(McpError::Gone {
+                server: server.name.clone(),
+            })
+        }
         Ok(Err(e)) => Err(tool_err(e.to_string())),
         Ok(Ok(result)) => {
             let value = serde_json::to_value(&result)

@@ -179,7 +179,11 @@ impl Connection {
     /// The live client, started (or restarted once) when needed.
     async fn ensure<'a>(&self, st: &'a mut State) -> Result<&'a mut Client, McpError> {
         if st.client.as_mut().is_some_and(Client::is_gone) {
-            let note = st.client.take().map(|c| c.stderr_note()).unwrap_or_default();
+            let note = st
+                .client
+                .take()
+                .map(|c| c.stderr_note())
+                .unwrap_or_default();
             tracing::warn!(server = %self.server.name, "MCP server exited{note}");
             st.last_error = Some(format!("the server exited{note}"));
         }
@@ -214,7 +218,11 @@ impl Connection {
     }
 
     /// Calls the server's own tool `tool`.
-    pub async fn call(&self, tool: &str, args: serde_json::Map<String, Value>) -> Result<String, McpError> {
+    pub async fn call(
+        &self,
+        tool: &str,
+        args: serde_json::Map<String, Value>,
+    ) -> Result<String, McpError> {
         let peer = {
             let mut st = self.state.lock().await;
             self.ensure(&mut st).await?.peer()
@@ -262,7 +270,9 @@ impl AgentMcp {
         for c in &self.conns {
             match c.offer().await {
                 Ok((tools, _)) => out.extend(tools.into_iter().map(|t| t.spec)),
-                Err(e) => tracing::warn!(server = %c.server.name, error = %e, "MCP server offers no tools"),
+                Err(e) => {
+                    tracing::warn!(server = %c.server.name, error = %e, "MCP server offers no tools")
+                }
             }
         }
         out

@@ -61,7 +61,10 @@ pub fn agent_name(server: &str, tool: &str) -> String {
 
 /// The server part of an MCP tool name.
 pub fn server_of(agent_name: &str) -> Option<&str> {
-    agent_name.strip_prefix(PREFIX)?.split_once("__").map(|(s, _)| s)
+    agent_name
+        .strip_prefix(PREFIX)?
+        .split_once("__")
+        .map(|(s, _)| s)
 }
 
 fn cap_text(s: &str, max: usize) -> String {

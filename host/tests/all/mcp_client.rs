@@ -104,11 +104,26 @@ fn a_scripted_agent_lists_and_calls_mcp_tools() {
     assert_eq!(calls.len(), 3, "{calls:?}");
     assert!(calls.iter().all(|c| c["server"] == "echo"), "{calls:?}");
     assert_eq!(calls[0]["ok"], true);
-    assert!(calls[0]["output"].as_str().unwrap().contains("echo: hi there"));
+    assert!(
+        calls[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("echo: hi there")
+    );
     assert_eq!(calls[1]["ok"], false);
-    assert!(calls[1]["output"].as_str().unwrap().contains("it went wrong"));
+    assert!(
+        calls[1]["output"]
+            .as_str()
+            .unwrap()
+            .contains("it went wrong")
+    );
     assert_eq!(calls[2]["ok"], false);
-    assert!(calls[2]["output"].as_str().unwrap().contains("no such thing"));
+    assert!(
+        calls[2]["output"]
+            .as_str()
+            .unwrap()
+            .contains("no such thing")
+    );
 
     // Without the grant the agent has no such tool.
     let (_, report) = crewbox(d, &script, &["run", "go", "--mode", "single"]);
@@ -186,7 +201,12 @@ fn hostile_servers_are_bounded() {
 
     let many = json_of(&bin(d, &["mcp", "tools", "many", "--json"]));
     assert_eq!(many["tools"].as_array().unwrap().len(), 128);
-    assert!(many["warnings"][0].as_str().unwrap().contains("10000 tools"));
+    assert!(
+        many["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("10000 tools")
+    );
 
     let big = json_of(&bin(d, &["mcp", "tools", "bigdesc", "--json"]));
     let t = &big["tools"][0];
@@ -198,19 +218,32 @@ fn hostile_servers_are_bounded() {
         let out = bin(d, &["mcp", "tools", name]);
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(&format!("MCP server `{name}` could not start")), "{err}");
+        assert!(
+            err.contains(&format!("MCP server `{name}` could not start")),
+            "{err}"
+        );
         assert!(started.elapsed() < Duration::from_secs(20), "{name}");
     }
 
     let v = call(d, "echo", "big", json!({}));
     assert_eq!(v["ok"], true);
     let text = v["content"].as_str().unwrap();
-    assert!(text.len() < 70 * 1024 && text.contains("bytes omitted"), "{}", text.len());
+    assert!(
+        text.len() < 70 * 1024 && text.contains("bytes omitted"),
+        "{}",
+        text.len()
+    );
 
     let started = Instant::now();
     let v = call(d, "echo", "slow", json!({}));
     assert_eq!(v["ok"], false);
-    assert!(v["content"].as_str().unwrap().contains("timed out after 2 s"), "{v}");
+    assert!(
+        v["content"]
+            .as_str()
+            .unwrap()
+            .contains("timed out after 2 s"),
+        "{v}"
+    );
     assert!(started.elapsed() < Duration::from_secs(15));
 }
 
@@ -227,7 +260,12 @@ fn server_everything_echoes_through_crewbox() {
         "[mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\nstartup_timeout_s = 30\n",
         everything.display()
     ));
-    let v = call(dir.path(), "everything", "echo", json!({"message": "round trip"}));
+    let v = call(
+        dir.path(),
+        "everything",
+        "echo",
+        json!({"message": "round trip"}),
+    );
     assert_eq!(v["ok"], true, "{v}");
     assert!(v["content"].as_str().unwrap().contains("round trip"), "{v}");
 }

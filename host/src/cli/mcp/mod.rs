@@ -126,7 +126,10 @@ async fn list(ctx: &Context, no_start: bool, json: bool) -> anyhow::Result<Exit>
         }));
     }
     if json {
-        outln!("{}", serde_json::to_string_pretty(&json!({"servers": rows}))?);
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"servers": rows}))?
+        );
         return Ok(Exit::Ok);
     }
     if rows.is_empty() {
@@ -179,7 +182,9 @@ async fn tools(ctx: &Context, name: &str, json: bool) -> anyhow::Result<Exit> {
             .collect();
         outln!(
             "{}",
-            serde_json::to_string_pretty(&json!({"server": name, "tools": list, "warnings": warnings}))?
+            serde_json::to_string_pretty(
+                &json!({"server": name, "tools": list, "warnings": warnings})
+            )?
         );
         return Ok(Exit::Ok);
     }
@@ -225,7 +230,9 @@ async fn call(
     if json {
         outln!(
             "{}",
-            serde_json::to_string_pretty(&json!({"server": name, "tool": found.tool, "ok": ok, "content": text}))?
+            serde_json::to_string_pretty(
+                &json!({"server": name, "tool": found.tool, "ok": ok, "content": text})
+            )?
         );
     } else if ok {
         outln!("{text}");
