@@ -293,3 +293,70 @@ fn server_filesystem_cannot_read_outside_the_worktree() {
         assert!(!v["content"].as_str().unwrap().contains("top secret"));
     }
 }
+
+/// SECURITY: a repository's `.mcp.json` is never started when the repository is
+/// untrusted, nor in a trusted one for a server the user has not approved; an approval
+/// covers the definition as it was.
+#[test]
+fn repository_mcp_json_needs_trust_and_approval() {
+    let (dir, script) = setup("");
+    let d = dir.path();
+    let canary = d.join("canary-started");
+    let def = |arg: &str| {
+        json!({"mcpServers": {
+            "canary": {"command": "python3", "args": [script.display().to_string(), "echo", arg]},
+            "other": {"command": "python3", "args": ["-c", format!("open('{}','w')", canary.display())]},
+        }})
+        .to_string()
+    };
+    std::fs::write(d.join("repo/.mcp.json"), def("v1")).unwrap();
+    let names = |d: &Path| -> Vec<String> {
+        json_of(&bin(d, &["mcp", "list", "--json"]))["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let state = |d: &Path, name: &str| -> String {
+        let cfg = json_of(&bin(d, &["config", "--json"]));
+        cfg["mcp"]["repository"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["state"].as_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+
+    // Untrusted: listed as ignored, never started, not grantable.
+    assert!(names(d).is_empty());
+    assert_eq!(state(d, "canary"), "untrusted");
+    let out = bin(d, &["run", "go", "--mcp", "canary", "--script", "x"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`canary` is not one of your MCP servers"));
+
+    // Trusted, not approved.
+    assert!(bin(d, &["trust"]).status.success());
+    assert!(names(d).is_empty());
+    assert_eq!(state(d, "canary"), "not-approved");
+    assert!(!canary.exists());
+
+    // Approved by name: only that one.
+    let out = bin(d, &["trust", "--mcp", "canary"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(names(d), ["canary"]);
+    let listed = json_of(&bin(d, &["mcp", "list", "--json"]));
+    assert_eq!(listed["servers"][0]["source"], "repository");
+    assert_eq!(listed["servers"][0]["state"], "ok", "{listed}");
+    assert_eq!(state(d, "other"), "not-approved");
+    assert!(!canary.exists(), "an unapproved server was started");
+
+    // A changed definition is not approved any more.
+    std::fs::write(d.join("repo/.mcp.json"), def("v2")).unwrap();
+    assert!(names(d).is_empty());
+    assert_eq!(state(d, "canary"), "changed");
+    assert!(
+        !bin(d, &["trust", "--mcp", "nope"]).status.success(),
+        "approving a server the file does not define"
+    );
+}
