@@ -360,3 +360,41 @@ fn repository_mcp_json_needs_trust_and_approval() {
         "approving a server the file does not define"
     );
 }
+
+/// SECURITY: a read-only agent reaches a server only when the user marked it
+/// `read_only = true` (the `mcp` capability is `full`'s). Shown failing with `may_use`
+/// answering true for every agent.
+#[test]
+fn read_only_agents_reach_only_read_only_servers() {
+    let (dir, _) = setup(&format!(
+        "{}\n{}",
+        server("open", "echo", ""),
+        server("safe", "echo", "read_only = true")
+    ));
+    let d = dir.path();
+    let script = toml::to_string(&json!({"reply": [
+        {"turn": 1, "text": "calling", "tool_calls": [
+            {"name": "mcp__open__echo", "args": {"text": "a"}},
+            {"name": "mcp__safe__echo", "args": {"text": "b"}},
+        ]},
+        {"turn": 2, "text": "done"},
+    ]}))
+    .unwrap();
+    let (_, report) = crewbox(
+        d,
+        &script,
+        &[
+            "run", "go", "--mode", "single", "--read-only", "--mcp", "open", "--mcp", "safe",
+        ],
+    );
+    let run = report["run_id"].as_str().unwrap();
+    let calls: Vec<Value> = events(d, run)
+        .into_iter()
+        .filter(|e| e["kind"] == "tool.call")
+        .map(|e| e["data"].clone())
+        .collect();
+    assert_eq!(calls[0]["ok"], false, "{calls:?}");
+    assert!(calls[0]["output"].as_str().unwrap().contains("unknown tool"));
+    assert_eq!(calls[1]["ok"], true, "{calls:?}");
+    assert!(calls[1]["output"].as_str().unwrap().contains("echo: b"));
+}
