@@ -574,6 +574,15 @@ impl TurnLoop<'_> {
                 return Err(Failure::budget(exceeded));
             }
             let span = spans::tool(&call.name);
+            if self.env.tools.get(&call.name).is_none()
+                && let Some(server) = crate::mcp::tools::server_of(&call.name)
+            {
+                let tool = call
+                    .name
+                    .strip_prefix(&format!("{}{server}__", crate::mcp::tools::PREFIX))
+                    .unwrap_or(&call.name);
+                spans::tool_mcp(&span, server, tool);
+            }
             let result = match &call.invalid_args {
                 Some(raw) => Err(format!(
                     "error: the arguments of `{}` are not valid JSON ({}); send the call again \
