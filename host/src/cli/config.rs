@@ -72,7 +72,11 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
                 s.name,
                 s.source.as_str(),
                 s.summary(),
-                if cfg.mcp.default.contains(&s.name) { " (default)" } else { "" }
+                if cfg.mcp.default.contains(&s.name) {
+                    " (default)"
+                } else {
+                    ""
+                }
             );
         }
         for r in &cfg.repo_mcp {
@@ -84,7 +88,10 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
                 r.name,
                 crate::mcp::project::FILE,
                 r.state.describe(),
-                r.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default()
+                r.error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
             );
         }
     }

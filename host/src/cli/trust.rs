@@ -33,14 +33,20 @@ pub struct TrustArgs {
 }
 
 /// The digests of the `.mcp.json` servers named, each checked to be a usable definition.
-fn mcp_approvals(root: &std::path::Path, names: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+fn mcp_approvals(
+    root: &std::path::Path,
+    names: &[String],
+) -> anyhow::Result<Vec<(String, String)>> {
     if names.is_empty() {
         return Ok(Vec::new());
     }
     let file = crate::mcp::project::FILE;
     let confined = crate::trust::read::Confined::new(root)?;
     let text = confined
-        .read(std::path::Path::new(file), crate::trust::read::MAX_FILE_BYTES)
+        .read(
+            std::path::Path::new(file),
+            crate::trust::read::MAX_FILE_BYTES,
+        )
         .and_then(|b| b.into_text(&root.join(file), crate::trust::read::MAX_FILE_BYTES))
         .map_err(|e| anyhow::anyhow!("cannot read {file}: {e}"))?;
     let parsed = crate::mcp::project::parse(&text).map_err(anyhow::Error::msg)?;
@@ -50,7 +56,11 @@ fn mcp_approvals(root: &std::path::Path, names: &[String]) -> anyhow::Result<Vec
             let known: Vec<&str> = parsed.iter().map(|(n, _, _)| n.as_str()).collect();
             anyhow::bail!(
                 "{file} defines no server `{name}` ({})",
-                if known.is_empty() { "it defines none".to_owned() } else { known.join(", ") }
+                if known.is_empty() {
+                    "it defines none".to_owned()
+                } else {
+                    known.join(", ")
+                }
             );
         };
         let server = crate::mcp::project::preview(name, def)
@@ -117,7 +127,10 @@ pub fn run(g: &GlobalArgs, args: TrustArgs) -> anyhow::Result<Exit> {
     let record = store.trust_with_mcp(root.path(), args.pack_access, &approve)?;
     for (name, _) in &approve {
         if !args.json {
-            outln!("approved MCP server `{name}` of {}", crate::mcp::project::FILE);
+            outln!(
+                "approved MCP server `{name}` of {}",
+                crate::mcp::project::FILE
+            );
         }
     }
     let packs = record.pack_access.unwrap_or(Access::ReadOnly);

@@ -157,11 +157,16 @@ impl RunContext {
         }
     }
 
-    /// The MCP servers of the run's agents: the user's `[mcp] default` and the request's
-    /// `--mcp`, each once.
+    /// The MCP servers of the run's agents: the user's `[mcp] default`, the request's
+    /// `--mcp` and the team's `mcp`, each once.
     fn mcp_grant(&self) -> Vec<String> {
         let mut names = self.services.config().mcp.default.clone();
-        for n in &self.req.mcp {
+        let team = self
+            .team
+            .as_ref()
+            .map(|t| t.team.mcp.as_slice())
+            .unwrap_or(&[]);
+        for n in self.req.mcp.iter().chain(team) {
             if !names.contains(n) {
                 names.push(n.clone());
             }

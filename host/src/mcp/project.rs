@@ -117,10 +117,7 @@ fn header_var(value: &str) -> Option<&str> {
 }
 
 /// One definition in crewbox's terms.
-fn to_server_file(
-    def: &Value,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<ServerFile, String> {
+fn to_server_file(def: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<ServerFile, String> {
     let str_list = |k: &str| -> Vec<String> {
         def.get(k)
             .and_then(Value::as_array)
@@ -180,7 +177,9 @@ fn to_server_file(
             }
             Ok(f)
         }
-        other => Err(format!("transport `{other}` is not supported (stdio or http)")),
+        other => Err(format!(
+            "transport `{other}` is not supported (stdio or http)"
+        )),
     }
 }
 
@@ -302,7 +301,11 @@ mod tests {
             .unwrap(),
         );
         let untrusted = apply(dir.path(), false, &BTreeMap::new(), &mut settings.clone());
-        assert!(untrusted.iter().all(|s| s.state == RepoServerState::Untrusted));
+        assert!(
+            untrusted
+                .iter()
+                .all(|s| s.state == RepoServerState::Untrusted)
+        );
         let digest_a = parse(&std::fs::read_to_string(dir.path().join(FILE)).unwrap()).unwrap()[0]
             .2
             .clone();

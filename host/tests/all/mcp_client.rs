@@ -333,7 +333,9 @@ fn repository_mcp_json_needs_trust_and_approval() {
     assert!(names(d).is_empty());
     assert_eq!(state(d, "canary"), "untrusted");
     let out = bin(d, &["run", "go", "--mcp", "canary", "--script", "x"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("`canary` is not one of your MCP servers"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`canary` is not one of your MCP servers")
+    );
 
     // Trusted, not approved.
     assert!(bin(d, &["trust"]).status.success());
@@ -343,7 +345,11 @@ fn repository_mcp_json_needs_trust_and_approval() {
 
     // Approved by name: only that one.
     let out = bin(d, &["trust", "--mcp", "canary"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(names(d), ["canary"]);
     let listed = json_of(&bin(d, &["mcp", "list", "--json"]));
     assert_eq!(listed["servers"][0]["source"], "repository");
@@ -384,7 +390,15 @@ fn read_only_agents_reach_only_read_only_servers() {
         d,
         &script,
         &[
-            "run", "go", "--mode", "single", "--read-only", "--mcp", "open", "--mcp", "safe",
+            "run",
+            "go",
+            "--mode",
+            "single",
+            "--read-only",
+            "--mcp",
+            "open",
+            "--mcp",
+            "safe",
         ],
     );
     let run = report["run_id"].as_str().unwrap();
@@ -394,7 +408,48 @@ fn read_only_agents_reach_only_read_only_servers() {
         .map(|e| e["data"].clone())
         .collect();
     assert_eq!(calls[0]["ok"], false, "{calls:?}");
-    assert!(calls[0]["output"].as_str().unwrap().contains("unknown tool"));
+    assert!(
+        calls[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("unknown tool")
+    );
     assert_eq!(calls[1]["ok"], true, "{calls:?}");
     assert!(calls[1]["output"].as_str().unwrap().contains("echo: b"));
+}
+
+/// A team's `mcp = [...]` grants its members the server, in a team run.
+#[test]
+fn a_team_grants_its_members_a_server() {
+    let (dir, _) = setup(&server("echo", "echo", "read_only = true"));
+    let d = dir.path();
+    let teams = d.join("repo/.crewbox/teams");
+    std::fs::create_dir_all(&teams).unwrap();
+    std::fs::write(
+        teams.join("t.toml"),
+        "mode = \"broadcast\"\nmcp = [\"echo\"]\n[[members]]\nname = \"alice\"\n",
+    )
+    .unwrap();
+    let script = toml::to_string(&json!({"reply": [
+        {"turn": 1, "text": "calling", "tool_calls": [
+            {"name": "mcp__echo__echo", "args": {"text": "from the team"}},
+        ]},
+        {"turn": 2, "text": "done"},
+    ]}))
+    .unwrap();
+    let (_, report) = crewbox(d, &script, &["run", "go", "--team", "t"]);
+    let run = report["run_id"].as_str().unwrap();
+    let calls: Vec<Value> = events(d, run)
+        .into_iter()
+        .filter(|e| e["kind"] == "tool.call" && e["data"]["tool"] == "mcp__echo__echo")
+        .map(|e| e["data"].clone())
+        .collect();
+    assert!(!calls.is_empty(), "{report}");
+    assert!(calls.iter().all(|c| c["ok"] == true), "{calls:?}");
+    assert!(
+        calls[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("from the team")
+    );
 }
