@@ -61,6 +61,12 @@ _td_pip llm-mock-api==0.1.2 llm-mock-api || true
 # the telemetry test decodes crewbox's trace exports with them.
 { _td_pip protobuf==7.36.2 protobuf && _td_pip opentelemetry-proto==1.45.2 opentelemetry-proto; } || true
 
+# MCP: a reference stdio server from PyPI for the MCP client tests, and the official
+# Python SDK (whose client drives `crewbox mcp serve`, and in which the tests' hostile
+# servers are written).
+_td_pip mcp-server-time==2026.10.19 mcp-server-time || true
+_td_pip mcp==2.3.0 mcp || true
+
 # npm packages, pinned: name@version... -> peer name (one `npm install` for all of them).
 _td_npm() {
     local peer="$1"
@@ -82,6 +88,9 @@ _td_npm() {
 # jco with its QuickJS backend: the JavaScript plugin template builds with it (the
 # versions the template's package.json pins).
 _td_npm jco @bytecodealliance/jco@1.35.0 componentize-qjs@0.4.5 || true
+# The MCP reference servers the MCP client tests run inside the sandbox.
+_td_npm mcp-servers @modelcontextprotocol/server-everything@2026.8.31 \
+    @modelcontextprotocol/server-filesystem@2026.8.31 || true
 
 # Debian packages: installed with apt when missing and this shell may (root).
 _td_apt() {

@@ -75,6 +75,7 @@ fn spec(run: &RunId, workspace: &std::path::Path, provider: Arc<dyn Provider>) -
         provider,
         prices: None,
         network: false,
+        mcp: Vec::new(),
     }
 }
 

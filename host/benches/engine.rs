@@ -142,6 +142,7 @@ async fn manager_baseline(state: &Path, workspace: &Path) -> (f64, f64) {
                 provider: provider.clone(),
                 prices: None,
                 network: false,
+                mcp: Vec::new(),
             };
             handles.push(manager.spawn(spec, SpawnOptions::default()).await.unwrap());
         }

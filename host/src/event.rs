@@ -187,6 +187,9 @@ pub enum Event {
         turn: u32,
         /// The tool's name.
         tool: String,
+        /// The MCP server of an MCP tool (`mcp__SERVER__TOOL`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
         /// Its arguments as JSON text (capped).
         args: String,
         /// Whether it succeeded.
@@ -600,6 +603,7 @@ mod tests {
         let line = serde_json::to_value(record(Event::ToolCall {
             turn: 2,
             tool: "read_file".into(),
+            server: None,
             args: "{}".into(),
             ok: true,
             output: "x".into(),

@@ -39,6 +39,7 @@ pub(crate) mod engine;
 pub mod event;
 pub(crate) mod fs;
 pub(crate) mod ids;
+pub(crate) mod mcp;
 pub(crate) mod observe;
 pub(crate) mod paths;
 pub(crate) mod plugin;
@@ -127,6 +128,10 @@ pub mod unstable {
     /// Ids.
     pub mod ids {
         pub use crate::ids::*;
+    }
+    /// MCP servers: config, the SDK client, the per-run pool.
+    pub mod mcp {
+        pub use crate::mcp::*;
     }
     /// Tracing, the agent tree and the dispatch history.
     pub mod observe {

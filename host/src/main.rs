@@ -13,7 +13,7 @@ mod cli;
 use crewbox::handoff;
 use crewbox::text;
 use crewbox::unstable::{
-    config, engine, observe, paths, plugin, provider, redact, sandbox, schedule, store, team,
+    config, engine, mcp, observe, paths, plugin, provider, redact, sandbox, schedule, store, team,
     trust, worktree,
 };
 

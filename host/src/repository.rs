@@ -89,6 +89,14 @@ impl Repository {
         let (trust, trust_error) = Trust::of(&root);
         let mut config = Config::load(root.path(), trust)?;
         config.pack_grant = crate::trust::pack_grant(&root);
+        // A repository's `.mcp.json`: nothing of it unless trusted, then only the
+        // servers the user approved, as they were approved.
+        config.repo_mcp = crate::mcp::project::apply(
+            root.path(),
+            trust.is_trusted(),
+            &crate::trust::mcp_approvals(&root),
+            &mut config.mcp,
+        );
         crate::provider::config::register_secrets(&config.providers, &|v| std::env::var(v).ok());
         let base = match (state_base, &config.state_dir) {
             (Some(d), _) => {

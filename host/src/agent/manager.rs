@@ -104,6 +104,8 @@ struct Inner {
     run_children: Mutex<HashMap<RunId, u32>>,
     /// Where agents' processes run.
     sandbox: crate::sandbox::Sandbox,
+    /// The MCP servers agents may be granted, one connection per run and server.
+    mcp: crate::mcp::Pool,
 }
 
 /// Runs agents. Cheap to clone.
@@ -124,12 +126,30 @@ impl Manager {
         )
     }
 
-    /// A manager whose agents' processes run in `sandbox`.
+    /// A manager whose agents' processes run in `sandbox` (no MCP servers).
     pub fn sandboxed(
         store: Store,
         tools: Arc<ToolRegistry>,
         max_concurrent: usize,
         sandbox: crate::sandbox::Sandbox,
+    ) -> Self {
+        Self::with_mcp(
+            store,
+            tools,
+            max_concurrent,
+            sandbox,
+            crate::mcp::Pool::default(),
+        )
+    }
+
+    /// A manager whose agents' processes run in `sandbox` and whose agents reach the
+    /// MCP servers of `mcp` they are granted.
+    pub fn with_mcp(
+        store: Store,
+        tools: Arc<ToolRegistry>,
+        max_concurrent: usize,
+        sandbox: crate::sandbox::Sandbox,
+        mcp: crate::mcp::Pool,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -140,6 +160,7 @@ impl Manager {
                 runs: Mutex::new(HashMap::new()),
                 run_children: Mutex::new(HashMap::new()),
                 sandbox,
+                mcp,
             }),
         }
     }
@@ -307,6 +328,12 @@ impl Manager {
                 manager: Arc::downgrade(&self.inner),
             }) as Arc<dyn Spawner>),
             sandbox: Some(sandbox),
+            mcp: self.inner.mcp.for_agent(
+                spec.run_id.as_str(),
+                &spec.workspace,
+                &spec.mcp,
+                spec.perms.caps,
+            ),
         };
         let messages = opts
             .history

@@ -17,6 +17,7 @@ pub fn cap_names(caps: permissions::CapSet) -> Vec<String> {
             crate::tool::Capability::Write => "write",
             crate::tool::Capability::Exec => "exec",
             crate::tool::Capability::Spawn => "spawn",
+            crate::tool::Capability::Mcp => "mcp",
         })
         .map(str::to_owned)
         .collect()

@@ -26,14 +26,15 @@ use crate::tool::Capability;
 pub const DEFAULT_MAX_DEPTH: u32 = 5;
 
 /// Every capability, in the order sets list them.
-const ALL: [Capability; 4] = [
+const ALL: [Capability; 5] = [
     Capability::Read,
     Capability::Write,
     Capability::Exec,
     Capability::Spawn,
+    Capability::Mcp,
 ];
 
-/// A set of capabilities (a 4-bit set; serialises as a list of names, e.g. `["read"]`).
+/// A set of capabilities (a 5-bit set; serialises as a list of names, e.g. `["read"]`).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct CapSet(u8);
 
@@ -47,6 +48,7 @@ impl CapSet {
             Capability::Write => 2,
             Capability::Exec => 4,
             Capability::Spawn => 8,
+            Capability::Mcp => 16,
         }
     }
 
@@ -55,9 +57,9 @@ impl CapSet {
         CapSet(Self::bit(Capability::Read))
     }
 
-    /// `{read, write, exec, spawn}`.
+    /// `{read, write, exec, spawn, mcp}`.
     pub const fn full() -> CapSet {
-        CapSet(0b1111)
+        CapSet(0b1_1111)
     }
 
     /// The set holding exactly `caps`.
@@ -93,7 +95,7 @@ impl CapSet {
         self.0 == 0
     }
 
-    /// The capabilities in the set, in a fixed order (read, write, exec, spawn).
+    /// The capabilities in the set, in a fixed order (read, write, exec, spawn, mcp).
     pub fn iter(self) -> impl Iterator<Item = Capability> {
         ALL.into_iter().filter(move |c| self.contains(*c))
     }
@@ -138,6 +140,7 @@ fn cap_name(cap: Capability) -> &'static str {
         Capability::Write => "write",
         Capability::Exec => "exec",
         Capability::Spawn => "spawn",
+        Capability::Mcp => "mcp",
     }
 }
 
@@ -157,7 +160,7 @@ impl<'de> Deserialize<'de> for CapSet {
         impl<'de> Visitor<'de> for CapSetVisitor {
             type Value = CapSet;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a list of capabilities (read, write, exec, spawn)")
+                f.write_str("a list of capabilities (read, write, exec, spawn, mcp)")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<CapSet, A::Error> {
                 let mut set = CapSet::EMPTY;
@@ -244,7 +247,7 @@ mod tests {
             !CapSet::read_only().contains(Exec),
             "a shell is not read-only"
         );
-        assert_eq!(CapSet::full(), CapSet::of(&[Read, Write, Exec, Spawn]));
+        assert_eq!(CapSet::full(), CapSet::of(&[Read, Write, Exec, Spawn, Mcp]));
         assert_eq!(CapSet::from(Access::ReadOnly), CapSet::read_only());
         assert_eq!(CapSet::from(Access::Full), CapSet::full());
         let access: Access = serde_json::from_str("\"read-only\"").unwrap();
@@ -271,7 +274,7 @@ mod tests {
         assert!(CapSet::EMPTY.is_empty());
         assert_eq!(
             CapSet::full().iter().collect::<Vec<_>>(),
-            vec![Read, Write, Exec, Spawn]
+            vec![Read, Write, Exec, Spawn, Mcp]
         );
     }
 
@@ -280,7 +283,7 @@ mod tests {
         let root = Permissions::root(CapSet::full());
         assert!(root.allows(Spawn), "a root keeps what it was given");
         let child = root.child(CapSet::full(), DEFAULT_MAX_DEPTH).unwrap();
-        assert_eq!(child.caps, CapSet::of(&[Read, Write, Exec]));
+        assert_eq!(child.caps, CapSet::of(&[Read, Write, Exec, Mcp]));
         assert_eq!(child.depth, 1);
         let narrow = root
             .child(CapSet::of(&[Read, Spawn]), DEFAULT_MAX_DEPTH)

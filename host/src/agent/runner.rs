@@ -131,6 +131,9 @@ pub struct AgentSpec {
     /// Whether its commands share the host's network (granted by the user's config or
     /// command line, never by a repository).
     pub network: bool,
+    /// MCP servers it is granted (names of the user's servers; which of them it reaches
+    /// also depends on its capabilities).
+    pub mcp: Vec<String>,
 }
 
 /// How an agent ended.
@@ -172,6 +175,8 @@ pub struct RunnerEnv {
     pub spawner: Option<Arc<dyn Spawner>>,
     /// The agent's process sandbox (only offered to tools when it holds `exec`).
     pub sandbox: Option<Arc<crate::sandbox::AgentSandbox>>,
+    /// The MCP servers it reaches (already narrowed by its capabilities).
+    pub mcp: Option<Arc<crate::mcp::AgentMcp>>,
 }
 
 fn cap(text: &str) -> String {
@@ -351,7 +356,7 @@ impl TurnLoop<'_> {
             },
             turn,
             messages: self.messages.clone(),
-            tools: self.env.tools.specs_for(&spec.perms.caps),
+            tools: self.tool_specs().await,
             max_tokens: None,
             workspace: Some(spec.workspace.clone()),
         };
@@ -419,6 +424,44 @@ impl TurnLoop<'_> {
             }
             Ok(_) => Step::Next,
         }
+    }
+
+    /// The built-in tools its capabilities allow, then its MCP servers' tools.
+    async fn tool_specs(&self) -> Vec<crate::provider::ToolSpec> {
+        let mut specs = self.env.tools.specs_for(&self.spec.perms.caps);
+        if let Some(mcp) = &self.env.mcp {
+            specs.extend(mcp.specs().await);
+        }
+        specs
+    }
+
+    /// Runs one call: an MCP tool through its server, any other through the registry.
+    async fn call_tool(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+    ) -> Result<crate::tool::ToolOutput, String> {
+        let spec = self.spec;
+        if crate::mcp::tools::server_of(&call.name).is_some()
+            && self.env.tools.get(&call.name).is_none()
+        {
+            return match &self.env.mcp {
+                Some(mcp) => mcp
+                    .call(&call.name, call.args.clone())
+                    .await
+                    .map(crate::tool::ToolOutput::text)
+                    .map_err(|e| format!("error: {e}")),
+                None => Err(format!(
+                    "error: {}",
+                    crate::tool::ToolError::UnknownTool(call.name.clone())
+                )),
+            };
+        }
+        self.env
+            .tools
+            .call(&call.name, ctx, call.args.clone(), &spec.perms.caps)
+            .await
+            .map_err(|e| format!("error: {e}"))
     }
 
     fn ending(&self) -> AgentState {
@@ -539,6 +582,15 @@ impl TurnLoop<'_> {
                 return Err(Failure::budget(exceeded));
             }
             let span = spans::tool(&call.name);
+            if self.env.tools.get(&call.name).is_none()
+                && let Some(server) = crate::mcp::tools::server_of(&call.name)
+            {
+                let tool = call
+                    .name
+                    .strip_prefix(&format!("{}{server}__", crate::mcp::tools::PREFIX))
+                    .unwrap_or(&call.name);
+                spans::tool_mcp(&span, server, tool);
+            }
             let result = match &call.invalid_args {
                 Some(_) if cut => Err(CUT_CALL.to_owned()),
                 Some(raw) => Err(format!(
@@ -550,13 +602,7 @@ impl TurnLoop<'_> {
                         .map(|e| e.to_string())
                         .unwrap_or_default()
                 )),
-                None => self
-                    .env
-                    .tools
-                    .call(&call.name, &ctx, call.args.clone(), &spec.perms.caps)
-                    .instrument(span.clone())
-                    .await
-                    .map_err(|e| format!("error: {e}")),
+                None => self.call_tool(call, &ctx).instrument(span.clone()).await,
             };
             let (ok, content) = match result {
                 Ok(out) => {
@@ -571,6 +617,9 @@ impl TurnLoop<'_> {
             self.log(Event::ToolCall {
                 turn,
                 tool: call.name.clone(),
+                server: crate::mcp::tools::server_of(&call.name)
+                    .filter(|_| self.env.tools.get(&call.name).is_none())
+                    .map(str::to_owned),
                 args: cap(&call.args_text()),
                 ok,
                 output: cap(&content),

@@ -30,6 +30,14 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
             Err(e) => json!({"name": null, "error": e.to_string()}),
         };
         out["trust_error"] = json!(ctx.trust_error());
+        out["mcp"] = json!({
+            "servers": cfg.mcp.servers.values().map(|s| json!({
+                "name": s.name, "transport": s.kind(), "source": s.source.as_str(),
+                "summary": s.summary(), "read_only": s.read_only,
+            })).collect::<Vec<_>>(),
+            "default": cfg.mcp.default,
+            "repository": cfg.repo_mcp,
+        });
         outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(Exit::Ok);
     }
@@ -55,6 +63,37 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
             s.value.to_string(),
             s.source
         );
+    }
+    if !cfg.mcp.servers.is_empty() || !cfg.repo_mcp.is_empty() {
+        outln!("\nMCP servers:");
+        for s in cfg.mcp.servers.values() {
+            outln!(
+                "  {:<16} {:<10} {}{}",
+                s.name,
+                s.source.as_str(),
+                s.summary(),
+                if cfg.mcp.default.contains(&s.name) {
+                    " (default)"
+                } else {
+                    ""
+                }
+            );
+        }
+        for r in &cfg.repo_mcp {
+            if r.state == crate::mcp::project::RepoServerState::Approved {
+                continue;
+            }
+            outln!(
+                "  {:<16} {:<10} {}{}",
+                r.name,
+                crate::mcp::project::FILE,
+                r.state.describe(),
+                r.error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            );
+        }
     }
     if !cfg.ignored.is_empty() {
         outln!("\nrepository settings not applied:");

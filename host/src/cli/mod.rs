@@ -49,6 +49,7 @@ pub mod health;
 pub mod history;
 pub mod init;
 mod lookup;
+pub mod mcp;
 pub mod plugin;
 mod progress;
 pub mod resume;
@@ -172,6 +173,8 @@ pub enum Command {
     /// Show the configuration in force: each value with its source, and every
     /// repository setting that was ignored and why.
     Config(config::ConfigArgs),
+    /// List MCP servers, show a server's tools, call one tool.
+    Mcp(mcp::McpArgs),
     /// Write a commented .crewbox/config.toml and an example team.
     Init(init::InitArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -200,6 +203,7 @@ impl Command {
             Self::Trust(a) => a.json,
             Self::Branches(a) => a.json,
             Self::Config(a) => a.json,
+            Self::Mcp(a) => a.command.json(),
             Self::Events(_) | Self::Daemon(_) | Self::Worker(_) => true,
             Self::Steer(a) => a.json,
             Self::Stop(a) => a.json,
@@ -303,6 +307,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Branches(args) => branches::run(&ctx()?, args).await,
         // `config` prints what `announce` would, in full.
         Command::Config(args) => config::run(g.resolve()?, args),
+        Command::Mcp(args) => mcp::run(ctx()?, args).await,
         Command::Init(args) => init::run(g, args),
         Command::Completions(args) => completions::run(&args),
     }

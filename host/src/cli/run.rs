@@ -69,6 +69,10 @@ pub struct RunArgs {
     /// Make every agent read-only (no write, no exec), whatever its team or pack asks.
     #[arg(long)]
     pub read_only: bool,
+    /// Give the run's agents the tools of this MCP server (one of your
+    /// `[mcp.servers.NAME]`); repeat for several. `[mcp] default` adds to these.
+    #[arg(long = "mcp", value_name = "NAME")]
+    pub mcp: Vec<String>,
     /// Print one JSON object (the run report) and no progress.
     #[arg(long)]
     pub json: bool,
@@ -118,6 +122,7 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
         max_iterations: Some(args.max_iterations),
         network: args.network,
         read_only: args.read_only,
+        mcp: args.mcp,
     };
     let report = match drive(&engine, &shutdown, args.json, engine.run(req)).await? {
         Ok(report) => report,

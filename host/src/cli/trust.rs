@@ -23,9 +23,52 @@ pub struct TrustArgs {
     /// `crewbox trust` without it; gone with `--revoke`.
     #[arg(long, value_name = "ACCESS", value_parser = parse_access, conflicts_with_all = ["list", "revoke"])]
     pub pack_access: Option<Access>,
+    /// Approve this server of the repository's `.mcp.json` (repeatable): agents may then
+    /// be granted it, as it is defined now (a changed definition needs approving again).
+    #[arg(long = "mcp", value_name = "NAME", conflicts_with_all = ["list", "revoke"])]
+    pub mcp: Vec<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The digests of the `.mcp.json` servers named, each checked to be a usable definition.
+fn mcp_approvals(
+    root: &std::path::Path,
+    names: &[String],
+) -> anyhow::Result<Vec<(String, String)>> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let file = crate::mcp::project::FILE;
+    let confined = crate::trust::read::Confined::new(root)?;
+    let text = confined
+        .read(
+            std::path::Path::new(file),
+            crate::trust::read::MAX_FILE_BYTES,
+        )
+        .and_then(|b| b.into_text(&root.join(file), crate::trust::read::MAX_FILE_BYTES))
+        .map_err(|e| anyhow::anyhow!("cannot read {file}: {e}"))?;
+    let parsed = crate::mcp::project::parse(&text).map_err(anyhow::Error::msg)?;
+    let mut out = Vec::new();
+    for name in names {
+        let Some((_, def, digest)) = parsed.iter().find(|(n, _, _)| n == name) else {
+            let known: Vec<&str> = parsed.iter().map(|(n, _, _)| n.as_str()).collect();
+            anyhow::bail!(
+                "{file} defines no server `{name}` ({})",
+                if known.is_empty() {
+                    "it defines none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            );
+        };
+        let server = crate::mcp::project::preview(name, def)
+            .map_err(|e| anyhow::anyhow!("{file}: server `{name}`: {e}"))?;
+        errln!("crewbox: approving `{name}`: {}", server.summary());
+        out.push((name.clone(), digest.clone()));
+    }
+    Ok(out)
 }
 
 fn parse_access(s: &str) -> Result<Access, String> {
@@ -80,7 +123,16 @@ pub fn run(g: &GlobalArgs, args: TrustArgs) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Ok);
     }
-    let record = store.trust(root.path(), args.pack_access)?;
+    let approve = mcp_approvals(root.path(), &args.mcp)?;
+    let record = store.trust_with_mcp(root.path(), args.pack_access, &approve)?;
+    for (name, _) in &approve {
+        if !args.json {
+            outln!(
+                "approved MCP server `{name}` of {}",
+                crate::mcp::project::FILE
+            );
+        }
+    }
     let packs = record.pack_access.unwrap_or(Access::ReadOnly);
     if args.json {
         outln!(

@@ -196,6 +196,23 @@ pub(crate) fn user_file(
     Ok(())
 }
 
+/// `[mcp]` of the user's file at `path`, checked and turned into settings (`lines`:
+/// where each key is).
+pub(crate) fn mcp(
+    f: &crate::mcp::config::McpFile,
+    path: &Path,
+    lines: &std::collections::BTreeMap<String, usize>,
+) -> Result<crate::mcp::McpSettings, ConfigError> {
+    crate::mcp::config::check(f).map_err(|e| {
+        let line = lines
+            .get(&e.key)
+            .or_else(|| lines.get("mcp.servers"))
+            .or_else(|| lines.get("mcp"))
+            .copied();
+        bad(e.key, origin(path, line), e.message)
+    })
+}
+
 /// `p` without `.` and `..` (resolved against its parents) and, when it exists, with
 /// its symlinks resolved: what a sandbox path would really open.
 fn real(p: &Path) -> PathBuf {

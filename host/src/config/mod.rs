@@ -124,6 +124,11 @@ pub struct Config {
     /// `[workspace]`: the `.crewbox/` grant (user config only) and the limits of an
     /// agent's commit (a repository may lower them).
     pub workspace: WorkspaceSettings,
+    /// `[mcp]`: the MCP servers agents may be granted (user config, plus the servers of
+    /// a trusted repository's `.mcp.json` the user approved).
+    pub mcp: crate::mcp::McpSettings,
+    /// The servers of the repository's `.mcp.json`, each with its state.
+    pub repo_mcp: Vec<crate::mcp::project::RepoServer>,
 }
 
 impl Default for Config {
@@ -156,6 +161,8 @@ impl Default for Config {
             nats: NatsSettings::default(),
             telemetry: user::TelemetryFile::default(),
             workspace: WorkspaceSettings::default(),
+            mcp: crate::mcp::McpSettings::default(),
+            repo_mcp: Vec::new(),
         }
     }
 }
@@ -310,6 +317,9 @@ impl Config {
         })?;
         let lines = user::key_lines(&text);
         check::user_file(&f, path, &lines)?;
+        if let Some(m) = &f.mcp {
+            self.mcp = check::mcp(m, path, &lines)?;
+        }
         for key in lines.keys() {
             self.origins.insert(
                 key.clone(),

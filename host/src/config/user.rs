@@ -54,6 +54,9 @@ pub struct ConfigFile {
     pub telemetry: Option<TelemetryFile>,
     /// What agents may change in their workspace and how much one commit may take.
     pub workspace: Option<super::workspace::WorkspaceFile>,
+    /// `[mcp]`: MCP servers agents may be granted, and the default grant (user-only:
+    /// a server runs programs and holds credentials).
+    pub mcp: Option<crate::mcp::config::McpFile>,
 }
 
 /// `[telemetry]` of the user's config: OTLP trace export (off unless an endpoint is

@@ -153,7 +153,25 @@ impl RunContext {
                     .services
                     .config()
                     .team_network(self.team.as_ref().map(|t| &t.team)),
+            mcp: self.mcp_grant(),
         }
+    }
+
+    /// The MCP servers of the run's agents: the user's `[mcp] default`, the request's
+    /// `--mcp` and the team's `mcp`, each once.
+    fn mcp_grant(&self) -> Vec<String> {
+        let mut names = self.services.config().mcp.default.clone();
+        let team = self
+            .team
+            .as_ref()
+            .map(|t| t.team.mcp.as_slice())
+            .unwrap_or(&[]);
+        for n in self.req.mcp.iter().chain(team) {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+        names
     }
 
     /// How the run's writing agents execute: the request's isolation, validators and

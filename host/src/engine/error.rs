@@ -167,6 +167,18 @@ pub enum UsageError {
         /// The directory.
         repo: PathBuf,
     },
+    /// `--mcp NAME` names no server of the user's config.
+    #[error(
+        "`{name}` is not one of your MCP servers ({}); define it as [mcp.servers.{name}] in your \
+         user config, or approve a repository server with `crewbox trust --mcp {name}`",
+        if known.is_empty() { "none is configured".to_owned() } else { known.join(", ") }
+    )]
+    UnknownMcpServer {
+        /// The name given.
+        name: String,
+        /// The servers there are.
+        known: Vec<String>,
+    },
 }
 
 /// Which plugin call faulted.

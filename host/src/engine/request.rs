@@ -67,6 +67,10 @@ pub struct RunRequest {
     /// pack or mode asks for.
     #[serde(default)]
     pub read_only: bool,
+    /// MCP servers (the user's `[mcp.servers.NAME]`) granted to the run's agents, on
+    /// top of `[mcp] default`.
+    #[serde(default)]
+    pub mcp: Vec<String>,
 }
 
 impl RunRequest {

@@ -60,6 +60,16 @@ async fn start_in(
     span: tracing::Span,
 ) -> Result<RunReport, EngineError> {
     let services = &engine.services;
+    for name in &req.mcp {
+        if !services.config().mcp.servers.contains_key(name) {
+            let known: Vec<String> = services.config().mcp.servers.keys().cloned().collect();
+            return Err(UsageError::UnknownMcpServer {
+                name: name.clone(),
+                known,
+            }
+            .into());
+        }
+    }
     let team = match &req.team {
         Some(name) => {
             let team = team::load_team(services, name).await?;

@@ -68,11 +68,12 @@ impl Services {
         })
         .map_err(|e| EngineError::PluginLoad(PluginLoadError::Runtime(e)))?;
         Ok(Self {
-            manager: Manager::sandboxed(
+            manager: Manager::with_mcp(
                 store.clone(),
                 Arc::new(ToolRegistry::builtin_with(config.workspace.file_access())),
                 config.max_concurrent,
-                sandbox,
+                sandbox.clone(),
+                crate::mcp::Pool::new(Arc::new(config.mcp.clone()), sandbox),
             ),
             store,
             plugins: PluginSet::new(runtime, repo.clone())

@@ -103,9 +103,17 @@ pub fn tool(tool: &str) -> Span {
         "tool",
         tool = %tool,
         status = Empty,
+        "mcp.server" = Empty,
+        "mcp.tool" = Empty,
         "otel.status_code" = Empty,
         "otel.status_description" = Empty,
     )
+}
+
+/// Marks a tool span as an MCP call: its server and the tool's name there.
+pub fn tool_mcp(span: &Span, server: &str, tool: &str) {
+    span.record("mcp.server", server);
+    span.record("mcp.tool", tool);
 }
 
 /// Records whether a tool call succeeded.

@@ -559,6 +559,7 @@ fn agent_spec(services: &Services, shared: &Shared, task: &Task) -> Result<Agent
             "write" => Some(Capability::Write),
             "exec" => Some(Capability::Exec),
             "spawn" => Some(Capability::Spawn),
+            "mcp" => Some(Capability::Mcp),
             _ => None,
         })
         .collect();
@@ -579,6 +580,8 @@ fn agent_spec(services: &Services, shared: &Shared, task: &Task) -> Result<Agent
         provider: built.provider,
         prices: built.prices,
         network: task.network && config.sandbox.network_for(None),
+        // MCP servers are not reached from NATS workers (their config is the worker's).
+        mcp: Vec::new(),
     })
 }
 

@@ -106,6 +106,7 @@ pub struct Spawn<'a> {
     read: Vec<PathBuf>,
     files: Vec<(PathBuf, PathBuf)>,
     memory_cap: bool,
+    set: Vec<(String, String)>,
 }
 
 impl<'a> Spawn<'a> {
@@ -123,6 +124,7 @@ impl<'a> Spawn<'a> {
             read: Vec::new(),
             files: Vec::new(),
             memory_cap: true,
+            set: Vec::new(),
         }
     }
 
@@ -167,12 +169,23 @@ impl<'a> Spawn<'a> {
         self
     }
 
+    /// Sets `name` to `value` for the process (a value the user wrote in their own
+    /// config, such as an MCP server's `env`), over what the policy passes.
+    pub fn set_env(mut self, name: &str, value: &str) -> Self {
+        self.set.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
     fn environment(&self) -> Vec<(String, String)> {
-        env::build(
+        let mut built = env::build(
             std::env::vars_os(),
             &self.env,
             &self.agent.sandbox.shared.secrets,
-        )
+        );
+        for (name, value) in &self.set {
+            env::set(&mut built, name, value);
+        }
+        built
     }
 
     /// Starts the process: stdout and stderr piped, its own process group.

@@ -77,6 +77,8 @@ pub struct Team {
     pub warnings: Vec<String>,
     /// Roster rows and files of an imported pack that are not members, each with why.
     pub skipped: Vec<Skipped>,
+    /// MCP servers (the user's, by name) every member is granted.
+    pub mcp: Vec<String>,
 }
 
 /// How long a worker may run unless the team file says otherwise (`worker_timeout_s`).
@@ -149,6 +151,8 @@ pub struct Member {
     pub ignored: Vec<String>,
     /// A turn limit below the configured one (a definition may only lower it).
     pub max_turns: Option<u32>,
+    /// MCP servers (the user's, by name) this member is granted besides the team's.
+    pub mcp: Vec<String>,
 }
 
 impl Member {
@@ -189,6 +193,8 @@ struct RawTeam {
     first_wave_s: Option<u64>,
     wave_every_s: Option<u64>,
     worker_timeout_s: Option<u64>,
+    #[serde(default)]
+    mcp: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -206,6 +212,8 @@ struct RawMember {
     #[serde(default)]
     validators: Vec<String>,
     max_turns: Option<u32>,
+    #[serde(default)]
+    mcp: Vec<String>,
 }
 
 /// What is wrong with a team definition.
@@ -525,6 +533,7 @@ pub fn parse_team_with(
             truncated,
             ignored: Vec::new(),
             max_turns: m.max_turns,
+            mcp: m.mcp,
         });
     }
     let validators = limits::cap_list(raw.validators, "validators", &mut warnings)
@@ -544,6 +553,7 @@ pub fn parse_team_with(
         evaluator: raw.evaluator,
         members,
         validators,
+        mcp: raw.mcp,
         worker_timeout: raw
             .worker_timeout_s
             .map_or(DEFAULT_WORKER_TIMEOUT, std::time::Duration::from_secs),
@@ -609,6 +619,7 @@ name = "alice"
         assert_eq!(
             team,
             Team {
+                mcp: Vec::new(),
                 name: "demo".into(),
                 mode: Mode::Broadcast,
                 shared_context: None,
@@ -616,6 +627,7 @@ name = "alice"
                 orchestrator: None,
                 evaluator: None,
                 members: vec![Member {
+                    mcp: Vec::new(),
                     name: "alice".into(),
                     role: "alice".into(),
                     charter: None,

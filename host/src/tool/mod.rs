@@ -22,7 +22,7 @@ pub mod read_file;
 pub mod registry;
 pub mod run_command;
 pub mod spawn_agent;
-mod support;
+pub(crate) mod support;
 pub mod write_file;
 
 pub use edit_file::EditFile;
@@ -48,6 +48,9 @@ pub enum Capability {
     Exec,
     /// Start child agents.
     Spawn,
+    /// Call tools of the MCP servers the agent was granted (`full` holds it; a
+    /// read-only agent reaches only servers the user marked `read_only = true`).
+    Mcp,
 }
 
 /// Starts child agents on behalf of a tool call (implemented by the agent manager).

@@ -92,6 +92,15 @@ pub fn pack_grant(root: &RepoRoot) -> Option<crate::team::Access> {
         .pack_access
 }
 
+/// The `.mcp.json` servers the user approved for `root` (name → definition digest).
+pub fn mcp_approvals(root: &RepoRoot) -> std::collections::BTreeMap<String, String> {
+    TrustStore::user()
+        .ok()
+        .and_then(|s| s.get(root.path()).ok().flatten())
+        .map(|r| r.mcp)
+        .unwrap_or_default()
+}
+
 /// The repository's own `.crewbox/` files, relative to its root.
 pub const REPO_CONFIG: &str = ".crewbox/config.toml";
 /// The repository's team directory.

@@ -70,6 +70,10 @@ pub struct TrustRecord {
     /// record an older crewbox wrote, which is not trusted until re-trusted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<super::digest::Files>,
+    /// Servers of its `.mcp.json` the user approved (`crewbox trust --mcp NAME`): name
+    /// and the sha256 of the definition approved.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mcp: std::collections::BTreeMap<String, String>,
 }
 
 /// Where a repository stands with the user, its files compared with the record.
@@ -187,15 +191,32 @@ impl TrustStore {
         root: &Path,
         pack_access: Option<crate::team::Access>,
     ) -> Result<TrustRecord, TrustError> {
+        self.trust_with_mcp(root, pack_access, &[])
+    }
+
+    /// [`Self::trust`], also approving these `.mcp.json` servers (name, digest of the
+    /// definition); earlier approvals are kept.
+    pub fn trust_with_mcp(
+        &self,
+        root: &Path,
+        pack_access: Option<crate::team::Access>,
+        approve: &[(String, String)],
+    ) -> Result<TrustRecord, TrustError> {
+        let earlier = self.get(root).ok().flatten();
         let kept = match pack_access {
             Some(_) => pack_access,
-            None => self.get(root).ok().flatten().and_then(|r| r.pack_access),
+            None => earlier.as_ref().and_then(|r| r.pack_access),
         };
+        let mut mcp = earlier.map(|r| r.mcp).unwrap_or_default();
+        for (name, digest) in approve {
+            mcp.insert(name.clone(), digest.clone());
+        }
         let record = TrustRecord {
             root: root.to_owned(),
             trusted_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             pack_access: kept,
             files: Some(super::digest::crewbox_files(root)?),
+            mcp,
         };
         let text = toml::to_string(&record).map_err(|e| TrustError::Io {
             path: self.dir.clone(),

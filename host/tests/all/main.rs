@@ -26,6 +26,7 @@ mod distributed;
 mod events_api;
 mod exit_codes;
 mod kill_anywhere;
+mod mcp_client;
 mod modes;
 mod non_utf8;
 mod operator;

@@ -64,6 +64,7 @@ async fn facts_round_trip_and_a_second_handle_reads_them() {
             Event::ToolCall {
                 turn: 1,
                 tool: "read_file".into(),
+                server: None,
                 args: "{}".into(),
                 ok: true,
                 output: String::new(),

@@ -374,6 +374,7 @@ pub fn parse_agent(text: &str, cut: bool, notes: &mut Vec<String>) -> Result<Mem
         notes.push(cut_warning("the body (charter)", MAX_CHARTER_CHARS));
     }
     Ok(Member {
+        mcp: Vec::new(),
         role,
         display: name.clone(),
         charter: Some(charter).filter(|c| !c.is_empty()),
@@ -445,6 +446,7 @@ pub fn team(
         ));
     }
     Ok(Some(Team {
+        mcp: Vec::new(),
         name: TEAM_NAME.into(),
         mode: Mode::Orchestrate,
         shared_context: None,

@@ -521,6 +521,7 @@ impl SquadPack {
                 .or_else(|| model_cell.and_then(|m| model_value(&m)));
             let source_path = file.clone().unwrap_or_else(|| repo_root.join(&shown_md));
             members.push(Member {
+                mcp: Vec::new(),
                 name: name.clone(),
                 role: if row.role.is_empty() {
                     row.display.clone()
@@ -564,6 +565,7 @@ impl SquadPack {
                 t
             });
         Ok(Team {
+            mcp: Vec::new(),
             name: TEAM_NAME.into(),
             mode: Mode::Orchestrate,
             shared_context,

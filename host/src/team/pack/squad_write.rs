@@ -370,6 +370,7 @@ mod tests {
     #[test]
     fn cut_text_is_refused() {
         let m = Member {
+            mcp: Vec::new(),
             name: "a".into(),
             role: "r".into(),
             charter: None,

@@ -64,6 +64,7 @@ pub fn agent_spec(
         provider,
         prices: None,
         network: false,
+        mcp: Vec::new(),
     }
 }
 

@@ -165,6 +165,11 @@ impl TeamContext {
     /// system prompt (naming the file it came from), its turn limit under the run's.
     pub(crate) fn member_spec(&self, ctx: &RunContext, m: &Member, task: &str) -> AgentSpec {
         let mut spec = ctx.agent_spec(&m.name, &m.role, task, m.access);
+        for n in &m.mcp {
+            if !spec.mcp.contains(n) {
+                spec.mcp.push(n.clone());
+            }
+        }
         if let Some(p) = self.providers.get(&m.name) {
             spec.provider = p.clone();
         }

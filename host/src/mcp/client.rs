@@ -1,0 +1,353 @@
+//! One connection to one server, through the official SDK (`rmcp`): a stdio server is
+//! started inside the process sandbox and spoken to over the sandbox's pipes (rmcp's
+//! async read/write transport); an HTTP server is reached with rmcp's streamable HTTP
+//! client over crewbox's own reqwest client. Its tool list is kept and refreshed when
+//! the server says it changed.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{MaybeSendFuture, NotificationContext, Peer, RoleClient, RunningService};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+
+use super::McpError;
+use super::config::{McpServer, Transport};
+use super::tools::{self, Offer};
+use crate::sandbox::{AgentSandbox, EnvPolicy, Program, SandboxedChild};
+
+/// The longest line read from a stdio server (a larger message is dropped by the
+/// transport, and the call it answered times out).
+const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// How much of a stdio server's stderr is kept for error messages.
+const STDERR_TAIL: usize = 4 * 1024;
+
+/// Where a stdio server runs: a sandbox of its own over the agent's worktree.
+pub struct StdioHost {
+    /// The sandbox (its scope: the worktree, writable or not, network or not).
+    pub sandbox: Arc<AgentSandbox>,
+}
+
+/// The SDK's client handler: notes `tools/list_changed`.
+#[derive(Clone, Default)]
+struct Handler {
+    changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Handler {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        self.changed.store(true, Ordering::SeqCst);
+        std::future::ready(())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("crewbox", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+/// A live connection.
+pub struct Client {
+    server: Arc<McpServer>,
+    service: RunningService<RoleClient, Handler>,
+    changed: Arc<AtomicBool>,
+    offer: Offer,
+    /// The stdio server's process (its whole tree dies when this is dropped).
+    child: Option<SandboxedChild>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    _host: Option<StdioHost>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.server.name)
+            .finish()
+    }
+}
+
+fn stderr_tail(buf: &Mutex<Vec<u8>>) -> String {
+    let b = buf.lock().unwrap_or_else(|e| e.into_inner());
+    let text = String::from_utf8_lossy(&b);
+    let text = text.trim();
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; its stderr ended with: {}",
+            crate::redact::clean(text).replace('\n', " | ")
+        )
+    }
+}
+
+impl Client {
+    /// Starts (stdio, inside `host`) or reaches (HTTP) `server`, waits for its
+    /// `initialize` answer and lists its tools, all within its startup timeout.
+    pub async fn connect(
+        server: Arc<McpServer>,
+        host: Option<StdioHost>,
+    ) -> Result<Self, McpError> {
+        let started = tokio::time::Instant::now();
+        let timeout = server.startup_timeout;
+        let handler = Handler::default();
+        let changed = handler.changed.clone();
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let fail = |message: String| McpError::Start {
+            server: server.name.clone(),
+            message: crate::redact::clean_owned(message),
+        };
+        let (service, child) = match &server.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                pass_env,
+            } => {
+                let host = host.as_ref().ok_or_else(|| {
+                    fail("a stdio server needs a process sandbox to run in".into())
+                })?;
+                let mut argv = vec![command.clone()];
+                argv.extend(args.iter().cloned());
+                let mut spawn = host
+                    .sandbox
+                    .command(Program::Argv(argv))
+                    .env(EnvPolicy {
+                        pass: pass_env.clone(),
+                        allow_named_keys: false,
+                    })
+                    .piped_stdin();
+                for (k, v) in env {
+                    spawn = spawn.set_env(k, v);
+                }
+                let mut child = spawn.spawn().await.map_err(|e| fail(e.to_string()))?;
+                let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+                    return Err(fail("the server's pipes were not set up".into()));
+                };
+                if let Some(mut err) = child.stderr.take() {
+                    let keep = stderr.clone();
+                    tokio::spawn(async move {
+                        let mut chunk = vec![0u8; 4096];
+                        while let Ok(n @ 1..) = err.read(&mut chunk).await {
+                            let mut b = keep.lock().unwrap_or_else(|e| e.into_inner());
+                            b.extend_from_slice(&chunk[..n]);
+                            let excess = b.len().saturating_sub(STDERR_TAIL);
+                            b.drain(..excess);
+                        }
+                    });
+                }
+                let transport = AsyncRwTransport::new_client(stdout, stdin)
+                    .with_max_line_length(MAX_LINE_BYTES);
+                let served = tokio::time::timeout(timeout, handler.serve(transport)).await;
+                match served {
+                    Ok(Ok(service)) => (service, Some(child)),
+                    Ok(Err(e)) => {
+                        child.kill_tree();
+                        let status = tokio::time::timeout(
+                            std::time::Duration::from_millis(500),
+                            child.wait(),
+                        )
+                        .await;
+                        let output = String::from_utf8_lossy(
+                            &stderr.lock().unwrap_or_else(|e| e.into_inner()),
+                        )
+                        .into_owned();
+                        if let Ok(Ok(status)) = status
+                            && let Some(failure) = child.setup_failure(&status, &output)
+                        {
+                            return Err(fail(
+                                host.sandbox.sandbox().describe_failure(failure).to_string(),
+                            ));
+                        }
+                        return Err(fail(format!(
+                            "`{command}` did not complete the MCP handshake: {e}{}",
+                            stderr_tail(&stderr)
+                        )));
+                    }
+                    Err(_) => {
+                        child.kill_tree();
+                        return Err(fail(format!(
+                            "`{command}` did not answer `initialize` within {} s \
+                             (`startup_timeout_s`){}",
+                            timeout.as_secs(),
+                            stderr_tail(&stderr)
+                        )));
+                    }
+                }
+            }
+            Transport::Http {
+                url,
+                headers,
+                bearer_token_env,
+            } => {
+                use rmcp::transport::StreamableHttpClientTransport;
+                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                let var = |name: &str| {
+                    std::env::var(name).map_err(|_| {
+                        fail(format!(
+                            "the environment variable `{name}` is not set (it holds a header of \
+                             this server)"
+                        ))
+                    })
+                };
+                let mut custom = HashMap::new();
+                for (h, env) in headers {
+                    let value = var(env)?;
+                    crate::redact::register(&value);
+                    let name = reqwest::header::HeaderName::from_bytes(h.as_bytes())
+                        .map_err(|e| fail(format!("header `{h}`: {e}")))?;
+                    let mut value =
+                        reqwest::header::HeaderValue::from_str(&value).map_err(|_| {
+                            fail(format!("the value of `{env}` is not a valid header value"))
+                        })?;
+                    value.set_sensitive(true);
+                    custom.insert(name, value);
+                }
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
+                if let Some(env) = bearer_token_env {
+                    let token = var(env)?;
+                    crate::redact::register(&token);
+                    config = config.auth_header(token);
+                }
+                let client = crate::tls::client_builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|e| fail(format!("cannot build an HTTP client: {e}")))?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                let service = tokio::time::timeout(timeout, handler.serve(transport))
+                    .await
+                    .map_err(|_| {
+                        fail(format!(
+                            "{url} did not answer `initialize` within {} s (`startup_timeout_s`)",
+                            timeout.as_secs()
+                        ))
+                    })?
+                    .map_err(|e| fail(format!("{url}: {e}")))?;
+                (service, None)
+            }
+        };
+        let mut client = Self {
+            server: server.clone(),
+            service,
+            changed,
+            offer: Offer::default(),
+            child,
+            stderr,
+            _host: host,
+        };
+        let left = timeout.saturating_sub(started.elapsed());
+        let offer = tokio::time::timeout(left, client.list())
+            .await
+            .map_err(|_| {
+                fail(format!(
+                    "the server did not list its tools within {} s (`startup_timeout_s`)",
+                    timeout.as_secs()
+                ))
+            })??;
+        for w in &offer.warnings {
+            tracing::warn!(server = %server.name, "{w}");
+        }
+        client.offer = offer;
+        Ok(client)
+    }
+
+    async fn list(&self) -> Result<Offer, McpError> {
+        let listed = self
+            .service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| McpError::Start {
+                server: self.server.name.clone(),
+                message: crate::redact::clean_owned(format!("tools/list failed: {e}")),
+            })?;
+        let raw: Vec<Value> = listed
+            .iter()
+            .filter_map(|t| serde_json::to_value(t).ok())
+            .collect();
+        Ok(tools::offer(&self.server.name, &raw, |n| {
+            self.server.tools.allows(n)
+        }))
+    }
+
+    /// Whether the server is gone (its process ended or its transport closed).
+    pub fn is_gone(&mut self) -> bool {
+        self.service.is_transport_closed() || self.service.is_closed()
+    }
+
+    /// The tools offered, refreshed first if the server said they changed.
+    pub async fn offer(&mut self) -> Result<&Offer, McpError> {
+        if self.changed.swap(false, Ordering::SeqCst) {
+            let offer = self.list().await?;
+            self.offer = offer;
+        }
+        Ok(&self.offer)
+    }
+
+    /// A handle to make calls with while the connection is shared.
+    pub fn peer(&self) -> Peer<RoleClient> {
+        self.service.peer().clone()
+    }
+
+    /// What the server's stderr last said (stdio), for an error.
+    pub fn stderr_note(&self) -> String {
+        stderr_tail(&self.stderr)
+    }
+
+    /// Whether this connection runs a process.
+    pub fn has_process(&self) -> bool {
+        self.child.is_some()
+    }
+}
+
+/// Calls `tool` on `peer` within `server`'s call timeout. A timeout drops the request,
+/// which sends `notifications/cancelled`; a progress notification extends nothing.
+pub async fn call(
+    server: &McpServer,
+    peer: &Peer<RoleClient>,
+    tool: &str,
+    arguments: serde_json::Map<String, Value>,
+) -> Result<String, McpError> {
+    let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+    let answered = tokio::time::timeout(server.call_timeout, peer.call_tool(params)).await;
+    let tool_err = |message: String| McpError::Tool {
+        server: server.name.clone(),
+        tool: tool.to_owned(),
+        message: crate::redact::clean_owned(message),
+    };
+    match answered {
+        Err(_) => Err(McpError::Timeout {
+            server: server.name.clone(),
+            tool: tool.to_owned(),
+            secs: server.call_timeout.as_secs(),
+        }),
+        Ok(Err(rmcp::ServiceError::McpError(e))) => Err(tool_err(format!(
+            "the server answered with error {}: {}",
+            e.code.0, e.message
+        ))),
+        Ok(Err(rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_))) => {
+            Err(McpError::Gone {
+                server: server.name.clone(),
+            })
+        }
+        Ok(Err(e)) => Err(tool_err(e.to_string())),
+        Ok(Ok(result)) => {
+            let value = serde_json::to_value(&result)
+                .map_err(|e| tool_err(format!("unreadable result: {e}")))?;
+            tools::render_result(&value).map_err(|text| McpError::Tool {
+                server: server.name.clone(),
+                tool: tool.to_owned(),
+                message: text,
+            })
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! What an agent sees of a server's tools (names, capped descriptions and schemas) and
+//! of their results (text, capped; images and audio dropped with a note). Pure.
+
+use serde_json::{Map, Value, json};
+
+use crate::provider::ToolSpec;
+use crate::tool::run_command::OUTPUT_CAP_BYTES;
+
+/// The most tools one server may offer an agent; the rest are cut with a warning.
+pub const MAX_TOOLS: usize = 128;
+/// The longest description shown to the model (bytes).
+pub const MAX_DESCRIPTION_BYTES: usize = 2 * 1024;
+/// The largest input schema passed to the model (bytes of JSON).
+pub const MAX_SCHEMA_BYTES: usize = 16 * 1024;
+/// The longest tool name a model API accepts.
+pub const MAX_NAME_LEN: usize = 64;
+/// Text of one result kept for the model (as `run_command` output).
+pub const RESULT_CAP_BYTES: usize = OUTPUT_CAP_BYTES;
+
+/// Prefix of every MCP tool's name.
+pub const PREFIX: &str = "mcp__";
+
+/// One tool of a server, as offered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OfferedTool {
+    /// The name the model calls (`mcp__SERVER__TOOL`, sanitised).
+    pub agent_name: String,
+    /// The server's own name for it.
+    pub tool: String,
+    /// The spec shown to the model.
+    pub spec: ToolSpec,
+    /// The server's `readOnlyHint`, shown, never trusted.
+    pub read_only_hint: Option<bool>,
+}
+
+/// What listing a server's tools gave.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Offer {
+    /// The tools offered.
+    pub tools: Vec<OfferedTool>,
+    /// What was left out and why (one line each).
+    pub warnings: Vec<String>,
+}
+
+/// `mcp__SERVER__TOOL` with every character a model API refuses replaced by `_`.
+pub fn agent_name(server: &str, tool: &str) -> String {
+    let clean: String = tool
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut name = format!("{PREFIX}{server}__{clean}");
+    name.truncate(MAX_NAME_LEN);
+    name
+}
+
+/// The server part of an MCP tool name.
+pub fn server_of(agent_name: &str) -> Option<&str> {
+    agent_name
+        .strip_prefix(PREFIX)?
+        .split_once("__")
+        .map(|(s, _)| s)
+}
+
+fn cap_text(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let cut = crate::tool::support::truncate_at_char(s, max);
+    format!("{cut} [… cut: {} bytes in all]", s.len())
+}
+
+/// The tools of `server` from its `tools/list` answer (raw MCP `Tool` objects), under
+/// `allows` and the caps.
+pub fn offer(server: &str, listed: &[Value], allows: impl Fn(&str) -> bool) -> Offer {
+    let mut out = Offer::default();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut allowed = 0usize;
+    for t in listed {
+        let Some(tool) = t.get("name").and_then(Value::as_str) else {
+            out.warnings
+                .push(format!("server `{server}` listed a tool without a name"));
+            continue;
+        };
+        if !allows(tool) {
+            continue;
+        }
+        allowed += 1;
+        if out.tools.len() >= MAX_TOOLS {
+            continue;
+        }
+        let name = agent_name(server, tool);
+        if !seen.insert(name.clone()) {
+            out.warnings.push(format!(
+                "server `{server}`: tool `{}` left out: its name clashes with another as `{name}`",
+                tool
+            ));
+            continue;
+        }
+        let read_only_hint = t
+            .get("annotations")
+            .and_then(|a| a.get("readOnlyHint"))
+            .and_then(Value::as_bool);
+        let mut description = t
+            .get("description")
+            .and_then(Value::as_str)
+            .map(|d| cap_text(d, MAX_DESCRIPTION_BYTES))
+            .unwrap_or_default();
+        let mut schema = t
+            .get("inputSchema")
+            .filter(|s| s.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object"}));
+        if schema.get("type").is_none()
+            && let Some(obj) = schema.as_object_mut()
+        {
+            obj.insert("type".into(), json!("object"));
+        }
+        let size = serde_json::to_string(&schema).map(|s| s.len()).unwrap_or(0);
+        if size > MAX_SCHEMA_BYTES || schema.get("type") != Some(&json!("object")) {
+            schema = json!({"type": "object"});
+            description.push_str(&format!(
+                " [The server's input schema ({size} bytes) was not passed on; send the arguments as a JSON object.]"
+            ));
+        }
+        description.push_str(&format!(" (MCP server `{server}`"));
+        if let Some(hint) = read_only_hint {
+            description.push_str(&format!(
+                ", which says this tool is {}read-only",
+                if hint { "" } else { "not " }
+            ));
+        }
+        description.push(')');
+        out.tools.push(OfferedTool {
+            agent_name: name.clone(),
+            tool: tool.to_owned(),
+            spec: ToolSpec {
+                name,
+                description,
+                parameters: schema,
+            },
+            read_only_hint,
+        });
+    }
+    if allowed > MAX_TOOLS {
+        out.warnings.push(format!(
+            "server `{server}` offers {allowed} tools; only the first {MAX_TOOLS} are given to agents \
+             (choose with `enabled_tools`)"
+        ));
+    }
+    out
+}
+
+/// A tool result (a raw MCP `CallToolResult`) as the model reads it; `Err` for an
+/// `isError` result. Redacted, capped.
+pub fn render_result(result: &Value) -> Result<String, String> {
+    let mut text = String::new();
+    let mut notes: Vec<String> = Vec::new();
+    let empty = Vec::new();
+    let content = result
+        .get("content")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
+    for block in content {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(block.get("text").and_then(Value::as_str).unwrap_or(""));
+            }
+            Some(kind @ ("image" | "audio")) => {
+                let mime = block
+                    .get("mimeType")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown type");
+                notes.push(format!(
+                    "[{kind} content ({}) dropped: crewbox passes only text to the model]",
+                    mime
+                ));
+            }
+            Some("resource_link") => {
+                let uri = block.get("uri").and_then(Value::as_str).unwrap_or("?");
+                let name = block.get("name").and_then(Value::as_str).unwrap_or("");
+                notes.push(format!("[resource link: {uri} {name}]"));
+            }
+            Some("resource") => {
+                let r = block.get("resource").unwrap_or(&Value::Null);
+                let uri = r.get("uri").and_then(Value::as_str).unwrap_or("?");
+                match r.get("text").and_then(Value::as_str) {
+                    Some(t) => {
+                        if !text.is_empty() {
+                            text.push('\n');
+                        }
+                        text.push_str(&format!("[resource {uri}]\n{t}"));
+                    }
+                    None => notes.push(format!("[binary resource {uri} dropped]")),
+                }
+            }
+            other => notes.push(format!(
+                "[content of type `{}` dropped]",
+                other.unwrap_or("?")
+            )),
+        }
+    }
+    if text.is_empty()
+        && let Some(s) = result.get("structuredContent").filter(|s| !s.is_null())
+    {
+        text = serde_json::to_string(s).unwrap_or_default();
+    }
+    let mut out = cap_result(&text);
+    for n in notes.iter().take(20) {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(n);
+    }
+    if notes.len() > 20 {
+        out.push_str(&format!("\n[{} more notes left out]", notes.len() - 20));
+    }
+    if out.is_empty() {
+        out.push_str("(no content)");
+    }
+    let out = crate::redact::clean_owned(out);
+    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        Err(out)
+    } else {
+        Ok(out)
+    }
+}
+
+/// `text` within [`RESULT_CAP_BYTES`], keeping the start and the end, the cut marked.
+pub fn cap_result(text: &str) -> String {
+    if text.len() <= RESULT_CAP_BYTES {
+        return text.to_owned();
+    }
+    let half = RESULT_CAP_BYTES / 2;
+    let head = crate::tool::support::truncate_at_char(text, half);
+    let mut start = text.len() - half;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!(
+        "{head}\n[... {} bytes omitted; {} bytes in all ...]\n{}",
+        start - head.len(),
+        text.len(),
+        &text[start..]
+    )
+}
+
+/// Arguments for a call: an object (`null` as `{}`), or an error the model can read.
+pub fn arguments(tool: &str, args: Value) -> Result<Map<String, Value>, String> {
+    match args {
+        Value::Null => Ok(Map::new()),
+        Value::Object(m) => Ok(m),
+        _ => Err(format!(
+            "invalid arguments for `{tool}`: arguments must be a JSON object"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_sanitised_and_bounded() {
+        assert_eq!(agent_name("fs", "read_file"), "mcp__fs__read_file");
+        assert_eq!(agent_name("fs", "a.b/c d"), "mcp__fs__a_b_c_d");
+        assert_eq!(agent_name("s", &"x".repeat(100)).len(), MAX_NAME_LEN);
+        assert_eq!(server_of("mcp__fs__read_file"), Some("fs"));
+        assert_eq!(server_of("read_file"), None);
+    }
+
+    #[test]
+    fn offer_caps_count_description_and_schema() {
+        let many: Vec<Value> = (0..10_000)
+            .map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}}))
+            .collect();
+        let o = offer("s", &many, |_| true);
+        assert_eq!(o.tools.len(), MAX_TOOLS);
+        assert!(o.warnings[0].contains("10000 tools"), "{:?}", o.warnings);
+
+        let big = vec![json!({
+            "name": "big",
+            "description": "d".repeat(1 << 20),
+            "inputSchema": {"type": "object", "properties": {"p": {"description": "x".repeat(1 << 20)}}},
+            "annotations": {"readOnlyHint": true}
+        })];
+        let o = offer("s", &big, |_| true);
+        let t = &o.tools[0];
+        assert!(t.spec.description.len() < MAX_DESCRIPTION_BYTES + 400);
+        assert_eq!(t.spec.parameters, json!({"type": "object"}));
+        assert!(t.spec.description.contains("says this tool is read-only"));
+        assert_eq!(t.read_only_hint, Some(true));
+
+        let o = offer("s", &many[..3], |n| n != "t1");
+        assert_eq!(o.tools.len(), 2);
+    }
+
+    #[test]
+    fn results_keep_text_and_note_the_rest() {
+        let r = json!({"content": [
+            {"type": "text", "text": "hello"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+            {"type": "resource_link", "uri": "file:///x", "name": "x"}
+        ]});
+        let text = render_result(&r).unwrap();
+        assert!(text.starts_with("hello\n[image content (image/png) dropped"));
+        assert!(text.contains("resource link: file:///x"));
+        assert_eq!(
+            render_result(&json!({"content": [{"type": "text", "text": "bad"}], "isError": true})),
+            Err("bad".into())
+        );
+        let huge = "y".repeat(50 << 20);
+        let text = render_result(&json!({"content": [{"type": "text", "text": huge}]})).unwrap();
+        assert!(text.len() < RESULT_CAP_BYTES + 200);
+        assert!(text.contains("bytes omitted"));
+        assert_eq!(render_result(&json!({})).unwrap(), "(no content)");
+    }
+}

@@ -1,0 +1,118 @@
+"""A stdio MCP server for crewbox's tests, written without an SDK so it can misbehave
+on purpose. `hostile.py MODE`:
+
+  echo     well-behaved: `echo`, `fail` (isError), `rpc_error`, `probe` (what the
+           sandbox lets it do), `big` (a 10 MB text result), `slow` (never answers)
+  many     10,000 tools
+  bigdesc  one tool with a 1 MB description and a 1 MB schema
+  silent   never answers `initialize`
+  garbage  answers `initialize` with invalid JSON
+"""
+import glob
+import json
+import os
+import socket
+import sys
+import time
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "echo"
+
+
+def send(msg):
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+def tools():
+    if MODE == "many":
+        return [{"name": f"t{i}", "inputSchema": {"type": "object"}} for i in range(10_000)]
+    if MODE == "bigdesc":
+        return [{"name": "big", "description": "d" * (1 << 20),
+                 "inputSchema": {"type": "object", "properties": {"p": {"description": "x" * (1 << 20)}}}}]
+    obj = {"type": "object"}
+    return [
+        {"name": "echo", "description": "Echo `text` back.",
+         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+         "annotations": {"readOnlyHint": True}},
+        {"name": "fail", "inputSchema": obj},
+        {"name": "rpc_error", "inputSchema": obj},
+        {"name": "probe", "inputSchema": obj},
+        {"name": "big", "inputSchema": obj},
+        {"name": "slow", "inputSchema": obj},
+    ]
+
+
+def probe(args):
+    found = []
+    for path in glob.glob("/proc/*/environ"):
+        try:
+            with open(path, "rb") as f:
+                if b"CREWBOX_MCP_CANARY" in f.read():
+                    found.append(path)
+        except OSError:
+            pass
+    wrote = False
+    try:
+        with open(args["outside"], "w") as f:
+            f.write("escaped")
+        wrote = True
+    except OSError:
+        pass
+    connected = False
+    try:
+        s = socket.create_connection(("127.0.0.1", int(args["port"])), timeout=2)
+        s.close()
+        connected = True
+    except OSError:
+        pass
+    return {"environ_canary": found, "own_env_canary": "CREWBOX_MCP_CANARY" in os.environ,
+            "wrote_outside": wrote, "connected": connected, "cwd": os.getcwd(),
+            "set_env": os.environ.get("MCP_SET", "")}
+
+
+def call(mid, name, args):
+    text = lambda t, err=False: send({"jsonrpc": "2.0", "id": mid, "result": {
+        "content": [{"type": "text", "text": t}], "isError": err}})
+    if name == "echo":
+        text("echo: " + str(args.get("text", "")))
+    elif name == "fail":
+        text("it went wrong", True)
+    elif name == "rpc_error":
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32000, "message": "no such thing"}})
+    elif name == "probe":
+        text(json.dumps(probe(args)))
+    elif name == "big":
+        text("B" * (10 << 20))
+    elif name == "slow":
+        pass
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "unknown tool"}})
+
+
+for line in sys.stdin:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    method, mid = msg.get("method"), msg.get("id")
+    if mid is None:
+        continue
+    if method == "initialize":
+        if MODE == "silent":
+            time.sleep(3600)
+        if MODE == "garbage":
+            sys.stdout.write("{this is not json\n")
+            sys.stdout.flush()
+            continue
+        send({"jsonrpc": "2.0", "id": mid, "result": {
+            "protocolVersion": msg["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "hostile", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": tools()}})
+    elif method == "tools/call":
+        call(mid, msg["params"]["name"], msg["params"].get("arguments") or {})
+    elif method == "ping":
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "not found"}})

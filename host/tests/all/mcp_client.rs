@@ -1,0 +1,455 @@
+//! MCP servers end to end against the real binary: `crewbox mcp list|tools|call` and a
+//! scripted agent's `mcp__SERVER__TOOL` calls, with stdio servers inside the real
+//! sandbox — hostile ones written here (`mcp/hostile.py`) and the reference servers
+//! `scripts/test-deps.sh` installs.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::repo::{bin, command, crewbox, events, git_repo};
+
+const HOSTILE: &str = include_str!("mcp/hostile.py");
+
+/// A temp repository whose user config defines `servers` (TOML under `[mcp]`), with
+/// `hostile.py` in `servers/` (shown to the sandbox read-only).
+fn setup(servers: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = git_repo(|_| {});
+    let srv = dir.path().join("servers");
+    std::fs::create_dir_all(&srv).unwrap();
+    let script = srv.join("hostile.py");
+    std::fs::write(&script, HOSTILE).unwrap();
+    let mut reads = vec![srv.display().to_string()];
+    if let Some(node) = std::env::var_os("CREWBOX_TEST_NODE") {
+        reads.push(PathBuf::from(node).display().to_string());
+    }
+    let config = format!(
+        "[sandbox]\nread = {}\n\n{}",
+        serde_json::to_string(&reads).unwrap(),
+        servers.replace("HOSTILE", &script.display().to_string())
+    );
+    let cfg = dir.path().join("config/crewbox");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("config.toml"), config).unwrap();
+    (dir, script)
+}
+
+fn server(name: &str, mode: &str, extra: &str) -> String {
+    timed(name, mode, 5, 5, extra)
+}
+
+fn timed(name: &str, mode: &str, startup: u64, call: u64, extra: &str) -> String {
+    format!(
+        "[mcp.servers.{name}]\ncommand = \"python3\"\nargs = [\"HOSTILE\", \"{mode}\"]\n\
+         startup_timeout_s = {startup}\ncall_timeout_s = {call}\n{extra}\n"
+    )
+}
+
+fn json_of(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn call(dir: &Path, srv: &str, tool: &str, args: Value) -> Value {
+    json_of(&bin(
+        dir,
+        &["mcp", "call", srv, tool, &args.to_string(), "--json"],
+    ))
+}
+
+#[test]
+fn a_scripted_agent_lists_and_calls_mcp_tools() {
+    let (dir, _) = setup(&server("echo", "echo", ""));
+    let d = dir.path();
+    let listed = json_of(&bin(d, &["mcp", "list", "--json"]));
+    assert_eq!(listed["servers"][0]["name"], "echo");
+    assert_eq!(listed["servers"][0]["state"], "ok", "{listed}");
+    assert_eq!(listed["servers"][0]["tools"], 6);
+    let tools = json_of(&bin(d, &["mcp", "tools", "echo", "--json"]));
+    assert_eq!(tools["tools"][0]["name"], "mcp__echo__echo");
+    assert!(
+        tools["tools"][0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("says this tool is read-only")
+    );
+
+    let script = toml::to_string(&json!({"reply": [
+        {"turn": 1, "text": "calling", "tool_calls": [
+            {"name": "mcp__echo__echo", "args": {"text": "hi there"}},
+            {"name": "mcp__echo__fail", "args": {}},
+            {"name": "mcp__echo__rpc_error", "args": {}},
+        ]},
+        {"turn": 2, "text": "done"},
+    ]}))
+    .unwrap();
+    let (_, report) = crewbox(
+        d,
+        &script,
+        &["run", "go", "--mode", "single", "--mcp", "echo"],
+    );
+    assert_eq!(report["status"], "completed", "{report}");
+    let run = report["run_id"].as_str().unwrap();
+    let calls: Vec<Value> = events(d, run)
+        .into_iter()
+        .filter(|e| e["kind"] == "tool.call")
+        .map(|e| e["data"].clone())
+        .collect();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert!(calls.iter().all(|c| c["server"] == "echo"), "{calls:?}");
+    assert_eq!(calls[0]["ok"], true);
+    assert!(
+        calls[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("echo: hi there")
+    );
+    assert_eq!(calls[1]["ok"], false);
+    assert!(
+        calls[1]["output"]
+            .as_str()
+            .unwrap()
+            .contains("it went wrong")
+    );
+    assert_eq!(calls[2]["ok"], false);
+    assert!(
+        calls[2]["output"]
+            .as_str()
+            .unwrap()
+            .contains("no such thing")
+    );
+
+    // Without the grant the agent has no such tool.
+    let (_, report) = crewbox(d, &script, &["run", "go", "--mode", "single"]);
+    let run = report["run_id"].as_str().unwrap();
+    let first = events(d, run)
+        .into_iter()
+        .find(|e| e["kind"] == "tool.call")
+        .unwrap();
+    assert_eq!(first["data"]["ok"], false);
+    assert!(
+        first["data"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("unknown tool")
+    );
+
+    // An unknown server is a usage error naming it.
+    let out = bin(d, &["run", "go", "--mcp", "nope", "--script", "x"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`nope` is not one of your MCP servers"));
+}
+
+/// SECURITY: a stdio server runs inside the agent's sandbox: it cannot read other
+/// processes' environments (crewbox's own holds the canary), cannot write outside the
+/// worktree, has no network, and sees only the variables its config lists. Shown failing
+/// with `sandbox = "off"` in the user config.
+#[test]
+fn a_stdio_server_is_confined_by_the_sandbox() {
+    if crate::support::sandbox::disabled() {
+        return;
+    }
+    let (dir, _) = setup(&server("probe", "probe", "env = { MCP_SET = \"given\" }"));
+    let d = dir.path();
+    // Shown to the sandbox read-only (`[sandbox] read`): the server sees it, cannot write.
+    let outside = d.join("servers/escaped.txt");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let out = command(
+        d,
+        &[
+            "mcp",
+            "call",
+            "probe",
+            "probe",
+            &json!({"outside": outside, "port": port}).to_string(),
+            "--json",
+        ],
+    )
+    .env("CREWBOX_MCP_CANARY", "canary-value-123456")
+    .output()
+    .unwrap();
+    let v = json_of(&out);
+    assert_eq!(v["ok"], true, "{v}");
+    let probe: Value = serde_json::from_str(v["content"].as_str().unwrap()).unwrap();
+    assert_eq!(probe["environ_canary"], json!([]), "{probe}");
+    assert_eq!(probe["own_env_canary"], false, "{probe}");
+    assert_eq!(probe["wrote_outside"], false, "{probe}");
+    assert!(!outside.exists());
+    assert_eq!(probe["connected"], false, "{probe}");
+    assert_eq!(probe["set_env"], "given");
+}
+
+#[test]
+fn hostile_servers_are_bounded() {
+    let servers = [
+        server("many", "many", ""),
+        server("bigdesc", "bigdesc", ""),
+        timed("silent", "silent", 2, 5, ""),
+        timed("garbage", "garbage", 2, 5, ""),
+        timed("echo", "echo", 5, 2, ""),
+    ]
+    .join("\n");
+    let (dir, _) = setup(&servers);
+    let d = dir.path();
+
+    let many = json_of(&bin(d, &["mcp", "tools", "many", "--json"]));
+    assert_eq!(many["tools"].as_array().unwrap().len(), 128);
+    assert!(
+        many["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("10000 tools")
+    );
+
+    let big = json_of(&bin(d, &["mcp", "tools", "bigdesc", "--json"]));
+    let t = &big["tools"][0];
+    assert!(t["description"].as_str().unwrap().len() < 4096);
+    assert_eq!(t["input_schema"], json!({"type": "object"}));
+
+    for name in ["silent", "garbage"] {
+        let started = Instant::now();
+        let out = bin(d, &["mcp", "tools", name]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("MCP server `{name}` could not start")),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(20), "{name}");
+    }
+
+    let v = call(d, "echo", "big", json!({}));
+    assert_eq!(v["ok"], true);
+    let text = v["content"].as_str().unwrap();
+    assert!(
+        text.len() < 70 * 1024 && text.contains("bytes omitted"),
+        "{}",
+        text.len()
+    );
+
+    let started = Instant::now();
+    let v = call(d, "echo", "slow", json!({}));
+    assert_eq!(v["ok"], false);
+    assert!(
+        v["content"]
+            .as_str()
+            .unwrap()
+            .contains("timed out after 2 s"),
+        "{v}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+fn reference(name: &str) -> Option<PathBuf> {
+    crate::support::peers::node_tool(name)
+}
+
+#[test]
+fn server_everything_echoes_through_crewbox() {
+    let Some(everything) = reference("mcp-server-everything") else {
+        return;
+    };
+    let (dir, _) = setup(&format!(
+        "[mcp.servers.everything]\ncommand = \"{}\"\nargs = [\"stdio\"]\nstartup_timeout_s = 30\n",
+        everything.display()
+    ));
+    let v = call(
+        dir.path(),
+        "everything",
+        "echo",
+        json!({"message": "round trip"}),
+    );
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(v["content"].as_str().unwrap().contains("round trip"), "{v}");
+}
+
+/// SECURITY: server-filesystem given the worktree as its root reads inside it, not
+/// outside (its own check, and the sandbox's view beneath it).
+#[test]
+fn server_filesystem_cannot_read_outside_the_worktree() {
+    let Some(fs) = reference("mcp-server-filesystem") else {
+        return;
+    };
+    let (dir, _) = setup(&format!(
+        "[mcp.servers.fs]\ncommand = \"{}\"\nargs = [\".\"]\nstartup_timeout_s = 30\n",
+        fs.display()
+    ));
+    let d = dir.path();
+    let secret = d.join("secret.txt");
+    std::fs::write(&secret, "top secret").unwrap();
+    let inside = call(d, "fs", "read_text_file", json!({"path": "notes.txt"}));
+    assert_eq!(inside["ok"], true, "{inside}");
+    assert!(inside["content"].as_str().unwrap().contains("alpha"));
+    for path in [secret.display().to_string(), "../secret.txt".to_owned()] {
+        let v = call(d, "fs", "read_text_file", json!({"path": path}));
+        assert_eq!(v["ok"], false, "{v}");
+        assert!(!v["content"].as_str().unwrap().contains("top secret"));
+    }
+}
+
+/// SECURITY: a repository's `.mcp.json` is never started when the repository is
+/// untrusted, nor in a trusted one for a server the user has not approved; an approval
+/// covers the definition as it was.
+#[test]
+fn repository_mcp_json_needs_trust_and_approval() {
+    let (dir, script) = setup("");
+    let d = dir.path();
+    let canary = d.join("canary-started");
+    let def = |arg: &str| {
+        json!({"mcpServers": {
+            "canary": {"command": "python3", "args": [script.display().to_string(), "echo", arg]},
+            "other": {"command": "python3", "args": ["-c", format!("open('{}','w')", canary.display())]},
+        }})
+        .to_string()
+    };
+    std::fs::write(d.join("repo/.mcp.json"), def("v1")).unwrap();
+    let names = |d: &Path| -> Vec<String> {
+        json_of(&bin(d, &["mcp", "list", "--json"]))["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let state = |d: &Path, name: &str| -> String {
+        let cfg = json_of(&bin(d, &["config", "--json"]));
+        cfg["mcp"]["repository"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["state"].as_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+
+    // Untrusted: listed as ignored, never started, not grantable.
+    assert!(names(d).is_empty());
+    assert_eq!(state(d, "canary"), "untrusted");
+    let out = bin(d, &["run", "go", "--mcp", "canary", "--script", "x"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`canary` is not one of your MCP servers")
+    );
+
+    // Trusted, not approved.
+    assert!(bin(d, &["trust"]).status.success());
+    assert!(names(d).is_empty());
+    assert_eq!(state(d, "canary"), "not-approved");
+    assert!(!canary.exists());
+
+    // Approved by name: only that one.
+    let out = bin(d, &["trust", "--mcp", "canary"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(names(d), ["canary"]);
+    let listed = json_of(&bin(d, &["mcp", "list", "--json"]));
+    assert_eq!(listed["servers"][0]["source"], "repository");
+    assert_eq!(listed["servers"][0]["state"], "ok", "{listed}");
+    assert_eq!(state(d, "other"), "not-approved");
+    assert!(!canary.exists(), "an unapproved server was started");
+
+    // A changed definition is not approved any more.
+    std::fs::write(d.join("repo/.mcp.json"), def("v2")).unwrap();
+    assert!(names(d).is_empty());
+    assert_eq!(state(d, "canary"), "changed");
+    assert!(
+        !bin(d, &["trust", "--mcp", "nope"]).status.success(),
+        "approving a server the file does not define"
+    );
+}
+
+/// SECURITY: a read-only agent reaches a server only when the user marked it
+/// `read_only = true` (the `mcp` capability is `full`'s). Shown failing with `may_use`
+/// answering true for every agent.
+#[test]
+fn read_only_agents_reach_only_read_only_servers() {
+    let (dir, _) = setup(&format!(
+        "{}\n{}",
+        server("open", "echo", ""),
+        server("safe", "echo", "read_only = true")
+    ));
+    let d = dir.path();
+    let script = toml::to_string(&json!({"reply": [
+        {"turn": 1, "text": "calling", "tool_calls": [
+            {"name": "mcp__open__echo", "args": {"text": "a"}},
+            {"name": "mcp__safe__echo", "args": {"text": "b"}},
+        ]},
+        {"turn": 2, "text": "done"},
+    ]}))
+    .unwrap();
+    let (_, report) = crewbox(
+        d,
+        &script,
+        &[
+            "run",
+            "go",
+            "--mode",
+            "single",
+            "--read-only",
+            "--mcp",
+            "open",
+            "--mcp",
+            "safe",
+        ],
+    );
+    let run = report["run_id"].as_str().unwrap();
+    let calls: Vec<Value> = events(d, run)
+        .into_iter()
+        .filter(|e| e["kind"] == "tool.call")
+        .map(|e| e["data"].clone())
+        .collect();
+    assert_eq!(calls[0]["ok"], false, "{calls:?}");
+    assert!(
+        calls[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("unknown tool")
+    );
+    assert_eq!(calls[1]["ok"], true, "{calls:?}");
+    assert!(calls[1]["output"].as_str().unwrap().contains("echo: b"));
+}
+
+/// A team's `mcp = [...]` grants its members the server, in a team run.
+#[test]
+fn a_team_grants_its_members_a_server() {
+    let (dir, _) = setup(&server("echo", "echo", "read_only = true"));
+    let d = dir.path();
+    let teams = d.join("repo/.crewbox/teams");
+    std::fs::create_dir_all(&teams).unwrap();
+    std::fs::write(
+        teams.join("t.toml"),
+        "mode = \"broadcast\"\nmcp = [\"echo\"]\n[[members]]\nname = \"alice\"\n",
+    )
+    .unwrap();
+    let script = toml::to_string(&json!({"reply": [
+        {"turn": 1, "text": "calling", "tool_calls": [
+            {"name": "mcp__echo__echo", "args": {"text": "from the team"}},
+        ]},
+        {"turn": 2, "text": "done"},
+    ]}))
+    .unwrap();
+    let (_, report) = crewbox(d, &script, &["run", "go", "--team", "t"]);
+    let run = report["run_id"].as_str().unwrap();
+    let calls: Vec<Value> = events(d, run)
+        .into_iter()
+        .filter(|e| e["kind"] == "tool.call" && e["data"]["tool"] == "mcp__echo__echo")
+        .map(|e| e["data"].clone())
+        .collect();
+    assert!(!calls.is_empty(), "{report}");
+    assert!(calls.iter().all(|c| c["ok"] == true), "{calls:?}");
+    assert!(
+        calls[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("from the team")
+    );
+}
