@@ -67,30 +67,39 @@ _td_pip llm-mock-api==0.1.2 llm-mock-api || true
 _td_pip mcp-server-time==2026.10.19 mcp-server-time || true
 _td_pip mcp==2.3.0 mcp || true
 
-# npm packages, pinned: name@version... -> peer name (one `npm install` for all of them).
+# npm packages, pinned, in ONE `npm install`: a second `npm install --no-save` into the
+# same directory prunes what the first one put there. Each peer counts as installed
+# only when its executable is really there.
+#   jco + componentize-qjs: the JavaScript plugin template builds with them (the
+#     versions the template's package.json pins);
+#   the MCP reference servers the MCP client tests run inside the sandbox.
+_td_npm_pins="@bytecodealliance/jco@1.35.0 componentize-qjs@0.4.5 \
+@modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31"
 _td_npm() {
-    local peer="$1"
-    shift
-    command -v npm >/dev/null || { _td_loud "npm is not installed: cannot install $*"; return 1; }
+    command -v npm >/dev/null || { _td_loud "npm is not installed: cannot install $_td_npm_pins"; return 1; }
     mkdir -p "$CREWBOX_TEST_NODE"
-    local stamp="$CREWBOX_TEST_NODE/.installed-$(echo "$*" | tr ' /' '_-')"
+    local stamp
+    stamp="$CREWBOX_TEST_NODE/.installed-$(echo "$_td_npm_pins" | tr ' /' '_-')"
     if [ ! -e "$stamp" ]; then
-        if (cd "$CREWBOX_TEST_NODE" && npm install --no-audit --no-fund --no-save --silent "$@"); then
+        # shellcheck disable=SC2086 # the pins are words
+        if (cd "$CREWBOX_TEST_NODE" && npm install --no-audit --no-fund --no-save --silent $_td_npm_pins); then
             touch "$stamp"
         else
-            _td_loud "npm could not install $*"
+            _td_loud "npm could not install $_td_npm_pins"
             return 1
         fi
     fi
-    CREWBOX_TEST_PEERS="$CREWBOX_TEST_PEERS $peer"
+    local peer bin
+    for pair in jco:jco mcp-servers:mcp-server-everything mcp-servers:mcp-server-filesystem; do
+        peer="${pair%%:*}" bin="${pair#*:}"
+        if [ -x "$CREWBOX_TEST_NODE/node_modules/.bin/$bin" ]; then
+            case " $CREWBOX_TEST_PEERS " in *" $peer "*) ;; *) CREWBOX_TEST_PEERS="$CREWBOX_TEST_PEERS $peer" ;; esac
+        else
+            _td_loud "npm peer $peer: $bin is missing from $CREWBOX_TEST_NODE/node_modules/.bin"
+        fi
+    done
 }
-
-# jco with its QuickJS backend: the JavaScript plugin template builds with it (the
-# versions the template's package.json pins).
-_td_npm jco @bytecodealliance/jco@1.35.0 componentize-qjs@0.4.5 || true
-# The MCP reference servers the MCP client tests run inside the sandbox.
-_td_npm mcp-servers @modelcontextprotocol/server-everything@2026.8.31 \
-    @modelcontextprotocol/server-filesystem@2026.8.31 || true
+_td_npm || true
 
 # Debian packages: installed with apt when missing and this shell may (root).
 _td_apt() {

@@ -174,7 +174,9 @@ impl NatsExecutor {
             role: spec.role.clone(),
             task: spec.task.clone(),
             system_prompt: spec.system_prompt.clone(),
-            caps: crate::agent::cap_names(spec.perms.caps),
+            // MCP servers are the coordinating user's, started next to their run: a
+            // worker on another machine has none to give, so the task does not ask.
+            caps: crate::agent::cap_names(spec.perms.caps.without(Capability::Mcp)),
             depth: spec.perms.depth,
             quotas: spec.quotas.clone(),
             provider: spec.provider.name().to_owned(),

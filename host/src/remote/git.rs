@@ -1,7 +1,9 @@
 //! The git remote coordinator and workers meet at, driven through the `git` program
 //! (so the user's SSH keys, agents and credential helpers work as they do for them),
 //! always off the async runtime's threads, with transports limited to file, git, ssh
-//! and http(s) — never `ext::` or other helpers a remote URL could name.
+//! and http(s) — never `ext::` or other helpers a remote URL could name — and never a
+//! program the repository's own config names (hooks, fsmonitor, ssh command, credential
+//! helpers, pack programs, signing): see [`neutral_config`].
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +11,12 @@ use tokio::process::Command;
 
 /// Transports a remote may use.
 const PROTOCOLS: &str = "file:git:ssh:http:https";
+
+/// The pack programs, named on the command line: `remote.NAME.receivepack` and
+/// `uploadpack` in a repository's config are shell commands, and git keeps the first
+/// one it reads, so a `-c` cannot replace them; these options do.
+const RECEIVE_PACK: &str = "--receive-pack=git-receive-pack";
+const UPLOAD_PACK: &str = "--upload-pack=git-upload-pack";
 
 /// A git operation that failed.
 #[derive(Debug, thiserror::Error)]
@@ -22,30 +30,137 @@ pub struct GitError {
     pub detail: String,
 }
 
-/// Runs `git ARGS` in `dir`; its trimmed stdout, or an error naming `op` and `remote`.
+/// Runs `git ARGS` in `dir` with every program-naming setting of the repository's own
+/// config overridden (see [`neutral_config`]); its trimmed stdout, or an error naming
+/// `op` and `remote`.
 async fn git(dir: &Path, args: &[&str], op: &str, remote: &str) -> Result<String, GitError> {
     let fail = |detail: String| GitError {
         op: op.to_owned(),
         remote: remote.to_owned(),
         detail,
     };
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
+    let neutral = neutral_config(dir).await.map_err(fail)?;
+    run_git(dir, args, &neutral).await.map_err(fail)
+}
+
+/// Runs `git -c SETTING... ARGS` in `dir`: its trimmed stdout, or git's (redacted,
+/// bounded) message.
+async fn run_git(dir: &Path, args: &[&str], settings: &[String]) -> Result<String, String> {
+    let mut command = Command::new("git");
+    command.arg("-C").arg(dir);
+    for s in settings {
+        command.arg("-c").arg(s);
+    }
+    let out = command
         .args(args)
         .env("GIT_ALLOW_PROTOCOL", PROTOCOLS)
         .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_PAGER", "cat")
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output()
         .await
-        .map_err(|e| fail(format!("cannot run git: {e}")))?;
+        .map_err(|e| format!("cannot run git: {e}"))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let err = crate::redact::clean(err.trim()).into_owned();
-        return Err(fail(err.chars().take(2000).collect()));
+        return Err(err.chars().take(2000).collect());
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+/// Config keys that name a program git would run. A repository's own config (local or
+/// worktree scope, includes followed) may set any of them — a clone made from an
+/// untrusted project, a `.git/config` an agent or a script rewrote — so every git step
+/// crewbox takes overrides them on its command line: hooks and fsmonitor off, push
+/// signing off, and the others back to what the user's own (global or system) config
+/// says, else git's default (the pack programs are named by option instead, see
+/// [`RECEIVE_PACK`]). Values are the `-c` arguments, in order.
+async fn neutral_config(dir: &Path) -> Result<Vec<String>, String> {
+    let mut args: Vec<String> = [
+        "core.hooksPath=/dev/null",
+        "core.fsmonitor=false",
+        "push.gpgSign=false",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let list = [
+        "config",
+        "--list",
+        "--show-scope",
+        "--includes",
+        "--name-only",
+    ];
+    let listed = run_git(dir, &list, &[]).await?;
+    let mut seen = std::collections::BTreeSet::new();
+    for line in listed.lines() {
+        let Some((scope, key)) = line.split_once('\t') else {
+            continue;
+        };
+        if !matches!(scope, "local" | "worktree") {
+            continue;
+        }
+        // git prints section and name in lower case; a subsection keeps its case.
+        if !seen.insert(key.to_owned()) {
+            continue;
+        }
+        match Named::of(&key.to_ascii_lowercase()) {
+            None => {}
+            Some(Named::Single(default)) => {
+                let value = match users_value(key).await.pop() {
+                    Some(v) => v,
+                    None if key.eq_ignore_ascii_case("core.sshcommand") => {
+                        std::env::var("GIT_SSH").unwrap_or_else(|_| default.to_owned())
+                    }
+                    None => default.to_owned(),
+                };
+                args.push(format!("{key}={value}"));
+            }
+            Some(Named::List) => {
+                // An empty value resets the list; the user's own entries come back after.
+                args.push(format!("{key}="));
+                for v in users_value(key).await {
+                    args.push(format!("{key}={v}"));
+                }
+            }
+        }
+    }
+    Ok(args)
+}
+
+/// How a program-naming key is put back.
+enum Named {
+    /// One value: the user's, else this default.
+    Single(&'static str),
+    /// A list (credential helpers): reset, then the user's entries.
+    List,
+}
+
+impl Named {
+    fn of(key: &str) -> Option<Self> {
+        let (section, rest) = key.split_once('.')?;
+        let last = rest.rsplit('.').next()?;
+        Some(match (section, last) {
+            ("core", "sshcommand") => Self::Single("ssh"),
+            ("core", "gitproxy") => Self::Single("none"),
+            ("core", "askpass") => Self::Single(""),
+            ("credential", "helper") => Self::List,
+            ("gpg", "program") => Self::Single("gpg"),
+            _ => return None,
+        })
+    }
+}
+
+/// The values the user's own config (global, then system) gives `key`, in order.
+async fn users_value(key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for scope in ["--system", "--global"] {
+        let args = ["config", scope, "--includes", "--get-all", key];
+        if let Ok(v) = run_git(Path::new("/"), &args, &[]).await {
+            out.extend(v.lines().map(str::to_owned));
+        }
+    }
+    out
 }
 
 /// The URL of remote `name` of the repository at `repo`.
@@ -81,7 +196,7 @@ pub async fn push_commit(
     let spec = format!("{commit}:{refname}");
     git(
         repo,
-        &["push", "--quiet", "--", remote, &spec],
+        &["push", "--quiet", RECEIVE_PACK, "--", remote, &spec],
         "push",
         remote,
     )
@@ -94,7 +209,15 @@ pub async fn fetch_branch(repo: &Path, remote: &str, branch: &str) -> Result<(),
     let spec = format!("+refs/heads/{branch}:refs/heads/{branch}");
     git(
         repo,
-        &["fetch", "--quiet", "--no-tags", "--", remote, &spec],
+        &[
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            UPLOAD_PACK,
+            "--",
+            remote,
+            &spec,
+        ],
         "fetch",
         remote,
     )
@@ -133,7 +256,15 @@ pub async fn clone_cache(cache: &Path, url: &str) -> Result<PathBuf, GitError> {
     let tmp_s = tmp.to_string_lossy().into_owned();
     git(
         cache,
-        &["clone", "--quiet", "--no-tags", "--", url, &tmp_s],
+        &[
+            "clone",
+            "--quiet",
+            "--no-tags",
+            UPLOAD_PACK,
+            "--",
+            url,
+            &tmp_s,
+        ],
         "clone",
         url,
     )
@@ -184,7 +315,15 @@ pub async fn fetch_base(
     let spec = format!("+{refname}:{refname}");
     git(
         dir,
-        &["fetch", "--quiet", "--no-tags", "--", url, &spec],
+        &[
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            UPLOAD_PACK,
+            "--",
+            url,
+            &spec,
+        ],
         "fetch",
         url,
     )

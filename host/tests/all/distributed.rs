@@ -793,3 +793,96 @@ fn an_empty_or_malformed_allowed_remote_stops_the_worker() {
         );
     }
 }
+
+/// One agent writing `notes.txt`, quickly.
+const QUICK: &str = r#"
+[[reply]]
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "notes.txt", content = "beta\n" }
+
+[[reply]]
+turn = 2
+text = "Wrote beta into notes.txt"
+"#;
+
+#[test]
+fn the_coordinators_git_steps_run_no_program_the_repository_names() {
+    let Some(c) = cluster(|_| {}) else { return };
+    c.script(QUICK);
+    let repo = c.path().join("repo");
+    let evil = c.path().join("evil-hooks");
+    std::fs::create_dir_all(&evil).unwrap();
+    let canary = |name: &str| c.path().join(format!("ran-{name}"));
+    let program = |name: &str| {
+        let p = evil.join(name);
+        std::fs::write(
+            &p,
+            format!("#!/bin/sh\ntouch '{}'\n", canary(name).display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let hooks = [
+        "pre-push",
+        "reference-transaction",
+        "post-checkout",
+        "post-merge",
+    ];
+    for hook in hooks {
+        program(hook);
+    }
+    // What an untrusted project's .git/config (or an include it names) could say.
+    let settings = [
+        ("core.hooksPath", evil.to_str().unwrap().to_owned()),
+        ("core.fsmonitor", program("fsmonitor")),
+        (
+            "remote.origin.receivepack",
+            format!(
+                "touch '{}'; git-receive-pack",
+                canary("receivepack").display()
+            ),
+        ),
+        (
+            "remote.origin.uploadpack",
+            format!(
+                "touch '{}'; git-upload-pack",
+                canary("uploadpack").display()
+            ),
+        ),
+        ("credential.helper", program("credential")),
+        ("push.gpgSign", "true".to_owned()),
+        ("gpg.program", program("gpg")),
+    ];
+    for (key, value) in &settings {
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["config", key, value])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git config {key}");
+    }
+    let _w = c.worker("wa");
+    let report = c.run(&["run", "write beta", "--mode", "single"]);
+    assert_eq!(report["status"], "completed", "{report}");
+    let branch = report["agents"][0]["branch"]["branch"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the agent has a branch: {report}"));
+    assert!(
+        branch_exists(c.path(), branch),
+        "the branch was pushed by the worker and fetched here: {report}"
+    );
+    let names = hooks.iter().chain(&[
+        "fsmonitor",
+        "receivepack",
+        "uploadpack",
+        "credential",
+        "gpg",
+    ]);
+    let ran: Vec<&&str> = names.filter(|n| canary(n).exists()).collect();
+    assert!(ran.is_empty(), "programs the repository named ran: {ran:?}");
+}
