@@ -168,6 +168,9 @@ str_enum!(
     ExitReason {
         /// The work is done.
         GoalMet = "goal-met",
+        /// An orchestrator assigned no worker (even after the nudge): its own answer
+        /// stands and the run completes, but no worker ran.
+        AnsweredDirectly = "answered-directly",
         /// The iteration limit was reached.
         MaxIterations = "max-iterations",
         /// Iterations stopped making progress.
@@ -184,10 +187,10 @@ str_enum!(
 );
 
 impl ExitReason {
-    /// Only `goal-met` is a success.
+    /// Only `goal-met` and `answered-directly` are a success.
     pub fn is_success(self) -> bool {
         match self {
-            Self::GoalMet => true,
+            Self::GoalMet | Self::AnsweredDirectly => true,
             Self::MaxIterations
             | Self::Stalled
             | Self::ErrorBudget

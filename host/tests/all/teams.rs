@@ -304,6 +304,8 @@ text = "Still no plan. The answer is 42."
         ],
     );
     assert!(out.status.success(), "{report}");
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["exit_reason"], "answered-directly", "{report}");
     assert_eq!(report["workers_used"], 0);
     assert_eq!(report["nudged"], true);
     assert_eq!(report["result"], "Still no plan. The answer is 42.");

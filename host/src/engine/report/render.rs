@@ -183,6 +183,17 @@ pub(super) fn text(r: &RunReport) -> String {
                 }
             }
         }
+        Some(ModeDetails::Orchestrate(o)) if o.workers_used == 0 => {
+            let nudge = if o.nudged {
+                " (even after the nudge)"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                s,
+                "no worker ran: the orchestrator assigned none{nudge}; its own answer stands"
+            );
+        }
         Some(
             ModeDetails::Single(_)
             | ModeDetails::Swarm(_)

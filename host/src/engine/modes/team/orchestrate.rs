@@ -53,7 +53,13 @@ impl Mode for Orchestrate {
             RoundEnd::Stopped(why) => {
                 ModeOutcome::new((RunStatus::Cancelled, ExitReason::Cancelled), why, details)
             }
-            RoundEnd::NoAssignment(answer) | RoundEnd::Synthesised(answer) => {
+            // The seed's rule: the orchestrator's own answer stands; the reason says so.
+            RoundEnd::NoAssignment(answer) => ModeOutcome::new(
+                (RunStatus::Completed, ExitReason::AnsweredDirectly),
+                answer,
+                details,
+            ),
+            RoundEnd::Synthesised(answer) => {
                 ModeOutcome::new((RunStatus::Completed, ExitReason::GoalMet), answer, details)
             }
         })

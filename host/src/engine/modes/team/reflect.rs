@@ -218,7 +218,7 @@ impl Mode for Reflect {
             None => last_error.unwrap_or_else(|| "no iteration produced a synthesis".into()),
         };
         let status = match reason {
-            ExitReason::GoalMet => RunStatus::Completed,
+            ExitReason::GoalMet | ExitReason::AnsweredDirectly => RunStatus::Completed,
             ExitReason::Cancelled => RunStatus::Cancelled,
             ExitReason::MaxIterations
             | ExitReason::Stalled
