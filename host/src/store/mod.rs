@@ -385,16 +385,8 @@ impl Store {
         result: Option<&str>,
         error: Option<&str>,
     ) -> Result<(), StoreError> {
-        self.write(Write::FinishAgent {
-            id: id.clone(),
-            state,
-            stats,
-            result: result.map(str::to_owned),
-            error: error.map(str::to_owned),
-            at: now_ms(),
-            conversation: None,
-        })
-        .await
+        self.write_finish(id, state, stats, result, error, None)
+            .await
     }
 
     /// Records an agent's end as [`Store::finish_agent`] does, with its final
@@ -408,6 +400,20 @@ impl Store {
         error: Option<&str>,
         conversation: String,
     ) -> Result<(), StoreError> {
+        self.write_finish(id, state, stats, result, error, Some(conversation))
+            .await
+    }
+
+    /// The one write of an agent's end, with or without its conversation.
+    async fn write_finish(
+        &self,
+        id: &AgentId,
+        state: AgentState,
+        stats: AgentStats,
+        result: Option<&str>,
+        error: Option<&str>,
+        conversation: Option<String>,
+    ) -> Result<(), StoreError> {
         self.write(Write::FinishAgent {
             id: id.clone(),
             state,
@@ -415,7 +421,7 @@ impl Store {
             result: result.map(str::to_owned),
             error: error.map(str::to_owned),
             at: now_ms(),
-            conversation: Some(conversation),
+            conversation,
         })
         .await
     }
