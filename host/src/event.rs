@@ -295,6 +295,49 @@ impl Event {
         "agent.left-out",
     ];
 
+    /// Whether this is a fact about one agent (its state, turns, tools, validation): the
+    /// only events a worker forwards and a coordinator takes from one. A run's own
+    /// facts (start, end, joins, team stages) are the coordinator's to write, and an
+    /// unknown kind is no one's.
+    pub fn is_about_an_agent(&self) -> bool {
+        match self {
+            Self::AgentState { .. }
+            | Self::AgentWorktree { .. }
+            | Self::AgentWrapUp { .. }
+            | Self::AgentCompacted { .. }
+            | Self::AgentSteer { .. }
+            | Self::AgentSteerUndelivered { .. }
+            | Self::AgentContinue { .. }
+            | Self::AgentFixRound { .. }
+            | Self::AgentValidation { .. }
+            | Self::AgentArtifact(_)
+            | Self::AgentLeftOut { .. }
+            | Self::AgentRecovered { .. }
+            | Self::AgentCheckpoint { .. }
+            | Self::AgentChain { .. }
+            | Self::ModelReply { .. }
+            | Self::ProviderBreakerOpen { .. }
+            | Self::ToolCall { .. }
+            | Self::ValidatorVerdict(_) => true,
+            Self::RunStarted { .. }
+            | Self::RunResumed { .. }
+            | Self::RunInterrupted {}
+            | Self::RunFinished { .. }
+            | Self::BatchFinalized(_)
+            | Self::SwarmDelivery { .. }
+            | Self::GroupDelivery { .. }
+            | Self::GroupDeliveryFailed { .. }
+            | Self::CrewReview(_)
+            | Self::OrchestratePlan { .. }
+            | Self::OrchestrateUnknownWorkers { .. }
+            | Self::MergeConflict { .. }
+            | Self::ReflectIteration(_)
+            | Self::ReflectScoreUnreadable { .. }
+            | Self::TeamMessages { .. }
+            | Self::Other { .. } => false,
+        }
+    }
+
     /// The stored kind and data of this event.
     pub fn to_parts(&self) -> (String, serde_json::Value) {
         let (kind, data) = self.to_stored();

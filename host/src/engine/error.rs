@@ -260,6 +260,15 @@ pub enum PluginLoadError {
         /// The plugin directories searched.
         searched: Vec<String>,
     },
+    /// A task from a coordinator named a plugin by path: a worker loads plugins by name
+    /// only (its user's, or a clone it trusts), never a file the task points at.
+    #[error("the task names {kind} `{name}` by path; a worker loads plugins by name only")]
+    PathFromTask {
+        /// The name given (escaped).
+        name: String,
+        /// The kind needed.
+        kind: PluginKind,
+    },
     /// The component file could not be read (missing, not a regular file, too large).
     #[error(transparent)]
     File(crate::plugin::file::FileError),

@@ -121,6 +121,10 @@ static COMPILER_ENTRY: AtomicBool = AtomicBool::new(false);
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, thiserror::Error)]
 #[serde(tag = "refusal", rename_all = "kebab-case")]
 pub enum CompileRefusal {
+    /// The file does not start with the WebAssembly header. Its bytes are never quoted:
+    /// a path that names some other file must not reveal what is in it.
+    #[error("it is not a WebAssembly file (it does not start with the \\0asm header)")]
+    NotWasm,
     /// The component file is too large.
     #[error("the component is {size} bytes, over the {limit}-byte cap")]
     ComponentTooLarge {
@@ -185,6 +189,9 @@ pub(crate) fn scan(bytes: &[u8], limits: &CompileLimits) -> Result<(), CompileRe
             size,
             limit: limits.max_component_bytes,
         });
+    }
+    if !bytes.starts_with(b"\0asm") {
+        return Err(CompileRefusal::NotWasm);
     }
     let mut total = 0u64;
     let mut index = 0u32;

@@ -282,9 +282,15 @@ impl NatsExecutor {
             .await
         {
             match TaskResult::from_bytes(&msg.payload) {
+                Ok(r) if r.key == task.key => match hub.take_result(r).await {
+                    Ok(()) => return Ok(()),
+                    Err(Refusal::Store(e)) => return Err(e),
+                    Err(Refusal::Refused(why) | Refusal::Unclaimed(why)) => {
+                        tracing::warn!(subject = %result_at, %why, "stored result refused");
+                    }
+                },
                 Ok(r) => {
-                    hub.take_result(r).await?;
-                    return Ok(());
+                    tracing::warn!(subject = %result_at, key = %r.key, "stored result is about another task; refused")
                 }
                 Err(e) => tracing::warn!(subject = %result_at, error = %e, "stored result refused"),
             }
@@ -363,11 +369,47 @@ fn short_hash(bytes: &[u8]) -> String {
 struct HubState {
     /// Task key → the agent waiting for it here and where its result goes.
     waiting: HashMap<String, (AgentId, oneshot::Sender<TaskResult>)>,
-    /// Results no agent here waits for yet (a resumed run re-creates the step later).
-    parked: HashMap<String, TaskResult>,
+    /// Keys whose result this process has taken (a redelivery of one is a duplicate).
+    answered: HashSet<String>,
 }
 
+/// Why a worker's message was not taken.
+#[derive(Debug)]
+enum Refusal {
+    /// It can never be right (malformed, on the wrong subject, about an agent this task
+    /// is not): dropped for good.
+    Refused(String),
+    /// No agent here waits for its task (yet): a resumed run may re-create the step that
+    /// does, so it is redelivered a few times, then dropped. A result that arrives this
+    /// way is not lost: the step reads it from the server when it starts.
+    Unclaimed(String),
+    /// Storing it failed: redelivered.
+    Store(EngineError),
+}
+
+impl From<EngineError> for Refusal {
+    fn from(e: EngineError) -> Self {
+        Self::Store(e)
+    }
+}
+
+impl From<crate::store::StoreError> for Refusal {
+    fn from(e: crate::store::StoreError) -> Self {
+        Self::Store(e.into())
+    }
+}
+
+/// Deliveries of a message no agent here claims before it is dropped.
+const UNCLAIMED_DELIVERIES: i64 = 12;
+
 /// One run's consumer of events and results, and who waits for which result.
+///
+/// What a worker sends is taken only for a task this coordinator published in this
+/// run and an agent of that task: a result is recorded for the agent waiting for its
+/// key (never for an agent id the message names), an event only for a task in flight or
+/// answered here, about the task's agent or an agent the worker started for it, and
+/// only if it is about an agent (never a run's own facts). Names and text in them are a
+/// worker's text: bounded by the wire checks, escaped wherever they are printed.
 struct RunHub {
     run: RunId,
     store: Store,
@@ -389,62 +431,124 @@ impl Drop for RunHub {
 }
 
 impl RunHub {
-    /// Registers `agent` as waiting for task `key`; a result parked for it is sent now.
+    fn state(&self) -> std::sync::MutexGuard<'_, HubState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers `agent` as waiting for task `key`.
     fn wait(&self, key: &str, agent: &AgentId) -> oneshot::Receiver<TaskResult> {
         let (tx, rx) = oneshot::channel();
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match state.parked.remove(key) {
-            Some(parked) => {
-                // Recorded for the agent that ran it; recorded again for this one below.
-                drop(state);
-                let store = self.store.clone();
-                let (run, agent) = (self.run.clone(), agent.clone());
-                let (ptx, prx) = oneshot::channel();
-                tokio::spawn(async move {
-                    let r = record(&store, &run, &agent, &parked).await.map(|()| parked);
-                    let _ = ptx.send(r);
-                });
-                tokio::spawn(async move {
-                    if let Ok(Ok(r)) = prx.await {
-                        let _ = tx.send(r);
-                    }
-                });
-            }
-            None => {
-                state.waiting.insert(key.to_owned(), (agent.clone(), tx));
-            }
-        }
+        self.state()
+            .waiting
+            .insert(key.to_owned(), (agent.clone(), tx));
         rx
     }
 
-    /// Records a result (for the agent waiting for it, else the one that ran it) and
-    /// hands it on; a duplicate changes nothing in the store.
-    async fn take_result(&self, result: TaskResult) -> Result<(), EngineError> {
+    /// Whether agent id `named` (from a worker's message about task `key`) may be the
+    /// task's agent: the one waiting here, or an agent of this run (the predecessor a
+    /// resumed step replaced, whose task is still the one on the server). An agent of
+    /// another run never is.
+    async fn is_task_agent(&self, waiter: &AgentId, named: &str) -> Result<bool, EngineError> {
+        if waiter.as_str() == named {
+            return Ok(true);
+        }
+        let named = AgentId::from_string(named);
+        Ok(self
+            .store
+            .agent(&named)
+            .await?
+            .is_some_and(|a| a.run_id == self.run))
+    }
+
+    /// Records a result for the agent waiting for its task and hands it on; a duplicate
+    /// changes nothing in the store.
+    async fn take_result(&self, result: TaskResult) -> Result<(), Refusal> {
         let waiter = {
-            let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            state.waiting.get(&result.key).map(|(a, _)| a.clone())
+            let state = self.state();
+            match state.waiting.get(&result.key) {
+                Some((a, _)) => a.clone(),
+                None if state.answered.contains(&result.key) => return Ok(()),
+                None => {
+                    return Err(Refusal::Unclaimed(format!(
+                        "no agent of run {} waits for task {}",
+                        self.run, result.key
+                    )));
+                }
+            }
         };
-        let agent = waiter.unwrap_or_else(|| AgentId::from_string(result.agent_id.clone()));
-        record(&self.store, &self.run, &agent, &result).await?;
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match state.waiting.remove(&result.key) {
-            Some((_, tx)) => {
-                let _ = tx.send(result);
-            }
-            None => {
-                state.parked.insert(result.key.clone(), result);
-            }
+        if !self.is_task_agent(&waiter, &result.agent_id).await? {
+            return Err(Refusal::Refused(format!(
+                "the result of task {} names agent {}, which is not this task's agent ({waiter})",
+                result.key, result.agent_id
+            )));
+        }
+        let parents: HashSet<&str> = [waiter.as_str(), result.agent_id.as_str()].into();
+        if let Some(c) = result.children.iter().find(|c| {
+            c.run_id != self.run
+                || !c.parent.as_ref().is_some_and(|p| {
+                    parents.contains(p.as_str()) || result.children.iter().any(|o| o.id == *p)
+                })
+        }) {
+            return Err(Refusal::Refused(format!(
+                "the result of task {} lists sub-agent {} that is not of this run or of this task's agent",
+                result.key, c.id
+            )));
+        }
+        record(&self.store, &self.run, &waiter, &result).await?;
+        let mut state = self.state();
+        state.answered.insert(result.key.clone());
+        if let Some((_, tx)) = state.waiting.remove(&result.key) {
+            let _ = tx.send(result);
         }
         Ok(())
     }
 
-    async fn take_event(&self, e: Forwarded) -> Result<(), EngineError> {
-        let agent = e.agent_id.clone().map(AgentId::from_string);
+    async fn take_event(&self, e: Forwarded) -> Result<(), Refusal> {
+        let kind = crate::text::escape(&e.kind).into_owned();
         let event = Event::from_parts(e.kind, e.data);
+        if !event.is_about_an_agent() {
+            return Err(Refusal::Refused(format!(
+                "event `{kind}` of task {} is not about an agent; workers forward only agents' events",
+                e.key
+            )));
+        }
+        let Some(named) = e.agent_id else {
+            return Err(Refusal::Refused(format!(
+                "event of task {} names no agent",
+                e.key
+            )));
+        };
+        let agent = AgentId::from_string(named);
+        let waiting_elsewhere = {
+            let state = self.state();
+            if !state.waiting.contains_key(&e.key) && !state.answered.contains(&e.key) {
+                return Err(Refusal::Unclaimed(format!(
+                    "no task {} of run {} is in flight here",
+                    e.key, self.run
+                )));
+            }
+            state
+                .waiting
+                .iter()
+                .any(|(k, (a, _))| *a == agent && *k != e.key)
+        };
+        // The task's agent (or the predecessor a resumed step replaced), or one its
+        // worker started (stored here only once the result lists it): never an agent of
+        // another run, nor one waiting for another task of this run.
+        let allowed = match self.store.agent(&agent).await? {
+            None => true,
+            Some(a) => a.run_id == self.run && !waiting_elsewhere,
+        };
+        if !allowed {
+            return Err(Refusal::Refused(format!(
+                "event `{kind}` of task {} is about agent {agent}, which is not this task's",
+                e.key
+            )));
+        }
         self.store
             .append_remote_event(
                 &self.run,
-                agent.as_ref(),
+                Some(&agent),
                 e.at,
                 format!("{}/{}", e.exec, e.seq),
                 event,
@@ -482,6 +586,51 @@ async fn record(
     Ok(())
 }
 
+/// Takes one message from `subject` (`crewbox.out.<run>.<kind>.<key>`): it must be about
+/// this run and the task its subject names.
+async fn take(hub: &RunHub, subject: &str, payload: &[u8]) -> Result<(), Refusal> {
+    let parts: Vec<&str> = subject.split('.').collect();
+    let [_, _, run, kind, key] = parts[..] else {
+        return Err(Refusal::Refused("not a subject of a run's results".into()));
+    };
+    if run != hub.run.as_str() {
+        return Err(Refusal::Refused(format!(
+            "a message of run {} reached the consumer of run {}",
+            crate::text::escape(run),
+            hub.run
+        )));
+    }
+    let named = |what: &str, inner: &str| {
+        Refusal::Refused(format!(
+            "the {what} on the subject of task {} is about task {}",
+            crate::text::escape(key),
+            crate::text::escape(inner)
+        ))
+    };
+    match kind {
+        "result" => {
+            let r = TaskResult::from_bytes(payload)
+                .map_err(|e| Refusal::Refused(format!("refused: {e}")))?;
+            if r.key != key {
+                return Err(named("result", &r.key));
+            }
+            hub.take_result(r).await
+        }
+        "event" => {
+            let e = Forwarded::from_bytes(payload)
+                .map_err(|e| Refusal::Refused(format!("refused: {e}")))?;
+            if e.key != key {
+                return Err(named("event", &e.key));
+            }
+            hub.take_event(e).await
+        }
+        other => Err(Refusal::Refused(format!(
+            "unknown message kind `{}`",
+            crate::text::escape(other)
+        ))),
+    }
+}
+
 /// The run's consumer loop: each message is acked only once what it carries is
 /// committed to the store; one that does not read is terminated (never redelivered).
 async fn consume(hub: std::sync::Weak<RunHub>, consumer: jetstream::consumer::PullConsumer) {
@@ -506,29 +655,26 @@ async fn consume(hub: std::sync::Weak<RunHub>, consumer: jetstream::consumer::Pu
                 }
             };
             let subject = msg.subject.to_string();
-            let kind = subject.split('.').nth(3).unwrap_or_default().to_owned();
-            let taken = match kind.as_str() {
-                "result" => match TaskResult::from_bytes(&msg.payload) {
-                    Ok(r) => hub.take_result(r).await.map_err(|e| e.to_string()),
-                    Err(e) => Err(format!("refused: {e}")),
-                },
-                "event" => match Forwarded::from_bytes(&msg.payload) {
-                    Ok(e) => hub.take_event(e).await.map_err(|e| e.to_string()),
-                    Err(e) => Err(format!("refused: {e}")),
-                },
-                other => Err(format!(
-                    "refused: unknown message kind `{}`",
-                    other.escape_debug()
-                )),
-            };
-            let ack = match taken {
+            let ack = match take(&hub, &subject, &msg.payload).await {
                 Ok(()) => msg.ack().await,
-                Err(why) if why.starts_with("refused") => {
+                Err(Refusal::Refused(why)) => {
                     tracing::warn!(%subject, %why, "message from a worker refused");
                     msg.ack_with(jetstream::AckKind::Term).await
                 }
-                Err(why) => {
-                    tracing::warn!(%subject, %why, "storing a worker's message failed; it is redelivered");
+                Err(Refusal::Unclaimed(why)) => {
+                    let delivered = msg.info().map(|i| i.delivered).unwrap_or(i64::MAX);
+                    if delivered >= UNCLAIMED_DELIVERIES {
+                        tracing::warn!(%subject, %why, "message no agent claimed dropped");
+                        msg.ack_with(jetstream::AckKind::Term).await
+                    } else {
+                        msg.ack_with(jetstream::AckKind::Nak(Some(
+                            std::time::Duration::from_secs(2),
+                        )))
+                        .await
+                    }
+                }
+                Err(Refusal::Store(e)) => {
+                    tracing::warn!(%subject, error = %e, "storing a worker's message failed; it is redelivered");
                     msg.ack_with(jetstream::AckKind::Nak(Some(
                         std::time::Duration::from_secs(1),
                     )))

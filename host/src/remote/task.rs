@@ -376,6 +376,18 @@ impl Versioned for Task {
         }
         for v in &self.validators {
             short(TASK, "validators.name", &v.name)?;
+            // A worker resolves a validator by name among its own user's plugins (and a
+            // clone it trusts): a path would name a file on the worker's disk.
+            if crate::plugin::discover::is_path_spec(&v.name) || v.name.contains('=') {
+                return Err(WireError::Field {
+                    what: TASK,
+                    field: "validators.name",
+                    problem: format!(
+                        "`{}` is a path, not a plugin name; tasks name validators by name",
+                        crate::text::escape(&v.name)
+                    ),
+                });
+            }
         }
         if self.max_fix_rounds > 10 {
             return Err(WireError::Field {
@@ -425,6 +437,11 @@ impl Versioned for TaskResult {
         }
         for c in &self.children {
             token(RESULT, "children.id", c.id.as_str())?;
+            if let Some(p) = &c.parent {
+                token(RESULT, "children.parent", p.as_str())?;
+            }
+            short(RESULT, "children.name", &c.name)?;
+            short(RESULT, "children.role", &c.role)?;
             if !c.state.is_terminal() {
                 return Err(WireError::Field {
                     what: RESULT,

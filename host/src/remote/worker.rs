@@ -606,19 +606,28 @@ fn lower(task: &Quotas, mine: &Quotas) -> Quotas {
     }
 }
 
-/// The task's validators, resolved by this worker (built-ins, the user's, a trusted
-/// clone's).
+/// The task's validators, resolved by name by this worker: built-ins, its user's
+/// plugins, and a clone's `.crewbox/plugins` only when this worker's user trusts the
+/// clone. A name that is a path is refused (the wire check refuses it too): a task never
+/// names a file on this machine.
 async fn validators(services: &Services, task: &Task) -> Result<Vec<ValidatorEntry>, EngineError> {
     let mut out = Vec::new();
     for v in &task.validators {
-        let mut entry = services
-            .plugins()
-            .validators(std::slice::from_ref(&v.name))
-            .await?;
-        for e in &mut entry {
-            e.criteria = v.criteria.clone();
+        if crate::plugin::discover::is_path_spec(&v.name) {
+            return Err(crate::engine::PluginLoadError::PathFromTask {
+                name: crate::text::escape(&v.name).into_owned(),
+                kind: crate::plugin::PluginKind::Validator,
+            }
+            .into());
         }
-        out.extend(entry);
+        let plugin = services
+            .plugins()
+            .get(&v.name, crate::plugin::PluginKind::Validator)
+            .await?;
+        out.push(ValidatorEntry {
+            plugin,
+            criteria: v.criteria.clone(),
+        });
     }
     Ok(out)
 }

@@ -159,8 +159,8 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
             {
                 conn.execute(
                     "UPDATE agents SET state = 'running', started_at = COALESCE(started_at, ?2)
-                     WHERE id = ?1 AND state = 'queued'",
-                    params![agent.as_str(), e.at],
+                     WHERE id = ?1 AND run_id = ?3 AND state = 'queued'",
+                    params![agent.as_str(), e.at, e.run_id.as_str()],
                 )
                 .map_err(q("mark a remote agent running"))?;
             }
@@ -222,7 +222,7 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
                 "UPDATE agents SET state = ?2, turns = ?3, tool_calls = ?4, tokens_in = ?5,
                  tokens_out = ?6, cost = ?7, result = ?8, error = ?9, finished_at = ?10,
                  started_at = COALESCE(started_at, ?10)
-                 WHERE id = ?1 AND state IN ('queued', 'running')",
+                 WHERE id = ?1 AND run_id = ?11 AND state IN ('queued', 'running')",
                 params![
                     r.agent_id.as_str(),
                     r.state.as_str(),
@@ -233,7 +233,8 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
                     r.stats.cost,
                     r.result,
                     r.error,
-                    at
+                    at,
+                    r.run_id.as_str()
                 ],
             )
             .map_err(q("record a remote agent's end"))?;

@@ -30,10 +30,19 @@ struct Cluster {
     dir: tempfile::TempDir,
     nats: NatsServer,
     remote: String,
+    /// Set for workers (a worker's own user config, its NATS password).
+    worker_env: Vec<(String, String)>,
+    /// Set for the coordinator.
+    coordinator_env: Vec<(String, String)>,
 }
 
 fn cluster(setup: impl FnOnce(&Path)) -> Option<Cluster> {
-    let nats = NatsServer::start()?;
+    cluster_on(NatsServer::start()?, "", setup)
+}
+
+/// A cluster on `nats`, with `nats_extra` added to the `[nats]` section of the user
+/// config.
+fn cluster_on(nats: NatsServer, nats_extra: &str, setup: impl FnOnce(&Path)) -> Option<Cluster> {
     let dir = git_repo(setup);
     let remote = bare_origin(dir.path());
     let config = dir.path().join("config/crewbox");
@@ -44,12 +53,18 @@ fn cluster(setup: impl FnOnce(&Path)) -> Option<Cluster> {
             "executor = \"nats\"\n\
              [providers.canary]\nkind = \"openai\"\nmodel = \"m\"\n\
              base_url = \"http://127.0.0.1:9\"\napi_key_env = \"CANARY_KEY\"\n\
-             [nats]\nurl = \"{}\"\npool = \"{POOL}\"\nack_wait_s = 2\n",
+             [nats]\nurl = \"{}\"\npool = \"{POOL}\"\nack_wait_s = 2\n{nats_extra}",
             nats.url()
         ),
     )
     .unwrap();
-    Some(Cluster { dir, nats, remote })
+    Some(Cluster {
+        dir,
+        nats,
+        remote,
+        worker_env: Vec::new(),
+        coordinator_env: Vec::new(),
+    })
 }
 
 impl Cluster {
@@ -87,6 +102,7 @@ impl Cluster {
         c.env("CREWBOX_STATE_DIR", self.path().join(format!("w-{name}")))
             .env("ANTHROPIC_API_KEY", CANARY)
             .env("CANARY_KEY", CANARY_2)
+            .envs(self.worker_env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());
         let child = c.spawn().unwrap();
@@ -111,7 +127,8 @@ impl Cluster {
         all.push("--json");
         let mut c = command(self.path(), &all);
         c.env("ANTHROPIC_API_KEY", CANARY)
-            .env("CANARY_KEY", CANARY_2);
+            .env("CANARY_KEY", CANARY_2)
+            .envs(self.coordinator_env.iter().map(|(k, v)| (k, v)));
         c
     }
 
@@ -885,4 +902,387 @@ fn the_coordinators_git_steps_run_no_program_the_repository_names() {
     ]);
     let ran: Vec<&&str> = names.filter(|n| canary(n).exists()).collect();
     assert!(ran.is_empty(), "programs the repository named ran: {ran:?}");
+}
+
+/// Every message on the task stream: (subject, payload), in order.
+fn queued_tasks(url: &str) -> Vec<(String, Vec<u8>)> {
+    let rt = runtime();
+    rt.block_on(async move {
+        let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
+        let stream = js.get_stream("CREWBOX_TASKS").await.unwrap();
+        let mut out = Vec::new();
+        for seq in 1..=20 {
+            if let Ok(m) = stream.get_raw_message(seq).await {
+                out.push((m.subject.to_string(), m.payload.to_vec()));
+            }
+        }
+        out
+    })
+}
+
+/// A result as a worker would send it, saying `text`, with `children`.
+fn forged_result(key: &str, agent: &str, text: &str, children: Vec<AgentRecord>) -> Vec<u8> {
+    use crewbox::event::ValidationStatus;
+    use crewbox::unstable::remote::{TaskResult, WIRE_VERSION};
+    use crewbox::unstable::store::AgentStats;
+    TaskResult {
+        v: WIRE_VERSION,
+        key: key.into(),
+        exec: "forged".into(),
+        agent_id: agent.into(),
+        worker: "intruder".into(),
+        state: AgentState::Completed,
+        stats: AgentStats::default(),
+        result: text.into(),
+        error: None,
+        exceeded: None,
+        reason: None,
+        history: Vec::new(),
+        changed: Vec::new(),
+        diff: String::new(),
+        branch: None,
+        validation: ValidationStatus::Passed,
+        rounds: Vec::new(),
+        children,
+    }
+    .to_bytes()
+    .unwrap()
+}
+
+fn forged_event(key: &str, agent: &str, kind: &str, data: serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "v": crewbox::unstable::remote::WIRE_VERSION, "key": key, "exec": "forged", "seq": 1,
+        "agent_id": agent, "at": 1, "kind": kind, "data": data,
+    }))
+    .unwrap()
+}
+
+/// Two runs in flight on one worker; a publisher who can reach the results stream
+/// forges results and events on the first run's subjects about the second run's agent,
+/// with a sub-agent whose name carries escape sequences, and a run's own `run.finished`.
+/// Each run's agent keeps the result its worker sent; nothing forged is stored.
+#[test]
+fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent() {
+    let Some(c) = cluster(|_| {}) else { return };
+    c.script(
+        "[[reply]]\nagent = \"agent\"\nrepeat = true\ndelay_ms = 4000\ntext = \"the real answer\"\n",
+    );
+    let w = c.worker("wa");
+    let spawn = |prompt: &str| {
+        c.coordinator(&["run", "--mode", "single", prompt])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (first, second) = (spawn("first task"), spawn("second task"));
+    let db = c.store();
+    let running = || {
+        let runs = db.unfinished();
+        runs.len() == 2
+            && runs
+                .iter()
+                .all(|r| db.agents(r).iter().any(|a| a.state == AgentState::Running))
+    };
+    assert!(
+        wait_for(Duration::from_secs(30), running),
+        "both agents never ran"
+    );
+    let agent_of = |prompt: &str| {
+        db.unfinished()
+            .into_iter()
+            .flat_map(|r| db.agents(&r))
+            .find(|a| a.task.contains(prompt))
+            .unwrap()
+    };
+    let (a, b) = (agent_of("first task"), agent_of("second task"));
+    let key_of = |agent: &AgentRecord| {
+        queued_tasks(&c.nats.url())
+            .into_iter()
+            .find_map(|(subject, payload)| {
+                let task: serde_json::Value = serde_json::from_slice(&payload).ok()?;
+                (task["agent_id"] == agent.id.as_str())
+                    .then(|| subject.rsplit('.').next().unwrap().to_owned())
+            })
+            .unwrap()
+    };
+    let key_a = key_of(&a);
+    let (run_a, b_id) = (a.run_id.as_str(), b.id.as_str());
+    let fake_child = AgentRecord {
+        id: crewbox::unstable::ids::AgentId::new(),
+        run_id: a.run_id.clone(),
+        parent: Some(b.id.clone()),
+        name: "\u{1b}]0;owned\u{7}\u{1b}[2J".into(),
+        state: AgentState::Completed,
+        ..b.clone()
+    };
+    let result_at = |key: &str| format!("crewbox.out.{run_a}.result.{key}");
+    let event_at = |key: &str| format!("crewbox.out.{run_a}.event.{key}");
+    let finished = serde_json::json!({"status": "completed", "result": "FORGED"});
+    publish_raw(
+        &c.nats.url(),
+        vec![
+            // The first run's task, the second run's agent and a child of it.
+            (
+                result_at(&key_a),
+                forged_result(&key_a, b_id, "FORGED-1", vec![fake_child]),
+            ),
+            // A task this coordinator never sent.
+            (
+                result_at("k-never-sent"),
+                forged_result("k-never-sent", b_id, "FORGED-2", Vec::new()),
+            ),
+            // A subject that says one task and a body that says another.
+            (
+                result_at(&key_a),
+                forged_result("k-other", a.id.as_str(), "FORGED-3", Vec::new()),
+            ),
+            // A run's own fact, and an agent of another run.
+            (
+                event_at(&key_a),
+                forged_event(&key_a, a.id.as_str(), "run.finished", finished),
+            ),
+            (
+                event_at(&key_a),
+                forged_event(
+                    &key_a,
+                    b_id,
+                    "agent.state",
+                    serde_json::json!({"state": "failed", "error": "FORGED-4"}),
+                ),
+            ),
+        ],
+    );
+    for child in [first, second] {
+        let out = child.wait_with_output().unwrap();
+        let report = report(&out);
+        assert_eq!(report["status"], "completed", "{report}");
+        assert_eq!(report["result"], "the real answer", "{report}");
+    }
+    for agent in [&a, &b] {
+        let agents = db.agents(&agent.run_id);
+        assert_eq!(
+            agents.len(),
+            1,
+            "no agent added to run {}: {agents:?}",
+            agent.run_id
+        );
+        assert_eq!(
+            agents[0].result.as_deref(),
+            Some("the real answer"),
+            "{agents:?}"
+        );
+        let events = db
+            .rt
+            .block_on(db.store.events(Some(&agent.run_id), 0, 1000))
+            .unwrap();
+        let text = format!("{events:?}");
+        assert!(
+            !text.contains("FORGED"),
+            "a forged event was stored: {text}"
+        );
+        for e in &events {
+            assert!(
+                e.agent_id.is_none() || e.agent_id.as_ref() == Some(&agent.id),
+                "run {} holds an event about another agent: {e:?}",
+                agent.run_id
+            );
+        }
+    }
+    assert_eq!(w.stop().ran, 2);
+}
+
+/// A task names its validators by name: one given as a path (a file on the worker's
+/// disk, or the untrusted clone's own plugin file) is refused without a byte of the
+/// file in any error, and a name is not looked up in an untrusted clone.
+#[test]
+fn a_worker_loads_validators_by_name_from_its_own_plugins_only() {
+    let Some(c) = cluster(|work| {
+        std::fs::create_dir_all(work.join(".crewbox/plugins")).unwrap();
+        std::fs::write(work.join(".crewbox/plugins/evil.wasm"), b"EVIL-BYTES").unwrap();
+    }) else {
+        return;
+    };
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(c.path().join("repo"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&["add", "-A"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@localhost",
+        "commit",
+        "-qm",
+        "plugins",
+    ]);
+    git(&["push", "-q", "origin", "HEAD:refs/heads/main"]);
+    let head = String::from_utf8(
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(c.path().join("repo"))
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    git(&[
+        "push",
+        "-q",
+        "origin",
+        &format!("HEAD:refs/crewbox/base/r-hostile/{}", head.trim()),
+    ]);
+    let secret = c.path().join("secret.wasm");
+    std::fs::write(&secret, b"root:x:0:0 SECRET-FILE").unwrap();
+    c.script("[[reply]]\nagent = \"agent\"\nrepeat = true\ntext = \"ok\"\n");
+    let w = c.worker("wa");
+    let task = |key: &str, validator: &str| {
+        let mut t: serde_json::Value =
+            serde_json::from_slice(&raw_task(&c, key, POOL, &c.remote)).unwrap();
+        t["validators"] = serde_json::json!([{ "name": validator, "criteria": [] }]);
+        (
+            format!("crewbox.task.{POOL}.r-hostile.{key}"),
+            serde_json::to_vec(&t).unwrap(),
+        )
+    };
+    let url = c.nats.url();
+    publish_raw(
+        &url,
+        vec![
+            task("abs", secret.to_str().unwrap()),
+            task("etc", "/etc/passwd"),
+            task("clone", ".crewbox/plugins/evil.wasm"),
+            task("named", "evil"),
+        ],
+    );
+    let found = std::cell::RefCell::new(None);
+    wait_for(Duration::from_secs(60), || {
+        *found.borrow_mut() = stored_result(&url, "r-hostile", "named");
+        found.borrow().is_some()
+    });
+    let named = found
+        .into_inner()
+        .expect("no result for the task naming `evil`");
+    let why = named["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("no validator named `evil`"),
+        "the untrusted clone's plugin was looked up: {named}"
+    );
+    let log = std::fs::read_to_string(c.path().join("wa.log")).unwrap();
+    for key in ["abs", "etc", "clone"] {
+        assert!(
+            stored_result(&url, "r-hostile", key).is_none(),
+            "task {key} ran: {:?}",
+            stored_result(&url, "r-hostile", key)
+        );
+    }
+    assert!(
+        log.matches("is a path, not a plugin name").count() >= 3,
+        "{log}"
+    );
+    let tally = w.stop();
+    assert_eq!(tally.refused, 3, "{tally:?}");
+    let everything = format!("{log}{named}");
+    for leak in ["root:", "SECRET-FILE", "EVIL-BYTES", "0x72, 0x6f"] {
+        assert!(!everything.contains(leak), "`{leak}` leaked: {everything}");
+    }
+}
+
+/// The per-role NATS users of the README: the coordinator and the worker complete a run
+/// with just their permissions, and neither an observer nor a worker can publish what
+/// only the other role may (the server refuses it; nothing reaches the streams).
+#[test]
+fn with_the_readmes_nats_users_only_workers_publish_results_and_only_coordinators_tasks() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let block = readme
+        .split("<!-- nats-permissions -->\n```text\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README's NATS users block");
+    let passwords = [
+        ("CREWBOX_COORDINATOR_PASSWORD", "pw-coordinator-1"),
+        ("CREWBOX_WORKER_PASSWORD", "pw-worker-2"),
+        ("CREWBOX_OBSERVER_PASSWORD", "pw-observer-3"),
+    ];
+    let Some(nats) = NatsServer::start_with(block, &passwords) else {
+        return;
+    };
+    let role = |user: &str| format!("user = \"{user}\"\npassword_env = \"NATS_PASSWORD\"\n");
+    let Some(mut c) = cluster_on(nats, &role("crewbox-coordinator"), |_| {}) else {
+        return;
+    };
+    // The worker's machine: its own user config, its own NATS user.
+    let wconfig = c.path().join("wconfig");
+    std::fs::create_dir_all(wconfig.join("crewbox")).unwrap();
+    let coordinator_config =
+        std::fs::read_to_string(c.path().join("config/crewbox/config.toml")).unwrap();
+    std::fs::write(
+        wconfig.join("crewbox/config.toml"),
+        coordinator_config.replace("crewbox-coordinator", "crewbox-worker"),
+    )
+    .unwrap();
+    c.worker_env = vec![
+        ("XDG_CONFIG_HOME".into(), wconfig.display().to_string()),
+        ("NATS_PASSWORD".into(), "pw-worker-2".into()),
+    ];
+    c.coordinator_env = vec![("NATS_PASSWORD".into(), "pw-coordinator-1".into())];
+    c.script("[[reply]]\nagent = \"agent\"\nrepeat = true\ntext = \"done under roles\"\n");
+    let w = c.worker("wa");
+    let report = c.run(&["run", "--mode", "single", "under roles"]);
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["result"], "done under roles");
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    // Publishes as `user`; Ok when the server stored the message.
+    let publish = |user: &str, password: &str, subject: String| -> Result<(), String> {
+        let (url, user, password) = (c.nats.url(), user.to_owned(), password.to_owned());
+        runtime().block_on(async move {
+            let client = async_nats::ConnectOptions::with_user_and_password(user, password)
+                .connect(url)
+                .await
+                .map_err(|e| e.to_string())?;
+            let js = async_nats::jetstream::new(client);
+            let ack = tokio::time::timeout(Duration::from_secs(2), async {
+                js.publish(subject, b"{}".to_vec().into())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+            .await
+            .map_err(|_| "no acknowledgement".to_owned())?;
+            ack.map(|_| ())
+        })
+    };
+    let result_at = format!("crewbox.out.{run}.result.k-forged");
+    let task_at = format!("crewbox.task.{POOL}.{run}.k-forged");
+    assert!(publish("observer", "pw-observer-3", result_at.clone()).is_err());
+    assert!(publish("observer", "pw-observer-3", task_at.clone()).is_err());
+    assert!(
+        publish("crewbox-worker", "pw-worker-2", task_at.clone()).is_err(),
+        "a worker published a task"
+    );
+    assert!(
+        publish("crewbox-coordinator", "pw-coordinator-1", result_at.clone()).is_err(),
+        "a coordinator published a result"
+    );
+    // The permitted role does get through, so the refusals above are the permissions.
+    publish(
+        "crewbox-worker",
+        "pw-worker-2",
+        format!("crewbox.out.{run}.event.k-probe"),
+    )
+    .expect("a worker publishes events");
+    assert_eq!(w.stop().ran, 1);
 }

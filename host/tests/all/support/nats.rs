@@ -18,6 +18,13 @@ pub struct NatsServer {
 impl NatsServer {
     /// Starts a server, or reports the peer missing and returns None.
     pub fn start() -> Option<Self> {
+        Self::start_with("", &[])
+    }
+
+    /// Starts a server whose config file also holds `extra` (e.g. an `authorization`
+    /// block), with `env` set for the `$VAR`s it names, or reports the peer missing and
+    /// returns None.
+    pub fn start_with(extra: &str, env: &[(&str, &str)]) -> Option<Self> {
         let Some(bin) = super::peers::venv_tool("nats-server").or_else(|| {
             ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
                 .iter()
@@ -34,9 +41,19 @@ impl NatsServer {
                 .local_addr()
                 .unwrap()
                 .port();
+            let conf = dir.path().join("server.conf");
+            std::fs::write(
+                &conf,
+                format!(
+                    "listen: \"127.0.0.1:{port}\"\njetstream {{ store_dir: {:?} }}\n{extra}\n",
+                    dir.path().join("js")
+                ),
+            )
+            .unwrap();
             let mut child = Command::new(&bin)
-                .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-                .arg(dir.path())
+                .arg("-c")
+                .arg(&conf)
+                .envs(env.iter().copied())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
