@@ -20,9 +20,56 @@ use super::config::{McpServer, Transport};
 use super::tools::{self, Offer};
 use crate::sandbox::{AgentSandbox, EnvPolicy, Program, SandboxedChild};
 
-/// The longest line read from a stdio server (a larger message is dropped by the
-/// transport, and the call it answered times out).
+/// The longest line read from a stdio server: a larger message is dropped by the
+/// transport, and the calls waiting when it arrived fail with [`McpError::TooLarge`]
+/// at once (rather than when their timeout fires).
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A stdio server's stdout, watched for lines over [`MAX_LINE_BYTES`]: each one bumps
+/// the counter the waiting calls watch. Reads pass through unchanged.
+struct LineGuard<R> {
+    inner: R,
+    since_newline: usize,
+    tripped: bool,
+    oversized: tokio::sync::watch::Sender<u64>,
+}
+
+impl<R> LineGuard<R> {
+    fn saw(&mut self, bytes: &[u8]) {
+        let mut rest = bytes;
+        while let Some(at) = rest.iter().position(|b| *b == b'\n') {
+            self.grow(at);
+            self.since_newline = 0;
+            self.tripped = false;
+            rest = &rest[at + 1..];
+        }
+        self.grow(rest.len());
+    }
+
+    fn grow(&mut self, n: usize) {
+        self.since_newline = self.since_newline.saturating_add(n);
+        if self.since_newline > MAX_LINE_BYTES && !self.tripped {
+            self.tripped = true;
+            self.oversized.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for LineGuard<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if polled.is_ready() {
+            let new = buf.filled()[before..].to_vec();
+            self.saw(&new);
+        }
+        polled
+    }
+}
 /// How much of a stdio server's stderr is kept for error messages.
 const STDERR_TAIL: usize = 4 * 1024;
 
@@ -64,6 +111,9 @@ pub struct Client {
     /// The stdio server's process (its whole tree dies when this is dropped).
     child: Option<SandboxedChild>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// Counts the messages over [`MAX_LINE_BYTES`] the server sent (stdio).
+    oversized: tokio::sync::watch::Receiver<u64>,
+    _oversized_tx: tokio::sync::watch::Sender<u64>,
     _host: Option<StdioHost>,
 }
 
@@ -101,6 +151,7 @@ impl Client {
         let handler = Handler::default();
         let changed = handler.changed.clone();
         let stderr = Arc::new(Mutex::new(Vec::new()));
+        let (oversized_tx, oversized) = tokio::sync::watch::channel(0u64);
         let fail = |message: String| McpError::Start {
             server: server.name.clone(),
             message: crate::redact::clean_owned(message),
@@ -144,6 +195,12 @@ impl Client {
                         }
                     });
                 }
+                let stdout = LineGuard {
+                    inner: stdout,
+                    since_newline: 0,
+                    tripped: false,
+                    oversized: oversized_tx.clone(),
+                };
                 let transport = AsyncRwTransport::new_client(stdout, stdin)
                     .with_max_line_length(MAX_LINE_BYTES);
                 let served = tokio::time::timeout(timeout, handler.serve(transport)).await;
@@ -242,6 +299,8 @@ impl Client {
             offer: Offer::default(),
             child,
             stderr,
+            oversized,
+            _oversized_tx: oversized_tx,
             _host: host,
         };
         let left = timeout.saturating_sub(started.elapsed());
@@ -298,6 +357,14 @@ impl Client {
         self.service.peer().clone()
     }
 
+    /// What a call waits on: the peer, and the count of oversized messages.
+    pub fn caller(&self) -> Caller {
+        Caller {
+            peer: self.peer(),
+            oversized: self.oversized.clone(),
+        }
+    }
+
     /// What the server's stderr last said (stdio), for an error.
     pub fn stderr_note(&self) -> String {
         stderr_tail(&self.stderr)
@@ -309,16 +376,35 @@ impl Client {
     }
 }
 
-/// Calls `tool` on `peer` within `server`'s call timeout. A timeout drops the request,
-/// which sends `notifications/cancelled`; a progress notification extends nothing.
+/// A connection's peer and its count of oversized messages, for one call.
+pub struct Caller {
+    peer: Peer<RoleClient>,
+    oversized: tokio::sync::watch::Receiver<u64>,
+}
+
+/// Calls `tool` through `caller` within `server`'s call timeout. A timeout drops the
+/// request, which sends `notifications/cancelled`; a progress notification extends
+/// nothing. A message over the size limit arriving while the call waits (the transport
+/// drops it, so it may well be this call's answer) fails the call at once.
 pub async fn call(
     server: &McpServer,
-    peer: &Peer<RoleClient>,
+    caller: &Caller,
     tool: &str,
     arguments: serde_json::Map<String, Value>,
 ) -> Result<String, McpError> {
     let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-    let answered = tokio::time::timeout(server.call_timeout, peer.call_tool(params)).await;
+    let mut oversized = caller.oversized.clone();
+    oversized.mark_unchanged();
+    let answered = tokio::select! {
+        a = tokio::time::timeout(server.call_timeout, caller.peer.call_tool(params)) => a,
+        Ok(()) = oversized.changed() => {
+            return Err(McpError::TooLarge {
+                server: server.name.clone(),
+                tool: tool.to_owned(),
+                max_mib: MAX_LINE_BYTES >> 20,
+            });
+        }
+    };
     let tool_err = |message: String| McpError::Tool {
         server: server.name.clone(),
         tool: tool.to_owned(),

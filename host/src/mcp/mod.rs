@@ -64,6 +64,20 @@ pub enum McpError {
         /// The timeout.
         secs: u64,
     },
+    /// The server sent a message over the size limit while the call waited; the message
+    /// was dropped unread.
+    #[error(
+        "MCP tool `{tool}` of server `{server}` failed: the server sent a message over the \
+         {max_mib} MiB limit while the call waited, and it was dropped"
+    )]
+    TooLarge {
+        /// The server.
+        server: String,
+        /// The server's tool name.
+        tool: String,
+        /// The limit.
+        max_mib: usize,
+    },
     /// The tool answered with an error (`isError`, or a JSON-RPC error).
     #[error("MCP tool `{tool}` of server `{server}` failed: {message}")]
     Tool {

@@ -223,21 +223,21 @@ impl Connection {
         tool: &str,
         args: serde_json::Map<String, Value>,
     ) -> Result<String, McpError> {
-        let peer = {
+        let caller = {
             let mut st = self.state.lock().await;
-            self.ensure(&mut st).await?.peer()
+            self.ensure(&mut st).await?.caller()
         };
-        match client::call(&self.server, &peer, tool, args.clone()).await {
+        match client::call(&self.server, &caller, tool, args.clone()).await {
             Err(McpError::Gone { .. }) => {
                 // Restarted once (if it has a start left), then the call is made again.
-                let peer = {
+                let caller = {
                     let mut st = self.state.lock().await;
                     if let Some(c) = st.client.take() {
                         st.last_error = Some(format!("the server exited{}", c.stderr_note()));
                     }
-                    self.ensure(&mut st).await?.peer()
+                    self.ensure(&mut st).await?.caller()
                 };
-                client::call(&self.server, &peer, tool, args).await
+                client::call(&self.server, &caller, tool, args).await
             }
             other => other,
         }

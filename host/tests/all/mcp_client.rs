@@ -70,7 +70,7 @@ fn a_scripted_agent_lists_and_calls_mcp_tools() {
     let listed = json_of(&bin(d, &["mcp", "list", "--json"]));
     assert_eq!(listed["servers"][0]["name"], "echo");
     assert_eq!(listed["servers"][0]["state"], "ok", "{listed}");
-    assert_eq!(listed["servers"][0]["tools"], 6);
+    assert_eq!(listed["servers"][0]["tools"], 8);
     let tools = json_of(&bin(d, &["mcp", "tools", "echo", "--json"]));
     assert_eq!(tools["tools"][0]["name"], "mcp__echo__echo");
     assert!(
@@ -452,4 +452,78 @@ fn a_team_grants_its_members_a_server() {
             .unwrap()
             .contains("from the team")
     );
+}
+
+/// The pids of processes whose command line holds `marker`.
+fn with_marker(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .collect()
+}
+
+fn gone(marker: &str) -> bool {
+    crate::support::procs::wait_for(Duration::from_secs(10), || with_marker(marker).is_empty())
+}
+
+/// A 50 MB answer (over the 16 MiB message limit) fails its call at once with an error
+/// that says so, not when the call times out; the server stays usable.
+#[test]
+fn an_answer_over_the_message_limit_fails_its_call_at_once() {
+    let (dir, _) = setup(&timed("echo", "echo", 5, 60, ""));
+    let started = Instant::now();
+    let v = call(dir.path(), "echo", "huge", json!({}));
+    assert_eq!(v["ok"], false, "{v}");
+    let text = v["content"].as_str().unwrap();
+    assert!(text.contains("over the 16 MiB limit"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "waited {:?} (the call timeout is 60 s)",
+        started.elapsed()
+    );
+}
+
+/// A server's grandchild in a session of its own dies with the server; so does the
+/// server when crewbox is killed with SIGKILL in the middle of a call.
+#[test]
+fn a_servers_processes_do_not_outlive_crewbox_even_under_kill_9() {
+    let marker = format!("mk-{}", std::process::id());
+    let (dir, _) = setup(&timed(
+        "echo",
+        &format!("echo\", \"{marker}-server"),
+        5,
+        60,
+        "",
+    ));
+    let d = dir.path();
+    let v = call(
+        d,
+        "echo",
+        "fork",
+        json!({ "marker": format!("{marker}-orphan") }),
+    );
+    assert_eq!(v["content"], "forked", "{v}");
+    assert!(
+        gone(&format!("{marker}-orphan")),
+        "the grandchild outlived crewbox"
+    );
+
+    let mut running = command(d, &["mcp", "call", "echo", "slow", "{}"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = format!("{marker}-server");
+    assert!(
+        crate::support::procs::wait_for(Duration::from_secs(20), || !with_marker(&server)
+            .is_empty()),
+        "the server never started"
+    );
+    running.kill().unwrap();
+    running.wait().unwrap();
+    assert!(gone(&server), "the server outlived crewbox's SIGKILL");
 }

@@ -2,7 +2,9 @@
 on purpose. `hostile.py MODE`:
 
   echo     well-behaved: `echo`, `fail` (isError), `rpc_error`, `probe` (what the
-           sandbox lets it do), `big` (a 10 MB text result), `slow` (never answers)
+           sandbox lets it do), `big` (a 10 MB text result), `huge` (a 50 MB one, over
+           the message limit), `fork` (leaves a grandchild in a session of its own,
+           named by the `marker` argument), `slow` (never answers)
   many     10,000 tools
   bigdesc  one tool with a 1 MB description and a 1 MB schema
   silent   never answers `initialize`
@@ -38,6 +40,8 @@ def tools():
         {"name": "rpc_error", "inputSchema": obj},
         {"name": "probe", "inputSchema": obj},
         {"name": "big", "inputSchema": obj},
+        {"name": "huge", "inputSchema": obj},
+        {"name": "fork", "inputSchema": obj},
         {"name": "slow", "inputSchema": obj},
     ]
 
@@ -83,6 +87,16 @@ def call(mid, name, args):
         text(json.dumps(probe(args)))
     elif name == "big":
         text("B" * (10 << 20))
+    elif name == "huge":
+        text("H" * (50 << 20))
+    elif name == "fork":
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.execvp("python3", ["python3", "-c", "import time; time.sleep(600)",
+                                      str(args.get("marker", "orphan"))])
+            os._exit(0)
+        text("forked")
     elif name == "slow":
         pass
     else:
