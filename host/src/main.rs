@@ -13,7 +13,8 @@ mod cli;
 use crewbox::handoff;
 use crewbox::text;
 use crewbox::unstable::{
-    config, engine, mcp, observe, paths, plugin, provider, redact, sandbox, schedule, store, team,
+    config, control, engine, mcp, observe, paths, plugin, provider, redact, sandbox, schedule, store,
+    team,
     trust, worktree,
 };
 
