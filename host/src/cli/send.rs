@@ -4,7 +4,6 @@
 use super::{Context, Exit};
 use crate::store::Store;
 
-
 /// Arguments of `crewbox send`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SendArgs {

@@ -77,9 +77,8 @@ pub async fn call(
         ToolName::Branches => {
             let a: tools::BranchesArgs = usage(tools::parse(tool, args))?;
             let root = server.repo().root().to_path_buf();
-            let all =
-                tokio::task::spawn_blocking(move || crate::worktree::branches::list(&root))
-                    .await??;
+            let all = tokio::task::spawn_blocking(move || crate::worktree::branches::list(&root))
+                .await??;
             let shown: Vec<_> = all.iter().filter(|b| !a.merged || b.merged).collect();
             Ok(tool_json(&json!({ "branches": shown })))
         }
@@ -134,7 +133,15 @@ async fn run(
     let engine = server.engine().clone();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let work = async move { engine.run_announced(req, tx).await };
-    Ok(super::runs::launch(server, work, super::runs::Started::Pending(rx), wait, meta, context).await)
+    Ok(super::runs::launch(
+        server,
+        work,
+        super::runs::Started::Pending(rx),
+        wait,
+        meta,
+        context,
+    )
+    .await)
 }
 
 async fn status(store: &Store, a: tools::StatusArgs) -> OpResult {
@@ -218,7 +225,12 @@ async fn steer(store: &Store, a: tools::SteerArgs) -> OpResult {
 /// The branch a run's change is on: its integration branch (team runs), else the
 /// last writing agent's.
 fn run_branch(report: &RunReport) -> Option<&BranchArtifact> {
-    if let Some(b) = report.details.integration.as_ref().and_then(|i| i.branch.as_ref()) {
+    if let Some(b) = report
+        .details
+        .integration
+        .as_ref()
+        .and_then(|i| i.branch.as_ref())
+    {
         return Some(b);
     }
     report.agents.iter().rev().find_map(|a| match &a.branch {
@@ -254,9 +266,8 @@ async fn diff(server: &Server, a: tools::DiffArgs) -> OpResult {
         .clamp(1, tools::DIFF_MAX_BYTES);
     let root = server.repo().root().to_path_buf();
     let b = branch.clone();
-    let text =
-        tokio::task::spawn_blocking(move || crate::worktree::branches::diff(&root, &b, max))
-            .await??;
+    let text = tokio::task::spawn_blocking(move || crate::worktree::branches::diff(&root, &b, max))
+        .await??;
     Ok(tool_json(&json!({
         "run_id": report.run_id, "status": report.status, "branch": branch.branch,
         "base": branch.base, "commits": branch.commits, "diff": text,

@@ -3,8 +3,8 @@
 //! the `events` tool pages on). Listed for the recent runs; any stored run can be read.
 
 use rmcp::model::{
-    ErrorData, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ErrorData, ListResourcesResult, PaginatedRequestParams, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate,
 };
 
 use super::Server;
@@ -108,7 +108,10 @@ pub async fn read(server: &Server, uri: &str) -> Result<ReadResourceResult, Erro
     let id = match what {
         Uri::Report(id) | Uri::Events(id) => id,
     };
-    let run = match crate::control::find_run(store, id).await.map_err(internal)? {
+    let run = match crate::control::find_run(store, id)
+        .await
+        .map_err(internal)?
+    {
         Ok(run) => run,
         Err(why) => return Err(not_found(uri, &why)),
     };

@@ -147,7 +147,9 @@ pub async fn launch(
 
 /// The answer of a run that ended: its report, or the engine's error as the CLI
 /// prints it.
-fn finished(result: Result<Result<RunReport, EngineError>, tokio::task::JoinError>) -> CallToolResult {
+fn finished(
+    result: Result<Result<RunReport, EngineError>, tokio::task::JoinError>,
+) -> CallToolResult {
     match result {
         Ok(Ok(report)) => tool_json(&serde_json::to_value(&report).unwrap_or_default()),
         Ok(Err(e)) => tool_error(e.to_string()),
@@ -184,14 +186,14 @@ async fn forward_progress(
             let name = match &e.agent_id {
                 Some(id) => match names.get(id) {
                     Some(n) => n.clone(),
-                    None => {
-                        let n = match store.agent(id).await {
-                            Ok(Some(a)) => a.name,
-                            _ => id.to_string(),
-                        };
-                        names.insert(id.clone(), n.clone());
-                        n
-                    }
+                    // Remembered once stored (its first event can come before its row).
+                    None => match store.agent(id).await {
+                        Ok(Some(a)) => {
+                            names.insert(id.clone(), a.name.clone());
+                            a.name
+                        }
+                        _ => id.to_string(),
+                    },
                 },
                 None => String::new(),
             };

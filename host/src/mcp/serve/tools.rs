@@ -246,8 +246,7 @@ pub fn shown(name: &str) -> String {
 
 /// The arguments of `tool`, or an error naming the tool and what is wrong.
 pub fn parse<T: DeserializeOwned>(tool: ToolName, args: Value) -> Result<T, String> {
-    serde_json::from_value(args)
-        .map_err(|e| format!("`{}`: invalid arguments: {e}", tool.as_str()))
+    serde_json::from_value(args).map_err(|e| format!("`{}`: invalid arguments: {e}", tool.as_str()))
 }
 
 /// `run`.
