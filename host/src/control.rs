@@ -75,7 +75,7 @@ pub enum StopTarget<'a> {
 #[derive(Clone, Debug)]
 pub enum Stoppable {
     /// One agent.
-    Agent(AgentRecord),
+    Agent(Box<AgentRecord>),
     /// A whole run.
     Run(RunId),
 }
@@ -104,9 +104,9 @@ pub async fn find_stoppable(
     text: &str,
 ) -> Result<Result<Stoppable, String>, StoreError> {
     match store.lookup_agent(text).await? {
-        Lookup::One(agent) => return Ok(Ok(Stoppable::Agent(agent))),
+        Lookup::One(agent) => return Ok(Ok(Stoppable::Agent(Box::new(agent)))),
         found @ Lookup::Ambiguous(_) => {
-            return Ok(settle("agent", text, found).map(Stoppable::Agent));
+            return Ok(settle("agent", text, found).map(|a| Stoppable::Agent(Box::new(a))));
         }
         Lookup::None => {}
     }

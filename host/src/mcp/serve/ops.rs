@@ -222,6 +222,11 @@ async fn steer(store: &Store, a: tools::SteerArgs) -> OpResult {
     Ok(acknowledged(&ack, "steer", agent.id.as_str()))
 }
 
+/// An agent's branch, if it left one.
+fn branch_of(agent: &crate::engine::AgentReport) -> Option<&BranchArtifact> {
+    agent.branch.as_ref().map(|Artifact::Branch(b)| b)
+}
+
 /// The branch a run's change is on: its integration branch (team runs), else the
 /// last writing agent's.
 fn run_branch(report: &RunReport) -> Option<&BranchArtifact> {
@@ -233,10 +238,7 @@ fn run_branch(report: &RunReport) -> Option<&BranchArtifact> {
     {
         return Some(b);
     }
-    report.agents.iter().rev().find_map(|a| match &a.branch {
-        Some(Artifact::Branch(b)) => Some(b),
-        None => None,
-    })
+    report.agents.iter().rev().find_map(branch_of)
 }
 
 async fn diff(server: &Server, a: tools::DiffArgs) -> OpResult {
@@ -247,10 +249,7 @@ async fn diff(server: &Server, a: tools::DiffArgs) -> OpResult {
         Some(text) => {
             let agent = usage(control::find_agent(store, text).await?)?;
             let found = report.agents.iter().find(|r| r.id == agent.id);
-            match found.and_then(|r| r.branch.as_ref()) {
-                Some(Artifact::Branch(b)) => Some(b),
-                None => None,
-            }
+            found.and_then(branch_of)
         }
         None => run_branch(&report),
     };
