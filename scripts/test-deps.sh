@@ -72,9 +72,13 @@ _td_pip mcp==2.3.0 mcp || true
 # only when its executable is really there.
 #   jco + componentize-qjs: the JavaScript plugin template builds with them (the
 #     versions the template's package.json pins);
-#   the MCP reference servers the MCP client tests run inside the sandbox.
+#   the MCP reference servers the MCP client tests run inside the sandbox;
+#   the official MCP conformance suite (scripts/mcp-conformance.sh runs its server
+#   scenarios against `crewbox mcp serve --http`; 0.1.13 is the newest that runs on
+#   Debian's Node 20: 0.1.14 and later need Node 22's fs.globSync).
 _td_npm_pins="@bytecodealliance/jco@1.35.0 componentize-qjs@0.4.5 \
-@modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31"
+@modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31 \
+@modelcontextprotocol/conformance@0.1.13"
 _td_npm() {
     command -v npm >/dev/null || { _td_loud "npm is not installed: cannot install $_td_npm_pins"; return 1; }
     mkdir -p "$CREWBOX_TEST_NODE"

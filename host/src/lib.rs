@@ -35,6 +35,7 @@
 pub(crate) mod agent;
 pub(crate) mod batch;
 pub(crate) mod config;
+pub(crate) mod control;
 pub(crate) mod engine;
 pub mod event;
 pub(crate) mod fs;
@@ -111,6 +112,10 @@ pub mod unstable {
     /// Configuration files.
     pub mod config {
         pub use crate::config::*;
+    }
+    /// Steer, stop and team messages through the store; ids as people type them.
+    pub mod control {
+        pub use crate::control::*;
     }
     /// Engine internals the CLI and the suite use directly.
     pub mod engine {

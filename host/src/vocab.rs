@@ -101,6 +101,18 @@ impl ModeChoice {
         }
     }
 
+    /// Parses `auto` or a mode name; anything else is an error naming the choices.
+    pub fn parse_named(s: &str) -> Result<Self, String> {
+        Self::parse(s).ok_or_else(|| {
+            let all: Vec<&str> = Self::all().map(Self::as_str).collect();
+            format!(
+                "unknown mode `{}` (one of: {})",
+                crate::text::escape(s),
+                all.join(", ")
+            )
+        })
+    }
+
     /// The concrete mode, unless the dispatcher still has to pick.
     pub fn mode(self) -> Option<Mode> {
         match self {

@@ -2,8 +2,8 @@
 //! process runs the agent; it picks them up within a second.
 
 use super::{Context, Exit};
-use crate::store::{AgentRecord, ControlKind, Lookup, Store};
-use crewbox::RunId;
+pub use crate::control::StopTarget;
+use crate::store::{AgentRecord, Store};
 
 /// Arguments of `crewbox steer`.
 #[derive(Debug, Clone, clap::Args)]
@@ -45,29 +45,13 @@ pub async fn steer(ctx: Context, args: SteerArgs) -> anyhow::Result<Exit> {
 }
 
 /// Queues `message` for `agent` unless it has ended: the acknowledgement, or why not
-/// (what `crewbox steer` and `crewbox top` say).
+/// (what `crewbox steer`, `crewbox top` and `crewbox mcp serve` say).
 pub async fn steer_agent(
     store: &Store,
     agent: &AgentRecord,
     message: &str,
 ) -> anyhow::Result<Result<String, String>> {
-    if agent.state.is_terminal() {
-        return Ok(Err(ended(agent)));
-    }
-    store
-        .push_control(agent.id.as_str(), ControlKind::Steer, Some(message))
-        .await?;
-    Ok(Ok(if agent.state == crewbox::types::AgentState::Queued {
-        format!(
-            "queued for {} (the agent is queued, will be delivered at start: with its first model call)",
-            agent.id
-        )
-    } else {
-        format!(
-            "queued for {} (delivered before its next model call)",
-            agent.id
-        )
-    }))
+    Ok(crate::control::steer_agent(store, agent, message).await?)
 }
 
 /// Queues a stop for an agent (unless it has ended) or a run: the acknowledgement,
@@ -76,22 +60,7 @@ pub async fn stop_target(
     store: &Store,
     target: StopTarget<'_>,
 ) -> anyhow::Result<Result<String, String>> {
-    let id = match target {
-        StopTarget::Agent(agent) if agent.state.is_terminal() => return Ok(Err(ended(agent))),
-        StopTarget::Agent(agent) => agent.id.as_str(),
-        StopTarget::Run(run) => run.as_str(),
-    };
-    store.push_control(id, ControlKind::Stop, None).await?;
-    Ok(Ok(format!("stop requested for {id}")))
-}
-
-/// What `stop` stops.
-#[derive(Clone, Copy, Debug)]
-pub enum StopTarget<'a> {
-    /// One agent.
-    Agent(&'a AgentRecord),
-    /// A whole run.
-    Run(&'a RunId),
+    Ok(crate::control::stop_target(store, target).await?)
 }
 
 /// Prints what was queued: the sentence, or with `json` one object a program reads.
@@ -106,46 +75,19 @@ pub fn acknowledge(json: bool, ack: &str, kind: &str, target: &str) -> std::io::
     Ok(())
 }
 
-fn ended(agent: &AgentRecord) -> String {
-    format!("agent {} has already ended ({})", agent.id, agent.state)
-}
-
 /// Queues a stop for an agent or a run.
 pub async fn stop(ctx: Context, args: StopArgs) -> anyhow::Result<Exit> {
     let store = ctx.existing_store()?;
-    // An agent first (its ids are what the progress view shows), then a run.
-    let agent = match store.lookup_agent(&args.target).await? {
-        Lookup::One(agent) => Some(agent),
-        Lookup::Ambiguous(_) => match super::lookup::agent(&store, &args.target).await? {
-            Ok(agent) => Some(agent),
-            Err(exit) => return Ok(exit),
-        },
-        Lookup::None => None,
+    let found = match crate::control::find_stoppable(&store, &args.target).await? {
+        Ok(found) => found,
+        Err(why) => {
+            errln!("crewbox: {why}");
+            return Ok(Exit::Usage);
+        }
     };
-    let run = match &agent {
-        Some(_) => None,
-        None => match store.lookup_run(&args.target).await? {
-            Lookup::None => {
-                errln!("crewbox: no agent or run matches `{}`", args.target);
-                return Ok(Exit::Usage);
-            }
-            _ => match super::lookup::run(&store, &args.target).await? {
-                Ok(run) => Some(run.id),
-                Err(exit) => return Ok(exit),
-            },
-        },
-    };
-    let target = match (&agent, &run) {
-        (Some(agent), _) => StopTarget::Agent(agent),
-        (None, Some(run)) => StopTarget::Run(run),
-        (None, None) => return Ok(Exit::Usage),
-    };
-    let id = match target {
-        StopTarget::Agent(a) => a.id.to_string(),
-        StopTarget::Run(r) => r.to_string(),
-    };
+    let (target, id) = (found.target(), found.id());
     match stop_target(&store, target).await? {
-        Ok(ack) => acknowledge(args.json, &ack, "stop", &id)?,
+        Ok(ack) => acknowledge(args.json, &ack, "stop", id)?,
         Err(refused) => {
             errln!("crewbox: {refused}");
             return Ok(Exit::CheckFailed);

@@ -16,18 +16,8 @@ pub async fn agent(store: &Store, text: &str) -> anyhow::Result<Result<AgentReco
 }
 
 fn settle<T>(kind: &str, text: &str, found: Lookup<T>) -> Result<T, Exit> {
-    match found {
-        Lookup::One(t) => Ok(t),
-        Lookup::None => {
-            errln!("crewbox: no {kind} matches `{text}`");
-            Err(Exit::Usage)
-        }
-        Lookup::Ambiguous(ids) => {
-            errln!(
-                "crewbox: `{text}` matches several {kind}s; give more of the id:\n  {}",
-                ids.join("\n  ")
-            );
-            Err(Exit::Usage)
-        }
-    }
+    crate::control::settle(kind, text, found).map_err(|why| {
+        errln!("crewbox: {why}");
+        Exit::Usage
+    })
 }

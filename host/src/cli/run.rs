@@ -73,6 +73,9 @@ pub struct RunArgs {
     /// `[mcp.servers.NAME]`); repeat for several. `[mcp] default` adds to these.
     #[arg(long = "mcp", value_name = "NAME")]
     pub mcp: Vec<String>,
+    /// Lower `[quotas] max_turns` for this run's agents (never raises it).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: Option<u32>,
     /// Print one JSON object (the run report) and no progress.
     #[arg(long)]
     pub json: bool,
@@ -89,10 +92,7 @@ fn parse_strategy(s: &str) -> Result<Strategy, String> {
 
 /// Parses `auto` or a mode name for clap.
 pub fn parse_mode(s: &str) -> Result<ModeChoice, String> {
-    ModeChoice::parse(s).ok_or_else(|| {
-        let all: Vec<&str> = ModeChoice::all().map(ModeChoice::as_str).collect();
-        format!("unknown mode `{s}` (one of: {})", all.join(", "))
-    })
+    ModeChoice::parse_named(s)
 }
 
 /// Runs the prompt and prints the report.
@@ -123,6 +123,7 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
         network: args.network,
         read_only: args.read_only,
         mcp: args.mcp,
+        max_turns: args.max_turns,
     };
     let report = match drive(&engine, &shutdown, args.json, engine.run(req)).await? {
         Ok(report) => report,

@@ -2,11 +2,7 @@
 //! queued in the store and delivered at the start of the loop's next iteration.
 
 use super::{Context, Exit};
-use crate::store::{ControlKind, Store};
-use crewbox::RunStatus;
-
-/// Longest message accepted, in bytes.
-pub const MAX_MESSAGE_BYTES: usize = 16 * 1024;
+use crate::store::Store;
 
 /// Arguments of `crewbox send`.
 #[derive(Debug, Clone, clap::Args)]
@@ -36,52 +32,11 @@ pub async fn run(ctx: Context, args: SendArgs) -> anyhow::Result<Exit> {
 }
 
 /// Queues `message` for `team`'s unfinished reflect loop: the acknowledgement, or why
-/// not (what `crewbox send` and `crewbox top` say).
+/// not (what `crewbox send`, `crewbox top` and `crewbox mcp serve` say).
 pub async fn queue(
     store: Option<&Store>,
     team: &str,
     message: &str,
 ) -> anyhow::Result<Result<String, String>> {
-    let message = message.trim();
-    if message.is_empty() {
-        return Ok(Err("the message is empty".into()));
-    }
-    if message.len() > MAX_MESSAGE_BYTES {
-        return Ok(Err(format!(
-            "the message is {} bytes; the limit is {MAX_MESSAGE_BYTES}",
-            message.len()
-        )));
-    }
-    let run = match store {
-        Some(store) => match store.team_lock(team).await? {
-            Some((run_id, _)) => store.run(&run_id).await?,
-            None => None,
-        },
-        None => None,
-    };
-    let (Some(store), Some(run)) = (store, run.filter(|r| r.status == RunStatus::Running)) else {
-        return Ok(Err(format!(
-            "team `{team}` has no reflect loop running; start one with \
-             `crewbox run --team {team} --mode reflect \"...\"`"
-        )));
-    };
-    store
-        .push_control(
-            // The message belongs to this loop; leftovers are reported when it ends.
-            &crate::team::message_target(team, run.id.as_str()),
-            ControlKind::Message,
-            Some(message),
-        )
-        .await?;
-    Ok(Ok(if run.is_interrupted() {
-        format!(
-            "queued for team `{team}` (run {} is interrupted; it reads the message when resumed: crewbox resume {})",
-            run.id, run.id
-        )
-    } else {
-        format!(
-            "queued for team `{team}` (run {}); delivered at the start of its next iteration",
-            run.id
-        )
-    }))
+    Ok(crate::control::queue_team_message(store, team, message).await?)
 }

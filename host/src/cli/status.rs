@@ -112,16 +112,7 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
     };
     let runs = &runs;
     if args.json {
-        let runs: Vec<_> = runs
-            .iter()
-            .map(|r| {
-                json!({
-                    "run_id": r.id, "mode": r.mode, "status": r.status, "exit_reason": r.exit_reason,
-                    "prompt": r.prompt, "created_at": r.created_at, "finished_at": r.finished_at,
-                    "team": r.team, "interrupted": r.is_interrupted(),
-                })
-            })
-            .collect();
+        let runs: Vec<_> = runs.iter().map(crate::control::run_summary).collect();
         outln!(
             "{}",
             serde_json::to_string_pretty(

@@ -143,7 +143,7 @@ impl RunContext {
             system_prompt: system_prompt(role, &caps),
             perms: Permissions::root(caps),
             workspace: self.services.repo().to_path_buf(),
-            quotas: self.services.config().quotas.clone(),
+            quotas: self.quotas(),
             provider: self.provider.clone(),
             prices: self.prices,
             // The network is the user's to grant: the command line or their config, for
@@ -155,6 +155,15 @@ impl RunContext {
                     .team_network(self.team.as_ref().map(|t| &t.team)),
             mcp: self.mcp_grant(),
         }
+    }
+
+    /// The user's quotas, with `max_turns` lowered when the request asks for fewer.
+    fn quotas(&self) -> crate::config::Quotas {
+        let mut quotas = self.services.config().quotas.clone();
+        if let Some(n) = self.req.max_turns {
+            quotas.max_turns = quotas.max_turns.min(n);
+        }
+        quotas
     }
 
     /// The MCP servers of the run's agents: the user's `[mcp] default`, the request's

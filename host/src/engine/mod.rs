@@ -98,7 +98,18 @@ impl Engine {
     /// that says so; an `Err` means the run could not be carried out (or, for
     /// [`EngineError::Interrupted`], was left resumable by a shutdown).
     pub async fn run(&self, req: RunRequest) -> Result<RunReport, EngineError> {
-        run::start(&self.inner, req).await
+        run::start(&self.inner, req, None).await
+    }
+
+    /// [`run`](Self::run), telling `started` the run's id as soon as the run is
+    /// recorded (before any agent starts). A request refused before that drops
+    /// `started` unsent; the refusal is the `Err`.
+    pub async fn run_announced(
+        &self,
+        req: RunRequest,
+        started: tokio::sync::oneshot::Sender<RunId>,
+    ) -> Result<RunReport, EngineError> {
+        run::start(&self.inner, req, Some(started)).await
     }
 
     /// Finishes a run a crash or a signal left unfinished: stored steps are read back,

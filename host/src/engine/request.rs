@@ -71,6 +71,9 @@ pub struct RunRequest {
     /// top of `[mcp] default`.
     #[serde(default)]
     pub mcp: Vec<String>,
+    /// Lowers `[quotas] max_turns` for the run's agents (never raises it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
 }
 
 impl RunRequest {

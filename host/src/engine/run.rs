@@ -31,9 +31,13 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Runs a request to the end: decide the mode, record the decision, run the mode,
 /// record how it ended.
-pub(super) async fn start(engine: &Inner, req: RunRequest) -> Result<RunReport, EngineError> {
+pub(super) async fn start(
+    engine: &Inner,
+    req: RunRequest,
+    started: Option<tokio::sync::oneshot::Sender<RunId>>,
+) -> Result<RunReport, EngineError> {
     let span = spans::run(None);
-    let result = start_in(engine, req, span.clone())
+    let result = start_in(engine, req, span.clone(), started)
         .instrument(span.clone())
         .await;
     ended(&span, &result);
@@ -58,6 +62,7 @@ async fn start_in(
     engine: &Inner,
     mut req: RunRequest,
     span: tracing::Span,
+    started: Option<tokio::sync::oneshot::Sender<RunId>>,
 ) -> Result<RunReport, EngineError> {
     let services = &engine.services;
     for name in &req.mcp {
@@ -111,6 +116,10 @@ async fn start_in(
             provider: provider_name,
         },
     );
+    if let Some(started) = started {
+        // Nobody listening any more is fine: the run goes on.
+        let _ = started.send(run_id.clone());
+    }
     span.record("run_id", tracing::field::display(&run_id));
     span.record("mode", decision.mode.as_str());
     dispatch::record(services, Some(&run_id), &req.prompt, &decision).await?;

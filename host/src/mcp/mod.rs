@@ -10,11 +10,14 @@
 //!   granted it, restarted once.
 //! - [`project`]: a repository's `.mcp.json`, started only when the repository is
 //!   trusted and the user approved the server by name.
+//! - [`serve`]: the other direction, `crewbox mcp serve`: crewbox as an MCP server
+//!   any MCP client hands work to.
 
 pub mod client;
 pub mod config;
 pub mod pool;
 pub mod project;
+pub mod serve;
 pub mod tools;
 
 pub use config::{McpServer, McpSettings, ServerSource};

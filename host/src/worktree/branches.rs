@@ -31,6 +31,23 @@ pub struct BranchInfo {
     pub checked_out: bool,
 }
 
+/// The unified diff of `branch` (its current tip, else its last recorded commit)
+/// against the commit it started from, at most `max_bytes` long (the cut marked).
+pub fn diff(
+    repo_root: &Path,
+    branch: &super::BranchArtifact,
+    max_bytes: usize,
+) -> Result<String, WorktreeError> {
+    let tip = match super::integration::tip(repo_root, &branch.branch)? {
+        Some(tip) => tip,
+        None => match branch.commits.last() {
+            Some(last) => last.clone(),
+            None => return Ok(String::new()),
+        },
+    };
+    super::integration::diff_commits(repo_root, &branch.base, &tip, max_bytes)
+}
+
 /// crewbox's branches, oldest tip first.
 pub fn list(repo_root: &Path) -> Result<Vec<BranchInfo>, WorktreeError> {
     let repo = open(repo_root)?;

@@ -27,6 +27,7 @@ mod events_api;
 mod exit_codes;
 mod kill_anywhere;
 mod mcp_client;
+mod mcp_serve;
 mod modes;
 mod non_utf8;
 mod operator;

@@ -1,5 +1,6 @@
 //! `crewbox mcp list|tools NAME|call NAME TOOL [JSON]`: the MCP servers agents may be
-//! granted, their tools as an agent would see them, and one call for checking a setup.
+//! granted, their tools as an agent would see them, and one call for checking a setup;
+//! `crewbox mcp serve` ([`serve`]): crewbox itself as an MCP server.
 //!
 //! A stdio server runs inside the process sandbox over the repository, read-only,
 //! exactly as it would for a read-only agent (network only if the server has
@@ -11,6 +12,8 @@ use serde_json::{Value, json};
 
 use super::{Context, Exit};
 use crate::mcp::{McpServer, Pool};
+
+pub mod serve;
 
 /// Arguments of `crewbox mcp`.
 #[derive(Debug, Clone, clap::Args)]
@@ -52,6 +55,9 @@ pub enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Serve this repository to MCP clients (Claude Code, Codex, …): stdio, or
+    /// streamable HTTP with --http.
+    Serve(serve::ServeArgs),
 }
 
 impl McpCommand {
@@ -59,6 +65,8 @@ impl McpCommand {
     pub fn json(&self) -> bool {
         match self {
             Self::List { json, .. } | Self::Tools { json, .. } | Self::Call { json, .. } => *json,
+            // stdout is the protocol's.
+            Self::Serve(_) => true,
         }
     }
 }
@@ -94,6 +102,7 @@ pub async fn run(ctx: Context, args: McpArgs) -> anyhow::Result<Exit> {
             args,
             json,
         } => call(&ctx, &name, &tool, args.as_deref(), json).await,
+        McpCommand::Serve(args) => serve::run(ctx, args).await,
     }
 }
 

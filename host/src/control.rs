@@ -1,0 +1,196 @@
+//! Requests to work another process may be driving, sent through the store: steering
+//! an agent, stopping an agent or a run, a message for a team's reflect loop, and ids
+//! as a person types them. What `crewbox steer|stop|send`, `crewbox top` and
+//! `crewbox mcp serve` do, with the sentences they say.
+
+use crate::agent::AgentState;
+use crate::ids::RunId;
+use crate::store::{AgentRecord, ControlKind, Lookup, RunRecord, Store, StoreError};
+use crate::vocab::RunStatus;
+
+/// Longest team message accepted, in bytes.
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024;
+
+/// The one record `found` holds, or why there is none (nothing, or several: named).
+pub fn settle<T>(kind: &str, text: &str, found: Lookup<T>) -> Result<T, String> {
+    match found {
+        Lookup::One(t) => Ok(t),
+        Lookup::None => Err(format!("no {kind} matches `{text}`")),
+        Lookup::Ambiguous(ids) => Err(format!(
+            "`{text}` matches several {kind}s; give more of the id:\n  {}",
+            ids.join("\n  ")
+        )),
+    }
+}
+
+/// The run `text` names (an id, a unique prefix or tail), or why not.
+pub async fn find_run(store: &Store, text: &str) -> Result<Result<RunRecord, String>, StoreError> {
+    Ok(settle("run", text, store.lookup_run(text).await?))
+}
+
+/// The agent `text` names (an id, a unique prefix or tail), or why not.
+pub async fn find_agent(
+    store: &Store,
+    text: &str,
+) -> Result<Result<AgentRecord, String>, StoreError> {
+    Ok(settle("agent", text, store.lookup_agent(text).await?))
+}
+
+/// Queues `message` for `agent` unless it has ended: the acknowledgement, or why not.
+pub async fn steer_agent(
+    store: &Store,
+    agent: &AgentRecord,
+    message: &str,
+) -> Result<Result<String, String>, StoreError> {
+    if agent.state.is_terminal() {
+        return Ok(Err(ended(agent)));
+    }
+    store
+        .push_control(agent.id.as_str(), ControlKind::Steer, Some(message))
+        .await?;
+    Ok(Ok(if agent.state == AgentState::Queued {
+        format!(
+            "queued for {} (the agent is queued, will be delivered at start: with its first model call)",
+            agent.id
+        )
+    } else {
+        format!(
+            "queued for {} (delivered before its next model call)",
+            agent.id
+        )
+    }))
+}
+
+/// What `stop` stops.
+#[derive(Clone, Copy, Debug)]
+pub enum StopTarget<'a> {
+    /// One agent.
+    Agent(&'a AgentRecord),
+    /// A whole run.
+    Run(&'a RunId),
+}
+
+/// What a stop request's text named: an agent first (its ids are what progress views
+/// show), then a run.
+#[derive(Clone, Debug)]
+pub enum Stoppable {
+    /// One agent.
+    Agent(Box<AgentRecord>),
+    /// A whole run.
+    Run(RunId),
+}
+
+impl Stoppable {
+    /// The target to queue the stop for.
+    pub fn target(&self) -> StopTarget<'_> {
+        match self {
+            Self::Agent(a) => StopTarget::Agent(a),
+            Self::Run(r) => StopTarget::Run(r),
+        }
+    }
+
+    /// Its full id.
+    pub fn id(&self) -> &str {
+        match self {
+            Self::Agent(a) => a.id.as_str(),
+            Self::Run(r) => r.as_str(),
+        }
+    }
+}
+
+/// The agent or run `text` names, or why not.
+pub async fn find_stoppable(
+    store: &Store,
+    text: &str,
+) -> Result<Result<Stoppable, String>, StoreError> {
+    match store.lookup_agent(text).await? {
+        Lookup::One(agent) => return Ok(Ok(Stoppable::Agent(Box::new(agent)))),
+        found @ Lookup::Ambiguous(_) => {
+            return Ok(settle("agent", text, found).map(|a| Stoppable::Agent(Box::new(a))));
+        }
+        Lookup::None => {}
+    }
+    Ok(match store.lookup_run(text).await? {
+        Lookup::None => Err(format!("no agent or run matches `{text}`")),
+        found => settle("run", text, found).map(|r| Stoppable::Run(r.id)),
+    })
+}
+
+/// Queues a stop for an agent (unless it has ended) or a run: the acknowledgement,
+/// or why not.
+pub async fn stop_target(
+    store: &Store,
+    target: StopTarget<'_>,
+) -> Result<Result<String, String>, StoreError> {
+    let id = match target {
+        StopTarget::Agent(agent) if agent.state.is_terminal() => return Ok(Err(ended(agent))),
+        StopTarget::Agent(agent) => agent.id.as_str(),
+        StopTarget::Run(run) => run.as_str(),
+    };
+    store.push_control(id, ControlKind::Stop, None).await?;
+    Ok(Ok(format!("stop requested for {id}")))
+}
+
+fn ended(agent: &AgentRecord) -> String {
+    format!("agent {} has already ended ({})", agent.id, agent.state)
+}
+
+/// Queues `message` for `team`'s unfinished reflect loop: the acknowledgement, or why
+/// not. Without a store nothing has ever run, so no loop either.
+pub async fn queue_team_message(
+    store: Option<&Store>,
+    team: &str,
+    message: &str,
+) -> Result<Result<String, String>, StoreError> {
+    let message = message.trim();
+    if message.is_empty() {
+        return Ok(Err("the message is empty".into()));
+    }
+    if message.len() > MAX_MESSAGE_BYTES {
+        return Ok(Err(format!(
+            "the message is {} bytes; the limit is {MAX_MESSAGE_BYTES}",
+            message.len()
+        )));
+    }
+    let run = match store {
+        Some(store) => match store.team_lock(team).await? {
+            Some((run_id, _)) => store.run(&run_id).await?,
+            None => None,
+        },
+        None => None,
+    };
+    let (Some(store), Some(run)) = (store, run.filter(|r| r.status == RunStatus::Running)) else {
+        return Ok(Err(format!(
+            "team `{team}` has no reflect loop running; start one with \
+             `crewbox run --team {team} --mode reflect \"...\"`"
+        )));
+    };
+    store
+        .push_control(
+            // The message belongs to this loop; leftovers are reported when it ends.
+            &crate::team::message_target(team, run.id.as_str()),
+            ControlKind::Message,
+            Some(message),
+        )
+        .await?;
+    Ok(Ok(if run.is_interrupted() {
+        format!(
+            "queued for team `{team}` (run {} is interrupted; it reads the message when resumed: crewbox resume {})",
+            run.id, run.id
+        )
+    } else {
+        format!(
+            "queued for team `{team}` (run {}); delivered at the start of its next iteration",
+            run.id
+        )
+    }))
+}
+
+/// One run as `crewbox status --json` lists it.
+pub fn run_summary(r: &RunRecord) -> serde_json::Value {
+    serde_json::json!({
+        "run_id": r.id, "mode": r.mode, "status": r.status, "exit_reason": r.exit_reason,
+        "prompt": r.prompt, "created_at": r.created_at, "finished_at": r.finished_at,
+        "team": r.team, "interrupted": r.is_interrupted(),
+    })
+}

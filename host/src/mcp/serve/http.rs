@@ -1,0 +1,251 @@
+//! Streamable HTTP (the SDK's server transport) on an address the user gave:
+//! loopback unless `--allow-remote`, and every request must carry
+//! `Authorization: Bearer TOKEN` with the token from the environment variable the
+//! user named (compared in constant time); anything else is `401`. Bodies over
+//! [`MAX_REQUEST_BYTES`](super::MAX_REQUEST_BYTES) are refused (`413`) by the SDK.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::{Request, Response, StatusCode};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use super::{MAX_REQUEST_BYTES, Server};
+
+/// The path the MCP endpoint is served at.
+pub const PATH: &str = "/mcp";
+
+/// Why HTTP serving could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// A non-loopback address without `--allow-remote`.
+    #[error(
+        "{0} is not a loopback address: crewbox serves MCP over HTTP on 127.0.0.1 or ::1 only, \
+         unless you pass --allow-remote (anyone who can reach it and has the token can run agents)"
+    )]
+    NotLoopback(SocketAddr),
+    /// No `--token-env`.
+    #[error(
+        "--http needs a bearer token: put one in an environment variable and pass \
+         --token-env VAR (clients send `Authorization: Bearer <token>`)"
+    )]
+    NoTokenEnv,
+    /// The variable is unset or empty.
+    #[error("--token-env {0}: the variable is not set or empty")]
+    NoToken(String),
+    /// The token is too short to be a secret.
+    #[error("--token-env {var}: the token is {len} characters; use at least 16")]
+    ShortToken {
+        /// The variable.
+        var: String,
+        /// Its length.
+        len: usize,
+    },
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// How to serve over HTTP.
+#[derive(Clone, Debug)]
+pub struct HttpOptions {
+    /// The address to listen on.
+    pub addr: SocketAddr,
+    /// Whether a non-loopback address is allowed.
+    pub allow_remote: bool,
+    /// The environment variable holding the bearer token.
+    pub token_env: Option<String>,
+}
+
+impl HttpOptions {
+    /// The token, after checking the address and the variable.
+    pub fn check(&self) -> Result<String, HttpError> {
+        if !self.addr.ip().is_loopback() && !self.allow_remote {
+            return Err(HttpError::NotLoopback(self.addr));
+        }
+        let var = self.token_env.as_deref().ok_or(HttpError::NoTokenEnv)?;
+        let token = std::env::var(var)
+            .ok()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| HttpError::NoToken(var.to_owned()))?;
+        if token.chars().count() < 16 {
+            return Err(HttpError::ShortToken {
+                var: var.to_owned(),
+                len: token.chars().count(),
+            });
+        }
+        crate::redact::register(&token);
+        Ok(token)
+    }
+}
+
+/// Whether `a` and `b` are equal, in time that depends only on their lengths.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// Whether the request carries `Authorization: Bearer <token>`.
+fn authorized<B>(req: &Request<B>, token: &str) -> bool {
+    let Some(value) = req.headers().get(hyper::header::AUTHORIZATION) else {
+        return false;
+    };
+    let value = value.as_bytes();
+    let Some(given) = value
+        .get(..7)
+        .filter(|p| p.eq_ignore_ascii_case(b"bearer "))
+        .map(|_| &value[7..])
+    else {
+        return false;
+    };
+    constant_time_eq(given, token.as_bytes())
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+fn status(code: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
+    *response.status_mut() = code;
+    response
+}
+
+/// Serves `server` on `addr` until `shutdown` is cancelled. Says where on stderr.
+pub async fn serve(
+    server: Server,
+    opts: &HttpOptions,
+    shutdown: CancellationToken,
+) -> Result<(), HttpError> {
+    let token: Arc<str> = opts.check()?.into();
+    let listener = tokio::net::TcpListener::bind(opts.addr)
+        .await
+        .map_err(|source| HttpError::Bind {
+            addr: opts.addr,
+            source,
+        })?;
+    let local = listener.local_addr().unwrap_or(opts.addr);
+    let mut config = StreamableHttpServerConfig::default()
+        .with_max_request_body_bytes(MAX_REQUEST_BYTES)
+        .with_cancellation_token(shutdown.child_token());
+    if opts.allow_remote {
+        // The bearer token guards it; a remote client names the host as it reaches it.
+        config = config.disable_allowed_hosts();
+    }
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let _ = std::io::Write::write_all(
+        &mut crate::text::stderr(),
+        format!("crewbox: serving MCP on http://{local}{PATH}\n").as_bytes(),
+    );
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+        };
+        let (mcp, token, stop) = (mcp.clone(), token.clone(), shutdown.clone());
+        // Each connection ends with its client, or gracefully at shutdown.
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let (mcp, token) = (mcp.clone(), token.clone());
+                async move {
+                    if !authorized(&req, &token) {
+                        let mut r = status(StatusCode::UNAUTHORIZED, "unauthorized\n");
+                        r.headers_mut().insert(
+                            hyper::header::WWW_AUTHENTICATE,
+                            hyper::header::HeaderValue::from_static("Bearer"),
+                        );
+                        return Ok::<_, Infallible>(r);
+                    }
+                    if req.uri().path() != PATH {
+                        return Ok(status(StatusCode::NOT_FOUND, "not found: MCP is at /mcp\n"));
+                    }
+                    Ok(mcp.handle(req).await)
+                }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => if let Err(e) = r {
+                    tracing::debug!(error = %e, "HTTP connection ended");
+                },
+                () = stop.cancelled() => conn.as_mut().graceful_shutdown(),
+            }
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_equal_only_when_identical() {
+        assert!(constant_time_eq(b"abcdef", b"abcdef"));
+        assert!(!constant_time_eq(b"abcdef", b"abcdeg"));
+        assert!(!constant_time_eq(b"abc", b"abcdef"));
+        assert!(!constant_time_eq(b"", b"x"));
+    }
+
+    #[test]
+    fn the_bearer_header_is_required_and_checked() {
+        let req = |h: Option<&str>| {
+            let mut b = Request::builder();
+            if let Some(h) = h {
+                b = b.header("authorization", h);
+            }
+            b.body(()).unwrap()
+        };
+        let token = "0123456789abcdef";
+        assert!(authorized(&req(Some("Bearer 0123456789abcdef")), token));
+        assert!(authorized(&req(Some("bearer 0123456789abcdef")), token));
+        assert!(!authorized(&req(Some("Bearer 0123456789abcdeX")), token));
+        assert!(!authorized(&req(Some("Basic 0123456789abcdef")), token));
+        assert!(!authorized(&req(Some("Bearer")), token));
+        assert!(!authorized(&req(None), token));
+    }
+
+    #[test]
+    fn a_remote_address_needs_allow_remote_and_a_token_is_required() {
+        let opts = |addr: &str, allow_remote, env: Option<&str>| HttpOptions {
+            addr: addr.parse().unwrap(),
+            allow_remote,
+            token_env: env.map(str::to_owned),
+        };
+        assert!(matches!(
+            opts("0.0.0.0:1", false, Some("X")).check(),
+            Err(HttpError::NotLoopback(_))
+        ));
+        assert!(matches!(
+            opts("127.0.0.1:1", false, None).check(),
+            Err(HttpError::NoTokenEnv)
+        ));
+        assert!(matches!(
+            opts("127.0.0.1:1", false, Some("CREWBOX_TEST_SURELY_UNSET_VAR")).check(),
+            Err(HttpError::NoToken(_))
+        ));
+    }
+}

@@ -1,0 +1,271 @@
+//! `crewbox mcp serve`: crewbox as an MCP server, so any MCP client (Claude Code,
+//! Codex, Cursor, Goose…) can hand work to a crew of one repository, under exactly
+//! the rules of the CLI (the repository is opened with [`Repository::open`]; an
+//! untrusted one's config and plugins are ignored; the user's config decides
+//! providers, sandbox and quotas).
+//!
+//! - [`tools`]: the tools (input schemas, descriptions for a model, annotations) and
+//!   their arguments, checked strictly.
+//! - [`ops`]: each tool on the library the CLI commands use (the same functions, the
+//!   same sentences).
+//! - [`runs`]: runs started here: the id at once, or waiting for the report with
+//!   progress notifications; a cancelled wait stops the run, a disconnect does not.
+//! - [`resources`]: `crewbox://runs/{run_id}` and `crewbox://runs/{run_id}/events`.
+//! - [`limit`]: stdio requests over [`MAX_REQUEST_BYTES`] are refused with an error.
+//! - [`http`]: streamable HTTP on loopback with a bearer token.
+//!
+//! The JSON-RPC framing, the handshake and both transports are the official SDK's
+//! (`rmcp`); stdout carries only its messages.
+
+pub mod http;
+pub mod limit;
+pub mod ops;
+pub mod resources;
+pub mod runs;
+pub mod tools;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ContentBlock, CustomRequest, CustomResult, ErrorData, Implementation,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, RequestId, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::Repository;
+use crate::engine::{Engine, EngineError};
+
+/// The largest request accepted (JSON-RPC message or HTTP body), in bytes.
+pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
+
+/// Why the server could not start or serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The engine of the repository could not be opened.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The transport failed.
+    #[error("MCP transport: {0}")]
+    Transport(String),
+    /// The HTTP listener could not be set up.
+    #[error("{0}")]
+    Http(#[from] http::HttpError),
+}
+
+/// The MCP server of one repository. Cheap to clone: clones (one per HTTP session)
+/// share the engine, the runs started here and the cancellations seen.
+#[derive(Clone)]
+pub struct Server {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    repo: Repository,
+    engine: Engine,
+    runs: runs::InFlight,
+    /// Request ids a client cancelled with `notifications/cancelled` (a request
+    /// whose context is cancelled without one was cut by a disconnect).
+    cancelled: Mutex<HashSet<RequestId>>,
+    cancelled_seen: Notify,
+}
+
+impl Server {
+    /// Opens the engine of `repo`. Runs in flight are left resumable when `shutdown`
+    /// is cancelled.
+    pub async fn open(repo: Repository, shutdown: CancellationToken) -> Result<Self, ServeError> {
+        let engine = repo.engine(shutdown).await?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                repo,
+                engine,
+                runs: runs::InFlight::default(),
+                cancelled: Mutex::new(HashSet::new()),
+                cancelled_seen: Notify::new(),
+            }),
+        })
+    }
+
+    /// The engine runs are started on.
+    pub fn engine(&self) -> &Engine {
+        &self.shared.engine
+    }
+
+    /// The repository served.
+    pub fn repo(&self) -> &Repository {
+        &self.shared.repo
+    }
+
+    /// Runs started by this server that have not ended.
+    pub fn runs(&self) -> &runs::InFlight {
+        &self.shared.runs
+    }
+
+    /// Serves one client over stdin/stdout until it disconnects. Runs it started
+    /// are not stopped by the disconnect; [`runs`](Self::runs) says which go on.
+    pub async fn serve_stdio(&self) -> Result<(), ServeError> {
+        use rmcp::ServiceExt as _;
+        let (stdin, stdout) = rmcp::transport::stdio();
+        let stdin = limit::bounded(stdin, MAX_REQUEST_BYTES);
+        let running = self
+            .clone()
+            .serve((stdin, stdout))
+            .await
+            .map_err(|e| ServeError::Transport(e.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map_err(|e| ServeError::Transport(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Whether the client cancelled request `id` (rather than disconnecting): waits a
+    /// moment for its `notifications/cancelled`, which follows the token.
+    async fn client_cancelled(&self, id: &RequestId) -> bool {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            let seen = self.shared.cancelled_seen.notified();
+            if self.take_cancelled(id) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, seen).await.is_err() {
+                return self.take_cancelled(id);
+            }
+        }
+    }
+
+    fn take_cancelled(&self, id: &RequestId) -> bool {
+        self.shared
+            .cancelled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id)
+    }
+}
+
+/// A tool's error (`isError`), with the text the CLI prints.
+pub(crate) fn tool_error(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(crate::redact::clean(&text.into()))])
+}
+
+/// A tool's result: pretty JSON as text.
+pub(crate) fn tool_json(value: &serde_json::Value) -> CallToolResult {
+    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    CallToolResult::success(vec![ContentBlock::text(crate::redact::clean(&text))])
+}
+
+impl rmcp::ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("crewbox", env!("CARGO_PKG_VERSION")))
+        .with_instructions(format!(
+            "crewbox runs crews of AI coding agents on the git repository {}, in a sandbox, \
+             and leaves their work on branches. Start with `run` (a prompt; mode `crew` plans, \
+             executes and reviews), follow it with `status` and `events`, review the change \
+             with `diff`, and merge the branch yourself.",
+            self.repo().root().display()
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools::list()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(tool) = tools::ToolName::parse(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool `{}` (tools: {})",
+                    crate::text::escape(&tools::shown(&request.name)),
+                    tools::ToolName::ALL
+                        .iter()
+                        .map(|t| t.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None,
+            ));
+        };
+        let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let result = match ops::call(self, tool, args, &request.meta, context).await {
+            Ok(result) => result,
+            Err(e) => tool_error(e.to_string()),
+        };
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        resources::list(self, request).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        resources::read(self, &request.uri).await.map(Into::into)
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(limit::refusal(&request).unwrap_or_else(|| {
+            ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!(
+                    "unknown method `{}`",
+                    crate::text::escape(&tools::shown(&request.method))
+                ),
+                None,
+            )
+        }))
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        if let Some(id) = notification.request_id {
+            self.shared
+                .cancelled
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id);
+            self.shared.cancelled_seen.notify_waiters();
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! Runs started through the server. Each runs in its own task, counted in
+//! [`InFlight`] (the server outlives its client until they end, or until a shutdown
+//! leaves them resumable). A call returns the run id at once, or with `wait` the
+//! report, sending progress notifications (agent states and the phase) when the
+//! client gave a progress token. A client's `notifications/cancelled` of a waiting
+//! call stops the run (as `crewbox stop` would); a disconnect does not.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rmcp::model::{CallToolResult, ProgressNotificationParam, ProgressToken, RequestMetaObject};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{Notify, oneshot};
+
+use super::{Server, tool_error, tool_json};
+use crate::agent::AgentState;
+use crate::control::{StopTarget, stop_target};
+use crate::engine::{EngineError, RunReport};
+use crate::event::{Event, EventRecord};
+use crate::ids::{AgentId, RunId};
+
+/// How many runs this server started are still going.
+#[derive(Clone, Default)]
+pub struct InFlight {
+    count: Arc<AtomicUsize>,
+    changed: Arc<Notify>,
+}
+
+impl InFlight {
+    /// Runs still going.
+    pub fn len(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Waits until none is going.
+    pub async fn drained(&self) {
+        loop {
+            let changed = self.changed.notified();
+            if self.is_empty() {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    fn enter(&self) -> Guard {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        Guard(self.clone())
+    }
+}
+
+/// Counts one run until dropped.
+struct Guard(InFlight);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::SeqCst);
+        self.0.changed.notify_waiters();
+    }
+}
+
+/// How the run's id becomes known.
+pub enum Started {
+    /// From the engine, once the run is recorded (dropped when it was refused).
+    Pending(oneshot::Receiver<RunId>),
+    /// Already (a resumed run).
+    Known(RunId),
+}
+
+/// Starts `work` in its own task and answers the call: the run id at once, or with
+/// `wait` its report.
+pub async fn launch(
+    server: &Server,
+    work: impl Future<Output = Result<RunReport, EngineError>> + Send + 'static,
+    started: Started,
+    wait: bool,
+    meta: &Option<RequestMetaObject>,
+    context: RequestContext<RoleServer>,
+) -> CallToolResult {
+    // Subscribed before the run starts, so no event of it is missed.
+    let events = server.engine().subscribe();
+    let guard = server.runs().enter();
+    let task = tokio::spawn(async move {
+        let _guard = guard;
+        work.await
+    });
+    let run_id = match started {
+        Started::Known(id) => id,
+        Started::Pending(rx) => match rx.await {
+            Ok(id) => id,
+            // Refused before it was recorded: the engine's error is the answer.
+            Err(_) => return finished(task.await),
+        },
+    };
+    if !wait {
+        return tool_json(&json!({
+            "run_id": run_id,
+            "status": "running",
+            "note": "the run goes on in the background; follow it with `status` or `events`, \
+                     review it with `diff`",
+        }));
+    }
+    let token = meta
+        .as_ref()
+        .and_then(RequestMetaObject::get_progress_token)
+        .or_else(|| context.meta.get_progress_token());
+    let progress = token.map(|token| {
+        tokio::spawn(forward_progress(
+            server.clone(),
+            context.peer.clone(),
+            token,
+            run_id.clone(),
+            events,
+        ))
+    });
+    let mut task = task;
+    let outcome = tokio::select! {
+        result = &mut task => Some(result),
+        () = context.ct.cancelled() => None,
+    };
+    if let Some(p) = progress {
+        p.abort();
+    }
+    match outcome {
+        Some(result) => finished(result),
+        None if server.client_cancelled(&context.id).await => {
+            let store = server.engine().store();
+            let why = match stop_target(store, StopTarget::Run(&run_id)).await {
+                Ok(Ok(ack)) => ack,
+                Ok(Err(why)) => why,
+                Err(e) => e.to_string(),
+            };
+            tool_error(format!("cancelled by the client: {why}"))
+        }
+        // The client went away: the run goes on (it is in the store).
+        None => tool_error(format!("the client disconnected; run {run_id} goes on")),
+    }
+}
+
+/// The answer of a run that ended: its report, or the engine's error as the CLI
+/// prints it.
+fn finished(
+    result: Result<Result<RunReport, EngineError>, tokio::task::JoinError>,
+) -> CallToolResult {
+    match result {
+        Ok(Ok(report)) => tool_json(&serde_json::to_value(&report).unwrap_or_default()),
+        Ok(Err(e)) => tool_error(e.to_string()),
+        Err(e) => tool_error(format!("the run's task failed: {e}")),
+    }
+}
+
+/// Sends a progress notification for each agent state change and phase of `run`.
+async fn forward_progress(
+    server: Server,
+    peer: rmcp::Peer<RoleServer>,
+    token: ProgressToken,
+    run: RunId,
+    mut events: tokio::sync::broadcast::Receiver<EventRecord>,
+) {
+    let store = server.engine().store().clone();
+    let mut step = 0u32;
+    let mut last = 0i64;
+    let mut names: std::collections::HashMap<AgentId, String> = Default::default();
+    loop {
+        let batch = match events.recv().await {
+            Ok(e) => vec![e],
+            Err(RecvError::Lagged(_)) => match store.events(Some(&run), last, 1000).await {
+                Ok(missed) => missed,
+                Err(_) => continue,
+            },
+            Err(RecvError::Closed) => return,
+        };
+        for e in batch {
+            if e.run_id != run || e.seq <= last {
+                continue;
+            }
+            last = e.seq;
+            let name = match &e.agent_id {
+                Some(id) => match names.get(id) {
+                    Some(n) => n.clone(),
+                    // Remembered once stored (its first event can come before its row).
+                    None => match store.agent(id).await {
+                        Ok(Some(a)) => {
+                            names.insert(id.clone(), a.name.clone());
+                            a.name
+                        }
+                        _ => id.to_string(),
+                    },
+                },
+                None => String::new(),
+            };
+            let Some(message) = describe(&e.event, &name) else {
+                continue;
+            };
+            step += 1;
+            let note = ProgressNotificationParam::new(token.clone(), f64::from(step))
+                .with_message(crate::redact::clean(&message));
+            if peer.notify_progress(note).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// The phase an agent's name says it is in (crew: planner, executor, reviewer).
+fn phase(name: &str) -> Option<&'static str> {
+    let n = name.to_ascii_lowercase();
+    if n.contains("plan") {
+        Some("planning")
+    } else if n.contains("exec") {
+        Some("executing")
+    } else if n.contains("review") {
+        Some("reviewing")
+    } else {
+        None
+    }
+}
+
+/// One progress line, or nothing for events that are not progress.
+fn describe(event: &Event, agent: &str) -> Option<String> {
+    Some(match event {
+        Event::RunStarted { mode, .. } => format!("run started ({mode})"),
+        Event::AgentState { state, .. } => match (state, phase(agent)) {
+            (AgentState::Running, Some(phase)) => format!("{phase}: {agent} running"),
+            _ => format!("{agent} {state}"),
+        },
+        Event::ReflectIteration(it) => format!("iteration {}", it.iteration),
+        Event::CrewReview(_) => "reviewed".to_owned(),
+        Event::RunFinished { status, .. } => format!("run {status}"),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crew_agents_name_their_phase() {
+        assert_eq!(phase("planner"), Some("planning"));
+        assert_eq!(phase("executor-2"), Some("executing"));
+        assert_eq!(phase("reviewer"), Some("reviewing"));
+        assert_eq!(phase("worker"), None);
+    }
+
+    #[tokio::test]
+    async fn in_flight_drains_when_the_last_run_ends() {
+        let runs = InFlight::default();
+        let guard = runs.enter();
+        assert_eq!(runs.len(), 1);
+        let waiter = tokio::spawn({
+            let runs = runs.clone();
+            async move { runs.drained().await }
+        });
+        drop(guard);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(runs.is_empty());
+    }
+}

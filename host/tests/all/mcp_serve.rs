@@ -1,0 +1,518 @@
+//! `crewbox mcp serve` end to end: the official Python MCP SDK (`mcp/drive.py`) as the
+//! client of the real binary, over stdio and streamable HTTP, in a scratch repository
+//! whose user config makes the scripted model the default provider.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::peers;
+use crate::support::repo::{bin, git_repo};
+use crate::support::script::writes_then;
+
+const DRIVE: &str = include_str!("mcp/drive.py");
+const TOKEN: &str = "s3cret-token-0123456789";
+
+/// One crew revision that passes: the executor writes `gamma` into `notes.txt` (its
+/// second turn after `exec_ms`), the reviewer passes it.
+fn crew_script(exec_ms: u64) -> String {
+    let executor = writes_then("executor", "notes.txt", "gamma\n", exec_ms, "wrote it");
+    format!(
+        r#"
+[[reply]]
+agent = "planner"
+text = "1. Write gamma into notes.txt"
+{executor}
+[[reply]]
+agent = "reviewer"
+when = "(?m)^\\+gamma$"
+text = "Correct.\nVERDICT: PASS"
+"#
+    )
+}
+
+/// A scratch repository whose user config runs `script` as the default provider, and
+/// the venv's python (or `None` after reporting the SDK missing).
+fn setup(script: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    let python = peers::tool("python")?;
+    let ok = Command::new(&python)
+        .args(["-c", "import mcp.client.stdio, httpx2"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        peers::missing("mcp", "the Python MCP SDK does not import");
+        return None;
+    }
+    let dir = git_repo(|_| {});
+    let d = dir.path();
+    std::fs::write(d.join("drive.py"), DRIVE).unwrap();
+    std::fs::write(d.join("script.toml"), script).unwrap();
+    let cfg = d.join("config/crewbox");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("config.toml"),
+        format!(
+            "default_provider = \"replay\"\n\n[providers.replay]\nkind = \"scripted\"\nscript = {}\n",
+            toml::Value::String(d.join("script.toml").display().to_string())
+        ),
+    )
+    .unwrap();
+    Some((dir, python))
+}
+
+/// The environment `support::repo::command` gives crewbox, for a server the SDK starts.
+fn env(dir: &Path) -> Value {
+    json!({
+        "CREWBOX_STATE_DIR": dir.join("state"),
+        "XDG_CONFIG_HOME": dir.join("config"),
+        "XDG_STATE_HOME": dir.join("xdg-state"),
+        "HOME": dir.join("home"),
+        "XDG_CACHE_HOME": crate::support::shared_cache_home(),
+        "PATH": std::env::var("PATH").unwrap_or_default(),
+    })
+}
+
+/// Runs `steps` through the SDK over `transport` (`stdio` or `http`); one result each.
+fn drive(dir: &Path, python: &Path, transport: &str, target: Value, steps: Value) -> Vec<Value> {
+    let out = Command::new(python)
+        .arg(dir.join("drive.py"))
+        .args([transport, &target.to_string(), &steps.to_string()])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let server_log = std::fs::read_to_string(dir.join("serve.stderr")).unwrap_or_default();
+    let results: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "drive.py printed no JSON ({e}): {text}\nstderr: {}\nserver: {server_log}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    results.as_array().unwrap().clone()
+}
+
+/// Over stdio: the SDK starts `crewbox mcp serve` in the repository.
+fn stdio(dir: &Path, python: &Path, steps: Value) -> Vec<Value> {
+    let target = json!({
+        "command": env!("CARGO_BIN_EXE_crewbox"),
+        "args": ["mcp", "serve"],
+        "env": env(dir),
+        "cwd": dir.join("repo"),
+        "stderr": dir.join("serve.stderr"),
+    });
+    drive(dir, python, "stdio", target, steps)
+}
+
+/// A tool result's text as JSON.
+fn body(result: &Value) -> Value {
+    let text = result["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text: {result}"));
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// `crewbox mcp serve --http 127.0.0.1:0 --token-env …` started in the background,
+/// and the URL it serves (read from its stderr).
+struct HttpServer {
+    child: Child,
+    url: String,
+}
+
+impl HttpServer {
+    fn start(dir: &Path) -> Self {
+        let mut child = crate::support::repo::command(
+            dir,
+            &[
+                "mcp",
+                "serve",
+                "--http",
+                "127.0.0.1:0",
+                "--token-env",
+                "CREWBOX_MCP_TOKEN",
+            ],
+        )
+        .env("CREWBOX_MCP_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .unwrap_or_else(|| panic!("the server exited before serving"))
+                .unwrap();
+            if let Some(url) = line.strip_prefix("crewbox: serving MCP on ") {
+                break url.trim().to_owned();
+            }
+        };
+        // Keep draining its stderr so it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Self { child, url }
+    }
+
+    fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http(dir: &Path, python: &Path, url: &str, token: Option<&str>, steps: Value) -> Vec<Value> {
+    drive(
+        dir,
+        python,
+        "http",
+        json!({"url": url, "token": token}),
+        steps,
+    )
+}
+
+/// `crewbox status RUN --json` until `done` holds (a minute at most).
+fn status_until(dir: &Path, run: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = bin(dir, &["status", run, "--json"]);
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if done(&report) {
+            return report;
+        }
+        assert!(Instant::now() < deadline, "{what} not reached: {report}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn branch_file(dir: &Path, branch: &str, file: &str) -> String {
+    let out = Command::new("git")
+        .args(["show", &format!("{branch}:{file}")])
+        .current_dir(dir.join("repo"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn run_crew(wait: bool) -> Value {
+    json!({"op": "call", "tool": "run", "progress": true,
+           "args": {"prompt": "write gamma", "mode": "crew", "wait": wait}})
+}
+
+#[test]
+fn a_client_over_stdio_runs_a_crew_with_progress_and_reviews_its_diff() {
+    let Some((dir, python)) = setup(&crew_script(0)) else {
+        return;
+    };
+    let d = dir.path();
+    let r = stdio(
+        d,
+        &python,
+        json!([
+            {"op": "list_tools"},
+            run_crew(true),
+            {"op": "call", "tool": "diff", "args": {"run_id": "$RUN"}},
+            {"op": "call", "tool": "status", "args": {}},
+            {"op": "call", "tool": "events", "args": {"run_id": "$RUN", "limit": 3}},
+            {"op": "call", "tool": "tree", "args": {"run_id": "$RUN"}},
+            {"op": "call", "tool": "branches", "args": {}},
+            {"op": "list_resources"},
+            {"op": "templates"},
+            {"op": "read", "uri": "crewbox://runs/$RUN"},
+        ]),
+    );
+    let tools = r[0]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for want in [
+        "run", "status", "events", "tree", "diff", "steer", "stop", "send", "resume", "branches",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    for t in tools {
+        let read =
+            ["status", "events", "tree", "diff", "branches"].contains(&t["name"].as_str().unwrap());
+        assert_eq!(t["read_only"], read, "{t}");
+        assert_eq!(t["schema"]["type"], "object", "{t}");
+    }
+
+    assert_eq!(r[1]["is_error"], false, "{}", r[1]);
+    let report = body(&r[1]);
+    assert_eq!(report["mode"], "crew");
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["verdict"]["verdict"], "PASS");
+    let progress: Vec<&str> = r[1]["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["message"].as_str().unwrap())
+        .collect();
+    for phase in ["planning", "executing", "reviewing", "run completed"] {
+        assert!(
+            progress.iter().any(|m| m.contains(phase)),
+            "no `{phase}` in {progress:?}"
+        );
+    }
+    let run = report["run_id"].as_str().unwrap();
+
+    let diff = body(&r[2]);
+    assert!(diff["diff"].as_str().unwrap().contains("+gamma"), "{diff}");
+    let branch = diff["branch"].as_str().unwrap();
+    assert!(branch.starts_with("crewbox/"), "{branch}");
+    assert_eq!(branch_file(d, branch, "notes.txt"), "gamma\n");
+
+    assert_eq!(body(&r[3])["runs"][0]["run_id"], run);
+    let events = body(&r[4]);
+    assert_eq!(events["events"].as_array().unwrap().len(), 3);
+    assert_eq!(events["more"], true);
+    assert_eq!(body(&r[5])["run_id"], run);
+    assert!(
+        body(&r[6])["branches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["name"] == branch),
+        "{}",
+        r[6]
+    );
+    let uris: Vec<&str> = r[7]["uris"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap())
+        .collect();
+    assert!(
+        uris.contains(&format!("crewbox://runs/{run}").as_str()),
+        "{uris:?}"
+    );
+    assert!(
+        uris.contains(&format!("crewbox://runs/{run}/events").as_str()),
+        "{uris:?}"
+    );
+    assert_eq!(r[8]["templates"].as_array().unwrap().len(), 2);
+    let read: Value = serde_json::from_str(r[9]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(read["status"], "completed");
+
+    // The server's stdout carried only protocol; it logged nothing there.
+    let log = std::fs::read_to_string(d.join("serve.stderr")).unwrap_or_default();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+#[test]
+fn http_needs_the_bearer_token_and_a_disconnect_leaves_the_run_going() {
+    let Some((dir, python)) = setup(&crew_script(1500)) else {
+        return;
+    };
+    let d = dir.path();
+    let server = HttpServer::start(d);
+    let short = &TOKEN[..TOKEN.len() - 1];
+    for token in [None, Some("wrong-token-0123456789"), Some(short)] {
+        // The SDK cannot even initialize; the plain request says why: 401.
+        let r = http(
+            d,
+            &python,
+            &server.url,
+            token,
+            json!([{"op": "list_tools"}]),
+        );
+        assert!(r[0]["exception"].is_string(), "{token:?}: {}", r[0]);
+        let probe = json!({"url": server.url, "token": token});
+        let r = drive(d, &python, "http-status", probe, json!([]));
+        assert_eq!(r[0]["status"], 401, "{token:?}: {}", r[0]);
+        assert_eq!(r[0]["www_authenticate"], "Bearer");
+    }
+    let probe = json!({"url": server.url, "token": TOKEN});
+    let r = drive(d, &python, "http-status", probe, json!([]));
+    assert_eq!(r[0]["status"], 200, "{}", r[0]);
+    // Started without waiting; the client then goes away.
+    let r = http(
+        d,
+        &python,
+        &server.url,
+        Some(TOKEN),
+        json!([run_crew(false)]),
+    );
+    assert_eq!(r[0]["is_error"], false, "{}", r[0]);
+    let run = body(&r[0])["run_id"].as_str().unwrap().to_owned();
+    let report = status_until(d, &run, "the run's end", |r| {
+        r["status"] != "running" && !r.is_null()
+    });
+    assert_eq!(report["status"], "completed", "{report}");
+
+    // The same over HTTP with the token: run with wait, then the diff.
+    let r = http(
+        d,
+        &python,
+        &server.url,
+        Some(TOKEN),
+        json!([run_crew(true), {"op": "call", "tool": "diff", "args": {"run_id": "$RUN"}}]),
+    );
+    assert_eq!(body(&r[0])["status"], "completed", "{}", r[0]);
+    assert!(!r[0]["progress"].as_array().unwrap().is_empty(), "{}", r[0]);
+    assert!(
+        body(&r[1])["diff"].as_str().unwrap().contains("+gamma"),
+        "{}",
+        r[1]
+    );
+}
+
+#[test]
+fn http_refuses_a_remote_address_and_a_missing_token() {
+    let dir = git_repo(|_| {});
+    let d = dir.path();
+    let out = bin(
+        d,
+        &["mcp", "serve", "--http", "0.0.0.0:0", "--token-env", "X"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a loopback address"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = bin(d, &["mcp", "serve", "--http", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--token-env"));
+    let out = crate::support::repo::command(
+        d,
+        &["mcp", "serve", "--http", "127.0.0.1:0", "--token-env", "T"],
+    )
+    .env("T", "short")
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("at least 16"));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_killed_server_leaves_its_run_for_resume_and_a_second_server_sees_it() {
+    let Some((dir, python)) = setup(&crew_script(4000)) else {
+        return;
+    };
+    let d = dir.path();
+    let mut server = HttpServer::start(d);
+    let r = http(
+        d,
+        &python,
+        &server.url,
+        Some(TOKEN),
+        json!([run_crew(false)]),
+    );
+    let run = body(&r[0])["run_id"].as_str().unwrap().to_owned();
+    status_until(d, &run, "the executor running", |r| {
+        r["agents"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|a| a["role"] == "executor" && a["state"] == "running")
+        })
+    });
+    server.kill9();
+    let interrupted = status_until(d, &run, "interrupted", |r| r["interrupted"] == true);
+    assert_eq!(interrupted["status"], "running");
+
+    let out = bin(d, &["resume", &run, "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(report["status"], "completed", "{report}");
+
+    let r = stdio(
+        d,
+        &python,
+        json!([{"op": "call", "tool": "status", "args": {"run_id": run}}]),
+    );
+    let seen = body(&r[0]);
+    assert_eq!(seen["status"], "completed", "{seen}");
+    assert_eq!(seen["verdict"]["verdict"], "PASS");
+}
+
+#[test]
+fn a_cancelled_waiting_run_is_stopped() {
+    let Some((dir, python)) = setup(&crew_script(30_000)) else {
+        return;
+    };
+    let d = dir.path();
+    let r = stdio(
+        d,
+        &python,
+        json!([
+            {"op": "cancel", "tool": "run", "after": 3,
+             "args": {"prompt": "write gamma", "mode": "crew", "wait": true}},
+            {"op": "call", "tool": "status", "args": {}},
+        ]),
+    );
+    assert_eq!(r[0]["cancelled"], true, "{}", r[0]);
+    let run = body(&r[1])["runs"][0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let report = status_until(d, &run, "the stop", |r| {
+        r["status"].as_str().is_some_and(|s| s != "running")
+    });
+    assert_eq!(report["status"], "cancelled", "{report}");
+}
+
+#[test]
+fn hostile_input_gets_clear_errors_and_the_server_keeps_answering() {
+    let Some((dir, python)) = setup(&crew_script(0)) else {
+        return;
+    };
+    let d = dir.path();
+    let huge = json!({"$repeat": ["x", 10 * 1024 * 1024]});
+    let r = stdio(
+        d,
+        &python,
+        json!([
+            {"op": "call", "tool": "no_such_tool", "args": {}},
+            {"op": "call", "tool": "run", "args": {"prompt": 5}},
+            {"op": "call", "tool": "status", "args": {"limit": "ten"}},
+            {"op": "call", "tool": "stop", "args": {"target": "x", "extra": true}},
+            {"op": "call", "tool": "run", "args": {"prompt": "x", "team": "nosuch"}},
+            {"op": "call", "tool": "run", "args": {"prompt": "x", "mode": "../../x"}},
+            {"op": "call", "tool": "run", "args": {"prompt": "x", "team": "../../x"}},
+            {"op": "call", "tool": "run", "args": {"prompt": huge}},
+            {"op": "call", "tool": "status", "args": {"run_id": "r-nope"}},
+            {"op": "read", "uri": "crewbox://runs/../../etc/passwd"},
+            {"op": "concurrent", "tool": "status", "args": {}, "n": 1000},
+            {"op": "call", "tool": "status", "args": {}},
+        ]),
+    );
+    let error = |i: usize, want: &str| {
+        let text = r[i]["text"].as_str().unwrap_or_default();
+        let exc = r[i]["exception"].as_str().unwrap_or_default();
+        assert!(
+            (r[i]["is_error"] == true && text.contains(want)) || exc.contains(want),
+            "step {i}: want `{want}`: {}",
+            r[i]
+        );
+    };
+    error(0, "unknown tool `no_such_tool`");
+    error(
+        1,
+        "`run`: invalid arguments: invalid type: integer `5`, expected a string",
+    );
+    error(2, "`status`: invalid arguments");
+    error(3, "unknown field `extra`");
+    error(4, "unknown team `nosuch`");
+    error(5, "unknown mode `../../x` (one of: auto,");
+    error(6, "`../../x` is not a team name");
+    error(7, "request refused");
+    error(7, "1048576");
+    error(8, "no run matches `r-nope`");
+    error(9, "no resource");
+    assert_eq!(r[10]["answered"], 1000, "{}", r[10]);
+    assert_eq!(r[10]["ok"], 1000, "{}", r[10]);
+    assert_eq!(r[11]["is_error"], false, "{}", r[11]);
+    // Nothing ran: every refusal came before a run was recorded.
+    assert_eq!(
+        body(&r[11])["runs"].as_array().unwrap().len(),
+        0,
+        "{}",
+        r[11]
+    );
+}
