@@ -246,12 +246,18 @@ impl Journal {
     }
 
     /// The agent an earlier process began step `key` with, when the step was begun
-    /// but not recorded as done.
+    /// but not recorded as done. The agent a retry replaces is not one: its step runs
+    /// again, even when it completed (a validator faulted on its work).
     pub(crate) fn started_by(&self, key: &StepKey) -> Option<&AgentId> {
         if self.has(key) {
             return None;
         }
-        self.started.get(&key.to_string())
+        let stored = key.to_string();
+        let agent = self.started.get(&stored)?;
+        match self.retries.get(&stored) {
+            Some(plan) if &plan.agent_id == agent => None,
+            _ => Some(agent),
+        }
     }
 
     /// The retry that reopened step `key`, while the step is not done again.

@@ -73,7 +73,7 @@ async fn dead_letter(engine: &Inner, agent: &AgentId) -> Result<DeadLetter, Engi
         None => "no agent has that id".to_owned(),
         Some(a) if !a.state.is_terminal() => format!("it is still {}", a.state),
         Some(a) if !matches!(a.state.as_str(), "error" | "aborted") => {
-            format!("it ended {}", a.state)
+            format!("it ended {} and no validator faulted on its work", a.state)
         }
         Some(_) => "it was dropped or retried already, or a resume ran its step again".into(),
     };

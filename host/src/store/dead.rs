@@ -28,9 +28,12 @@ pub struct DeadLetter {
     pub name: String,
     /// Its role.
     pub role: String,
-    /// How it ended (`error` or `aborted`).
+    /// How it ended (`error` or `aborted`; `completed` when a validator faulted on its
+    /// work).
     pub state: AgentState,
-    /// Why, as a kind (absent for agents stored before kinds were).
+    /// Why, as a kind (absent for agents stored before kinds were), by its stored
+    /// name (the one its error text starts with).
+    #[serde(serialize_with = "reason_name")]
     pub reason: Option<FailReason>,
     /// What an operator does about it.
     pub class: DeadClass,
@@ -99,12 +102,16 @@ pub(crate) enum DeadWrite {
 const DEAD_COLS: &str = "a.id, a.run_id, a.name, a.role, a.state, a.fail_reason, a.error, a.finished_at, \
      (SELECT s.key FROM steps s WHERE s.run_id = a.run_id AND s.agent_id = a.id LIMIT 1), \
      (SELECT b.data FROM steps b WHERE b.run_id = a.run_id AND b.key = 'base'), \
-     EXISTS (SELECT 1 FROM agent_conversations c WHERE c.agent_id = a.id)";
+     EXISTS (SELECT 1 FROM agent_conversations c WHERE c.agent_id = a.id), \
+     a.state NOT IN ('error', 'aborted')";
 
-/// An agent is a dead letter while it ended badly, nobody dropped or retried it, and it
+/// An agent is a dead letter while it ended badly — `error`, `aborted`, or its work
+/// unjudged because a validator faulted —, nobody dropped or retried it, and it
 /// still stands for its work: it is its step's agent (a resume that ran the step again
 /// superseded it) or a child another agent spawned.
-const DEAD_WHERE: &str = "a.state IN ('error', 'aborted') \
+const DEAD_WHERE: &str = "(a.state IN ('error', 'aborted') OR (a.state IN ('completed', 'steered') \
+          AND EXISTS (SELECT 1 FROM events e WHERE e.run_id = a.run_id AND e.agent_id = a.id \
+              AND e.kind = 'agent.validation' AND json_extract(e.data, '$.status') = 'faulted'))) \
      AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.agent_id = a.id) \
      AND (a.parent_id IS NOT NULL \
           OR EXISTS (SELECT 1 FROM steps s WHERE s.run_id = a.run_id AND s.agent_id = a.id))";
@@ -112,6 +119,8 @@ const DEAD_WHERE: &str = "a.state IN ('error', 'aborted') \
 fn dead_row(r: &Row<'_>) -> rusqlite::Result<DeadLetter> {
     let state: String = r.get(4)?;
     let state = AgentState::parse(&state).unwrap_or(AgentState::Error);
+    // It completed, but a validator faulted on its work.
+    let faulted: bool = r.get(11)?;
     let reason = r
         .get::<_, Option<String>>(5)?
         .as_deref()
@@ -125,7 +134,11 @@ fn dead_row(r: &Row<'_>) -> rusqlite::Result<DeadLetter> {
         name: r.get(2)?,
         role: r.get(3)?,
         state,
-        class: classify(state, reason),
+        class: if faulted {
+            DeadClass::Plugin
+        } else {
+            classify(state, reason)
+        },
         reason,
         error: r.get(6)?,
         finished_at: r.get(7)?,
@@ -134,6 +147,13 @@ fn dead_row(r: &Row<'_>) -> rusqlite::Result<DeadLetter> {
         conversation: r.get(10)?,
         retries: 0,
     })
+}
+
+fn reason_name<S: serde::Serializer>(r: &Option<FailReason>, s: S) -> Result<S::Ok, S::Error> {
+    match r {
+        Some(r) => s.serialize_str(r.as_str()),
+        None => s.serialize_none(),
+    }
 }
 
 /// The class of an agent that ended `state` for `reason`.

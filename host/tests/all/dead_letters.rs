@@ -392,3 +392,60 @@ fn the_daemon_retries_transient_dead_letters() {
     assert_eq!(states(&status, "alice"), ["error", "completed"]);
     assert!(dead(dir.path(), &[]).is_empty());
 }
+
+#[test]
+fn an_agent_whose_validator_faulted_is_a_plugin_dead_letter() {
+    let dir = git_repo(|_| {});
+    let trap = format!(
+        "{}/../tests/guests/dist/hostile-trap.wasm=panic",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let script = dir.path().join("script.toml");
+    std::fs::write(
+        &script,
+        "[[reply]]\nagent = \"agent\"\nrepeat = true\ntext = \"done\"\n",
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    let args = [
+        "run",
+        "do it",
+        "--mode",
+        "single",
+        "--validator",
+        &trap,
+        "--script",
+        script,
+        "--json",
+    ];
+    let out = bin(dir.path(), &args);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let letters = dead(dir.path(), &[]);
+    assert_eq!(letters.len(), 1, "{letters:#?}");
+    let letter = &letters[0];
+    assert_eq!(letter["class"], "plugin");
+    assert_eq!(letter["state"], "completed");
+    assert_eq!(letter["step"], "agent/agent");
+    // Retried, the validator faults again: the new attempt is the dead letter now, and
+    // it counts the retry before it.
+    let agent = letter["agent_id"].as_str().unwrap();
+    let out = bin(dir.path(), &["retry", agent, "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let retried = json(&out);
+    assert_eq!(states(&retried, "agent"), ["completed", "completed"]);
+    let letters = dead(dir.path(), &[]);
+    assert_eq!(letters.len(), 1, "{letters:#?}");
+    assert_ne!(letters[0]["agent_id"], agent);
+    assert_eq!(letters[0]["retries"], 1);
+    assert_eq!(letters[0]["class"], "plugin");
+}
