@@ -335,3 +335,30 @@ mod tests {
         );
     }
 }
+
+str_enum!(
+    /// Why a dead letter (an agent that ended `error`) died, as a class an operator acts
+    /// on: retry it as it is, give it more budget, fix a plugin, or fix the request.
+    DeadClass {
+        /// The model server or crewbox itself failed, or the process driving the run
+        /// stopped: the same request may succeed later.
+        Transient = "transient",
+        /// A hard budget (turns, tokens, cost, time) ran out.
+        Budget = "budget",
+        /// A plugin (a validator) faulted.
+        Plugin = "plugin",
+        /// The request, the provider's configuration or the model's answer is wrong:
+        /// retrying unchanged fails the same way.
+        Usage = "usage",
+    }
+);
+
+str_enum!(
+    /// What became of a dead letter that is no longer one.
+    DeadDisposition {
+        /// Forgotten with `crewbox dead drop`; kept in history.
+        Dropped = "dropped",
+        /// Run again with `crewbox retry` (or the daemon's `retry_transient`).
+        Retried = "retried",
+    }
+);

@@ -371,16 +371,8 @@ impl Manager {
         let store = &self.inner.store;
         // Its conversation is stored with its end (one transaction): what a resume
         // finishes its step from, and what a retry of a dead letter continues.
-        let conversation = serde_json::to_string(&outcome.history).unwrap_or_default();
         if let Err(e) = store
-            .finish_agent_with_conversation(
-                &spec.id,
-                outcome.state,
-                outcome.stats,
-                Some(&outcome.result),
-                outcome.error.as_deref(),
-                conversation,
-            )
+            .finish_agent_with_conversation(&spec.id, &outcome)
             .await
         {
             tracing::error!(agent_id = %spec.id, error = %e, "agent outcome not stored");

@@ -26,6 +26,7 @@ use crate::provider::{
 use crate::store::{AgentStats, Store};
 use crate::tool::registry::ToolRegistry;
 use crate::tool::{Spawner, ToolContext};
+use crate::vocab::DeadClass;
 
 /// Longest text kept in an event (replies and tool output are truncated there, not in the
 /// conversation).
@@ -68,8 +69,14 @@ pub enum FailReason {
     Stopped,
     /// A hard budget ran out (see [`AgentOutcome::exceeded`]).
     Budget,
-    /// The model call failed (the provider's error says how).
+    /// The model call failed and trying it unchanged will not help (a rejected
+    /// request, a bad configuration, an unreadable answer).
     Model,
+    /// The model server could not be reached or kept failing (timeouts, 5xx, rate
+    /// limits after every retry, an open circuit breaker): it may answer later.
+    Unavailable,
+    /// The process driving its run stopped before it ended.
+    Interrupted,
     /// Replies kept being cut at the model's output token limit.
     Truncated,
     /// The model answered with nothing: no text, no tool call.
@@ -87,10 +94,42 @@ impl FailReason {
             Self::Stopped => "stopped",
             Self::Budget => "budget",
             Self::Model => "model-error",
+            Self::Unavailable => "model-unavailable",
+            Self::Interrupted => "interrupted",
             Self::Truncated => "truncated",
             Self::EmptyReply => "empty-reply",
             Self::Refused => "refused",
             Self::Internal => "internal",
+        }
+    }
+}
+
+impl FailReason {
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Stopped,
+            Self::Budget,
+            Self::Model,
+            Self::Unavailable,
+            Self::Interrupted,
+            Self::Truncated,
+            Self::EmptyReply,
+            Self::Refused,
+            Self::Internal,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+
+    /// The dead-letter class of an agent that failed for this reason.
+    pub fn dead_class(self) -> DeadClass {
+        match self {
+            Self::Budget => DeadClass::Budget,
+            Self::Unavailable | Self::Interrupted | Self::Internal | Self::EmptyReply => {
+                DeadClass::Transient
+            }
+            Self::Model | Self::Truncated | Self::Refused | Self::Stopped => DeadClass::Usage,
         }
     }
 }
@@ -485,9 +524,15 @@ impl TurnLoop<'_> {
                 cause: cap(cause),
             });
         }
+        // An open breaker heals with time, as a server that is down may come back.
+        let transient = e.is_retryable() || matches!(e, ProviderError::CircuitOpen { .. });
         Failure {
             state: AgentState::Error,
-            reason: FailReason::Model,
+            reason: if transient {
+                FailReason::Unavailable
+            } else {
+                FailReason::Model
+            },
             error: e.to_string(),
             exceeded: None,
         }

@@ -75,6 +75,12 @@ pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
             })
         })
         .collect();
+    // Transient dead letters are retried alongside, with backoff (`retry_transient`).
+    let retries = tokio::spawn(retry_transient(
+        engine.clone(),
+        ctx.config().retry_transient,
+        stop.clone(),
+    ));
     let daemon = Daemon {
         store: engine.store().clone(),
         runner: std::sync::Arc::new(engine),
@@ -86,11 +92,71 @@ pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
     for r in resumed {
         let _ = r.await;
     }
+    let _ = retries.await;
     let _ = printer.await;
     signals.abort();
     result?;
     errln!("crewbox daemon: stopped");
     Ok(Exit::Ok)
+}
+
+/// How often the daemon looks for transient dead letters to retry.
+const RETRY_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Retries each transient dead letter up to `limit` times, the nth retry waiting the
+/// reflect loop's backoff after the failure (2 s, 4 s, 8 s, … capped at 60 s), until
+/// `stop`. A retry in flight finishes first.
+async fn retry_transient(engine: crewbox::Engine, limit: u32, stop: CancellationToken) {
+    use crate::engine::reflect_loop::backoff_delay;
+    use crewbox::vocab::DeadClass;
+    if limit == 0 {
+        return;
+    }
+    loop {
+        let dead = match engine.store().dead_letters(None).await {
+            Ok(dead) => dead,
+            Err(e) => {
+                errln!("crewbox daemon: cannot list dead letters: {e}");
+                Vec::new()
+            }
+        };
+        let now = crate::store::now_ms();
+        let due = dead.into_iter().find(|d| {
+            let wait = i64::try_from(backoff_delay(d.retries + 1).as_millis()).unwrap_or(i64::MAX);
+            d.class == DeadClass::Transient
+                && d.step.is_some()
+                && d.retries < limit
+                && d.finished_at.unwrap_or(0).saturating_add(wait) <= now
+        });
+        if let Some(d) = due {
+            let overrides = crate::store::RetryOverrides::default();
+            match engine.retry(&d.agent_id, &overrides).await {
+                Ok(report) => say(format_args!(
+                    "retry agent={} run={} attempt={} status={}",
+                    d.agent_id,
+                    d.run_id,
+                    d.retries + 1,
+                    report.status
+                )),
+                Err(e) => {
+                    say(format_args!(
+                        "retry agent={} run={} attempt={} status=error",
+                        d.agent_id,
+                        d.run_id,
+                        d.retries + 1
+                    ));
+                    errln!("crewbox daemon: cannot retry agent {}: {e}", d.agent_id);
+                }
+            }
+            if !stop.is_cancelled() {
+                continue;
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(RETRY_POLL) => {}
+        }
+    }
 }
 
 async fn watch_signals(stop: CancellationToken) {

@@ -42,6 +42,7 @@ pub mod config;
 mod context;
 pub mod control;
 pub mod daemon;
+pub mod dead;
 pub mod demo;
 pub mod dispatch;
 pub mod events;
@@ -53,6 +54,7 @@ pub mod mcp;
 pub mod plugin;
 mod progress;
 pub mod resume;
+pub mod retry;
 pub mod run;
 pub mod schedule;
 pub mod send;
@@ -141,6 +143,12 @@ pub enum Command {
     Stop(control::StopArgs),
     /// Finish runs a crash or a signal left unfinished (stored steps are not re-run).
     Resume(resume::ResumeArgs),
+    /// List dead letters: agents that failed and were not retried (`dead drop`: forget
+    /// them).
+    Dead(dead::DeadArgs),
+    /// Run a dead letter again in its run, from its last conversation; its run then
+    /// finishes with the new result.
+    Retry(retry::RetryArgs),
     /// Print the audit chain of decisions (`audit verify`: check every link).
     Audit(audit::AuditArgs),
     /// Send a message to a team's running reflect loop (read at its next iteration).
@@ -195,6 +203,8 @@ impl Command {
             Self::Tree(a) => a.format() == tree::TreeFormat::Json,
             Self::History(a) => a.json,
             Self::Resume(a) => a.json,
+            Self::Dead(a) => a.json(),
+            Self::Retry(a) => a.json,
             Self::Audit(a) => a.json(),
             Self::Health(a) => a.json,
             Self::Team(a) => a.command.json(),
@@ -285,6 +295,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Steer(args) => control::steer(ctx()?, args).await,
         Command::Stop(args) => control::stop(ctx()?, args).await,
         Command::Resume(args) => resume::run(ctx()?, args).await,
+        Command::Dead(args) => dead::run(ctx()?, args).await,
+        Command::Retry(args) => retry::run(ctx()?, args).await,
         Command::Audit(args) => audit::run(ctx()?, args).await,
         Command::Send(args) => send::run(ctx()?, args).await,
         Command::Plugin(args) => plugin::run(args).await,

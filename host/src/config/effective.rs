@@ -185,6 +185,7 @@ impl Config {
             ),
             ("dispatch_history".into(), json!(self.dispatch_history)),
             ("scheduling".into(), json!(self.scheduling)),
+            ("retry_transient".into(), json!(self.retry_transient)),
             ("timezone".into(), json!(self.timezone)),
             ("quotas.max_turns".into(), json!(q.max_turns)),
             ("quotas.grace_turns".into(), json!(q.grace_turns)),

@@ -88,6 +88,8 @@ pub struct Config {
     pub dispatch_history: u32,
     /// Whether the daemon fires scheduled jobs.
     pub scheduling: bool,
+    /// How often the daemon retries a transient dead letter, with backoff (0: never).
+    pub retry_transient: u32,
     /// The IANA zone cron jobs are read in by default.
     pub timezone: String,
     /// Agent quotas.
@@ -141,6 +143,7 @@ impl Default for Config {
             dispatcher: None,
             dispatch_history: 200,
             scheduling: true,
+            retry_transient: 0,
             timezone: "UTC".to_owned(),
             quotas: Quotas::default(),
             providers: provider::builtin_providers()
@@ -171,6 +174,9 @@ impl Default for Config {
 pub fn user_config_path() -> Option<PathBuf> {
     crate::paths::user_config_dir().map(|d| d.join("config.toml"))
 }
+
+/// The most retries `retry_transient` may ask for (each is a model call or more).
+const MAX_RETRY_TRANSIENT: u32 = 20;
 
 fn range(key: &str, origin: &Path, n: usize) -> Result<usize, ConfigError> {
     if n == 0 || n > 256 {
@@ -354,6 +360,16 @@ impl Config {
         }
         if let Some(b) = f.scheduling {
             self.scheduling = b;
+        }
+        if let Some(n) = f.retry_transient {
+            if n > MAX_RETRY_TRANSIENT {
+                return Err(ConfigError::Value {
+                    key: "retry_transient".into(),
+                    origin: path.display().to_string(),
+                    message: format!("{n} is outside 0..={MAX_RETRY_TRANSIENT}"),
+                });
+            }
+            self.retry_transient = n;
         }
         if let Some(tz) = f.timezone {
             zone(path, &tz)?;

@@ -31,6 +31,8 @@ pub struct ConfigFile {
     pub dispatch_history: Option<u32>,
     /// Whether `crewbox daemon` fires scheduled jobs (default true).
     pub scheduling: Option<bool>,
+    /// How often `crewbox daemon` retries a transient dead letter (default 0: never).
+    pub retry_transient: Option<u32>,
     /// The IANA zone cron jobs are read in when `schedule add` names none (default UTC).
     pub timezone: Option<String>,
     /// Agent quotas.

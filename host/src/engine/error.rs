@@ -167,6 +167,17 @@ pub enum UsageError {
         /// The directory.
         repo: PathBuf,
     },
+    /// `crewbox retry` was given an agent that is not a dead letter.
+    #[error("agent {agent} is not a dead letter ({why}); `crewbox dead` lists those there are")]
+    NotDead {
+        /// The agent.
+        agent: AgentId,
+        /// Why not.
+        why: String,
+    },
+    /// `crewbox retry --max-turns 0`.
+    #[error("--max-turns must be at least 1")]
+    RetryTurns,
     /// `--mcp NAME` names no server of the user's config.
     #[error(
         "`{name}` is not one of your MCP servers ({}); define it as [mcp.servers.{name}] in your \

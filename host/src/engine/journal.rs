@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 
 use crate::ids::{AgentId, RunId};
 use crate::provider::Message;
-use crate::store::{StepState, Store, StoreError};
+use crate::store::{RetryPlan, StepState, Store, StoreError};
 
 /// Which orchestrate round a step belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -133,6 +133,8 @@ pub(crate) struct Journal {
     conversations: Mutex<HashMap<String, Vec<Message>>>,
     /// Steps a earlier process began but did not record as done: the agent doing each.
     started: HashMap<String, AgentId>,
+    /// Steps a `crewbox retry` reopened: the dead agent each replaces, and how.
+    retries: HashMap<String, RetryPlan>,
     resumed: bool,
     replayed: AtomicU32,
 }
@@ -146,6 +148,7 @@ impl Journal {
             done: Mutex::new(HashMap::new()),
             conversations: Mutex::new(HashMap::new()),
             started: HashMap::new(),
+            retries: HashMap::new(),
             resumed: false,
             replayed: AtomicU32::new(0),
         }
@@ -178,12 +181,20 @@ impl Journal {
                 }
             }
         }
+        // The latest retry of a step wins (a retried agent that failed again).
+        let retries = store
+            .retry_plans(&run_id)
+            .await?
+            .into_iter()
+            .map(|p| (p.step.clone(), p))
+            .collect();
         Ok(Self {
             store,
             run_id,
             done: Mutex::new(done),
             conversations: Mutex::new(conversations),
             started,
+            retries,
             resumed: true,
             replayed: AtomicU32::new(0),
         })
@@ -235,12 +246,26 @@ impl Journal {
     }
 
     /// The agent an earlier process began step `key` with, when the step was begun
-    /// but not recorded as done.
+    /// but not recorded as done. The agent a retry replaces is not one: its step runs
+    /// again, even when it completed (a validator faulted on its work).
     pub(crate) fn started_by(&self, key: &StepKey) -> Option<&AgentId> {
         if self.has(key) {
             return None;
         }
-        self.started.get(&key.to_string())
+        let stored = key.to_string();
+        let agent = self.started.get(&stored)?;
+        match self.retries.get(&stored) {
+            Some(plan) if &plan.agent_id == agent => None,
+            _ => Some(agent),
+        }
+    }
+
+    /// The retry that reopened step `key`, while the step is not done again.
+    pub(crate) fn retry_of(&self, key: &StepKey) -> Option<&RetryPlan> {
+        if self.has(key) {
+            return None;
+        }
+        self.retries.get(&key.to_string())
     }
 
     /// True when step `key` is stored as done (without reading it back).

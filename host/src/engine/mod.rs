@@ -25,6 +25,7 @@ pub(crate) mod providers;
 mod recorded;
 mod report;
 mod request;
+mod retry;
 mod run;
 pub(crate) mod services;
 mod spawn;
@@ -116,6 +117,17 @@ impl Engine {
     /// only the rest runs again. Refused while a live process drives it.
     pub async fn resume(&self, id: &RunId) -> Result<RunReport, EngineError> {
         run::resume(&self.inner, id).await
+    }
+
+    /// Runs dead letter `agent` (an agent that ended `error` or `aborted`) again inside
+    /// its run, from its last stored conversation unless `overrides.fresh`, and
+    /// finishes the run: its join, later stages and report take the new result.
+    pub async fn retry(
+        &self,
+        agent: &crate::ids::AgentId,
+        overrides: &crate::store::RetryOverrides,
+    ) -> Result<RunReport, EngineError> {
+        retry::retry(&self.inner, agent, overrides).await
     }
 
     /// Unfinished runs whose driving process is gone, oldest first (what a bare

@@ -240,6 +240,13 @@ impl RunContext {
         Ok(Some(head))
     }
 
+    /// Records that `job`'s agent begins step `key`, after applying the retry that
+    /// reopened the step, if any (see `retry.rs`).
+    pub(crate) async fn begin_job(&self, key: &StepKey, job: &mut Job) -> Result<(), EngineError> {
+        self.apply_retry(key, job).await?;
+        begin(&self.journal, key, job).await
+    }
+
     /// Runs `job` on its own as step `key`, or reads its stored result back.
     pub(crate) async fn execute_step(
         &self,
@@ -253,7 +260,8 @@ impl RunContext {
             record(&self.journal, key, &recovered).await?;
             return Ok(recovered);
         }
-        begin(&self.journal, key, &job).await?;
+        let mut job = job;
+        self.begin_job(key, &mut job).await?;
         let r = self.execute(job).await?;
         record(&self.journal, key, &r).await?;
         Ok(r)

@@ -19,7 +19,6 @@ use super::providers;
 use super::report::{RunDetails, RunFault, RunReport};
 use super::request::{RunRequest, RunSpec};
 use super::workspace::RunWorkspace;
-use crate::agent::AgentState;
 use crate::event::Event;
 use crate::ids::RunId;
 use crate::observe::spans;
@@ -189,15 +188,7 @@ async fn resume_in(
     let mut interrupted = 0;
     for agent in store.agents(id).await? {
         if !agent.state.is_terminal() {
-            store
-                .finish_agent(
-                    &agent.id,
-                    AgentState::Error,
-                    agent.stats,
-                    None,
-                    Some("interrupted: the process driving its run stopped"),
-                )
-                .await?;
+            store.finish_interrupted(&agent.id, agent.stats).await?;
             interrupted += 1;
         }
     }

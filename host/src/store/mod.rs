@@ -3,6 +3,8 @@
 //! they describe; a corrupt or newer-schema database is an error, never a silent reset.
 
 pub mod audit;
+mod dead;
+pub use dead::{DeadLetter, RetryOverrides, RetryPlan};
 mod identity;
 mod query;
 pub use identity::{RecordedRepo, RepoIdentity};
@@ -34,6 +36,7 @@ use writer::{Ack, Write};
 use tokio::sync::broadcast;
 
 use crate::agent::AgentState;
+use crate::agent::runner::{AgentOutcome, FailReason};
 use crate::event::Event;
 use crate::ids::{AgentId, RunId};
 use crate::vocab::{ExitReason, RunStatus};
@@ -164,6 +167,14 @@ pub enum StoreError {
         recorded_commit: Option<String>,
         /// The repository it was opened for.
         root: PathBuf,
+    },
+    /// The agent is not a dead letter (it did not fail, or it was dropped or retried).
+    #[error("agent {agent} is not a dead letter: {why}")]
+    NotDead {
+        /// The agent.
+        agent: String,
+        /// Why.
+        why: String,
     },
     /// The writer thread is gone (the process is shutting down).
     #[error("the store writer has shut down")]
@@ -385,44 +396,50 @@ impl Store {
         result: Option<&str>,
         error: Option<&str>,
     ) -> Result<(), StoreError> {
-        self.write_finish(id, state, stats, result, error, None)
+        self.write(finish_write(id, state, stats, result, error, None, None))
             .await
     }
 
-    /// Records an agent's end as [`Store::finish_agent`] does, with its final
-    /// conversation (JSON) in the same transaction.
+    /// Records that an agent the process driving its run left queued or running will
+    /// never end on its own: `error`, interrupted (a dead letter unless its step runs
+    /// again).
+    pub async fn finish_interrupted(
+        &self,
+        id: &AgentId,
+        stats: AgentStats,
+    ) -> Result<(), StoreError> {
+        let error = "interrupted: the process driving its run stopped";
+        let reason = Some(FailReason::Interrupted);
+        let write = finish_write(
+            id,
+            AgentState::Error,
+            stats,
+            None,
+            Some(error),
+            reason,
+            None,
+        );
+        self.write(write).await
+    }
+
+    /// Records an agent's end as [`Store::finish_agent`] does, with why it did not end
+    /// well and its final conversation in the same transaction: what a resume finishes
+    /// its step from, and what a retry of a dead letter continues.
     pub async fn finish_agent_with_conversation(
         &self,
         id: &AgentId,
-        state: AgentState,
-        stats: AgentStats,
-        result: Option<&str>,
-        error: Option<&str>,
-        conversation: String,
+        outcome: &AgentOutcome,
     ) -> Result<(), StoreError> {
-        self.write_finish(id, state, stats, result, error, Some(conversation))
-            .await
-    }
-
-    /// The one write of an agent's end, with or without its conversation.
-    async fn write_finish(
-        &self,
-        id: &AgentId,
-        state: AgentState,
-        stats: AgentStats,
-        result: Option<&str>,
-        error: Option<&str>,
-        conversation: Option<String>,
-    ) -> Result<(), StoreError> {
-        self.write(Write::FinishAgent {
-            id: id.clone(),
-            state,
-            stats,
-            result: result.map(str::to_owned),
-            error: error.map(str::to_owned),
-            at: now_ms(),
-            conversation,
-        })
+        let conversation = serde_json::to_string(&outcome.history).unwrap_or_default();
+        self.write(finish_write(
+            id,
+            outcome.state,
+            outcome.stats,
+            Some(&outcome.result),
+            outcome.error.as_deref(),
+            outcome.reason,
+            Some(conversation),
+        ))
         .await
     }
 
@@ -591,4 +608,26 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         tx.commit().map_err(|e| classify(path, &e))?;
     }
     Ok(())
+}
+
+/// The one write of an agent's end.
+fn finish_write(
+    id: &AgentId,
+    state: AgentState,
+    stats: AgentStats,
+    result: Option<&str>,
+    error: Option<&str>,
+    reason: Option<FailReason>,
+    conversation: Option<String>,
+) -> Write {
+    Write::FinishAgent {
+        id: id.clone(),
+        state,
+        stats,
+        result: result.map(str::to_owned),
+        error: error.map(str::to_owned),
+        at: now_ms(),
+        conversation,
+        reason,
+    }
 }

@@ -196,6 +196,21 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         hash TEXT NOT NULL
     );
     "#,
+    // 13: dead letters (see store/dead.rs). `agents.fail_reason`: why an agent did not
+    // end well, as its kind; `dead_letters`: the failed agents that are no longer dead
+    // letters — dropped, or retried (with the step it redoes and the retry's overrides).
+    r#"
+    ALTER TABLE agents ADD COLUMN fail_reason TEXT;
+    CREATE TABLE dead_letters (
+        agent_id    TEXT PRIMARY KEY,
+        run_id      TEXT NOT NULL,
+        disposition TEXT NOT NULL,
+        step        TEXT,
+        overrides   TEXT,
+        at          INTEGER NOT NULL
+    );
+    CREATE INDEX dead_letters_run ON dead_letters(run_id, disposition);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -11,6 +11,7 @@ use super::StoreError;
 use super::records::{AgentRecord, AgentStats, ControlKind, DispatchRecord, RunRecord};
 use super::remote::RemoteWrite;
 use crate::agent::AgentState;
+use crate::agent::runner::FailReason;
 use crate::event::{Event, EventRecord};
 use crate::ids::{AgentId, RunId};
 use crate::vocab::{ExitReason, RunStatus};
@@ -69,6 +70,8 @@ pub(crate) enum Write {
         at: i64,
         /// The agent's final conversation (JSON), stored with its end.
         conversation: Option<String>,
+        /// Why it did not end well.
+        reason: Option<FailReason>,
     },
     Event(Box<EventWrite>),
     PushControl {
@@ -84,6 +87,7 @@ pub(crate) enum Write {
     Schedule(super::schedules::ScheduleWrite),
     Step(super::steps::StepWrite),
     Remote(super::remote::RemoteWrite),
+    Dead(super::dead::DeadWrite),
 }
 
 /// An event to append: its row and the typed event, published once committed.
@@ -261,6 +265,7 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
         Write::SetRunPid { .. }
         | Write::AgentState { .. }
         | Write::ConsumeControls { .. }
+        | Write::Dead(_)
         | Write::Step(
             StepWrite::ClaimRun { .. } | StepWrite::ReleaseRun { .. } | StepWrite::ClaimTeam { .. },
         )
@@ -529,13 +534,15 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
             error,
             at,
             conversation,
+            reason,
         } => {
-            let (marks, from) = prior_states(*state, 11);
+            let (marks, from) = prior_states(*state, 12);
             let sql = format!(
                 "UPDATE agents SET state = ?2, turns = ?3, tool_calls = ?4, tokens_in = ?5, tokens_out = ?6,
-                 cost = ?7, result = ?8, error = ?9, finished_at = ?10
+                 cost = ?7, result = ?8, error = ?9, finished_at = ?10, fail_reason = ?11
                  WHERE id = ?1 AND state IN ({marks})"
             );
+            let reason = reason.map(FailReason::as_str);
             let (tokens_in, tokens_out) = (stats.tokens_in as i64, stats.tokens_out as i64);
             let (agent, state_name) = (id.as_str(), state.as_str());
             let mut values: Vec<&dyn rusqlite::ToSql> = vec![
@@ -549,6 +556,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 result,
                 error,
                 at,
+                &reason,
             ];
             values.extend(from.iter().map(|s| s as &dyn rusqlite::ToSql));
             let changed = conn
@@ -618,6 +626,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
         Write::Schedule(w) => super::schedules::apply(conn, w)?,
         Write::Step(w) => super::steps::apply(conn, w)?,
         Write::Remote(w) => return super::remote::apply(conn, w),
+        Write::Dead(w) => super::dead::apply(conn, w)?,
     }
     Ok(None)
 }
@@ -633,8 +642,8 @@ mod tests {
             ("?4".into(), vec!["queued"])
         );
         assert_eq!(
-            prior_states(AgentState::Error, 11),
-            ("?11, ?12".into(), vec!["queued", "running"])
+            prior_states(AgentState::Error, 12),
+            ("?12, ?13".into(), vec!["queued", "running"])
         );
         assert_eq!(prior_states(AgentState::Completed, 1).1, ["running"]);
         assert!(

@@ -115,6 +115,11 @@ pub const REPO_KEYS: &[RepoKey] = &[
         "whether `crewbox daemon` fires jobs is the operator's choice",
     ),
     row(
+        "retry_transient",
+        RepoRule::UserOnly,
+        "how often `crewbox daemon` runs failed agents again (each a model call) is the operator's choice",
+    ),
+    row(
         "sandbox",
         RepoRule::UserOnly,
         "sandbox and network settings widen what agent commands can reach",

@@ -21,6 +21,7 @@ mod continuity;
 mod conversations;
 mod criteria_judge;
 mod daemon;
+mod dead_letters;
 mod dispatch_explain;
 mod distributed;
 mod events_api;

@@ -58,7 +58,7 @@ impl Mode for Swarm {
             let spec = ctx.agent_spec(&name, "executor", &ctx.req.prompt, Access::Full);
             let mut job = ctx.job(spec, ctx.exec_options(&[]));
             job.placement = Placement::Isolated { base: base.clone() };
-            recorded::begin(&ctx.journal, &key, &job).await?;
+            ctx.begin_job(&key, &mut job).await?;
             let rx = ctx.submit(job, JoinMode::Swarm(swarm_id.clone())).await?;
             let journal = &ctx.journal;
             pending.push(

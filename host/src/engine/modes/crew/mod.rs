@@ -20,7 +20,7 @@ use crate::engine::context::RunContext;
 use crate::engine::error::{EngineError, PluginStep, RoleCall};
 use crate::engine::executor::{ExecOptions, Placement};
 use crate::engine::journal::StepKey;
-use crate::engine::recorded::{self, StoredExec};
+use crate::engine::recorded::StoredExec;
 use crate::engine::report::{CrewDetails, CrewExecution, ModeDetails};
 use crate::event::{Event, ReviewVerdict, ValidationStatus};
 use crate::ids::AgentId;
@@ -216,7 +216,7 @@ impl Mode for Crew {
                         h.push(Message::user(prompt));
                         h
                     });
-                    recorded::begin(&ctx.journal, &key, &job).await?;
+                    ctx.begin_job(&key, &mut job).await?;
                     let exec = ctx.execute(job).await?;
                     let diff = held.diff(&exec_spec).await?;
                     let mut stored = StoredExec::of(&exec);

@@ -393,6 +393,8 @@ pub(crate) async fn run_group(
         let mut job = ctx.job(item.spec, item.opts);
         // A member that worked earlier in this run continues its own conversation.
         job.history = tc.memory.carried(&job.spec);
+        // A member a retry reopened continues its dead attempt's conversation.
+        ctx.apply_retry(&item.key, &mut job).await?;
         let rx = ctx.submit(job, join.clone()).await?;
         members.push((i, id.clone()));
         let manager = ctx.services().manager();

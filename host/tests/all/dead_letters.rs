@@ -1,0 +1,451 @@
+//! Dead letters and retry, end to end with the real binary: a team member whose
+//! provider keeps failing (the scripted provider's injected connection faults, retried
+//! and then given up on like a real server that is down) ends `error`; its run ends
+//! `failed`; `crewbox dead` lists it as transient; `crewbox retry` runs it again with
+//! another provider, from its stored conversation or afresh, and the run completes with
+//! the later stages run on the new result. `dead drop` forgets letters; a retry of an
+//! agent that is not dead is refused; the daemon's `retry_transient` retries on its own.
+
+use crate::support::repo::{bin, command, git_repo};
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+const SEQUENTIAL: &str = r#"
+mode = "sequential"
+
+[[members]]
+name = "alice"
+
+[[members]]
+name = "bob"
+"#;
+
+const BROADCAST: &str = r#"
+mode = "broadcast"
+
+[[members]]
+name = "alice"
+
+[[members]]
+name = "bob"
+"#;
+
+/// The provider that is down for alice: her first turn reads a file (so her stored
+/// conversation holds a tool call), every later call fails to connect. Bob answers;
+/// what he says shows whether he saw alice's reply.
+const DOWN: &str = r#"
+[[reply]]
+agent = "alice"
+turn = 1
+text = "Reading the notes first."
+[[reply.tool_calls]]
+name = "read_file"
+args = { path = "notes.txt" }
+
+[[reply]]
+agent = "alice"
+error = "connection"
+repeat = true
+
+[[reply]]
+agent = "bob"
+when = "ALICE-OK"
+text = "BOB saw alice's work"
+repeat = true
+
+[[reply]]
+agent = "bob"
+text = "BOB alone"
+repeat = true
+"#;
+
+/// The provider a retry switches to: it tells a continued conversation (one that
+/// carries alice's `read_file` call) from a fresh start.
+const OK: &str = r#"
+[[reply]]
+agent = "alice"
+conversation = "call read_file"
+text = "ALICE-OK continued from her conversation"
+repeat = true
+
+[[reply]]
+agent = "alice"
+text = "ALICE-OK from a fresh start"
+repeat = true
+"#;
+
+/// A repository with team `pair` (`team`), and the user's two scripted providers:
+/// `down` (the default) and `ok`, plus `extra` config.
+fn setup(team: &str, extra: &str) -> tempfile::TempDir {
+    let dir = git_repo(|work| {
+        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
+        std::fs::write(work.join(".crewbox/teams/pair.toml"), team).unwrap();
+    });
+    let config = dir.path().join("config/crewbox");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("down.toml"), DOWN).unwrap();
+    std::fs::write(config.join("ok.toml"), OK).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "{extra}default_provider = \"down\"\n\
+             [providers.down]\nkind = \"scripted\"\nscript = \"down.toml\"\n\
+             [providers.ok]\nkind = \"scripted\"\nscript = \"ok.toml\"\n"
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Runs the team and returns its (failed) report.
+fn failed_run(dir: &Path) -> serde_json::Value {
+    let out = bin(dir, &["run", "do it", "--team", "pair", "--json"]);
+    let report = json(&out);
+    assert_eq!(report["status"], "failed", "{report:#}");
+    assert_eq!(out.status.code(), Some(1), "{report:#}");
+    report
+}
+
+fn dead(dir: &Path, args: &[&str]) -> Vec<serde_json::Value> {
+    let mut all = vec!["dead"];
+    all.extend(args);
+    all.push("--json");
+    let out = bin(dir, &all);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&out).as_array().unwrap().clone()
+}
+
+/// The agents of `report` named `name`, with their states.
+fn states(report: &serde_json::Value, name: &str) -> Vec<String> {
+    report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["name"] == name)
+        .map(|a| a["state"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn audit_kinds(dir: &Path, run: &str) -> Vec<String> {
+    let out = bin(dir, &["audit", run, "--json"]);
+    json(&out)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn retry_completes_a_sequential_run_that_failed_on_a_down_provider() {
+    let dir = setup(SEQUENTIAL, "");
+    let report = failed_run(dir.path());
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(states(&report, "alice"), ["error"]);
+    // Bob ran after alice failed, without her work.
+    assert!(
+        report["result"].as_str().unwrap().contains("BOB alone"),
+        "{report:#}"
+    );
+
+    let letters = dead(dir.path(), &[]);
+    assert_eq!(letters.len(), 1, "{letters:#?}");
+    let letter = &letters[0];
+    assert_eq!(letter["name"], "alice");
+    assert_eq!(letter["run_id"], run.as_str());
+    assert_eq!(letter["class"], "transient");
+    assert_eq!(letter["reason"], "model-unavailable");
+    assert_eq!(letter["state"], "error");
+    assert_eq!(letter["step"], "member/alice");
+    assert_eq!(letter["conversation"], true);
+    assert_eq!(letter["retries"], 0);
+    assert!(
+        letter["error"]
+            .as_str()
+            .unwrap()
+            .contains("connection to the model server failed"),
+        "{letter:#}"
+    );
+    // The JSON shape: every field a consumer reads.
+    let keys: Vec<&str> = letter
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for key in [
+        "agent_id",
+        "run_id",
+        "name",
+        "role",
+        "state",
+        "reason",
+        "class",
+        "error",
+        "step",
+        "base",
+        "conversation",
+        "retries",
+        "finished_at",
+    ] {
+        assert!(keys.contains(&key), "no `{key}` in {letter:#}");
+    }
+    // `--run` narrows to the run; the text listing names the class.
+    assert_eq!(dead(dir.path(), &["--run", &run]).len(), 1);
+    let text = bin(dir.path(), &["dead"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("transient") && text.contains("member/alice"),
+        "{text}"
+    );
+
+    let agent = letter["agent_id"].as_str().unwrap().to_owned();
+    let out = bin(dir.path(), &["retry", &agent, "--provider", "ok", "--json"]);
+    let retried = json(&out);
+    assert!(out.status.success(), "{retried:#}");
+    assert_eq!(retried["run_id"], run.as_str());
+    assert_eq!(retried["status"], "completed", "{retried:#}");
+    let result = retried["result"].as_str().unwrap();
+    // Alice continued her stored conversation (it held her read_file call) ...
+    assert!(
+        result.contains("ALICE-OK continued from her conversation"),
+        "{result}"
+    );
+    // ... and the later stage ran again on her new reply.
+    assert!(result.contains("BOB saw alice's work"), "{result}");
+    // The failed attempt is kept in history; the member completed once.
+    assert_eq!(states(&retried, "alice"), ["error", "completed"]);
+    assert_eq!(
+        states(&retried, "bob")
+            .iter()
+            .filter(|s| *s == "completed")
+            .count(),
+        2,
+        "bob's first run saw the failure; the second saw alice's work"
+    );
+    assert!(dead(dir.path(), &[]).is_empty(), "the letter was retried");
+    assert!(audit_kinds(dir.path(), &run).contains(&"retry".to_owned()));
+
+    // The letter is gone: retrying it again is a clear error, not a second run.
+    let again = bin(dir.path(), &["retry", &agent]);
+    assert_eq!(again.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr.contains("is not a dead letter"), "{stderr}");
+}
+
+#[test]
+fn fresh_retry_of_a_broadcast_member_leaves_its_sibling_alone() {
+    let dir = setup(BROADCAST, "");
+    let report = failed_run(dir.path());
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    let letters = dead(dir.path(), &["--run", &run]);
+    assert_eq!(letters.len(), 1, "{letters:#?}");
+    let agent = letters[0]["agent_id"].as_str().unwrap().to_owned();
+    let out = bin(
+        dir.path(),
+        &["retry", &agent, "--provider", "ok", "--fresh", "--json"],
+    );
+    let retried = json(&out);
+    assert_eq!(retried["status"], "completed", "{retried:#}");
+    let result = retried["result"].as_str().unwrap();
+    assert!(result.contains("ALICE-OK from a fresh start"), "{result}");
+    // Bob's part stood: he is not run again.
+    assert_eq!(states(&retried, "bob"), ["completed"]);
+    assert_eq!(states(&retried, "alice"), ["error", "completed"]);
+}
+
+#[test]
+fn dead_drop_forgets_letters_and_keeps_their_history() {
+    let dir = setup(BROADCAST, "");
+    let first = failed_run(dir.path());
+    let second = failed_run(dir.path());
+    assert_eq!(dead(dir.path(), &[]).len(), 2);
+
+    // One by agent.
+    let letter = dead(dir.path(), &["--run", first["run_id"].as_str().unwrap()]).remove(0);
+    let agent = letter["agent_id"].as_str().unwrap();
+    let out = bin(dir.path(), &["dead", "drop", agent, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&out)["dropped"][0], agent);
+    let left = dead(dir.path(), &[]);
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0]["run_id"], second["run_id"]);
+    // Still in history.
+    let status = json(&bin(
+        dir.path(),
+        &["status", first["run_id"].as_str().unwrap(), "--json"],
+    ));
+    assert_eq!(states(&status, "alice"), ["error"]);
+    let run = first["run_id"].as_str().unwrap();
+    assert!(audit_kinds(dir.path(), run).contains(&"dead.drop".to_owned()));
+    // A dropped letter is not retried.
+    let out = bin(dir.path(), &["retry", agent]);
+    assert_eq!(out.status.code(), Some(2));
+
+    // The rest by run.
+    let out = bin(
+        dir.path(),
+        &["dead", "drop", "--run", second["run_id"].as_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dead(dir.path(), &[]).is_empty());
+}
+
+#[test]
+fn retry_refuses_agents_that_are_not_dead_letters() {
+    let dir = setup(BROADCAST, "");
+    let report = failed_run(dir.path());
+    let bob = report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "bob")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = bin(dir.path(), &["retry", &bob]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("is not a dead letter") && stderr.contains("ended completed"),
+        "{stderr}"
+    );
+    let out = bin(dir.path(), &["retry", "a-nosuchagent"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no agent matches"));
+    // A provider that does not exist is refused before anything is recorded.
+    let alice = dead(dir.path(), &[]).remove(0);
+    let alice = alice["agent_id"].as_str().unwrap();
+    let out = bin(dir.path(), &["retry", alice, "--provider", "nope"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(dead(dir.path(), &[]).len(), 1, "still a dead letter");
+    let run = report["run_id"].as_str().unwrap();
+    let status = json(&bin(dir.path(), &["status", run, "--json"]));
+    assert_eq!(status["status"], "failed", "the run was not reopened");
+}
+
+#[test]
+fn the_daemon_retries_transient_dead_letters() {
+    let dir = setup(BROADCAST, "retry_transient = 2\n");
+    let report = failed_run(dir.path());
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    // The provider comes back: alice answers from now on.
+    std::fs::write(
+        dir.path().join("config/crewbox/down.toml"),
+        format!("{OK}\n{DOWN}"),
+    )
+    .unwrap();
+    let daemon = command(dir.path(), &["daemon"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let status = json(&bin(dir.path(), &["status", &run, "--json"]));
+        if status["status"] == "completed" || Instant::now() > deadline {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // SIGTERM: the daemon stops and exits.
+    // SAFETY: kill(2) on the child this test spawned and has not waited for.
+    let rc = unsafe { libc::kill(daemon.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let out = daemon.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(status["status"], "completed", "{status:#}\n{log}");
+    assert!(
+        log.contains("retry agent=") && log.contains("status=completed"),
+        "{log}"
+    );
+    assert_eq!(states(&status, "alice"), ["error", "completed"]);
+    assert!(dead(dir.path(), &[]).is_empty());
+}
+
+#[test]
+fn an_agent_whose_validator_faulted_is_a_plugin_dead_letter() {
+    let dir = git_repo(|_| {});
+    let trap = format!(
+        "{}/../tests/guests/dist/hostile-trap.wasm=panic",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let script = dir.path().join("script.toml");
+    std::fs::write(
+        &script,
+        "[[reply]]\nagent = \"agent\"\nrepeat = true\ntext = \"done\"\n",
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    let args = [
+        "run",
+        "do it",
+        "--mode",
+        "single",
+        "--validator",
+        &trap,
+        "--script",
+        script,
+        "--json",
+    ];
+    let out = bin(dir.path(), &args);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let letters = dead(dir.path(), &[]);
+    assert_eq!(letters.len(), 1, "{letters:#?}");
+    let letter = &letters[0];
+    assert_eq!(letter["class"], "plugin");
+    assert_eq!(letter["state"], "completed");
+    assert_eq!(letter["step"], "agent/agent");
+    // Retried, the validator faults again: the new attempt is the dead letter now, and
+    // it counts the retry before it.
+    let agent = letter["agent_id"].as_str().unwrap();
+    let out = bin(dir.path(), &["retry", agent, "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let retried = json(&out);
+    assert_eq!(states(&retried, "agent"), ["completed", "completed"]);
+    let letters = dead(dir.path(), &[]);
+    assert_eq!(letters.len(), 1, "{letters:#?}");
+    assert_ne!(letters[0]["agent_id"], agent);
+    assert_eq!(letters[0]["retries"], 1);
+    assert_eq!(letters[0]["class"], "plugin");
+}
