@@ -117,6 +117,7 @@ pub mod unstable {
         pub use crate::engine::dispatch::{AutoDecision, auto as auto_dispatch, dispatcher_name};
         pub use crate::engine::model_access::ProviderModel;
         pub use crate::engine::modes::team::{eval, parse, prompts, reflect_loop};
+        pub use crate::engine::replay;
         pub use crate::engine::plugins::{
             JUDGE_BUDGET, PluginSet, grants_for, parse_validator_args,
         };

@@ -45,6 +45,7 @@ pub mod daemon;
 pub mod demo;
 pub mod dispatch;
 pub mod events;
+pub mod export;
 pub mod health;
 pub mod history;
 pub mod init;
@@ -52,6 +53,7 @@ mod lookup;
 pub mod mcp;
 pub mod plugin;
 mod progress;
+pub mod replay;
 pub mod resume;
 pub mod run;
 pub mod schedule;
@@ -141,6 +143,11 @@ pub enum Command {
     Stop(control::StopArgs),
     /// Finish runs a crash or a signal left unfinished (stored steps are not re-run).
     Resume(resume::ResumeArgs),
+    /// Re-run a recorded run in a scratch state, answering model calls from its
+    /// recording (tools really run), and report whether it matched.
+    Replay(replay::ReplayArgs),
+    /// Write a run's recording (every model exchange) as a cassette file.
+    Export(export::ExportArgs),
     /// Print the audit chain of decisions (`audit verify`: check every link).
     Audit(audit::AuditArgs),
     /// Send a message to a team's running reflect loop (read at its next iteration).
@@ -195,6 +202,8 @@ impl Command {
             Self::Tree(a) => a.format() == tree::TreeFormat::Json,
             Self::History(a) => a.json,
             Self::Resume(a) => a.json,
+            Self::Replay(a) => a.json,
+            Self::Export(a) => a.json,
             Self::Audit(a) => a.json(),
             Self::Health(a) => a.json,
             Self::Team(a) => a.command.json(),
@@ -285,6 +294,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Steer(args) => control::steer(ctx()?, args).await,
         Command::Stop(args) => control::stop(ctx()?, args).await,
         Command::Resume(args) => resume::run(ctx()?, args).await,
+        Command::Replay(args) => replay::run(ctx()?, args).await,
+        Command::Export(args) => export::run(ctx()?, args).await,
         Command::Audit(args) => audit::run(ctx()?, args).await,
         Command::Send(args) => send::run(ctx()?, args).await,
         Command::Plugin(args) => plugin::run(args).await,

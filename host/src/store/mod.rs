@@ -3,6 +3,8 @@
 //! they describe; a corrupt or newer-schema database is an error, never a silent reset.
 
 pub mod audit;
+mod exchanges;
+pub use exchanges::{ExchangeRecord, exchanges_blocking};
 mod identity;
 mod query;
 pub use identity::{RecordedRepo, RepoIdentity};

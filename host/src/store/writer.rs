@@ -84,6 +84,7 @@ pub(crate) enum Write {
     Schedule(super::schedules::ScheduleWrite),
     Step(super::steps::StepWrite),
     Remote(super::remote::RemoteWrite),
+    Exchange(Box<super::exchanges::ExchangeWrite>),
 }
 
 /// An event to append: its row and the typed event, published once committed.
@@ -241,6 +242,10 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
             }
         }
         Write::PushControl { message, .. } => opt(message),
+        Write::Exchange(x) => {
+            clean(&mut x.agent_name);
+            clean(&mut x.reply);
+        }
         Write::Remote(RemoteWrite::Result(r)) => {
             opt(&mut r.result);
             opt(&mut r.error);
@@ -618,6 +623,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
         Write::Schedule(w) => super::schedules::apply(conn, w)?,
         Write::Step(w) => super::steps::apply(conn, w)?,
         Write::Remote(w) => return super::remote::apply(conn, w),
+        Write::Exchange(x) => super::exchanges::apply(conn, x)?,
     }
     Ok(None)
 }
