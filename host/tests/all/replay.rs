@@ -127,7 +127,7 @@ fn replay_reproduces_a_crew_run_and_reports_a_divergence() {
     assert_eq!(replay["outcome"], "matched", "{replay:#}");
     assert_eq!(replay["identical"], true, "{replay:#}");
     assert_eq!(replay["recorded_calls"], replay["answered_calls"]);
-    assert_eq!(replay["recorded_calls"], 7, "planner 2, executor 2, reviewer 1… {replay:#}");
+    assert_eq!(replay["recorded_calls"], 5, "planner 2, executor 2, reviewer 1: {replay:#}");
     let report = &replay["report"];
     assert_ne!(report["run_id"], original["run_id"]);
     assert_eq!(normalised(report), normalised(&original));
@@ -155,7 +155,7 @@ fn replay_reproduces_a_crew_run_and_reports_a_divergence() {
     let text = std::fs::read_to_string(&cassette).unwrap();
     let tape: Value = serde_json::from_str(&text).unwrap();
     assert_eq!((tape["format"].as_str(), tape["version"].as_u64()), (Some("crewbox-cassette"), Some(1)));
-    assert_eq!(tape["exchanges"].as_array().unwrap().len(), 7);
+    assert_eq!(tape["exchanges"].as_array().unwrap().len(), 5);
     write_user_config(
         dir.path(),
         &format!(
@@ -167,13 +167,15 @@ fn replay_reproduces_a_crew_run_and_reports_a_divergence() {
         let out = bin(dir.path(), &["run", PROMPT, "--mode", "crew", "--provider", provider, "--json"]);
         let again = json(&out);
         assert_eq!(again["status"], "completed", "{provider}: {again:#}");
-        assert_eq!(again["replay"]["answered"], 7, "{provider}: {again:#}");
+        assert_eq!(again["replay"]["answered"], 5, "{provider}: {again:#}");
         assert_eq!(normalised(&again), normalised(&original), "{provider}");
     }
 
     // The file the planner's tool reads changes: its second request differs from the
     // recording at the tool result, and the replay ends diverged.
     std::fs::write(dir.path().join("repo/notes.txt"), "changed\n").unwrap();
+    // (The runs above made branches of their own, as any run does.)
+    let before = branches(dir.path());
     let out = bin(dir.path(), &["replay", &run, "--json"]);
     let diverged = json(&out);
     assert_eq!(out.status.code(), Some(1), "{diverged:#}");
@@ -242,9 +244,24 @@ fn cassettes_carry_no_key_and_hostile_ones_are_refused() {
     assert!(text.contains("the key is"), "the reply is recorded: {text}");
     assert!(!text.contains(KEY), "the cassette holds the key: {text}");
     assert!(!text.contains("CREWBOX_REPLAY_TEST_KEY"), "{text}");
-    let db = crate::support::repo::state_dir(dir.path()).join("crewbox.db");
-    let bytes = std::fs::read(&db).unwrap();
-    assert!(!String::from_utf8_lossy(&bytes).contains(KEY), "the store holds the key");
+    // The store's rows, in the database file or still in its write-ahead log.
+    let state = crate::support::repo::state_dir(dir.path());
+    for file in ["crewbox.db", "crewbox.db-wal"] {
+        let bytes = std::fs::read(state.join(file)).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(KEY),
+            "the store ({file}) holds the key"
+        );
+    }
+    let conn = rusqlite::Connection::open(state.join("crewbox.db")).unwrap();
+    let replies: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM model_exchanges WHERE reply LIKE '%the key is%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(replies, 1, "the reply is recorded in the store");
 
     // Hostile cassettes: a clear error naming the file and what is wrong.
     let huge = dir.path().join("huge.json");
@@ -287,4 +304,39 @@ fn cassettes_carry_no_key_and_hostile_ones_are_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("exactly one of `run`"), "{stderr}");
+}
+
+#[test]
+fn replay_reproduces_a_team_run_with_its_integration_branch() {
+    const PAIR: &str = r#"
+mode = "sequential"
+
+[[members]]
+name = "alice"
+access = "full"
+
+[[members]]
+name = "bob"
+access = "full"
+"#;
+    let dir = git_repo(|work| {
+        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
+        std::fs::write(work.join(".crewbox/teams/pair.toml"), PAIR).unwrap();
+    });
+    assert!(bin(dir.path(), &["trust"]).status.success());
+    let script = writes_then("alice", "a.txt", "a\n", 0, "ALICE: wrote a.txt")
+        + &writes_then("bob", "b.txt", "b\n", 0, "BOB: wrote b.txt");
+    let (out, original) = crewbox(dir.path(), &script, &["run", "write both", "--team", "pair"]);
+    assert!(out.status.success(), "{original:#}");
+    let run = original["run_id"].as_str().unwrap().to_owned();
+    let before = branches(dir.path());
+    let out = bin(dir.path(), &["replay", &run, "--json"]);
+    let replay = json(&out);
+    assert!(out.status.success(), "{replay:#}");
+    assert_eq!(replay["outcome"], "matched");
+    assert_eq!(replay["identical"], true, "{replay:#}");
+    assert_eq!(replay["same_integration_tree"], true, "{replay:#}");
+    assert_eq!(replay["report"]["mode"], "sequential");
+    assert_eq!(normalised(&replay["report"]), normalised(&original));
+    assert_eq!(branches(dir.path()), before, "the replay's integration branch is removed");
 }
