@@ -117,10 +117,10 @@ pub mod unstable {
         pub use crate::engine::dispatch::{AutoDecision, auto as auto_dispatch, dispatcher_name};
         pub use crate::engine::model_access::ProviderModel;
         pub use crate::engine::modes::team::{eval, parse, prompts, reflect_loop};
-        pub use crate::engine::replay;
         pub use crate::engine::plugins::{
             JUDGE_BUDGET, PluginSet, grants_for, parse_validator_args,
         };
+        pub use crate::engine::replay;
     }
     /// The one confined filesystem (paths resolved beneath a directory descriptor).
     pub mod fs {

@@ -377,16 +377,18 @@ impl TurnLoop<'_> {
                 Ok(Ok(reply)) => reply,
             };
         spans::turn_replied(reply.usage, reply.tool_calls.len());
-        self.env.store.record_exchange(crate::store::ExchangeRecord {
-            run_id: spec.run_id.clone(),
-            agent_id: spec.id.clone(),
-            exchange: crate::provider::replay::Exchange {
-                agent: spec.name.clone(),
-                turn,
-                request: sent,
-                reply: reply.clone(),
-            },
-        });
+        self.env
+            .store
+            .record_exchange(crate::store::ExchangeRecord {
+                run_id: spec.run_id.clone(),
+                agent_id: spec.id.clone(),
+                exchange: crate::provider::replay::Exchange {
+                    agent: spec.name.clone(),
+                    turn,
+                    request: sent,
+                    reply: reply.clone(),
+                },
+            });
         let broke = self.budget.charge_usage(reply.usage);
         self.log(Event::ModelReply {
             turn,

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::error::EngineError;
 use super::request::RunRequest;
 use super::services::Services;
-use crate::provider::{Provider, ProviderConfig};
 use crate::provider::config::{BuildContext, Prices};
+use crate::provider::{Provider, ProviderConfig};
 
 /// The scripted demo conversation embedded in the binary.
 pub const DEMO_SCRIPT: &str = include_str!("../../assets/demo/script.toml");

@@ -436,11 +436,14 @@ pub fn build_replay(
         }
         ReplaySource::Run(run) => {
             let db = db.ok_or_else(|| {
-                config("`run` recordings are read from a repository's store; use `cassette` here".into())
+                config(
+                    "`run` recordings are read from a repository's store; use `cassette` here"
+                        .into(),
+                )
             })?;
             let id = crate::ids::RunId::from_string(run.to_owned());
-            let exchanges = crate::store::exchanges_blocking(db, &id)
-                .map_err(|e| config(e.to_string()))?;
+            let exchanges =
+                crate::store::exchanges_blocking(db, &id).map_err(|e| config(e.to_string()))?;
             if exchanges.is_empty() {
                 return Err(config(format!(
                     "run `{run}` has no recorded model calls in this store"
@@ -449,7 +452,9 @@ pub fn build_replay(
             exchanges
         }
     };
-    Ok(Arc::new(super::replay::ReplayProvider::new(name, exchanges)))
+    Ok(Arc::new(super::replay::ReplayProvider::new(
+        name, exchanges,
+    )))
 }
 
 #[cfg(test)]

@@ -91,7 +91,13 @@ fn normalised(report: &Value) -> Value {
             }
             Value::Array(items) => items.iter_mut().for_each(|i| walk(i, ids)),
             Value::Object(map) => {
-                for key in ["duration_ms", "commits", "replay", "created_at", "finished_at"] {
+                for key in [
+                    "duration_ms",
+                    "commits",
+                    "replay",
+                    "created_at",
+                    "finished_at",
+                ] {
                     map.remove(key);
                 }
                 map.values_mut().for_each(|i| walk(i, ids));
@@ -113,7 +119,11 @@ fn write_user_config(dir: &Path, text: &str) {
 #[test]
 fn replay_reproduces_a_crew_run_and_reports_a_divergence() {
     let dir = git_repo(|_| {});
-    let (out, original) = crewbox(dir.path(), &crew_script(), &["run", PROMPT, "--mode", "crew"]);
+    let (out, original) = crewbox(
+        dir.path(),
+        &crew_script(),
+        &["run", PROMPT, "--mode", "crew"],
+    );
     assert!(out.status.success(), "{original}");
     assert_eq!(original["status"], "completed", "{original}");
     let run = original["run_id"].as_str().unwrap().to_owned();
@@ -123,26 +133,54 @@ fn replay_reproduces_a_crew_run_and_reports_a_divergence() {
     // trees, every recorded call answered; the repository's branches are untouched.
     let out = bin(dir.path(), &["replay", &run, "--json"]);
     let replay = json(&out);
-    assert!(out.status.success(), "{replay:#}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{replay:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(replay["outcome"], "matched", "{replay:#}");
     assert_eq!(replay["identical"], true, "{replay:#}");
     assert_eq!(replay["recorded_calls"], replay["answered_calls"]);
-    assert_eq!(replay["recorded_calls"], 5, "planner 2, executor 2, reviewer 1: {replay:#}");
+    assert_eq!(
+        replay["recorded_calls"], 5,
+        "planner 2, executor 2, reviewer 1: {replay:#}"
+    );
     let report = &replay["report"];
     assert_ne!(report["run_id"], original["run_id"]);
     assert_eq!(normalised(report), normalised(&original));
     let (o_exec, r_exec) = (
-        original["agents"].as_array().unwrap().iter().find(|a| a["name"] == "executor").unwrap(),
-        report["agents"].as_array().unwrap().iter().find(|a| a["name"] == "executor").unwrap(),
+        original["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == "executor")
+            .unwrap(),
+        report["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == "executor")
+            .unwrap(),
     );
     assert_eq!(tip_tree(dir.path(), o_exec), tip_tree(dir.path(), r_exec));
     assert!(
-        replay["agents"].as_array().unwrap().iter().any(|a| a["same_tree"] == true),
+        replay["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["same_tree"] == true),
         "{replay:#}"
     );
-    assert_eq!(branches(dir.path()), before, "the replay's branches are removed");
+    assert_eq!(
+        branches(dir.path()),
+        before,
+        "the replay's branches are removed"
+    );
     let replays = crate::support::repo::state_dir(dir.path()).join("replays");
-    assert_eq!(std::fs::read_dir(&replays).map(|d| d.count()).unwrap_or(0), 0);
+    assert_eq!(
+        std::fs::read_dir(&replays).map(|d| d.count()).unwrap_or(0),
+        0
+    );
 
     // Its cassette answers a run through a `kind = "replay"` provider; so does the
     // store's own recording.
@@ -151,10 +189,17 @@ fn replay_reproduces_a_crew_run_and_reports_a_divergence() {
         dir.path(),
         &["export", &run, "--cassette", cassette.to_str().unwrap()],
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = std::fs::read_to_string(&cassette).unwrap();
     let tape: Value = serde_json::from_str(&text).unwrap();
-    assert_eq!((tape["format"].as_str(), tape["version"].as_u64()), (Some("crewbox-cassette"), Some(1)));
+    assert_eq!(
+        (tape["format"].as_str(), tape["version"].as_u64()),
+        (Some("crewbox-cassette"), Some(1))
+    );
     assert_eq!(tape["exchanges"].as_array().unwrap().len(), 5);
     write_user_config(
         dir.path(),
@@ -164,7 +209,18 @@ fn replay_reproduces_a_crew_run_and_reports_a_divergence() {
         ),
     );
     for provider in ["tape", "rec"] {
-        let out = bin(dir.path(), &["run", PROMPT, "--mode", "crew", "--provider", provider, "--json"]);
+        let out = bin(
+            dir.path(),
+            &[
+                "run",
+                PROMPT,
+                "--mode",
+                "crew",
+                "--provider",
+                provider,
+                "--json",
+            ],
+        );
         let again = json(&out);
         assert_eq!(again["status"], "completed", "{provider}: {again:#}");
         assert_eq!(again["replay"]["answered"], 5, "{provider}: {again:#}");
@@ -184,9 +240,16 @@ fn replay_reproduces_a_crew_run_and_reports_a_divergence() {
     assert_eq!(diverged["report"]["status"], "diverged", "{diverged:#}");
     assert_eq!(diverged["report"]["exit_reason"], "diverged");
     let d = &diverged["divergence"];
-    assert_eq!((d["agent"].as_str(), d["turn"].as_u64()), (Some("planner"), Some(2)), "{d}");
+    assert_eq!(
+        (d["agent"].as_str(), d["turn"].as_u64()),
+        (Some("planner"), Some(2)),
+        "{d}"
+    );
     assert_eq!(d["difference"]["kind"], "message", "{d}");
-    assert_eq!(d["difference"]["index"], 3, "system, task, call, its result: {d}");
+    assert_eq!(
+        d["difference"]["index"], 3,
+        "system, task, call, its result: {d}"
+    );
     assert_eq!(d["difference"]["role"], "tool", "{d}");
     let text = bin(dir.path(), &["replay", &run]);
     let stdout = String::from_utf8_lossy(&text.stdout);
@@ -239,7 +302,11 @@ fn cassettes_carry_no_key_and_hostile_ones_are_refused() {
     .env("CREWBOX_REPLAY_TEST_KEY", KEY)
     .output()
     .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = std::fs::read_to_string(&cassette).unwrap();
     assert!(text.contains("the key is"), "the reply is recorded: {text}");
     assert!(!text.contains(KEY), "the cassette holds the key: {text}");
@@ -270,8 +337,16 @@ fn cassettes_carry_no_key_and_hostile_ones_are_refused() {
         .set_len(crewbox::unstable::provider::replay::cassette::MAX_CASSETTE_BYTES + 1)
         .unwrap();
     let cases: [(&str, &[u8], &str); 4] = [
-        ("malformed.json", b"{\"format\": \"crewbox-cassette\", \"vers", "is malformed"),
-        ("version.json", b"{\"format\": \"crewbox-cassette\", \"version\": 99, \"run\": {}, \"exchanges\": []}", "has version 99"),
+        (
+            "malformed.json",
+            b"{\"format\": \"crewbox-cassette\", \"vers",
+            "is malformed",
+        ),
+        (
+            "version.json",
+            b"{\"format\": \"crewbox-cassette\", \"version\": 99, \"run\": {}, \"exchanges\": []}",
+            "has version 99",
+        ),
         ("other.json", b"{\"hello\": 1}", "not a crewbox cassette"),
         ("huge.json", b"", "is larger than"),
     ];
@@ -287,10 +362,24 @@ fn cassettes_carry_no_key_and_hostile_ones_are_refused() {
                 toml::Value::String(path.display().to_string())
             ),
         );
-        let out = bin(dir.path(), &["run", "x", "--mode", "single", "--provider", "tape", "--json"]);
+        let out = bin(
+            dir.path(),
+            &[
+                "run",
+                "x",
+                "--mode",
+                "single",
+                "--provider",
+                "tape",
+                "--json",
+            ],
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
-        assert!(stderr.contains(name) && stderr.contains(says), "{name}: {stderr}");
+        assert!(
+            stderr.contains(name) && stderr.contains(says),
+            "{name}: {stderr}"
+        );
     }
     // A run of the store that recorded nothing, and a replay provider naming both
     // sources, are refused too.
@@ -300,7 +389,10 @@ fn cassettes_carry_no_key_and_hostile_ones_are_refused() {
         dir.path(),
         "[providers.tape]\nkind = \"replay\"\nrun = \"r-x\"\ncassette = \"c.json\"\n",
     );
-    let out = bin(dir.path(), &["run", "x", "--mode", "single", "--provider", "tape"]);
+    let out = bin(
+        dir.path(),
+        &["run", "x", "--mode", "single", "--provider", "tape"],
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("exactly one of `run`"), "{stderr}");
@@ -326,7 +418,11 @@ access = "full"
     assert!(bin(dir.path(), &["trust"]).status.success());
     let script = writes_then("alice", "a.txt", "a\n", 0, "ALICE: wrote a.txt")
         + &writes_then("bob", "b.txt", "b\n", 0, "BOB: wrote b.txt");
-    let (out, original) = crewbox(dir.path(), &script, &["run", "write both", "--team", "pair"]);
+    let (out, original) = crewbox(
+        dir.path(),
+        &script,
+        &["run", "write both", "--team", "pair"],
+    );
     assert!(out.status.success(), "{original:#}");
     let run = original["run_id"].as_str().unwrap().to_owned();
     let before = branches(dir.path());
@@ -338,5 +434,9 @@ access = "full"
     assert_eq!(replay["same_integration_tree"], true, "{replay:#}");
     assert_eq!(replay["report"]["mode"], "sequential");
     assert_eq!(normalised(&replay["report"]), normalised(&original));
-    assert_eq!(branches(dir.path()), before, "the replay's integration branch is removed");
+    assert_eq!(
+        branches(dir.path()),
+        before,
+        "the replay's integration branch is removed"
+    );
 }

@@ -146,9 +146,9 @@ pub(super) fn compare(
         && original.status == report.status
         && original.result == report.result
         && same_integration_tree != Some(false)
-        && agents.iter().all(|a| {
-            a.recorded == a.replayed && a.same_result && a.same_tree != Some(false)
-        });
+        && agents
+            .iter()
+            .all(|a| a.recorded == a.replayed && a.same_result && a.same_tree != Some(false));
     ReplayReport {
         recorded_run: original.run_id.clone(),
         replay_run: report.run_id.clone(),

@@ -52,7 +52,15 @@ impl RunDetails {
         };
         let common: Option<Common> = serde_json::from_value(value.clone()).ok();
         let (decision, resumed_steps, fault, integration, replay) = common
-            .map(|c| (c.decision, c.resumed_steps, c.fault, c.integration, c.replay))
+            .map(|c| {
+                (
+                    c.decision,
+                    c.resumed_steps,
+                    c.fault,
+                    c.integration,
+                    c.replay,
+                )
+            })
             .unwrap_or_default();
         Self {
             decision,

@@ -108,8 +108,7 @@ impl ReplayProvider {
         let divergence = Divergence {
             agent: agent.clone(),
             turn: request.turn,
-            difference: nearest
-                .and_then(|i| sent.first_difference(&st.exchanges[i].request)),
+            difference: nearest.and_then(|i| sent.first_difference(&st.exchanges[i].request)),
         };
         st.divergence.get_or_insert_with(|| divergence.clone());
         Err(divergence)
