@@ -125,6 +125,7 @@ pub mod unstable {
         pub use crate::engine::plugins::{
             JUDGE_BUDGET, PluginSet, grants_for, parse_validator_args,
         };
+        pub use crate::engine::replay;
     }
     /// The one confined filesystem (paths resolved beneath a directory descriptor).
     pub mod fs {

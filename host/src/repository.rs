@@ -148,6 +148,32 @@ impl Repository {
         self
     }
 
+    /// The same repository with its state (store, worktrees) in `state_dir` itself: a
+    /// scratch state sharing nothing with its own (`crewbox replay`).
+    #[doc(hidden)]
+    pub fn with_state_dir(mut self, state_dir: PathBuf) -> Self {
+        self.state_dir = state_dir;
+        self
+    }
+
+    /// The same repository with provider `name` defined as `config`, in this process
+    /// only (`crewbox replay`'s recording).
+    #[doc(hidden)]
+    pub fn with_provider(mut self, name: &str, config: crate::provider::ProviderConfig) -> Self {
+        Arc::make_mut(&mut self.config)
+            .providers
+            .insert(name.to_owned(), config);
+        self
+    }
+
+    /// The same repository asking `dispatcher` (a built-in or plugin name, or a
+    /// component path) for `auto` runs.
+    #[doc(hidden)]
+    pub fn with_dispatcher(mut self, dispatcher: String) -> Self {
+        Arc::make_mut(&mut self.config).dispatcher = Some(dispatcher);
+        self
+    }
+
     /// The repository root (or the directory given).
     pub fn root(&self) -> &Path {
         &self.repo

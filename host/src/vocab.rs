@@ -172,6 +172,9 @@ str_enum!(
         Failed = "failed",
         /// Stopped by a person.
         Cancelled = "cancelled",
+        /// A replay whose requests stopped matching the recording (`crewbox replay`,
+        /// `kind = "replay"`).
+        Diverged = "diverged",
     }
 );
 
@@ -195,6 +198,8 @@ str_enum!(
         Paused = "paused",
         /// The run failed (agent error, budget, validation).
         Failed = "failed",
+        /// A replayed request differed from the recorded one.
+        Diverged = "diverged",
     }
 );
 
@@ -208,7 +213,8 @@ impl ExitReason {
             | Self::ErrorBudget
             | Self::Cancelled
             | Self::Paused
-            | Self::Failed => false,
+            | Self::Failed
+            | Self::Diverged => false,
         }
     }
 }

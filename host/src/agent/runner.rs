@@ -85,6 +85,8 @@ pub enum FailReason {
     Refused,
     /// crewbox itself failed around the agent (store, task).
     Internal,
+    /// A replayed request differed from the recording (see `provider::replay`).
+    Diverged,
 }
 
 impl FailReason {
@@ -100,6 +102,7 @@ impl FailReason {
             Self::EmptyReply => "empty-reply",
             Self::Refused => "refused",
             Self::Internal => "internal",
+            Self::Diverged => "diverged",
         }
     }
 }
@@ -399,6 +402,7 @@ impl TurnLoop<'_> {
             max_tokens: None,
             workspace: Some(spec.workspace.clone()),
         };
+        let sent = crate::provider::replay::digest(&request);
         let reply =
             match tokio::time::timeout(q.model_timeout, spec.provider.complete(&request)).await {
                 Err(_) => {
@@ -412,6 +416,18 @@ impl TurnLoop<'_> {
                 Ok(Ok(reply)) => reply,
             };
         spans::turn_replied(reply.usage, reply.tool_calls.len());
+        self.env
+            .store
+            .record_exchange(crate::store::ExchangeRecord {
+                run_id: spec.run_id.clone(),
+                agent_id: spec.id.clone(),
+                exchange: crate::provider::replay::Exchange {
+                    agent: spec.name.clone(),
+                    turn,
+                    request: sent,
+                    reply: reply.clone(),
+                },
+            });
         let broke = self.budget.charge_usage(reply.usage);
         self.log(Event::ModelReply {
             turn,
@@ -523,6 +539,9 @@ impl TurnLoop<'_> {
                 breaker: key.to_string(),
                 cause: cap(cause),
             });
+        }
+        if let ProviderError::Diverged(d) = &e {
+            return Failure::typed(FailReason::Diverged, d);
         }
         // An open breaker heals with time, as a server that is down may come back.
         let transient = e.is_retryable() || matches!(e, ProviderError::CircuitOpen { .. });

@@ -46,6 +46,7 @@ pub mod dead;
 pub mod demo;
 pub mod dispatch;
 pub mod events;
+pub mod export;
 pub mod health;
 pub mod history;
 pub mod init;
@@ -53,6 +54,7 @@ mod lookup;
 pub mod mcp;
 pub mod plugin;
 mod progress;
+pub mod replay;
 pub mod resume;
 pub mod retry;
 pub mod run;
@@ -149,6 +151,11 @@ pub enum Command {
     /// Run a dead letter again in its run, from its last conversation; its run then
     /// finishes with the new result.
     Retry(retry::RetryArgs),
+    /// Re-run a recorded run in a scratch state, answering model calls from its
+    /// recording (tools really run), and report whether it matched.
+    Replay(replay::ReplayArgs),
+    /// Write a run's recording (every model exchange) as a cassette file.
+    Export(export::ExportArgs),
     /// Print the audit chain of decisions (`audit verify`: check every link).
     Audit(audit::AuditArgs),
     /// Send a message to a team's running reflect loop (read at its next iteration).
@@ -205,6 +212,8 @@ impl Command {
             Self::Resume(a) => a.json,
             Self::Dead(a) => a.json(),
             Self::Retry(a) => a.json,
+            Self::Replay(a) => a.json,
+            Self::Export(a) => a.json,
             Self::Audit(a) => a.json(),
             Self::Health(a) => a.json,
             Self::Team(a) => a.command.json(),
@@ -297,6 +306,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Resume(args) => resume::run(ctx()?, args).await,
         Command::Dead(args) => dead::run(ctx()?, args).await,
         Command::Retry(args) => retry::run(ctx()?, args).await,
+        Command::Replay(args) => replay::run(ctx()?, args).await,
+        Command::Export(args) => export::run(ctx()?, args).await,
         Command::Audit(args) => audit::run(ctx()?, args).await,
         Command::Send(args) => send::run(ctx()?, args).await,
         Command::Plugin(args) => plugin::run(args).await,

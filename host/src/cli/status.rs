@@ -36,6 +36,8 @@ pub enum StateFilter {
     Failed,
     /// Stopped by a person.
     Cancelled,
+    /// A replay that stopped matching its recording.
+    Diverged,
 }
 
 impl StateFilter {
@@ -45,6 +47,7 @@ impl StateFilter {
             Self::Completed => RunStatus::Completed,
             Self::Failed => RunStatus::Failed,
             Self::Cancelled => RunStatus::Cancelled,
+            Self::Diverged => RunStatus::Diverged,
         }
     }
 
@@ -52,7 +55,7 @@ impl StateFilter {
         match self {
             Self::Running => !run.is_interrupted(),
             Self::Interrupted => run.is_interrupted(),
-            Self::Completed | Self::Failed | Self::Cancelled => true,
+            Self::Completed | Self::Failed | Self::Cancelled | Self::Diverged => true,
         }
     }
 }

@@ -131,6 +131,14 @@ fn provider(p: &ProviderConfig) -> Result<(), (String, String)> {
             seconds("timeout_s", c.timeout_s)?;
             retries(c.max_retries, None)
         }
+        ProviderConfig::Replay(c) => match (&c.run, &c.cassette) {
+            (Some(_), None) | (None, Some(_)) => Ok(()),
+            _ => Err((
+                "cassette".into(),
+                "a replay provider needs exactly one of `run` (a run id) and `cassette` (a file)"
+                    .into(),
+            )),
+        },
     }
 }
 

@@ -141,6 +141,10 @@ pub fn provider_summary(p: &ProviderConfig) -> Value {
         ProviderConfig::Command(c) => json!({
             "kind": "command", "command": c.command, "model": c.model,
         }),
+        ProviderConfig::Replay(c) => json!({
+            "kind": "replay", "run": c.run,
+            "cassette": c.cassette.as_deref().map(crate::paths::serde_path::json),
+        }),
     }
 }
 

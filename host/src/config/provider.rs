@@ -194,6 +194,8 @@ impl ProviderConfig {
             ProviderConfig::Openai(c) => c.model = model.to_owned(),
             ProviderConfig::Anthropic(c) => c.model = model.to_owned(),
             ProviderConfig::Command(c) => c.model = Some(model.to_owned()),
+            // A recording answers as it was recorded.
+            ProviderConfig::Replay(_) => {}
         }
     }
 }

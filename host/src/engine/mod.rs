@@ -23,6 +23,7 @@ pub(crate) mod modes;
 pub(crate) mod plugins;
 pub(crate) mod providers;
 mod recorded;
+pub mod replay;
 mod report;
 mod request;
 mod retry;
@@ -186,7 +187,7 @@ impl crate::schedule::daemon::JobRunner for Engine {
                 Ok(report) => {
                     let status = match report.status {
                         RunStatus::Completed => FireStatus::Completed,
-                        RunStatus::Failed => FireStatus::Failed,
+                        RunStatus::Failed | RunStatus::Diverged => FireStatus::Failed,
                         RunStatus::Cancelled => FireStatus::Cancelled,
                         RunStatus::Running => FireStatus::Running,
                     };

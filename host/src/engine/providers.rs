@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::error::EngineError;
 use super::request::RunRequest;
 use super::services::Services;
-use crate::provider::Provider;
 use crate::provider::config::{BuildContext, Prices};
+use crate::provider::{Provider, ProviderConfig};
 
 /// The scripted demo conversation embedded in the binary.
 pub const DEMO_SCRIPT: &str = include_str!("../../assets/demo/script.toml");
@@ -43,11 +43,19 @@ pub(crate) fn build(services: &Services, req: &RunRequest) -> Result<BuiltProvid
         default_script: DEMO_SCRIPT,
         sandbox: services.manager().sandbox(),
     };
-    let provider = crate::provider::config::build(&name, &cfg, &ctx).map_err(|source| {
-        EngineError::Provider {
-            name: name.clone(),
-            source,
-        }
+    let provider = match &cfg {
+        // A run's recording is read from this repository's store.
+        ProviderConfig::Replay(c) => crate::provider::config::build_replay(
+            &name,
+            c,
+            &base_dir,
+            Some(services.store().path()),
+        ),
+        other => crate::provider::config::build(&name, other, &ctx),
+    }
+    .map_err(|source| EngineError::Provider {
+        name: name.clone(),
+        source,
     })?;
     let prices = config.providers.get(&name).and_then(|p| p.prices());
     Ok(BuiltProvider {

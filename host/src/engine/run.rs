@@ -275,6 +275,7 @@ async fn drive(
         journal,
         workspace,
     };
+    let run_provider = parts.provider.clone();
     let ctx = RunContext::new(head, parts, stop, services.clone(), engine.spawns.clone());
     let mode = modes::mode(ctx.decision.mode);
     let result = tokio::select! {
@@ -328,6 +329,18 @@ async fn drive(
             },
         },
     };
+    // A replay whose requests stopped matching its recording ended `diverged`, however
+    // its mode took the failed agent.
+    let replay = run_provider.replay();
+    let outcome = match replay.as_ref().and_then(|r| r.divergence.as_ref()) {
+        Some(d) => ModeOutcome {
+            status: RunStatus::Diverged,
+            reason: ExitReason::Diverged,
+            result: format!("replay diverged: {d}"),
+            ..outcome
+        },
+        None => outcome,
+    };
     let integration = match ctx.workspace() {
         Some(ws) => ws.report(&run_id).await?,
         None => None,
@@ -337,6 +350,7 @@ async fn drive(
         resumed_steps: ctx.journal.is_resumed().then(|| ctx.journal.replayed()),
         fault: outcome.fault,
         integration,
+        replay,
         mode: outcome.details,
     };
     let store = services.store();

@@ -73,10 +73,7 @@ impl RunWorkspace {
                 base
             }
         };
-        let branch = format!(
-            "crewbox/run/{}",
-            crate::worktree::sanitize_branch_component(run_id.as_str())
-        );
+        let branch = integration_branch(run_id);
         let head = manager
             .branch_tip(&branch)
             .await
@@ -224,4 +221,12 @@ impl RunWorkspace {
             merges: state.merges.clone(),
         }))
     }
+}
+
+/// The integration branch of team run `run_id`: `crewbox/run/<run-id>`.
+pub(crate) fn integration_branch(run_id: &RunId) -> String {
+    format!(
+        "crewbox/run/{}",
+        crate::worktree::sanitize_branch_component(run_id.as_str())
+    )
 }

@@ -68,7 +68,8 @@ pub fn counts_as_failure(err: &ProviderError) -> bool {
         | ProviderError::Rejected { .. }
         | ProviderError::CircuitOpen { .. }
         | ProviderError::NoScriptedReply { .. }
-        | ProviderError::Config(_) => false,
+        | ProviderError::Config(_)
+        | ProviderError::Diverged(_) => false,
     }
 }
 

@@ -48,6 +48,41 @@ pub enum ProviderConfig {
     Anthropic(AnthropicConfig),
     /// An external agent CLI.
     Command(CommandConfig),
+    /// Answers from a recorded run.
+    Replay(ReplayConfig),
+}
+
+/// `kind = "replay"`: exactly one of `run` and `cassette`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayConfig {
+    /// A run of this repository's store (`r-…`) whose recording answers.
+    pub run: Option<String>,
+    /// A cassette file (`crewbox export RUN --cassette FILE`); relative paths resolve
+    /// against the config's directory.
+    pub cassette: Option<PathBuf>,
+}
+
+/// Where a replay provider's recording is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReplaySource<'a> {
+    /// A run of this store.
+    Run(&'a str),
+    /// A cassette file.
+    Cassette(&'a Path),
+}
+
+impl ReplayConfig {
+    /// Where the recording is; an error unless exactly one of `run` and `cassette`.
+    pub fn source(&self, name: &str) -> Result<ReplaySource<'_>, ProviderError> {
+        match (&self.run, &self.cassette) {
+            (Some(run), None) => Ok(ReplaySource::Run(run)),
+            (None, Some(path)) => Ok(ReplaySource::Cassette(path)),
+            _ => Err(ProviderError::Config(format!(
+                "provider `{name}`: a replay provider needs exactly one of `run` (a run id) and `cassette` (a file)"
+            ))),
+        }
+    }
 }
 
 /// `kind = "scripted"`.
@@ -175,7 +210,7 @@ impl ProviderConfig {
             Self::Scripted(c) => (c.price_input_per_mtok, c.price_output_per_mtok),
             Self::Openai(c) => (c.price_input_per_mtok, c.price_output_per_mtok),
             Self::Anthropic(c) => (c.price_input_per_mtok, c.price_output_per_mtok),
-            Self::Command(_) => (None, None),
+            Self::Command(_) | Self::Replay(_) => (None, None),
         };
         Some(Prices {
             input_per_mtok: i?,
@@ -244,7 +279,9 @@ pub fn key_variable(cfg: &ProviderConfig) -> Option<&str> {
     match cfg {
         ProviderConfig::Openai(c) => c.api_key_env.as_deref(),
         ProviderConfig::Anthropic(c) => Some(&c.api_key_env),
-        ProviderConfig::Scripted(_) | ProviderConfig::Command(_) => None,
+        ProviderConfig::Scripted(_) | ProviderConfig::Command(_) | ProviderConfig::Replay(_) => {
+            None
+        }
     }
 }
 
@@ -374,9 +411,50 @@ pub fn build(
                 retry_policy(Some(c.max_retries.unwrap_or(0)), None),
             )
         }
+        // A recording is answered as it is: no breaker, no retry.
+        ProviderConfig::Replay(c) => return build_replay(name, c, ctx.base_dir, None),
     };
     let guarded: Arc<dyn Provider> = Arc::new(ctx.breakers.wrap(inner));
     Ok(Arc::new(RetryProvider::new(guarded, policy)))
+}
+
+/// Builds a replay provider: a cassette path resolves against `base_dir`; a run's
+/// recording is read from the store file `db` (none: only a cassette is possible).
+/// Blocking, like reading a script file.
+pub fn build_replay(
+    name: &str,
+    cfg: &ReplayConfig,
+    base_dir: &Path,
+    db: Option<&Path>,
+) -> Result<Arc<dyn Provider>, ProviderError> {
+    let config = |detail: String| ProviderError::Config(format!("provider `{name}`: {detail}"));
+    let exchanges = match cfg.source(name)? {
+        ReplaySource::Cassette(path) => {
+            super::replay::Cassette::load(&base_dir.join(path))
+                .map_err(|e| config(e.to_string()))?
+                .exchanges
+        }
+        ReplaySource::Run(run) => {
+            let db = db.ok_or_else(|| {
+                config(
+                    "`run` recordings are read from a repository's store; use `cassette` here"
+                        .into(),
+                )
+            })?;
+            let id = crate::ids::RunId::from_string(run.to_owned());
+            let exchanges =
+                crate::store::exchanges_blocking(db, &id).map_err(|e| config(e.to_string()))?;
+            if exchanges.is_empty() {
+                return Err(config(format!(
+                    "run `{run}` has no recorded model calls in this store"
+                )));
+            }
+            exchanges
+        }
+    };
+    Ok(Arc::new(super::replay::ReplayProvider::new(
+        name, exchanges,
+    )))
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //!
 //! `scripted` (deterministic replies from a TOML script), `openai` (any Chat
 //! Completions server), `anthropic` (Messages API) and `command` (an external agent
-//! CLI). Every call goes through a per-provider+model circuit breaker.
+//! CLI) and `replay` (answers from a recorded run). Every call but a replayed one goes
+//! through a per-provider+model circuit breaker.
 
 pub mod anthropic;
 pub mod breaker;
@@ -11,12 +12,14 @@ pub mod config;
 pub mod conversation;
 pub mod http;
 pub mod openai;
+pub mod replay;
 pub mod retry;
 pub mod scripted;
 pub mod sse;
 
 pub use breaker::{BreakerConfig, BreakerState, BreakerStatus, Breakers};
 pub use config::{BuildContext, Prices, ProviderConfig, build};
+pub use replay::ReplayProvider;
 pub use retry::{RetryPolicy, RetryProvider};
 pub use scripted::{ScriptError, ScriptedProvider};
 
@@ -222,7 +225,8 @@ pub enum StopReason {
 }
 
 /// A model's reply.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Completion {
     /// The reply text (may be empty when there are tool calls).
     pub text: String,
@@ -318,6 +322,10 @@ pub enum ProviderError {
     /// The text names the provider (`provider `x`: …`); wrappers do not repeat it.
     #[error("{0}")]
     Config(String),
+    /// A replayed request differs from the recorded one (or was never recorded). Not
+    /// retried.
+    #[error("replay diverged: {0}")]
+    Diverged(Box<replay::Divergence>),
 }
 
 impl ProviderError {
@@ -334,7 +342,8 @@ impl ProviderError {
             | Self::ReplyTooLarge { .. }
             | Self::CircuitOpen { .. }
             | Self::NoScriptedReply { .. }
-            | Self::Config(_) => false,
+            | Self::Config(_)
+            | Self::Diverged(_) => false,
         }
     }
 
@@ -352,7 +361,8 @@ impl ProviderError {
             | Self::ReplyTooLarge { .. }
             | Self::CircuitOpen { .. }
             | Self::NoScriptedReply { .. }
-            | Self::Config(_) => None,
+            | Self::Config(_)
+            | Self::Diverged(_) => None,
         }
     }
 }
@@ -381,4 +391,9 @@ pub trait Provider: Send + Sync {
     /// One completion. Implementations stream where the protocol allows and treat a
     /// stalled stream as `ProviderError::Timeout`.
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError>;
+    /// How far a replay got, for a provider answering from a recording; `None` for
+    /// every provider that asks a model.
+    fn replay(&self) -> Option<replay::ReplayStatus> {
+        None
+    }
 }

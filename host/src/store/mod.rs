@@ -5,6 +5,8 @@
 pub mod audit;
 mod dead;
 pub use dead::{DeadLetter, RetryOverrides, RetryPlan};
+mod exchanges;
+pub use exchanges::{ExchangeRecord, exchanges_blocking};
 mod identity;
 mod query;
 pub use identity::{RecordedRepo, RepoIdentity};

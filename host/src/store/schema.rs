@@ -211,6 +211,22 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX dead_letters_run ON dead_letters(run_id, disposition);
     "#,
+    // 14: every model exchange, one row per agent turn (see store/exchanges.rs): the
+    // fingerprint of the request as sent and the full reply, so a run can be replayed.
+    r#"
+    CREATE TABLE model_exchanges (
+        seq        INTEGER PRIMARY KEY,
+        run_id     TEXT NOT NULL,
+        agent_id   TEXT NOT NULL,
+        agent_name TEXT NOT NULL,
+        turn       INTEGER NOT NULL,
+        request    TEXT NOT NULL,
+        reply      TEXT NOT NULL,
+        at         INTEGER NOT NULL
+    );
+    CREATE INDEX model_exchanges_run ON model_exchanges(run_id, seq);
+    CREATE INDEX model_exchanges_agent ON model_exchanges(agent_id, turn);
+    "#,
 ];
 
 /// The schema version this build writes.

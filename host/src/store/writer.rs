@@ -88,6 +88,7 @@ pub(crate) enum Write {
     Step(super::steps::StepWrite),
     Remote(super::remote::RemoteWrite),
     Dead(super::dead::DeadWrite),
+    Exchange(Box<super::exchanges::ExchangeWrite>),
 }
 
 /// An event to append: its row and the typed event, published once committed.
@@ -245,6 +246,10 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
             }
         }
         Write::PushControl { message, .. } => opt(message),
+        Write::Exchange(x) => {
+            clean(&mut x.agent_name);
+            clean(&mut x.reply);
+        }
         Write::Remote(RemoteWrite::Result(r)) => {
             opt(&mut r.result);
             opt(&mut r.error);
@@ -627,6 +632,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
         Write::Step(w) => super::steps::apply(conn, w)?,
         Write::Remote(w) => return super::remote::apply(conn, w),
         Write::Dead(w) => super::dead::apply(conn, w)?,
+        Write::Exchange(x) => super::exchanges::apply(conn, x)?,
     }
     Ok(None)
 }

@@ -53,6 +53,7 @@ mod provider_scripted;
 mod recovery;
 mod reflect;
 mod reflect_seeds;
+mod replay;
 mod resume_modes;
 mod sandbox;
 mod spawn_quotas;

@@ -65,7 +65,7 @@ impl Theme {
         self.fg(match row.status {
             RunStatus::Running => Color::Cyan,
             RunStatus::Completed => Color::Green,
-            RunStatus::Failed => Color::Red,
+            RunStatus::Failed | RunStatus::Diverged => Color::Red,
             RunStatus::Cancelled => Color::Magenta,
         })
     }

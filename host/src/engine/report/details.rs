@@ -8,6 +8,7 @@ use crate::agent::AgentState;
 use crate::engine::dispatch::Decision;
 use crate::event::{Assignment, IterationRecord, ReviewVerdict, ValidationStatus};
 use crate::ids::AgentId;
+use crate::provider::replay::ReplayStatus;
 use crate::vocab::{Mode, Strategy};
 use crate::worktree::{BranchArtifact, MergeOutcome};
 
@@ -26,6 +27,10 @@ pub struct RunDetails {
     /// Team runs: the integration branch and what was merged into it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub integration: Option<IntegrationReport>,
+    /// Replayed runs: how many recorded model calls answered, and the first request
+    /// that differed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayStatus>,
     /// The mode's own facts (absent when the mode failed before producing any).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub mode: Option<ModeDetails>,
@@ -40,19 +45,29 @@ impl RunDetails {
             resumed_steps: Option<u32>,
             fault: Option<RunFault>,
             integration: Option<IntegrationReport>,
+            replay: Option<ReplayStatus>,
         }
         let Some(value) = value.filter(serde_json::Value::is_object) else {
             return Self::default();
         };
         let common: Option<Common> = serde_json::from_value(value.clone()).ok();
-        let (decision, resumed_steps, fault, integration) = common
-            .map(|c| (c.decision, c.resumed_steps, c.fault, c.integration))
+        let (decision, resumed_steps, fault, integration, replay) = common
+            .map(|c| {
+                (
+                    c.decision,
+                    c.resumed_steps,
+                    c.fault,
+                    c.integration,
+                    c.replay,
+                )
+            })
             .unwrap_or_default();
         Self {
             decision,
             resumed_steps,
             fault,
             integration,
+            replay,
             mode: ModeDetails::read(mode, value),
         }
     }
@@ -303,6 +318,7 @@ mod tests {
             resumed_steps: None,
             fault: None,
             integration: None,
+            replay: None,
             mode: Some(ModeDetails::Crew(CrewDetails {
                 plan: Some("1. fix".into()),
                 execution: Some(CrewExecution {

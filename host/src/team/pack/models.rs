@@ -61,6 +61,7 @@ pub fn resolve(
         ProviderConfig::Openai(_) => unknown("openai"),
         ProviderConfig::Scripted(_) => unknown("scripted"),
         ProviderConfig::Command(_) => unknown("command"),
+        ProviderConfig::Replay(_) => unknown("replay"),
     }
 }
 

@@ -100,7 +100,9 @@ impl TeamContext {
             Some(ModeChoice::Mode(_) | ModeChoice::Auto) | None => {}
         }
         let build = |provider: Option<&String>, model: Option<&String>| {
-            if req.script.is_some() || (provider.is_none() && model.is_none()) {
+            // A replay answers every agent of the run from the one recording.
+            let shared = req.script.is_some() || run_provider.replay().is_some();
+            if shared || (provider.is_none() && model.is_none()) {
                 return Ok(run_provider.clone());
             }
             let sub = RunRequest {

@@ -225,6 +225,7 @@ impl Mode for Reflect {
             | ExitReason::ErrorBudget
             | ExitReason::Paused
             | ExitReason::Failed => RunStatus::Failed,
+            ExitReason::Diverged => RunStatus::Diverged,
         };
         Ok(ModeOutcome::new(
             (status, reason),

@@ -1,0 +1,211 @@
+//! Comparing a replay with its recording, and removing what the replay left in the
+//! repository (its branches, its worktrees' registrations).
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::ReplayError;
+use crate::agent::AgentState;
+use crate::engine::report::RunReport;
+use crate::event::Artifact;
+use crate::ids::RunId;
+use crate::provider::replay::Divergence;
+use crate::vocab::RunStatus;
+use crate::worktree::BranchArtifact;
+
+/// Whether every model call of the replay matched the recording.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplayOutcome {
+    /// Every request matched a recorded one.
+    Matched,
+    /// A request differed (see the divergence).
+    Diverged,
+}
+
+impl ReplayOutcome {
+    /// The name printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Matched => "matched",
+            Self::Diverged => "diverged",
+        }
+    }
+}
+
+/// One agent of the recorded run beside the replay's agent in the same place.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AgentMatch {
+    /// The recorded agent's name (or the replay's, for an agent only it has).
+    pub name: String,
+    /// The recorded agent's end.
+    pub recorded: Option<AgentState>,
+    /// The replayed agent's end.
+    pub replayed: Option<AgentState>,
+    /// Both ended with the same result text.
+    pub same_result: bool,
+    /// Both left the same tree on their branch (`None`: neither made a branch).
+    pub same_tree: Option<bool>,
+}
+
+/// What `crewbox replay` reports.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReplayReport {
+    /// The recorded run.
+    pub recorded_run: RunId,
+    /// The replay's run (in the scratch state, gone once reported).
+    pub replay_run: RunId,
+    /// matched or diverged.
+    pub outcome: ReplayOutcome,
+    /// Model calls in the recording.
+    pub recorded_calls: usize,
+    /// Calls answered from it.
+    pub answered_calls: usize,
+    /// The first request that differed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub divergence: Option<Divergence>,
+    /// The recorded run's status.
+    pub recorded_status: RunStatus,
+    /// Both runs ended with the same status, result text, agents and trees.
+    pub identical: bool,
+    /// Both team runs left the same tree on their integration branch (`None`: no
+    /// integration branch).
+    pub same_integration_tree: Option<bool>,
+    /// Agent by agent, in creation order.
+    pub agents: Vec<AgentMatch>,
+    /// The replay's own report.
+    pub report: RunReport,
+}
+
+/// An agent's branch, when it made one.
+fn branch_of(artifact: Option<&Artifact>) -> Option<&BranchArtifact> {
+    match artifact? {
+        Artifact::Branch(b) => Some(b),
+    }
+}
+
+/// The tree of an artifact's tip, when its commit is still in the repository.
+fn tree_of(repo: Option<&git2::Repository>, artifact: Option<&BranchArtifact>) -> Option<String> {
+    let (repo, artifact) = (repo?, artifact?);
+    let tip = artifact.commits.last().unwrap_or(&artifact.base);
+    let oid = git2::Oid::from_str(tip).ok()?;
+    let commit = repo.find_commit(oid).ok()?;
+    Some(commit.tree_id().to_string())
+}
+
+fn same_tree(a: Option<String>, b: Option<String>) -> Option<bool> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a == b),
+    }
+}
+
+/// Compares the recorded run's `original` report with the replay's `report`.
+pub(super) fn compare(
+    repo: &Path,
+    original: RunReport,
+    report: RunReport,
+    recorded: usize,
+) -> ReplayReport {
+    let git = git2::Repository::open(repo).ok();
+    let git = git.as_ref();
+    let n = original.agents.len().max(report.agents.len());
+    let agents: Vec<AgentMatch> = (0..n)
+        .map(|i| {
+            let (a, b) = (original.agents.get(i), report.agents.get(i));
+            AgentMatch {
+                name: a.or(b).map(|x| x.name.clone()).unwrap_or_default(),
+                recorded: a.map(|x| x.state),
+                replayed: b.map(|x| x.state),
+                same_result: a.map(|x| &x.result) == b.map(|x| &x.result),
+                same_tree: same_tree(
+                    tree_of(git, branch_of(a.and_then(|x| x.branch.as_ref()))),
+                    tree_of(git, branch_of(b.and_then(|x| x.branch.as_ref()))),
+                ),
+            }
+        })
+        .collect();
+    let integration = |r: &RunReport| {
+        r.details
+            .integration
+            .as_ref()
+            .and_then(|i| i.branch.clone())
+    };
+    let same_integration_tree = same_tree(
+        tree_of(git, integration(&original).as_ref()),
+        tree_of(git, integration(&report).as_ref()),
+    );
+    let status = report.details.replay.clone();
+    let divergence = status.as_ref().and_then(|s| s.divergence.clone());
+    let outcome = match divergence {
+        Some(_) => ReplayOutcome::Diverged,
+        None => ReplayOutcome::Matched,
+    };
+    let identical = outcome == ReplayOutcome::Matched
+        && original.status == report.status
+        && original.result == report.result
+        && same_integration_tree != Some(false)
+        && agents
+            .iter()
+            .all(|a| a.recorded == a.replayed && a.same_result && a.same_tree != Some(false));
+    ReplayReport {
+        recorded_run: original.run_id.clone(),
+        replay_run: report.run_id.clone(),
+        outcome,
+        recorded_calls: recorded,
+        answered_calls: status.map_or(0, |s| s.answered),
+        divergence,
+        recorded_status: original.status,
+        identical,
+        same_integration_tree,
+        agents,
+        report,
+    }
+}
+
+/// Removes the replay's worktree registrations (those under `scratch`) and its
+/// branches from the repository at `repo`.
+pub(super) fn clean_up(repo: &Path, scratch: &Path, report: &RunReport) -> Result<(), ReplayError> {
+    let git_err = |e: git2::Error| ReplayError::Git(e.message().to_owned());
+    let Ok(git) = git2::Repository::open(repo) else {
+        // Not a git repository: the replay made no branch.
+        return Ok(());
+    };
+    let names = git.worktrees().map_err(git_err)?;
+    for name in names.iter().flatten().flatten() {
+        let Ok(wt) = git.find_worktree(name) else {
+            continue;
+        };
+        if wt.path().starts_with(scratch) {
+            let mut opts = git2::WorktreePruneOptions::new();
+            opts.valid(true).locked(true).working_tree(true);
+            wt.prune(Some(&mut opts)).map_err(git_err)?;
+        }
+    }
+    let branches = report
+        .agents
+        .iter()
+        .filter_map(|a| branch_of(a.branch.as_ref()))
+        .chain(
+            report
+                .details
+                .integration
+                .as_ref()
+                .and_then(|i| i.branch.as_ref()),
+        )
+        .map(|b| b.branch.clone())
+        .chain(
+            report
+                .details
+                .integration
+                .is_some()
+                .then(|| crate::engine::workspace::integration_branch(&report.run_id)),
+        );
+    for name in branches {
+        if let Ok(mut b) = git.find_branch(&name, git2::BranchType::Local) {
+            b.delete().map_err(git_err)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! `crewbox replay RUN`: re-runs a recorded run in a scratch state, answering every
+//! model call from its recording (tools really run), then compares the two runs.
+//!
+//! The scratch state is a directory of its own under the repository's state directory
+//! (a fresh store, fresh worktrees): the repository's own store is only read. The
+//! replay's agents commit to branches named after their new ids, which are deleted
+//! once compared, with their worktrees; no branch of the user's is touched. The run's
+//! request is the recorded one (mode, prompt, team, settings) with the provider
+//! replaced by `kind = "replay"` over a cassette written into the scratch state, the
+//! validators replaced when `--validator` names others, and the dispatcher asked again
+//! when `--dispatcher` names one.
+
+mod compare;
+
+use std::path::{Path, PathBuf};
+
+pub use compare::{AgentMatch, ReplayOutcome, ReplayReport};
+
+use super::report::RunReport;
+use super::request::RunSpec;
+use crate::config::ExecutorKind;
+use crate::engine::RunRequest;
+use crate::provider::config::{ProviderConfig, ReplayConfig};
+use crate::provider::replay::{Cassette, CassetteError, RecordedRun};
+use crate::repository::Repository;
+use crate::store::{RunRecord, Store, StoreError};
+use crate::vocab::{Isolation, ModeChoice};
+
+/// The provider name a replay's agents see.
+pub const REPLAY_PROVIDER: &str = "replay";
+
+/// What a replay changes of the recorded run.
+#[derive(Clone, Debug, Default)]
+pub struct ReplayOptions {
+    /// Validators to run instead of the recorded ones (none: the recorded ones).
+    pub validators: Vec<String>,
+    /// A dispatcher to ask instead of keeping the recorded mode.
+    pub dispatcher: Option<String>,
+}
+
+/// Why a run cannot be exported or replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The cassette could not be written.
+    #[error(transparent)]
+    Cassette(#[from] CassetteError),
+    /// The run has no recorded model call.
+    #[error(
+        "run {run} has no recorded model calls (it ran no agent, or was recorded by a crewbox without replay support)"
+    )]
+    NothingRecorded {
+        /// The run.
+        run: String,
+    },
+    /// The run's stored request does not read.
+    #[error("run {run}: its stored request does not read ({detail})")]
+    Unreadable {
+        /// The run.
+        run: String,
+        /// Why.
+        detail: String,
+    },
+    /// The run worked in the repository directory itself: replaying it would change the
+    /// user's files.
+    #[error(
+        "run {run} ran with isolation `none` (in the repository directory); it cannot be replayed without changing your files"
+    )]
+    InPlace {
+        /// The run.
+        run: String,
+    },
+    /// The scratch state could not be made or removed.
+    #[error("replay scratch directory {}: {source}", path.display())]
+    Scratch {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Reading or cleaning up branches failed.
+    #[error("replay: git: {0}")]
+    Git(String),
+}
+
+/// The cassette of a stored run: its request and every model exchange.
+pub async fn cassette(store: &Store, run: &RunRecord) -> Result<Cassette, ReplayError> {
+    let exchanges = store.exchanges(&run.id).await?;
+    if exchanges.is_empty() {
+        return Err(ReplayError::NothingRecorded {
+            run: run.id.to_string(),
+        });
+    }
+    Ok(Cassette::new(
+        RecordedRun {
+            id: run.id.to_string(),
+            mode: run.mode,
+            status: run.status,
+            prompt: run.prompt.clone(),
+            spec: run.spec.clone(),
+        },
+        exchanges,
+    ))
+}
+
+/// Writes `cassette` to `path` off the async runtime.
+pub async fn save(cassette: Cassette, path: PathBuf) -> Result<(), ReplayError> {
+    tokio::task::spawn_blocking(move || cassette.save(&path))
+        .await
+        .map_err(|e| ReplayError::Git(format!("cassette writer task: {e}")))??;
+    Ok(())
+}
+
+/// A scratch state directory, removed when dropped.
+pub struct Scratch {
+    path: PathBuf,
+}
+
+impl Scratch {
+    fn create(parent: &Path) -> Result<Self, ReplayError> {
+        let path = parent
+            .join("replays")
+            .join(uuid::Uuid::now_v7().simple().to_string());
+        std::fs::create_dir_all(&path).map_err(|source| ReplayError::Scratch {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Self { path })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            tracing::warn!(path = %self.path.display(), error = %e, "replay scratch state not removed");
+        }
+    }
+}
+
+/// A replay ready to run: the scratch repository (open its engine and run `request`),
+/// and the recorded run's report to compare with.
+pub struct ReplayPlan {
+    /// The repository with its state in the scratch directory and the replay provider.
+    pub scratch: Repository,
+    /// The recorded request, replaying.
+    pub request: RunRequest,
+    /// The recorded run's report.
+    pub original: RunReport,
+    /// Model calls in the recording.
+    pub recorded: usize,
+    dir: Scratch,
+}
+
+/// Prepares the replay of `run` (a run of `repo`'s store).
+pub async fn plan(
+    repo: &Repository,
+    store: &Store,
+    run: RunRecord,
+    opts: ReplayOptions,
+) -> Result<ReplayPlan, ReplayError> {
+    let unreadable = |detail: String| ReplayError::Unreadable {
+        run: run.id.to_string(),
+        detail,
+    };
+    let spec: RunSpec =
+        serde_json::from_value(run.spec.clone()).map_err(|e| unreadable(e.to_string()))?;
+    let mut request = spec.request;
+    if request.isolation() == Isolation::None {
+        return Err(ReplayError::InPlace {
+            run: run.id.to_string(),
+        });
+    }
+    let cassette = cassette(store, &run).await?;
+    let recorded = cassette.exchanges.len();
+    let dir = Scratch::create(repo.state_dir())?;
+    let file = dir.path().join("cassette.json");
+    save(cassette, file.clone()).await?;
+    request.provider = Some(REPLAY_PROVIDER.into());
+    request.model = None;
+    request.script = None;
+    if !opts.validators.is_empty() {
+        request.validators = opts.validators;
+    }
+    if opts.dispatcher.is_none() {
+        request.mode = Some(ModeChoice::Mode(run.mode));
+    }
+    let mut scratch = repo
+        .clone()
+        .with_state_dir(dir.path().join("state"))
+        .with_executor(ExecutorKind::Local)
+        .with_provider(
+            REPLAY_PROVIDER,
+            ProviderConfig::Replay(ReplayConfig {
+                run: None,
+                cassette: Some(file),
+            }),
+        );
+    if let Some(d) = opts.dispatcher {
+        scratch = scratch.with_dispatcher(d);
+    }
+    let original = RunReport::load(store, run).await?;
+    Ok(ReplayPlan {
+        scratch,
+        request,
+        original,
+        recorded,
+        dir,
+    })
+}
+
+impl ReplayPlan {
+    /// Compares the replay's `report` with the recorded run, then removes what the
+    /// replay left in the repository (its branches and worktrees) and its scratch
+    /// state.
+    pub async fn finish(self, report: RunReport) -> Result<ReplayReport, ReplayError> {
+        let repo = self.scratch.root().to_path_buf();
+        let scratch = self.dir.path().to_path_buf();
+        let original = self.original;
+        let recorded = self.recorded;
+        let result = tokio::task::spawn_blocking(move || {
+            let compared = compare::compare(&repo, original, report, recorded);
+            let cleaned = compare::clean_up(&repo, &scratch, &compared.report);
+            cleaned.map(|()| compared)
+        })
+        .await
+        .map_err(|e| ReplayError::Git(format!("comparison task: {e}")))?;
+        drop(self.dir);
+        result
+    }
+}

@@ -1,0 +1,136 @@
+//! Model exchanges: one row per agent turn, the fingerprint of the request as sent
+//! and the full reply (text, tool calls, usage, why it stopped), so a run can be
+//! replayed (`provider::replay`). Rows go through the single writer without waiting,
+//! like events, so recording costs an agent nothing but the queueing; the writer
+//! redacts them like every row.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags, params};
+
+use super::writer::Write;
+use super::{Store, StoreError, now_ms};
+use crate::ids::{AgentId, RunId};
+use crate::provider::replay::{Exchange, RequestDigest};
+
+/// One model exchange to store.
+#[derive(Clone, Debug)]
+pub struct ExchangeRecord {
+    /// The run.
+    pub run_id: RunId,
+    /// The agent that made the call.
+    pub agent_id: AgentId,
+    /// The call and its reply.
+    pub exchange: Exchange,
+}
+
+/// The row form of an [`ExchangeRecord`]: its JSON parts serialised once, before the
+/// writer redacts them.
+#[derive(Debug)]
+pub(crate) struct ExchangeWrite {
+    pub run_id: RunId,
+    pub agent_id: AgentId,
+    pub agent_name: String,
+    pub turn: u32,
+    pub request: String,
+    pub reply: String,
+    pub at: i64,
+}
+
+impl Store {
+    /// Stores one model exchange without waiting (order with the agent's other writes
+    /// is kept: its end is committed after it).
+    pub fn record_exchange(&self, record: ExchangeRecord) {
+        let x = record.exchange;
+        let write = Write::Exchange(Box::new(ExchangeWrite {
+            run_id: record.run_id,
+            agent_id: record.agent_id,
+            agent_name: x.agent,
+            turn: x.turn,
+            request: serde_json::to_string(&x.request).unwrap_or_default(),
+            reply: serde_json::to_string(&x.reply).unwrap_or_default(),
+            at: now_ms(),
+        }));
+        if let Err(e) = self.send(write, None) {
+            tracing::warn!(error = %e, "model exchange not stored");
+        }
+    }
+
+    /// Every model exchange of run `run`, in the order they were made.
+    pub async fn exchanges(&self, run: &RunId) -> Result<Vec<Exchange>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| read_run(c, &run)).await
+    }
+}
+
+/// Reads run `run`'s exchanges from the store in `state_dir` on a connection of its
+/// own (blocking: for building a `replay` provider, where config files are read too).
+pub fn exchanges_blocking(db: &Path, run: &RunId) -> Result<Vec<Exchange>, StoreError> {
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| {
+        StoreError::Open {
+            path: db.to_path_buf(),
+            detail: e.to_string(),
+        }
+    })?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(|e| StoreError::sqlite("set busy timeout", &e))?;
+    read_run(&conn, run)
+}
+
+fn read_run(c: &Connection, run: &RunId) -> Result<Vec<Exchange>, StoreError> {
+    let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
+    let mut stmt = c
+        .prepare_cached(
+            "SELECT agent_name, turn, request, reply FROM model_exchanges
+             WHERE run_id = ?1 ORDER BY seq",
+        )
+        .map_err(q("prepare model exchanges"))?;
+    let rows = stmt
+        .query_map(params![run.as_str()], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, u32>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })
+        .map_err(q("read model exchanges"))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (agent, turn, request, reply) = row.map_err(q("read model exchange"))?;
+        let bad = |what: &str, e: serde_json::Error| StoreError::Sqlite {
+            op: "read model exchange",
+            detail: format!("the stored {what} of agent `{agent}` turn {turn} does not read: {e}"),
+        };
+        let request: RequestDigest =
+            serde_json::from_str(&request).map_err(|e| bad("request", e))?;
+        let reply = serde_json::from_str(&reply).map_err(|e| bad("reply", e))?;
+        out.push(Exchange {
+            agent,
+            turn,
+            request,
+            reply,
+        });
+    }
+    Ok(out)
+}
+
+/// Inserts one exchange row.
+pub(crate) fn apply(conn: &Connection, w: &ExchangeWrite) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO model_exchanges (run_id, agent_id, agent_name, turn, request, reply, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .map_err(|e| StoreError::sqlite("prepare model exchange", &e))?
+    .execute(params![
+        w.run_id.as_str(),
+        w.agent_id.as_str(),
+        w.agent_name,
+        w.turn,
+        w.request,
+        w.reply,
+        w.at
+    ])
+    .map_err(|e| StoreError::sqlite("store model exchange", &e))?;
+    Ok(())
+}

@@ -1,0 +1,442 @@
+//! Replaying recorded runs (issue 28 §3) through the real binary: a crew run with the
+//! scripted model is recorded; `crewbox replay RUN` re-runs it in a scratch state with
+//! every model call answered from the recording and reproduces it (same report but
+//! ids and times, same trees), leaving the repository's branches as they were; its
+//! cassette (`crewbox export RUN --cassette FILE`) answers a run through a
+//! `kind = "replay"` provider, as does the store's recording (`run = "r-…"`); a tool
+//! that reads a changed file makes a later request differ, and the replay ends
+//! `diverged` naming the first differing message. A cassette holds no key, and a
+//! hostile one (malformed, another version, huge) is a clear error.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::repo::{bin, command, crewbox, git_repo};
+use crate::support::script::writes_then;
+
+const PROMPT: &str = "put gamma into notes.txt";
+
+/// The planner reads `notes.txt` from the repository (it is read-only), the executor
+/// writes it in its worktree, the reviewer passes the diff.
+fn crew_script() -> String {
+    format!(
+        r#"
+[[reply]]
+agent = "planner"
+turn = 1
+[[reply.tool_calls]]
+name = "read_file"
+args = {{ path = "notes.txt" }}
+
+[[reply]]
+agent = "planner"
+turn = 2
+text = "1. Write gamma into notes.txt"
+{}
+[[reply]]
+agent = "reviewer"
+when = "(?m)^\\+gamma$"
+text = "Correct.\nVERDICT: PASS"
+"#,
+        writes_then("executor", "notes.txt", "gamma\n", 0, "wrote it")
+    )
+}
+
+fn json(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn branches(dir: &Path) -> BTreeSet<String> {
+    let git = git2::Repository::open(dir.join("repo")).unwrap();
+    git.branches(Some(git2::BranchType::Local))
+        .unwrap()
+        .map(|b| b.unwrap().0.name().unwrap().unwrap().to_owned())
+        .collect()
+}
+
+/// The tree of the tip of an agent's branch artifact.
+fn tip_tree(dir: &Path, agent: &Value) -> String {
+    let git = git2::Repository::open(dir.join("repo")).unwrap();
+    let tip = agent["branch"]["commits"]
+        .as_array()
+        .and_then(|c| c.last())
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no commits on {agent}"));
+    let commit = git.find_commit(git2::Oid::from_str(tip).unwrap()).unwrap();
+    commit.tree_id().to_string()
+}
+
+/// A report with what differs between two runs of the same work taken out: ids (the
+/// run's and its agents', also inside text such as branch names), times, commit ids
+/// (they hold a commit time) and the replay's own counters.
+fn normalised(report: &Value) -> Value {
+    let mut ids = vec![report["run_id"].as_str().unwrap().to_owned()];
+    for a in report["agents"].as_array().unwrap() {
+        ids.push(a["id"].as_str().unwrap().to_owned());
+    }
+    fn walk(v: &mut Value, ids: &[String]) {
+        match v {
+            Value::String(s) => {
+                for id in ids {
+                    *s = s.replace(id.as_str(), "<id>");
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, ids)),
+            Value::Object(map) => {
+                for key in [
+                    "duration_ms",
+                    "commits",
+                    "replay",
+                    "created_at",
+                    "finished_at",
+                ] {
+                    map.remove(key);
+                }
+                map.values_mut().for_each(|i| walk(i, ids));
+            }
+            _ => {}
+        }
+    }
+    let mut v = report.clone();
+    walk(&mut v, &ids);
+    v
+}
+
+fn write_user_config(dir: &Path, text: &str) {
+    let config = dir.join("config/crewbox");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), text).unwrap();
+}
+
+#[test]
+fn replay_reproduces_a_crew_run_and_reports_a_divergence() {
+    let dir = git_repo(|_| {});
+    let (out, original) = crewbox(
+        dir.path(),
+        &crew_script(),
+        &["run", PROMPT, "--mode", "crew"],
+    );
+    assert!(out.status.success(), "{original}");
+    assert_eq!(original["status"], "completed", "{original}");
+    let run = original["run_id"].as_str().unwrap().to_owned();
+    let before = branches(dir.path());
+
+    // The replay reproduces the run: the same report but ids and times, the same
+    // trees, every recorded call answered; the repository's branches are untouched.
+    let out = bin(dir.path(), &["replay", &run, "--json"]);
+    let replay = json(&out);
+    assert!(
+        out.status.success(),
+        "{replay:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(replay["outcome"], "matched", "{replay:#}");
+    assert_eq!(replay["identical"], true, "{replay:#}");
+    assert_eq!(replay["recorded_calls"], replay["answered_calls"]);
+    assert_eq!(
+        replay["recorded_calls"], 5,
+        "planner 2, executor 2, reviewer 1: {replay:#}"
+    );
+    let report = &replay["report"];
+    assert_ne!(report["run_id"], original["run_id"]);
+    assert_eq!(normalised(report), normalised(&original));
+    let (o_exec, r_exec) = (
+        original["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == "executor")
+            .unwrap(),
+        report["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == "executor")
+            .unwrap(),
+    );
+    assert_eq!(tip_tree(dir.path(), o_exec), tip_tree(dir.path(), r_exec));
+    assert!(
+        replay["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["same_tree"] == true),
+        "{replay:#}"
+    );
+    assert_eq!(
+        branches(dir.path()),
+        before,
+        "the replay's branches are removed"
+    );
+    let replays = crate::support::repo::state_dir(dir.path()).join("replays");
+    assert_eq!(
+        std::fs::read_dir(&replays).map(|d| d.count()).unwrap_or(0),
+        0
+    );
+
+    // Its cassette answers a run through a `kind = "replay"` provider; so does the
+    // store's own recording.
+    let cassette = dir.path().join("run.cassette.json");
+    let out = bin(
+        dir.path(),
+        &["export", &run, "--cassette", cassette.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&cassette).unwrap();
+    let tape: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (tape["format"].as_str(), tape["version"].as_u64()),
+        (Some("crewbox-cassette"), Some(1))
+    );
+    assert_eq!(tape["exchanges"].as_array().unwrap().len(), 5);
+    write_user_config(
+        dir.path(),
+        &format!(
+            "[providers.tape]\nkind = \"replay\"\ncassette = {}\n\n[providers.rec]\nkind = \"replay\"\nrun = \"{run}\"\n",
+            toml::Value::String(cassette.display().to_string())
+        ),
+    );
+    for provider in ["tape", "rec"] {
+        let out = bin(
+            dir.path(),
+            &[
+                "run",
+                PROMPT,
+                "--mode",
+                "crew",
+                "--provider",
+                provider,
+                "--json",
+            ],
+        );
+        let again = json(&out);
+        assert_eq!(again["status"], "completed", "{provider}: {again:#}");
+        assert_eq!(again["replay"]["answered"], 5, "{provider}: {again:#}");
+        assert_eq!(normalised(&again), normalised(&original), "{provider}");
+    }
+
+    // The file the planner's tool reads changes: its second request differs from the
+    // recording at the tool result, and the replay ends diverged.
+    std::fs::write(dir.path().join("repo/notes.txt"), "changed\n").unwrap();
+    // (The runs above made branches of their own, as any run does.)
+    let before = branches(dir.path());
+    let out = bin(dir.path(), &["replay", &run, "--json"]);
+    let diverged = json(&out);
+    assert_eq!(out.status.code(), Some(1), "{diverged:#}");
+    assert_eq!(diverged["outcome"], "diverged", "{diverged:#}");
+    assert_eq!(diverged["identical"], false);
+    assert_eq!(diverged["report"]["status"], "diverged", "{diverged:#}");
+    assert_eq!(diverged["report"]["exit_reason"], "diverged");
+    let d = &diverged["divergence"];
+    assert_eq!(
+        (d["agent"].as_str(), d["turn"].as_u64()),
+        (Some("planner"), Some(2)),
+        "{d}"
+    );
+    assert_eq!(d["difference"]["kind"], "message", "{d}");
+    assert_eq!(
+        d["difference"]["index"], 3,
+        "system, task, call, its result: {d}"
+    );
+    assert_eq!(d["difference"]["role"], "tool", "{d}");
+    let text = bin(dir.path(), &["replay", &run]);
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        stdout.contains("diverged")
+            && stdout.contains("agent `planner` turn 2")
+            && stdout.contains("message 3 (tool result) differs"),
+        "{stdout}"
+    );
+    assert_eq!(branches(dir.path()), before);
+}
+
+#[test]
+fn cassettes_carry_no_key_and_hostile_ones_are_refused() {
+    const KEY: &str = "sk-replay-test-5f0c1e9a7d";
+    let dir = git_repo(|_| {});
+    write_user_config(
+        dir.path(),
+        "[providers.cloud]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\nmodel = \"m\"\napi_key_env = \"CREWBOX_REPLAY_TEST_KEY\"\n",
+    );
+    let script = dir.path().join("script.toml");
+    std::fs::write(
+        &script,
+        format!("[[reply]]\nagent = \"executor\"\ntext = \"the key is {KEY}\"\n"),
+    )
+    .unwrap();
+    let out = command(
+        dir.path(),
+        &[
+            "run",
+            &format!("use {KEY} for it"),
+            "--mode",
+            "single",
+            "--script",
+            script.to_str().unwrap(),
+            "--json",
+        ],
+    )
+    .env("CREWBOX_REPLAY_TEST_KEY", KEY)
+    .output()
+    .unwrap();
+    let report = json(&out);
+    assert_eq!(report["status"], "completed", "{report:#}");
+    let run = report["run_id"].as_str().unwrap();
+    let cassette = dir.path().join("c.json");
+    let out = command(
+        dir.path(),
+        &["export", run, "--cassette", cassette.to_str().unwrap()],
+    )
+    .env("CREWBOX_REPLAY_TEST_KEY", KEY)
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&cassette).unwrap();
+    assert!(text.contains("the key is"), "the reply is recorded: {text}");
+    assert!(!text.contains(KEY), "the cassette holds the key: {text}");
+    assert!(!text.contains("CREWBOX_REPLAY_TEST_KEY"), "{text}");
+    // The store's rows, in the database file or still in its write-ahead log.
+    let state = crate::support::repo::state_dir(dir.path());
+    for file in ["crewbox.db", "crewbox.db-wal"] {
+        let bytes = std::fs::read(state.join(file)).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(KEY),
+            "the store ({file}) holds the key"
+        );
+    }
+    let conn = rusqlite::Connection::open(state.join("crewbox.db")).unwrap();
+    let replies: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM model_exchanges WHERE reply LIKE '%the key is%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(replies, 1, "the reply is recorded in the store");
+
+    // Hostile cassettes: a clear error naming the file and what is wrong.
+    let huge = dir.path().join("huge.json");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(crewbox::unstable::provider::replay::cassette::MAX_CASSETTE_BYTES + 1)
+        .unwrap();
+    let cases: [(&str, &[u8], &str); 4] = [
+        (
+            "malformed.json",
+            b"{\"format\": \"crewbox-cassette\", \"vers",
+            "is malformed",
+        ),
+        (
+            "version.json",
+            b"{\"format\": \"crewbox-cassette\", \"version\": 99, \"run\": {}, \"exchanges\": []}",
+            "has version 99",
+        ),
+        ("other.json", b"{\"hello\": 1}", "not a crewbox cassette"),
+        ("huge.json", b"", "is larger than"),
+    ];
+    for (name, body, says) in cases {
+        let path = dir.path().join(name);
+        if name != "huge.json" {
+            std::fs::write(&path, body).unwrap();
+        }
+        write_user_config(
+            dir.path(),
+            &format!(
+                "[providers.tape]\nkind = \"replay\"\ncassette = {}\n",
+                toml::Value::String(path.display().to_string())
+            ),
+        );
+        let out = bin(
+            dir.path(),
+            &[
+                "run",
+                "x",
+                "--mode",
+                "single",
+                "--provider",
+                "tape",
+                "--json",
+            ],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains(name) && stderr.contains(says),
+            "{name}: {stderr}"
+        );
+    }
+    // A run of the store that recorded nothing, and a replay provider naming both
+    // sources, are refused too.
+    let out = bin(dir.path(), &["replay", "r-nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    write_user_config(
+        dir.path(),
+        "[providers.tape]\nkind = \"replay\"\nrun = \"r-x\"\ncassette = \"c.json\"\n",
+    );
+    let out = bin(
+        dir.path(),
+        &["run", "x", "--mode", "single", "--provider", "tape"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("exactly one of `run`"), "{stderr}");
+}
+
+#[test]
+fn replay_reproduces_a_team_run_with_its_integration_branch() {
+    const PAIR: &str = r#"
+mode = "sequential"
+
+[[members]]
+name = "alice"
+access = "full"
+
+[[members]]
+name = "bob"
+access = "full"
+"#;
+    let dir = git_repo(|work| {
+        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
+        std::fs::write(work.join(".crewbox/teams/pair.toml"), PAIR).unwrap();
+    });
+    assert!(bin(dir.path(), &["trust"]).status.success());
+    let script = writes_then("alice", "a.txt", "a\n", 0, "ALICE: wrote a.txt")
+        + &writes_then("bob", "b.txt", "b\n", 0, "BOB: wrote b.txt");
+    let (out, original) = crewbox(
+        dir.path(),
+        &script,
+        &["run", "write both", "--team", "pair"],
+    );
+    assert!(out.status.success(), "{original:#}");
+    let run = original["run_id"].as_str().unwrap().to_owned();
+    let before = branches(dir.path());
+    let out = bin(dir.path(), &["replay", &run, "--json"]);
+    let replay = json(&out);
+    assert!(out.status.success(), "{replay:#}");
+    assert_eq!(replay["outcome"], "matched");
+    assert_eq!(replay["identical"], true, "{replay:#}");
+    assert_eq!(replay["same_integration_tree"], true, "{replay:#}");
+    assert_eq!(replay["report"]["mode"], "sequential");
+    assert_eq!(normalised(&replay["report"]), normalised(&original));
+    assert_eq!(
+        branches(dir.path()),
+        before,
+        "the replay's integration branch is removed"
+    );
+}
