@@ -46,6 +46,7 @@ pub mod demo;
 pub mod dispatch;
 pub mod events;
 pub mod health;
+mod health_provider;
 pub mod history;
 pub mod init;
 mod lookup;
