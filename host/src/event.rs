@@ -164,6 +164,9 @@ pub enum Event {
         turn: u32,
         /// Its text (capped).
         text: String,
+        /// The model's reasoning, when it sent some (capped; never the result).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
         /// The tools it called.
         tool_calls: Vec<String>,
         /// Tokens used.

@@ -14,7 +14,7 @@ pub enum Exceeded {
     Turns,
     /// Token budget.
     Tokens,
-    /// Wall time (including a stalled model stream).
+    /// Wall time (`wall_time_s`).
     WallTime,
     /// Tool-call budget.
     ToolCalls,

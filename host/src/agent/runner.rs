@@ -20,8 +20,8 @@ use crate::event::Event;
 use crate::ids::{AgentId, RunId};
 use crate::observe::spans;
 use crate::provider::{
-    AgentLabel, Completion, CompletionRequest, Message, Provider, ProviderError, StopReason,
-    ToolCall,
+    AgentLabel, Completion, CompletionRequest, Message, Progress, Provider, ProviderError,
+    StopReason, ToolCall, Usage,
 };
 use crate::store::{AgentStats, Store};
 use crate::tool::registry::ToolRegistry;
@@ -60,6 +60,11 @@ pub const CUT_CALL: &str = "error: not run: your reply was cut off at the output
 pub const EMPTY_NUDGE: &str =
     "Your last reply was empty. Answer the task, call a tool, or call `finish`.";
 
+/// Sent after a reply of reasoning only (a thinking model that stopped before its
+/// answer).
+pub const REASONING_NUDGE: &str = "Your last reply was reasoning only, with no answer. Answer now: \
+     reply with your answer, call a tool, or call `finish`.";
+
 /// Why an agent did not end well: a closed set, stored in its `agent.state` event and
 /// named at the head of its error text (so the report shows it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -81,6 +86,8 @@ pub enum FailReason {
     Truncated,
     /// The model answered with nothing: no text, no tool call.
     EmptyReply,
+    /// One model call took longer than `model_timeout_s` in all.
+    ModelTimeout,
     /// The server's content filter or the model refused.
     Refused,
     /// crewbox itself failed around the agent (store, task).
@@ -100,6 +107,7 @@ impl FailReason {
             Self::Interrupted => "interrupted",
             Self::Truncated => "truncated",
             Self::EmptyReply => "empty-reply",
+            Self::ModelTimeout => "model-timeout",
             Self::Refused => "refused",
             Self::Internal => "internal",
             Self::Diverged => "diverged",
@@ -378,8 +386,16 @@ impl TurnLoop<'_> {
         }
         // The last batch of tool results is complete here: a steer goes after all of them.
         self.deliver_steering(io);
-        let q = self.budget.quotas();
-        let dropped = compaction::compact(&mut self.messages, q.context_tokens, q.keep_turns);
+        let q = self.budget.quotas().clone();
+        let limits = spec.provider.limits();
+        let max_output = limits.max_output_tokens.unwrap_or(q.max_output_tokens);
+        // The model's window holds the request and the reply: compact to what leaves
+        // room for the output cap.
+        let window = limits.context_tokens.map_or(q.context_tokens, |n| {
+            q.context_tokens
+                .min(n.saturating_sub(u64::from(max_output)))
+        });
+        let dropped = compaction::compact(&mut self.messages, window, q.keep_turns);
         if dropped > 0 {
             self.log(Event::AgentCompacted { dropped });
         }
@@ -399,20 +415,19 @@ impl TurnLoop<'_> {
             turn,
             messages: self.messages.clone(),
             tools: self.tool_specs().await,
-            max_tokens: None,
+            max_tokens: Some(max_output),
             workspace: Some(spec.workspace.clone()),
+            progress: Some(Arc::new(Progress::default())),
         };
         let sent = crate::provider::replay::digest(&request);
         let reply =
             match tokio::time::timeout(q.model_timeout, spec.provider.complete(&request)).await {
-                Err(_) => {
-                    let msg = format!("model call stalled for {} s", q.model_timeout.as_secs());
-                    return Step::Fail(Failure {
-                        error: msg,
-                        ..Failure::budget(Exceeded::WallTime)
-                    });
+                Err(_) => return Step::Fail(self.model_timeout(&request, turn)),
+                Ok(Err(e)) => {
+                    // A stream that stalled or broke still generated what it sent.
+                    self.charge_partial(&request, turn);
+                    return Step::Fail(self.model_failure(e));
                 }
-                Ok(Err(e)) => return Step::Fail(self.model_failure(e)),
                 Ok(Ok(reply)) => reply,
             };
         spans::turn_replied(reply.usage, reply.tool_calls.len());
@@ -431,6 +446,7 @@ impl TurnLoop<'_> {
         let broke = self.budget.charge_usage(reply.usage);
         self.log(Event::ModelReply {
             turn,
+            reasoning: (!reply.reasoning.trim().is_empty()).then(|| cap(&reply.reasoning)),
             text: cap(&reply.text),
             tool_calls: reply.tool_calls.iter().map(|c| c.name.clone()).collect(),
             usage: reply.usage,
@@ -449,7 +465,7 @@ impl TurnLoop<'_> {
         }
         let cut = reply.stop == StopReason::MaxTokens;
         if cut && (reply.tool_calls.is_empty() || self.continuations >= MAX_CONTINUATIONS) {
-            return self.cut_off(&reply);
+            return self.cut_off(&reply, request.max_tokens);
         }
         if reply.tool_calls.is_empty() {
             return self.text_only(reply, io, turn);
@@ -557,16 +573,64 @@ impl TurnLoop<'_> {
         }
     }
 
+    /// `model_timeout_s` ran out while the call was under way: named as that limit
+    /// (a stall, no byte for `stall_timeout_s`, is the provider's own error), and what
+    /// the reply had brought so far is charged.
+    fn model_timeout(&mut self, request: &CompletionRequest, turn: u32) -> Failure {
+        let secs = self.budget.quotas().model_timeout.as_secs();
+        let detail = match self.charge_partial(request, turn) {
+            Some(output) => {
+                format!(
+                    "model_timeout_s = {secs} elapsed while the reply was still arriving \
+                     ({output} tokens generated so far, charged)"
+                )
+            }
+            None => format!(
+                "model_timeout_s = {secs} elapsed before any of the reply arrived (the server \
+                 may be busy, or answers only when done: stream = false)"
+            ),
+        };
+        Failure::typed(FailReason::ModelTimeout, detail)
+    }
+
+    /// Charges what a call that did not complete had generated (its request estimated,
+    /// its output as the server counted or ~4 bytes a token), logged as a reply with no
+    /// stop reason; the output tokens, `None` when nothing had arrived.
+    fn charge_partial(&mut self, request: &CompletionRequest, turn: u32) -> Option<u64> {
+        let output = request.progress.as_ref()?.output_tokens()?;
+        let usage = Usage {
+            input: compaction::estimate(&request.messages),
+            output,
+        };
+        // The failure that ended the call is what the agent reports; a budget crossed by
+        // this charge shows in its stats.
+        let _ = self.budget.charge_usage(usage);
+        self.log(Event::ModelReply {
+            turn,
+            reasoning: None,
+            text: String::new(),
+            tool_calls: Vec::new(),
+            usage,
+            stop: None,
+        });
+        Some(output)
+    }
+
     /// A text reply that hit the output token limit: continue it (bounded); past the
     /// bound, its calls are answered "not run" and the agent fails `truncated`.
-    fn cut_off(&mut self, reply: &Completion) -> Step {
+    /// `limit`: the cap crewbox sent, if it sent one.
+    fn cut_off(&mut self, reply: &Completion, limit: Option<u32>) -> Step {
         self.continuations += 1;
         if self.continuations > MAX_CONTINUATIONS {
             self.answer_unrun(&reply.tool_calls, CUT_CALL);
+            let by = match limit {
+                Some(n) => format!("at the output token limit crewbox set ({n} tokens)"),
+                None => "by the server's output limit".to_owned(),
+            };
             return Step::Fail(Failure::typed(
                 FailReason::Truncated,
                 format!(
-                    "the model's reply was cut at its output token limit {} times in a row",
+                    "the model's reply was cut {by} {} times in a row",
                     self.continuations
                 ),
             ));
@@ -592,18 +656,28 @@ impl TurnLoop<'_> {
                     "the model or the server's content filter refused to answer",
                 ));
             }
+            let reasoned = !reply.reasoning.trim().is_empty();
             if self.empty_nudges < MAX_EMPTY_NUDGES {
                 self.empty_nudges += 1;
                 self.log(Event::AgentContinue {
                     reason: FailReason::EmptyReply,
                     continuation: None,
                 });
-                self.messages.push(Message::user(EMPTY_NUDGE));
+                self.messages.push(Message::user(if reasoned {
+                    REASONING_NUDGE
+                } else {
+                    EMPTY_NUDGE
+                }));
                 return Step::Next;
             }
             return Step::Fail(Failure::typed(
                 FailReason::EmptyReply,
-                "the model answered with no text and no tool call",
+                if reasoned {
+                    "the model answered with reasoning only (no text, no tool call), even after \
+                     being asked to answer"
+                } else {
+                    "the model answered with no text and no tool call"
+                },
             ));
         }
         if self.answers_steering(io, turn) {

@@ -14,6 +14,10 @@ pub struct HealthArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also probe this provider's server (llama.cpp's `/props`: tool support of its
+    /// chat template, context window, slots); exit 1 when its template renders no tools.
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
 }
 
 /// Prints the health report.
@@ -50,7 +54,19 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
         Ok(sandbox) => sandbox.probe().await,
         Err(e) => crate::sandbox::ProbeReport::failed(e.to_string()),
     };
-    let report = json!({
+    let probed = match &args.provider {
+        Some(name) => {
+            let env = |var: &str| std::env::var(var).ok();
+            let choice = ctx.config().choose_provider(Some(name), None, &env)?;
+            Some(super::health_provider::probe(&choice.name, &choice.config, &env).await)
+        }
+        None => None,
+    };
+    let exit = match &probed {
+        Some(p) if p.failed => Exit::CheckFailed,
+        _ => Exit::Ok,
+    };
+    let mut report = json!({
         "scheduler": {
             "enabled": ctx.config().scheduling,
             "jobs": jobs.len(),
@@ -74,9 +90,12 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
         },
         "version": env!("CARGO_PKG_VERSION"),
     });
+    if let Some(p) = &probed {
+        report["provider"] = p.json.clone();
+    }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(Exit::Ok);
+        return Ok(exit);
     }
     outln!(
         "scheduler: {} · {} job(s), {} active · next fire {}",
@@ -125,7 +144,10 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
         None => outln!("store: none yet (nothing has run in this state directory)"),
     }
     outln!("version: {}", env!("CARGO_PKG_VERSION"));
-    Ok(Exit::Ok)
+    for line in probed.iter().flat_map(|p| &p.lines) {
+        outln!("{line}");
+    }
+    Ok(exit)
 }
 
 /// What `health` reads from an existing store.

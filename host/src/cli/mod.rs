@@ -48,6 +48,7 @@ pub mod dispatch;
 pub mod events;
 pub mod export;
 pub mod health;
+mod health_provider;
 pub mod history;
 pub mod init;
 mod lookup;

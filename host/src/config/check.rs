@@ -96,6 +96,58 @@ fn reply_bytes(v: Option<u64>) -> Result<(), (String, String)> {
     }
 }
 
+/// The most stop sequences a provider takes (OpenAI's limit).
+const MAX_STOP: usize = 4;
+
+/// `temperature` (0..=`max`: 2 for OpenAI-compatible servers, 1 for Anthropic) and
+/// `stop` (1..=4 non-empty sequences).
+fn sampling(temperature: Option<f64>, max: f64, stop: &[String]) -> Result<(), (String, String)> {
+    if let Some(t) = temperature.filter(|t| !(t.is_finite() && (0.0..=max).contains(t))) {
+        return Err((
+            "temperature".into(),
+            format!("{t} is outside the allowed range: 0..={max}"),
+        ));
+    }
+    if stop.len() > MAX_STOP {
+        return Err((
+            "stop".into(),
+            format!(
+                "{} sequences are outside the allowed range: at most {MAX_STOP}",
+                stop.len()
+            ),
+        ));
+    }
+    if stop.iter().any(String::is_empty) {
+        return Err((
+            "stop".into(),
+            "an empty sequence is not allowed: each stop sequence needs at least one character"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `max_output_tokens`, `max_concurrent` and `context_tokens`: each at least 1.
+fn model_limits(
+    output: Option<u32>,
+    concurrent: Option<usize>,
+    context: Option<u64>,
+) -> Result<(), (String, String)> {
+    for (key, zero) in [
+        ("max_output_tokens", output == Some(0)),
+        ("max_concurrent", concurrent == Some(0)),
+        ("context_tokens", context == Some(0)),
+    ] {
+        if zero {
+            return Err((
+                key.into(),
+                "0 is outside the allowed range: at least 1".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// One provider's numbers: timeouts, retries, reply caps, token limits and prices.
 fn provider(p: &ProviderConfig) -> Result<(), (String, String)> {
     match p {
@@ -109,6 +161,9 @@ fn provider(p: &ProviderConfig) -> Result<(), (String, String)> {
             seconds("stall_timeout_s", c.stall_timeout_s)?;
             retries(c.max_retries, c.retry_base_ms)?;
             reply_bytes(c.max_reply_bytes)?;
+            sampling(c.temperature, 2.0, &c.stop)?;
+            model_limits(c.max_output_tokens, c.max_concurrent, c.context_tokens)?;
+            seconds("first_byte_timeout_s", c.first_byte_timeout_s)?;
             price("price_input_per_mtok", c.price_input_per_mtok)?;
             price("price_output_per_mtok", c.price_output_per_mtok)
         }
@@ -118,12 +173,9 @@ fn provider(p: &ProviderConfig) -> Result<(), (String, String)> {
             seconds("stall_timeout_s", c.stall_timeout_s)?;
             retries(c.max_retries, c.retry_base_ms)?;
             reply_bytes(c.max_reply_bytes)?;
-            if c.max_tokens == Some(0) {
-                return Err((
-                    "max_tokens".into(),
-                    "0 is outside the allowed range: at least 1 token".into(),
-                ));
-            }
+            sampling(c.temperature, 1.0, &c.stop)?;
+            model_limits(c.max_output_tokens, c.max_concurrent, c.context_tokens)?;
+            seconds("first_byte_timeout_s", c.first_byte_timeout_s)?;
             price("price_input_per_mtok", c.price_input_per_mtok)?;
             price("price_output_per_mtok", c.price_output_per_mtok)
         }

@@ -130,14 +130,55 @@ pub fn provider_summary(p: &ProviderConfig) -> Value {
             "kind": "scripted",
             "script": c.script.as_deref().map(crate::paths::serde_path::json),
         }),
-        ProviderConfig::Openai(c) => json!({
-            "kind": "openai", "base_url": c.base_url, "model": c.model,
-            "api_key_env": c.api_key_env,
-        }),
-        ProviderConfig::Anthropic(c) => json!({
-            "kind": "anthropic", "base_url": c.base_url, "model": c.model,
-            "api_key_env": c.api_key_env,
-        }),
+        ProviderConfig::Openai(c) => {
+            let mut v = json!({
+                "kind": "openai", "base_url": c.base_url, "model": c.model,
+                "api_key_env": c.api_key_env, "stream": c.stream,
+                "token_limit_field": c.token_limit_field.key(),
+            });
+            http_settings(
+                &mut v,
+                &HttpSettings {
+                    timeouts: [
+                        c.timeout_s,
+                        c.connect_timeout_s,
+                        c.stall_timeout_s,
+                        c.first_byte_timeout_s,
+                    ],
+                    retries: (c.max_retries, c.retry_base_ms),
+                    max_output_tokens: c.max_output_tokens,
+                    temperature: c.temperature,
+                    stop: &c.stop,
+                    max_concurrent: c.max_concurrent,
+                    context_tokens: c.context_tokens,
+                },
+            );
+            v
+        }
+        ProviderConfig::Anthropic(c) => {
+            let mut v = json!({
+                "kind": "anthropic", "base_url": c.base_url, "model": c.model,
+                "api_key_env": c.api_key_env, "stream": c.stream,
+            });
+            http_settings(
+                &mut v,
+                &HttpSettings {
+                    timeouts: [
+                        c.timeout_s,
+                        c.connect_timeout_s,
+                        c.stall_timeout_s,
+                        c.first_byte_timeout_s,
+                    ],
+                    retries: (c.max_retries, c.retry_base_ms),
+                    max_output_tokens: c.max_output_tokens,
+                    temperature: c.temperature,
+                    stop: &c.stop,
+                    max_concurrent: c.max_concurrent,
+                    context_tokens: c.context_tokens,
+                },
+            );
+            v
+        }
         ProviderConfig::Command(c) => json!({
             "kind": "command", "command": c.command, "model": c.model,
         }),
@@ -146,6 +187,40 @@ pub fn provider_summary(p: &ProviderConfig) -> Value {
             "cassette": c.cassette.as_deref().map(crate::paths::serde_path::json),
         }),
     }
+}
+
+/// The settings the two HTTP provider kinds share, as written (`None`: the default).
+struct HttpSettings<'a> {
+    /// `timeout_s`, `connect_timeout_s`, `stall_timeout_s`, `first_byte_timeout_s`.
+    timeouts: [Option<f64>; 4],
+    /// `max_retries`, `retry_base_ms`.
+    retries: (Option<u32>, Option<u64>),
+    max_output_tokens: Option<u32>,
+    temperature: Option<f64>,
+    stop: &'a [String],
+    max_concurrent: Option<usize>,
+    context_tokens: Option<u64>,
+}
+
+/// Adds the shared HTTP settings to a provider's summary, defaults filled in.
+fn http_settings(v: &mut Value, s: &HttpSettings<'_>) {
+    let [overall, connect, stall, first] = s.timeouts;
+    let stall = stall.unwrap_or(60.0);
+    v["timeout_s"] = json!(overall.unwrap_or(600.0));
+    v["connect_timeout_s"] = json!(connect.unwrap_or(10.0));
+    v["stall_timeout_s"] = json!(stall);
+    v["first_byte_timeout_s"] = json!(first.unwrap_or(stall));
+    v["max_retries"] = json!(s.retries.0.unwrap_or(3));
+    v["retry_base_ms"] = json!(
+        s.retries
+            .1
+            .unwrap_or(crate::provider::RetryPolicy::default().base.as_millis() as u64)
+    );
+    v["max_output_tokens"] = json!(s.max_output_tokens);
+    v["temperature"] = json!(s.temperature);
+    v["stop"] = json!(s.stop);
+    v["max_concurrent"] = json!(s.max_concurrent);
+    v["context_tokens"] = json!(s.context_tokens);
 }
 
 /// One setting in force: its key, value and source.
@@ -200,6 +275,10 @@ impl Config {
             (
                 "quotas.model_timeout_s".into(),
                 json!(q.model_timeout.as_secs()),
+            ),
+            (
+                "quotas.max_output_tokens".into(),
+                json!(q.max_output_tokens),
             ),
             ("quotas.context_tokens".into(), json!(q.context_tokens)),
             ("quotas.keep_turns".into(), json!(q.keep_turns)),

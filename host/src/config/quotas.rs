@@ -26,8 +26,10 @@ pub struct QuotaFile {
     pub max_tool_calls: Option<u32>,
     /// Cost budget in the provider's price unit (needs prices in the provider config).
     pub max_cost: Option<f64>,
-    /// Seconds a single model call may take before it counts as stalled.
+    /// Seconds a single model call may take in all (tokens arriving or not).
     pub model_timeout_s: Option<u64>,
+    /// Output tokens of one agent turn (sent as the provider's token limit field).
+    pub max_output_tokens: Option<u32>,
     /// Context budget in tokens; old tool outputs are compacted when it is near.
     pub context_tokens: Option<u64>,
     /// Turns kept verbatim by compaction.
@@ -91,6 +93,13 @@ impl QuotaFile {
             SECONDS,
         )?;
         within(
+            "max_output_tokens",
+            self.max_output_tokens,
+            1,
+            u32::MAX,
+            "at least 1 token",
+        )?;
+        within(
             "context_tokens",
             self.context_tokens,
             1,
@@ -125,8 +134,11 @@ pub struct Quotas {
     pub max_tool_calls: u32,
     /// Optional cost budget.
     pub max_cost: Option<f64>,
-    /// Per-call model timeout (a stalled stream counts).
+    /// Per-call model timeout, overall (`model_timeout_s`).
     pub model_timeout: Duration,
+    /// Output tokens of one agent turn (a provider's `max_output_tokens` overrides it).
+    #[serde(default = "default_max_output_tokens")]
+    pub max_output_tokens: u32,
     /// Context budget in tokens.
     pub context_tokens: u64,
     /// Turns kept verbatim by compaction.
@@ -139,6 +151,13 @@ pub struct Quotas {
     /// Child agents the agents of one run may start together; 0: none.
     #[serde(default = "default_max_children_per_run")]
     pub max_children_per_run: u32,
+}
+
+/// The default of [`Quotas::max_output_tokens`].
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 4096;
+
+fn default_max_output_tokens() -> u32 {
+    DEFAULT_MAX_OUTPUT_TOKENS
 }
 
 /// The default of [`Quotas::max_children`].
@@ -164,6 +183,7 @@ impl Default for Quotas {
             max_tool_calls: 100,
             max_cost: None,
             model_timeout: Duration::from_secs(300),
+            max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
             context_tokens: 120_000,
             keep_turns: 6,
             max_depth: 5,
@@ -196,6 +216,7 @@ impl Quotas {
             grace_turns,
             max_tokens,
             max_tool_calls,
+            max_output_tokens,
             context_tokens,
             keep_turns,
             max_depth,
@@ -244,6 +265,12 @@ impl Quotas {
             "max_tool_calls",
             &mut self.max_tool_calls,
             f.max_tool_calls,
+            c,
+        );
+        lower(
+            "max_output_tokens",
+            &mut self.max_output_tokens,
+            f.max_output_tokens,
             c,
         );
         lower(

@@ -24,6 +24,7 @@ const QUOTA_KEYS: &[&str] = &[
     "max_tool_calls",
     "max_cost",
     "model_timeout_s",
+    "max_output_tokens",
     "context_tokens",
     "keep_turns",
     "max_depth",

@@ -35,6 +35,7 @@ impl ModelAccess for ProviderModel {
         }
         messages.push(Message::user(prompt));
         let request = CompletionRequest {
+            progress: None,
             agent: self.label.clone(),
             turn: 1,
             messages,

@@ -37,6 +37,12 @@ pub struct AnthropicOptions {
     pub timeouts: HttpTimeouts,
     /// The most bytes of one reply read before the call fails.
     pub max_reply_bytes: u64,
+    /// Sampling temperature sent with every request, if set.
+    pub temperature: Option<f64>,
+    /// `stop_sequences` sent with every request (none when empty).
+    pub stop: Vec<String>,
+    /// The output cap of an agent turn and the context window, as configured.
+    pub limits: super::ModelLimits,
 }
 
 /// A Messages API client.
@@ -93,6 +99,12 @@ impl AnthropicProvider {
                 .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
                 .collect();
         }
+        if let Some(t) = self.options.temperature {
+            body["temperature"] = json!(t);
+        }
+        if !self.options.stop.is_empty() {
+            body["stop_sequences"] = json!(self.options.stop);
+        }
         if self.options.stream {
             body["stream"] = json!(true);
         }
@@ -110,15 +122,18 @@ impl AnthropicProvider {
         }
         let stall = self.options.timeouts.stall;
         let cap = self.options.max_reply_bytes;
-        let head_stall = self.options.stream.then_some(stall);
-        let response = http::send(builder, head_stall, stall).await?;
+        let head = self
+            .options
+            .stream
+            .then_some(self.options.timeouts.first_byte);
+        let response = http::send(builder, head, stall).await?;
         let body = if self.options.stream {
             http::stream_body(response, stall, cap).await?
         } else {
             Body::Json(http::read_body(response, stall, cap).await?)
         };
         let mut completion = match body {
-            Body::Stream(reader) => read_stream(reader).await?,
+            Body::Stream(reader) => read_stream(reader, request.progress.as_deref()).await?,
             Body::Json(bytes) => from_response(http::parse_json(&bytes, "message")?)?,
         };
         if completion.usage == Usage::default() {
@@ -273,6 +288,7 @@ fn from_response(v: Value) -> Result<Completion, ProviderError> {
         })
         .unwrap_or_default();
     Ok(Completion {
+        reasoning: String::new(),
         stop: stop_reason(m.stop_reason.as_deref(), !tool_calls.is_empty()),
         text,
         tool_calls,
@@ -290,7 +306,10 @@ enum PartialBlock {
     },
 }
 
-async fn read_stream<S, B>(mut reader: SseReader<S>) -> Result<Completion, ProviderError>
+async fn read_stream<S, B>(
+    mut reader: SseReader<S>,
+    progress: Option<&super::Progress>,
+) -> Result<Completion, ProviderError>
 where
     S: futures::Stream<Item = Result<B, reqwest::Error>> + Unpin,
     B: AsRef<[u8]>,
@@ -346,6 +365,11 @@ where
             }
             "content_block_delta" => {
                 let delta = v.get("delta").cloned().unwrap_or(Value::Null);
+                if let Some(p) = progress {
+                    for key in ["text", "partial_json"] {
+                        p.generated(delta.get(key).and_then(Value::as_str).unwrap_or_default());
+                    }
+                }
                 match (
                     delta.get("type").and_then(Value::as_str),
                     blocks.get_mut(&index),
@@ -377,6 +401,9 @@ where
                 }
                 if let Some(out) = v.pointer("/usage/output_tokens").and_then(Value::as_u64) {
                     usage.output = out;
+                    if let Some(p) = progress {
+                        p.reported(usage);
+                    }
                 }
                 if let Some(inp) = v.pointer("/usage/input_tokens").and_then(Value::as_u64) {
                     usage.input = inp;
@@ -413,6 +440,7 @@ where
         })
         .collect();
     Ok(Completion {
+        reasoning: String::new(),
         stop: stop_reason(stop.as_deref(), !tool_calls.is_empty()),
         text,
         tool_calls,
@@ -427,6 +455,9 @@ impl Provider for AnthropicProvider {
     }
     fn model(&self) -> &str {
         &self.options.model
+    }
+    fn limits(&self) -> super::ModelLimits {
+        self.options.limits
     }
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
         super::http::within(self.options.timeouts.overall, self.attempt(request)).await

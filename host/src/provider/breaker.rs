@@ -68,6 +68,7 @@ pub fn counts_as_failure(err: &ProviderError) -> bool {
         | ProviderError::Rejected { .. }
         | ProviderError::CircuitOpen { .. }
         | ProviderError::NoScriptedReply { .. }
+        | ProviderError::ToolsIgnored(_)
         | ProviderError::Config(_)
         | ProviderError::Diverged(_) => false,
     }
@@ -311,6 +312,9 @@ impl Drop for TrialGuard<'_> {
 impl Provider for BreakerProvider {
     fn name(&self) -> &str {
         self.inner.name()
+    }
+    fn limits(&self) -> super::ModelLimits {
+        self.inner.limits()
     }
     fn model(&self) -> &str {
         self.inner.model()

@@ -373,6 +373,7 @@ impl Provider for CommandProvider {
             output: Usage::estimate(&text),
         };
         Ok(Completion {
+            reasoning: String::new(),
             text,
             tool_calls: Vec::new(),
             usage,

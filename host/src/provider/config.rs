@@ -14,10 +14,11 @@ use super::anthropic::{AnthropicOptions, AnthropicProvider};
 use super::breaker::Breakers;
 use super::command::{CommandOptions, CommandProvider, PromptVia};
 use super::http::HttpTimeouts;
+use super::limit::ConcurrencyLimit;
 use super::openai::{OpenAiOptions, OpenAiProvider, TokenLimitField};
 use super::retry::{RetryPolicy, RetryProvider};
 use super::scripted::ScriptedProvider;
-use super::{Provider, ProviderError, Usage};
+use super::{ModelLimits, Provider, ProviderError, Usage};
 
 /// Prices in currency units per million tokens.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -127,6 +128,23 @@ pub struct OpenaiConfig {
     pub token_limit_field: TokenLimitField,
     /// The most bytes of one reply read before the call fails (default 8 MiB).
     pub max_reply_bytes: Option<u64>,
+    /// Output cap of one agent turn, overriding `quotas.max_output_tokens` for this
+    /// provider.
+    pub max_output_tokens: Option<u32>,
+    /// Sampling temperature sent with every request.
+    pub temperature: Option<f64>,
+    /// Stop sequences sent with every request (at most 4).
+    #[serde(default)]
+    pub stop: Vec<String>,
+    /// Calls of this provider in flight at once (default: unlimited; `1` for a local
+    /// server with one slot).
+    pub max_concurrent: Option<usize>,
+    /// Longest wait for a streamed reply's response head, seconds (default: the stall
+    /// limit); a busy local server sends none until a slot frees.
+    pub first_byte_timeout_s: Option<f64>,
+    /// The model's context window in tokens: compaction keeps every request inside it
+    /// (llama.cpp's `/props` publishes it as `n_ctx`).
+    pub context_tokens: Option<u64>,
     /// Price per million input tokens.
     pub price_input_per_mtok: Option<f64>,
     /// Price per million output tokens.
@@ -145,8 +163,23 @@ pub struct AnthropicConfig {
     /// Environment variable holding the API key (default `ANTHROPIC_API_KEY`).
     #[serde(default = "anthropic_key_env")]
     pub api_key_env: String,
-    /// `max_tokens` when the agent sets none (default 4096).
-    pub max_tokens: Option<u32>,
+    /// `max_tokens` of an agent turn, overriding `quotas.max_output_tokens`, and of
+    /// any call that sets none (default 4096: the API requires one). `max_tokens` is
+    /// accepted as its older name.
+    #[serde(alias = "max_tokens")]
+    pub max_output_tokens: Option<u32>,
+    /// Sampling temperature sent with every request (0..=1).
+    pub temperature: Option<f64>,
+    /// `stop_sequences` sent with every request.
+    #[serde(default)]
+    pub stop: Vec<String>,
+    /// Calls of this provider in flight at once (default: unlimited).
+    pub max_concurrent: Option<usize>,
+    /// Longest wait for a streamed reply's response head, seconds (default: the stall
+    /// limit).
+    pub first_byte_timeout_s: Option<f64>,
+    /// The model's context window in tokens: compaction keeps every request inside it.
+    pub context_tokens: Option<u64>,
     /// Overall limit of one attempt, seconds (default 600).
     pub timeout_s: Option<f64>,
     /// Connect limit, seconds (default 10).
@@ -249,6 +282,32 @@ fn seconds(name: &str, key: &str, v: Option<f64>, default: u64) -> Result<Durati
         Some(s) => Err(ProviderError::Config(format!(
             "provider `{name}`: `{key}` must be a positive number of seconds, not {s}"
         ))),
+    }
+}
+
+/// The timeouts of an HTTP provider from its `connect_timeout_s`, `timeout_s`,
+/// `stall_timeout_s` and `first_byte_timeout_s` (default: the stall limit).
+fn timeouts(
+    name: &str,
+    [connect, overall, stall, first]: [Option<f64>; 4],
+) -> Result<HttpTimeouts, ProviderError> {
+    let stall = seconds(name, "stall_timeout_s", stall, 60)?;
+    Ok(HttpTimeouts {
+        connect: seconds(name, "connect_timeout_s", connect, 10)?,
+        overall: seconds(name, "timeout_s", overall, 600)?,
+        stall,
+        first_byte: match first {
+            None => stall,
+            some => seconds(name, "first_byte_timeout_s", some, 60)?,
+        },
+    })
+}
+
+/// `inner` behind a `max_concurrent` limiter when one is set.
+fn limited(inner: Arc<dyn Provider>, max: Option<usize>) -> Arc<dyn Provider> {
+    match max {
+        Some(n) => Arc::new(ConcurrencyLimit::new(inner, n)),
+        None => inner,
     }
 }
 
@@ -357,14 +416,27 @@ pub fn build(
                 stream: c.stream,
                 token_limit_field: c.token_limit_field,
                 max_reply_bytes: reply_cap(name, c.max_reply_bytes)?,
-                timeouts: HttpTimeouts {
-                    connect: seconds(name, "connect_timeout_s", c.connect_timeout_s, 10)?,
-                    overall: seconds(name, "timeout_s", c.timeout_s, 600)?,
-                    stall: seconds(name, "stall_timeout_s", c.stall_timeout_s, 60)?,
+                timeouts: timeouts(
+                    name,
+                    [
+                        c.connect_timeout_s,
+                        c.timeout_s,
+                        c.stall_timeout_s,
+                        c.first_byte_timeout_s,
+                    ],
+                )?,
+                temperature: c.temperature,
+                stop: c.stop.clone(),
+                limits: ModelLimits {
+                    max_output_tokens: c.max_output_tokens,
+                    context_tokens: c.context_tokens,
                 },
             };
             (
-                Arc::new(OpenAiProvider::new(name, options)?),
+                limited(
+                    Arc::new(OpenAiProvider::new(name, options)?),
+                    c.max_concurrent,
+                ),
                 retry_policy(c.max_retries, c.retry_base_ms),
             )
         }
@@ -374,17 +446,30 @@ pub fn build(
                 base_url: c.base_url.clone(),
                 model: c.model.clone(),
                 api_key: Some(api_key(name, &c.api_key_env, ctx)?),
-                max_tokens: c.max_tokens.unwrap_or(4096),
+                max_tokens: c.max_output_tokens.unwrap_or(4096),
                 stream: c.stream,
                 max_reply_bytes: reply_cap(name, c.max_reply_bytes)?,
-                timeouts: HttpTimeouts {
-                    connect: seconds(name, "connect_timeout_s", c.connect_timeout_s, 10)?,
-                    overall: seconds(name, "timeout_s", c.timeout_s, 600)?,
-                    stall: seconds(name, "stall_timeout_s", c.stall_timeout_s, 60)?,
+                timeouts: timeouts(
+                    name,
+                    [
+                        c.connect_timeout_s,
+                        c.timeout_s,
+                        c.stall_timeout_s,
+                        c.first_byte_timeout_s,
+                    ],
+                )?,
+                temperature: c.temperature,
+                stop: c.stop.clone(),
+                limits: ModelLimits {
+                    max_output_tokens: c.max_output_tokens,
+                    context_tokens: c.context_tokens,
                 },
             };
             (
-                Arc::new(AnthropicProvider::new(name, options)?),
+                limited(
+                    Arc::new(AnthropicProvider::new(name, options)?),
+                    c.max_concurrent,
+                ),
                 retry_policy(c.max_retries, c.retry_base_ms),
             )
         }

@@ -19,8 +19,11 @@ pub struct HttpTimeouts {
     pub connect: Duration,
     /// The whole call, first byte to last.
     pub overall: Duration,
-    /// Longest silence between two stream chunks (or before the response head).
+    /// Longest silence between two stream chunks (`stall_timeout_s`).
     pub stall: Duration,
+    /// Longest wait for the response head of a streamed call (`first_byte_timeout_s`):
+    /// a server with every slot busy sends none until one frees.
+    pub first_byte: Duration,
 }
 
 impl Default for HttpTimeouts {
@@ -29,6 +32,7 @@ impl Default for HttpTimeouts {
             connect: Duration::from_secs(10),
             overall: Duration::from_secs(600),
             stall: Duration::from_secs(60),
+            first_byte: Duration::from_secs(60),
         }
     }
 }
@@ -90,7 +94,10 @@ pub(crate) async fn send(
         Some(limit) => tokio::time::timeout(limit, request.send())
             .await
             .map_err(|_| {
-                ProviderError::Timeout(format!("no response within {} s", limit.as_secs_f32()))
+                ProviderError::Timeout(format!(
+                    "no response head within {} s (first_byte_timeout_s)",
+                    limit.as_secs_f32()
+                ))
             })?,
         None => request.send().await,
     };
@@ -397,7 +404,7 @@ where
                 .await
                 .map_err(|_| {
                     ProviderError::Timeout(format!(
-                        "the stream stalled: no data for {} s",
+                        "the stream stalled: no data for {} s (stall_timeout_s)",
                         self.stall.as_secs_f32()
                     ))
                 })?;
@@ -435,7 +442,7 @@ async fn read_capped(
         match tokio::time::timeout(stall, body.next()).await {
             Err(_) => {
                 return Err(ProviderError::Timeout(format!(
-                    "the response stalled: no data for {} s",
+                    "the response stalled: no data for {} s (stall_timeout_s)",
                     stall.as_secs_f32()
                 )));
             }
@@ -511,7 +518,7 @@ pub async fn within(
 ) -> Result<super::Completion, ProviderError> {
     tokio::time::timeout(overall, attempt).await.map_err(|_| {
         ProviderError::Timeout(format!(
-            "no complete reply within {} s",
+            "no complete reply within {} s (timeout_s)",
             overall.as_secs_f32()
         ))
     })?

@@ -11,8 +11,10 @@ pub mod command;
 pub mod config;
 pub mod conversation;
 pub mod http;
+pub mod limit;
 pub mod openai;
 pub mod replay;
+pub mod props;
 pub mod retry;
 pub mod scripted;
 pub mod sse;
@@ -24,6 +26,7 @@ pub use retry::{RetryPolicy, RetryProvider};
 pub use scripted::{ScriptError, ScriptedProvider};
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -192,6 +195,56 @@ pub struct CompletionRequest {
     pub max_tokens: Option<u32>,
     /// The agent's workspace root (used by the `command` provider).
     pub workspace: Option<PathBuf>,
+    /// Where a streaming provider records what has arrived so far, so a caller whose
+    /// own time limit cuts the call still knows (and charges) the tokens generated.
+    pub progress: Option<Arc<Progress>>,
+}
+
+/// What a reply in progress has brought so far (see [`CompletionRequest::progress`]).
+#[derive(Debug, Default)]
+pub struct Progress {
+    inner: Mutex<ProgressState>,
+}
+
+#[derive(Debug, Default)]
+struct ProgressState {
+    bytes: u64,
+    usage: Option<Usage>,
+}
+
+impl Progress {
+    /// Counts generated text (reply, reasoning or tool arguments).
+    pub fn generated(&self, text: &str) {
+        if let Ok(mut s) = self.inner.lock() {
+            s.bytes += text.len() as u64;
+        }
+    }
+    /// Records the usage the server reported (a final chunk).
+    pub fn reported(&self, usage: Usage) {
+        if let Ok(mut s) = self.inner.lock() {
+            s.usage = Some(usage);
+        }
+    }
+    /// Tokens generated so far: the server's count when it sent one, else estimated
+    /// from the bytes (~4 a token); `None` when nothing arrived.
+    pub fn output_tokens(&self) -> Option<u64> {
+        let s = self.inner.lock().ok()?;
+        match s.usage {
+            Some(u) => Some(u.output),
+            None if s.bytes > 0 => Some(s.bytes.div_ceil(4)),
+            None => None,
+        }
+    }
+}
+
+/// What a provider's own config says about its model's limits (wrappers pass them
+/// through).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModelLimits {
+    /// The output cap of one agent turn, overriding `quotas.max_output_tokens`.
+    pub max_output_tokens: Option<u32>,
+    /// The model's context window in tokens (compaction keeps a request inside it).
+    pub context_tokens: Option<u64>,
 }
 
 /// Token usage of one call.
@@ -236,6 +289,10 @@ pub struct Completion {
     pub usage: Usage,
     /// Why the model stopped.
     pub stop: StopReason,
+    /// The model's reasoning (`reasoning_content` / `reasoning` of OpenAI-compatible
+    /// servers): shown in events, never the result, and not sent back (those servers
+    /// do not want it in the history).
+    pub reasoning: String,
 }
 
 /// Why a model call failed. `is_retryable` is the one place the retry decision lives.
@@ -318,6 +375,10 @@ pub enum ProviderError {
         /// The 1-based turn.
         turn: u32,
     },
+    /// The server rendered none of the tools the request offered (a chat template
+    /// without tool support): the agent could never act. Not retried.
+    #[error("{0}")]
+    ToolsIgnored(String),
     /// The provider is misconfigured (missing key variable, bad command). Not retried.
     /// The text names the provider (`provider `x`: …`); wrappers do not repeat it.
     #[error("{0}")]
@@ -342,6 +403,7 @@ impl ProviderError {
             | Self::ReplyTooLarge { .. }
             | Self::CircuitOpen { .. }
             | Self::NoScriptedReply { .. }
+            | Self::ToolsIgnored(_)
             | Self::Config(_)
             | Self::Diverged(_) => false,
         }
@@ -361,6 +423,7 @@ impl ProviderError {
             | Self::ReplyTooLarge { .. }
             | Self::CircuitOpen { .. }
             | Self::NoScriptedReply { .. }
+            | Self::ToolsIgnored(_)
             | Self::Config(_)
             | Self::Diverged(_) => None,
         }
@@ -395,5 +458,9 @@ pub trait Provider: Send + Sync {
     /// every provider that asks a model.
     fn replay(&self) -> Option<replay::ReplayStatus> {
         None
+    }
+    /// The limits its config sets (none by default).
+    fn limits(&self) -> ModelLimits {
+        ModelLimits::default()
     }
 }

@@ -13,9 +13,10 @@ use serde_json::{Value, json};
 
 use super::conversation::{is_blank, well_formed};
 use super::http::{self, Body, HttpTimeouts, SseReader, null_default};
+use super::props::{self, ServerProps};
 use super::{
-    Completion, CompletionRequest, Message, Provider, ProviderError, Role, StopReason, ToolCall,
-    Usage,
+    Completion, CompletionRequest, Message, ModelLimits, Progress, Provider, ProviderError, Role,
+    StopReason, ToolCall, Usage,
 };
 
 /// Which request field carries the output token limit.
@@ -31,7 +32,8 @@ pub enum TokenLimitField {
 }
 
 impl TokenLimitField {
-    fn key(self) -> &'static str {
+    /// The request field's name.
+    pub fn key(self) -> &'static str {
         match self {
             Self::MaxCompletionTokens => "max_completion_tokens",
             Self::MaxTokens => "max_tokens",
@@ -56,6 +58,12 @@ pub struct OpenAiOptions {
     pub token_limit_field: TokenLimitField,
     /// The most bytes of one reply read before the call fails.
     pub max_reply_bytes: u64,
+    /// Sampling temperature sent with every request, if set.
+    pub temperature: Option<f64>,
+    /// Stop sequences sent with every request (none when empty).
+    pub stop: Vec<String>,
+    /// The output cap of an agent turn and the context window, as configured.
+    pub limits: ModelLimits,
 }
 
 /// A Chat Completions client.
@@ -105,18 +113,16 @@ impl OpenAiProvider {
             "stream": self.options.stream,
         });
         if !request.tools.is_empty() {
-            body["tools"] = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters,
-                    }})
-                })
-                .collect();
+            body["tools"] = wire_tools(request);
         }
         if let Some(max) = request.max_tokens {
             body[self.options.token_limit_field.key()] = json!(max);
+        }
+        if let Some(t) = self.options.temperature {
+            body["temperature"] = json!(t);
+        }
+        if !self.options.stop.is_empty() {
+            body["stop"] = json!(self.options.stop);
         }
         if self.options.stream {
             body["stream_options"] = json!({"include_usage": true});
@@ -131,22 +137,106 @@ impl OpenAiProvider {
         }
         let stall = self.options.timeouts.stall;
         let cap = self.options.max_reply_bytes;
-        let head_stall = self.options.stream.then_some(stall);
-        let response = http::send(builder, head_stall, stall).await?;
+        let head = self
+            .options
+            .stream
+            .then_some(self.options.timeouts.first_byte);
+        let response = http::send(builder, head, stall).await?;
         let body = if self.options.stream {
             http::stream_body(response, stall, cap).await?
         } else {
             Body::Json(http::read_body(response, stall, cap).await?)
         };
         let mut completion = match body {
-            Body::Stream(reader) => read_stream(reader).await?,
+            Body::Stream(reader) => read_stream(reader, request.progress.as_deref()).await?,
             Body::Json(bytes) => from_response(http::parse_json(&bytes, "chat completion")?)?,
         };
         if completion.usage == Usage::default() {
             completion.usage = estimate_usage(request, &completion);
+        } else {
+            self.tools_rendered(request, &completion).await?;
         }
         Ok(completion)
     }
+
+    /// Fails when the server counted fewer prompt tokens than a quarter of what the
+    /// offered tool schemas alone take (~4 bytes a token) and the model called none: its
+    /// chat template dropped them (llama.cpp without a tool template renders a 1,600
+    /// token request as 140). The server's `/props`, when it has one, names the cause.
+    async fn tools_rendered(
+        &self,
+        request: &CompletionRequest,
+        c: &Completion,
+    ) -> Result<(), ProviderError> {
+        if request.tools.is_empty() || !c.tool_calls.is_empty() {
+            return Ok(());
+        }
+        let schema = Usage::estimate(&wire_tools(request).to_string());
+        if c.usage.input.saturating_mul(4) >= schema {
+            return Ok(());
+        }
+        let found = props::probe(
+            &self.client,
+            &self.options.base_url,
+            self.options.api_key.as_deref(),
+            self.options.timeouts.stall,
+        )
+        .await
+        .ok()
+        .flatten();
+        Err(ProviderError::ToolsIgnored(tools_ignored(
+            &self.name,
+            &self.options.base_url,
+            request.tools.len(),
+            (c.usage.input, schema),
+            found.as_ref(),
+        )))
+    }
+}
+
+/// The error for a server that rendered none of the tools: what it counted, and what
+/// its `/props` says when it has one.
+fn tools_ignored(
+    name: &str,
+    base_url: &str,
+    tools: usize,
+    (prompt, schema): (u64, u64),
+    found: Option<&ServerProps>,
+) -> String {
+    let counted = format!(
+        "it counted {prompt} prompt tokens for a request whose {tools} tool schemas alone are \
+         about {schema} tokens"
+    );
+    let cause = match found {
+        Some(p) if p.supports_tools == Some(false) => format!(
+            "its chat template has no tool support (llama.cpp `/props`: \
+             chat_template_caps.supports_tools = false{})",
+            p.model
+                .as_deref()
+                .map(|m| format!(", model `{}`", http::shown(m, 200)))
+                .unwrap_or_default()
+        ),
+        _ => "its chat template has no tool support, it seems".to_owned(),
+    };
+    format!(
+        "provider `{name}` ({base_url}): the server rendered none of the tools offered: \
+         {counted}; {cause}. The agent could never act. Start llama.cpp's llama-server with \
+         `--jinja` and a chat template that renders tools (`--chat-template-file`), or serve \
+         a model whose template has them; `crewbox health --provider {name}` probes the server"
+    )
+}
+
+/// The `tools` of a request in the Chat Completions shape.
+fn wire_tools(request: &CompletionRequest) -> Value {
+    request
+        .tools
+        .iter()
+        .map(|t| {
+            json!({"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters,
+            }})
+        })
+        .collect()
 }
 
 /// Usage estimated from the texts when the server reported none.
@@ -241,6 +331,12 @@ struct WireMessage {
     content: Option<Value>,
     #[serde(default, deserialize_with = "null_default")]
     tool_calls: Vec<WireToolCall>,
+    /// A thinking model's reasoning (llama.cpp, vLLM, SGLang, DeepSeek).
+    #[serde(default)]
+    reasoning_content: Option<Value>,
+    /// The same under Ollama's and newer vLLM's name.
+    #[serde(default)]
+    reasoning: Option<Value>,
 }
 
 impl WireMessage {
@@ -253,6 +349,13 @@ impl WireMessage {
                 .collect(),
             _ => String::new(),
         }
+    }
+
+    fn reasoning(&self) -> String {
+        [&self.reasoning_content, &self.reasoning]
+            .into_iter()
+            .filter_map(|r| r.as_ref().and_then(Value::as_str))
+            .collect()
     }
 }
 
@@ -320,6 +423,7 @@ fn from_response(r: WireResponse) -> Result<Completion, ProviderError> {
         .collect();
     http::unique_ids(&mut tool_calls);
     Ok(Completion {
+        reasoning: message.reasoning(),
         text: message.text(),
         stop: stop_reason(choice.finish_reason.as_deref(), !tool_calls.is_empty()),
         tool_calls,
@@ -396,12 +500,16 @@ impl CallAssembler {
     }
 }
 
-async fn read_stream<S, B>(mut reader: SseReader<S>) -> Result<Completion, ProviderError>
+async fn read_stream<S, B>(
+    mut reader: SseReader<S>,
+    progress: Option<&Progress>,
+) -> Result<Completion, ProviderError>
 where
     S: futures::Stream<Item = Result<B, reqwest::Error>> + Unpin,
     B: AsRef<[u8]>,
 {
     let mut text = String::new();
+    let mut reasoning = String::new();
     let mut calls = CallAssembler::default();
     let mut finish: Option<String> = None;
     let mut usage = Usage::default();
@@ -420,6 +528,9 @@ where
         }
         if let Some(u) = chunk.usage() {
             usage = u;
+            if let Some(p) = progress {
+                p.reported(u);
+            }
         }
         for choice in chunk.choices {
             if let Some(f) = choice.finish_reason {
@@ -428,7 +539,18 @@ where
             let Some(delta) = choice.message else {
                 continue;
             };
-            text.push_str(&delta.text());
+            let (said, thought) = (delta.text(), delta.reasoning());
+            if let Some(p) = progress {
+                p.generated(&said);
+                p.generated(&thought);
+                for tc in &delta.tool_calls {
+                    if let Some(f) = &tc.function {
+                        p.generated(&f.arguments());
+                    }
+                }
+            }
+            text.push_str(&said);
+            reasoning.push_str(&thought);
             for tc in delta.tool_calls {
                 calls.add(tc);
             }
@@ -441,6 +563,7 @@ where
     }
     let tool_calls = calls.finish();
     Ok(Completion {
+        reasoning,
         text,
         stop: stop_reason(finish.as_deref(), !tool_calls.is_empty()),
         tool_calls,
@@ -455,6 +578,9 @@ impl Provider for OpenAiProvider {
     }
     fn model(&self) -> &str {
         &self.options.model
+    }
+    fn limits(&self) -> ModelLimits {
+        self.options.limits
     }
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
         super::http::within(self.options.timeouts.overall, self.attempt(request)).await
@@ -543,6 +669,22 @@ mod tests {
                 ("call_2", "grep", json!({"pattern": "y"}))
             ]
         );
+    }
+
+    #[test]
+    fn reasoning_is_read_under_both_names_and_never_as_text() {
+        for key in ["reasoning_content", "reasoning"] {
+            let r: WireResponse =
+                serde_json::from_value(json!({"choices": [{"finish_reason": "stop",
+                "message": {"role": "assistant", "content": "", key: "hmm"}}]}))
+                .unwrap();
+            let c = from_response(r).unwrap();
+            assert_eq!(
+                (c.text.as_str(), c.reasoning.as_str()),
+                ("", "hmm"),
+                "{key}"
+            );
+        }
     }
 
     #[test]

@@ -70,6 +70,9 @@ impl Provider for RetryProvider {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn limits(&self) -> super::ModelLimits {
+        self.inner.limits()
+    }
     fn model(&self) -> &str {
         self.inner.model()
     }
@@ -178,6 +181,7 @@ mod tests {
             match self.errors.lock().unwrap().pop() {
                 Some(e) => Err(e),
                 None => Ok(Completion {
+                    reasoning: String::new(),
                     text: "ok".into(),
                     tool_calls: vec![],
                     usage: Default::default(),
@@ -189,6 +193,7 @@ mod tests {
 
     fn request() -> CompletionRequest {
         CompletionRequest {
+            progress: None,
             agent: Default::default(),
             turn: 1,
             messages: vec![],

@@ -598,6 +598,7 @@ fn lower(task: &Quotas, mine: &Quotas) -> Quotas {
             (a, b) => a.or(b),
         },
         model_timeout: task.model_timeout.min(mine.model_timeout),
+        max_output_tokens: task.max_output_tokens.min(mine.max_output_tokens),
         context_tokens: task.context_tokens.min(mine.context_tokens),
         keep_turns: task.keep_turns.min(mine.keep_turns),
         max_depth: task.max_depth.min(mine.max_depth),

@@ -71,6 +71,38 @@ fn out_of_range_settings_are_refused_naming_file_key_and_range() {
         ("[quotas]\nmodel_timeout_s = 0\n".into(), "quotas.model_timeout_s", "1..="),
         ("[quotas]\nmax_turns = 0\n".into(), "quotas.max_turns", "at least 1"),
         ("[quotas]\nmax_tokens = 0\n".into(), "quotas.max_tokens", "at least 1"),
+        (
+            "[quotas]\nmax_output_tokens = 0\n".into(),
+            "quotas.max_output_tokens",
+            "at least 1",
+        ),
+        (
+            "[providers.x]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
+             temperature = 2.5\n"
+                .into(),
+            "providers.x.temperature",
+            "0..=2",
+        ),
+        (
+            "[providers.x]\nkind = \"anthropic\"\nmodel = \"m\"\ntemperature = 1.5\n".into(),
+            "providers.x.temperature",
+            "0..=1",
+        ),
+        (
+            "[providers.x]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
+             stop = [\"a\", \"b\", \"c\", \"d\", \"e\"]\n"
+                .into(),
+            "providers.x.stop",
+            "at most 4",
+        ),
+        (
+            "[providers.x]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
+             max_concurrent = 0\n"
+                .into(),
+            "providers.x.max_concurrent",
+            "at least 1",
+        ),
+
         ("dispatch_history = 0\n".into(), "dispatch_history", "at least 1"),
         ("max_concurrent = 0\n".into(), "max_concurrent", "1..=256"),
         (

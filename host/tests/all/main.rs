@@ -50,6 +50,7 @@ mod provider_llama;
 mod provider_openai;
 mod provider_peer;
 mod provider_scripted;
+mod provider_server_limits;
 mod recovery;
 mod reflect;
 mod reflect_seeds;

@@ -60,6 +60,7 @@ fn provider_in(sandbox: &Sandbox, toml_text: &str) -> Arc<dyn Provider> {
 
 fn request(workspace: Option<&Path>, messages: Vec<Message>) -> CompletionRequest {
     CompletionRequest {
+        progress: None,
         agent: AgentLabel {
             id: "a".into(),
             name: "executor".into(),

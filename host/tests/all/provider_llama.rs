@@ -2,7 +2,9 @@
 //! real llama.cpp `llama-server` (SmolLM2-135M-Instruct), recorded by
 //! `scripts/real-model.sh --record` into `recordings/llama-server/` (see the README
 //! there): a request rejected for its content is not retried, arguments that are not
-//! JSON are never sent back, and a reply cut inside a tool call is answered "not run".
+//! JSON are never sent back, a reply cut inside a tool call is answered "not run", and
+//! a chat template that drops the tools fails the agent (and `health --provider` says
+//! so from `/props`).
 
 use std::path::Path;
 use std::process::Output;
@@ -16,7 +18,7 @@ use crewbox::unstable::provider::{
 };
 
 /// A recording: (the request crewbox-shaped clients sent, the server's reply).
-fn recording(name: &str) -> (Value, Reply) {
+pub(crate) fn recording(name: &str) -> (Value, Reply) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/all/recordings/llama-server")
         .join(format!("{name}.json"));
@@ -35,6 +37,7 @@ fn recording(name: &str) -> (Value, Reply) {
 
 fn request(messages: Vec<Message>) -> CompletionRequest {
     CompletionRequest {
+        progress: None,
         agent: AgentLabel {
             id: "a1".into(),
             name: "executor".into(),
@@ -118,13 +121,13 @@ async fn arguments_that_are_not_json_are_sent_back_as_an_empty_object() {
     assert!(c.tool_calls[0].invalid_args.is_some(), "{c:?}");
 }
 
-fn user_config(dir: &Path, text: &str) {
+pub(crate) fn user_config(dir: &Path, text: &str) {
     let d = dir.join("config").join("crewbox");
     std::fs::create_dir_all(&d).unwrap();
     std::fs::write(d.join("config.toml"), text).unwrap();
 }
 
-async fn run(dir: &Path, args: &[&str]) -> Output {
+pub(crate) async fn run(dir: &Path, args: &[&str]) -> Output {
     let mut c = command(dir, args);
     tokio::task::spawn_blocking(move || c.output().unwrap())
         .await
@@ -212,4 +215,163 @@ async fn a_cut_reply_runs_its_complete_calls_and_answers_only_the_broken_one() {
         results[1].starts_with("error: not run: your reply was cut off"),
         "{results:?}"
     );
+}
+
+/// The tools of a recorded request, as crewbox offers them.
+fn recorded_tools(request: &Value) -> Vec<ToolSpec> {
+    request["body"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| ToolSpec {
+            name: t["function"]["name"].as_str().unwrap().into(),
+            description: t["function"]["description"].as_str().unwrap().into(),
+            parameters: t["function"]["parameters"].clone(),
+        })
+        .collect()
+}
+
+fn llama(url: &str) -> String {
+    format!(
+        "kind = \"openai\"\nbase_url = \"{url}/v1\"\nmodel = \"m\"\nstream = false\nmax_retries = 0\n"
+    )
+}
+
+#[tokio::test]
+async fn a_prompt_far_smaller_than_the_tool_schemas_means_the_tools_were_dropped() {
+    // The same request (three tool schemas, ~190 tokens of them): the model's own
+    // template counted 38 prompt tokens, the tool template 285.
+    let (dropped_req, dropped) = recording("no-tool-template/tools-dropped");
+    let (rendered_req, rendered) = recording("tool-template/tools-rendered");
+    assert_eq!(dropped_req["body"]["tools"], rendered_req["body"]["tools"]);
+    let tools = recorded_tools(&dropped_req);
+    let messages = vec![
+        Message::system("You are a coding agent. Use the tools to act."),
+        Message::user("Read README.md and say what it is about."),
+    ];
+    let ask = CompletionRequest {
+        tools,
+        ..request(messages)
+    };
+    // No /props on this server (404): the error still names the cause it can see.
+    let server = TestServer::start(vec![dropped, Reply::text(404, "not found")]).await;
+    let (p, _) = build_provider("llama", &llama(&server.url), &[]).unwrap();
+    let err = p.complete(&ask).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, ProviderError::ToolsIgnored(_)), "{err:?}");
+    assert!(
+        text.contains("provider `llama`")
+            && text.contains("counted 38 prompt tokens")
+            && text.contains("chat template")
+            && text.contains("--jinja"),
+        "{text}"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "one call, one /props probe, no retry");
+    assert_eq!(
+        (requests[1].method.as_str(), requests[1].path.as_str()),
+        ("GET", "/props")
+    );
+
+    let server = TestServer::start(vec![rendered]).await;
+    let (p, _) = build_provider("llama", &llama(&server.url), &[]).unwrap();
+    let c = p.complete(&ask).await.unwrap();
+    assert_eq!(c.usage.input, 285);
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "no probe when the tools were rendered"
+    );
+}
+
+#[tokio::test]
+async fn an_agent_whose_server_template_has_no_tools_fails_naming_the_template() {
+    let (_, dropped) = recording("no-tool-template/tools-dropped");
+    let (_, props) = recording("no-tool-template/props");
+    let server = TestServer::start(vec![dropped, props]).await;
+    let dir = git_repo(|work| std::fs::write(work.join("README.md"), "# hi\n").unwrap());
+    user_config(
+        dir.path(),
+        &format!("[providers.llama]\n{}", llama(&server.url)),
+    );
+    let out = run(
+        dir.path(),
+        &[
+            "run",
+            "--mode",
+            "single",
+            "--provider",
+            "llama",
+            "read the README",
+            "--json",
+        ],
+    )
+    .await;
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    assert_ne!(report["status"], "completed", "{report:#}");
+    assert!(!out.status.success());
+    let error = report["agents"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("chat_template_caps.supports_tools = false")
+            && error.contains("SmolLM2-135M-Instruct")
+            && error.contains("rendered none of the tools"),
+        "{report:#}"
+    );
+    assert_eq!(server.requests().len(), 2, "{report:#}");
+}
+
+#[tokio::test]
+async fn health_probes_the_servers_props() {
+    for (dir_name, ok, says) in [
+        (
+            "no-tool-template",
+            false,
+            "NOT SUPPORTED by the chat template",
+        ),
+        ("tool-template", true, "the chat template renders them"),
+    ] {
+        let (_, props) = recording(&format!("{dir_name}/props"));
+        let server = TestServer::start(vec![props]).await;
+        let dir = git_repo(|_| {});
+        user_config(
+            dir.path(),
+            &format!("[providers.llama]\n{}", llama(&server.url)),
+        );
+        let out = run(dir.path(), &["health", "--provider", "llama"]).await;
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.success(),
+            ok,
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains(says), "{text}");
+        assert!(
+            text.contains("n_ctx = 4096") && text.contains("set context_tokens = 4096"),
+            "{text}"
+        );
+        assert!(
+            text.contains("slots: 1") && text.contains("max_concurrent = 1"),
+            "{text}"
+        );
+        assert_eq!(server.requests()[0].path, "/props");
+    }
+    // JSON, and a server without /props.
+    let server = TestServer::start(vec![Reply::text(404, "File Not Found")]).await;
+    let dir = git_repo(|_| {});
+    user_config(
+        dir.path(),
+        &format!("[providers.llama]\n{}", llama(&server.url)),
+    );
+    let out = run(dir.path(), &["health", "--provider", "llama", "--json"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["provider"]["props"], Value::Null, "{report:#}");
+    assert_eq!(report["provider"]["reachable"], true, "{report:#}");
 }

@@ -24,6 +24,7 @@ fn provider(server: &TestServer, extra: &str) -> (Arc<dyn Provider>, Breakers) {
 
 fn request() -> CompletionRequest {
     CompletionRequest {
+        progress: None,
         agent: AgentLabel {
             id: "a1".into(),
             name: "executor".into(),

@@ -11,6 +11,7 @@ use pretty_assertions::assert_eq;
 
 fn req(name: &str, role: &str, turn: u32, latest: &str) -> CompletionRequest {
     CompletionRequest {
+        progress: None,
         agent: AgentLabel {
             id: format!("{name}-id"),
             name: name.into(),

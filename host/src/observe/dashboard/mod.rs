@@ -509,6 +509,7 @@ mod tests {
                 output: 2,
             },
             stop: None,
+            reasoning: None,
         }
     }
 

@@ -127,6 +127,8 @@ pub struct TestServer {
     /// `http://127.0.0.1:PORT`.
     pub url: String,
     requests: Arc<Mutex<Vec<Recorded>>>,
+    /// Requests being answered now, and the most there ever were at once.
+    in_flight: Arc<Mutex<(usize, usize)>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -145,22 +147,31 @@ impl TestServer {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let replies = Arc::new(Mutex::new(std::collections::VecDeque::from(replies)));
         let recorded = requests.clone();
+        let in_flight = Arc::new(Mutex::new((0, 0)));
+        let counted = in_flight.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((sock, _)) = listener.accept().await else {
                     return;
                 };
                 let (recorded, replies) = (recorded.clone(), replies.clone());
+                let counted = counted.clone();
                 tokio::spawn(async move {
-                    let _ = serve(sock, recorded, replies).await;
+                    let _ = serve(sock, recorded, replies, counted).await;
                 });
             }
         });
         Self {
             url,
             requests,
+            in_flight,
             task,
         }
+    }
+
+    /// The most requests this server was answering at the same time.
+    pub fn peak_in_flight(&self) -> usize {
+        self.in_flight.lock().unwrap().1
     }
 
     /// Everything received so far.
@@ -242,17 +253,25 @@ async fn serve(
     mut sock: TcpStream,
     recorded: Arc<Mutex<Vec<Recorded>>>,
     replies: Arc<Mutex<std::collections::VecDeque<Reply>>>,
+    in_flight: Arc<Mutex<(usize, usize)>>,
 ) -> std::io::Result<()> {
     let Some(request) = read_request(&mut sock).await? else {
         return Ok(());
     };
     recorded.lock().unwrap().push(request);
+    {
+        let mut n = in_flight.lock().unwrap();
+        n.0 += 1;
+        n.1 = n.1.max(n.0);
+    }
     let reply = replies
         .lock()
         .unwrap()
         .pop_front()
         .unwrap_or_else(|| Reply::text(500, "test server: no more replies"));
-    answer(&mut sock, reply).await
+    let answered = answer(&mut sock, reply).await;
+    in_flight.lock().unwrap().0 -= 1;
+    answered
 }
 
 async fn answer(sock: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
