@@ -128,6 +128,8 @@ impl FailReason {
             Self::EmptyReply,
             Self::Refused,
             Self::Internal,
+            Self::ModelTimeout,
+            Self::Diverged,
         ]
         .into_iter()
         .find(|r| r.as_str() == s)
@@ -137,10 +139,14 @@ impl FailReason {
     pub fn dead_class(self) -> DeadClass {
         match self {
             Self::Budget => DeadClass::Budget,
-            Self::Unavailable | Self::Interrupted | Self::Internal | Self::EmptyReply => {
-                DeadClass::Transient
+            Self::Unavailable
+            | Self::ModelTimeout
+            | Self::Interrupted
+            | Self::Internal
+            | Self::EmptyReply => DeadClass::Transient,
+            Self::Model | Self::Truncated | Self::Refused | Self::Stopped | Self::Diverged => {
+                DeadClass::Usage
             }
-            Self::Model | Self::Truncated | Self::Refused | Self::Stopped => DeadClass::Usage,
         }
     }
 }

@@ -229,6 +229,7 @@ mod tests {
                     params: "p".into(),
                 },
                 reply: Completion {
+                    reasoning: String::new(),
                     text: "done".into(),
                     tool_calls: Vec::new(),
                     usage: Usage::default(),

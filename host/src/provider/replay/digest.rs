@@ -193,6 +193,7 @@ mod tests {
 
     fn request(messages: Vec<Message>) -> CompletionRequest {
         CompletionRequest {
+            progress: None,
             agent: AgentLabel {
                 id: "a-1".into(),
                 name: "executor".into(),

@@ -147,6 +147,7 @@ mod tests {
 
     fn request(name: &str, turn: u32, task: &str) -> CompletionRequest {
         CompletionRequest {
+            progress: None,
             agent: AgentLabel {
                 id: format!("a-{name}"),
                 name: name.into(),
@@ -166,6 +167,7 @@ mod tests {
             turn: r.turn,
             request: digest(r),
             reply: Completion {
+                reasoning: String::new(),
                 text: text.into(),
                 tool_calls: Vec::new(),
                 usage: Usage::default(),
