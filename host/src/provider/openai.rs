@@ -147,22 +147,29 @@ impl OpenAiProvider {
         } else {
             Body::Json(http::read_body(response, stall, cap).await?)
         };
-        let mut completion = match body {
+        let (mut completion, llama) = match body {
             Body::Stream(reader) => read_stream(reader, request.progress.as_deref()).await?,
-            Body::Json(bytes) => from_response(http::parse_json(&bytes, "chat completion")?)?,
+            Body::Json(bytes) => {
+                let wire: WireResponse = http::parse_json(&bytes, "chat completion")?;
+                let llama = wire.timings.is_some();
+                (from_response(wire)?, llama)
+            }
         };
         if completion.usage == Usage::default() {
             completion.usage = estimate_usage(request, &completion);
-        } else {
+        } else if llama {
             self.tools_rendered(request, &completion).await?;
         }
         Ok(completion)
     }
 
-    /// Fails when the server counted fewer prompt tokens than a quarter of what the
-    /// offered tool schemas alone take (~4 bytes a token) and the model called none: its
-    /// chat template dropped them (llama.cpp without a tool template renders a 1,600
-    /// token request as 140). The server's `/props`, when it has one, names the cause.
+    /// Fails when a llama.cpp server (its replies carry `timings`) counted fewer prompt
+    /// tokens than a quarter of what the offered tool schemas alone take (~4 bytes a
+    /// token) and the model called none: its chat template dropped them (without a
+    /// tool template it renders a 1,600 token request as 140). Its `/props` names the
+    /// cause; when `/props` says the template does render tools, the count stands.
+    /// Other servers refuse tools they cannot render (Ollama, vLLM and SGLang answer
+    /// 400), and mock servers report made-up counts, so only llama.cpp is checked.
     async fn tools_rendered(
         &self,
         request: &CompletionRequest,
@@ -184,6 +191,9 @@ impl OpenAiProvider {
         .await
         .ok()
         .flatten();
+        if found.as_ref().and_then(|p| p.supports_tools) == Some(true) {
+            return Ok(());
+        }
         Err(ProviderError::ToolsIgnored(tools_ignored(
             &self.name,
             &self.options.base_url,
@@ -375,6 +385,9 @@ struct WireResponse {
     usage: Option<WireUsage>,
     #[serde(default)]
     error: Option<Value>,
+    /// llama.cpp's generation timings (only llama.cpp sends them).
+    #[serde(default)]
+    timings: Option<Value>,
 }
 
 impl WireResponse {
@@ -500,10 +513,11 @@ impl CallAssembler {
     }
 }
 
+/// The reply of a stream, and whether it came from llama.cpp (a chunk had `timings`).
 async fn read_stream<S, B>(
     mut reader: SseReader<S>,
     progress: Option<&Progress>,
-) -> Result<Completion, ProviderError>
+) -> Result<(Completion, bool), ProviderError>
 where
     S: futures::Stream<Item = Result<B, reqwest::Error>> + Unpin,
     B: AsRef<[u8]>,
@@ -514,6 +528,7 @@ where
     let mut finish: Option<String> = None;
     let mut usage = Usage::default();
     let mut done = false;
+    let mut llama = false;
     while let Some(event) = reader.next().await? {
         if event.data.trim() == "[DONE]" {
             done = true;
@@ -526,6 +541,7 @@ where
         if let Some(e) = &chunk.error {
             return Err(http::api_error(e));
         }
+        llama |= chunk.timings.is_some();
         if let Some(u) = chunk.usage() {
             usage = u;
             if let Some(p) = progress {
@@ -562,13 +578,14 @@ where
         ));
     }
     let tool_calls = calls.finish();
-    Ok(Completion {
+    let completion = Completion {
         reasoning,
         text,
         stop: stop_reason(finish.as_deref(), !tool_calls.is_empty()),
         tool_calls,
         usage,
-    })
+    };
+    Ok((completion, llama))
 }
 
 #[async_trait]

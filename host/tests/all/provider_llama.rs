@@ -282,6 +282,28 @@ async fn a_prompt_far_smaller_than_the_tool_schemas_means_the_tools_were_dropped
         1,
         "no probe when the tools were rendered"
     );
+
+    // The same counts from a server that is not llama.cpp (no `timings`: a mock's
+    // made-up usage) are not taken as dropped tools; nor are they when llama.cpp's
+    // `/props` says its template renders tools.
+    let (_, dropped) = recording("no-tool-template/tools-dropped");
+    let Reply::Full { body, .. } = dropped else {
+        unreachable!()
+    };
+    let mut other: Value = serde_json::from_str(&body).unwrap();
+    other.as_object_mut().unwrap().remove("timings");
+    let (_, dropped) = recording("no-tool-template/tools-dropped");
+    let (_, tool_props) = recording("tool-template/props");
+    let server = TestServer::start(vec![Reply::json(200, other), dropped, tool_props]).await;
+    let (p, _) = build_provider("llama", &llama(&server.url), &[]).unwrap();
+    assert!(p.complete(&ask).await.is_ok());
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "no probe of a server that is not llama.cpp"
+    );
+    assert!(p.complete(&ask).await.is_ok());
+    assert_eq!(server.requests()[2].path, "/props");
 }
 
 #[tokio::test]
