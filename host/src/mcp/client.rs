@@ -64,8 +64,7 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for LineGuard<R> {
         let before = buf.filled().len();
         let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
         if polled.is_ready() {
-            let new = buf.filled()[before..].to_vec();
-            self.saw(&new);
+            self.saw(&buf.filled()[before..]);
         }
         polled
     }

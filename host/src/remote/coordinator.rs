@@ -371,7 +371,14 @@ struct HubState {
     waiting: HashMap<String, (AgentId, oneshot::Sender<TaskResult>)>,
     /// Keys whose result this process has taken (a redelivery of one is a duplicate).
     answered: HashSet<String>,
+    /// Agent ids an event was about, and whether they may be (of this run, or not
+    /// stored: a worker's sub-agent): ids are unique, so the answer never changes and
+    /// the store is read once per agent, not once per event. Bounded.
+    checked: HashMap<AgentId, bool>,
 }
+
+/// Agent ids [`HubState::checked`] remembers before it starts over.
+const CHECKED_AGENTS: usize = 10_000;
 
 /// Why a worker's message was not taken.
 #[derive(Debug)]
@@ -535,10 +542,24 @@ impl RunHub {
         // The task's agent (or the predecessor a resumed step replaced), or one its
         // worker started (stored here only once the result lists it): never an agent of
         // another run, nor one waiting for another task of this run.
-        let allowed = match self.store.agent(&agent).await? {
-            None => true,
-            Some(a) => a.run_id == self.run && !waiting_elsewhere,
+        let cached = self.state().checked.get(&agent).copied();
+        let of_this_run = match cached {
+            Some(ok) => ok,
+            None => {
+                let ok = self
+                    .store
+                    .agent(&agent)
+                    .await?
+                    .is_none_or(|a| a.run_id == self.run);
+                let mut state = self.state();
+                if state.checked.len() >= CHECKED_AGENTS {
+                    state.checked.clear();
+                }
+                state.checked.insert(agent.clone(), ok);
+                ok
+            }
         };
+        let allowed = of_this_run && !waiting_elsewhere;
         if !allowed {
             return Err(Refusal::Refused(format!(
                 "event `{kind}` of task {} is about agent {agent}, which is not this task's",

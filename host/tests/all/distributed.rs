@@ -602,8 +602,9 @@ fn stored_result(url: &str, run: &str, key: &str) -> Option<serde_json::Value> {
     })
 }
 
-fn raw_task(c: &Cluster, key: &str, pool: &str, remote: &str) -> Vec<u8> {
-    let base = String::from_utf8(
+/// The repository's HEAD commit.
+fn head(c: &Cluster) -> String {
+    String::from_utf8(
         std::process::Command::new("git")
             .arg("-C")
             .arg(c.path().join("repo"))
@@ -614,7 +615,11 @@ fn raw_task(c: &Cluster, key: &str, pool: &str, remote: &str) -> Vec<u8> {
     )
     .unwrap()
     .trim()
-    .to_owned();
+    .to_owned()
+}
+
+fn raw_task(c: &Cluster, key: &str, pool: &str, remote: &str) -> Vec<u8> {
+    let base = head(c);
     serde_json::to_vec(&serde_json::json!({
         "v": 1, "key": key, "pool": pool, "run_id": "r-hostile", "agent_id": format!("a-{key}"),
         "parent": null, "name": "agent", "role": "agent", "task": "t", "system_prompt": "s",
@@ -1127,21 +1132,11 @@ fn a_worker_loads_validators_by_name_from_its_own_plugins_only() {
         "plugins",
     ]);
     git(&["push", "-q", "origin", "HEAD:refs/heads/main"]);
-    let head = String::from_utf8(
-        std::process::Command::new("git")
-            .arg("-C")
-            .arg(c.path().join("repo"))
-            .args(["rev-parse", "HEAD"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
     git(&[
         "push",
         "-q",
         "origin",
-        &format!("HEAD:refs/crewbox/base/r-hostile/{}", head.trim()),
+        &format!("HEAD:refs/crewbox/base/r-hostile/{}", head(&c)),
     ]);
     let secret = c.path().join("secret.wasm");
     std::fs::write(&secret, b"root:x:0:0 SECRET-FILE").unwrap();
