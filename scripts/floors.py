@@ -47,8 +47,10 @@ FLOORS = [
     ["cli", "main"],
 ]
 RANK = {m: i for i, floor in enumerate(FLOORS) for m in floor}
-# `mcp/serve/` sits above the engine (it drives runs); the rest of `mcp/` below it.
-SUB_RANK = {("mcp", "serve"): RANK["control"]}
+# `mcp/serve/` is a front end like the CLI's (it opens repositories and drives runs);
+# the rest of `mcp/` sits below the engine. The tracing spans are words every floor
+# that runs something records, so they sit with the events.
+SUB_RANK = {("mcp", "serve"): RANK["repository"], ("observe", "spans"): RANK["event"]}
 # The pure parts of `schedule/` (specs and next-fire computation) are words the store
 # keeps; the daemon's loop above them drives the store.
 for pure in ("spec", "next_fire", "cron_check"):

@@ -3,10 +3,9 @@
 //! as a person types them. What `crewbox steer|stop|send`, `crewbox top` and
 //! `crewbox mcp serve` do, with the sentences they say.
 
-use crate::agent::AgentState;
 use crate::ids::RunId;
 use crate::store::{AgentRecord, ControlKind, Lookup, RunRecord, Store, StoreError};
-use crate::vocab::RunStatus;
+use crate::vocab::{AgentState, RunStatus};
 
 /// Longest team message accepted, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024;

@@ -8,15 +8,12 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::AgentState;
-use crate::agent::quota::Exceeded;
-use crate::agent::runner::FailReason;
 use crate::batch::{DeliveryKind, MemberCounts};
 use crate::ids::{AgentId, RunId};
-use crate::plugin::Verdict;
-use crate::provider::{StopReason, Usage};
-use crate::vocab::{ExitReason, Mode, RunStatus, Trend, WorkerStatus};
-use crate::worktree::{BranchArtifact, LeftOut};
+use crate::vocab::{
+    AgentState, BranchArtifact, Exceeded, ExitReason, FailReason, LeftOut, Mode, RunStatus,
+    StopReason, Trend, Usage, Verdict, WorkerStatus,
+};
 
 /// One fact of a run, as stored in the event log and published in-process.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -82,8 +82,6 @@ pub use vocab::{
 
 /// Types the public API mentions that belong to the lower floors.
 pub mod types {
-    pub use crate::agent::AgentState;
-    pub use crate::agent::quota::Exceeded;
     pub use crate::batch::{DeliveryKind, MemberCounts};
     pub use crate::config::{ConfigError, ProviderChoiceError};
     pub use crate::plugin::{CriterionResult, PluginError, PluginFault, PluginKind, Verdict};
@@ -91,6 +89,8 @@ pub mod types {
     pub use crate::store::{AgentCounts, RunRecord, StoreError};
     pub use crate::team::{FindTeamError, TeamError};
     pub use crate::trust::Trust;
+    pub use crate::vocab::AgentState;
+    pub use crate::vocab::Exceeded;
     pub use crate::worktree::{BranchArtifact, MergeOutcome, WorktreeError};
 }
 

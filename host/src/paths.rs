@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+/// The environment variable naming the state base (as `--state-dir` does).
+pub const STATE_DIR_ENV: &str = "CREWBOX_STATE_DIR";
+
 /// `$VAR` if set and absolute, else `$HOME/<fallback>`.
 pub fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {
     std::env::var_os(var)

@@ -17,8 +17,7 @@ use crate::sandbox::{Helper, Sandbox, SandboxError, SandboxMode, SandboxOptions}
 use crate::store::{AgentCounts, RunRecord, Store, StoreError};
 use crate::trust::{RepoRoot, Trust};
 
-/// The environment variable that sets the state base (as `--state-dir` does).
-pub(crate) const STATE_DIR_ENV: &str = "CREWBOX_STATE_DIR";
+use crate::paths::STATE_DIR_ENV;
 
 /// Why a repository could not be opened.
 #[derive(Debug, thiserror::Error)]

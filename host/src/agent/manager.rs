@@ -13,7 +13,6 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::lifecycle::AgentState;
 use super::permissions::{CapSet, Permissions};
 use super::runner::{
     AgentIo, AgentOutcome, AgentSpec, FailReason, RunnerEnv, initial_messages, run_turns,
@@ -24,6 +23,7 @@ use crate::provider::Message;
 use crate::store::{AgentRecord, AgentStats, ControlKind, Store, StoreError, now_ms};
 use crate::tool::registry::ToolRegistry;
 use crate::tool::{Capability, ChildQuota, SpawnError, Spawner};
+use crate::vocab::AgentState;
 
 /// How often the control loop polls the store for steer/stop messages.
 pub const CONTROL_POLL: Duration = Duration::from_millis(250);
@@ -232,7 +232,16 @@ impl Manager {
         let this = self.clone();
         // The agent's task starts with no span of its own: its span's parent is what is
         // current here (the run's span, or the spawning agent's `tool` span), passed on.
-        let span = crate::observe::spans::agent(&tracing::Span::current(), &spec);
+        let span = crate::observe::spans::agent(
+            &tracing::Span::current(),
+            &crate::observe::spans::AgentNames {
+                run_id: &spec.run_id,
+                agent_id: &spec.id,
+                name: &spec.name,
+                role: &spec.role,
+                parent: spec.parent.as_ref(),
+            },
+        );
         let ended = span.clone();
         let task = async move {
             let mut io = AgentIo {
@@ -271,7 +280,12 @@ impl Manager {
             while let Ok(message) = io.steer.try_recv() {
                 undelivered(&this.inner.store, &spec.run_id, &spec.id, &message).await;
             }
-            crate::observe::spans::agent_ended(&ended, &outcome);
+            crate::observe::spans::agent_ended(
+                &ended,
+                outcome.state,
+                &outcome.stats,
+                outcome.reason,
+            );
             let _ = tx.send(outcome);
         };
         tokio::spawn(task.instrument(span));
@@ -371,10 +385,15 @@ impl Manager {
         let store = &self.inner.store;
         // Its conversation is stored with its end (one transaction): what a resume
         // finishes its step from, and what a retry of a dead letter continues.
-        if let Err(e) = store
-            .finish_agent_with_conversation(&spec.id, &outcome)
-            .await
-        {
+        let ending = crate::store::AgentEnding {
+            state: outcome.state,
+            stats: outcome.stats,
+            result: &outcome.result,
+            error: outcome.error.as_deref(),
+            reason: outcome.reason,
+            conversation: serde_json::to_string(&outcome.history).unwrap_or_default(),
+        };
+        if let Err(e) = store.finish_agent_with_conversation(&spec.id, ending).await {
             tracing::error!(agent_id = %spec.id, error = %e, "agent outcome not stored");
         }
         store.log_event(

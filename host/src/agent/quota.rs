@@ -2,37 +2,10 @@
 
 use crate::config::Quotas;
 use crate::provider::Usage;
-use crate::store::AgentStats;
+use crate::vocab::AgentStats;
 
 pub use crate::provider::config::Prices;
-
-/// Which hard budget ran out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Exceeded {
-    /// Soft + grace turns used up.
-    Turns,
-    /// Token budget.
-    Tokens,
-    /// Wall time (`wall_time_s`).
-    WallTime,
-    /// Tool-call budget.
-    ToolCalls,
-    /// Cost budget.
-    Cost,
-}
-
-impl std::fmt::Display for Exceeded {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Turns => "turn limit (soft + grace) reached",
-            Self::Tokens => "token budget exhausted",
-            Self::WallTime => "wall-time budget exhausted",
-            Self::ToolCalls => "tool-call budget exhausted",
-            Self::Cost => "cost budget exhausted",
-        })
-    }
-}
+pub use crate::vocab::Exceeded;
 
 /// What the turn loop should do before starting a turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,14 +5,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::compaction;
-use super::lifecycle::AgentState;
 use super::permissions::Permissions;
 use super::quota::{Budget, Exceeded, Prices, TurnGate};
 use crate::config::Quotas;
@@ -26,7 +24,8 @@ use crate::provider::{
 use crate::store::{AgentStats, Store};
 use crate::tool::registry::ToolRegistry;
 use crate::tool::{Spawner, ToolContext};
-use crate::vocab::DeadClass;
+use crate::vocab::AgentState;
+pub use crate::vocab::FailReason;
 
 /// Longest text kept in an event (replies and tool output are truncated there, not in the
 /// conversation).
@@ -64,98 +63,6 @@ pub const EMPTY_NUDGE: &str =
 /// answer).
 pub const REASONING_NUDGE: &str = "Your last reply was reasoning only, with no answer. Answer now: \
      reply with your answer, call a tool, or call `finish`.";
-
-/// Why an agent did not end well: a closed set, stored in its `agent.state` event and
-/// named at the head of its error text (so the report shows it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FailReason {
-    /// Stopped by a person or its run.
-    Stopped,
-    /// A hard budget ran out (see [`AgentOutcome::exceeded`]).
-    Budget,
-    /// The model call failed and trying it unchanged will not help (a rejected
-    /// request, a bad configuration, an unreadable answer).
-    Model,
-    /// The model server could not be reached or kept failing (timeouts, 5xx, rate
-    /// limits after every retry, an open circuit breaker): it may answer later.
-    Unavailable,
-    /// The process driving its run stopped before it ended.
-    Interrupted,
-    /// Replies kept being cut at the model's output token limit.
-    Truncated,
-    /// The model answered with nothing: no text, no tool call.
-    EmptyReply,
-    /// One model call took longer than `model_timeout_s` in all.
-    ModelTimeout,
-    /// The server's content filter or the model refused.
-    Refused,
-    /// crewbox itself failed around the agent (store, task).
-    Internal,
-    /// A replayed request differed from the recording (see `provider::replay`).
-    Diverged,
-}
-
-impl FailReason {
-    /// The kebab-case name, as stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Stopped => "stopped",
-            Self::Budget => "budget",
-            Self::Model => "model-error",
-            Self::Unavailable => "model-unavailable",
-            Self::Interrupted => "interrupted",
-            Self::Truncated => "truncated",
-            Self::EmptyReply => "empty-reply",
-            Self::ModelTimeout => "model-timeout",
-            Self::Refused => "refused",
-            Self::Internal => "internal",
-            Self::Diverged => "diverged",
-        }
-    }
-}
-
-impl FailReason {
-    /// Parses a stored name.
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Stopped,
-            Self::Budget,
-            Self::Model,
-            Self::Unavailable,
-            Self::Interrupted,
-            Self::Truncated,
-            Self::EmptyReply,
-            Self::Refused,
-            Self::Internal,
-            Self::ModelTimeout,
-            Self::Diverged,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == s)
-    }
-
-    /// The dead-letter class of an agent that failed for this reason.
-    pub fn dead_class(self) -> DeadClass {
-        match self {
-            Self::Budget => DeadClass::Budget,
-            Self::Unavailable
-            | Self::ModelTimeout
-            | Self::Interrupted
-            | Self::Internal
-            | Self::EmptyReply => DeadClass::Transient,
-            Self::Model | Self::Truncated | Self::Refused | Self::Stopped | Self::Diverged => {
-                DeadClass::Usage
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for FailReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Everything that defines one agent.
 #[derive(Clone)]
@@ -710,12 +617,12 @@ impl TurnLoop<'_> {
                 .env
                 .spawner
                 .clone()
-                .filter(|_| spec.perms.caps.contains(crate::tool::Capability::Spawn)),
+                .filter(|_| spec.perms.caps.contains(crate::vocab::Capability::Spawn)),
             sandbox: self
                 .env
                 .sandbox
                 .clone()
-                .filter(|_| spec.perms.caps.contains(crate::tool::Capability::Exec)),
+                .filter(|_| spec.perms.caps.contains(crate::vocab::Capability::Exec)),
         };
         let mut finish = None;
         for (i, call) in calls.iter().enumerate() {

@@ -307,7 +307,7 @@ pub(crate) fn protected_paths(state_base: Option<&Path>) -> Vec<(&'static str, P
             .map(|d| ("crewbox's state directory (stores, worktrees, trust)", d)),
     );
     out.extend(
-        std::env::var_os(crate::repository::STATE_DIR_ENV)
+        std::env::var_os(crate::paths::STATE_DIR_ENV)
             .map(PathBuf::from)
             .filter(|d| d.is_absolute())
             .map(|d| ("crewbox's state base", d)),

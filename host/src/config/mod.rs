@@ -111,10 +111,10 @@ pub struct Config {
     /// Grants to plugin files (user config only).
     pub plugin_grants: Vec<crate::plugin::UserGrant>,
     /// `[packs] max_access`: the ceiling of imported packs in every trusted repository.
-    pub pack_access: crate::team::Access,
+    pub pack_access: crate::vocab::Access,
     /// This repository's own pack ceiling from its trust record
     /// (`crewbox trust --pack-access`), which wins over `pack_access`.
-    pub pack_grant: Option<crate::team::Access>,
+    pub pack_grant: Option<crate::vocab::Access>,
     /// `[packs.models]`: the user's model aliases for packs (lowercase keys).
     pub pack_models: BTreeMap<String, String>,
     /// `executor`: where agents execute (user config or `--executor` only).
@@ -157,7 +157,7 @@ impl Default for Config {
             trust: Trust::Untrusted,
             sandbox: crate::sandbox::SandboxConfig::default(),
             plugin_grants: Vec::new(),
-            pack_access: crate::team::Access::ReadOnly,
+            pack_access: crate::vocab::Access::ReadOnly,
             pack_grant: None,
             pack_models: BTreeMap::new(),
             executor: ExecutorKind::Local,
@@ -266,9 +266,9 @@ impl Config {
 
     /// The ceiling of this repository's imported packs: its trust record's, else the
     /// user's `[packs] max_access`; read-only for an untrusted repository.
-    pub fn effective_pack_access(&self) -> crate::team::Access {
+    pub fn effective_pack_access(&self) -> crate::vocab::Access {
         if !self.trust.is_trusted() {
-            return crate::team::Access::ReadOnly;
+            return crate::vocab::Access::ReadOnly;
         }
         self.pack_grant.unwrap_or(self.pack_access)
     }

@@ -114,7 +114,7 @@ pub struct ModelGrantFile {
 pub struct PackFile {
     /// The most a member of a trusted repository's Squad or Claude pack may do
     /// (`read-only`, the default, or `full`).
-    pub max_access: Option<crate::team::Access>,
+    pub max_access: Option<crate::vocab::Access>,
     /// Model aliases packs use (`sonnet = "claude-sonnet-4-5"`), over the built-in ones.
     #[serde(default)]
     pub models: BTreeMap<String, String>,

@@ -21,8 +21,7 @@ use crate::event::Event;
 use crate::ids::{AgentId, RunId};
 use crate::provider::Provider;
 use crate::provider::config::Prices;
-use crate::tool::Capability;
-use crate::vocab::{Access, Isolation};
+use crate::vocab::{Access, Capability, Isolation};
 
 /// Everything a mode needs to run.
 pub(crate) struct RunContext {

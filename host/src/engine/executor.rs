@@ -23,8 +23,7 @@ use crate::event::Event;
 use crate::ids::AgentId;
 use crate::plugin::ModelAccess;
 use crate::provider::{AgentLabel, Message};
-use crate::tool::Capability;
-use crate::vocab::Isolation;
+use crate::vocab::{Capability, Isolation};
 use crate::worktree::BranchArtifact;
 
 /// How an agent is validated and isolated. Built by the run context (its one

@@ -12,12 +12,10 @@ use super::error::EngineError;
 use super::executor::{ExecResult, Job};
 use super::journal::{Journal, StepInput, StepKey};
 use super::worktrees::DIFF_CAP;
-use crate::agent::AgentState;
 use crate::agent::runner::{AgentOutcome, FailReason};
 use crate::event::{Artifact, Event, RoundResult, ValidationStatus};
 use crate::ids::AgentId;
-use crate::store::AgentStats;
-use crate::vocab::Isolation;
+use crate::vocab::{AgentState, AgentStats, Isolation};
 use crate::worktree::BranchArtifact;
 
 /// An executed agent as its step stores it: everything a mode reads of an

@@ -7,13 +7,13 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use crate::agent::AgentState;
 use crate::agent::manager::Review;
 use crate::agent::runner::{AgentOutcome, AgentSpec};
 use crate::event::Event;
 pub use crate::event::{RoundResult, ValidationStatus, VerdictOutcome};
 use crate::plugin::{AgentOutput, AgentStatus, CallEnv, ModelAccess, Plugin, WorkspaceView};
 use crate::store::Store;
+use crate::vocab::AgentState;
 use crate::worktree::{Worktree, WorktreeManager};
 
 /// Most bytes of diff shown to a validator.

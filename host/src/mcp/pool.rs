@@ -13,10 +13,9 @@ use super::McpError;
 use super::client::{self, Client, StdioHost};
 use super::config::{McpServer, McpSettings, Transport};
 use super::tools::{self, OfferedTool};
-use crate::agent::permissions::CapSet;
 use crate::provider::ToolSpec;
 use crate::sandbox::{AgentScope, Sandbox};
-use crate::tool::Capability;
+use crate::vocab::{CapSet, Capability};
 
 /// How often a server is started for one connection (the first start and one restart).
 pub const MAX_STARTS: u32 = 2;

@@ -10,11 +10,25 @@
 use tracing::Span;
 use tracing::field::Empty;
 
-use crate::agent::runner::{AgentOutcome, AgentSpec};
-use crate::provider::Usage;
+use crate::ids::{AgentId, RunId};
+use crate::vocab::{AgentState, AgentStats, FailReason, Usage};
+
+/// Who an `agent` span is about.
+pub struct AgentNames<'a> {
+    /// Its run.
+    pub run_id: &'a RunId,
+    /// The agent.
+    pub agent_id: &'a AgentId,
+    /// Its name.
+    pub name: &'a str,
+    /// Its role.
+    pub role: &'a str,
+    /// The agent that spawned it.
+    pub parent: Option<&'a AgentId>,
+}
 
 /// The `run` span; `run_id` and `mode` are recorded once known.
-pub fn run(run_id: Option<&crate::ids::RunId>) -> Span {
+pub fn run(run_id: Option<&RunId>) -> Span {
     let span = tracing::info_span!(
         "run",
         run_id = Empty,
@@ -41,15 +55,15 @@ pub fn run_ended(span: &Span, status: &'static str, failed: Option<&'static str>
 /// The `agent` span, a child of `parent` (the run's span, or the `tool` span of the
 /// agent that spawned it): the agent runs in its own task, so the parent is passed
 /// explicitly rather than taken from whatever is current there.
-pub fn agent(parent: &Span, spec: &AgentSpec) -> Span {
+pub fn agent(parent: &Span, who: &AgentNames<'_>) -> Span {
     tracing::info_span!(
         parent: parent,
         "agent",
-        run_id = %spec.run_id,
-        agent_id = %spec.id,
-        agent_name = %spec.name,
-        role = %spec.role,
-        parent_agent_id = spec.parent.as_ref().map(|p| tracing::field::display(p.to_string())),
+        run_id = %who.run_id,
+        agent_id = %who.agent_id,
+        agent_name = %who.name,
+        role = %who.role,
+        parent_agent_id = who.parent.map(|p| tracing::field::display(p.to_string())),
         status = Empty,
         turns = Empty,
         tool_calls = Empty,
@@ -61,19 +75,14 @@ pub fn agent(parent: &Span, spec: &AgentSpec) -> Span {
 }
 
 /// Records an agent's end: its state, counts and (on failure) the reason's name.
-pub fn agent_ended(span: &Span, outcome: &AgentOutcome) {
-    span.record("status", outcome.state.as_str());
-    span.record("turns", i64::from(outcome.stats.turns));
-    span.record("tool_calls", i64::from(outcome.stats.tool_calls));
-    span.record("input_tokens", count(outcome.stats.tokens_in));
-    span.record("output_tokens", count(outcome.stats.tokens_out));
-    if !outcome.state.is_success() {
-        error(
-            span,
-            outcome
-                .reason
-                .map_or(outcome.state.as_str(), |r| r.as_str()),
-        );
+pub fn agent_ended(span: &Span, state: AgentState, stats: &AgentStats, reason: Option<FailReason>) {
+    span.record("status", state.as_str());
+    span.record("turns", i64::from(stats.turns));
+    span.record("tool_calls", i64::from(stats.tool_calls));
+    span.record("input_tokens", count(stats.tokens_in));
+    span.record("output_tokens", count(stats.tokens_out));
+    if !state.is_success() {
+        error(span, reason.map_or(state.as_str(), |r| r.as_str()));
     }
 }
 

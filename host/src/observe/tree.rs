@@ -304,9 +304,9 @@ pub fn mermaid_escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::AgentState;
     use crate::ids::{AgentId, RunId};
-    use crate::store::AgentStats;
+    use crate::vocab::AgentState;
+    use crate::vocab::AgentStats;
 
     fn agent(id: &str, parent: Option<&str>, at: i64) -> AgentNode {
         crate::store::AgentRecord {

@@ -11,7 +11,6 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use super::bindings::log::Level;
 use super::bindings::types::{
     AgentOutput, DispatchDecision, DispatchRequest, Outcome, RoleContext, RoleSpec, ValidatorInfo,
-    Verdict,
 };
 use super::bindings::{crew_role, dispatch, validate};
 use super::cache::CacheOutcome;
@@ -158,7 +157,7 @@ impl Plugin {
         env: CallEnv,
         output: &AgentOutput,
         criteria: &[String],
-    ) -> Result<Result<Verdict, String>, PluginFault> {
+    ) -> Result<Result<crate::vocab::Verdict, String>, PluginFault> {
         let Exports::Validate(idx) = &self.inner.exports else {
             return Err(self.wrong(PluginKind::Validator));
         };
@@ -183,7 +182,7 @@ impl Plugin {
             }
             Err(e) => cap.string("error", e)?,
         }
-        Ok(answer)
+        Ok(answer.map(crate::vocab::Verdict::from))
     }
 
     /// Describes the role.

@@ -85,7 +85,7 @@ fn read_beneath(root: &Path, path: &Path, max: u64) -> Result<Vec<u8>, FileError
 
 /// `$XDG_CONFIG_HOME/crewbox/plugins`, else `$HOME/.config/crewbox/plugins`.
 pub fn user_plugin_dir() -> Option<PathBuf> {
-    crate::config::xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("crewbox").join("plugins"))
+    crate::paths::xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("crewbox").join("plugins"))
 }
 
 /// The `*.wasm` names in `dir`, sorted, without opening any of them.

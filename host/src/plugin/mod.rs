@@ -30,9 +30,10 @@ pub mod scaffold;
 pub mod text;
 pub mod verdict;
 
+pub use crate::vocab::{CriterionResult, Verdict};
 pub use bindings::types::{
-    Access, AgentOutput, AgentStatus, CriterionResult, DispatchDecision, DispatchRequest, Mode,
-    Outcome, RoleContext, RoleSpec, Signal, ValidatorInfo, Verdict,
+    Access, AgentOutput, AgentStatus, DispatchDecision, DispatchRequest, Mode, Outcome,
+    RoleContext, RoleSpec, Signal, ValidatorInfo,
 };
 pub use bindings::workspace::ChangeKind;
 pub use cache::{CacheOutcome, CacheUsage, Removed};

@@ -7,10 +7,28 @@
 
 use std::fmt::Write;
 
-use super::bindings::types::Verdict;
 #[cfg(doc)]
 use super::runtime::PluginSource;
 use super::text::{escape, quote};
+use crate::vocab::Verdict;
+
+impl From<super::bindings::types::Verdict> for Verdict {
+    fn from(v: super::bindings::types::Verdict) -> Self {
+        Verdict {
+            passed: v.passed,
+            results: v
+                .results
+                .into_iter()
+                .map(|r| crate::vocab::CriterionResult {
+                    criterion: r.criterion,
+                    passed: r.passed,
+                    detail: r.detail,
+                })
+                .collect(),
+            fix_prompt: v.fix_prompt,
+        }
+    }
+}
 
 /// Most bytes of one fix prompt (every failed validator of a round together).
 pub const MAX_FIX_PROMPT_BYTES: usize = 32 << 10;

@@ -33,8 +33,7 @@ use crate::engine::services::Services;
 use crate::event::Event;
 use crate::ids::{AgentId, RunId};
 use crate::store::{AgentRecord, AgentStats, RemoteResult, Store};
-use crate::tool::Capability;
-use crate::vocab::Isolation;
+use crate::vocab::{Capability, Isolation};
 
 /// Runs agents on workers through NATS JetStream (and the ones that must stay here
 /// locally).
@@ -154,7 +153,7 @@ impl NatsExecutor {
                 caps: crate::agent::cap_names(spec.perms.caps),
                 depth: spec.perms.depth,
                 join: join.clone(),
-                state: crate::agent::AgentState::Queued,
+                state: crate::vocab::AgentState::Queued,
                 stats: AgentStats::default(),
                 result: None,
                 error: None,

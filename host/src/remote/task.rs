@@ -8,14 +8,11 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::agent::AgentState;
-use crate::agent::quota::Exceeded;
-use crate::agent::runner::FailReason;
 use crate::config::Quotas;
 use crate::event::{RoundResult, ValidationStatus};
 use crate::provider::Message;
 use crate::store::AgentRecord;
-use crate::store::AgentStats;
+use crate::vocab::{AgentState, AgentStats, Exceeded, FailReason};
 use crate::worktree::BranchArtifact;
 
 /// The version of every message this build sends and the only one it reads.

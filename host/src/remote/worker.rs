@@ -27,7 +27,6 @@ use tokio_util::sync::CancellationToken;
 use super::streams::{self, event_subject, result_subject};
 use super::task::{MAX_CHILDREN, Task, TaskPlacement, TaskResult, WIRE_VERSION, is_token};
 use super::{RemoteError, git};
-use crate::agent::AgentState;
 use crate::agent::permissions::{CapSet, Permissions};
 use crate::agent::runner::AgentSpec;
 use crate::config::{Config, Quotas};
@@ -37,8 +36,7 @@ use crate::engine::validate::ValidatorEntry;
 use crate::engine::{EngineError, RunRequest};
 use crate::ids::{AgentId, RunId};
 use crate::store::{AgentStats, Store};
-use crate::tool::Capability;
-use crate::vocab::Isolation;
+use crate::vocab::{AgentState, Capability, Isolation};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -400,7 +398,7 @@ fn failure(task: &Task, exec: &str, worker: &str, why: String) -> TaskResult {
         result: String::new(),
         error: Some(why),
         exceeded: None,
-        reason: Some(crate::agent::runner::FailReason::Internal),
+        reason: Some(crate::vocab::FailReason::Internal),
         history: Vec::new(),
         changed: Vec::new(),
         diff: String::new(),

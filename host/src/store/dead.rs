@@ -12,10 +12,8 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::{Deserialize, Serialize};
 
 use super::{Store, StoreError, now_ms, writer::Write};
-use crate::agent::AgentState;
-use crate::agent::runner::FailReason;
 use crate::ids::{AgentId, RunId};
-use crate::vocab::{DeadClass, DeadDisposition};
+use crate::vocab::{AgentState, DeadClass, DeadDisposition, FailReason};
 
 /// One dead letter.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -37,11 +37,9 @@ use writer::{Ack, Write};
 
 use tokio::sync::broadcast;
 
-use crate::agent::AgentState;
-use crate::agent::runner::{AgentOutcome, FailReason};
 use crate::event::Event;
 use crate::ids::{AgentId, RunId};
-use crate::vocab::{ExitReason, RunStatus};
+use crate::vocab::{AgentState, ExitReason, FailReason, RunStatus};
 
 /// The database file name inside the state directory.
 pub const DB_FILE: &str = "crewbox.db";
@@ -430,17 +428,16 @@ impl Store {
     pub async fn finish_agent_with_conversation(
         &self,
         id: &AgentId,
-        outcome: &AgentOutcome,
+        end: AgentEnding<'_>,
     ) -> Result<(), StoreError> {
-        let conversation = serde_json::to_string(&outcome.history).unwrap_or_default();
         self.write(finish_write(
             id,
-            outcome.state,
-            outcome.stats,
-            Some(&outcome.result),
-            outcome.error.as_deref(),
-            outcome.reason,
-            Some(conversation),
+            end.state,
+            end.stats,
+            Some(end.result),
+            end.error,
+            end.reason,
+            Some(end.conversation),
         ))
         .await
     }
@@ -613,6 +610,22 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
 }
 
 /// The one write of an agent's end.
+/// How an agent ended, with its final conversation (JSON), as one stored fact.
+pub struct AgentEnding<'a> {
+    /// Its terminal state.
+    pub state: AgentState,
+    /// Its counters.
+    pub stats: AgentStats,
+    /// Its result text.
+    pub result: &'a str,
+    /// Why it failed, in words.
+    pub error: Option<&'a str>,
+    /// Why it failed, as a class.
+    pub reason: Option<FailReason>,
+    /// Its whole conversation, as JSON.
+    pub conversation: String,
+}
+
 fn finish_write(
     id: &AgentId,
     state: AgentState,

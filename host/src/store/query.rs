@@ -4,11 +4,10 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::records::{AgentRecord, AgentStats, ControlKind, ControlRecord, RunRecord};
 use super::{Store, StoreError};
-use crate::agent::AgentState;
 use crate::event::Event;
 use crate::event::EventRecord;
 use crate::ids::{AgentId, RunId};
-use crate::vocab::{ExitReason, Mode, RunStatus};
+use crate::vocab::{AgentState, ExitReason, Mode, RunStatus};
 
 /// A run's result is its own, or (stored once) that of the agent it names.
 const RUN_COLS: &str = "id, mode, prompt, team, status, exit_reason, \

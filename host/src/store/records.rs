@@ -2,9 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::AgentState;
 use crate::ids::{AgentId, RunId};
-use crate::vocab::{ExitReason, Mode, RunStatus};
+use crate::vocab::{AgentState, ExitReason, Mode, RunStatus};
+
+pub use crate::vocab::AgentStats;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
@@ -89,21 +90,6 @@ pub struct DispatchRecord {
     pub prompt_len: u64,
     /// The reason code.
     pub reason: String,
-}
-
-/// Token, turn and tool counters of an agent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct AgentStats {
-    /// Turns taken.
-    pub turns: u32,
-    /// Tool calls made.
-    pub tool_calls: u32,
-    /// Input tokens.
-    pub tokens_in: u64,
-    /// Output tokens.
-    pub tokens_out: u64,
-    /// Cost, when prices are configured.
-    pub cost: Option<f64>,
 }
 
 /// One agent.

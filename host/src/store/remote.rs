@@ -9,9 +9,9 @@ use rusqlite::{Connection, params};
 use super::records::{AgentRecord, AgentStats};
 use super::writer::{EventWrite, Write};
 use super::{Store, StoreError, now_ms};
-use crate::agent::AgentState;
 use crate::event::Event;
 use crate::ids::{AgentId, RunId};
+use crate::vocab::AgentState;
 
 /// A write of this module.
 #[derive(Debug)]

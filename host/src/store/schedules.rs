@@ -36,7 +36,8 @@ pub(crate) enum ScheduleWrite {
     },
 }
 
-use crate::schedule::{CatchUp, Overlap, ScheduleError, ScheduleSpec, format_interval};
+use crate::schedule::next_fire::{CatchUp, Overlap};
+use crate::schedule::spec::{ScheduleError, ScheduleSpec, format_interval};
 use crate::vocab::{ModeChoice, str_enum};
 
 str_enum!(
@@ -147,7 +148,8 @@ impl ScheduleRecord {
             last_status: None,
             last_error: None,
             run_count: 0,
-            next_fire: crate::schedule::next_fire(spec, now).map(|t| t.timestamp_millis()),
+            next_fire: crate::schedule::next_fire::next_fire(spec, now)
+                .map(|t| t.timestamp_millis()),
         }
     }
 

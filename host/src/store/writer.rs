@@ -10,11 +10,9 @@ use tokio::sync::{broadcast, oneshot};
 use super::StoreError;
 use super::records::{AgentRecord, AgentStats, ControlKind, DispatchRecord, RunRecord};
 use super::remote::RemoteWrite;
-use crate::agent::AgentState;
-use crate::agent::runner::FailReason;
 use crate::event::{Event, EventRecord};
 use crate::ids::{AgentId, RunId};
-use crate::vocab::{ExitReason, RunStatus};
+use crate::vocab::{AgentState, ExitReason, FailReason, RunStatus};
 
 /// Events that record a decision, appended to the audit chain with them.
 const AUDITED_EVENTS: &[&str] = &[

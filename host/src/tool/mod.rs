@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 
 use crate::provider::ToolSpec;
 
@@ -36,22 +35,7 @@ pub use run_command::RunCommand;
 pub use spawn_agent::SpawnAgent;
 pub use write_file::WriteFile;
 
-/// What a tool may do. Permissions are sets of these.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Capability {
-    /// Read files in the workspace.
-    Read,
-    /// Create or change files in the workspace.
-    Write,
-    /// Run commands (a shell is never read-only).
-    Exec,
-    /// Start child agents.
-    Spawn,
-    /// Call tools of the MCP servers the agent was granted (`full` holds it; a
-    /// read-only agent reaches only servers the user marked `read_only = true`).
-    Mcp,
-}
+pub use crate::vocab::Capability;
 
 /// Starts child agents on behalf of a tool call (implemented by the agent manager).
 #[async_trait]

@@ -8,8 +8,8 @@ use super::{
     EditFile, FileAccess, Finish, Grep, ListDir, ReadFile, RunCommand, SpawnAgent, Tool,
     ToolContext, ToolError, ToolOutput, WriteFile,
 };
-use crate::agent::permissions::CapSet;
 use crate::provider::ToolSpec;
+use crate::vocab::CapSet;
 
 /// The tools agents can call, in the order they are offered.
 #[derive(Clone)]
@@ -95,7 +95,7 @@ impl ToolRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::Capability;
+    use crate::vocab::Capability;
 
     #[test]
     fn every_spec_is_a_closed_object_schema() {

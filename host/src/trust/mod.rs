@@ -83,7 +83,7 @@ impl Trust {
 
 /// The ceiling the user set for `root`'s imported packs with `crewbox trust
 /// --pack-access` (None: not set, not trusted, or the store is unreadable).
-pub fn pack_grant(root: &RepoRoot) -> Option<crate::team::Access> {
+pub fn pack_grant(root: &RepoRoot) -> Option<crate::vocab::Access> {
     TrustStore::user()
         .ok()?
         .get(root.path())

@@ -65,7 +65,7 @@ pub struct TrustRecord {
     /// The ceiling of its imported role packs (`crewbox trust --pack-access`); absent:
     /// the user's `[packs] max_access`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pack_access: Option<crate::team::Access>,
+    pub pack_access: Option<crate::vocab::Access>,
     /// Its crewbox files when the user trusted it ([`super::digest`]); absent in a
     /// record an older crewbox wrote, which is not trusted until re-trusted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -189,7 +189,7 @@ impl TrustStore {
     pub fn trust(
         &self,
         root: &Path,
-        pack_access: Option<crate::team::Access>,
+        pack_access: Option<crate::vocab::Access>,
     ) -> Result<TrustRecord, TrustError> {
         self.trust_with_mcp(root, pack_access, &[])
     }
@@ -199,7 +199,7 @@ impl TrustStore {
     pub fn trust_with_mcp(
         &self,
         root: &Path,
-        pack_access: Option<crate::team::Access>,
+        pack_access: Option<crate::vocab::Access>,
         approve: &[(String, String)],
     ) -> Result<TrustRecord, TrustError> {
         let earlier = self.get(root).ok().flatten();
@@ -325,7 +325,7 @@ mod tests {
         assert_eq!(list.len(), 2);
         assert_eq!(list[0], rec);
         // The pack ceiling is set, kept by a plain re-trust, and gone with the trust.
-        let full = Some(crate::team::Access::Full);
+        let full = Some(crate::vocab::Access::Full);
         assert_eq!(store.trust(a, full).unwrap().pack_access, full);
         assert_eq!(store.trust(a, None).unwrap().pack_access, full);
         assert!(store.revoke(a).unwrap());

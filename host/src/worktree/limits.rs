@@ -38,58 +38,7 @@ pub struct CommitRules {
     pub crewbox_writable: bool,
 }
 
-/// Why a path was left out of an agent's commit.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "why", rename_all = "kebab-case")]
-pub enum LeftOutReason {
-    /// The file is larger than `max_file_bytes`.
-    FileTooLarge {
-        /// Its size.
-        bytes: u64,
-        /// The limit.
-        limit: u64,
-    },
-    /// `max_files` files were taken already.
-    TooManyFiles {
-        /// The limit.
-        limit: u64,
-    },
-    /// Taking it would pass `max_total_bytes`.
-    TotalTooLarge {
-        /// The limit.
-        limit: u64,
-    },
-    /// It is in `.crewbox/`, which agents may not change.
-    Crewbox,
-}
-
-impl std::fmt::Display for LeftOutReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::FileTooLarge { bytes, limit } => {
-                write!(f, "{bytes} bytes, over the {limit}-byte file limit")
-            }
-            Self::TooManyFiles { limit } => write!(f, "over the limit of {limit} changed files"),
-            Self::TotalTooLarge { limit } => {
-                write!(f, "over the {limit}-byte limit of one commit")
-            }
-            Self::Crewbox => write!(
-                f,
-                ".crewbox/ is read-only to agents (`[workspace] agents_write_crewbox`)"
-            ),
-        }
-    }
-}
-
-/// One path left out of an agent's commit.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeftOut {
-    /// The path, relative to the worktree root, `/`-separated.
-    pub path: String,
-    /// Why.
-    #[serde(flatten)]
-    pub reason: LeftOutReason,
-}
+pub use crate::vocab::{LeftOut, LeftOutReason};
 
 /// Whether `path` (relative, `/`-separated) lies in the root's `.crewbox/` (any
 /// spelling a file system treats as it).

@@ -128,16 +128,7 @@ impl Worktree {
     }
 }
 
-/// The `branch` artifact of a finished agent: where its work lives.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BranchArtifact {
-    /// Short branch name, `crewbox/<agent-id>[-<timestamp>]`.
-    pub branch: String,
-    /// The commit the agent started from (hex id).
-    pub base: String,
-    /// Commits from `base` (exclusive) to the branch tip, oldest first (hex ids).
-    pub commits: Vec<String>,
-}
+pub use crate::vocab::BranchArtifact;
 
 /// What `finish` did with a worktree.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,10 +13,9 @@ use async_trait::async_trait;
 use super::context::RunContext;
 use super::error::EngineError;
 use super::report::{ModeDetails, RunFault};
-use crate::agent::AgentState;
 use crate::event::RoundResult;
 use crate::event::{ValidationStatus, VerdictOutcome};
-use crate::vocab::{self, ExitReason, RunStatus};
+use crate::vocab::{self, AgentState, ExitReason, RunStatus};
 
 /// One orchestration mode.
 #[async_trait]

@@ -6,12 +6,11 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::ReplayError;
-use crate::agent::AgentState;
 use crate::engine::report::RunReport;
 use crate::event::Artifact;
 use crate::ids::RunId;
 use crate::provider::replay::Divergence;
-use crate::vocab::RunStatus;
+use crate::vocab::{AgentState, RunStatus};
 use crate::worktree::BranchArtifact;
 
 /// Whether every model call of the replay matched the recording.

@@ -4,12 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::AgentState;
 use crate::engine::dispatch::Decision;
 use crate::event::{Assignment, IterationRecord, ReviewVerdict, ValidationStatus};
 use crate::ids::AgentId;
 use crate::provider::replay::ReplayStatus;
-use crate::vocab::{Mode, Strategy};
+use crate::vocab::{AgentState, Mode, Strategy};
 use crate::worktree::{BranchArtifact, MergeOutcome};
 
 /// Everything a run reports beyond its status, result and agents.

@@ -14,11 +14,10 @@ pub use details::{
     RunFault, SingleDetails, SwarmDetails, VoteGroup,
 };
 
-use crate::agent::AgentState;
 use crate::event::{Artifact, Event, RoundResult, ValidationStatus};
 use crate::ids::{AgentId, RunId};
 use crate::store::{AgentRecord, RunRecord, Store, StoreError};
-use crate::vocab::{ExitReason, Mode, RunStatus};
+use crate::vocab::{AgentState, ExitReason, Mode, RunStatus};
 use crate::worktree::BranchArtifact;
 
 /// Token counts of an agent.

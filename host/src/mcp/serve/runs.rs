@@ -16,11 +16,11 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{Notify, oneshot};
 
 use super::{Server, tool_error, tool_json};
-use crate::agent::AgentState;
 use crate::control::{StopTarget, stop_target};
 use crate::engine::{EngineError, RunReport};
 use crate::event::{Event, EventRecord};
 use crate::ids::{AgentId, RunId};
+use crate::vocab::AgentState;
 
 /// How many runs this server started are still going.
 #[derive(Clone, Default)]

@@ -12,10 +12,10 @@ use std::collections::{HashMap, VecDeque};
 
 pub use phase::Phase;
 
-use crate::agent::AgentState;
 use crate::event::{Event, EventRecord, IterationRecord};
 use crate::ids::{AgentId, RunId};
 use crate::store::{AgentNode, AgentRow, RunRow, ScheduleRecord, StepOutline};
+use crate::vocab::AgentState;
 
 /// Events kept in a run's tail.
 pub const TAIL_LEN: usize = 200;
@@ -467,7 +467,7 @@ pub fn summary(event: &Event) -> String {
 mod tests {
     use super::*;
     use crate::provider::Usage;
-    use crate::store::AgentStats;
+    use crate::vocab::AgentStats;
     use crate::vocab::{Mode, RunStatus};
 
     fn run_id() -> RunId {

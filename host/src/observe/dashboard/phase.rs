@@ -2,9 +2,8 @@
 //! orchestrate and reflect modes journal every step (plan, workers, synthesis,
 //! evaluation), the others are read from their agents' roles and states.
 
-use crate::agent::AgentState;
 use crate::store::{AgentRow, StepOutline, StepState};
-use crate::vocab::{Mode, RunStatus};
+use crate::vocab::{AgentState, Mode, RunStatus};
 
 /// A run's current phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,7 +168,7 @@ fn members(agents: &[AgentRow]) -> Phase {
 mod tests {
     use super::*;
     use crate::ids::AgentId;
-    use crate::store::AgentStats;
+    use crate::vocab::AgentStats;
 
     fn steps(list: &[(&str, StepState)]) -> Vec<StepOutline> {
         list.iter()

@@ -532,8 +532,8 @@ impl SquadPack {
                 charter_file: row.charter.clone(),
                 // Squad declares no tools: a member asks for nothing more than
                 // reading; the user's pack ceiling is what it is granted.
-                access: crate::team::Access::ReadOnly,
-                requested_access: crate::team::Access::ReadOnly,
+                access: crate::vocab::Access::ReadOnly,
+                requested_access: crate::vocab::Access::ReadOnly,
                 provider: None,
                 model,
                 validators: Vec::new(),

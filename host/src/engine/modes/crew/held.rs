@@ -16,8 +16,7 @@ use crate::engine::recorded::StoredExec;
 use crate::engine::worktrees::{self, HeldWorktree, WorktreeResult};
 use crate::event::Event;
 use crate::ids::AgentId;
-use crate::tool::Capability;
-use crate::vocab::Isolation;
+use crate::vocab::{Capability, Isolation};
 use crate::worktree::{BranchArtifact, checkpoint_ref};
 
 /// The held worktree as the journal stores it (`crew/worktree`).

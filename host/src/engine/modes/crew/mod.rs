@@ -321,7 +321,7 @@ async fn read_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::permissions::CapSet;
+    use crate::vocab::CapSet;
 
     /// A role plugin claiming `full` access for the planner or reviewer position gets
     /// read-only tools; the executor gets full tools only if its role asks for them.

@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 
 use self::prompts::WorkerStatus;
 use super::ModeOutcome;
-use crate::agent::AgentState;
 use crate::agent::runner::AgentSpec;
 use crate::batch::{
     Deliver, Delivery, GroupId, GroupJoin, JoinMode, RetryPolicy, deliver_with_retry,
@@ -42,7 +41,7 @@ use crate::event::{Event, MemberSummary};
 use crate::ids::AgentId;
 use crate::provider::Provider;
 use crate::team::{Member, Team};
-use crate::vocab::{ExitReason, ModeChoice, RunStatus};
+use crate::vocab::{AgentState, ExitReason, ModeChoice, RunStatus};
 use crate::worktree::{BranchArtifact, MergeOutcome};
 
 /// A loaded team with the model each of its agents uses.

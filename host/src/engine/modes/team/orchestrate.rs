@@ -18,7 +18,6 @@ use super::prompts::{
     worker_prompt,
 };
 use super::{GroupItem, MemberRun, TeamContext, integrate, run_group};
-use crate::agent::AgentState;
 use crate::engine::context::RunContext;
 use crate::engine::error::EngineError;
 use crate::engine::executor::ExecOptions;
@@ -28,7 +27,7 @@ use crate::engine::report::{ModeDetails, OrchestrateDetails};
 use crate::event::{Assignment, Event};
 use crate::provider::{Message, Provider};
 use crate::team::Member;
-use crate::vocab::{ExitReason, RunStatus};
+use crate::vocab::{AgentState, ExitReason, RunStatus};
 
 /// Plan, workers, synthesis.
 pub(crate) struct Orchestrate;

@@ -3,6 +3,18 @@
 //! nothing of crewbox, and the store, team, config, schedule and engine modules take
 //! their vocabulary from here.
 
+pub mod access;
+pub mod agent;
+pub mod branch;
+pub mod model;
+pub mod verdict;
+
+pub use access::{CapSet, Capability};
+pub use agent::{AgentState, AgentStats, Exceeded, FailReason};
+pub use branch::{BranchArtifact, LeftOut, LeftOutReason};
+pub use model::{StopReason, Usage};
+pub use verdict::{CriterionResult, Verdict};
+
 use serde::{Deserialize, Serialize};
 
 /// Declares a closed enum whose values have one stored/printed name each, with

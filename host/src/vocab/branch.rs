@@ -1,0 +1,67 @@
+//! Where a finished agent's work lives, and what was left out of its commit.
+
+use serde::{Deserialize, Serialize};
+
+/// The `branch` artifact of a finished agent: where its work lives.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchArtifact {
+    /// Short branch name, `crewbox/<agent-id>[-<timestamp>]`.
+    pub branch: String,
+    /// The commit the agent started from (hex id).
+    pub base: String,
+    /// Commits from `base` (exclusive) to the branch tip, oldest first (hex ids).
+    pub commits: Vec<String>,
+}
+
+/// Why a path was left out of an agent's commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "why", rename_all = "kebab-case")]
+pub enum LeftOutReason {
+    /// The file is larger than `max_file_bytes`.
+    FileTooLarge {
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// `max_files` files were taken already.
+    TooManyFiles {
+        /// The limit.
+        limit: u64,
+    },
+    /// Taking it would pass `max_total_bytes`.
+    TotalTooLarge {
+        /// The limit.
+        limit: u64,
+    },
+    /// It is in `.crewbox/`, which agents may not change.
+    Crewbox,
+}
+
+impl std::fmt::Display for LeftOutReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::FileTooLarge { bytes, limit } => {
+                write!(f, "{bytes} bytes, over the {limit}-byte file limit")
+            }
+            Self::TooManyFiles { limit } => write!(f, "over the limit of {limit} changed files"),
+            Self::TotalTooLarge { limit } => {
+                write!(f, "over the {limit}-byte limit of one commit")
+            }
+            Self::Crewbox => write!(
+                f,
+                ".crewbox/ is read-only to agents (`[workspace] agents_write_crewbox`)"
+            ),
+        }
+    }
+}
+
+/// One path left out of an agent's commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// The path, relative to the worktree root, `/`-separated.
+    pub path: String,
+    /// Why.
+    #[serde(flatten)]
+    pub reason: LeftOutReason,
+}
