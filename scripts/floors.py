@@ -127,6 +127,9 @@ def resolve(path, modules):
     for n in range(len(segs), 0, -1):
         if tuple(segs[:n]) in modules:
             return tuple(segs[:n])
+    # A type the crate root re-exports (`crate::Repository`) is the root's.
+    if segs and segs[0][:1].isupper():
+        return ()
     return None
 
 

@@ -162,7 +162,8 @@ pub mod unstable {
     /// Masking of secrets at every sink.
     pub mod remote {
         pub use crate::remote::task::*;
-        pub use crate::remote::worker::{WorkerOptions, WorkerStats, serve};
+        pub use crate::remote::worker::{WorkerOptions, WorkerStats};
+        pub use crate::repository::serve_worker as serve;
     }
     pub mod redact {
         pub use crate::redact::*;

@@ -17,6 +17,8 @@ use crate::sandbox::{Helper, Sandbox, SandboxError, SandboxMode, SandboxOptions}
 use crate::store::{AgentCounts, RunRecord, Store, StoreError};
 use crate::trust::{RepoRoot, Trust};
 
+use crate::config::ExecutorKind;
+use crate::engine::executor::{ExecutorFactory, InProcess};
 use crate::paths::STATE_DIR_ENV;
 
 /// Why a repository could not be opened.
@@ -213,12 +215,18 @@ impl Repository {
     pub async fn engine(&self, shutdown: CancellationToken) -> Result<Engine, EngineError> {
         let store = self.open_store().map_err(EngineError::Store)?;
         let sandbox = self.sandbox()?;
+        // The composition root: which executor runs the agents.
+        let executor: &dyn ExecutorFactory = match self.config.executor {
+            ExecutorKind::Local => &InProcess,
+            ExecutorKind::Nats => &crate::remote::OverNats,
+        };
         Engine::open(
             self.repo.clone(),
             store,
             sandbox,
             &self.worktrees_dir(),
             self.config.clone(),
+            executor,
             shutdown,
         )
         .await
@@ -352,4 +360,33 @@ fn sandbox_helper_installed() -> bool {
     {
         false
     }
+}
+
+/// A scale-out worker's clones, opened as repositories (the worker's composition root).
+struct WorkerClones;
+
+impl crate::remote::worker::CloneOpener for WorkerClones {
+    fn open(
+        &self,
+        dir: &Path,
+        state_base: &Path,
+    ) -> anyhow::Result<crate::remote::worker::OpenedClone> {
+        let repo = Repository::open(Some(dir), Some(state_base))?;
+        Ok(crate::remote::worker::OpenedClone {
+            sandbox: repo.sandbox()?,
+            worktrees_dir: repo.worktrees_dir(),
+            config: repo.config().clone(),
+            root: repo.root().to_path_buf(),
+        })
+    }
+}
+
+/// Serves as a scale-out worker until `shutdown` (`crewbox worker`): every clone of a
+/// remote it takes tasks for is opened as a [`Repository`], under the CLI's rules.
+#[doc(hidden)]
+pub async fn serve_worker(
+    opts: crate::remote::worker::WorkerOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<crate::remote::worker::WorkerStats> {
+    crate::remote::worker::serve(opts, Arc::new(WorkerClones), shutdown).await
 }

@@ -102,9 +102,10 @@ pub enum EngineError {
     /// worktree still held after its agent ended). CLI: exit 2.
     #[error("internal error: {0}")]
     Internal(String),
-    /// Scale-out could not reach its server, stream or git remote. CLI: exit 2.
+    /// The executor the user chose failed around the agents (scale-out: its server,
+    /// stream or git remote; the error is `remote::RemoteError`). CLI: exit 2.
     #[error(transparent)]
-    Remote(#[from] crate::remote::RemoteError),
+    Remote(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl EngineError {

@@ -152,6 +152,25 @@ pub(crate) trait Executor: Send + Sync {
     async fn execute(&self, job: Job) -> Result<ExecResult, EngineError>;
 }
 
+/// Builds an engine's executor over its services. The composition root
+/// (`repository.rs`) chooses one from the user's config; the engine never names the
+/// executors above it (scale-out lives in `remote/`).
+#[async_trait]
+pub(crate) trait ExecutorFactory: Send + Sync {
+    /// The executor over `services`.
+    async fn build(&self, services: Arc<Services>) -> Result<Arc<dyn Executor>, EngineError>;
+}
+
+/// Agents in this process: the executor of `executor = "local"`.
+pub(crate) struct InProcess;
+
+#[async_trait]
+impl ExecutorFactory for InProcess {
+    async fn build(&self, services: Arc<Services>) -> Result<Arc<dyn Executor>, EngineError> {
+        Ok(Arc::new(LocalExecutor::new(services)))
+    }
+}
+
 /// Runs agents in this process.
 pub(crate) struct LocalExecutor {
     services: Arc<Services>,

@@ -74,7 +74,8 @@ pub(crate) struct Inner {
 
 impl Engine {
     /// Opens the engine of `repo` over its `store`, running agents' commands in
-    /// `sandbox`, with agent worktrees in `worktrees_dir`. Runs in flight are left
+    /// `sandbox`, with agent worktrees in `worktrees_dir`, and agents through the
+    /// executor `executor` builds. Runs in flight are left
     /// resumable when `shutdown` is cancelled.
     pub(crate) async fn open(
         repo: PathBuf,
@@ -82,10 +83,11 @@ impl Engine {
         sandbox: Sandbox,
         worktrees_dir: &std::path::Path,
         config: Arc<Config>,
+        executor: &dyn executor::ExecutorFactory,
         shutdown: CancellationToken,
     ) -> Result<Self, EngineError> {
         let services = Arc::new(Services::open(repo, store, sandbox, worktrees_dir, config).await?);
-        let executor = services::executor(&services).await?;
+        let executor = executor.build(services.clone()).await?;
         let spawns = Arc::new(SpawnQueue::start(executor, services.store().clone()));
         Ok(Self {
             inner: Arc::new(Inner {

@@ -121,17 +121,3 @@ impl Services {
         self.worktrees.as_ref()
     }
 }
-
-/// The executor the user's config chooses (`executor = "local" | "nats"`): agents in
-/// this process, or published to workers through NATS JetStream.
-pub(crate) async fn executor(
-    services: &Arc<Services>,
-) -> Result<Arc<dyn super::executor::Executor>, EngineError> {
-    use crate::config::ExecutorKind;
-    Ok(match services.config().executor {
-        ExecutorKind::Local => Arc::new(super::executor::LocalExecutor::new(services.clone())),
-        ExecutorKind::Nats => {
-            Arc::new(crate::remote::NatsExecutor::connect(services.clone()).await?)
-        }
-    })
-}

@@ -50,6 +50,17 @@ pub struct NatsExecutor {
     url: tokio::sync::Mutex<Option<String>>,
 }
 
+/// Agents published to workers through NATS JetStream: the executor of
+/// `executor = "nats"`.
+pub(crate) struct OverNats;
+
+#[async_trait]
+impl crate::engine::executor::ExecutorFactory for OverNats {
+    async fn build(&self, services: Arc<Services>) -> Result<Arc<dyn Executor>, EngineError> {
+        Ok(Arc::new(NatsExecutor::connect(services).await?))
+    }
+}
+
 impl NatsExecutor {
     /// Connects to the server the user's `[nats]` names and makes sure the streams exist.
     pub(crate) async fn connect(services: Arc<Services>) -> Result<Self, RemoteError> {

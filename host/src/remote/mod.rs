@@ -20,7 +20,13 @@ pub mod task;
 pub mod url;
 pub mod worker;
 
-pub use coordinator::NatsExecutor;
+pub(crate) use coordinator::OverNats;
+
+impl From<RemoteError> for crate::engine::EngineError {
+    fn from(e: RemoteError) -> Self {
+        Self::Remote(Box::new(e))
+    }
+}
 
 use crate::config::NatsSettings;
 

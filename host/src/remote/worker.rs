@@ -68,7 +68,32 @@ pub struct WorkerStats {
     pub refused: u64,
 }
 
+/// A clone a worker opened as a repository: what its engine is built from.
+pub struct OpenedClone {
+    /// The clone's root.
+    pub root: PathBuf,
+    /// The process sandbox for its agents' commands (the user's config).
+    pub sandbox: crate::sandbox::Sandbox,
+    /// Where its agents' worktrees go.
+    pub worktrees_dir: PathBuf,
+    /// Its configuration (the user's, plus the clone's only when it is trusted).
+    pub config: Config,
+}
+
+/// Opens a clone of a remote as a repository, under the same rules as the CLI's (the
+/// composition root, `repository.rs`, provides it: the worker does not reach above
+/// the engine).
+pub trait CloneOpener: Send + Sync {
+    /// Opens the clone at `dir`, its state under `state_base`.
+    fn open(
+        &self,
+        dir: &std::path::Path,
+        state_base: &std::path::Path,
+    ) -> anyhow::Result<OpenedClone>;
+}
+
 struct Shared {
+    opener: Arc<dyn CloneOpener>,
     js: jetstream::Context,
     results: jetstream::stream::Stream,
     pool: String,
@@ -96,6 +121,7 @@ struct Shared {
 /// Serves tasks until `shutdown`; tasks in progress finish first.
 pub async fn serve(
     opts: WorkerOptions,
+    opener: Arc<dyn CloneOpener>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<WorkerStats> {
     let config = Config::load_user()?;
@@ -145,6 +171,7 @@ pub async fn serve(
     ));
     let store = Store::open(&own)?;
     let shared = Arc::new(Shared {
+        opener,
         js,
         results,
         pool,
@@ -434,14 +461,13 @@ async fn services_for(shared: &Shared, task: &Task) -> Result<Arc<Services>, any
         .insert((remote.to_owned(), task.base.clone()));
     // A clone of a remote without branches has no HEAD; worktrees need one.
     git::ensure_head(&dir, &task.base).await?;
-    let repo = crate::Repository::open(Some(&dir), Some(&shared.state_base))?;
-    let sandbox = repo.sandbox()?;
+    let repo = shared.opener.open(&dir, &shared.state_base)?;
     let services = Services::open(
-        repo.root().to_path_buf(),
+        repo.root,
         shared.store.clone(),
-        sandbox,
-        &repo.worktrees_dir(),
-        Arc::new(repo.config().clone()),
+        repo.sandbox,
+        &repo.worktrees_dir,
+        Arc::new(repo.config),
     )
     .await?;
     let services = Arc::new(services);
