@@ -21,6 +21,25 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io;
 
+/// The longest prefix of `s` within `max` bytes that does not split a character: the
+/// one way text is cut to a size.
+pub fn within(s: &str, max: usize) -> &str {
+    &s[..s.floor_char_boundary(max)]
+}
+
+/// The longest suffix of `s` within `max` bytes that does not split a character.
+pub fn tail_within(s: &str, max: usize) -> &str {
+    &s[s.ceil_char_boundary(s.len().saturating_sub(max))..]
+}
+
+/// `s` within `max` bytes; when it had to be cut, `mark` follows the cut.
+pub fn cut_marked<'a>(s: &'a str, max: usize, mark: &str) -> Cow<'a, str> {
+    if s.len() <= max {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(format!("{}{mark}", within(s, max)))
+}
+
 /// Whether `c` must not reach a sink raw: C0 controls but tab (newline too: where a
 /// layout needs it, the caller says so with [`Layout`]), DEL, C1 controls (the 8-bit
 /// CSI U+009B among them), the bidi embeddings, overrides, isolates and marks
@@ -249,6 +268,18 @@ mod tests {
     use std::io::Write as _;
 
     use super::*;
+
+    #[test]
+    fn cuts_never_split_a_character() {
+        assert_eq!(within("héllo", 2), "h");
+        assert_eq!(within("héllo", 3), "hé");
+        assert_eq!(within("abc", 10), "abc");
+        assert_eq!(tail_within("héllo", 4), "llo");
+        assert_eq!(tail_within("héllo", 5), "éllo");
+        assert_eq!(tail_within("abc", 10), "abc");
+        assert_eq!(cut_marked("abcdef", 3, "…"), "abc…");
+        assert_eq!(cut_marked("abc", 3, "…"), "abc");
+    }
 
     #[test]
     fn terminal_controls_are_inert() {

@@ -146,8 +146,11 @@ fn cap(text: &str) -> String {
     if text.len() <= EVENT_TEXT_CAP {
         return text.to_owned();
     }
-    let end = text.floor_char_boundary(EVENT_TEXT_CAP);
-    format!("{}… ({} bytes)", &text[..end], text.len())
+    format!(
+        "{}… ({} bytes)",
+        crate::text::within(text, EVENT_TEXT_CAP),
+        text.len()
+    )
 }
 
 /// The first conversation of an agent.

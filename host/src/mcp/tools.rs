@@ -240,16 +240,12 @@ pub fn cap_result(text: &str) -> String {
         return text.to_owned();
     }
     let half = RESULT_CAP_BYTES / 2;
-    let head = crate::tool::support::truncate_at_char(text, half);
-    let mut start = text.len() - half;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
+    let head = crate::text::within(text, half);
+    let tail = crate::text::tail_within(text, half);
     format!(
-        "{head}\n[... {} bytes omitted; {} bytes in all ...]\n{}",
-        start - head.len(),
+        "{head}\n[... {} bytes omitted; {} bytes in all ...]\n{tail}",
+        text.len() - head.len() - tail.len(),
         text.len(),
-        &text[start..]
     )
 }
 

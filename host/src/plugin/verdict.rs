@@ -54,11 +54,7 @@ pub struct Failed<'a> {
 
 /// Cuts `s` to `max` bytes on a char boundary, saying so.
 fn cut(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    if s.len() <= max {
-        return s.into();
-    }
-    let end = s.floor_char_boundary(max);
-    format!("{} … (cut at {max} bytes)", &s[..end]).into()
+    crate::text::cut_marked(s, max, &format!(" … (cut at {max} bytes)"))
 }
 
 /// The lines one failed verdict contributes: one per failed criterion (or one saying it

@@ -270,11 +270,7 @@ pub(crate) fn api_error(error: &serde_json::Value) -> ProviderError {
 
 /// At most `max` bytes of `s`, cut on a character boundary.
 pub(crate) fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let end = s.floor_char_boundary(max);
-    format!("{}…", &s[..end])
+    crate::text::cut_marked(s, max, "…").into_owned()
 }
 
 /// Parses `Retry-After`: delay-seconds or an HTTP date (a date in the past is zero).

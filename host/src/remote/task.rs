@@ -526,11 +526,7 @@ impl TaskResult {
 }
 
 fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let end = s.floor_char_boundary(max);
-    format!("{}\n[… cut to fit a result message]", &s[..end])
+    crate::text::cut_marked(s, max, "\n[… cut to fit a result message]").into_owned()
 }
 
 #[cfg(test)]

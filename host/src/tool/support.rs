@@ -76,11 +76,7 @@ pub(crate) fn looks_binary(head: &[u8]) -> bool {
 
 /// The longest prefix of `s` that fits in `max` bytes without splitting a character.
 pub(crate) fn truncate_at_char(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let end = s.floor_char_boundary(max);
-    &s[..end]
+    crate::text::within(s, max)
 }
 
 /// Reads one line (through `\n`) from `reader`, keeping at most `keep` of its bytes in

@@ -92,9 +92,5 @@ impl Host for LogState {
 
 /// Cuts `s` to at most `max` bytes on a char boundary.
 pub(crate) fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let end = s.floor_char_boundary(max);
-    &s[..end]
+    crate::text::within(s, max)
 }
