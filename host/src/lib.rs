@@ -33,6 +33,7 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub(crate) mod agent;
+pub(crate) mod backoff;
 pub(crate) mod batch;
 pub(crate) mod config;
 pub(crate) mod control;

@@ -29,11 +29,11 @@ pub struct RetryPolicy {
 impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
-            backoff: vec![
+            backoff: crate::backoff::Backoff::new(
                 Duration::from_millis(500),
-                Duration::from_secs(1),
                 Duration::from_secs(2),
-            ],
+            )
+            .waits(3),
         }
     }
 }

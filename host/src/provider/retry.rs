@@ -44,11 +44,7 @@ impl RetryPolicy {
         if let Some(after) = err.retry_after() {
             return (after <= self.max_retry_after).then_some(after);
         }
-        let ceiling = self
-            .base
-            .saturating_mul(1u32.checked_shl(retry).unwrap_or(u32::MAX))
-            .min(self.cap);
-        Some(ceiling.mul_f64(unit.clamp(0.0, 1.0)))
+        Some(crate::backoff::Backoff::new(self.base, self.cap).jittered(retry, unit))
     }
 }
 

@@ -665,14 +665,18 @@ async fn take(hub: &RunHub, subject: &str, payload: &[u8]) -> Result<(), Refusal
 /// The run's consumer loop: each message is acked only once what it carries is
 /// committed to the store; one that does not read is terminated (never redelivered).
 async fn consume(hub: std::sync::Weak<RunHub>, consumer: jetstream::consumer::PullConsumer) {
-    let mut backoff = std::time::Duration::from_millis(200);
+    let backoff = crate::backoff::Backoff::new(
+        std::time::Duration::from_millis(200),
+        std::time::Duration::from_secs(5),
+    );
+    let mut failures = 0;
     loop {
         let mut messages = match consumer.messages().await {
             Ok(m) => m,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the run's results; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
+                tokio::time::sleep(backoff.wait(failures)).await;
+                failures = failures.saturating_add(1);
                 continue;
             }
         };

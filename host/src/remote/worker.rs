@@ -198,6 +198,8 @@ pub async fn serve(
     );
     let slots = Arc::new(Semaphore::new(opts.slots.max(1)));
     let mut running = tokio::task::JoinSet::new();
+    let backoff = crate::backoff::Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
+    let mut fetch_failures = 0;
     loop {
         let permit = tokio::select! {
             p = slots.clone().acquire_owned() => p?,
@@ -210,10 +212,14 @@ pub async fn serve(
             .messages()
             .await;
         let mut batch = match batch {
-            Ok(b) => b,
+            Ok(b) => {
+                fetch_failures = 0;
+                b
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "fetching tasks failed; retrying");
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                tokio::time::sleep(backoff.wait(fetch_failures)).await;
+                fetch_failures = fetch_failures.saturating_add(1);
                 continue;
             }
         };

@@ -94,8 +94,7 @@ pub fn backoff_delay(failures: u32) -> Duration {
     if failures == 0 {
         return Duration::ZERO;
     }
-    let secs = 2u64.saturating_pow(failures.min(16));
-    Duration::from_secs(secs.min(60))
+    crate::backoff::Backoff::new(Duration::from_secs(2), Duration::from_secs(60)).wait(failures - 1)
 }
 
 /// Counts consecutive failed iterations; a success resets it.
