@@ -114,6 +114,83 @@ fn crash(mut child: Child) -> Vec<Fire> {
         .collect()
 }
 
+/// A daemon whose fire lines are read as it prints them, so a test waits for the fire
+/// records it needs instead of sleeping a fixed time.
+struct Watched {
+    child: Child,
+    fires: std::sync::Arc<std::sync::Mutex<Vec<Fire>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watched {
+    fn start(env: &Env) -> Self {
+        use std::io::BufRead;
+        let mut child = start_daemon(env);
+        let stdout = child.stdout.take().unwrap();
+        let fires = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = fires.clone();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(f) = Fire::parse(&line) {
+                    sink.lock().unwrap().push(f);
+                }
+            }
+        });
+        Self {
+            child,
+            fires,
+            reader: Some(reader),
+        }
+    }
+
+    /// Waits (at most `limit`) until `done` holds for the fires so far; panics with them
+    /// when it never does.
+    fn wait_for(&self, what: &str, limit: Duration, done: impl Fn(&[Fire]) -> bool) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if done(&self.fires.lock().unwrap()) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} within {limit:?}: {:?}",
+                self.fires.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Stops it gracefully (SIGTERM: runs in flight finish) and returns how it exited,
+    /// its stderr and every fire line it printed.
+    fn stop(mut self) -> (std::process::ExitStatus, String, Vec<Fire>) {
+        use std::io::Read;
+        // SAFETY: signalling our own child by its pid.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(rc, 0);
+        let status = self.child.wait().unwrap();
+        let mut stderr = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            e.read_to_string(&mut stderr).unwrap();
+        }
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        let fires = std::mem::take(&mut *self.fires.lock().unwrap());
+        (status, stderr, fires)
+    }
+
+    /// Kills it (SIGKILL, like a crash) and returns every fire line it printed.
+    fn crash(mut self) -> Vec<Fire> {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        std::mem::take(&mut *self.fires.lock().unwrap())
+    }
+}
+
 #[derive(Debug)]
 struct Fire {
     job: String,
@@ -180,9 +257,11 @@ fn daemon_fires_survives_a_crash_and_catches_up_once() {
         "single",
     ]);
 
-    let first = start_daemon(&env);
-    std::thread::sleep(Duration::from_millis(2500));
-    let fires1 = crash(first);
+    let first = Watched::start(&env);
+    first.wait_for("two every-second fires", Duration::from_secs(3), |f| {
+        started(f, "tick").len() >= 2
+    });
+    let fires1 = first.crash();
     let ticks1 = started(&fires1, "tick");
     assert!(!ticks1.is_empty(), "the every-second job fired: {fires1:?}");
     assert!(
@@ -192,9 +271,18 @@ fn daemon_fires_survives_a_crash_and_catches_up_once() {
 
     // Down for about 3.5 s: three or more every-second fires are missed.
     sleep_until(t0 + Duration::from_millis(6000));
-    let second = start_daemon(&env);
-    std::thread::sleep(Duration::from_millis(2500));
-    let fires2 = crash(second);
+    let second = Watched::start(&env);
+    second.wait_for(
+        "the catch-up, the overdue one-shot and a tick after them",
+        Duration::from_secs(10),
+        |f| {
+            let ticks = started(f, "tick");
+            !started(f, "once").is_empty()
+                && ticks.iter().any(|t| t.missed > 0)
+                && ticks.iter().any(|t| t.missed == 0)
+        },
+    );
+    let fires2 = second.crash();
     let ticks2 = started(&fires2, "tick");
     let catch_up: Vec<_> = ticks2.iter().filter(|f| f.missed > 0).collect();
     assert_eq!(
@@ -214,9 +302,12 @@ fn daemon_fires_survives_a_crash_and_catches_up_once() {
     );
 
     // A third start must not fire the one-shot again.
-    let third = start_daemon(&env);
-    std::thread::sleep(Duration::from_millis(1200));
-    let fires3 = crash(third);
+    // Two ticks prove the third daemon went past its start-up catch-up.
+    let third = Watched::start(&env);
+    third.wait_for("two ticks", Duration::from_secs(10), |f| {
+        started(f, "tick").len() >= 2
+    });
+    let fires3 = third.crash();
     assert!(started(&fires3, "once").is_empty(), "{fires3:?}");
 
     let jobs = json(&crewbox(&env, &["schedule", "list", "--json"]));
@@ -401,19 +492,13 @@ fn daemon_obeys_the_config_switch_run_now_pause_and_stops_cleanly_on_sigterm() {
     assert_eq!(health["scheduler"]["enabled"], false, "{health}");
 
     user_config(&env, "scheduling = true\n");
-    let on = start_daemon(&env);
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: signalling our own child by its pid.
-    let rc = unsafe { libc::kill(on.id() as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(rc, 0);
-    let out = on.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let on = Watched::start(&env);
+    on.wait_for("the run-now fire", Duration::from_secs(10), |f| {
+        !started(f, "hourly").is_empty()
+    });
+    let (status, stderr, fires) = on.stop();
+    assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("stopped"), "{stderr}");
-    let fires: Vec<Fire> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(Fire::parse)
-        .collect();
     assert_eq!(
         started(&fires, "hourly").len(),
         1,

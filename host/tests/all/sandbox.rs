@@ -715,7 +715,10 @@ async fn the_number_of_processes_is_bounded() {
 #[tokio::test]
 async fn a_fork_bomb_is_bounded_and_ends_with_its_timeout() {
     if sbx::disabled() {
-        eprintln!("SKIPPED: a fork bomb without the sandbox would not be bounded");
+        crate::support::peers::cannot_run(
+            "the fork-bomb test",
+            "CREWBOX_TEST_SANDBOX=off: a fork bomb without the sandbox would not be bounded",
+        );
         return;
     }
     let d = direct(limited(64));
