@@ -34,7 +34,6 @@ pub struct ServeArgs {
 /// Sends this process's stderr (logs, warnings) to `path`, appended.
 fn log_to(path: &Path) -> anyhow::Result<()> {
     use anyhow::Context as _;
-    use std::os::fd::AsRawFd as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -42,12 +41,10 @@ fn log_to(path: &Path) -> anyhow::Result<()> {
         .mode(0o600)
         .open(path)
         .with_context(|| format!("cannot open the log file {}", path.display()))?;
-    // SAFETY: dup2 on two descriptors this process owns; fd 2 is replaced atomically.
-    if unsafe { libc::dup2(file.as_raw_fd(), 2) } < 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("cannot log to {}", path.display()));
-    }
-    Ok(())
+    // fd 2 is replaced atomically (dup2), through rustix's safe wrapper.
+    rustix::stdio::dup2_stderr(&file)
+        .map_err(std::io::Error::from)
+        .with_context(|| format!("cannot log to {}", path.display()))
 }
 
 /// Serves until the client disconnects (stdio: then until the runs it started end)
