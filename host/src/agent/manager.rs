@@ -59,6 +59,18 @@ pub struct SpawnOptions {
     pub history: Option<Vec<Message>>,
     /// Makes its work durable before its end is stored.
     pub seal: Option<Arc<dyn Seal>>,
+    /// Runs in the slot of the agent that spawned it (a `spawn_agent` child: its parent
+    /// is blocked waiting for it, so taking a slot of its own could deadlock).
+    pub in_parent_slot: bool,
+}
+
+/// Runs a child that `spawn_agent` started through the engine's spawn path (its spawn
+/// queue, batch and executor), so a child is batched, recorded and executed like every
+/// other agent. A manager without one (no engine above it) starts children itself.
+#[async_trait]
+pub trait ChildRunner: Send + Sync {
+    /// Runs `spec` (not yet recorded) to its end, in its parent's slot.
+    async fn run_child(&self, spec: AgentSpec) -> Result<AgentOutcome, String>;
 }
 
 /// A spawned agent; `wait` returns its outcome.
@@ -106,6 +118,8 @@ struct Inner {
     sandbox: crate::sandbox::Sandbox,
     /// The MCP servers agents may be granted, one connection per run and server.
     mcp: crate::mcp::Pool,
+    /// Where `spawn_agent` children go, once the engine set it.
+    children: std::sync::OnceLock<Arc<dyn ChildRunner>>,
 }
 
 /// Runs agents. Cheap to clone.
@@ -161,7 +175,16 @@ impl Manager {
                 run_children: Mutex::new(HashMap::new()),
                 sandbox,
                 mcp,
+                children: std::sync::OnceLock::new(),
             }),
+        }
+    }
+
+    /// Sends every `spawn_agent` child through `runner` from now on (set once, by the
+    /// engine that owns this manager).
+    pub(crate) fn route_children(&self, runner: Arc<dyn ChildRunner>) {
+        if self.inner.children.set(runner).is_err() {
+            tracing::warn!("spawn_agent children were routed already");
         }
     }
 
@@ -182,7 +205,8 @@ impl Manager {
         opts: SpawnOptions,
     ) -> Result<AgentHandle, StoreError> {
         self.insert(&spec, &opts).await?;
-        Ok(self.start(spec, opts, true))
+        let needs_slot = !opts.in_parent_slot;
+        Ok(self.start(spec, opts, needs_slot))
     }
 
     async fn insert(&self, spec: &AgentSpec, opts: &SpawnOptions) -> Result<(), StoreError> {
@@ -722,14 +746,19 @@ impl Spawner for ChildSpawner {
         );
         debug_assert!(!perms.caps.contains(Capability::Spawn));
         spec.perms = perms;
-        if let Err(e) = manager.insert(&spec, &SpawnOptions::default()).await {
-            release();
-            return Err(SpawnError::Failed(e.to_string()));
-        }
-        let outcome = manager
-            .start(spec, SpawnOptions::default(), false)
-            .wait()
-            .await;
+        let outcome = if let Some(runner) = inner.children.get().cloned() {
+            // Through the engine: queued, batched, recorded and executed like every agent.
+            runner.run_child(spec).await.map_err(SpawnError::Failed)?
+        } else {
+            if let Err(e) = manager.insert(&spec, &SpawnOptions::default()).await {
+                release();
+                return Err(SpawnError::Failed(e.to_string()));
+            }
+            manager
+                .start(spec, SpawnOptions::default(), false)
+                .wait()
+                .await
+        };
         match outcome.state {
             s if s.is_success() => Ok(outcome.result),
             s => Err(SpawnError::Failed(format!(

@@ -66,6 +66,9 @@ pub(crate) enum Placement {
         /// The commit to read.
         base: String,
     },
+    /// A `spawn_agent` child: it works in its parent's workspace (`spec.workspace`), in
+    /// its parent's slot, and its parent's end commits what it changed.
+    WithParent,
 }
 
 /// Tells jobs of a stopped run not to start.
@@ -199,7 +202,9 @@ impl Executor for LocalExecutor {
             return Err(EngineError::Stopped(spec.run_id));
         }
         let mut reader = false;
+        let in_parent_slot = matches!(placement, Placement::WithParent);
         let (held, owned) = match placement {
+            Placement::WithParent => (None, false),
             Placement::Held(held) => (Some(held), false),
             Placement::Reader { base } => {
                 reader = true;
@@ -239,6 +244,7 @@ impl Executor for LocalExecutor {
             max_fix_rounds: opts.max_fix_rounds,
             history,
             seal: Some(seal.clone() as Arc<dyn Seal>),
+            in_parent_slot,
         };
         let outcome = self
             .services

@@ -89,6 +89,10 @@ impl Engine {
         let services = Arc::new(Services::open(repo, store, sandbox, worktrees_dir, config).await?);
         let executor = executor.build(services.clone()).await?;
         let spawns = Arc::new(SpawnQueue::start(executor, services.store().clone()));
+        // `spawn_agent` children take the same path as every other agent.
+        services
+            .manager()
+            .route_children(Arc::new(spawn::QueuedChildren::new(&spawns)));
         Ok(Self {
             inner: Arc::new(Inner {
                 services,

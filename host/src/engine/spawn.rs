@@ -245,3 +245,46 @@ fn describe(batch: &Batch<Pending>) -> BTreeMap<RunId, BatchShare> {
     }
     per_run
 }
+
+/// Sends `spawn_agent` children through the spawn queue: each is batched (recorded in
+/// its batch's `batch.finalized` event), handed to the executor and run in its
+/// parent's workspace and slot. Holds the queue weakly (the queue's executor owns the
+/// manager that holds this).
+pub(crate) struct QueuedChildren {
+    spawns: std::sync::Weak<SpawnQueue>,
+}
+
+impl QueuedChildren {
+    pub(crate) fn new(spawns: &Arc<SpawnQueue>) -> Self {
+        Self {
+            spawns: Arc::downgrade(spawns),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::agent::manager::ChildRunner for QueuedChildren {
+    async fn run_child(
+        &self,
+        spec: crate::agent::runner::AgentSpec,
+    ) -> Result<crate::agent::runner::AgentOutcome, String> {
+        use super::executor::{ExecOptions, Placement, Stop};
+        let spawns = self
+            .spawns
+            .upgrade()
+            .ok_or_else(|| "the engine has shut down".to_owned())?;
+        let mut job = Job::new(spec, ExecOptions::unvalidated(), Stop::default());
+        job.placement = Placement::WithParent;
+        let rx = spawns
+            .submit(job, JoinMode::Individual)
+            .await
+            .map_err(|e| e.to_string())?;
+        // The parent waits for it: no debounce.
+        spawns.flush().await.map_err(|e| e.to_string())?;
+        match rx.await {
+            Ok(Ok(result)) => Ok(result.outcome),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("the spawn queue dropped the agent".to_owned()),
+        }
+    }
+}

@@ -336,7 +336,8 @@ impl NatsExecutor {
     fn remote_placement(&self, job: &Job) -> Option<(TaskPlacement, Option<String>)> {
         let writes = job.spec.perms.caps.contains(Capability::Write);
         match &job.placement {
-            Placement::Held(_) => None,
+            // A child works in its parent's workspace, on this machine.
+            Placement::Held(_) | Placement::WithParent => None,
             Placement::Reader { base } => Some((TaskPlacement::Reader, Some(base.clone()))),
             Placement::Isolated { base } => {
                 if writes {

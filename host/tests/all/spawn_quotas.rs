@@ -126,3 +126,45 @@ fn the_agents_of_a_run_share_max_children_per_run() {
     let (_, report) = crewbox(d, &script(1), &["run", "go", "--mode", "single"]);
     assert_eq!(children(&report), 0);
 }
+
+/// Children started by `spawn_agent` take the spawn path of every agent: each is in a
+/// finalised batch (recorded before it starts) and runs through the executor, in its
+/// parent's slot, so a run limited to one agent at a time does not deadlock on them.
+#[test]
+fn spawn_agent_children_are_batched_and_run_in_their_parents_slot() {
+    let dir = git_repo(|_| {});
+    let d = dir.path();
+    user_config(d, "max_concurrent = 1\n");
+    let (out, report) = crewbox(d, &script(3), &["run", "go", "--mode", "single"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(report["status"], "completed", "{report}");
+    let kids: Vec<&str> = report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["role"].as_str().unwrap().starts_with("kid-"))
+        .map(|a| {
+            assert_eq!(a["state"], "completed", "{a}");
+            a["id"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(kids.len(), 3, "{report}");
+    let events = crate::support::repo::events(d, report["run_id"].as_str().unwrap());
+    let batched: Vec<String> = events
+        .iter()
+        .filter(|e| e["kind"] == "batch.finalized")
+        .flat_map(|e| {
+            e["data"]["individuals"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect();
+    for kid in &kids {
+        assert!(
+            batched.iter().any(|b| b == kid),
+            "child {kid} was never in a finalised batch: {batched:?}"
+        );
+    }
+}
