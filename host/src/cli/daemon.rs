@@ -11,14 +11,14 @@ use crate::schedule::daemon::{Daemon, FireNotice};
 pub struct DaemonArgs {
     /// Where the agents of fired jobs execute [default: `executor` in your config].
     #[arg(long, value_enum)]
-    pub executor: Option<crate::config::ExecutorKind>,
+    pub executor: Option<super::choices::ExecutorChoice>,
 }
 
 /// Runs the scheduler in the foreground. The first signal stops firing and waits for the
 /// runs in flight; a second one exits at once.
 pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
     let ctx = match args.executor {
-        Some(e) => ctx.with_executor(e),
+        Some(e) => ctx.with_executor(e.into()),
         None => ctx,
     };
     // One daemon per state directory, or one `run-now` would fire in each.

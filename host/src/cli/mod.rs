@@ -37,6 +37,7 @@ macro_rules! errln {
 
 pub mod audit;
 pub mod branches;
+mod choices;
 pub mod completions;
 pub mod config;
 mod context;

@@ -18,13 +18,13 @@ pub struct ResumeArgs {
     pub json: bool,
     /// Where the rest of its agents execute [default: `executor` in your config].
     #[arg(long, value_enum)]
-    pub executor: Option<crate::config::ExecutorKind>,
+    pub executor: Option<super::choices::ExecutorChoice>,
 }
 
 /// Resumes one run or every orphaned one and prints the reports.
 pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
     let ctx = match args.executor {
-        Some(e) => ctx.with_executor(e),
+        Some(e) => ctx.with_executor(e.into()),
         None => ctx,
     };
     let store = match ctx.store_if_exists()? {

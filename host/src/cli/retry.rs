@@ -30,13 +30,13 @@ pub struct RetryArgs {
     pub json: bool,
     /// Where the run's agents execute [default: `executor` in your config].
     #[arg(long, value_enum)]
-    pub executor: Option<crate::config::ExecutorKind>,
+    pub executor: Option<super::choices::ExecutorChoice>,
 }
 
 /// Retries the agent and prints its run's report.
 pub async fn run(ctx: Context, args: RetryArgs) -> anyhow::Result<Exit> {
     let ctx = match args.executor {
-        Some(e) => ctx.with_executor(e),
+        Some(e) => ctx.with_executor(e.into()),
         None => ctx,
     };
     let store = ctx.existing_store()?;

@@ -30,7 +30,7 @@ pub struct RunArgs {
     pub script: Option<PathBuf>,
     /// Where agents execute [default: `executor` in your config, else local].
     #[arg(long, value_enum)]
-    pub executor: Option<crate::config::ExecutorKind>,
+    pub executor: Option<super::choices::ExecutorChoice>,
     /// Run this validator after each writing agent (`NAME[=CRITERION]`, a built-in name or a
     /// `.wasm` path); repeat for several validators or criteria.
     #[arg(long = "validator", value_name = "NAME[=CRITERION]")]
@@ -98,7 +98,7 @@ pub fn parse_mode(s: &str) -> Result<ModeChoice, String> {
 /// Runs the prompt and prints the report.
 pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
     let ctx = match args.executor {
-        Some(e) => ctx.with_executor(e),
+        Some(e) => ctx.with_executor(e.into()),
         None => ctx,
     };
     let shutdown = CancellationToken::new();

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::cli::{Context, Exit};
-use crate::team::{ExportFormat, Member, Team, TeamSource, discover, export};
+use crate::team::{Member, Team, TeamSource, discover, export};
 
 /// Arguments of `crewbox team`.
 #[derive(Debug, Clone, Args)]
@@ -45,7 +45,7 @@ pub enum TeamCommand {
         name: String,
         /// What to write.
         #[arg(long, value_enum)]
-        format: ExportFormat,
+        format: super::choices::ExportChoice,
         /// The directory, inside the repository (default: `.crewbox/teams` for
         /// crewbox; the repository's Squad pack, else `.squad`, for squad).
         #[arg(long, value_name = "DIR")]
@@ -191,7 +191,7 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
             let repo = ctx.root().to_path_buf();
             let aliases = ctx.config().pack_models.clone();
             let done = tokio::task::spawn_blocking(move || {
-                export(&repo, &t, format, dir.as_deref(), force, &aliases)
+                export(&repo, &t, format.into(), dir.as_deref(), force, &aliases)
             })
             .await?;
             let report = match done {

@@ -22,7 +22,7 @@ use crate::trust::REPO_TEAMS;
 use crate::trust::read::{Confined, ReadError};
 
 /// The format `team export` writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExportFormat {
     /// A Squad pack (`team.md` rows and charters, edited in place).
     Squad,
