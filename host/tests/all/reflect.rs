@@ -310,7 +310,7 @@ fn a_message_sent_to_the_team_reaches_the_next_iteration_and_a_second_loop_is_re
     // Iteration 1's synthesis is slow, leaving time to send; iteration 2's plan only
     // answers if its prompt carries the message.
     let script = [
-        "\n[[reply]]\nagent = \"synthesis\"\ndelay_ms = 2500\ntext = \"v1\"\n".to_owned(),
+        "\n[[reply]]\nagent = \"synthesis\"\ndelay_ms = 6000\ntext = \"v1\"\n".to_owned(),
         synthesis("v2 on postgres"),
         plan(1, BOTH),
         format!(
