@@ -43,7 +43,7 @@ FLOORS = [
     ["remote"],
     ["control"],
     ["observe"],
-    ["repository", "lib"],
+    ["repository", "replay", "lib"],
     ["cli", "main"],
 ]
 RANK = {m: i for i, floor in enumerate(FLOORS) for m in floor}

@@ -49,6 +49,7 @@ pub(crate) mod process;
 pub(crate) mod provider;
 pub(crate) mod redact;
 pub(crate) mod remote;
+pub(crate) mod replay;
 mod repository;
 // The sandbox helper's and server's own lines are a protocol to crewbox (a nonce and a
 // setup error, the probe's JSON) or system errors, never text an agent wrote.
@@ -126,7 +127,6 @@ pub mod unstable {
         pub use crate::engine::plugins::{
             JUDGE_BUDGET, PluginSet, grants_for, parse_validator_args,
         };
-        pub use crate::engine::replay;
     }
     /// The one confined filesystem (paths resolved beneath a directory descriptor).
     pub mod fs {
@@ -168,6 +168,10 @@ pub mod unstable {
     }
     pub mod redact {
         pub use crate::redact::*;
+    }
+    /// Replays of recorded runs (`crewbox replay`, `export --cassette`).
+    pub mod replay {
+        pub use crate::replay::*;
     }
     /// The process sandbox agents' commands run in.
     pub mod sandbox {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::engine::replay;
+use crate::replay;
 
 use super::{Context, Exit};
 

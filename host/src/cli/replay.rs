@@ -1,12 +1,12 @@
 //! `crewbox replay RUN [--validator NAME]... [--dispatcher FILE] [--json]`: re-runs a
 //! recorded run in a scratch state, every model call answered from its recording and
-//! every tool really run, and reports whether it matched (see `engine::replay`).
+//! every tool really run, and reports whether it matched (see `replay/`).
 
 use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::replay::{self, ReplayOptions, ReplayOutcome, ReplayReport};
+use crate::replay::{self, ReplayOptions, ReplayOutcome, ReplayReport};
 
 use super::{Context, Exit};
 

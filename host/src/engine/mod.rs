@@ -23,15 +23,14 @@ pub(crate) mod modes;
 pub(crate) mod plugins;
 pub(crate) mod providers;
 mod recorded;
-pub mod replay;
 mod report;
-mod request;
+pub(crate) mod request;
 mod retry;
 mod run;
 pub(crate) mod services;
 mod spawn;
 pub(crate) mod validate;
-mod workspace;
+pub(crate) mod workspace;
 mod worktrees;
 
 use std::path::PathBuf;

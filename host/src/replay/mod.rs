@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 
 pub use compare::{AgentMatch, ReplayOutcome, ReplayReport};
 
-use super::report::RunReport;
-use super::request::RunSpec;
 use crate::config::ExecutorKind;
+use crate::engine::RunReport;
 use crate::engine::RunRequest;
+use crate::engine::request::RunSpec;
 use crate::provider::config::{ProviderConfig, ReplayConfig};
 use crate::provider::replay::{Cassette, CassetteError, RecordedRun};
 use crate::repository::Repository;

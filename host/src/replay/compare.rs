@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::ReplayError;
-use crate::engine::report::RunReport;
+use crate::engine::RunReport;
 use crate::event::Artifact;
 use crate::ids::RunId;
 use crate::provider::replay::Divergence;
