@@ -527,3 +527,35 @@ fn a_servers_processes_do_not_outlive_crewbox_even_under_kill_9() {
     running.wait().unwrap();
     assert!(gone(&server), "the server outlived crewbox's SIGKILL");
 }
+
+/// The official conformance suite in client mode (`scripts/mcp-conformance-client.sh`):
+/// its test servers over streamable HTTP, `crewbox mcp tools|call` as the client —
+/// `tools_call` (list and call `add_numbers`) and `sse-retry` (reconnect after the
+/// server closes the call's stream, honouring `retry` and sending `Last-Event-ID`) pass.
+#[test]
+fn conformance_client_scenarios_that_apply_pass() {
+    let Some(_) = crate::support::peers::node_tool("conformance") else {
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mcp-conformance-client.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_crewbox"))
+        .env("ONLY_APPLICABLE", "1")
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{table}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for s in ["tools_call", "sse-retry"] {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with(s) && l.contains(" pass ")),
+            "{s} did not pass:\n{table}"
+        );
+    }
+}
