@@ -68,9 +68,9 @@ struct Shared {
     repo: Repository,
     engine: Engine,
     runs: runs::InFlight,
-    /// Request ids a client cancelled with `notifications/cancelled` (a request
-    /// whose context is cancelled without one was cut by a disconnect).
-    cancelled: Mutex<HashSet<RequestId>>,
+    /// Which waiting calls a client cancelled with `notifications/cancelled` (a
+    /// request whose context is cancelled without one was cut by a disconnect).
+    cancelled: Mutex<Cancels>,
     cancelled_seen: Notify,
 }
 
@@ -84,7 +84,7 @@ impl Server {
                 repo,
                 engine,
                 runs: runs::InFlight::default(),
-                cancelled: Mutex::new(HashSet::new()),
+                cancelled: Mutex::new(Cancels::default()),
                 cancelled_seen: Notify::new(),
             }),
         })
@@ -139,11 +139,46 @@ impl Server {
     }
 
     fn take_cancelled(&self, id: &RequestId) -> bool {
+        self.cancels().cancelled.remove(id)
+    }
+
+    fn cancels(&self) -> std::sync::MutexGuard<'_, Cancels> {
         self.shared
             .cancelled
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(id)
+    }
+
+    /// Marks call `id` as one that waits (a `run` or `resume` with `wait`) until the
+    /// guard drops: only such calls' cancellations are kept, and only while they last,
+    /// so the set never outgrows the calls in flight.
+    fn waiting(&self, id: RequestId) -> Waiting {
+        self.cancels().waiting.insert(id.clone());
+        Waiting {
+            server: self.clone(),
+            id,
+        }
+    }
+}
+
+/// The request ids of the calls that wait, and those of them a client cancelled.
+#[derive(Default)]
+struct Cancels {
+    waiting: HashSet<RequestId>,
+    cancelled: HashSet<RequestId>,
+}
+
+/// A call that waits, until dropped (see [`Server::waiting`]).
+struct Waiting {
+    server: Server,
+    id: RequestId,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut cancels = self.server.cancels();
+        cancels.waiting.remove(&self.id);
+        cancels.cancelled.remove(&self.id);
     }
 }
 
@@ -260,12 +295,14 @@ impl rmcp::ServerHandler for Server {
         _context: NotificationContext<RoleServer>,
     ) {
         if let Some(id) = notification.request_id {
-            self.shared
-                .cancelled
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(id);
-            self.shared.cancelled_seen.notify_waiters();
+            let mut cancels = self.cancels();
+            // A cancellation of a call that does not wait, has ended or never was
+            // is not kept.
+            if cancels.waiting.contains(&id) {
+                cancels.cancelled.insert(id);
+                drop(cancels);
+                self.shared.cancelled_seen.notify_waiters();
+            }
         }
     }
 }
