@@ -168,6 +168,20 @@ struct Cancels {
     cancelled: HashSet<RequestId>,
 }
 
+impl Cancels {
+    /// Records a client's cancellation of `id`; whether it was kept (a cancellation
+    /// of a call that does not wait, has ended or never was is not).
+    fn note(&mut self, id: RequestId) -> bool {
+        self.waiting.contains(&id) && self.cancelled.insert(id)
+    }
+
+    /// Call `id` ended: nothing of it is kept.
+    fn end(&mut self, id: &RequestId) {
+        self.waiting.remove(id);
+        self.cancelled.remove(id);
+    }
+}
+
 /// A call that waits, until dropped (see [`Server::waiting`]).
 struct Waiting {
     server: Server,
@@ -176,9 +190,7 @@ struct Waiting {
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        let mut cancels = self.server.cancels();
-        cancels.waiting.remove(&self.id);
-        cancels.cancelled.remove(&self.id);
+        self.server.cancels().end(&self.id);
     }
 }
 
@@ -295,14 +307,34 @@ impl rmcp::ServerHandler for Server {
         _context: NotificationContext<RoleServer>,
     ) {
         if let Some(id) = notification.request_id {
-            let mut cancels = self.cancels();
-            // A cancellation of a call that does not wait, has ended or never was
-            // is not kept.
-            if cancels.waiting.contains(&id) {
-                cancels.cancelled.insert(id);
-                drop(cancels);
+            let kept = self.cancels().note(id);
+            if kept {
                 self.shared.cancelled_seen.notify_waiters();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cancellations_are_kept_only_for_waiting_calls_and_only_while_they_last() {
+        let mut c = Cancels::default();
+        // Thousands of cancellations of calls that do not wait keep nothing.
+        for n in 0..10_000 {
+            assert!(!c.note(RequestId::Number(n)));
+        }
+        assert!(c.cancelled.is_empty());
+        let id = RequestId::Number(7);
+        c.waiting.insert(id.clone());
+        assert!(c.note(id.clone()));
+        assert!(c.cancelled.contains(&id));
+        c.end(&id);
+        assert!(c.waiting.is_empty() && c.cancelled.is_empty());
+        // After its end, a late cancellation is not kept either.
+        assert!(!c.note(id));
+        assert!(c.cancelled.is_empty());
     }
 }
