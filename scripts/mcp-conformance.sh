@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite (@modelcontextprotocol/conformance, installed by
 # scripts/test-deps.sh) in server mode against `crewbox mcp serve --http`, scenario by
-# scenario, and prints a pass/fail table (the README's "Conformance" table comes from it).
+# scenario, and prints a pass/fail table (the README's "Conformance" table comes from it);
+# scenarios that do not apply to crewbox are run too and marked `n/a` with the reason.
 #
 #   scripts/mcp-conformance.sh [CREWBOX_BINARY]     (default: target/debug/crewbox)
+#   ONLY_APPLICABLE=1   skip the scenarios that do not apply
+#   VERBOSE=1           print each scenario's log
+#
+# Exit status: the number of applicable scenarios that failed.
 #
 # The suite cannot send an Authorization header, and `crewbox mcp serve --http` requires
 # one; so the suite talks to a tiny loopback proxy that adds the bearer token and passes
@@ -18,6 +23,7 @@ source "$root/scripts/test-deps.sh"
 conformance="$CREWBOX_TEST_NODE/node_modules/.bin/conformance"
 [ -x "$conformance" ] || { echo "conformance suite not installed (scripts/test-deps.sh)" >&2; exit 1; }
 [ -x "$bin" ] || { echo "no crewbox binary at $bin (cargo build first)" >&2; exit 1; }
+bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"   # the server runs in another directory
 
 work="$(mktemp -d)"
 server_pid="" proxy_pid=""
@@ -87,19 +93,45 @@ s = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
 print(s.server_address[1], flush=True)
 s.serve_forever()
 EOF
-python3 "$work/proxy.py" "$upstream" >"$work/proxy.port" &
+python3 "$work/proxy.py" "$upstream" >"$work/proxy.port" 2>"$work/proxy.log" &
 proxy_pid=$!
 for _ in $(seq 50); do [ -s "$work/proxy.port" ] && break; sleep 0.1; done
 url="http://127.0.0.1:$(head -n 1 "$work/proxy.port")/mcp"
 
-printf '%-32s %s\n' scenario result
+# Why a scenario does not apply to crewbox (empty: it applies). Most server scenarios call
+# the suite's own reference tools, resources and prompts (`test_simple_text`, ...), or
+# capabilities the spec says a server MAY offer and crewbox does not advertise.
+not_applicable() {
+    case "$1" in
+        logging-set-level | tools-call-with-logging) echo "no logging capability (logs go to stderr)" ;;
+        completion-complete) echo "no completions capability" ;;
+        tools-call-sampling | tools-call-elicitation | elicitation-*) echo "crewbox never asks the client for sampling or elicitation" ;;
+        tools-call-* | json-schema-2020-12) echo "calls the suite's reference test tools" ;;
+        resources-read-* | resources-templates-read) echo "reads the suite's test:// resources" ;;
+        resources-subscribe | resources-unsubscribe) echo "no resource subscriptions" ;;
+        prompts-*) echo "no prompts capability" ;;
+        *) echo "" ;;
+    esac
+}
+
+printf '%-32s %-6s %s\n' scenario result note
 scenarios="$("$conformance" list 2>/dev/null | sed -n '/^Server scenarios/,/^$/s/^  - //p')"
+[ -n "$scenarios" ] || { echo "the suite listed no server scenarios" >&2; exit 1; }
+failed=0
 for s in $scenarios; do
+    why="$(not_applicable "$s")"
+    [ -n "$why" ] && [ -n "${ONLY_APPLICABLE:-}" ] && continue
     if timeout 120 "$conformance" server --url "$url" --scenario "$s" >"$work/$s.log" 2>&1; then
         result=pass
     else
         result=FAIL
+        [ -z "$why" ] && failed=$((failed + 1))
     fi
-    printf '%-32s %s\n' "$s" "$result"
-    [ -n "${VERBOSE:-}" ] && sed 's/^/    /' "$work/$s.log"
+    note="${why:+n/a: $why}"
+    warnings="$(sed -n 's/.* \([0-9][0-9]*\) warnings$/\1/p' "$work/$s.log" | tail -n 1)"
+    [ -n "$warnings" ] && [ "$warnings" != 0 ] && note="${note:+$note; }$warnings warning(s)"
+    printf '%-32s %-6s %s\n' "$s" "$result" "$note"
+    if [ -n "${VERBOSE:-}" ]; then sed 's/^/    /' "$work/$s.log"; fi
 done
+# Exit status: the number of applicable scenarios that failed (0: all passed).
+exit "$failed"

@@ -527,3 +527,166 @@ fn a_servers_processes_do_not_outlive_crewbox_even_under_kill_9() {
     running.wait().unwrap();
     assert!(gone(&server), "the server outlived crewbox's SIGKILL");
 }
+
+/// The official conformance suite in client mode (`scripts/mcp-conformance-client.sh`):
+/// its test servers over streamable HTTP, `crewbox mcp tools|call` as the client —
+/// `tools_call` (list and call `add_numbers`) and `sse-retry` (reconnect after the
+/// server closes the call's stream, honouring `retry` and sending `Last-Event-ID`) pass.
+#[test]
+fn conformance_client_scenarios_that_apply_pass() {
+    let Some(_) = crate::support::peers::node_tool("conformance") else {
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mcp-conformance-client.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_crewbox"))
+        .env("ONLY_APPLICABLE", "1")
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{table}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for s in ["tools_call", "sse-retry"] {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with(s) && l.contains(" pass ")),
+            "{s} did not pass:\n{table}"
+        );
+    }
+}
+
+/// server-everything in its streamable-HTTP mode on a loopback port, until dropped.
+struct HttpEverything(std::process::Child, u16);
+
+impl Drop for HttpEverything {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn http_everything() -> Option<HttpEverything> {
+    use std::io::{BufRead, BufReader};
+    let everything = reference("mcp-server-everything")?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(everything)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let started = Instant::now();
+    loop {
+        let line = lines.next().expect("server-everything exited").unwrap();
+        if line.contains("listening on port") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no start");
+    }
+    // Keep draining its stderr so it never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Some(HttpEverything(child, port))
+}
+
+/// Every file under `dir`, read whole, contains `needle` nowhere.
+fn nowhere_in(dir: &Path, needle: &[u8]) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            nowhere_in(&p, needle);
+        } else if let Ok(bytes) = std::fs::read(&p) {
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle),
+                "{} holds the token",
+                p.display()
+            );
+        }
+    }
+}
+
+/// A scripted agent and `crewbox mcp call` use a real streamable-HTTP server
+/// (server-everything's `streamableHttp` mode), reached by crewbox itself with a bearer
+/// token from `bearer_token_env`; SECURITY: the token value appears nowhere in the
+/// events, the store or the output.
+#[test]
+fn an_agent_uses_a_streamable_http_server_without_leaking_its_token() {
+    let Some(server) = http_everything() else {
+        return;
+    };
+    const TOKEN: &str = "tok-7f3a9c1e5b2d4086aa11";
+    let (dir, _) = setup(&format!(
+        "[mcp.servers.web]\nurl = \"http://127.0.0.1:{}/mcp\"\nbearer_token_env = \"WEB_MCP_TOKEN\"\n\
+         startup_timeout_s = 30\n",
+        server.1
+    ));
+    let d = dir.path();
+    let with_token = |args: &[&str]| {
+        command(d, args)
+            .env("WEB_MCP_TOKEN", TOKEN)
+            .output()
+            .unwrap()
+    };
+    let out = with_token(&[
+        "mcp",
+        "call",
+        "web",
+        "echo",
+        r#"{"message": "over http"}"#,
+        "--json",
+    ]);
+    let v = json_of(&out);
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(v["content"].as_str().unwrap().contains("over http"), "{v}");
+
+    let script = toml::to_string(&json!({"reply": [
+        {"turn": 1, "text": "calling", "tool_calls": [
+            {"name": "mcp__web__echo", "args": {"message": "agent over http"}},
+        ]},
+        {"turn": 2, "text": "done"},
+    ]}))
+    .unwrap();
+    std::fs::write(d.join("script.toml"), &script).unwrap();
+    let out = with_token(&[
+        "run",
+        "go",
+        "--mode",
+        "single",
+        "--mcp",
+        "web",
+        "--script",
+        d.join("script.toml").to_str().unwrap(),
+        "--json",
+    ]);
+    let report = json_of(&out);
+    assert_eq!(report["status"], "completed", "{report}");
+    let run = report["run_id"].as_str().unwrap();
+    let call = events(d, run)
+        .into_iter()
+        .find(|e| e["kind"] == "tool.call")
+        .unwrap();
+    assert_eq!(call["data"]["server"], "web", "{call}");
+    assert_eq!(call["data"]["ok"], true, "{call}");
+    assert!(
+        call["data"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("agent over http"),
+        "{call}"
+    );
+    for bytes in [&out.stdout, &out.stderr] {
+        assert!(!String::from_utf8_lossy(bytes).contains(TOKEN));
+    }
+    nowhere_in(&d.join("state"), TOKEN.as_bytes());
+}

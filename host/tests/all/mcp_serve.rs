@@ -516,3 +516,40 @@ fn hostile_input_gets_clear_errors_and_the_server_keeps_answering() {
         r[11]
     );
 }
+
+/// The official conformance suite (`scripts/mcp-conformance.sh`, server mode) against
+/// `crewbox mcp serve --http`: every server scenario that applies to crewbox passes
+/// (the script exits with the number that failed; it takes a few seconds).
+#[test]
+fn conformance_server_scenarios_that_apply_pass() {
+    let Some(_) = peers::node_tool("conformance") else {
+        return;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mcp-conformance.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_crewbox"))
+        .env("ONLY_APPLICABLE", "1")
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{table}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for s in [
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "resources-list",
+        "dns-rebinding-protection",
+    ] {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with(s) && l.contains(" pass ")),
+            "{s} did not pass:\n{table}"
+        );
+    }
+}

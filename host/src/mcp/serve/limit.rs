@@ -3,20 +3,22 @@
 //! dropped silently (which leaves the client waiting) or buffered whole.
 //!
 //! Lines (the SDK's stdio framing: one message per line) pass through unchanged up to
-//! the limit. A longer one is not kept: only its first and last few KiB are, to find
-//! its `id`; it is replaced by a small request for [`TOO_LARGE`] with that id, which
-//! the server answers with an error (`refusal`). A message without an id (a
-//! notification) is dropped with a line on stderr.
-
-use std::sync::LazyLock;
+//! the limit. A longer one is not kept: it is scanned as it streams by ([`IdScan`]: the
+//! JSON structure, strings and escapes, in constant memory) for the `id` member of its
+//! top-level object — never an `"id"` inside `params` or a string — and replaced by a
+//! small request for [`TOO_LARGE`] with that id, which the server answers with an error
+//! (`refusal`). A message without one (a notification, or not a JSON object) is dropped
+//! with a line on stderr.
 
 use rmcp::model::{CustomRequest, ErrorData};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// The method an oversized request is replaced by.
 pub const TOO_LARGE: &str = "crewbox/request_too_large";
-/// How much of an oversized line's start and end is kept to find its id.
-const KEEP: usize = 4096;
+/// The longest top-level `id` value kept (a longer one counts as none).
+const MAX_ID_BYTES: usize = 512;
+/// The longest key compared with `id` (escapes such as `\u0069d` included).
+const MAX_KEY_BYTES: usize = 32;
 
 /// `input` with every line longer than `max` bytes replaced (see the module docs).
 /// The copying task ends at end of input or when the returned reader is dropped.
@@ -34,23 +36,164 @@ where
     rx
 }
 
-/// An oversized line being skipped: its length so far, its start and its end.
+/// An oversized line being skipped: its length so far and the scan for its id.
+#[derive(Default)]
 struct Skipped {
     total: usize,
-    head: Vec<u8>,
-    tail: Vec<u8>,
+    scan: IdScan,
 }
 
 impl Skipped {
     fn add(&mut self, chunk: &[u8]) {
         self.total += chunk.len();
-        if self.head.len() < KEEP {
-            let take = (KEEP - self.head.len()).min(chunk.len());
-            self.head.extend_from_slice(&chunk[..take]);
+        for &b in chunk {
+            self.scan.push(b);
         }
-        self.tail.extend_from_slice(chunk);
-        if self.tail.len() > KEEP {
-            self.tail.drain(..self.tail.len() - KEEP);
+    }
+}
+
+/// Where a scan is in the top-level object.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Before the top-level value.
+    #[default]
+    Start,
+    /// Expecting a member's key (after `{` or `,`).
+    Key,
+    /// In a member's key.
+    InKey,
+    /// Expecting the `:` after a key.
+    Colon,
+    /// Expecting a member's value.
+    Value,
+    /// In a member's value.
+    InValue,
+    /// The top-level value ended, or was not an object.
+    Done,
+}
+
+/// A streaming scan of one JSON message for the value of its top-level `id` member:
+/// tracks nesting, strings and escapes byte by byte, keeping at most
+/// [`MAX_KEY_BYTES`] of a key and [`MAX_ID_BYTES`] of the id.
+#[derive(Debug, Default)]
+struct IdScan {
+    phase: Phase,
+    /// Nesting inside the top-level object (1: its members).
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    key: Vec<u8>,
+    key_long: bool,
+    /// The member being read is `id`.
+    is_id: bool,
+    value: Vec<u8>,
+    value_long: bool,
+    /// The raw value of the last complete top-level `id`.
+    found: Option<Vec<u8>>,
+}
+
+impl IdScan {
+    fn push(&mut self, b: u8) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        if self.in_string {
+            self.keep(b);
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.in_string = false;
+                if self.phase == Phase::InKey {
+                    self.is_id = !self.key_long
+                        && serde_json::from_slice::<String>(&self.key).is_ok_and(|k| k == "id");
+                    self.phase = Phase::Colon;
+                }
+            }
+            return;
+        }
+        if b.is_ascii_whitespace() {
+            return;
+        }
+        match self.phase {
+            Phase::Start => {
+                self.phase = if b == b'{' { Phase::Key } else { Phase::Done };
+                self.depth = 1;
+            }
+            Phase::Key => match b {
+                b'"' => {
+                    self.key.clear();
+                    self.key_long = false;
+                    self.in_string = true;
+                    self.phase = Phase::InKey;
+                    self.keep(b);
+                }
+                b'}' => self.phase = Phase::Done,
+                _ => self.phase = Phase::Done,
+            },
+            Phase::InKey => {}
+            Phase::Colon => {
+                self.phase = if b == b':' { Phase::Value } else { Phase::Done };
+            }
+            Phase::Value => {
+                self.value.clear();
+                self.value_long = false;
+                self.phase = Phase::InValue;
+                self.value_byte(b);
+            }
+            Phase::InValue => self.value_byte(b),
+            Phase::Done => {}
+        }
+    }
+
+    /// A byte of a member's value, outside strings.
+    fn value_byte(&mut self, b: u8) {
+        match b {
+            b',' | b'}' if self.depth == 1 => {
+                if self.is_id {
+                    self.found = (!self.value_long).then(|| std::mem::take(&mut self.value));
+                }
+                self.is_id = false;
+                self.phase = if b == b',' { Phase::Key } else { Phase::Done };
+                return;
+            }
+            b'{' | b'[' => self.depth += 1,
+            b'}' | b']' => self.depth = self.depth.saturating_sub(1).max(1),
+            b'"' => self.in_string = true,
+            _ => {}
+        }
+        self.keep(b);
+    }
+
+    /// Keeps `b` as part of the key or the id being read (bounded).
+    fn keep(&mut self, b: u8) {
+        match self.phase {
+            Phase::InKey => {
+                if self.key.len() < MAX_KEY_BYTES {
+                    self.key.push(b);
+                } else {
+                    self.key_long = true;
+                }
+            }
+            Phase::InValue if self.is_id => {
+                if self.value.len() < MAX_ID_BYTES {
+                    self.value.push(b);
+                } else {
+                    self.value_long = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The id found: a number or a string, as JSON-RPC allows.
+    fn id(&self) -> Option<serde_json::Value> {
+        let value: serde_json::Value = serde_json::from_slice(self.found.as_ref()?).ok()?;
+        match &value {
+            serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => Some(value),
+            serde_json::Value::String(_) => Some(value),
+            _ => None,
         }
     }
 }
@@ -77,11 +220,7 @@ where
             Some(s) => s.add(chunk),
             // The newline does not count.
             None if line.len() + chunk.len() > max + usize::from(end.is_some()) => {
-                let mut s = Skipped {
-                    total: 0,
-                    head: Vec::with_capacity(KEEP),
-                    tail: Vec::with_capacity(KEEP),
-                };
+                let mut s = Skipped::default();
                 s.add(&line);
                 s.add(chunk);
                 line = Vec::new();
@@ -120,20 +259,9 @@ where
     }
 }
 
-/// `"id": 12` or `"id": "abc"` near the start or the end of a message.
-static ID: LazyLock<regex::Regex> = LazyLock::new(|| {
-    regex::Regex::new(r#""id"\s*:\s*(-?[0-9]{1,19}|"(?:[^"\\]|\\.){0,200}")"#)
-        .unwrap_or_else(|_| unreachable!("the pattern is valid"))
-});
-
 /// The request the oversized message `s` is replaced by, if it had an id.
 fn replacement(s: &Skipped) -> Option<String> {
-    let find = |bytes: &[u8]| -> Option<serde_json::Value> {
-        let text = String::from_utf8_lossy(bytes);
-        let found = ID.captures(&text)?.get(1)?.as_str().to_owned();
-        serde_json::from_str(&found).ok()
-    };
-    let id = find(&s.head).or_else(|| find(&s.tail))?;
+    let id = s.scan.id()?;
     let request = serde_json::json!({
         "jsonrpc": "2.0", "id": id, "method": TOO_LARGE, "params": {"bytes": s.total},
     });
@@ -194,5 +322,50 @@ mod tests {
         assert!(out.contains("\"id\":\"abc\""), "{out}");
         let note = format!("{{\"method\":\"x\",\"params\":\"{}\"}}\n", "z".repeat(9000));
         assert_eq!(through(note.as_bytes(), 100).await, "");
+    }
+
+    fn id_of(line: &str) -> Option<serde_json::Value> {
+        let mut scan = IdScan::default();
+        line.bytes().for_each(|b| scan.push(b));
+        scan.id()
+    }
+
+    #[test]
+    fn only_the_top_level_id_counts() {
+        // An `id` inside params, or inside a string, is not the request's.
+        let nested =
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"arguments":{"id":99}},"id":7}"#;
+        assert_eq!(id_of(nested), Some(serde_json::json!(7)));
+        let in_string = r#"{"params":{"p":"\"id\": 5, \\\"id\": 6"},"id":"real"}"#;
+        assert_eq!(id_of(in_string), Some(serde_json::json!("real")));
+        let escaped_key = r#"{"\u0069d": 3, "method": "x"}"#;
+        assert_eq!(id_of(escaped_key), Some(serde_json::json!(3)));
+        // No top-level id: a notification, an id only nested, a batch, garbage.
+        for none in [
+            r#"{"method":"x","params":{"id":1}}"#,
+            r#"[{"id":1}]"#,
+            r#"{"id":{"a":1}}"#,
+            r#"{"id":1.5}"#,
+            r#"not json "id": 4"#,
+            r#"{"idx":2,"x":"id"}"#,
+        ] {
+            assert_eq!(id_of(none), None, "{none}");
+        }
+        // An id longer than the bound counts as none.
+        let long = format!(r#"{{"id":"{}"}}"#, "a".repeat(MAX_ID_BYTES + 1));
+        assert_eq!(id_of(&long), None);
+    }
+
+    #[tokio::test]
+    async fn a_hostile_oversized_line_is_answered_under_its_own_id() {
+        // The old regex took the first `"id"` it saw: here the one inside params.
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"id":666,"p":"{}"}},"id":8}}"#,
+            "x".repeat(20_000)
+        );
+        let out = through(format!("{big}\n").as_bytes(), 100).await;
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(v["id"], 8, "{out}");
+        assert_eq!(v["method"], TOO_LARGE);
     }
 }

@@ -68,9 +68,9 @@ struct Shared {
     repo: Repository,
     engine: Engine,
     runs: runs::InFlight,
-    /// Request ids a client cancelled with `notifications/cancelled` (a request
-    /// whose context is cancelled without one was cut by a disconnect).
-    cancelled: Mutex<HashSet<RequestId>>,
+    /// Which waiting calls a client cancelled with `notifications/cancelled` (a
+    /// request whose context is cancelled without one was cut by a disconnect).
+    cancelled: Mutex<Cancels>,
     cancelled_seen: Notify,
 }
 
@@ -84,7 +84,7 @@ impl Server {
                 repo,
                 engine,
                 runs: runs::InFlight::default(),
-                cancelled: Mutex::new(HashSet::new()),
+                cancelled: Mutex::new(Cancels::default()),
                 cancelled_seen: Notify::new(),
             }),
         })
@@ -139,11 +139,58 @@ impl Server {
     }
 
     fn take_cancelled(&self, id: &RequestId) -> bool {
+        self.cancels().cancelled.remove(id)
+    }
+
+    fn cancels(&self) -> std::sync::MutexGuard<'_, Cancels> {
         self.shared
             .cancelled
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(id)
+    }
+
+    /// Marks call `id` as one that waits (a `run` or `resume` with `wait`) until the
+    /// guard drops: only such calls' cancellations are kept, and only while they last,
+    /// so the set never outgrows the calls in flight.
+    fn waiting(&self, id: RequestId) -> Waiting {
+        self.cancels().waiting.insert(id.clone());
+        Waiting {
+            server: self.clone(),
+            id,
+        }
+    }
+}
+
+/// The request ids of the calls that wait, and those of them a client cancelled.
+#[derive(Default)]
+struct Cancels {
+    waiting: HashSet<RequestId>,
+    cancelled: HashSet<RequestId>,
+}
+
+impl Cancels {
+    /// Records a client's cancellation of `id`; whether it was kept (a cancellation
+    /// of a call that does not wait, has ended or never was is not).
+    fn note(&mut self, id: RequestId) -> bool {
+        self.waiting.contains(&id) && self.cancelled.insert(id)
+    }
+
+    /// Call `id` ended: nothing of it is kept.
+    fn end(&mut self, id: &RequestId) {
+        self.waiting.remove(id);
+        self.cancelled.remove(id);
+    }
+}
+
+/// A call that waits, until dropped (see [`Server::waiting`]).
+struct Waiting {
+    server: Server,
+    id: RequestId,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.server.cancels().end(&self.id);
     }
 }
 
@@ -260,12 +307,34 @@ impl rmcp::ServerHandler for Server {
         _context: NotificationContext<RoleServer>,
     ) {
         if let Some(id) = notification.request_id {
-            self.shared
-                .cancelled
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(id);
-            self.shared.cancelled_seen.notify_waiters();
+            let kept = self.cancels().note(id);
+            if kept {
+                self.shared.cancelled_seen.notify_waiters();
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cancellations_are_kept_only_for_waiting_calls_and_only_while_they_last() {
+        let mut c = Cancels::default();
+        // Thousands of cancellations of calls that do not wait keep nothing.
+        for n in 0..10_000 {
+            assert!(!c.note(RequestId::Number(n)));
+        }
+        assert!(c.cancelled.is_empty());
+        let id = RequestId::Number(7);
+        c.waiting.insert(id.clone());
+        assert!(c.note(id.clone()));
+        assert!(c.cancelled.contains(&id));
+        c.end(&id);
+        assert!(c.waiting.is_empty() && c.cancelled.is_empty());
+        // After its end, a late cancellation is not kept either.
+        assert!(!c.note(id));
+        assert!(c.cancelled.is_empty());
     }
 }

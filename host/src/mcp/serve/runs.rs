@@ -85,6 +85,8 @@ pub async fn launch(
     meta: &Option<RequestMetaObject>,
     context: RequestContext<RoleServer>,
 ) -> CallToolResult {
+    // Registered first, so a cancellation that follows at once is kept.
+    let _waiting = wait.then(|| server.waiting(context.id.clone()));
     // Subscribed before the run starts, so no event of it is missed.
     let events = server.engine().subscribe();
     let guard = server.runs().enter();
