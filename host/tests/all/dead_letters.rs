@@ -401,6 +401,119 @@ fn retry_of_a_failed_orchestrator_plans_on_the_retry_provider() {
     assert!(dead(dir.path(), &["--run", &run]).is_empty());
 }
 
+const SEQUENTIAL_WRITERS: &str = r#"
+mode = "sequential"
+
+[[members]]
+name = "alice"
+access = "full"
+
+[[members]]
+name = "bob"
+access = "full"
+"#;
+
+/// Alice as in [`DOWN`]; bob writes `saw.txt` when alice's work reached him, else
+/// `alone.txt`: the file on the integration branch shows which bob's work is merged.
+const DOWN_BOB_WRITES: &str = r#"
+[[reply]]
+agent = "alice"
+turn = 1
+text = "Reading the notes first."
+[[reply.tool_calls]]
+name = "read_file"
+args = { path = "notes.txt" }
+
+[[reply]]
+agent = "alice"
+error = "connection"
+repeat = true
+
+[[reply]]
+agent = "bob"
+turn = 1
+conversation = "ALICE-OK"
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "saw.txt", content = "bob saw alice\n" }
+
+[[reply]]
+agent = "bob"
+turn = 2
+conversation = "ALICE-OK"
+text = "BOB saw alice's work"
+
+[[reply]]
+agent = "bob"
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "alone.txt", content = "bob alone\n" }
+
+[[reply]]
+agent = "bob"
+turn = 2
+text = "BOB alone"
+"#;
+
+/// The files at the tip of `branch` in the test repository, and its first-parent
+/// history's subjects.
+fn branch_files(dir: &Path, branch: &str) -> (Vec<String>, Vec<String>) {
+    let repo = git2::Repository::open(dir.join("repo")).unwrap();
+    let tip = repo
+        .find_branch(branch, git2::BranchType::Local)
+        .unwrap_or_else(|e| panic!("no branch {branch}: {e}"))
+        .get()
+        .peel_to_commit()
+        .unwrap();
+    let mut files = Vec::new();
+    tip.tree()
+        .unwrap()
+        .walk(git2::TreeWalkMode::PreOrder, |root, entry| {
+            files.push(format!("{root}{}", entry.name().unwrap()));
+            git2::TreeWalkResult::Ok
+        })
+        .unwrap();
+    files.sort();
+    let mut subjects = Vec::new();
+    let mut at = Some(tip);
+    while let Some(c) = at {
+        subjects.push(String::from_utf8_lossy(c.summary_bytes().unwrap_or_default()).into_owned());
+        at = c.parent(0).ok();
+    }
+    (files, subjects)
+}
+
+#[test]
+fn retry_drops_the_merges_later_stages_made_on_the_failed_result() {
+    let dir = setup_with(SEQUENTIAL_WRITERS, "", DOWN_BOB_WRITES, OK);
+    assert!(bin(dir.path(), &["trust"]).status.success());
+    let report = failed_run(dir.path());
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    let branch = format!("crewbox/run/{run}");
+    // Bob worked on the failure and his work was merged.
+    let (files, _) = branch_files(dir.path(), &branch);
+    assert_eq!(files, ["alone.txt", "notes.txt"], "{report:#}");
+
+    let agent = letter_of(dir.path(), &run, "alice");
+    let out = bin(dir.path(), &["retry", &agent, "--provider", "ok", "--json"]);
+    let retried = json(&out);
+    assert_eq!(retried["status"], "completed", "{retried:#}");
+    assert!(
+        retried["result"]
+            .as_str()
+            .unwrap()
+            .contains("BOB saw alice's work"),
+        "{retried:#}"
+    );
+    // The branch is as if alice had succeeded the first time: bob's merge made on her
+    // failure is gone from it (files and first-parent history), his new work is in.
+    let (files, subjects) = branch_files(dir.path(), &branch);
+    assert_eq!(files, ["notes.txt", "saw.txt"], "{subjects:#?}");
+    let bob_merges = subjects.iter().filter(|s| s.contains("merge bob")).count();
+    assert!(bob_merges <= 1, "{subjects:#?}");
+}
+
 #[test]
 fn dead_drop_forgets_letters_and_keeps_their_history() {
     let dir = setup(BROADCAST, "");
