@@ -315,7 +315,7 @@ async fn plan(
                 ctx.apply_retry(key, &mut job).await?;
                 retried = Some((
                     job.spec.provider.clone(),
-                    job.spec.prices.clone(),
+                    job.spec.prices,
                     job.spec.quotas.clone(),
                 ));
             }
