@@ -303,7 +303,10 @@ impl TurnLoop<'_> {
         // The last batch of tool results is complete here: a steer goes after all of them.
         self.deliver_steering(io);
         let q = self.budget.quotas().clone();
-        let limits = spec.provider.limits();
+        let limits = spec
+            .provider
+            .limits_for(compaction::estimate(&self.messages))
+            .await;
         let max_output = limits.max_output_tokens.unwrap_or(q.max_output_tokens);
         // The model's window holds the request and the reply: compact to what leaves
         // room for the output cap.

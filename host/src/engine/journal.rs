@@ -245,6 +245,16 @@ impl Journal {
         serde_json::from_value(done.get(&key.to_string())?.clone()).ok()
     }
 
+    /// The stored results of every done `merge/…` step, in no particular order
+    /// (bookkeeping: none counts as a step read back).
+    pub(crate) fn done_merges(&self) -> Vec<serde_json::Value> {
+        let done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        done.iter()
+            .filter(|(key, _)| key.starts_with("merge/"))
+            .map(|(_, value)| value.clone())
+            .collect()
+    }
+
     /// The agent an earlier process began step `key` with, when the step was begun
     /// but not recorded as done. The agent a retry replaces is not one: its step runs
     /// again, even when it completed (a validator faulted on its work).

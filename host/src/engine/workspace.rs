@@ -34,6 +34,40 @@ pub(crate) struct StageWork<'a> {
     pub branch: Option<&'a BranchArtifact>,
 }
 
+/// A stage's merges as journaled: the records and the integration head after them.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+enum StoredMerge {
+    Stage {
+        records: Vec<MergeRecord>,
+        head: String,
+    },
+    /// As older versions journaled it (no head).
+    Records(Vec<MergeRecord>),
+}
+
+impl StoredMerge {
+    fn into_records(self) -> Vec<MergeRecord> {
+        match self {
+            Self::Stage { records, .. } | Self::Records(records) => records,
+        }
+    }
+}
+
+/// The integration heads the journal's done merge steps ended at; `None` when one of
+/// them was journaled without its head (an older version), so none can be trusted
+/// to be the last.
+fn journaled_heads(journal: &Journal) -> Option<Vec<String>> {
+    journal
+        .done_merges()
+        .into_iter()
+        .map(|v| match serde_json::from_value::<StoredMerge>(v) {
+            Ok(StoredMerge::Stage { head, .. }) => Some(head),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The integration branch of one team run.
 pub(crate) struct RunWorkspace {
     manager: WorktreeManager,
@@ -74,11 +108,19 @@ impl RunWorkspace {
             }
         };
         let branch = integration_branch(run_id);
-        let head = manager
-            .branch_tip(&branch)
-            .await
-            .map_err(git(run_id))?
-            .unwrap_or_else(|| base.clone());
+        let head = if journal.is_resumed() {
+            // Merges after the last journaled one are dropped: a killed process merged
+            // without recording it, or a retry reopened the stages that made them
+            // (they ran on the failed result and run again on the new one).
+            match journaled_heads(journal) {
+                Some(known) => manager.rewind_branch(&branch, &base, known).await,
+                None => manager.branch_tip(&branch).await,
+            }
+        } else {
+            manager.branch_tip(&branch).await
+        }
+        .map_err(git(run_id))?
+        .unwrap_or_else(|| base.clone());
         Ok(Some(Self {
             manager,
             branch,
@@ -112,9 +154,10 @@ impl RunWorkspace {
     ) -> Result<Vec<MergeRecord>, EngineError> {
         let key = StepKey::Merge(stage.to_owned());
         let mut state = self.state.lock().await;
-        if let Some(stored) = journal.done::<Vec<MergeRecord>>(&key) {
-            state.merges.extend(stored.iter().cloned());
-            return Ok(stored);
+        if let Some(stored) = journal.done::<StoredMerge>(&key) {
+            let records = stored.into_records();
+            state.merges.extend(records.iter().cloned());
+            return Ok(records);
         }
         let mut records = Vec::new();
         for w in work {
@@ -140,7 +183,12 @@ impl RunWorkspace {
                 outcome: merged.outcome,
             });
         }
-        journal.finish(&key, None, &records, Vec::new()).await?;
+        let stored = StoredMerge::Stage {
+            records,
+            head: state.head.clone(),
+        };
+        journal.finish(&key, None, &stored, Vec::new()).await?;
+        let records = stored.into_records();
         state.merges.extend(records.iter().cloned());
         Ok(records)
     }

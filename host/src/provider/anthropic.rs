@@ -244,6 +244,13 @@ enum WireBlock {
         #[serde(default)]
         input: Value,
     },
+    /// Extended thinking: reasoning, never the answer.
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+    },
+    /// Thinking the API encrypted: reasoning whose text is not shown.
+    RedactedThinking,
     #[serde(other)]
     Other,
 }
@@ -266,10 +273,13 @@ fn from_response(v: Value) -> Result<Completion, ProviderError> {
     let m: WireMessage = serde_json::from_value(v)
         .map_err(|e| ProviderError::BadResponse(format!("message: {e}")))?;
     let mut text = String::new();
+    let mut reasoning = String::new();
     let mut tool_calls = Vec::new();
     for block in m.content {
         match block {
             WireBlock::Text { text: t } => text.push_str(&t),
+            WireBlock::Thinking { thinking } => reasoning.push_str(&thinking),
+            WireBlock::RedactedThinking => reasoning.push_str(REDACTED),
             WireBlock::ToolUse { id, name, input } => {
                 tool_calls.push(match input {
                     Value::Null => ToolCall::new(id, name, json!({})),
@@ -288,13 +298,16 @@ fn from_response(v: Value) -> Result<Completion, ProviderError> {
         })
         .unwrap_or_default();
     Ok(Completion {
-        reasoning: String::new(),
+        reasoning,
         stop: stop_reason(m.stop_reason.as_deref(), !tool_calls.is_empty()),
         text,
         tool_calls,
         usage,
     })
 }
+
+/// What a `redacted_thinking` block reads as: the model reasoned, its text is hidden.
+const REDACTED: &str = "[redacted thinking]";
 
 enum PartialBlock {
     Text,
@@ -315,6 +328,7 @@ where
     B: AsRef<[u8]>,
 {
     let mut text = String::new();
+    let mut reasoning = String::new();
     let mut blocks: BTreeMap<u64, PartialBlock> = BTreeMap::new();
     let mut usage = Usage::default();
     let mut stop: Option<String> = None;
@@ -354,6 +368,16 @@ where
                         json: String::new(),
                         input: block.get("input").cloned().unwrap_or(Value::Null),
                     },
+                    Some("thinking") => {
+                        if let Some(t) = block.get("thinking").and_then(Value::as_str) {
+                            reasoning.push_str(t);
+                        }
+                        PartialBlock::Text
+                    }
+                    Some("redacted_thinking") => {
+                        reasoning.push_str(REDACTED);
+                        PartialBlock::Text
+                    }
                     _ => {
                         if let Some(t) = block.get("text").and_then(Value::as_str) {
                             text.push_str(t);
@@ -366,7 +390,7 @@ where
             "content_block_delta" => {
                 let delta = v.get("delta").cloned().unwrap_or(Value::Null);
                 if let Some(p) = progress {
-                    for key in ["text", "partial_json"] {
+                    for key in ["text", "partial_json", "thinking"] {
                         p.generated(delta.get(key).and_then(Value::as_str).unwrap_or_default());
                     }
                 }
@@ -374,6 +398,12 @@ where
                     delta.get("type").and_then(Value::as_str),
                     blocks.get_mut(&index),
                 ) {
+                    (Some("thinking_delta"), _) => reasoning.push_str(
+                        delta
+                            .get("thinking")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default(),
+                    ),
                     (Some("text_delta"), _) => text.push_str(
                         delta
                             .get("text")
@@ -440,7 +470,7 @@ where
         })
         .collect();
     Ok(Completion {
-        reasoning: String::new(),
+        reasoning,
         stop: stop_reason(stop.as_deref(), !tool_calls.is_empty()),
         text,
         tool_calls,

@@ -316,6 +316,9 @@ impl Provider for BreakerProvider {
     fn limits(&self) -> super::ModelLimits {
         self.inner.limits()
     }
+    async fn limits_for(&self, request_tokens: u64) -> super::ModelLimits {
+        self.inner.limits_for(request_tokens).await
+    }
     fn model(&self) -> &str {
         self.inner.model()
     }

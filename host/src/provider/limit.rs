@@ -38,6 +38,9 @@ impl Provider for ConcurrencyLimit {
     fn limits(&self) -> ModelLimits {
         self.inner.limits()
     }
+    async fn limits_for(&self, request_tokens: u64) -> super::ModelLimits {
+        self.inner.limits_for(request_tokens).await
+    }
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
         // The semaphore is never closed, so acquiring only fails if it were.
         let _permit = self.permits.acquire().await.map_err(|_| {

@@ -435,4 +435,11 @@ pub trait Provider: Send + Sync {
     fn limits(&self) -> ModelLimits {
         ModelLimits::default()
     }
+    /// The limits a request of about `request_tokens` tokens must respect: its
+    /// config's, completed by what the server publishes when that matters (llama.cpp's
+    /// `n_ctx` from `/props`, asked once). The config wins.
+    async fn limits_for(&self, request_tokens: u64) -> ModelLimits {
+        let _ = request_tokens;
+        self.limits()
+    }
 }

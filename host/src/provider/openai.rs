@@ -18,6 +18,7 @@ use super::{
     Completion, CompletionRequest, Message, ModelLimits, Progress, Provider, ProviderError, Role,
     StopReason, ToolCall, Usage,
 };
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Which request field carries the output token limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -72,7 +73,18 @@ pub struct OpenAiProvider {
     options: OpenAiOptions,
     url: String,
     client: reqwest::Client,
+    /// A reply carried llama.cpp's `timings`: the server is llama.cpp.
+    llama: AtomicBool,
+    /// Its `/props`, asked at most once (`None` inside: it has none or did not answer).
+    props: tokio::sync::OnceCell<Option<ServerProps>>,
 }
+
+/// Below this many tokens a request fits any server's context, so `/props` is not
+/// asked for `n_ctx` (llama-server's contexts are 2,048 tokens and up in practice).
+const PROPS_FLOOR_TOKENS: u64 = 1024;
+
+/// The longest `/props` is waited for when asked for the context window.
+const PROPS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl std::fmt::Debug for OpenAiProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -98,6 +110,8 @@ impl OpenAiProvider {
             options,
             url,
             client,
+            llama: AtomicBool::new(false),
+            props: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -155,6 +169,9 @@ impl OpenAiProvider {
                 (from_response(wire)?, llama)
             }
         };
+        if llama {
+            self.llama.store(true, Ordering::Relaxed);
+        }
         if completion.usage == Usage::default() {
             completion.usage = estimate_usage(request, &completion);
         } else if llama {
@@ -182,15 +199,7 @@ impl OpenAiProvider {
         if c.usage.input.saturating_mul(4) >= schema {
             return Ok(());
         }
-        let found = props::probe(
-            &self.client,
-            &self.options.base_url,
-            self.options.api_key.as_deref(),
-            self.options.timeouts.stall,
-        )
-        .await
-        .ok()
-        .flatten();
+        let found = self.props(self.options.timeouts.stall).await.cloned();
         if found.as_ref().and_then(|p| p.supports_tools) == Some(true) {
             return Ok(());
         }
@@ -201,6 +210,28 @@ impl OpenAiProvider {
             (c.usage.input, schema),
             found.as_ref(),
         )))
+    }
+}
+
+impl OpenAiProvider {
+    /// The server's `/props`, asked once per provider (bounded by `timeout`) and kept.
+    async fn props(&self, timeout: std::time::Duration) -> Option<&ServerProps> {
+        self.props
+            .get_or_init(|| async {
+                props::probe(
+                    &self.client,
+                    &self.options.base_url,
+                    self.options.api_key.as_deref(),
+                    timeout,
+                )
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::debug!(provider = %self.name, error = %e, "no /props");
+                    None
+                })
+            })
+            .await
+            .as_ref()
     }
 }
 
@@ -598,6 +629,24 @@ impl Provider for OpenAiProvider {
     }
     fn limits(&self) -> ModelLimits {
         self.options.limits
+    }
+    /// A llama.cpp server's `n_ctx` (from `/props`) is its context window unless the
+    /// config names one; it is asked for once a request is big enough to matter.
+    async fn limits_for(&self, request_tokens: u64) -> ModelLimits {
+        let mut limits = self.options.limits;
+        if limits.context_tokens.is_some() || !self.llama.load(Ordering::Relaxed) {
+            return limits;
+        }
+        let known = match self.props.get() {
+            Some(found) => found.as_ref(),
+            None if request_tokens >= PROPS_FLOOR_TOKENS => {
+                self.props(PROPS_TIMEOUT.min(self.options.timeouts.stall))
+                    .await
+            }
+            None => None,
+        };
+        limits.context_tokens = known.and_then(|p| p.n_ctx).filter(|n| *n > 0);
+        limits
     }
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
         super::http::within(self.options.timeouts.overall, self.attempt(request)).await

@@ -69,6 +69,9 @@ impl Provider for RetryProvider {
     fn limits(&self) -> super::ModelLimits {
         self.inner.limits()
     }
+    async fn limits_for(&self, request_tokens: u64) -> super::ModelLimits {
+        self.inner.limits_for(request_tokens).await
+    }
     fn model(&self) -> &str {
         self.inner.model()
     }

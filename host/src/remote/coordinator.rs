@@ -607,6 +607,7 @@ async fn record(
             stats: r.stats,
             result: Some(r.result.clone()),
             error: r.error.clone(),
+            reason: r.reason,
             children: r
                 .children
                 .iter()

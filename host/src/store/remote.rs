@@ -46,6 +46,8 @@ pub struct RemoteResult {
     pub result: Option<String>,
     /// Why it failed.
     pub error: Option<String>,
+    /// The class of its failure (the dead-letter class `crewbox dead` shows).
+    pub reason: Option<crate::agent::runner::FailReason>,
     /// Agents it spawned on the worker (`spawn_agent`), recorded alongside.
     pub children: Vec<AgentRecord>,
 }
@@ -221,7 +223,7 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
             conn.execute(
                 "UPDATE agents SET state = ?2, turns = ?3, tool_calls = ?4, tokens_in = ?5,
                  tokens_out = ?6, cost = ?7, result = ?8, error = ?9, finished_at = ?10,
-                 started_at = COALESCE(started_at, ?10)
+                 started_at = COALESCE(started_at, ?10), fail_reason = ?12
                  WHERE id = ?1 AND run_id = ?11 AND state IN ('queued', 'running')",
                 params![
                     r.agent_id.as_str(),
@@ -234,7 +236,8 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
                     r.result,
                     r.error,
                     at,
-                    r.run_id.as_str()
+                    r.run_id.as_str(),
+                    r.reason.map(crate::agent::runner::FailReason::as_str)
                 ],
             )
             .map_err(q("record a remote agent's end"))?;

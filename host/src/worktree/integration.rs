@@ -67,6 +67,54 @@ pub(crate) fn tip(repo_root: &Path, branch: &str) -> Result<Option<String>, Work
     }
 }
 
+/// Most first-parent steps [`rewind`] walks back from a branch tip.
+const REWIND_LIMIT: usize = 10_000;
+
+/// Walks `branch` back along first parents from its tip to the newest commit that is
+/// `base` or one of `known`, and points the branch there (deletes it at `base`).
+/// Returns the head the branch ends at: `None` when it is absent or was deleted, its
+/// tip unchanged when no such commit is found. Caller holds the repository lock.
+pub(crate) fn rewind(
+    repo_root: &Path,
+    branch: &str,
+    base: &str,
+    known: &[String],
+) -> Result<Option<String>, WorktreeError> {
+    let repo = open(repo_root)?;
+    let name = format!("refs/heads/{branch}");
+    let mut reference = match repo.find_reference(&name) {
+        Ok(r) => r,
+        Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
+        Err(e) => return Err(WorktreeError::git("find branch", repo_root)(e)),
+    };
+    let tip = reference
+        .peel_to_commit()
+        .map_err(WorktreeError::git("resolve branch", repo_root))?;
+    let mut at = tip.clone();
+    for _ in 0..REWIND_LIMIT {
+        let id = at.id().to_string();
+        if id == base {
+            reference
+                .delete()
+                .map_err(WorktreeError::git("delete branch", repo_root))?;
+            return Ok(None);
+        }
+        if known.contains(&id) {
+            if at.id() != tip.id() {
+                reference
+                    .set_target(at.id(), "crewbox: rewind to the last journaled merge")
+                    .map_err(WorktreeError::git("rewind branch", repo_root))?;
+            }
+            return Ok(Some(id));
+        }
+        match at.parent(0) {
+            Ok(parent) => at = parent,
+            Err(_) => break,
+        }
+    }
+    Ok(Some(tip.id().to_string()))
+}
+
 /// Merges commit `theirs` into `head` and, when the head moves, points `branch` at the
 /// new head. Caller holds the repository lock (the ref update must not race another).
 pub(crate) fn merge(

@@ -389,6 +389,24 @@ impl WorktreeManager {
             .await
     }
 
+    /// Points `branch` back at the newest commit of its first-parent history that is
+    /// `base` or in `known` (deleting it at `base`): work merged after the last merge a
+    /// journal knows of is dropped. Returns the branch's head afterwards (`None`:
+    /// absent); a history holding none of them is left as it is.
+    pub async fn rewind_branch(
+        &self,
+        branch: &str,
+        base: &str,
+        known: Vec<String>,
+    ) -> Result<Option<String>, WorktreeError> {
+        let (branch, base) = (branch.to_owned(), base.to_owned());
+        self.blocking(move |inner| {
+            let _guard = inner.lock_repo();
+            integration::rewind(&inner.repo_root, &branch, &base, &known)
+        })
+        .await
+    }
+
     /// Merges commit `theirs` into the integration head `head` (in the object
     /// database, no checkout) and points `branch` at the result when the head moves.
     /// A conflict leaves the head and every branch as they were and names the files.

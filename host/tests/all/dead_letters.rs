@@ -76,17 +76,82 @@ text = "ALICE-OK from a fresh start"
 repeat = true
 "#;
 
+const ORCHESTRATE: &str = r#"
+mode = "orchestrate"
+
+[[members]]
+name = "alice"
+
+[[members]]
+name = "bob"
+"#;
+
+/// An orchestrate run on `down`: the orchestrator plans alice and bob, alice's
+/// provider goes down after her first turn, bob answers, and the synthesis tells
+/// whether it saw alice's work. (A rule for `orchestrator` also matches the synthesis
+/// by its role, so the synthesis' rules come first.)
+const ORCH_WORKER_DOWN: &str = r#"
+[[reply]]
+agent = "synthesis"
+when = "ALICE-OK"
+text = "SYNTHESIS with alice's work"
+repeat = true
+
+[[reply]]
+agent = "synthesis"
+text = "SYNTHESIS without alice"
+repeat = true
+
+[[reply]]
+agent = "orchestrator"
+text = "@worker:alice\nDo the alice part.\n@end\n@worker:bob\nDo the bob part.\n@end"
+repeat = true
+"#;
+
+/// An orchestrate run whose orchestrator's provider is down: planning fails. Its
+/// workers and synthesis (on the same provider) would answer.
+const ORCH_PLANNER_DOWN: &str = r#"
+[[reply]]
+agent = "synthesis"
+when = "ALICE-OK"
+text = "SYNTHESIS with alice's work"
+repeat = true
+
+[[reply]]
+agent = "alice"
+text = "ALICE-OK worked"
+repeat = true
+
+[[reply]]
+agent = "orchestrator"
+error = "connection"
+repeat = true
+"#;
+
+/// The provider a retry of the orchestrator switches to: it plans alice only.
+const ORCH_PLANNER_OK: &str = r#"
+[[reply]]
+agent = "orchestrator"
+text = "@worker:alice\nDo the alice part.\n@end"
+repeat = true
+"#;
+
 /// A repository with team `pair` (`team`), and the user's two scripted providers:
 /// `down` (the default) and `ok`, plus `extra` config.
 fn setup(team: &str, extra: &str) -> tempfile::TempDir {
+    setup_with(team, extra, DOWN, OK)
+}
+
+/// As [`setup`], with the scripts of `down` and `ok` given.
+fn setup_with(team: &str, extra: &str, down: &str, ok: &str) -> tempfile::TempDir {
     let dir = git_repo(|work| {
         std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
         std::fs::write(work.join(".crewbox/teams/pair.toml"), team).unwrap();
     });
     let config = dir.path().join("config/crewbox");
     std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(config.join("down.toml"), DOWN).unwrap();
-    std::fs::write(config.join("ok.toml"), OK).unwrap();
+    std::fs::write(config.join("down.toml"), down).unwrap();
+    std::fs::write(config.join("ok.toml"), ok).unwrap();
     std::fs::write(
         config.join("config.toml"),
         format!(
@@ -268,6 +333,185 @@ fn fresh_retry_of_a_broadcast_member_leaves_its_sibling_alone() {
     // Bob's part stood: he is not run again.
     assert_eq!(states(&retried, "bob"), ["completed"]);
     assert_eq!(states(&retried, "alice"), ["error", "completed"]);
+}
+
+/// The agent id of `name`'s dead letter in `run`.
+fn letter_of(dir: &Path, run: &str, name: &str) -> String {
+    let letters = dead(dir, &["--run", run]);
+    let letter = letters
+        .iter()
+        .find(|l| l["name"] == name)
+        .unwrap_or_else(|| panic!("no dead letter for {name}: {letters:#?}"));
+    letter["agent_id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn retry_of_an_orchestrate_worker_takes_its_overrides_and_redoes_the_synthesis() {
+    let dir = setup_with(ORCHESTRATE, "", &format!("{ORCH_WORKER_DOWN}{DOWN}"), OK);
+    let out = bin(dir.path(), &["run", "do it", "--team", "pair", "--json"]);
+    let report = json(&out);
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(states(&report, "alice"), ["error"], "{report:#}");
+    assert!(
+        report["result"]
+            .as_str()
+            .unwrap()
+            .contains("SYNTHESIS without alice"),
+        "{report:#}"
+    );
+    let agent = letter_of(dir.path(), &run, "alice");
+    let out = bin(
+        dir.path(),
+        &[
+            "retry",
+            &agent,
+            "--provider",
+            "ok",
+            "--max-turns",
+            "3",
+            "--json",
+        ],
+    );
+    let retried = json(&out);
+    assert!(out.status.success(), "{retried:#}");
+    assert_eq!(retried["status"], "completed", "{retried:#}");
+    let result = retried["result"].as_str().unwrap();
+    // Alice ran on the retry's provider, continuing her conversation, and the
+    // synthesis ran again on her new reply.
+    assert!(result.contains("SYNTHESIS with alice's work"), "{result}");
+    assert_eq!(states(&retried, "alice"), ["error", "completed"]);
+    assert_eq!(states(&retried, "bob"), ["completed"], "bob's part stood");
+    assert!(dead(dir.path(), &["--run", &run]).is_empty());
+}
+
+#[test]
+fn retry_of_a_failed_orchestrator_plans_on_the_retry_provider() {
+    let dir = setup_with(ORCHESTRATE, "", ORCH_PLANNER_DOWN, ORCH_PLANNER_OK);
+    let report = failed_run(dir.path());
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    let agent = letter_of(dir.path(), &run, "orchestrator");
+    let out = bin(dir.path(), &["retry", &agent, "--provider", "ok", "--json"]);
+    let retried = json(&out);
+    // Without the override the plan would be asked of `down` again and fail again.
+    assert_eq!(retried["status"], "completed", "{retried:#}");
+    assert!(out.status.success(), "{retried:#}");
+    let result = retried["result"].as_str().unwrap();
+    assert!(result.contains("SYNTHESIS with alice's work"), "{result}");
+    assert_eq!(states(&retried, "alice"), ["completed"]);
+    assert!(dead(dir.path(), &["--run", &run]).is_empty());
+}
+
+const SEQUENTIAL_WRITERS: &str = r#"
+mode = "sequential"
+
+[[members]]
+name = "alice"
+access = "full"
+
+[[members]]
+name = "bob"
+access = "full"
+"#;
+
+/// Alice as in [`DOWN`]; bob writes `saw.txt` when alice's work reached him, else
+/// `alone.txt`: the file on the integration branch shows which bob's work is merged.
+const DOWN_BOB_WRITES: &str = r#"
+[[reply]]
+agent = "alice"
+turn = 1
+text = "Reading the notes first."
+[[reply.tool_calls]]
+name = "read_file"
+args = { path = "notes.txt" }
+
+[[reply]]
+agent = "alice"
+error = "connection"
+repeat = true
+
+[[reply]]
+agent = "bob"
+turn = 1
+conversation = "ALICE-OK"
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "saw.txt", content = "bob saw alice\n" }
+
+[[reply]]
+agent = "bob"
+turn = 2
+conversation = "ALICE-OK"
+text = "BOB saw alice's work"
+
+[[reply]]
+agent = "bob"
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "alone.txt", content = "bob alone\n" }
+
+[[reply]]
+agent = "bob"
+turn = 2
+text = "BOB alone"
+"#;
+
+/// The files at the tip of `branch` in the test repository, and its first-parent
+/// history's subjects.
+fn branch_files(dir: &Path, branch: &str) -> (Vec<String>, Vec<String>) {
+    let repo = git2::Repository::open(dir.join("repo")).unwrap();
+    let tip = repo
+        .find_branch(branch, git2::BranchType::Local)
+        .unwrap_or_else(|e| panic!("no branch {branch}: {e}"))
+        .get()
+        .peel_to_commit()
+        .unwrap();
+    let mut files = Vec::new();
+    tip.tree()
+        .unwrap()
+        .walk(git2::TreeWalkMode::PreOrder, |root, entry| {
+            files.push(format!("{root}{}", entry.name().unwrap()));
+            git2::TreeWalkResult::Ok
+        })
+        .unwrap();
+    files.sort();
+    let mut subjects = Vec::new();
+    let mut at = Some(tip);
+    while let Some(c) = at {
+        subjects.push(String::from_utf8_lossy(c.summary_bytes().unwrap_or_default()).into_owned());
+        at = c.parent(0).ok();
+    }
+    (files, subjects)
+}
+
+#[test]
+fn retry_drops_the_merges_later_stages_made_on_the_failed_result() {
+    let dir = setup_with(SEQUENTIAL_WRITERS, "", DOWN_BOB_WRITES, OK);
+    assert!(bin(dir.path(), &["trust"]).status.success());
+    let report = failed_run(dir.path());
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    let branch = format!("crewbox/run/{run}");
+    // Bob worked on the failure and his work was merged.
+    let (files, _) = branch_files(dir.path(), &branch);
+    assert_eq!(files, ["alone.txt", "notes.txt"], "{report:#}");
+
+    let agent = letter_of(dir.path(), &run, "alice");
+    let out = bin(dir.path(), &["retry", &agent, "--provider", "ok", "--json"]);
+    let retried = json(&out);
+    assert_eq!(retried["status"], "completed", "{retried:#}");
+    assert!(
+        retried["result"]
+            .as_str()
+            .unwrap()
+            .contains("BOB saw alice's work"),
+        "{retried:#}"
+    );
+    // The branch is as if alice had succeeded the first time: bob's merge made on her
+    // failure is gone from it (files and first-parent history), his new work is in.
+    let (files, subjects) = branch_files(dir.path(), &branch);
+    assert_eq!(files, ["notes.txt", "saw.txt"], "{subjects:#?}");
+    let bob_merges = subjects.iter().filter(|s| s.contains("merge bob")).count();
+    assert!(bob_merges <= 1, "{subjects:#?}");
 }
 
 #[test]

@@ -765,6 +765,7 @@ fn a_result_or_event_delivered_twice_is_recorded_once() {
             },
             result: Some("first".into()),
             error: None,
+            reason: None,
             children: Vec::new(),
         };
         store.record_remote_result(result.clone()).await.unwrap();
@@ -788,6 +789,65 @@ fn a_result_or_event_delivered_twice_is_recorded_once() {
         let workers = store.agent_workers(&run.id).await.unwrap();
         assert_eq!(workers.len(), 1);
         assert_eq!(workers[0].worker, "w1");
+    });
+}
+
+#[test]
+fn a_remote_agents_failure_class_is_stored_for_dead_letters() {
+    use crewbox::unstable::agent::runner::FailReason;
+    use crewbox::unstable::store::{AgentStats, RemoteResult, RunRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    rt.block_on(async {
+        let store = Store::open(dir.path()).unwrap();
+        let run = RunRecord::started(crewbox::Mode::Single, "p", serde_json::json!({}));
+        store.insert_run(&run).await.unwrap();
+        let record = |parent: Option<crewbox::unstable::ids::AgentId>| AgentRecord {
+            id: crewbox::unstable::ids::AgentId::new(),
+            run_id: run.id.clone(),
+            parent,
+            name: "agent".into(),
+            role: "agent".into(),
+            task: "t".into(),
+            caps: vec!["read".into()],
+            depth: 0,
+            join: None,
+            state: AgentState::Queued,
+            stats: AgentStats::default(),
+            result: None,
+            error: None,
+            created_at: 1,
+            started_at: None,
+            finished_at: None,
+        };
+        // A spawned agent (it has a parent) is a dead letter without a step of its own.
+        let parent = record(None);
+        store.insert_agent(&parent).await.unwrap();
+        let agent = record(Some(parent.id.clone()));
+        store.insert_agent(&agent).await.unwrap();
+        store
+            .record_remote_result(RemoteResult {
+                run_id: run.id.clone(),
+                agent_id: agent.id.clone(),
+                task_key: "k".into(),
+                worker: "w1".into(),
+                state: AgentState::Error,
+                stats: AgentStats::default(),
+                result: None,
+                error: Some("connection to the model server failed".into()),
+                reason: Some(FailReason::Unavailable),
+                children: Vec::new(),
+            })
+            .await
+            .unwrap();
+        let letter = store
+            .dead_letter(&agent.id)
+            .await
+            .unwrap()
+            .expect("a dead letter");
+        let shown = serde_json::to_value(&letter).unwrap();
+        assert_eq!(shown["reason"], "model-unavailable", "{shown:#}");
+        assert_eq!(shown["class"], "transient", "{shown:#}");
     });
 }
 

@@ -457,3 +457,68 @@ async fn the_key_never_reaches_an_error_from_an_error_event() {
     let err = p.complete(&request()).await.unwrap_err().to_string();
     assert!(!err.contains(KEY) && err.contains("[redacted]"), "{err}");
 }
+
+#[tokio::test]
+async fn thinking_blocks_are_reasoning_not_the_answer() {
+    let server = TestServer::start(vec![message(
+        json!([
+            {"type": "thinking", "thinking": "The user wants a file.", "signature": "sig-abc"},
+            {"type": "redacted_thinking", "data": "EncryptedBlob=="},
+            {"type": "text", "text": "Writing it."},
+            {"type": "tool_use", "id": "toolu_2", "name": "write_file", "input": {"path": "b.txt"}}
+        ]),
+        "tool_use",
+    )])
+    .await;
+    let (p, _) = provider(&server, "stream = false\n");
+    let c = p.complete(&request()).await.unwrap();
+    assert_eq!(c.text, "Writing it.");
+    assert_eq!(c.reasoning, "The user wants a file.[redacted thinking]");
+    assert_eq!(c.tool_calls.len(), 1);
+    assert_eq!(c.stop, StopReason::ToolUse);
+}
+
+#[tokio::test]
+async fn streamed_thinking_deltas_are_reasoning_and_signatures_are_skipped() {
+    let mut events = vec![
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "msg_2", "type": "message", "role": "assistant",
+            "content": [], "model": "claude-test", "stop_reason": null, "usage": {"input_tokens": 25, "output_tokens": 1}}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Let me "}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "think."}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "EqQBCgIYAhIM"}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+    ];
+    // A thinking-only reply: no text, no call (the agent loop then sends its one
+    // answer-now nudge, as for any reasoning-only reply).
+    events.push((
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+        "usage": {"output_tokens": 12}}),
+    ));
+    events.push(("message_stop", json!({"type": "message_stop"})));
+    let server = TestServer::start(vec![Reply::sse_events(&events)]).await;
+    let (p, _) = provider(&server, "");
+    let c = p.complete(&request()).await.unwrap();
+    assert_eq!(c.reasoning, "Let me think.");
+    assert_eq!(c.text, "");
+    assert!(c.tool_calls.is_empty());
+}

@@ -397,3 +397,153 @@ async fn health_probes_the_servers_props() {
     assert_eq!(report["provider"]["props"], Value::Null, "{report:#}");
     assert_eq!(report["provider"]["reachable"], true, "{report:#}");
 }
+
+/// A llama.cpp chat completion (it carries `timings`) calling `read_file` on `path`,
+/// or answering `text` when `path` is empty.
+fn llama_reply(path: &str, text: &str) -> Reply {
+    let message = if path.is_empty() {
+        json!({"role": "assistant", "content": text})
+    } else {
+        json!({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "id": format!("c-{path}"),
+               "function": {"name": "read_file", "arguments": json!({"path": path}).to_string()}}]})
+    };
+    let finish = if path.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    Reply::json(
+        200,
+        json!({"choices": [{"index": 0, "finish_reason": finish, "message": message}],
+               "usage": {"prompt_tokens": 900, "completion_tokens": 10, "total_tokens": 910},
+               "timings": {"prompt_n": 900, "predicted_n": 10}}),
+    )
+}
+
+/// Runs one agent on a llama.cpp server that reads a 12 KB file, then a small one,
+/// then answers; `/props` (asked once the conversation outgrows the floor) publishes
+/// `n_ctx` = 4096. `provider_extra` is added to the provider's config. Returns the
+/// requests the server saw.
+async fn run_against_small_context(provider_extra: &str, replies: Vec<Reply>) -> Vec<Value> {
+    let server = TestServer::start(replies).await;
+    let dir = git_repo(|_| {});
+    let work = dir.path().join("repo");
+    std::fs::write(
+        work.join("big.txt"),
+        "lorem ipsum dolor sit amet\n".repeat(460),
+    )
+    .unwrap();
+    let git = git2::Repository::open(&work).unwrap();
+    let mut index = git.index().unwrap();
+    index.add_path(Path::new("big.txt")).unwrap();
+    index.write().unwrap();
+    let tree = git.find_tree(index.write_tree().unwrap()).unwrap();
+    let sig = git2::Signature::now("t", "t@localhost").unwrap();
+    let head = git.head().unwrap().peel_to_commit().unwrap();
+    git.commit(Some("HEAD"), &sig, &sig, "big", &tree, &[&head])
+        .unwrap();
+    user_config(
+        dir.path(),
+        &format!(
+            "[quotas]\nkeep_turns = 1\n[providers.llama]\n{}max_output_tokens = 256\n{provider_extra}",
+            llama(&server.url)
+        ),
+    );
+    let out = run(
+        dir.path(),
+        &[
+            "run",
+            "--mode",
+            "single",
+            "--provider",
+            "llama",
+            "read big.txt",
+            "--json",
+        ],
+    )
+    .await;
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let seen: Vec<(String, String)> = server
+        .requests()
+        .iter()
+        .map(|r| (r.method.clone(), r.path.clone()))
+        .collect();
+    assert_eq!(report["status"], "completed", "{seen:?} {report:#}");
+    server
+        .requests()
+        .iter()
+        .map(|r| json!({"method": r.method, "path": r.path, "body": if r.method == "POST" { r.json() } else { Value::Null }}))
+        .collect()
+}
+
+/// The `tool` messages of a recorded chat request.
+fn tool_results(request: &Value) -> Vec<String> {
+    request["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_continuation_is_compacted_to_the_servers_published_context() {
+    let props = Reply::json(
+        200,
+        json!({"default_generation_settings": {"n_ctx": 4096}, "total_slots": 1}),
+    );
+    let requests = run_against_small_context(
+        "",
+        vec![
+            llama_reply("big.txt", ""),
+            props,
+            llama_reply("notes.txt", ""),
+            llama_reply("", "done"),
+        ],
+    )
+    .await;
+    let shape: Vec<(&str, &str)> = requests
+        .iter()
+        .map(|r| (r["method"].as_str().unwrap(), r["path"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("POST", "/v1/chat/completions"),
+            ("GET", "/props"),
+            ("POST", "/v1/chat/completions"),
+            ("POST", "/v1/chat/completions")
+        ],
+        "/props is asked once, when the conversation outgrew the floor"
+    );
+    // The second request still holds the 12 KB read (it is the latest turn) ...
+    assert!(tool_results(&requests[2])[0].contains("lorem ipsum"));
+    // ... the third, which would not fit 4096 tokens with it, has it compacted.
+    let third = tool_results(&requests[3]);
+    assert!(third[0].starts_with("[compacted"), "{third:?}");
+    assert!(third[1].contains("alpha"), "{third:?}");
+}
+
+#[tokio::test]
+async fn a_configured_context_wins_over_props() {
+    // The config's window is large: nothing is compacted and /props is never asked.
+    let requests = run_against_small_context(
+        "context_tokens = 100000\n",
+        vec![
+            llama_reply("big.txt", ""),
+            llama_reply("notes.txt", ""),
+            llama_reply("", "done"),
+        ],
+    )
+    .await;
+    assert!(
+        requests.iter().all(|r| r["path"] != "/props"),
+        "{requests:#?}"
+    );
+    assert_eq!(requests.len(), 3);
+    let third = tool_results(&requests[2]);
+    assert!(third[0].contains("lorem ipsum"), "{third:?}");
+}

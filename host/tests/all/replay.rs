@@ -466,3 +466,66 @@ access = "full"
         "the replay's integration branch is removed"
     );
 }
+
+/// A plugin author tries a new validator on a past run: `--validator` replaces the
+/// recorded (none here) and its verdict is the replay's. The recorded run passed; a
+/// validator that rejects the same work makes the replayed run fail validation, with
+/// every model call still answered from the recording (no fix round is asked for:
+/// the recorded run allowed none).
+#[test]
+fn replay_with_another_validator_reports_its_verdict() {
+    use crate::support::wat::Validator;
+    let dir = git_repo(|_| {});
+    let (out, original) = crewbox(
+        dir.path(),
+        "[[reply]]\nrepeat = true\ntext = \"done\"\n",
+        &["run", "do it", "--mode", "single", "--max-fix-rounds", "0"],
+    );
+    assert!(out.status.success(), "{original}");
+    assert_eq!(original["status"], "completed", "{original}");
+    let run = original["run_id"].as_str().unwrap().to_owned();
+
+    let rejecter = dir.path().join("rejecter.wasm");
+    let v = Validator {
+        results: 1,
+        detail: Some("not good enough".into()),
+        passed: false,
+        results_pass: false,
+        ..Validator::default()
+    };
+    std::fs::write(&rejecter, v.component()).unwrap();
+    let out = bin(
+        dir.path(),
+        &[
+            "replay",
+            &run,
+            "--validator",
+            rejecter.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let replay = json(&out);
+    assert_eq!(out.status.code(), Some(1), "{replay:#}");
+    let report = &replay["report"];
+    assert_eq!(report["status"], "failed", "{replay:#}");
+    let agent = &report["agents"][0];
+    assert_eq!(agent["validation"], "validation-failed", "{replay:#}");
+    let verdicts = agent["verdicts"].as_array().unwrap();
+    assert!(
+        verdicts
+            .iter()
+            .all(|v| v["outcome"] == "failed"
+                && v["source"] == format!("file:{}", rejecter.display())),
+        "{verdicts:#?}"
+    );
+    assert_eq!(
+        replay["answered_calls"], replay["recorded_calls"],
+        "{replay:#}"
+    );
+    assert_ne!(replay["outcome"], "diverged", "{replay:#}");
+    // Without `--validator` the same replay passes as recorded.
+    let out = bin(dir.path(), &["replay", &run, "--json"]);
+    let again = json(&out);
+    assert!(out.status.success(), "{again:#}");
+    assert_eq!(again["report"]["status"], "completed", "{again:#}");
+}

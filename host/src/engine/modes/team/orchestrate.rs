@@ -303,12 +303,23 @@ async fn plan(
         name: "orchestrator",
         task: None,
     };
+    // What a retry that reopened the plan changed (provider, prices, turns), kept for
+    // the nudge: both turns of the planning are the retried orchestrator's.
+    let mut retried = None;
     let first = match ctx.recover(key).await? {
         Some(first) => first,
         None => {
-            ctx.journal.begin(key, Some(&spec.id), &input).await?;
-            ctx.execute(ctx.job(spec, ExecOptions::unvalidated()))
-                .await?
+            let mut job = ctx.job(spec, ExecOptions::unvalidated());
+            if ctx.journal.retry_of(key).is_some() {
+                ctx.apply_retry(key, &mut job).await?;
+                retried = Some((
+                    job.spec.provider.clone(),
+                    job.spec.prices,
+                    job.spec.quotas.clone(),
+                ));
+            }
+            ctx.journal.begin(key, Some(&job.spec.id), &input).await?;
+            ctx.execute(job).await?
         }
     };
     let mut planner = first.agent_id.to_string();
@@ -337,6 +348,11 @@ async fn plan(
         let spec = TeamContext::orchestrator_spec(ctx, "orchestrator", &nudge, &tc.orchestrator);
         planner = spec.id.to_string();
         let mut job = ctx.job(spec, ExecOptions::unvalidated());
+        if let Some((provider, prices, quotas)) = retried {
+            job.spec.provider = provider;
+            job.spec.prices = prices;
+            job.spec.quotas = quotas;
+        }
         job.history = Some(history);
         let again = ctx.execute(job).await?;
         plan.nudged = true;
@@ -382,9 +398,11 @@ pub(crate) async fn orchestrator_step(
     let run = match ctx.recover(key).await? {
         Some(run) => run,
         None => {
-            ctx.journal.begin(key, Some(&spec.id), &input).await?;
-            ctx.execute(ctx.job(spec, ExecOptions::unvalidated()))
-                .await?
+            // A retry that reopened this step applies its provider, model and turns.
+            let mut job = ctx.job(spec, ExecOptions::unvalidated());
+            ctx.apply_retry(key, &mut job).await?;
+            ctx.journal.begin(key, Some(&job.spec.id), &input).await?;
+            ctx.execute(job).await?
         }
     };
     let id = run.agent_id.clone();
