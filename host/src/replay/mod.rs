@@ -188,9 +188,12 @@ pub async fn plan(
     if !opts.validators.is_empty() {
         request.validators = opts.validators;
     }
-    if opts.dispatcher.is_none() {
-        request.mode = Some(ModeChoice::Mode(run.mode));
-    }
+    // The recorded mode, unless a dispatcher is to be asked again (even when the run
+    // named its mode: that is what `--dispatcher` is for).
+    request.mode = Some(match opts.dispatcher {
+        Some(_) => ModeChoice::Auto,
+        None => ModeChoice::Mode(run.mode),
+    });
     let mut scratch = repo
         .clone()
         .with_state_dir(dir.path().join("state"))

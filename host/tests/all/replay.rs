@@ -529,3 +529,51 @@ fn replay_with_another_validator_reports_its_verdict() {
     assert!(out.status.success(), "{again:#}");
     assert_eq!(again["report"]["status"], "completed", "{again:#}");
 }
+
+/// `--dispatcher FILE` asks that dispatcher for the mode instead of keeping the
+/// recorded one: the replay's decision is the dispatcher's, the recorded calls still
+/// answer it, and without the flag the recorded (explicit) decision stays.
+#[test]
+fn replay_with_a_dispatcher_asks_it_for_the_mode() {
+    let dir = git_repo(|_| {});
+    let (out, original) = crewbox(
+        dir.path(),
+        "[[reply]]\nrepeat = true\ntext = \"done\"\n",
+        &["run", "do it", "--mode", "single"],
+    );
+    assert!(out.status.success(), "{original}");
+    assert_eq!(original["decision"]["source"], "explicit", "{original}");
+    let run = original["run_id"].as_str().unwrap().to_owned();
+    let dispatcher = dir.path().join("echo-dispatcher.wasm");
+    std::fs::write(&dispatcher, crate::guest_wasm!("echo-dispatcher.wasm")).unwrap();
+
+    let out = bin(
+        dir.path(),
+        &[
+            "replay",
+            &run,
+            "--dispatcher",
+            dispatcher.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    let replay = json(&out);
+    assert!(out.status.success(), "{replay:#}");
+    let decision = &replay["report"]["decision"];
+    assert_eq!(decision["reason"], "echo-first-mode", "{replay:#}");
+    assert_ne!(decision["source"], "explicit", "{replay:#}");
+    assert_eq!(replay["report"]["mode"], "single", "{replay:#}");
+    assert_eq!(replay["outcome"], "matched", "{replay:#}");
+    assert_eq!(
+        replay["answered_calls"], replay["recorded_calls"],
+        "{replay:#}"
+    );
+
+    let out = bin(dir.path(), &["replay", &run, "--json"]);
+    let again = json(&out);
+    assert!(out.status.success(), "{again:#}");
+    assert_eq!(
+        again["report"]["decision"]["source"], "explicit",
+        "{again:#}"
+    );
+}
