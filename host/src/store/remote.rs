@@ -47,7 +47,7 @@ pub struct RemoteResult {
     /// Why it failed.
     pub error: Option<String>,
     /// The class of its failure (the dead-letter class `crewbox dead` shows).
-    pub reason: Option<crate::agent::runner::FailReason>,
+    pub reason: Option<crate::vocab::FailReason>,
     /// Agents it spawned on the worker (`spawn_agent`), recorded alongside.
     pub children: Vec<AgentRecord>,
 }
@@ -237,7 +237,7 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
                     r.error,
                     at,
                     r.run_id.as_str(),
-                    r.reason.map(crate::agent::runner::FailReason::as_str)
+                    r.reason.map(crate::vocab::FailReason::as_str)
                 ],
             )
             .map_err(q("record a remote agent's end"))?;
