@@ -1030,7 +1030,7 @@ fn forged_event(key: &str, agent: &str, kind: &str, data: serde_json::Value) -> 
 fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent() {
     let Some(c) = cluster(|_| {}) else { return };
     c.script(
-        "[[reply]]\nagent = \"agent\"\nrepeat = true\ndelay_ms = 4000\ntext = \"the real answer\"\n",
+        "[[reply]]\nagent = \"agent\"\nrepeat = true\ndelay_ms = 10000\ntext = \"the real answer\"\n",
     );
     let w = c.worker("wa");
     let spawn = |prompt: &str| {
