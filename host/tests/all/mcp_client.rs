@@ -538,26 +538,36 @@ fn conformance_client_scenarios_that_apply_pass() {
         return;
     };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/mcp-conformance-client.sh");
-    let out = std::process::Command::new("bash")
-        .arg(&script)
-        .arg(env!("CARGO_BIN_EXE_crewbox"))
-        .env("ONLY_APPLICABLE", "1")
-        .output()
-        .unwrap();
-    let table = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{table}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for s in ["tools_call", "sse-retry"] {
-        assert!(
-            table
-                .lines()
-                .any(|l| l.starts_with(s) && l.contains(" pass ")),
-            "{s} did not pass:\n{table}"
-        );
+    let passes = |table: &str, s: &str| {
+        table
+            .lines()
+            .any(|l| l.starts_with(s) && l.contains(" pass "))
+    };
+    // `sse-retry` also checks how long the client waited before reconnecting; on a
+    // loaded machine (the whole suite in parallel on two cores) one attempt can be late,
+    // so the suite gets three tries. A client that never honours `retry` fails all three.
+    let mut tries = Vec::new();
+    for _ in 0..3 {
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .arg(env!("CARGO_BIN_EXE_crewbox"))
+            .env("ONLY_APPLICABLE", "1")
+            .output()
+            .unwrap();
+        let table = String::from_utf8_lossy(&out.stdout).into_owned();
+        let ok = out.status.success()
+            && ["tools_call", "sse-retry"]
+                .iter()
+                .all(|s| passes(&table, s));
+        tries.push(format!("{table}\n{}", String::from_utf8_lossy(&out.stderr)));
+        if ok {
+            return;
+        }
     }
+    panic!(
+        "tools_call and sse-retry did not both pass in 3 tries:\n{}",
+        tries.join("\n---\n")
+    );
 }
 
 /// server-everything in its streamable-HTTP mode on a loopback port, until dropped.
