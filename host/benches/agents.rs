@@ -197,7 +197,7 @@ async fn main() {
         "spawn_p99_ms": (percentile(&lat, 0.99) * 1000.0).round() / 1000.0,
         "queued_kb_per_agent": (queued_kb_per_agent * 100.0).round() / 100.0,
         "peak_rss_kb": rss_kb("VmHWM:"),
-        "targets": { "agents_per_sec": ">= 2000", "spawn_p50_ms": "<= 1", "queued_kb_per_agent": "<= 20" },
+        "targets": { "agents_per_sec": ">= 6000 (quiet machine)", "spawn_p50_ms": "<= 1", "spawn_p99_ms": "<= 5", "queued_kb_per_agent": "<= 20" },
     });
     println!("{figures}");
 }
