@@ -117,7 +117,7 @@ static COMPILER_ENTRY: AtomicBool = AtomicBool::new(false);
 
 /// Why a component was refused before or while compiling. Deterministic for the same
 /// bytes and limits, so it is cached (a deadline only when the compiler had the CPU to
-/// meet it: see [`Failure::Starved`]).
+/// meet it: see `Failure::Starved`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, thiserror::Error)]
 #[serde(tag = "refusal", rename_all = "kebab-case")]
 pub enum CompileRefusal {

@@ -5,7 +5,7 @@
 //! records are written by the store's writer in the same transaction as the fact they
 //! record, so the chain never misses a stored decision.
 //!
-//! `audit_head` holds the last record's number and hash: [`verify`] finds an edited
+//! `audit_head` holds the last record's number and hash: `verify` finds an edited
 //! record (its hash no longer matches), a removed one (a gap in the numbers, or a
 //! record whose `prev` is not its predecessor's hash) and a truncated tail (the head
 //! names a record that is gone).

@@ -3,7 +3,7 @@
 //! dropped silently (which leaves the client waiting) or buffered whole.
 //!
 //! Lines (the SDK's stdio framing: one message per line) pass through unchanged up to
-//! the limit. A longer one is not kept: it is scanned as it streams by ([`IdScan`]: the
+//! the limit. A longer one is not kept: it is scanned as it streams by (`IdScan`: the
 //! JSON structure, strings and escapes, in constant memory) for the `id` member of its
 //! top-level object — never an `"id"` inside `params` or a string — and replaced by a
 //! small request for [`TOO_LARGE`] with that id, which the server answers with an error
