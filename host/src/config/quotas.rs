@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-/// The longest duration a setting may name: a year. Beyond it a value is a mistake
-/// (or `u64::MAX`), and a deadline computed from it would not fit a clock.
-pub const MAX_DURATION_S: u64 = 365 * 24 * 3600;
+pub use crate::vocab::MAX_DURATION_S;
 
 /// Agent quotas. Every field is optional in files; defaults are in [`Quotas::default`].
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]

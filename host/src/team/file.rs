@@ -408,7 +408,7 @@ pub fn parse_team_with(
     }
     // Durations become deadlines: zero or more than a year is a mistake, and a value
     // no clock can hold must not reach one.
-    let max_s = crate::config::quotas::MAX_DURATION_S;
+    let max_s = crate::vocab::MAX_DURATION_S;
     for (key, value, lo) in [
         ("worker_timeout_s", raw.worker_timeout_s, 1),
         ("first_wave_s", raw.first_wave_s, 0),

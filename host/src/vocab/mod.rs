@@ -17,6 +17,10 @@ pub use verdict::{CriterionResult, Verdict};
 
 use serde::{Deserialize, Serialize};
 
+/// The longest duration a setting may name: a year. Beyond it a value is a mistake
+/// (or `u64::MAX`), and a deadline computed from it would not fit a clock.
+pub const MAX_DURATION_S: u64 = 365 * 24 * 3600;
+
 /// Declares a closed enum whose values have one stored/printed name each, with
 /// `ALL`, `as_str`, `parse`, `Display` and serde by that name.
 macro_rules! str_enum {
