@@ -609,7 +609,6 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The one write of an agent's end.
 /// How an agent ended, with its final conversation (JSON), as one stored fact.
 pub struct AgentEnding<'a> {
     /// Its terminal state.
@@ -626,6 +625,7 @@ pub struct AgentEnding<'a> {
     pub conversation: String,
 }
 
+/// The one write of an agent's end.
 fn finish_write(
     id: &AgentId,
     state: AgentState,

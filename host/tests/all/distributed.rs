@@ -1036,7 +1036,7 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
     let spawn = |prompt: &str| {
         c.coordinator(&["run", "--mode", "single", prompt])
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap()
     };
