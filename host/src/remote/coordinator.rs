@@ -315,21 +315,39 @@ impl NatsExecutor {
             tracing::info!(task = %task.key, "task still on the server; awaiting its result");
             return Ok(());
         }
-        let payload = task.to_bytes().map_err(RemoteError::from)?;
-        let publish = jetstream::message::PublishMessage::build()
-            .payload(payload.into())
-            .message_id(&task.key);
-        let fail = |e: String| RemoteError::Publish {
-            subject: subject.clone(),
-            detail: e,
-        };
-        self.js
-            .send_publish(subject.clone(), publish)
-            .await
-            .map_err(|e| fail(e.to_string()))?
-            .await
-            .map_err(|e| fail(e.to_string()))?;
-        Ok(())
+        let payload: bytes::Bytes = task.to_bytes().map_err(RemoteError::from)?.into();
+        // A publish whose ack is late (a loaded server) is sent again: the task key is its
+        // message id, so the stream keeps one copy however often it arrives.
+        const ATTEMPTS: u32 = 4;
+        let backoff = crate::backoff::Backoff::new(
+            std::time::Duration::from_millis(250),
+            std::time::Duration::from_secs(2),
+        );
+        let mut attempt = 0;
+        loop {
+            let publish = jetstream::message::PublishMessage::build()
+                .payload(payload.clone())
+                .message_id(&task.key);
+            let sent = match self.js.send_publish(subject.clone(), publish).await {
+                Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match sent {
+                Ok(()) => return Ok(()),
+                Err(detail) if attempt + 1 < ATTEMPTS => {
+                    tracing::warn!(subject = %subject, error = %detail, "publishing a task failed; sending it again");
+                    tokio::time::sleep(backoff.wait(attempt)).await;
+                    attempt += 1;
+                }
+                Err(detail) => {
+                    return Err(RemoteError::Publish {
+                        subject: subject.clone(),
+                        detail,
+                    }
+                    .into());
+                }
+            }
+        }
     }
 
     /// Whether `job` can run elsewhere, and how.
