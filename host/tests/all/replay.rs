@@ -82,25 +82,38 @@ fn normalised(report: &Value) -> Value {
     for a in report["agents"].as_array().unwrap() {
         ids.push(a["id"].as_str().unwrap().to_owned());
     }
-    fn walk(v: &mut Value, ids: &[String]) {
+    // The repository's commits (a run's base) are the same in both runs; a commit the
+    // run made (a later member's base is an earlier one's commit) holds its commit time.
+    let mut kept: Vec<&str> = Vec::new();
+    kept.extend(
+        report
+            .pointer("/integration/branch/base")
+            .and_then(Value::as_str),
+    );
+    if report.get("integration").is_none() {
+        kept.extend(
+            report["agents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|a| a["parent"].is_null())
+                .filter_map(|a| a.pointer("/branch/base").and_then(Value::as_str)),
+        );
+    }
+    fn walk(v: &mut Value, ids: &[String], kept: &[&str]) {
         match v {
             Value::String(s) => {
                 for id in ids {
                     *s = s.replace(id.as_str(), "<id>");
                 }
-                // A commit the run made (a later member's base is an earlier one's
-                // commit) holds its commit time; the repository's own commits do not
-                // change, and are kept.
                 let made_here = s.len() == 40
                     && s.bytes().all(|b| b.is_ascii_hexdigit())
-                    && !ids
-                        .iter()
-                        .any(|k| k.starts_with("commit:") && &k[7..] == s.as_str());
+                    && !kept.contains(&s.as_str());
                 if made_here {
                     *s = "<commit>".into();
                 }
             }
-            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, ids)),
+            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, ids, kept)),
             Value::Object(map) => {
                 for key in [
                     "duration_ms",
@@ -111,28 +124,13 @@ fn normalised(report: &Value) -> Value {
                 ] {
                     map.remove(key);
                 }
-                map.values_mut().for_each(|i| walk(i, ids));
+                map.values_mut().for_each(|i| walk(i, ids, kept));
             }
             _ => {}
         }
     }
-    // The repository's commits (a run's base) are the same in both runs.
-    if let Some(base) = report
-        .pointer("/integration/branch/base")
-        .and_then(Value::as_str)
-    {
-        ids.push(format!("commit:{base}"));
-    }
-    for a in report["agents"].as_array().unwrap() {
-        if a["parent"].is_null()
-            && let Some(base) = a.pointer("/branch/base").and_then(Value::as_str)
-            && report.get("integration").is_none()
-        {
-            ids.push(format!("commit:{base}"));
-        }
-    }
     let mut v = report.clone();
-    walk(&mut v, &ids);
+    walk(&mut v, &ids, &kept);
     v
 }
 
