@@ -293,8 +293,14 @@ fn redact_value(v: &mut serde_json::Value, r: &crate::redact::Redactor) {
 
 /// Applies a group in one transaction. A write that fails is rolled back alone (savepoint)
 /// and reported to its sender; the others still commit.
+///
+/// The transaction is IMMEDIATE: it takes the write lock when it begins, waiting out
+/// another process's writes (`busy_timeout`). A deferred one that reads first (the
+/// audit head, a state check) cannot wait when it turns into a write after another
+/// process wrote: SQLite answers "database is locked" at once, which failed the end of
+/// a run when two processes shared a store.
 fn commit_group(conn: &mut Connection, group: &[(Write, Ack)]) -> Vec<Applied> {
-    let mut tx = match conn.transaction() {
+    let mut tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(e) => {
             return group
