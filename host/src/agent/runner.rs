@@ -374,10 +374,7 @@ impl TurnLoop<'_> {
         if !reply.text.trim().is_empty() {
             *last_text = format!("{}{}", self.cut_text, reply.text);
         }
-        self.messages.push(Message::assistant(
-            reply.text.clone(),
-            reply.tool_calls.clone(),
-        ));
+        self.messages.push(Message::from_reply(&reply));
         if let Some(exceeded) = broke {
             self.answer_unrun(&reply.tool_calls, &format!("error: {exceeded}"));
             return Step::Fail(Failure::budget(exceeded));

@@ -127,6 +127,27 @@ fn sampling(temperature: Option<f64>, max: f64, stop: &[String]) -> Result<(), (
     Ok(())
 }
 
+/// The least thinking budget the Messages API accepts.
+const MIN_THINKING_BUDGET: u32 = 1024;
+
+/// Extended thinking's rules, checked before any request rather than answered with a
+/// 400 by the API: a budget of at least 1,024 tokens, and no temperature with it.
+fn thinking(budget: Option<u32>, temperature: Option<f64>) -> Result<(), (String, String)> {
+    match budget {
+        Some(b) if b < MIN_THINKING_BUDGET => Err((
+            "thinking_budget_tokens".into(),
+            format!("{b} is outside the allowed range: at least {MIN_THINKING_BUDGET}"),
+        )),
+        Some(_) if temperature.is_some() => Err((
+            "temperature".into(),
+            "cannot be set with thinking_budget_tokens (the API refuses a temperature while \
+             the model thinks): remove one of them"
+                .into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// `max_output_tokens`, `max_concurrent` and `context_tokens`: each at least 1.
 fn model_limits(
     output: Option<u32>,
@@ -174,6 +195,7 @@ fn provider(p: &ProviderConfig) -> Result<(), (String, String)> {
             retries(c.max_retries, c.retry_base_ms)?;
             reply_bytes(c.max_reply_bytes)?;
             sampling(c.temperature, 1.0, &c.stop)?;
+            thinking(c.thinking_budget_tokens, c.temperature)?;
             model_limits(c.max_output_tokens, c.max_concurrent, c.context_tokens)?;
             seconds("first_byte_timeout_s", c.first_byte_timeout_s)?;
             price("price_input_per_mtok", c.price_input_per_mtok)?;

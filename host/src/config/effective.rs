@@ -159,6 +159,7 @@ pub fn provider_summary(p: &ProviderConfig) -> Value {
             let mut v = json!({
                 "kind": "anthropic", "base_url": c.base_url, "model": c.model,
                 "api_key_env": c.api_key_env, "stream": c.stream,
+                "thinking_budget_tokens": c.thinking_budget_tokens,
             });
             http_settings(
                 &mut v,

@@ -13,8 +13,8 @@ use super::conversation::{is_blank, well_formed};
 use super::http::{self, Body, HttpTimeouts, SseReader};
 use super::openai::estimate_usage;
 use super::{
-    Completion, CompletionRequest, Message, Provider, ProviderError, Role, StopReason, ToolCall,
-    Usage,
+    Completion, CompletionRequest, Message, Provider, ProviderError, Role, StopReason, Thought,
+    ToolCall, Usage,
 };
 
 /// The API version header we speak.
@@ -43,6 +43,9 @@ pub struct AnthropicOptions {
     pub stop: Vec<String>,
     /// The output cap of an agent turn and the context window, as configured.
     pub limits: super::ModelLimits,
+    /// Extended thinking: the tokens the model may think before it answers, on top of
+    /// the answer's `max_tokens` (`None`: thinking off).
+    pub thinking_budget: Option<u32>,
 }
 
 /// A Messages API client.
@@ -84,11 +87,18 @@ impl AnthropicProvider {
             .filter(|m| m.role == Role::System)
             .map(|m| m.content.as_str())
             .collect();
+        let answer = request.max_tokens.unwrap_or(self.options.max_tokens);
         let mut body = json!({
             "model": self.options.model,
-            "max_tokens": request.max_tokens.unwrap_or(self.options.max_tokens),
+            "max_tokens": answer,
             "messages": wire_messages(&request.messages),
         });
+        if let Some(budget) = self.options.thinking_budget {
+            // Thinking counts against `max_tokens`, which must exceed the budget: the
+            // answer keeps its own cap on top of it.
+            body["max_tokens"] = json!(answer.saturating_add(budget));
+            body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        }
         if !system.is_empty() {
             body["system"] = json!(system.join("\n\n"));
         }
@@ -169,7 +179,8 @@ fn wire_messages(messages: &[Message]) -> Vec<Value> {
                 ("user", vec![block])
             }
             Role::Assistant => {
-                let mut blocks = Vec::new();
+                // Signed thinking first, unchanged: the API checks it came from it.
+                let mut blocks: Vec<Value> = m.thoughts.iter().filter_map(wire_thought).collect();
                 if !is_blank(&m.content) {
                     blocks.push(json!({"type": "text", "text": m.content}));
                 }
@@ -213,6 +224,16 @@ fn wire_messages(messages: &[Message]) -> Vec<Value> {
         .collect()
 }
 
+/// A kept thinking block as the API sent it; one without a signature (a compatible
+/// server that signs nothing) is not sent back, since the API could not verify it.
+fn wire_thought(t: &Thought) -> Option<Value> {
+    match t {
+        Thought::Thinking { signature, .. } if signature.is_empty() => None,
+        Thought::RedactedThinking { data } if data.is_empty() => None,
+        t => serde_json::to_value(t).ok(),
+    }
+}
+
 fn stop_reason(s: Option<&str>, has_calls: bool) -> StopReason {
     match s {
         Some("tool_use") => StopReason::ToolUse,
@@ -248,9 +269,14 @@ enum WireBlock {
     Thinking {
         #[serde(default)]
         thinking: String,
+        #[serde(default)]
+        signature: String,
     },
     /// Thinking the API encrypted: reasoning whose text is not shown.
-    RedactedThinking,
+    RedactedThinking {
+        #[serde(default)]
+        data: String,
+    },
     #[serde(other)]
     Other,
 }
@@ -274,12 +300,25 @@ fn from_response(v: Value) -> Result<Completion, ProviderError> {
         .map_err(|e| ProviderError::BadResponse(format!("message: {e}")))?;
     let mut text = String::new();
     let mut reasoning = String::new();
+    let mut thoughts = Vec::new();
     let mut tool_calls = Vec::new();
     for block in m.content {
         match block {
             WireBlock::Text { text: t } => text.push_str(&t),
-            WireBlock::Thinking { thinking } => reasoning.push_str(&thinking),
-            WireBlock::RedactedThinking => reasoning.push_str(REDACTED),
+            WireBlock::Thinking {
+                thinking,
+                signature,
+            } => {
+                reasoning.push_str(&thinking);
+                thoughts.push(Thought::Thinking {
+                    thinking,
+                    signature,
+                });
+            }
+            WireBlock::RedactedThinking { data } => {
+                reasoning.push_str(REDACTED);
+                thoughts.push(Thought::RedactedThinking { data });
+            }
             WireBlock::ToolUse { id, name, input } => {
                 tool_calls.push(match input {
                     Value::Null => ToolCall::new(id, name, json!({})),
@@ -299,6 +338,7 @@ fn from_response(v: Value) -> Result<Completion, ProviderError> {
         .unwrap_or_default();
     Ok(Completion {
         reasoning,
+        thoughts,
         stop: stop_reason(m.stop_reason.as_deref(), !tool_calls.is_empty()),
         text,
         tool_calls,
@@ -311,6 +351,14 @@ const REDACTED: &str = "[redacted thinking]";
 
 enum PartialBlock {
     Text,
+    /// A thinking block: its text and signature arrive in deltas.
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    Redacted {
+        data: String,
+    },
     Tool {
         id: String,
         name: String,
@@ -369,14 +417,29 @@ where
                         input: block.get("input").cloned().unwrap_or(Value::Null),
                     },
                     Some("thinking") => {
-                        if let Some(t) = block.get("thinking").and_then(Value::as_str) {
-                            reasoning.push_str(t);
+                        let field = |k: &str| {
+                            block
+                                .get(k)
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned()
+                        };
+                        let thinking = field("thinking");
+                        reasoning.push_str(&thinking);
+                        PartialBlock::Thinking {
+                            thinking,
+                            signature: field("signature"),
                         }
-                        PartialBlock::Text
                     }
                     Some("redacted_thinking") => {
                         reasoning.push_str(REDACTED);
-                        PartialBlock::Text
+                        PartialBlock::Redacted {
+                            data: block
+                                .get("data")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned(),
+                        }
                     }
                     _ => {
                         if let Some(t) = block.get("text").and_then(Value::as_str) {
@@ -398,12 +461,24 @@ where
                     delta.get("type").and_then(Value::as_str),
                     blocks.get_mut(&index),
                 ) {
-                    (Some("thinking_delta"), _) => reasoning.push_str(
-                        delta
+                    (Some("thinking_delta"), block) => {
+                        let t = delta
                             .get("thinking")
                             .and_then(Value::as_str)
-                            .unwrap_or_default(),
-                    ),
+                            .unwrap_or_default();
+                        reasoning.push_str(t);
+                        if let Some(PartialBlock::Thinking { thinking, .. }) = block {
+                            thinking.push_str(t);
+                        }
+                    }
+                    (Some("signature_delta"), Some(PartialBlock::Thinking { signature, .. })) => {
+                        signature.push_str(
+                            delta
+                                .get("signature")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default(),
+                        );
+                    }
                     (Some("text_delta"), _) => text.push_str(
                         delta
                             .get("text")
@@ -452,10 +527,25 @@ where
             "the stream ended before message_stop".into(),
         ));
     }
+    let mut thoughts = Vec::new();
     let tool_calls: Vec<ToolCall> = blocks
         .into_values()
         .filter_map(|b| match b {
             PartialBlock::Text => None,
+            PartialBlock::Thinking {
+                thinking,
+                signature,
+            } => {
+                thoughts.push(Thought::Thinking {
+                    thinking,
+                    signature,
+                });
+                None
+            }
+            PartialBlock::Redacted { data } => {
+                thoughts.push(Thought::RedactedThinking { data });
+                None
+            }
             PartialBlock::Tool {
                 id,
                 name,
@@ -471,6 +561,7 @@ where
         .collect();
     Ok(Completion {
         reasoning,
+        thoughts,
         stop: stop_reason(stop.as_deref(), !tool_calls.is_empty()),
         text,
         tool_calls,

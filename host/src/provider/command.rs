@@ -373,6 +373,7 @@ impl Provider for CommandProvider {
             output: Usage::estimate(&text),
         };
         Ok(Completion {
+            thoughts: Vec::new(),
             reasoning: String::new(),
             text,
             tool_calls: Vec::new(),

@@ -168,8 +168,13 @@ pub struct AnthropicConfig {
     /// accepted as its older name.
     #[serde(alias = "max_tokens")]
     pub max_output_tokens: Option<u32>,
-    /// Sampling temperature sent with every request (0..=1).
+    /// Sampling temperature sent with every request (0..=1). Not with
+    /// `thinking_budget_tokens` (the API refuses a temperature when thinking).
     pub temperature: Option<f64>,
+    /// Extended thinking: the tokens the model may think before each answer (at least
+    /// 1,024), added to the turn's `max_tokens`. Off when unset. The signed thinking
+    /// blocks are sent back with the tool results, as the API requires.
+    pub thinking_budget_tokens: Option<u32>,
     /// `stop_sequences` sent with every request.
     #[serde(default)]
     pub stop: Vec<String>,
@@ -464,6 +469,7 @@ pub fn build(
                     max_output_tokens: c.max_output_tokens,
                     context_tokens: c.context_tokens,
                 },
+                thinking_budget: c.thinking_budget_tokens,
             };
             (
                 limited(

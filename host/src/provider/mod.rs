@@ -115,6 +115,32 @@ pub struct Message {
     /// For `Role::Tool`: the call failed (sent as `is_error` where the API has it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// For `Role::Assistant`: the reply's signed thinking blocks, sent back unchanged
+    /// to the API that made them (see [`Thought`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thoughts: Vec<Thought>,
+}
+
+/// A thinking block of a reply as the API sent it, signature and all. Anthropic's
+/// extended thinking requires the thinking blocks of the assistant turn that made tool
+/// calls to come back, unchanged, with the tool results (a request without them, or
+/// with one edited, is refused); crewbox keeps them in the history for that. Their
+/// text is also the reply's [`Completion::reasoning`], which is what is shown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Thought {
+    /// Reasoning in the clear, with the signature that proves it unedited.
+    Thinking {
+        /// The reasoning text.
+        thinking: String,
+        /// The API's signature of it (opaque).
+        signature: String,
+    },
+    /// Reasoning the API encrypted: only its opaque `data` travels.
+    RedactedThinking {
+        /// The encrypted reasoning (opaque).
+        data: String,
+    },
 }
 
 impl Message {
@@ -131,6 +157,14 @@ impl Message {
         Self {
             tool_calls,
             ..Self::plain(Role::Assistant, content)
+        }
+    }
+    /// The assistant message that records `reply` in the history: its text, its calls
+    /// and its signed thinking blocks.
+    pub fn from_reply(reply: &Completion) -> Self {
+        Self {
+            thoughts: reply.thoughts.clone(),
+            ..Self::assistant(reply.text.clone(), reply.tool_calls.clone())
         }
     }
     /// The result of a tool call.
@@ -154,6 +188,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             is_error: false,
+            thoughts: Vec::new(),
         }
     }
 }
@@ -262,9 +297,13 @@ pub struct Completion {
     /// Why the model stopped.
     pub stop: StopReason,
     /// The model's reasoning (`reasoning_content` / `reasoning` of OpenAI-compatible
-    /// servers): shown in events, never the result, and not sent back (those servers
-    /// do not want it in the history).
+    /// servers, Anthropic's thinking): shown in events, never the result. OpenAI-
+    /// compatible servers do not want it back in the history; Anthropic's signed
+    /// blocks travel in [`Completion::thoughts`].
     pub reasoning: String,
+    /// Signed thinking blocks to send back with the next request (Anthropic).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thoughts: Vec<Thought>,
 }
 
 /// Why a model call failed. `is_retryable` is the one place the retry decision lives.

@@ -77,6 +77,9 @@ pub struct OpenAiProvider {
     llama: AtomicBool,
     /// Its `/props`, asked at most once (`None` inside: it has none or did not answer).
     props: tokio::sync::OnceCell<Option<ServerProps>>,
+    /// A server other than llama.cpp counted too few prompt tokens for the tools
+    /// offered, and the user was warned (once per provider).
+    warned_tools: AtomicBool,
 }
 
 /// Below this many tokens a request fits any server's context, so `/props` is not
@@ -111,6 +114,7 @@ impl OpenAiProvider {
             url,
             client,
             llama: AtomicBool::new(false),
+            warned_tools: AtomicBool::new(false),
             props: tokio::sync::OnceCell::new(),
         })
     }
@@ -176,6 +180,19 @@ impl OpenAiProvider {
             completion.usage = estimate_usage(request, &completion);
         } else if llama {
             self.tools_rendered(request, &completion).await?;
+        } else if !self.warned_tools.load(Ordering::Relaxed)
+            && tools_look_dropped(request, &completion)
+            && !self.warned_tools.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                provider = %self.name,
+                prompt_tokens = completion.usage.input,
+                tools = request.tools.len(),
+                "the server counted fewer prompt tokens than the offered tool schemas alone \
+                 take, and the model called no tool: it may not render tools (a chat \
+                 template without tool support); if the agents never act, check the \
+                 server's template"
+            );
         }
         Ok(completion)
     }
@@ -186,19 +203,17 @@ impl OpenAiProvider {
     /// tool template it renders a 1,600 token request as 140). Its `/props` names the
     /// cause; when `/props` says the template does render tools, the count stands.
     /// Other servers refuse tools they cannot render (Ollama, vLLM and SGLang answer
-    /// 400), and mock servers report made-up counts, so only llama.cpp is checked.
+    /// 400), and mock servers report made-up counts, so only llama.cpp fails; the
+    /// others get a warning (see [`tools_look_dropped`]).
     async fn tools_rendered(
         &self,
         request: &CompletionRequest,
         c: &Completion,
     ) -> Result<(), ProviderError> {
-        if request.tools.is_empty() || !c.tool_calls.is_empty() {
+        if !tools_look_dropped(request, c) {
             return Ok(());
         }
         let schema = Usage::estimate(&wire_tools(request).to_string());
-        if c.usage.input.saturating_mul(4) >= schema {
-            return Ok(());
-        }
         let found = self.props(self.options.timeouts.stall).await.cloned();
         if found.as_ref().and_then(|p| p.supports_tools) == Some(true) {
             return Ok(());
@@ -233,6 +248,18 @@ impl OpenAiProvider {
             .await
             .as_ref()
     }
+}
+
+/// Whether a reply's prompt count says the server rendered none of the tools: tools
+/// were offered, none was called, and the server counted fewer prompt tokens than a
+/// quarter of what the tool schemas alone take (~4 bytes a token). Only a sign: a
+/// llama.cpp server is then asked its `/props` and fails the call; any other server
+/// is warned about once (mock servers report made-up counts, and Ollama, vLLM and
+/// SGLang refuse tools they cannot render with a 400).
+fn tools_look_dropped(request: &CompletionRequest, c: &Completion) -> bool {
+    !request.tools.is_empty()
+        && c.tool_calls.is_empty()
+        && c.usage.input.saturating_mul(4) < Usage::estimate(&wire_tools(request).to_string())
 }
 
 /// The error for a server that rendered none of the tools: what it counted, and what
@@ -467,6 +494,7 @@ fn from_response(r: WireResponse) -> Result<Completion, ProviderError> {
         .collect();
     http::unique_ids(&mut tool_calls);
     Ok(Completion {
+        thoughts: Vec::new(),
         reasoning: message.reasoning(),
         text: message.text(),
         stop: stop_reason(choice.finish_reason.as_deref(), !tool_calls.is_empty()),
@@ -610,6 +638,7 @@ where
     }
     let tool_calls = calls.finish();
     let completion = Completion {
+        thoughts: Vec::new(),
         reasoning,
         text,
         stop: stop_reason(finish.as_deref(), !tool_calls.is_empty()),

@@ -180,6 +180,7 @@ mod tests {
             match self.errors.lock().unwrap().pop() {
                 Some(e) => Err(e),
                 None => Ok(Completion {
+                    thoughts: Vec::new(),
                     reasoning: String::new(),
                     text: "ok".into(),
                     tool_calls: vec![],

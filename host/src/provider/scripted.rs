@@ -465,6 +465,7 @@ impl Provider for ScriptedProvider {
             StopReason::ToolUse
         };
         Ok(Completion {
+            thoughts: Vec::new(),
             reasoning: String::new(),
             text: entry.text.clone(),
             tool_calls,

@@ -113,6 +113,19 @@ fn out_of_range_settings_are_refused_naming_file_key_and_range() {
             "at most 31536000 seconds",
         ),
         (
+            "[providers.x]\nkind = \"anthropic\"\nmodel = \"m\"\nthinking_budget_tokens = 1000\n"
+                .into(),
+            "providers.x.thinking_budget_tokens",
+            "at least 1024",
+        ),
+        (
+            "[providers.x]\nkind = \"anthropic\"\nmodel = \"m\"\nthinking_budget_tokens = 2048\n\
+             temperature = 0.5\n"
+                .into(),
+            "providers.x.temperature",
+            "thinking_budget_tokens",
+        ),
+        (
             "[providers.x]\nkind = \"anthropic\"\nmodel = \"m\"\nprice_input_per_mtok = -3.0\n"
                 .into(),
             "providers.x.price_input_per_mtok",

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::support::http::{Chunk, Reply, TestServer, build_provider};
 use crewbox::unstable::provider::{
     AgentLabel, BreakerState, Breakers, CompletionRequest, Message, Provider, ProviderError,
-    StopReason, ToolCall, ToolSpec, Usage,
+    StopReason, Thought, ToolCall, ToolSpec, Usage,
 };
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -476,10 +476,95 @@ async fn thinking_blocks_are_reasoning_not_the_answer() {
     assert_eq!(c.reasoning, "The user wants a file.[redacted thinking]");
     assert_eq!(c.tool_calls.len(), 1);
     assert_eq!(c.stop, StopReason::ToolUse);
+    assert_eq!(
+        c.thoughts,
+        vec![
+            Thought::Thinking {
+                thinking: "The user wants a file.".into(),
+                signature: "sig-abc".into()
+            },
+            Thought::RedactedThinking {
+                data: "EncryptedBlob==".into()
+            },
+        ]
+    );
+}
+
+/// With extended thinking on, a tool-use turn's thinking blocks go back unchanged
+/// (signature and encrypted data included), before its text and calls, as the API
+/// requires when the tool results come back; the thinking budget rides on top of the
+/// answer's `max_tokens`.
+#[tokio::test]
+async fn thinking_blocks_go_back_signed_with_the_tool_results() {
+    let server = TestServer::start(vec![
+        message(
+            json!([
+                {"type": "thinking", "thinking": "Need b.txt.", "signature": "sig-1"},
+                {"type": "redacted_thinking", "data": "Blob=="},
+                {"type": "tool_use", "id": "toolu_9", "name": "write_file", "input": {"path": "b.txt"}}
+            ]),
+            "tool_use",
+        ),
+        message(json!([{"type": "text", "text": "Done."}]), "end_turn"),
+    ])
+    .await;
+    let (p, _) = provider(&server, "stream = false\nthinking_budget_tokens = 2048\n");
+    let mut req = request();
+    req.messages.truncate(2);
+    let first = p.complete(&req).await.unwrap();
+    req.messages.push(Message::from_reply(&first));
+    req.messages.push(Message::tool("toolu_9", "wrote 3 bytes"));
+    p.complete(&req).await.unwrap();
+    let sent = server.requests();
+    crate::support::wire::assert_well_formed(
+        &sent.iter().map(|r| r.json()).collect::<Vec<_>>(),
+        crate::support::wire::anthropic_violations,
+    );
+    let body = sent[1].json();
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
+    assert_eq!(
+        body["max_tokens"],
+        json!(1024 + 2048),
+        "answer cap + budget"
+    );
+    assert_eq!(
+        body["messages"][1],
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Need b.txt.", "signature": "sig-1"},
+            {"type": "redacted_thinking", "data": "Blob=="},
+            {"type": "tool_use", "id": "toolu_9", "name": "write_file", "input": {"path": "b.txt"}}
+        ]})
+    );
+    assert_eq!(body["messages"][2]["content"][0]["tool_use_id"], "toolu_9");
+}
+
+/// A thinking block a compatible server did not sign is shown as reasoning but not
+/// sent back (the API could not verify it), and without a budget no `thinking` is
+/// asked for.
+#[tokio::test]
+async fn unsigned_thinking_is_not_sent_back() {
+    let mut history = request().messages;
+    history.truncate(2);
+    history.push(Message {
+        thoughts: vec![Thought::Thinking {
+            thinking: "unsigned".into(),
+            signature: String::new(),
+        }],
+        ..Message::assistant("", vec![ToolCall::new("t1", "write_file", json!({}))])
+    });
+    history.push(Message::tool("t1", "ok"));
+    let sent = sent_messages(history).await;
+    assert_eq!(
+        sent[1]["content"],
+        json!([{"type": "tool_use", "id": "t1", "name": "write_file", "input": {}}])
+    );
 }
 
 #[tokio::test]
-async fn streamed_thinking_deltas_are_reasoning_and_signatures_are_skipped() {
+async fn streamed_thinking_deltas_are_reasoning_and_the_signed_block_is_kept() {
     let mut events = vec![
         (
             "message_start",
@@ -521,4 +606,16 @@ async fn streamed_thinking_deltas_are_reasoning_and_signatures_are_skipped() {
     assert_eq!(c.reasoning, "Let me think.");
     assert_eq!(c.text, "");
     assert!(c.tool_calls.is_empty());
+    assert_eq!(
+        c.thoughts,
+        vec![Thought::Thinking {
+            thinking: "Let me think.".into(),
+            signature: "EqQBCgIYAhIM".into()
+        }],
+        "the streamed block is kept whole, its signature from the signature_delta"
+    );
+    assert!(
+        server.requests()[0].json().get("thinking").is_none(),
+        "no thinking asked for without a budget"
+    );
 }

@@ -575,3 +575,105 @@ fn a_steer_to_a_queued_agent_is_delivered_with_its_first_model_call() {
         "{events:#?}"
     );
 }
+
+/// End to end through the agent loop: a Claude agent with extended thinking calls a
+/// tool; the request that carries the tool result also carries that turn's thinking
+/// blocks, unchanged and first (the API refuses a continuation without them), and the
+/// thinking is shown as reasoning in the events, never as the result.
+#[tokio::test]
+async fn a_thinking_agent_sends_its_signed_thinking_back_with_the_tool_result() {
+    let message = |content: Value, stop: &str| {
+        Reply::json(
+            200,
+            json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "c",
+                "content": content, "stop_reason": stop,
+                "usage": {"input_tokens": 40, "output_tokens": 9}}),
+        )
+    };
+    let server = TestServer::start(vec![
+        message(
+            json!([
+                {"type": "thinking", "thinking": "Look at the files first.", "signature": "sig-xyz"},
+                {"type": "tool_use", "id": "toolu_1", "name": "list_files", "input": {}}
+            ]),
+            "tool_use",
+        ),
+        message(json!([{"type": "text", "text": "All read."}]), "end_turn"),
+    ])
+    .await;
+    let dir = git_repo(|_| {});
+    user_config(
+        dir.path(),
+        &format!(
+            "[providers.an]\nkind = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"c\"\n\
+             api_key_env = \"CREWBOX_E2E_KEY2\"\nstream = false\nthinking_budget_tokens = 1024\n",
+            server.url
+        ),
+    );
+    let out = run_single(
+        dir.path(),
+        "an",
+        "look around",
+        &[("CREWBOX_E2E_KEY2", KEY2)],
+    )
+    .await;
+    let report = json_of(&out);
+    assert_eq!(report["agents"][0]["state"], "completed", "{report:#}");
+    let sent = server.requests();
+    assert_eq!(sent.len(), 2, "{report:#}");
+    crate::support::wire::assert_well_formed(
+        &sent.iter().map(|r| r.json()).collect::<Vec<_>>(),
+        crate::support::wire::anthropic_violations,
+    );
+    let second = sent[1].json();
+    assert_eq!(second["thinking"]["budget_tokens"], 1024);
+    let turn = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap_or_else(|| panic!("no assistant turn sent back: {second:#}"))
+        .clone();
+    assert_eq!(
+        turn["content"][0],
+        json!({"type": "thinking", "thinking": "Look at the files first.", "signature": "sig-xyz"}),
+        "{turn:#}"
+    );
+    assert_eq!(turn["content"][1]["type"], "tool_use", "{turn:#}");
+    let result = report["agents"][0]["result"].as_str().unwrap_or_default();
+    assert!(
+        !result.contains("Look at the files"),
+        "thinking is not the result: {result}"
+    );
+}
+
+/// A server other than llama.cpp whose prompt count is far below what the offered tool
+/// schemas alone take, and whose model calls no tool, may have dropped the tools: the
+/// run goes on (mock and proxy servers report made-up counts) but the user is warned
+/// once, naming the provider; an honest count draws no warning.
+#[tokio::test]
+async fn a_prompt_count_below_the_tool_schemas_warns_once() {
+    let reply = |prompt_tokens: u64| {
+        Reply::json(
+            200,
+            json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "fine"},
+                "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 2, "total_tokens": prompt_tokens + 2}}),
+        )
+    };
+    for (prompt_tokens, warned) in [(12, true), (40_000, false)] {
+        let server = TestServer::start(vec![reply(prompt_tokens)]).await;
+        let dir = repo_with_openai(&server.url, "max_retries = 0\n");
+        let out = run_single(dir.path(), "oa", "hi", &[("RUST_LOG", "warn")]).await;
+        assert_eq!(json_of(&out)["status"], "completed");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr.matches("may not render tools").count(),
+            usize::from(warned),
+            "{prompt_tokens} prompt tokens: {stderr}"
+        );
+        if warned {
+            assert!(stderr.contains("oa"), "names the provider: {stderr}");
+        }
+    }
+}

@@ -229,6 +229,7 @@ mod tests {
                     params: "p".into(),
                 },
                 reply: Completion {
+                    thoughts: Vec::new(),
                     reasoning: String::new(),
                     text: "done".into(),
                     tool_calls: Vec::new(),

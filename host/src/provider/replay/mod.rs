@@ -167,6 +167,7 @@ mod tests {
             turn: r.turn,
             request: digest(r),
             reply: Completion {
+                thoughts: Vec::new(),
                 reasoning: String::new(),
                 text: text.into(),
                 tool_calls: Vec::new(),

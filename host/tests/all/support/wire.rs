@@ -151,6 +151,26 @@ pub fn anthropic_violations(body: &Value) -> Vec<String> {
                     }
                     uses.insert(b["id"].as_str().unwrap_or("").to_owned());
                 }
+                kind @ ("thinking" | "redacted_thinking") => {
+                    // Extended thinking: only in assistant turns, before any text or
+                    // tool_use of that turn, and signed (or encrypted) by the API.
+                    if role != "assistant" {
+                        bad.push(format!(
+                            "message {i} block {k}: {kind} outside an assistant turn"
+                        ));
+                    }
+                    if seen_other {
+                        bad.push(format!("message {i} block {k}: {kind} after another block"));
+                    }
+                    let proof = if kind == "thinking" {
+                        "signature"
+                    } else {
+                        "data"
+                    };
+                    if b[proof].as_str().is_none_or(str::is_empty) {
+                        bad.push(format!("message {i} block {k}: {kind} without its {proof}"));
+                    }
+                }
                 other => {
                     seen_other = true;
                     bad.push(format!(
