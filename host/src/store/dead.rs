@@ -394,19 +394,22 @@ fn retry(
             params![run.as_str(), step, ended],
         )
         .map_err(q("reopen later steps"))?;
-    conn.execute(
+    super::writer::exec(
+        conn,
         "UPDATE steps SET state = 'started', finished_at = NULL, conversation = NULL
          WHERE run_id = ?1 AND key = ?2",
         params![run.as_str(), step],
     )
     .map_err(q("reopen step"))?;
-    conn.execute(
+    super::writer::exec(
+        conn,
         "UPDATE runs SET status = 'running', exit_reason = NULL, result = NULL,
          result_agent = NULL, finished_at = NULL, pid = NULL WHERE id = ?1",
         params![run.as_str()],
     )
     .map_err(q("reopen run"))?;
-    conn.execute(
+    super::writer::exec(
+        conn,
         "INSERT INTO dead_letters (agent_id, run_id, disposition, step, overrides, at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![

@@ -561,8 +561,13 @@ fn open_conn(path: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
         .map_err(|e| classify(path, &e))?;
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(|e| classify(path, &e))?;
+    // Room for every statement the writer runs (parsed once each, not per write).
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
 }
+
+/// Prepared statements kept per connection: more than the writer's distinct ones.
+const STATEMENT_CACHE: usize = 128;
 
 fn classify(path: &Path, e: &rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode;

@@ -159,7 +159,8 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
             if let (Event::AgentState { state, .. }, Some(agent)) = (&e.event, &e.agent_id)
                 && *state == AgentState::Running
             {
-                conn.execute(
+                super::writer::exec(
+                    conn,
                     "UPDATE agents SET state = 'running', started_at = COALESCE(started_at, ?2)
                      WHERE id = ?1 AND run_id = ?3 AND state = 'queued'",
                     params![agent.as_str(), e.at, e.run_id.as_str()],
@@ -187,7 +188,7 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
                 return Ok(None);
             }
             for c in &r.children {
-                conn.execute(
+                super::writer::exec(conn,
                     "INSERT OR IGNORE INTO agents (id, run_id, parent_id, name, role, task, caps, depth,
                      join_mode, state, turns, tool_calls, tokens_in, tokens_out, cost, result, error,
                      created_at, started_at, finished_at)
@@ -220,7 +221,8 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
             }
             // Only an agent still waiting for its result takes it: one that resume
             // marked interrupted keeps that ending (its step is re-run as a new agent).
-            conn.execute(
+            super::writer::exec(
+                conn,
                 "UPDATE agents SET state = ?2, turns = ?3, tool_calls = ?4, tokens_in = ?5,
                  tokens_out = ?6, cost = ?7, result = ?8, error = ?9, finished_at = ?10,
                  started_at = COALESCE(started_at, ?10), fail_reason = ?12

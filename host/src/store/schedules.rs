@@ -226,7 +226,8 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
     let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
     let changed = match write {
         ScheduleWrite::Insert(s) => {
-            let done = conn.execute(
+            let done = super::writer::exec(
+                conn,
                 &format!(
                     "INSERT INTO schedules ({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
                 ),
@@ -266,12 +267,13 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
         }
         ScheduleWrite::Remove { name } => (
             name,
-            conn.execute("DELETE FROM schedules WHERE name = ?1", params![name])
+            super::writer::exec(conn, "DELETE FROM schedules WHERE name = ?1", params![name])
                 .map_err(q("remove schedule"))?,
         ),
         ScheduleWrite::Pause { name, paused } => (
             name,
-            conn.execute(
+            super::writer::exec(
+                conn,
                 "UPDATE schedules SET paused = ?2 WHERE name = ?1",
                 params![name, paused],
             )
@@ -279,7 +281,8 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
         ),
         ScheduleWrite::RunNow { name, at } => (
             name,
-            conn.execute(
+            super::writer::exec(
+                conn,
                 "UPDATE schedules SET next_fire = ?2 WHERE name = ?1",
                 params![name, at],
             )
@@ -294,7 +297,8 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
             let started = i64::from(*status == FireStatus::Running);
             (
                 name,
-                conn.execute(
+                super::writer::exec(
+                    conn,
                     "UPDATE schedules SET last_fire = COALESCE(?2, last_fire), next_fire = ?3,
                      last_status = ?4, run_count = run_count + ?5,
                      last_run = CASE WHEN ?5 = 1 THEN NULL ELSE last_run END
@@ -311,7 +315,8 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
             error,
         } => (
             name,
-            conn.execute(
+            super::writer::exec(
+                conn,
                 "UPDATE schedules SET last_run = COALESCE(?2, last_run), last_status = ?3,
                  last_error = ?4 WHERE name = ?1",
                 params![name, run_id, status.as_str(), error],

@@ -108,7 +108,7 @@ pub(crate) fn apply(conn: &Connection, w: &StepWrite) -> Result<(), StoreError> 
             at,
         } => {
             // A done step is never demoted: its result is what a resume relies on.
-            conn.execute(
+            super::writer::exec(conn,
                 "INSERT INTO steps (run_id, key, state, agent_id, data, started_at) VALUES (?1, ?2, 'started', ?3, ?4, ?5)
                  ON CONFLICT (run_id, key) DO UPDATE SET agent_id = ?3, data = ?4, started_at = ?5 WHERE state <> 'done'",
                 params![run_id.as_str(), key, agent_id, data, at],
@@ -124,7 +124,7 @@ pub(crate) fn apply(conn: &Connection, w: &StepWrite) -> Result<(), StoreError> 
             consume,
             conversation,
         } => {
-            conn.execute(
+            super::writer::exec(conn,
                 "INSERT INTO steps (run_id, key, state, agent_id, data, started_at, finished_at, conversation) VALUES (?1, ?2, 'done', ?3, ?4, ?5, ?5, ?6)
                  ON CONFLICT (run_id, key) DO UPDATE SET state = 'done', agent_id = COALESCE(?3, agent_id), data = ?4, finished_at = ?5, conversation = ?6",
                 params![run_id.as_str(), key, agent_id, data, at, conversation],
@@ -143,7 +143,8 @@ pub(crate) fn apply(conn: &Connection, w: &StepWrite) -> Result<(), StoreError> 
                 )?;
             }
             for seq in consume {
-                conn.execute(
+                super::writer::exec(
+                    conn,
                     "UPDATE controls SET consumed_at = ?2 WHERE seq = ?1 AND consumed_at IS NULL",
                     params![seq, at],
                 )
@@ -177,14 +178,16 @@ pub(crate) fn apply(conn: &Connection, w: &StepWrite) -> Result<(), StoreError> 
                     pid: holder,
                 });
             }
-            conn.execute(
+            super::writer::exec(
+                conn,
                 "UPDATE runs SET pid = ?2 WHERE id = ?1",
                 params![id.as_str(), pid],
             )
             .map_err(q("claim run"))?;
         }
         StepWrite::ReleaseRun { id, pid } => {
-            conn.execute(
+            super::writer::exec(
+                conn,
                 "UPDATE runs SET pid = NULL WHERE id = ?1 AND pid = ?2",
                 params![id.as_str(), pid],
             )
@@ -235,7 +238,8 @@ pub(crate) fn apply(conn: &Connection, w: &StepWrite) -> Result<(), StoreError> 
                     });
                 }
             }
-            conn.execute(
+            super::writer::exec(
+                conn,
                 "UPDATE team_locks SET run_id = ?2, pid = ?3, at = ?4 WHERE team = ?1",
                 params![team, run_id.as_str(), pid, at],
             )

@@ -291,8 +291,9 @@ fn redact_value(v: &mut serde_json::Value, r: &crate::redact::Redactor) {
     }
 }
 
-/// Applies a group in one transaction. A write that fails is rolled back alone (savepoint)
-/// and reported to its sender; the others still commit.
+/// Applies a group in one transaction. A write that fails is rolled back alone and
+/// reported to its sender; the others still commit (the group is applied whole first,
+/// and only when a write fails again write by write under savepoints).
 ///
 /// The transaction is IMMEDIATE: it takes the write lock when it begins, waiting out
 /// another process's writes (`busy_timeout`). A deferred one that reads first (the
@@ -300,14 +301,53 @@ fn redact_value(v: &mut serde_json::Value, r: &crate::redact::Redactor) {
 /// process wrote: SQLite answers "database is locked" at once, which failed the end of
 /// a run when two processes shared a store.
 fn commit_group(conn: &mut Connection, group: &[(Write, Ack)]) -> Vec<Applied> {
-    let mut tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
+    match commit_whole(conn, group) {
+        Whole::Done(results) => results,
+        // Alone in its transaction, the failed write is its own answer.
+        Whole::Failed(e) if group.len() == 1 => vec![Err(e)],
+        Whole::Failed(_) => commit_each(conn, group),
+    }
+}
+
+/// How a group fared applied whole.
+enum Whole {
+    /// Committed (or refused as one: begin or commit failed): each write's answer.
+    Done(Vec<Applied>),
+    /// A write failed (this error); the transaction was rolled back, nothing of the
+    /// group is kept.
+    Failed(StoreError),
+}
+
+/// The common case, where no write fails: the group in one transaction, without a
+/// savepoint per write (two more statements each, which cost more than the writes).
+fn commit_whole(conn: &mut Connection, group: &[(Write, Ack)]) -> Whole {
+    let tx = match begin(conn) {
         Ok(tx) => tx,
-        Err(e) => {
-            return group
-                .iter()
-                .map(|_| Err(StoreError::sqlite("begin transaction", &e)))
-                .collect();
+        Err(e) => return Whole::Done(group.iter().map(|_| Err(e.clone())).collect()),
+    };
+    let mut results = Vec::with_capacity(group.len());
+    for (write, _) in group {
+        match apply(&tx, write) {
+            Ok(seq) => results.push(Ok(seq)),
+            // Dropping the transaction rolls back the whole group.
+            Err(e) => return Whole::Failed(e),
         }
+    }
+    match tx.commit() {
+        Ok(()) => Whole::Done(results),
+        Err(e) => {
+            let err = StoreError::sqlite("commit", &e);
+            Whole::Done(group.iter().map(|_| Err(err.clone())).collect())
+        }
+    }
+}
+
+/// A group in which a write failed, again: each write under its own savepoint, so the
+/// failed one is rolled back alone and reported to its sender; the others commit.
+fn commit_each(conn: &mut Connection, group: &[(Write, Ack)]) -> Vec<Applied> {
+    let mut tx = match begin(conn) {
+        Ok(tx) => tx,
+        Err(e) => return group.iter().map(|_| Err(e.clone())).collect(),
     };
     let mut results = Vec::with_capacity(group.len());
     for (write, _) in group {
@@ -329,6 +369,23 @@ fn commit_group(conn: &mut Connection, group: &[(Write, Ack)]) -> Vec<Applied> {
         return group.iter().map(|_| Err(err.clone())).collect();
     }
     results
+}
+
+/// An IMMEDIATE transaction (see [`commit_group`]).
+fn begin(conn: &mut Connection) -> Result<rusqlite::Transaction<'_>, StoreError> {
+    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(|e| StoreError::sqlite("begin transaction", &e))
+}
+
+/// Runs one statement through the connection's statement cache: the writer runs the
+/// same few statements for every agent, and parsing them each time cost more than
+/// running them.
+pub(super) fn exec(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
 }
 
 /// The states an agent may be in to become `to` — the one transition rule,
@@ -369,7 +426,8 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
     let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
     match write {
         Write::InsertRun(r) => {
-            conn.execute(
+            exec(
+            conn,
                 "INSERT INTO runs (id, mode, prompt, team, status, exit_reason, result, spec, pid, created_at, finished_at, details)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 params![
@@ -416,7 +474,8 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
             } else {
                 result.as_deref()
             };
-            conn.execute(
+            exec(
+                conn,
                 "UPDATE runs SET status = ?2, exit_reason = ?3, result = ?4, result_agent = ?5,
                  finished_at = ?6, pid = NULL WHERE id = ?1",
                 params![
@@ -429,28 +488,32 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 ],
             )
             .map_err(q("finish run"))?;
-            conn.execute(
+            exec(
+                conn,
                 "DELETE FROM team_locks WHERE run_id = ?1",
                 params![id.as_str()],
             )
             .map_err(q("release team lock"))?;
         }
         Write::SetRunPid { id, pid } => {
-            conn.execute(
+            exec(
+                conn,
                 "UPDATE runs SET pid = ?2 WHERE id = ?1",
                 params![id.as_str(), pid],
             )
             .map_err(q("set run pid"))?;
         }
         Write::SetRunDetails { id, details } => {
-            conn.execute(
+            exec(
+                conn,
                 "UPDATE runs SET details = ?2 WHERE id = ?1",
                 params![id.as_str(), details],
             )
             .map_err(q("set run details"))?;
         }
         Write::RecordDispatch { record, keep } => {
-            conn.execute(
+            exec(
+            conn,
                 "INSERT INTO dispatch_history (run_id, at, kind, source, prompt_len, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![
                     record.run_id.as_ref().map(|r| r.as_str()),
@@ -474,14 +537,16 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                     "reason": record.reason,
                 }),
             )?;
-            conn.execute(
+            exec(
+            conn,
                 "DELETE FROM dispatch_history WHERE seq <= (SELECT MAX(seq) FROM dispatch_history) - ?1",
                 params![keep],
             )
             .map_err(q("trim dispatch history"))?;
         }
         Write::InsertAgent(a) => {
-            conn.execute(
+            exec(
+            conn,
                 "INSERT INTO agents (id, run_id, parent_id, name, role, task, caps, depth, join_mode, state, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 params![
@@ -580,7 +645,8 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 });
             }
             if let Some(conversation) = conversation {
-                conn.execute(
+                exec(
+                    conn,
                     "INSERT INTO agent_conversations (agent_id, conversation) VALUES (?1, ?2)
                      ON CONFLICT (agent_id) DO UPDATE SET conversation = ?2",
                     params![agent, conversation],
@@ -609,7 +675,8 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
             message,
             at,
         } => {
-            conn.execute(
+            exec(
+                conn,
                 "INSERT INTO controls (target, kind, message, created_at) VALUES (?1, ?2, ?3, ?4)",
                 params![target, kind.as_str(), message, at],
             )
@@ -644,6 +711,56 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A group with a failing write in the middle: applied whole, the failure rolls
+    /// everything back, and the group is applied again write by write, so only the
+    /// failed write is lost and it alone gets the error.
+    #[test]
+    fn a_failed_write_costs_only_itself_in_its_group() {
+        use crate::store::records::RunRecord;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        let mut conn = super::super::open_conn(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_CREATE,
+        )
+        .unwrap();
+        super::super::migrate(&mut conn, &path).unwrap();
+        let first = RunRecord::started(crate::vocab::Mode::Single, "a", serde_json::json!({}));
+        let second = RunRecord::started(crate::vocab::Mode::Single, "b", serde_json::json!({}));
+        let group: Vec<(Write, Ack)> = vec![
+            (Write::InsertRun(Box::new(first.clone())), None),
+            (
+                Write::SetRunPid {
+                    id: first.id.clone(),
+                    pid: Some(42),
+                },
+                None,
+            ),
+            // The same id again: a primary-key conflict.
+            (Write::InsertRun(Box::new(first.clone())), None),
+            (Write::InsertRun(Box::new(second.clone())), None),
+        ];
+        let results = commit_group(&mut conn, &group);
+        let ok: Vec<bool> = results.iter().map(Result::is_ok).collect();
+        assert_eq!(ok, [true, true, false, true], "{results:?}");
+        let runs: Vec<(String, Option<i64>)> = conn
+            .prepare("SELECT id, pid FROM runs ORDER BY created_at, id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        assert!(runs.contains(&(first.id.to_string(), Some(42))), "{runs:?}");
+        assert!(
+            runs.contains(&(second.id.to_string(), second.pid.map(i64::from))),
+            "{runs:?}"
+        );
+        // Alone in its group, a failed write is its own error.
+        let again = commit_group(&mut conn, &group[2..3]);
+        assert!(again[0].is_err());
+    }
 
     #[test]
     fn the_store_takes_its_transitions_from_the_lifecycle() {
