@@ -346,6 +346,14 @@ fn from_response(v: Value) -> Result<Completion, ProviderError> {
     })
 }
 
+/// The string field `key` of a stream object (empty when absent or not a string).
+fn text_of(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// What a `redacted_thinking` block reads as: the model reasoned, its text is hidden.
 const REDACTED: &str = "[redacted thinking]";
 
@@ -403,42 +411,23 @@ where
                 let block = v.get("content_block").cloned().unwrap_or(Value::Null);
                 let partial = match block.get("type").and_then(Value::as_str) {
                     Some("tool_use") => PartialBlock::Tool {
-                        id: block
-                            .get("id")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
-                        name: block
-                            .get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
+                        id: text_of(&block, "id"),
+                        name: text_of(&block, "name"),
                         json: String::new(),
                         input: block.get("input").cloned().unwrap_or(Value::Null),
                     },
                     Some("thinking") => {
-                        let field = |k: &str| {
-                            block
-                                .get(k)
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned()
-                        };
-                        let thinking = field("thinking");
+                        let thinking = text_of(&block, "thinking");
                         reasoning.push_str(&thinking);
                         PartialBlock::Thinking {
                             thinking,
-                            signature: field("signature"),
+                            signature: text_of(&block, "signature"),
                         }
                     }
                     Some("redacted_thinking") => {
                         reasoning.push_str(REDACTED);
                         PartialBlock::Redacted {
-                            data: block
-                                .get("data")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned(),
+                            data: text_of(&block, "data"),
                         }
                     }
                     _ => {

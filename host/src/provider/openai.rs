@@ -181,7 +181,7 @@ impl OpenAiProvider {
         } else if llama {
             self.tools_rendered(request, &completion).await?;
         } else if !self.warned_tools.load(Ordering::Relaxed)
-            && tools_look_dropped(request, &completion)
+            && dropped_tools(request, &completion).is_some()
             && !self.warned_tools.swap(true, Ordering::Relaxed)
         {
             tracing::warn!(
@@ -204,16 +204,15 @@ impl OpenAiProvider {
     /// cause; when `/props` says the template does render tools, the count stands.
     /// Other servers refuse tools they cannot render (Ollama, vLLM and SGLang answer
     /// 400), and mock servers report made-up counts, so only llama.cpp fails; the
-    /// others get a warning (see [`tools_look_dropped`]).
+    /// others get a warning (see [`dropped_tools`]).
     async fn tools_rendered(
         &self,
         request: &CompletionRequest,
         c: &Completion,
     ) -> Result<(), ProviderError> {
-        if !tools_look_dropped(request, c) {
+        let Some(schema) = dropped_tools(request, c) else {
             return Ok(());
-        }
-        let schema = Usage::estimate(&wire_tools(request).to_string());
+        };
         let found = self.props(self.options.timeouts.stall).await.cloned();
         if found.as_ref().and_then(|p| p.supports_tools) == Some(true) {
             return Ok(());
@@ -250,16 +249,18 @@ impl OpenAiProvider {
     }
 }
 
-/// Whether a reply's prompt count says the server rendered none of the tools: tools
-/// were offered, none was called, and the server counted fewer prompt tokens than a
-/// quarter of what the tool schemas alone take (~4 bytes a token). Only a sign: a
-/// llama.cpp server is then asked its `/props` and fails the call; any other server
-/// is warned about once (mock servers report made-up counts, and Ollama, vLLM and
-/// SGLang refuse tools they cannot render with a 400).
-fn tools_look_dropped(request: &CompletionRequest, c: &Completion) -> bool {
-    !request.tools.is_empty()
-        && c.tool_calls.is_empty()
-        && c.usage.input.saturating_mul(4) < Usage::estimate(&wire_tools(request).to_string())
+/// The tool schemas' size in tokens when a reply's prompt count says the server
+/// rendered none of them: tools were offered, none was called, and the server counted
+/// fewer prompt tokens than a quarter of what the schemas alone take (~4 bytes a
+/// token). Only a sign: a llama.cpp server is then asked its `/props` and fails the
+/// call; any other server is warned about once (mock servers report made-up counts,
+/// and Ollama, vLLM and SGLang refuse tools they cannot render with a 400).
+fn dropped_tools(request: &CompletionRequest, c: &Completion) -> Option<u64> {
+    if request.tools.is_empty() || !c.tool_calls.is_empty() {
+        return None;
+    }
+    let schema = Usage::estimate(&wire_tools(request).to_string());
+    (c.usage.input.saturating_mul(4) < schema).then_some(schema)
 }
 
 /// The error for a server that rendered none of the tools: what it counted, and what

@@ -153,7 +153,8 @@ pub(crate) fn append(
     .map_err(q("prepare audit append"))?
     .execute(params![seq, at, run_id, agent_id, kind, data, prev, hash])
     .map_err(q("append audit record"))?;
-    conn.execute(
+    super::writer::exec(
+        conn,
         "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?1, ?2)
          ON CONFLICT (id) DO UPDATE SET seq = ?1, hash = ?2",
         params![seq, hash],

@@ -653,19 +653,31 @@ async fn a_thinking_agent_sends_its_signed_thinking_back_with_the_tool_result() 
 /// once, naming the provider; an honest count draws no warning.
 #[tokio::test]
 async fn a_prompt_count_below_the_tool_schemas_warns_once() {
-    let reply = |prompt_tokens: u64| {
+    let reply = |message: Value, prompt_tokens: u64| {
         Reply::json(
             200,
-            json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "fine"},
-                "finish_reason": "stop"}],
+            json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 2, "total_tokens": prompt_tokens + 2}}),
         )
     };
     for (prompt_tokens, warned) in [(12, true), (40_000, false)] {
-        let server = TestServer::start(vec![reply(prompt_tokens)]).await;
+        // Two replies without a tool call, each with the same count: a reasoning-only
+        // one (the agent is nudged to answer) and the answer.
+        let server = TestServer::start(vec![
+            reply(
+                json!({"role": "assistant", "content": "", "reasoning_content": "hmm"}),
+                prompt_tokens,
+            ),
+            reply(
+                json!({"role": "assistant", "content": "fine"}),
+                prompt_tokens,
+            ),
+        ])
+        .await;
         let dir = repo_with_openai(&server.url, "max_retries = 0\n");
         let out = run_single(dir.path(), "oa", "hi", &[("RUST_LOG", "warn")]).await;
         assert_eq!(json_of(&out)["status"], "completed");
+        assert_eq!(server.requests().len(), 2, "both replies were asked for");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(
             stderr.matches("may not render tools").count(),
