@@ -76,7 +76,9 @@ pub use engine::{
 };
 pub use event::{Event, EventRecord};
 pub use ids::{AgentId, RunId};
-pub use repository::{EventLog, OpenError, Repository, Status};
+pub use repository::{
+    EventLog, OpenError, ReadError, RecordKind, Repository, RunList, RunTree, Status,
+};
 pub use vocab::{
     Access, DecisionSource, ExitReason, Isolation, Mode, ModeChoice, RunStatus, Strategy, Trend,
     WorkerStatus,
@@ -85,14 +87,19 @@ pub use vocab::{
 /// Types the public API mentions that belong to the lower floors.
 pub mod types {
     pub use crate::batch::{DeliveryKind, MemberCounts};
-    pub use crate::config::{ConfigError, ProviderChoiceError};
+    pub use crate::config::{ConfigError, ExecutorKind, ProviderChoiceError};
+    pub use crate::observe::history::DispatchHistogram;
+    pub use crate::observe::tree::{AgentTree, Visit};
     pub use crate::plugin::{CriterionResult, PluginError, PluginFault, PluginKind, Verdict};
     pub use crate::provider::{ProviderError, Usage};
-    pub use crate::store::{AgentCounts, RunRecord, StoreError};
+    pub use crate::store::{
+        AgentCounts, AgentNode, AgentWorker, RetryOverrides, RunRecord, StoreError,
+    };
     pub use crate::team::{FindTeamError, TeamError};
     pub use crate::trust::Trust;
     pub use crate::vocab::AgentState;
     pub use crate::vocab::Exceeded;
+    pub use crate::worktree::branches::BranchInfo;
     pub use crate::worktree::{BranchArtifact, MergeOutcome, WorktreeError};
 }
 
