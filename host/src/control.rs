@@ -184,12 +184,3 @@ pub async fn queue_team_message(
         )
     }))
 }
-
-/// One run as `crewbox status --json` lists it.
-pub fn run_summary(r: &RunRecord) -> serde_json::Value {
-    serde_json::json!({
-        "run_id": r.id, "mode": r.mode, "status": r.status, "exit_reason": r.exit_reason,
-        "prompt": r.prompt, "created_at": r.created_at, "finished_at": r.finished_at,
-        "team": r.team, "interrupted": r.is_interrupted(),
-    })
-}

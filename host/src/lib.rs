@@ -76,7 +76,9 @@ pub use engine::{
 };
 pub use event::{Event, EventRecord};
 pub use ids::{AgentId, RunId};
-pub use repository::{EventLog, OpenError, Repository, Status};
+pub use repository::{
+    EventLog, OpenError, ReadError, RecordKind, Repository, RunList, RunTree, Status,
+};
 pub use vocab::{
     Access, DecisionSource, ExitReason, Isolation, Mode, ModeChoice, RunStatus, Strategy, Trend,
     WorkerStatus,
@@ -85,27 +87,32 @@ pub use vocab::{
 /// Types the public API mentions that belong to the lower floors.
 pub mod types {
     pub use crate::batch::{DeliveryKind, MemberCounts};
-    pub use crate::config::{ConfigError, ProviderChoiceError};
+    pub use crate::config::{ConfigError, ExecutorKind, ProviderChoiceError};
+    pub use crate::observe::history::DispatchHistogram;
+    pub use crate::observe::tree::{AgentTree, Visit};
     pub use crate::plugin::{CriterionResult, PluginError, PluginFault, PluginKind, Verdict};
     pub use crate::provider::{ProviderError, Usage};
-    pub use crate::store::{AgentCounts, RunRecord, StoreError};
+    pub use crate::store::{
+        AgentCounts, AgentNode, AgentWorker, RetryOverrides, RunRecord, StoreError,
+    };
     pub use crate::team::{FindTeamError, TeamError};
     pub use crate::trust::Trust;
     pub use crate::vocab::AgentState;
     pub use crate::vocab::Exceeded;
+    pub use crate::worktree::branches::BranchInfo;
     pub use crate::worktree::{BranchArtifact, MergeOutcome, WorktreeError};
 }
 
-/// **Not a stable API.** The crate's internal floors, re-exported for crewbox's own
+/// **Not a stable API.** The items of the crate's internal floors that crewbox's own
 /// binary (`src/main.rs`, `src/cli/`), its integration test suite (`tests/all/`) and
-/// its benches (`benches/`), which drive the lower floors directly (the manager, the
-/// plugin runtime, worktrees, providers, tools, the store). Anything here may change
-/// or vanish in any release; other programs should use the crate-level API.
+/// its benches (`benches/`) use directly (the manager, the plugin runtime, worktrees,
+/// providers, tools, the store), each named. Anything here may change or vanish in
+/// any release; other programs should use the crate-level API.
 #[doc(hidden)]
 pub mod unstable {
     /// Agents: lifecycle, permissions, quotas, the turn loop and the manager.
     pub mod agent {
-        pub use crate::agent::*;
+        pub use crate::agent::{AgentState, manager, permissions, quota, runner};
     }
     /// Batching of spawns and the joins that deliver their results.
     pub mod batch {
@@ -113,36 +120,33 @@ pub mod unstable {
     }
     /// Configuration files.
     pub mod config {
-        pub use crate::config::*;
+        pub use crate::config::{Config, ExecutorKind, Quotas, effective, provider};
     }
     /// Steer, stop and team messages through the store; ids as people type them.
     pub mod control {
-        pub use crate::control::*;
+        pub use crate::control::{
+            MAX_MESSAGE_BYTES, StopTarget, find_stoppable, queue_team_message, settle, steer_agent,
+            stop_target,
+        };
     }
     /// Engine internals the CLI and the suite use directly.
     pub mod engine {
-        pub use crate::engine::dispatch::{AutoDecision, auto as auto_dispatch, dispatcher_name};
+        pub use crate::engine::dispatch::auto as auto_dispatch;
         pub use crate::engine::model_access::ProviderModel;
-        pub use crate::engine::modes::team::{eval, parse, prompts, reflect_loop};
-        pub use crate::engine::plugins::{
-            JUDGE_BUDGET, PluginSet, grants_for, parse_validator_args,
-        };
-    }
-    /// The one confined filesystem (paths resolved beneath a directory descriptor).
-    pub mod fs {
-        pub use crate::fs::*;
+        pub use crate::engine::modes::team::reflect_loop;
+        pub use crate::engine::plugins::{PluginSet, grants_for};
     }
     /// Ids.
     pub mod ids {
-        pub use crate::ids::*;
+        pub use crate::ids::{AgentId, RunId};
     }
     /// MCP servers: config, the SDK client, the per-run pool.
     pub mod mcp {
-        pub use crate::mcp::*;
+        pub use crate::mcp::{AgentMcp, McpServer, Pool, config, project, serve, tools};
     }
-    /// Tracing, the agent tree and the dispatch history.
+    /// Tracing, and the view model behind `crewbox top`.
     pub mod observe {
-        pub use crate::observe::*;
+        pub use crate::observe::{dashboard, flush_telemetry, init_tracing};
     }
     /// The WebAssembly plugin runtime.
     pub mod plugin {
@@ -150,55 +154,74 @@ pub mod unstable {
     }
     /// Where crewbox keeps its files (XDG directories).
     pub mod paths {
-        pub use crate::paths::*;
-    }
-    /// Process liveness.
-    pub mod process {
-        pub use crate::process::*;
+        pub use crate::paths::{repo_id, repo_state_dir, serde_path};
     }
     /// Model providers.
     pub mod provider {
         pub use crate::provider::*;
     }
-    /// Masking of secrets at every sink.
+    /// The scale-out worker (`crewbox worker`) and the task wire format.
     pub mod remote {
-        pub use crate::remote::task::*;
-        pub use crate::remote::worker::{WorkerOptions, WorkerStats};
+        pub use crate::remote::task::{TaskResult, WIRE_VERSION};
+        pub use crate::remote::worker::WorkerOptions;
         pub use crate::repository::serve_worker as serve;
     }
+    /// Masking of secrets at every sink.
     pub mod redact {
-        pub use crate::redact::*;
+        pub use crate::redact::{MASK, clean, register, register_secret_env};
     }
     /// Replays of recorded runs (`crewbox replay`, `export --cassette`).
     pub mod replay {
-        pub use crate::replay::*;
+        pub use crate::replay::{ReplayOptions, ReplayOutcome, ReplayReport, cassette, plan, save};
     }
     /// The process sandbox agents' commands run in.
     pub mod sandbox {
-        pub use crate::sandbox::*;
+        pub use crate::sandbox::{
+            AgentSandbox, AgentScope, Helper, ProbeReport, Sandbox, SandboxConfig, SandboxMode,
+            SandboxOptions, helper, layout,
+        };
     }
     /// Scheduled jobs and the daemon.
     pub mod schedule {
-        pub use crate::schedule::*;
+        pub use crate::schedule::{
+            CatchUp, Overlap, ScheduleSpec, daemon, lock, parse_time_zone, validate_job_name,
+            validate_prompt,
+        };
     }
     /// The SQLite store.
     pub mod store {
-        pub use crate::store::*;
+        pub use crate::store::{
+            AgentCounts, AgentRecord, AgentRow, AgentStats, AgentWorker, ControlKind, DB_FILE,
+            DeadLetter, FireStatus, Lookup, MIN_TAIL, RemoteResult, RunRecord, RunRow,
+            SCHEMA_VERSION, ScheduleRecord, StepRecord, StepState, Store, StoreError, now_ms,
+        };
     }
     /// Teams and role packs.
     pub mod team {
-        pub use crate::team::*;
+        pub use crate::team::{
+            Access, ExportFormat, Member, SkippedWhat, Team, TeamSource, discover, export, limits,
+        };
     }
     /// Agent tools.
     pub mod tool {
-        pub use crate::tool::*;
+        pub use crate::tool::{
+            Capability, SpawnError, Spawner, ToolContext, ToolError, ToolOutput, ToolRegistry,
+            registry,
+        };
     }
     /// Repository trust and the confined reads of repository files.
     pub mod trust {
-        pub use crate::trust::*;
+        pub use crate::trust::{
+            REPO_CONFIG, REPO_TEAMS, RepoRoot, Standing, Trust, TrustStore, notice_line, read,
+            rules, untrusted_effects,
+        };
     }
     /// Git worktrees.
     pub mod worktree {
-        pub use crate::worktree::*;
+        pub use crate::worktree::{
+            BranchArtifact, ChangeKind, ChangedPath, FinishOutcome, Identity, PruneReason,
+            WorktreeError, WorktreeManager, WorktreeOptions, WorktreeState,
+            sanitize_branch_component,
+        };
     }
 }

@@ -44,6 +44,7 @@ pub struct Redactor {
 
 impl Redactor {
     /// A redactor for `secrets` (short or blank values are dropped).
+    #[cfg(test)]
     pub fn new<I, S>(secrets: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -92,6 +93,7 @@ impl Redactor {
     }
 
     /// Whether it knows no secret.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.secrets.is_empty()
     }
@@ -127,13 +129,6 @@ pub fn register(secret: &str) {
     let mut next = guard.as_deref().cloned().unwrap_or_default();
     if next.insert(secret) {
         *guard = Some(Arc::new(next));
-    }
-}
-
-/// Registers the value of environment variable `var`, if it is set.
-pub fn register_env(var: &str) {
-    if let Some(v) = std::env::var_os(var) {
-        register(&v.to_string_lossy());
     }
 }
 
@@ -181,6 +176,7 @@ pub fn clean_owned(text: String) -> String {
 }
 
 /// [`clean_owned`] in place.
+#[cfg(test)]
 pub fn clean_in_place(text: &mut String) {
     if let Some(r) = current()
         && let Cow::Owned(cleaned) = r.clean(text)

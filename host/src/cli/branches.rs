@@ -3,7 +3,7 @@
 //! a branch checked out anywhere is never removed.
 
 use super::{Context, Exit};
-use crate::worktree::branches::{self, BranchInfo};
+use crewbox::types::BranchInfo;
 
 /// Arguments of `crewbox branches`.
 #[derive(Debug, Clone, clap::Args)]
@@ -35,8 +35,7 @@ struct Row<'a> {
 
 /// Lists (and with `--prune` removes) crewbox's branches.
 pub async fn run(ctx: &Context, args: BranchesArgs) -> anyhow::Result<Exit> {
-    let root = ctx.root().to_path_buf();
-    let all = tokio::task::spawn_blocking(move || branches::list(&root)).await??;
+    let all = ctx.branches().await?;
     let shown: Vec<&BranchInfo> = all.iter().filter(|b| !args.merged || b.merged).collect();
     let mut rows = Vec::with_capacity(shown.len());
     let mut failed = false;
@@ -48,8 +47,7 @@ pub async fn run(ctx: &Context, args: BranchesArgs) -> anyhow::Result<Exit> {
         } else if !b.merged && !args.force {
             (Some(false), Some("unmerged work (use --force)"))
         } else {
-            let (root, info) = (ctx.root().to_path_buf(), b.clone());
-            match tokio::task::spawn_blocking(move || branches::delete(&root, &info)).await? {
+            match ctx.remove_branch(b).await {
                 Ok(()) => (Some(true), None),
                 Err(e) => {
                     errln!("crewbox: cannot remove {}: {e}", b.name);

@@ -10,7 +10,7 @@ pub enum ExecutorChoice {
     Nats,
 }
 
-impl From<ExecutorChoice> for crate::config::ExecutorKind {
+impl From<ExecutorChoice> for crewbox::types::ExecutorKind {
     fn from(c: ExecutorChoice) -> Self {
         match c {
             ExecutorChoice::Local => Self::Local,

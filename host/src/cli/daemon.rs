@@ -129,7 +129,7 @@ async fn retry_transient(engine: crewbox::Engine, limit: u32, stop: Cancellation
                 && d.finished_at.unwrap_or(0).saturating_add(wait) <= now
         });
         if let Some(d) = due {
-            let overrides = crate::store::RetryOverrides::default();
+            let overrides = crewbox::types::RetryOverrides::default();
             match engine.retry(&d.agent_id, &overrides).await {
                 Ok(report) => say(format_args!(
                     "retry agent={} run={} attempt={} status={}",

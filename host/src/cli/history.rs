@@ -1,7 +1,7 @@
 //! `crewbox history`: a histogram of the stored dispatch decisions.
 
+use super::render::history as render;
 use super::{Context, Exit};
-use crate::observe::history::histogram;
 
 /// Arguments of `crewbox history`.
 #[derive(Debug, Clone, clap::Args)]
@@ -13,15 +13,11 @@ pub struct HistoryArgs {
 
 /// Prints how often each mode was chosen, explicitly or by the dispatcher.
 pub async fn run(ctx: Context, args: HistoryArgs) -> anyhow::Result<Exit> {
-    let records = match ctx.store_if_exists()? {
-        Some(store) => store.dispatch_history().await?,
-        None => Vec::new(),
-    };
-    let hist = histogram(&records);
+    let hist = ctx.history().await?;
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&hist.to_json())?);
+        outln!("{}", serde_json::to_string_pretty(&render::json(&hist))?);
     } else {
-        out!("{}", hist.render_text());
+        out!("{}", render::text(&hist));
     }
     Ok(Exit::Ok)
 }

@@ -56,6 +56,7 @@ mod lookup;
 pub mod mcp;
 pub mod plugin;
 mod progress;
+mod render;
 pub mod replay;
 pub mod resume;
 pub mod retry;

@@ -6,7 +6,7 @@
 use tokio_util::sync::CancellationToken;
 
 use super::{Context, Exit};
-use crate::store::RetryOverrides;
+use crewbox::types::RetryOverrides;
 
 /// Arguments of `crewbox retry`.
 #[derive(Debug, Clone, clap::Args)]

@@ -3,9 +3,9 @@
 use serde_json::json;
 
 use super::{Context, Exit};
-use crate::store::RunRecord;
 use crate::text::escape;
-use crewbox::{RunReport, RunStatus};
+use crewbox::RunStatus;
+use crewbox::types::RunRecord;
 
 /// Arguments of `crewbox status`.
 #[derive(Debug, Clone, clap::Args)]
@@ -63,17 +63,16 @@ impl StateFilter {
 /// Prints recent runs or one run's report. Works while another process is writing;
 /// never creates a store.
 pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
-    let store = ctx.store_if_exists()?;
     if let Some(id) = &args.run {
-        let Some(store) = store else {
-            errln!("crewbox: no run matches `{id}` (nothing has run here yet)");
-            return Ok(Exit::Usage);
+        let report = match ctx.run_report(id).await {
+            Ok(report) => report,
+            Err(e) if e.is_usage() => {
+                errln!("crewbox: {e}");
+                return Ok(Exit::Usage);
+            }
+            Err(e) => return Err(e.into()),
         };
-        let report = match super::lookup::run(&store, id).await? {
-            Ok(run) => RunReport::load(&store, run).await?,
-            Err(exit) => return Ok(exit),
-        };
-        let workers = store.agent_workers(&report.run_id).await?;
+        let workers = ctx.agent_workers(&report.run_id).await?;
         if args.json {
             let mut value = serde_json::to_value(&report)?;
             if !workers.is_empty() {
@@ -91,31 +90,27 @@ pub async fn run(ctx: Context, args: StatusArgs) -> anyhow::Result<Exit> {
         }
         return Ok(Exit::Ok);
     }
-    let (runs, counts, path) = match &store {
-        Some(store) => {
-            let runs = match args.state {
-                None => store.recent_runs_in(None, args.limit).await?,
-                // Running and interrupted runs are told apart by their process, so
-                // the stored ones are read until `limit` of the wanted kind are found.
-                Some(state) => {
-                    let all = store.recent_runs_in(Some(state.stored()), u32::MAX).await?;
-                    all.into_iter()
-                        .filter(|r| state.admits(r))
-                        .take(args.limit as usize)
-                        .collect()
-                }
-            };
-            (
-                runs,
-                store.agent_counts().await?,
-                Some(store.path().to_path_buf()),
-            )
+    let (runs, counts, path) = match args.state {
+        None => {
+            let list = ctx.runs(None, Some(args.limit)).await?;
+            (list.runs, list.agents, list.store)
         }
-        None => (Vec::new(), Default::default(), None),
+        // Running and interrupted runs are told apart by their process, so the stored
+        // ones are read until `limit` of the wanted kind are found.
+        Some(state) => {
+            let list = ctx.runs(Some(state.stored()), None).await?;
+            let runs = list
+                .runs
+                .into_iter()
+                .filter(|r| state.admits(r))
+                .take(args.limit as usize)
+                .collect();
+            (runs, list.agents, list.store)
+        }
     };
     let runs = &runs;
     if args.json {
-        let runs: Vec<_> = runs.iter().map(crate::control::run_summary).collect();
+        let runs: Vec<_> = runs.iter().map(RunRecord::summary).collect();
         outln!(
             "{}",
             serde_json::to_string_pretty(

@@ -2,8 +2,8 @@
 
 use std::io::Write as _;
 
+use super::render::tree as render;
 use super::{Context, Exit};
-use crate::observe::tree;
 
 /// How `crewbox tree` prints.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -54,38 +54,25 @@ impl TreeArgs {
 pub async fn run(ctx: Context, args: TreeArgs) -> anyhow::Result<Exit> {
     let format = args.format();
     let wanted = args.run.or(args.run_flag);
-    let Some(store) = ctx.store_if_exists()? else {
-        match &wanted {
-            Some(id) => errln!("crewbox: no run matches `{id}` (nothing has run here yet)"),
-            None => errln!("crewbox: no runs recorded yet"),
+    let found = match ctx.tree(wanted.as_deref()).await {
+        Ok(found) => found,
+        Err(e) if e.is_usage() => {
+            errln!("crewbox: {e}");
+            return Ok(Exit::Usage);
         }
-        return Ok(Exit::Usage);
+        Err(e) => return Err(e.into()),
     };
-    let run = match &wanted {
-        Some(id) => match super::lookup::run(&store, id).await? {
-            Ok(run) => run,
-            Err(exit) => return Ok(exit),
-        },
-        None => match store.recent_runs(1).await?.into_iter().next() {
-            Some(run) => run,
-            None => {
-                errln!("crewbox: no runs recorded yet");
-                return Ok(Exit::Usage);
-            }
-        },
-    };
-    let agents = store.agent_nodes(&run.id).await?;
-    let tree = tree::build(&agents);
+    let (run, tree) = (&found.run, &found.tree);
     let out = match format {
         TreeFormat::Text => {
             let mut text = format!("run {} ({})\n", run.id, run.mode.as_str());
-            let workers = store.agent_workers(&run.id).await?;
-            text.push_str(&with_workers(&tree.render_text(), &workers));
+            let workers = ctx.agent_workers(&run.id).await?;
+            text.push_str(&with_workers(&render::text(tree), &workers));
             text
         }
-        TreeFormat::Mermaid => tree.render_mermaid(),
+        TreeFormat::Mermaid => render::mermaid(tree),
         TreeFormat::Json => {
-            let mut json = tree.render_json(run.id.as_str());
+            let mut json = tree.to_json(run.id.as_str());
             json.push('\n');
             json
         }
@@ -96,7 +83,7 @@ pub async fn run(ctx: Context, args: TreeArgs) -> anyhow::Result<Exit> {
 }
 
 /// Each line of an agent that ran on a worker (scale-out) ends with `@ WORKER`.
-pub(super) fn with_workers(text: &str, workers: &[crate::store::AgentWorker]) -> String {
+pub(super) fn with_workers(text: &str, workers: &[crewbox::types::AgentWorker]) -> String {
     if workers.is_empty() {
         return text.to_owned();
     }

@@ -23,13 +23,12 @@ pub mod workspace;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use crate::paths::xdg_dir;
-pub use effective::{Ignored, IgnoredAction, Setting, Source};
+pub use effective::{Ignored, IgnoredAction, Source};
 pub use nats::{ExecutorKind, NatsSettings};
-pub use provider::{ProviderChoice, ProviderChoiceError};
-pub use quotas::{QuotaFile, Quotas};
+pub use provider::ProviderChoiceError;
+pub use quotas::Quotas;
 pub use user::ConfigFile;
-pub use workspace::{WorkspaceFile, WorkspaceSettings};
+pub use workspace::WorkspaceSettings;
 
 use crate::provider::config::ProviderConfig;
 use crate::trust::read::{Confined, MAX_FILE_BYTES, ReadError, read_bounded};

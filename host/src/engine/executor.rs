@@ -156,7 +156,7 @@ pub(crate) trait Executor: Send + Sync {
 }
 
 /// Builds an engine's executor over its services. The composition root
-/// (`repository.rs`) chooses one from the user's config; the engine never names the
+/// (`repository/`) chooses one from the user's config; the engine never names the
 /// executors above it (scale-out lives in `remote/`).
 #[async_trait]
 pub(crate) trait ExecutorFactory: Send + Sync {

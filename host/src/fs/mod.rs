@@ -41,7 +41,7 @@ mod write;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -221,26 +221,6 @@ impl FsError {
         )
     }
 
-    /// The path as given.
-    pub fn path(&self) -> &Path {
-        match self {
-            Self::Absolute { path }
-            | Self::Climbs { path }
-            | Self::Invalid { path }
-            | Self::Link { path, .. }
-            | Self::LinkEscapes { path, .. }
-            | Self::TooManyLinks { path }
-            | Self::Git { path, .. }
-            | Self::Protected { path }
-            | Self::NotFound { path }
-            | Self::IsDirectory { path }
-            | Self::NotDirectory { path }
-            | Self::NotRegular { path, .. }
-            | Self::TooLarge { path, .. }
-            | Self::Io { path, .. } => path,
-        }
-    }
-
     fn io(path: &Path, op: &'static str, e: Errno) -> Self {
         Self::Io {
             path: path.to_owned(),
@@ -354,11 +334,6 @@ impl Root {
     /// The root's canonical path.
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// The root's descriptor.
-    pub fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
     }
 
     /// The canonical path of what `rel` resolves to (links followed as `rules` allow),

@@ -108,6 +108,10 @@ pub struct Client {
     changed: Arc<AtomicBool>,
     offer: Offer,
     /// The stdio server's process (its whole tree dies when this is dropped).
+    #[expect(
+        dead_code,
+        reason = "held for its drop, which ends the server's process tree"
+    )]
     child: Option<SandboxedChild>,
     stderr: Arc<Mutex<Vec<u8>>>,
     /// Counts the messages over [`MAX_LINE_BYTES`] the server sent (stdio).
@@ -367,11 +371,6 @@ impl Client {
     /// What the server's stderr last said (stdio), for an error.
     pub fn stderr_note(&self) -> String {
         stderr_tail(&self.stderr)
-    }
-
-    /// Whether this connection runs a process.
-    pub fn has_process(&self) -> bool {
-        self.child.is_some()
     }
 }
 

@@ -20,7 +20,7 @@ pub mod project;
 pub mod serve;
 pub mod tools;
 
-pub use config::{McpServer, McpSettings, ServerSource};
+pub use config::{McpServer, McpSettings};
 pub use pool::{AgentMcp, Pool};
 
 /// Why an MCP tool could not be offered or called. Every variant goes back to the

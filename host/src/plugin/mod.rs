@@ -1,7 +1,7 @@
 //! The WebAssembly plugin runtime: one `bindgen!`, deny-by-default grants, limits, cache.
 //!
 //! ```no_run
-//! # async fn demo(bytes: std::sync::Arc<[u8]>) -> anyhow::Result<()> {
+//! # async fn demo(bytes: std::sync::Arc<[u8]>) -> Result<(), Box<dyn std::error::Error>> {
 //! use crewbox::unstable::plugin::*;
 //! let runtime = PluginRuntime::new(RuntimeConfig::default())?;
 //! let grants = Grants::none().log();

@@ -19,6 +19,9 @@ pub mod streams;
 pub mod task;
 pub mod url;
 pub mod worker;
+mod worker_error;
+
+pub use worker_error::WorkerError;
 
 pub(crate) use coordinator::OverNats;
 

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::streams::{self, event_subject, result_subject};
 use super::task::{MAX_CHILDREN, Task, TaskPlacement, TaskResult, WIRE_VERSION, is_token};
-use super::{RemoteError, git};
+use super::{RemoteError, WorkerError, git};
 use crate::agent::permissions::{CapSet, Permissions};
 use crate::agent::runner::AgentSpec;
 use crate::config::{Config, Quotas};
@@ -81,7 +81,7 @@ pub struct OpenedClone {
 }
 
 /// Opens a clone of a remote as a repository, under the same rules as the CLI's (the
-/// composition root, `repository.rs`, provides it: the worker does not reach above
+/// composition root, `repository/`, provides it: the worker does not reach above
 /// the engine).
 pub trait CloneOpener: Send + Sync {
     /// Opens the clone at `dir`, its state under `state_base`.
@@ -89,7 +89,7 @@ pub trait CloneOpener: Send + Sync {
         &self,
         dir: &std::path::Path,
         state_base: &std::path::Path,
-    ) -> anyhow::Result<OpenedClone>;
+    ) -> Result<OpenedClone, Box<dyn std::error::Error + Send + Sync>>;
 }
 
 struct Shared {
@@ -123,7 +123,7 @@ pub async fn serve(
     opts: WorkerOptions,
     opener: Arc<dyn CloneOpener>,
     shutdown: CancellationToken,
-) -> anyhow::Result<WorkerStats> {
+) -> Result<WorkerStats, WorkerError> {
     let config = Config::load_user()?;
     let settings = config.nats.clone();
     let pool = opts.pool.clone().unwrap_or(settings.pool.clone());
@@ -156,9 +156,7 @@ pub async fn serve(
     let consumer = streams::pool_consumer(&tasks, &pool, settings.ack_wait).await?;
     let state_base = match opts.state_base.clone().or(config.state_dir.clone()) {
         Some(b) => b,
-        None => crate::paths::user_state_dir().ok_or_else(|| {
-            anyhow::anyhow!("neither XDG_STATE_HOME nor HOME is set; pass --state-dir")
-        })?,
+        None => crate::paths::user_state_dir().ok_or(WorkerError::NoStateHome)?,
     };
     let state_base = std::path::absolute(&state_base)?;
     let worker_dir = state_base.join("worker");
@@ -444,7 +442,7 @@ fn failure(task: &Task, exec: &str, worker: &str, why: String) -> TaskResult {
 
 /// The engine services of the clone of the task's remote (cloned and opened on first
 /// use), with the task's base commit fetched into it.
-async fn services_for(shared: &Shared, task: &Task) -> Result<Arc<Services>, anyhow::Error> {
+async fn services_for(shared: &Shared, task: &Task) -> Result<Arc<Services>, WorkerError> {
     let remote = task.remote.as_str();
     let mut engines = shared.engines.lock().await;
     if let Some(s) = engines.get(remote) {
@@ -467,7 +465,10 @@ async fn services_for(shared: &Shared, task: &Task) -> Result<Arc<Services>, any
         .insert((remote.to_owned(), task.base.clone()));
     // A clone of a remote without branches has no HEAD; worktrees need one.
     git::ensure_head(&dir, &task.base).await?;
-    let repo = shared.opener.open(&dir, &shared.state_base)?;
+    let repo = shared
+        .opener
+        .open(&dir, &shared.state_base)
+        .map_err(WorkerError::Open)?;
     let services = Services::open(
         repo.root,
         shared.store.clone(),
@@ -486,7 +487,7 @@ async fn run_task(
     shared: &Arc<Shared>,
     task: &Task,
     exec: &str,
-) -> Result<TaskResult, anyhow::Error> {
+) -> Result<TaskResult, WorkerError> {
     let services = services_for(shared, task).await?;
     let run = RunId::from_string(task.run_id.clone());
     record_run(shared, &run).await?;
@@ -556,7 +557,7 @@ async fn run_task(
 }
 
 /// Records the task's run in the worker's own store (agents refer to it).
-async fn record_run(shared: &Shared, run: &RunId) -> Result<(), anyhow::Error> {
+async fn record_run(shared: &Shared, run: &RunId) -> Result<(), WorkerError> {
     let mut runs = shared.runs.lock().await;
     if runs.contains(run.as_str()) {
         return Ok(());

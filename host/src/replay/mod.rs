@@ -14,7 +14,7 @@ mod compare;
 
 use std::path::{Path, PathBuf};
 
-pub use compare::{AgentMatch, ReplayOutcome, ReplayReport};
+pub use compare::{ReplayOutcome, ReplayReport};
 
 use crate::config::ExecutorKind;
 use crate::engine::RunReport;

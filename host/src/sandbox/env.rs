@@ -65,11 +65,6 @@ impl Secrets {
     pub fn is_secret(&self, name: &str, value: &str) -> bool {
         self.names.contains(name) || self.values.iter().any(|k| value.contains(k.as_str()))
     }
-
-    /// Whether `name` is a key variable.
-    pub fn is_key_name(&self, name: &str) -> bool {
-        self.names.contains(name)
-    }
 }
 
 /// Which host variables a command receives.

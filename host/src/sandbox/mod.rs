@@ -40,7 +40,7 @@ pub mod view;
 pub use child::{SandboxedChild, SetupFailure};
 pub use config::{SandboxConfig, SandboxMode, SandboxSetting};
 pub use env::{EnvPolicy, Secrets};
-pub use policy::{Limits, Mount, Policy, Program};
+pub use policy::Program;
 pub use spawn::{ProbeReport, Spawn};
 
 /// Why a sandboxed process could not be started.

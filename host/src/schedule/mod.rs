@@ -11,12 +11,5 @@ pub mod lock;
 pub mod next_fire;
 pub mod spec;
 
-pub use next_fire::{
-    CatchUp, FirePlan, MAX_COUNTED_MISSED, ON_TIME_GRACE, Overlap, OverlapAction, next_fire,
-    next_fire_every, plan_fires,
-};
-pub use spec::{
-    CronField, FieldProblem, MAX_JOB_NAME_LEN, MAX_PROMPT_CHARS, MIN_INTERVAL, ScheduleError,
-    ScheduleSpec, format_interval, parse_interval, parse_time_zone, validate_job_name,
-    validate_prompt,
-};
+pub use next_fire::{CatchUp, Overlap, OverlapAction, plan_fires};
+pub use spec::{ScheduleSpec, parse_time_zone, validate_job_name, validate_prompt};

@@ -27,10 +27,9 @@ use tokio::sync::oneshot;
 
 pub use crate::event::EventRecord;
 pub use records::{
-    AgentNode, AgentRecord, AgentStats, ControlKind, ControlRecord, DispatchRecord, RunRecord,
-    now_ms,
+    AgentNode, AgentRecord, AgentStats, ControlKind, DispatchRecord, RunRecord, now_ms,
 };
-pub use schedules::{FireStatus, ScheduleKind, ScheduleRecord};
+pub use schedules::{FireStatus, ScheduleRecord};
 pub use schema::SCHEMA_VERSION;
 pub use steps::{StepRecord, StepState};
 use writer::{Ack, Write};

@@ -65,6 +65,16 @@ impl RunRecord {
 }
 
 impl RunRecord {
+    /// The run as `crewbox status --json` and the MCP `runs` tool list it.
+    pub fn summary(&self) -> serde_json::Value {
+        serde_json::json!({
+            "run_id": self.id, "mode": self.mode, "status": self.status,
+            "exit_reason": self.exit_reason, "prompt": self.prompt,
+            "created_at": self.created_at, "finished_at": self.finished_at,
+            "team": self.team, "interrupted": self.is_interrupted(),
+        })
+    }
+
     /// Unfinished, and no live process drives it (another process's pid is gone, or
     /// none is recorded): `crewbox resume` may take it over.
     pub fn is_interrupted(&self) -> bool {

@@ -15,14 +15,12 @@ pub mod load;
 pub mod origin;
 pub mod pack;
 
-pub use export::{ExportError, ExportFormat, ExportReport, export};
+pub use export::{ExportFormat, export};
 pub use file::{
-    Access, DEFAULT_WORKER_TIMEOUT, Evaluator, MAX_NAME_LEN, Member, Orchestrator, Skipped,
-    SkippedWhat, Team, TeamError, TeamFiles, TeamFormat, TeamProblem, TeamSource, load_file,
-    parse_team, parse_team_with, valid_name,
+    Access, MAX_NAME_LEN, Member, SkippedWhat, Team, TeamError, TeamSource, valid_name,
 };
 pub use limits::TeamPolicy;
-pub use load::{Discovered, FindTeamError, PackNote, discover, merge_layers};
+pub use load::{FindTeamError, discover};
 
 /// The control-message target of team `name`'s reflect loop `run` (`crewbox send
 /// --team` names the loop running when the message is sent): that loop reads it at

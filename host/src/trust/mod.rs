@@ -28,7 +28,7 @@ use std::path::Path;
 use serde::Serialize;
 
 pub use repo::RepoRoot;
-pub use store::{Standing, TrustError, TrustRecord, TrustStore};
+pub use store::{Standing, TrustError, TrustStore};
 
 /// Whether the user trusts a repository.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

@@ -54,8 +54,8 @@ pub use checkpoint::checkpoint_ref;
 pub use error::WorktreeError;
 pub use git::{ChangeKind, ChangedPath};
 pub use integration::{MergeOutcome, Merged};
-pub use limits::{CommitLimits, CommitRules, LeftOut, LeftOutReason};
-pub use maintenance::{PruneReason, PruneReport, PrunedWorktree, WorktreeInfo, WorktreeState};
+pub use limits::{CommitLimits, CommitRules, LeftOut};
+pub use maintenance::{PruneReason, PruneReport, WorktreeInfo, WorktreeState};
 pub use sanitize::{sanitize_branch_component, sanitize_message};
 
 use marker::{Marker, MarkerData, SlotState};

@@ -11,7 +11,7 @@ use super::{Server, tool_error, tool_json};
 use crate::control;
 use crate::engine::{RunReport, RunRequest};
 use crate::event::Artifact;
-use crate::store::{Store, StoreError};
+use crate::store::{RunRecord, Store, StoreError};
 use crate::vocab::ModeChoice;
 use crate::worktree::{BranchArtifact, WorktreeError};
 
@@ -152,7 +152,7 @@ async fn status(store: &Store, a: tools::StatusArgs) -> OpResult {
     }
     let limit = a.limit.unwrap_or(10).clamp(1, tools::MAX_STATUS_LIMIT);
     let runs = store.recent_runs_in(None, limit).await?;
-    let runs: Vec<Value> = runs.iter().map(control::run_summary).collect();
+    let runs: Vec<Value> = runs.iter().map(RunRecord::summary).collect();
     Ok(tool_json(
         &json!({ "runs": runs, "agents": store.agent_counts().await? }),
     ))
@@ -199,7 +199,7 @@ async fn tree(store: &Store, a: tools::TreeArgs) -> OpResult {
         },
     };
     let agents = store.agent_nodes(&run.id).await?;
-    let text = crate::observe::tree::build(&agents).render_json(run.id.as_str());
+    let text = crate::observe::tree::AgentTree::build(agents).to_json(run.id.as_str());
     let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
     Ok(tool_json(&value))
 }

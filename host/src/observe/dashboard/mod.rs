@@ -227,7 +227,7 @@ impl RunDetail {
                 created_at: a.created_at,
             })
             .collect();
-        self.tree = super::tree::build(&nodes)
+        self.tree = super::tree::AgentTree::build(nodes)
             .preorder()
             .into_iter()
             .map(|(i, depth, _)| (i, depth))

@@ -184,6 +184,7 @@ fn is_roster_heading(text: &str) -> bool {
 }
 
 /// The roster table of a parsed `team.md`, or why there is none.
+#[cfg(test)]
 pub fn roster_table(doc: &Doc<'_>) -> Result<(Table, Columns), String> {
     roster_found(doc).map(|f| (f.table, f.columns))
 }

@@ -26,6 +26,7 @@ pub struct Assignments {
 
 impl Assignments {
     /// No member got a task.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.tasks.is_empty()
     }

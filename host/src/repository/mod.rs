@@ -3,6 +3,10 @@
 //! repository may set), and the state directory its store and worktrees live in —
 //! never chosen by a repository file. Everything that reads or runs starts here.
 
+mod reads;
+
+pub use reads::{ReadError, RecordKind, RunList, RunTree};
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -370,7 +374,7 @@ impl crate::remote::worker::CloneOpener for WorkerClones {
         &self,
         dir: &Path,
         state_base: &Path,
-    ) -> anyhow::Result<crate::remote::worker::OpenedClone> {
+    ) -> Result<crate::remote::worker::OpenedClone, Box<dyn std::error::Error + Send + Sync>> {
         let repo = Repository::open(Some(dir), Some(state_base))?;
         Ok(crate::remote::worker::OpenedClone {
             sandbox: repo.sandbox()?,
@@ -387,6 +391,6 @@ impl crate::remote::worker::CloneOpener for WorkerClones {
 pub async fn serve_worker(
     opts: crate::remote::worker::WorkerOptions,
     shutdown: CancellationToken,
-) -> anyhow::Result<crate::remote::worker::WorkerStats> {
+) -> Result<crate::remote::worker::WorkerStats, crate::remote::WorkerError> {
     crate::remote::worker::serve(opts, Arc::new(WorkerClones), shutdown).await
 }
