@@ -86,7 +86,11 @@ fn toolchain(lang: Lang) -> Option<PathBuf> {
         Lang::Js => from("CREWBOX_TEST_NODE", "test-node").join("node_modules/.bin"),
         Lang::Rust => return None,
     };
-    let tool = if lang == Lang::Python { "componentize-py" } else { "jco" };
+    let tool = if lang == Lang::Python {
+        "componentize-py"
+    } else {
+        "jco"
+    };
     dir.join(tool).is_file().then_some(dir)
 }
 
@@ -125,23 +129,44 @@ async fn first_load(lang: Lang) -> Option<serde_json::Value> {
             None,
         );
         assert!(said.contains("compiled into the plugin cache"), "{said}");
-        (wasm, "stand-in tests/guests/dist/trivial-validator.wasm, `plugin check`")
+        (
+            wasm,
+            "stand-in tests/guests/dist/trivial-validator.wasm, `plugin check`",
+        )
     } else {
         let Some(tools) = toolchain(lang) else {
-            eprintln!("SKIPPED: the {name} template (its toolchain is not installed: scripts/test-deps.sh)");
+            eprintln!(
+                "SKIPPED: the {name} template (its toolchain is not installed: scripts/test-deps.sh)"
+            );
             return None;
         };
         let project = format!("tpl-{name}");
         crewbox(
-            &["plugin", "new", &project, "--kind", "validator", "--lang", name],
+            &[
+                "plugin",
+                "new",
+                &project,
+                "--kind",
+                "validator",
+                "--lang",
+                name,
+            ],
             work.path(),
             after_build.path(),
             Some(&tools),
         );
         let root = work.path().join(&project);
-        let said = crewbox(&["plugin", "build"], &root, after_build.path(), Some(&tools));
+        let said = crewbox(
+            &["plugin", "build"],
+            &root,
+            after_build.path(),
+            Some(&tools),
+        );
         assert!(said.contains("compiled into the plugin cache"), "{said}");
-        (root.join(format!("{project}.wasm")), "the template, `plugin build`")
+        (
+            root.join(format!("{project}.wasm")),
+            "the template, `plugin build`",
+        )
     };
     let build_s = started.elapsed().as_secs_f64();
     let bytes: Arc<[u8]> = std::fs::read(&wasm).expect("component").into();
@@ -150,7 +175,11 @@ async fn first_load(lang: Lang) -> Option<serde_json::Value> {
     let (cold_ms, outcome) = timed_load(cold.path(), &bytes).await;
     assert_eq!(outcome, CacheOutcome::Stored);
     let (after_build_ms, outcome) = timed_load(after_build.path(), &bytes).await;
-    assert_eq!(outcome, CacheOutcome::Hit, "`plugin build` left its artifact");
+    assert_eq!(
+        outcome,
+        CacheOutcome::Hit,
+        "`plugin build` left its artifact"
+    );
     let mb = bytes.len() as f64 / (1 << 20) as f64;
     println!(
         "{name} template ({mb:.1} MB; {made_by}, {build_s:.1} s): first load cold {cold_ms:.0} ms, \

@@ -7,8 +7,8 @@
 use std::hash::{BuildHasher, Hash};
 use std::time::Duration;
 
-use hashbrown::hash_table::{Entry, HashTable};
 use hashbrown::DefaultHashBuilder;
+use hashbrown::hash_table::{Entry, HashTable};
 use tokio::time::Instant;
 
 use super::{GroupId, JoinMode, Spawn, SwarmId};

@@ -238,7 +238,10 @@ fn precompile_built(path: &Path) -> anyhow::Result<Exit> {
     let (name, bytes) = match read_file(&rt, path) {
         Ok(read) => read,
         Err(e) => {
-            errln!("crewbox: {shown} cannot be compiled: {}", escape(&e.to_string()));
+            errln!(
+                "crewbox: {shown} cannot be compiled: {}",
+                escape(&e.to_string())
+            );
             return Ok(Exit::CheckFailed);
         }
     };

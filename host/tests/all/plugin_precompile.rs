@@ -89,7 +89,10 @@ fn the_first_run_is_a_hit(dir: &Path, cache: &Path, wasm: &Path, criterion: &str
     assert!(out.status.success(), "{}", text(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let verdicts = report["agents"][0]["verdicts"].as_array().unwrap();
-    assert_eq!(verdicts[0]["outcome"], "passed", "the run used it: {report}");
+    assert_eq!(
+        verdicts[0]["outcome"], "passed",
+        "the run used it: {report}"
+    );
 
     assert_eq!(cache_entries(dir, cache), 1, "nothing new was stored");
     let (after, after_inode) = the_artifact(cache);
@@ -99,7 +102,10 @@ fn the_first_run_is_a_hit(dir: &Path, cache: &Path, wasm: &Path, criterion: &str
         "the run loaded the artifact the build wrote (a miss stores a new file)"
     );
     let used = std::fs::metadata(&after).unwrap().modified().unwrap();
-    assert!(used > hour_ago + Duration::from_secs(60), "the hit marked it used");
+    assert!(
+        used > hour_ago + Duration::from_secs(60),
+        "the hit marked it used"
+    );
 }
 
 /// Regression for issue 29 ("first plugin load"): a run right after `plugin check`
