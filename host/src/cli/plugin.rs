@@ -1,5 +1,6 @@
-//! `crewbox plugin list|inspect|check|cache`: what plugins exist, whether they load, and
-//! the compiled-plugin cache.
+//! `crewbox plugin list|inspect|check|new|build|cache`: what plugins exist, whether they
+//! load, building one, and the compiled-plugin cache. `build` and `check` compile the
+//! component into the cache the way a run would, so its first run loads it from there.
 
 use std::path::{Path, PathBuf};
 
@@ -8,7 +9,8 @@ use serde::Serialize;
 use super::Exit;
 use crate::plugin::discover::{self, Found};
 use crate::plugin::{
-    Compiler, Grants, PluginKind, PluginRuntime, PluginSource, RuntimeConfig, UserGrant, Violation,
+    CacheOutcome, Compiler, Grants, PluginError, PluginKind, PluginRuntime, PluginSource,
+    Precompiled, RuntimeConfig, UserGrant, Violation,
 };
 use crate::text::escape;
 
@@ -62,7 +64,8 @@ pub enum PluginCommand {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
-    /// Builds the plugin project in DIR (default: here) and prints the component's path.
+    /// Builds the plugin project in DIR (default: here), compiles the component into the
+    /// plugin cache so its first run loads fast, and prints the component's path.
     Build {
         /// The project (where `crewbox-plugin.toml` is).
         dir: Option<PathBuf>,
@@ -203,6 +206,64 @@ fn list_row(rt: &PluginRuntime, c: discover::Candidate, user: &[UserGrant]) -> L
     }
 }
 
+/// What a compile ahead of the first run did, in words (`plugin build`, `plugin check`).
+fn precompiled_note(rt: &PluginRuntime, done: &Precompiled) -> String {
+    let ms = done.elapsed.as_millis();
+    match done.outcome {
+        CacheOutcome::Stored => format!("compiled into the plugin cache: {ms} ms"),
+        CacheOutcome::Hit => format!("already in the plugin cache (loaded in {ms} ms)"),
+        CacheOutcome::Compiled if rt.has_disk_cache() => format!(
+            "compiled in {ms} ms, but the plugin cache could not be written: \
+             the first run compiles it again"
+        ),
+        CacheOutcome::Compiled => format!("compiled in {ms} ms; {NO_CACHE}"),
+    }
+}
+
+/// Why nothing is cached without a cache directory, and what it costs.
+const NO_CACHE: &str =
+    "no plugin cache (neither XDG_CACHE_HOME nor HOME is set): the first run compiles it";
+
+/// After `plugin build`: compiles the component at `path` into the plugin cache exactly
+/// as a run's first load would, so that load is a cache hit. A refusal (over a compile
+/// limit, or not a valid component) fails the build, naming the file and the limit; no
+/// cache, or a compiler that could not run, is said and the build still succeeds.
+fn precompile_built(path: &Path) -> anyhow::Result<Exit> {
+    let rt = runtime()?;
+    if !rt.has_disk_cache() {
+        errln!("crewbox: {NO_CACHE}");
+        return Ok(Exit::Ok);
+    }
+    let shown = escape(&path.display().to_string()).into_owned();
+    let (name, bytes) = match read_file(&rt, path) {
+        Ok(read) => read,
+        Err(e) => {
+            errln!(
+                "crewbox: {shown} cannot be compiled: {}",
+                escape(&e.to_string())
+            );
+            return Ok(Exit::CheckFailed);
+        }
+    };
+    match rt.precompile(&name, &bytes) {
+        Ok(done) => errln!("crewbox: {}", precompiled_note(&rt, &done)),
+        Err(e @ (PluginError::Refused { .. } | PluginError::Compile { .. })) => {
+            errln!(
+                "crewbox: {shown} is built but cannot be used: {}",
+                escape(&e.to_string())
+            );
+            return Ok(Exit::CheckFailed);
+        }
+        // The compiler could not run, or the machine was too busy: not the
+        // component's fault, and the first run compiles it.
+        Err(e) => errln!(
+            "crewbox: not compiled into the plugin cache ({}); the first run compiles it",
+            escape(&e.to_string())
+        ),
+    }
+    Ok(Exit::Ok)
+}
+
 /// Reads a file named on the command line (regular files only, bounded).
 fn read_file(rt: &PluginRuntime, file: &Path) -> anyhow::Result<(String, Vec<u8>)> {
     let bytes = crate::plugin::file::read_component(file, rt.compile_limits().max_component_bytes)?;
@@ -232,8 +293,11 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
             let here = dir.clone().unwrap_or_else(|| PathBuf::from("."));
             let built = build::build(&here)?;
             errln!("crewbox: built {} bytes", built.bytes);
-            outln!("{}", built.path.display());
-            return Ok(Exit::Ok);
+            let exit = precompile_built(&built.path)?;
+            if exit == Exit::Ok {
+                outln!("{}", built.path.display());
+            }
+            return Ok(exit);
         }
         _ => {}
     }
@@ -363,17 +427,18 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                     return Ok(Exit::Usage);
                 }
             };
-            let detected = rt.inspect_named(&name, &bytes).ok().and_then(|i| i.kind);
             let found = Found {
                 name: name.clone(),
                 source: PluginSource::File(file.clone()),
                 bytes: bytes.clone().into(),
             };
-            let grants = kind
-                .or(detected)
-                .map(|k| grants(&found, k, &user))
-                .unwrap_or_default();
-            let violations = rt.check_fresh(&name, &bytes, kind, &grants);
+            let (violations, precompiled) = rt.check_precompiling(&name, &bytes, kind, |k| {
+                k.map(|k| grants(&found, k, &user)).unwrap_or_default()
+            });
+            // A refusal is among the violations below; only a compile is reported here.
+            if let Ok(done) = &precompiled {
+                errln!("crewbox: {}", precompiled_note(&rt, done));
+            }
             if json {
                 outln!(
                     "{}",

@@ -46,6 +46,6 @@ pub use host::workspace::WorkspaceView;
 pub use kind::PluginKind;
 pub use limits::{ComponentCaps, Limits};
 pub use runtime::{
-    ComponentInfo, DEFAULT_CACHE_MAX_BYTES, PluginRuntime, PluginSource, RuntimeConfig,
-    default_cache_dir,
+    ComponentInfo, DEFAULT_CACHE_MAX_BYTES, PluginRuntime, PluginSource, Precompiled,
+    RuntimeConfig, default_cache_dir,
 };

@@ -110,6 +110,29 @@ pub struct ComponentInfo {
     pub size: usize,
 }
 
+/// What compiling a component ahead of its first run did
+/// ([`PluginRuntime::precompile`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Precompiled {
+    /// Already cached, compiled and stored, or compiled without a cache to keep it.
+    pub outcome: CacheOutcome,
+    /// How long it took, the cache lookup included.
+    pub elapsed: Duration,
+}
+
+/// The one violation of a component that does not compile (or was refused).
+fn not_a_component(name: &str, kind: Option<PluginKind>, e: &PluginError) -> Violation {
+    Violation {
+        plugin: name.to_owned(),
+        kind,
+        interface: String::new(),
+        rule: Rule::NotAComponent {
+            reason: e.to_string(),
+        },
+        hint: None,
+    }
+}
+
 /// Stops the epoch ticker when the last handle to the runtime goes away.
 struct Ticker(Arc<AtomicBool>);
 
@@ -349,65 +372,92 @@ impl PluginRuntime {
         kind: Option<PluginKind>,
         grants: &Grants,
     ) -> Vec<Violation> {
-        self.check_compiled(name, bytes, kind, grants, false)
-    }
-
-    /// Like [`PluginRuntime::check`], but compiles again even if a refusal is cached
-    /// (`crewbox plugin check`). Blocking.
-    pub fn check_fresh(
-        &self,
-        name: &str,
-        bytes: &[u8],
-        kind: Option<PluginKind>,
-        grants: &Grants,
-    ) -> Vec<Violation> {
-        self.check_compiled(name, bytes, kind, grants, true)
-    }
-
-    fn check_compiled(
-        &self,
-        name: &str,
-        bytes: &[u8],
-        kind: Option<PluginKind>,
-        grants: &Grants,
-        fresh: bool,
-    ) -> Vec<Violation> {
-        match self.compile(name, bytes, fresh) {
-            Ok((component, _)) => {
-                let info = self.describe(&component, bytes.len());
-                let mut found = violations(
-                    name,
-                    kind,
-                    info.imports.iter().map(String::as_str),
-                    info.exports.iter().map(String::as_str),
-                    grants,
-                );
-                // Passing the rules is not loading: the imports must also link.
-                if found.is_empty()
-                    && let Some(kind) = kind.or(info.kind)
-                    && let Err(reason) = self.link(&component, kind, grants)
-                {
-                    found.push(Violation {
-                        plugin: super::text::escape(name).into_owned(),
-                        kind: Some(kind),
-                        interface: String::new(),
-                        rule: Rule::DoesNotLink { reason },
-                        hint: None,
-                    });
-                }
-                super::producer::advise(&mut found, bytes);
-                found
-            }
-            Err(e) => vec![Violation {
-                plugin: name.to_owned(),
-                kind,
-                interface: String::new(),
-                rule: Rule::NotAComponent {
-                    reason: e.to_string(),
-                },
-                hint: None,
-            }],
+        match self.compile(name, bytes, false) {
+            Ok((component, _)) => self.violations_of(&component, name, bytes, kind, grants),
+            Err(e) => vec![not_a_component(name, kind, &e)],
         }
+    }
+
+    /// Whether compiled components are kept on disk (a cache directory is configured).
+    pub fn has_disk_cache(&self) -> bool {
+        self.inner.cache.is_some()
+    }
+
+    /// Compiles `bytes` into the disk cache ahead of its first run (`crewbox plugin
+    /// build`): exactly what a run's first load does — the same engine, compile limits,
+    /// compiler (the limited child for an untrusted component) and cache key — so that
+    /// load is a cache hit. A remembered refusal is not trusted: it compiles again.
+    /// Blocking.
+    pub fn precompile(&self, name: &str, bytes: &[u8]) -> Result<Precompiled, PluginError> {
+        let started = std::time::Instant::now();
+        let (_, outcome) = self.compile(&super::text::escape(name), bytes, true)?;
+        Ok(Precompiled {
+            outcome,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// `crewbox plugin check`: compiles afresh into the cache (as
+    /// [`PluginRuntime::precompile`]), then checks the component against the rules as
+    /// a plugin of `kind` (or of the kind its exports say) under the grants
+    /// `grants_for` gives that kind. Returns every rule it breaks (empty means it
+    /// loads) and what the compile did. Blocking.
+    pub fn check_precompiling(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        kind: Option<PluginKind>,
+        grants_for: impl FnOnce(Option<PluginKind>) -> Grants,
+    ) -> (Vec<Violation>, Result<Precompiled, PluginError>) {
+        let started = std::time::Instant::now();
+        match self.compile(name, bytes, true) {
+            Ok((component, outcome)) => {
+                let precompiled = Precompiled {
+                    outcome,
+                    elapsed: started.elapsed(),
+                };
+                let detected = self.describe(&component, bytes.len()).kind;
+                let grants = grants_for(kind.or(detected));
+                let found = self.violations_of(&component, name, bytes, kind, &grants);
+                (found, Ok(precompiled))
+            }
+            Err(e) => (vec![not_a_component(name, kind, &e)], Err(e)),
+        }
+    }
+
+    /// Every rule the compiled `component` breaks as a `kind` under `grants`, linking
+    /// included.
+    fn violations_of(
+        &self,
+        component: &Component,
+        name: &str,
+        bytes: &[u8],
+        kind: Option<PluginKind>,
+        grants: &Grants,
+    ) -> Vec<Violation> {
+        let info = self.describe(component, bytes.len());
+        let mut found = violations(
+            name,
+            kind,
+            info.imports.iter().map(String::as_str),
+            info.exports.iter().map(String::as_str),
+            grants,
+        );
+        // Passing the rules is not loading: the imports must also link.
+        if found.is_empty()
+            && let Some(kind) = kind.or(info.kind)
+            && let Err(reason) = self.link(component, kind, grants)
+        {
+            found.push(Violation {
+                plugin: super::text::escape(name).into_owned(),
+                kind: Some(kind),
+                interface: String::new(),
+                rule: Rule::DoesNotLink { reason },
+                hint: None,
+            });
+        }
+        super::producer::advise(&mut found, bytes);
+        found
     }
 
     /// Links `component` as a `kind` under `grants` and pre-instantiates it, as `load`

@@ -38,6 +38,7 @@ mod plugin_contract;
 mod plugin_hostile;
 mod plugin_limits;
 mod plugin_names;
+mod plugin_precompile;
 mod plugin_python;
 mod plugin_runtime;
 mod plugin_templates;
