@@ -1,7 +1,13 @@
 //! Scale-out against the local executor, in the same run: 1,000 single-turn scripted
 //! agents (20 `broadcast` runs of a 50-member team, all at once) executed in this
-//! process, then through a real nats-server by two `crewbox worker` processes on this
-//! machine. Last line: one JSON object.
+//! process, then through a real nats-server by 1, 2 and 4 `crewbox worker` processes on
+//! this machine (`CREWBOX_BENCH_WORKERS=1,2,4`), each count against a local run with as
+//! many slots. Where the machine has a core for the coordinator and one per worker, each
+//! worker is pinned to its own core with `taskset` (`pinned` says whether it was), so the
+//! figure says what more machines buy; where it has not, the workers share the cores
+//! with the coordinator and the nats-server, and the figures are the cost of
+//! distribution on one machine. Last line: one JSON object (figures per worker count,
+//! with the targets beside them).
 //!
 //! - `local_agents_per_s` / `nats_agents_per_s`: agents finished per second of wall time;
 //!   `throughput_ratio` = nats / local (on one machine the workers add transport, a
@@ -9,7 +15,10 @@
 //!   distribution, which more machines pay back).
 //! - `*_dispatch_p50_ms` / `*_dispatch_p99_ms`: from an agent's row being recorded
 //!   (queued) to its start (`running`) — the spawn queue's slots locally; publish, pull
-//!   and checkout on a worker.
+//!   and checkout on a worker. With 1,000 agents on 4 slots per worker most of it is
+//!   waiting for a free slot.
+//! - `*_exec_p50_ms`: from its start to its end as the agent reported them (on the
+//!   worker for NATS): what a slot spends on one agent.
 //!
 //! Needs `nats-server` (Debian package; scripts/test-deps.sh installs it).
 
@@ -26,7 +35,6 @@ use tokio_util::sync::CancellationToken;
 
 const MEMBERS: usize = 50;
 const RUNS: usize = 20;
-const WORKERS: usize = 2;
 const SLOTS: usize = 4;
 
 fn git(dir: &Path, args: &[&str]) {
@@ -73,21 +81,37 @@ fn percentile(xs: &mut [f64], p: f64) -> f64 {
     (xs[i] * 10.0).round() / 10.0
 }
 
-/// Runs every request at once; wall ms and each agent's queued→running ms.
-async fn measure(engine: &crewbox::Engine, req: &RunRequest, store: &Store) -> (f64, Vec<f64>) {
+/// What one measured batch of runs took.
+struct Measured {
+    /// Wall ms of all runs.
+    wall: f64,
+    /// Each agent's queued → running ms.
+    dispatch: Vec<f64>,
+    /// Each agent's running → finished ms (on the worker, as it reported).
+    exec: Vec<f64>,
+}
+
+/// Runs every request at once.
+async fn measure(engine: &crewbox::Engine, req: &RunRequest, store: &Store) -> Measured {
     let start = Instant::now();
     let runs = futures::future::join_all((0..RUNS).map(|_| engine.run(req.clone()))).await;
     let wall = start.elapsed().as_secs_f64() * 1e3;
-    let mut latencies = Vec::with_capacity(RUNS * MEMBERS);
+    let (mut dispatch, mut exec) = (Vec::new(), Vec::new());
     for r in runs {
         let r = r.unwrap();
         assert_eq!(r.status, RunStatus::Completed, "{}", r.render_text());
         assert_eq!(r.agents.len(), MEMBERS);
         for a in store.agents(&r.run_id).await.unwrap() {
-            latencies.push((a.started_at.unwrap() - a.created_at) as f64);
+            let started = a.started_at.unwrap();
+            dispatch.push((started - a.created_at) as f64);
+            exec.push((a.finished_at.unwrap() - started) as f64);
         }
     }
-    (wall, latencies)
+    Measured {
+        wall,
+        dispatch,
+        exec,
+    }
 }
 
 struct Guard(Vec<Child>);
@@ -158,46 +182,24 @@ async fn main() {
     wait_until("nats-server start", || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
-    let config = dir.path().join("config/crewbox");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("config.toml"),
-        format!(
-            "max_concurrent = {}\n[nats]\nurl = \"nats://127.0.0.1:{port}\"\npool = \"bench\"\n\
-             allow_remotes = [\"{}\"]\n",
-            WORKERS * SLOTS,
-            remote.display()
-        ),
-    )
-    .unwrap();
     for (var, sub) in [("XDG_CONFIG_HOME", "config"), ("XDG_CACHE_HOME", "cache")] {
         // SAFETY: set before the runtime starts any thread that reads the environment.
         unsafe { std::env::set_var(var, dir.path().join(sub)) };
     }
-    for w in 0..WORKERS {
-        let log = dir.path().join(format!("w{w}.log"));
-        children.0.push(
-            Command::new(env!("CARGO_BIN_EXE_crewbox"))
-                .args([
-                    "worker",
-                    "--slots",
-                    &SLOTS.to_string(),
-                    "--name",
-                    &format!("w{w}"),
-                ])
-                .arg("--script")
-                .arg(&script)
-                .env("CREWBOX_STATE_DIR", dir.path().join(format!("w{w}")))
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).unwrap())
-                .spawn()
-                .unwrap(),
-        );
-        wait_until("a worker start", || {
-            std::fs::read_to_string(&log).is_ok_and(|l| l.contains("serving pool"))
-        });
-    }
-
+    let counts: Vec<usize> = std::env::var("CREWBOX_BENCH_WORKERS")
+        .unwrap_or_else(|_| "1,2,4".into())
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .parse()
+                .expect("CREWBOX_BENCH_WORKERS: numbers, comma-separated")
+        })
+        .collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let taskset = ["/usr/bin/taskset", "/bin/taskset"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file());
     let req = RunRequest {
         prompt: "do the work".into(),
         team: Some("wide".into()),
@@ -205,34 +207,134 @@ async fn main() {
         script: Some(script.clone()),
         ..RunRequest::default()
     };
-    let state = dir.path().join("state");
-    let local = Repository::open(Some(&repo), Some(&state)).unwrap();
-    let engine = local.engine(CancellationToken::new()).await.unwrap();
-    let (local_ms, mut local_lat) = measure(&engine, &req, engine.store()).await;
-    drop(engine);
-    let nats = Repository::open(Some(&repo), Some(&state))
-        .unwrap()
-        .with_executor(ExecutorKind::Nats);
-    let engine = nats.engine(CancellationToken::new()).await.unwrap();
-    let (nats_ms, mut nats_lat) = measure(&engine, &req, engine.store()).await;
     let agents = (RUNS * MEMBERS) as f64;
-    let local_rate = agents / (local_ms / 1e3);
-    let nats_rate = agents / (nats_ms / 1e3);
+    let mut rounds = Vec::new();
+    for &workers in &counts {
+        write_config(dir.path(), port, workers * SLOTS, &remote);
+        // The coordinator (this process) on core 0, worker w on core w + 1, when there
+        // are that many cores.
+        let pinned = taskset.is_some() && cores > workers;
+        let mut procs = Guard(Vec::new());
+        for w in 0..workers {
+            let log = dir.path().join(format!("n{workers}-w{w}.log"));
+            let mut c = match (&taskset, pinned) {
+                (Some(ts), true) => {
+                    let mut c = Command::new(ts);
+                    c.args(["-c", &(w + 1).to_string()])
+                        .arg(env!("CARGO_BIN_EXE_crewbox"));
+                    c
+                }
+                _ => Command::new(env!("CARGO_BIN_EXE_crewbox")),
+            };
+            c.args([
+                "worker",
+                "--slots",
+                &SLOTS.to_string(),
+                "--name",
+                &format!("n{workers}-w{w}"),
+            ])
+            .arg("--script")
+            .arg(&script)
+            .env(
+                "CREWBOX_STATE_DIR",
+                dir.path().join(format!("n{workers}-w{w}")),
+            )
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+            procs.0.push(c.spawn().unwrap());
+            wait_until("a worker start", || {
+                std::fs::read_to_string(&log).is_ok_and(|l| l.contains("serving pool"))
+            });
+        }
+        let state = dir.path().join(format!("state-{workers}"));
+        let opened = Repository::open(Some(&repo), Some(&state)).unwrap();
+        let engine = opened.engine(CancellationToken::new()).await.unwrap();
+        let mut local = measure(&engine, &req, engine.store()).await;
+        drop(engine);
+        let opened = Repository::open(Some(&repo), Some(&state))
+            .unwrap()
+            .with_executor(ExecutorKind::Nats);
+        let engine = opened.engine(CancellationToken::new()).await.unwrap();
+        if let (Some(ts), true) = (&taskset, pinned) {
+            pin_self(ts, "0");
+        }
+        let mut nats = measure(&engine, &req, engine.store()).await;
+        if let (Some(ts), true) = (&taskset, pinned) {
+            pin_self(ts, &format!("0-{}", cores - 1));
+        }
+        drop(engine);
+        drop(procs);
+        let local_rate = agents / (local.wall / 1e3);
+        let nats_rate = agents / (nats.wall / 1e3);
+        let round = serde_json::json!({
+            "workers": workers,
+            "pinned": pinned,
+            "local_ms": local.wall.round(),
+            "nats_ms": nats.wall.round(),
+            "local_agents_per_s": local_rate.round(),
+            "nats_agents_per_s": nats_rate.round(),
+            "throughput_ratio": (nats_rate / local_rate * 1000.0).round() / 1000.0,
+            "local_dispatch_p50_ms": percentile(&mut local.dispatch, 0.5),
+            "local_dispatch_p99_ms": percentile(&mut local.dispatch, 0.99),
+            "local_exec_p50_ms": percentile(&mut local.exec, 0.5),
+            "nats_dispatch_p50_ms": percentile(&mut nats.dispatch, 0.5),
+            "nats_dispatch_p99_ms": percentile(&mut nats.dispatch, 0.99),
+            "nats_exec_p50_ms": percentile(&mut nats.exec, 0.5),
+        });
+        eprintln!("{round}");
+        rounds.push(round);
+    }
+    let nats_of = |n: usize| {
+        rounds
+            .iter()
+            .find(|r| r["workers"] == n)
+            .and_then(|r| r["nats_agents_per_s"].as_f64())
+    };
+    let scaling = match (nats_of(1), counts.iter().max().and_then(|&n| nats_of(n))) {
+        (Some(one), Some(most)) if one > 0.0 => (most / one * 100.0).round() / 100.0,
+        _ => 0.0,
+    };
     println!(
         "{}",
         serde_json::json!({
             "agents": RUNS * MEMBERS,
-            "workers": WORKERS,
             "slots_per_worker": SLOTS,
-            "local_ms": local_ms.round(),
-            "nats_ms": nats_ms.round(),
-            "local_agents_per_s": local_rate.round(),
-            "nats_agents_per_s": nats_rate.round(),
-            "throughput_ratio": (nats_rate / local_rate * 1000.0).round() / 1000.0,
-            "local_dispatch_p50_ms": percentile(&mut local_lat, 0.5),
-            "local_dispatch_p99_ms": percentile(&mut local_lat, 0.99),
-            "nats_dispatch_p50_ms": percentile(&mut nats_lat, 0.5),
-            "nats_dispatch_p99_ms": percentile(&mut nats_lat, 0.99),
+            "cores": cores,
+            "rounds": rounds,
+            "nats_scaling_most_vs_one_worker": scaling,
+            "targets": {
+                "throughput_ratio": ">= 0.5 (2 workers)",
+                "nats_dispatch_p50_ms": "<= 50",
+                "nats_dispatch_p99_ms": "<= 250",
+            },
         })
     );
+}
+
+/// Sets the CPU affinity of every thread of this process.
+fn pin_self(taskset: &Path, cpus: &str) {
+    let out = Command::new(taskset)
+        .args(["-a", "-p", "-c", cpus, &std::process::id().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "taskset: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The user's config for a round: as many slots locally as the round's workers have.
+fn write_config(base: &Path, port: u16, slots: usize, remote: &Path) {
+    let config = base.join("config/crewbox");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "max_concurrent = {slots}\n[nats]\nurl = \"nats://127.0.0.1:{port}\"\npool = \"bench\"\n\
+             allow_remotes = [\"{}\"]\n",
+            remote.display()
+        ),
+    )
+    .unwrap();
 }

@@ -85,7 +85,10 @@ impl Engine {
         executor: &dyn executor::ExecutorFactory,
         shutdown: CancellationToken,
     ) -> Result<Self, EngineError> {
-        let services = Arc::new(Services::open(repo, store, sandbox, worktrees_dir, config).await?);
+        let concurrency = config.max_concurrent;
+        let services = Arc::new(
+            Services::open(repo, store, sandbox, worktrees_dir, config, concurrency).await?,
+        );
         let executor = executor.build(services.clone()).await?;
         let spawns = Arc::new(SpawnQueue::start(executor, services.store().clone()));
         // `spawn_agent` children take the same path as every other agent.

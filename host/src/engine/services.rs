@@ -27,18 +27,29 @@ pub(crate) struct Services {
     worktrees: Option<WorktreeManager>,
 }
 
+/// The fewest prepared worktrees kept (the pool's default).
+pub(crate) const POOL_MIN: usize = 2;
+/// The most prepared worktrees kept, however many agents run at once (each is a whole
+/// checkout on disk).
+pub(crate) const POOL_MAX: usize = 16;
+
 impl Services {
     /// The services over `store`, with the repository's worktrees in `worktrees_dir`;
-    /// orphaned worktrees of killed processes are pruned first.
+    /// orphaned worktrees of killed processes are pruned first. `concurrency` is how many
+    /// agents run at once here: the worktree pool keeps that many prepared worktrees
+    /// (within [`POOL_MIN`]..=[`POOL_MAX`]), so agents running side by side recycle
+    /// worktrees instead of checking out a new one each and removing it after.
     pub(crate) async fn open(
         repo: PathBuf,
         store: Store,
         sandbox: Sandbox,
         worktrees_dir: &Path,
         config: Arc<Config>,
+        concurrency: usize,
     ) -> Result<Self, EngineError> {
         let opts = WorktreeOptions {
             commit: config.workspace.commit_rules(),
+            pool_size: concurrency.clamp(POOL_MIN, POOL_MAX),
             ..WorktreeOptions::default()
         };
         let worktrees = match WorktreeManager::open(&repo, worktrees_dir, opts).await {

@@ -48,6 +48,9 @@ pub struct NatsExecutor {
     hubs: tokio::sync::Mutex<HashMap<RunId, Arc<RunHub>>>,
     pushed: tokio::sync::Mutex<HashSet<(RunId, String)>>,
     url: tokio::sync::Mutex<Option<String>>,
+    /// Commit ids already resolved here (a commit id names the same commit for good, so
+    /// agents of one batch on one base pay one `git rev-parse`, not one each).
+    commits: Mutex<HashSet<String>>,
 }
 
 /// Agents published to workers through NATS JetStream: the executor of
@@ -82,6 +85,7 @@ impl NatsExecutor {
             hubs: tokio::sync::Mutex::new(HashMap::new()),
             pushed: tokio::sync::Mutex::new(HashSet::new()),
             url: tokio::sync::Mutex::new(None),
+            commits: Mutex::new(HashSet::new()),
         })
     }
 
@@ -105,6 +109,27 @@ impl NatsExecutor {
         *hub.driver.lock().unwrap_or_else(|p| p.into_inner()) = Some(driver);
         hubs.insert(run.clone(), hub.clone());
         Ok(hub)
+    }
+
+    /// The commit `rev` names. A full commit id resolved once is not asked again; any
+    /// other name (a branch, `HEAD`) can move, so it is always resolved.
+    async fn resolve(&self, rev: &str) -> Result<String, RemoteError> {
+        let is_id = matches!(rev.len(), 40 | 64) && rev.bytes().all(|b| b.is_ascii_hexdigit());
+        let known = |c: &str| {
+            self.commits
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(c)
+        };
+        if is_id && known(rev) {
+            return Ok(rev.to_owned());
+        }
+        let commit = git::resolve(self.services.repo(), rev).await?;
+        self.commits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(commit.clone());
+        Ok(commit)
     }
 
     /// The URL of the configured remote (read once).
@@ -147,9 +172,7 @@ impl NatsExecutor {
             ..
         } = job;
         let repo = self.services.repo();
-        let base = git::resolve(repo, base.as_deref().unwrap_or("HEAD"))
-            .await
-            .map_err(RemoteError::from)?;
+        let base = self.resolve(base.as_deref().unwrap_or("HEAD")).await?;
         let url = self.remote_url().await?;
         let base_ref = self.push_base(&spec.run_id, &base).await?;
         let store = self.services.store();

@@ -104,6 +104,8 @@ struct Shared {
     store: Store,
     allow: Vec<super::url::RemoteUrl>,
     script: Option<PathBuf>,
+    /// Tasks run at once (its worktree pools keep as many prepared worktrees).
+    slots: usize,
     /// One engine per remote, built on first use.
     engines: Mutex<HashMap<String, Arc<Services>>>,
     /// Runs recorded in the worker's own store.
@@ -180,6 +182,7 @@ pub async fn serve(
         store,
         allow,
         script: opts.script.clone(),
+        slots: opts.slots.max(1),
         engines: Mutex::new(HashMap::new()),
         runs: Mutex::new(Default::default()),
         fetched: Mutex::new(Default::default()),
@@ -199,14 +202,21 @@ pub async fn serve(
     let backoff = crate::backoff::Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
     let mut fetch_failures = 0;
     loop {
-        let permit = tokio::select! {
+        // Pull as many tasks as there are free slots, in one request that waits on the
+        // server (not a no-wait poll: an idle worker makes one request per expiry, so it
+        // does not spin against the server and the coordinator on a shared machine).
+        let first = tokio::select! {
             p = slots.clone().acquire_owned() => p?,
             _ = shutdown.cancelled() => break,
         };
+        let mut permits = vec![first];
+        while let Ok(p) = slots.clone().try_acquire_owned() {
+            permits.push(p);
+        }
         let batch = consumer
-            .fetch()
-            .max_messages(1)
-            .expires(Duration::from_secs(2))
+            .batch()
+            .max_messages(permits.len())
+            .expires(PULL_WAIT)
             .messages()
             .await;
         let mut batch = match batch {
@@ -221,20 +231,36 @@ pub async fn serve(
                 continue;
             }
         };
-        let next = tokio::select! {
-            m = batch.next() => m,
-            _ = shutdown.cancelled() => break,
-        };
-        match next {
-            Some(Ok(msg)) => {
-                let shared = shared.clone();
-                running.spawn(async move {
-                    handle(&shared, msg).await;
-                    drop(permit);
-                });
+        loop {
+            let next = tokio::select! {
+                m = batch.next() => m,
+                _ = shutdown.cancelled() => break,
+            };
+            match next {
+                Some(Ok(msg)) => {
+                    let Some(permit) = permits.pop() else {
+                        // More than asked for cannot come; if it does, it waits for its
+                        // redelivery rather than overfilling the slots.
+                        tracing::warn!("a pull returned more tasks than requested");
+                        let _ = msg.ack_with(AckKind::Nak(None)).await;
+                        continue;
+                    };
+                    let shared = shared.clone();
+                    running.spawn(async move {
+                        handle(&shared, msg).await;
+                        drop(permit);
+                    });
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "reading a task failed");
+                    break;
+                }
+                None => break,
             }
-            Some(Err(e)) => tracing::warn!(error = %e, "reading a task failed"),
-            None => {}
+            while running.try_join_next().is_some() {}
+        }
+        if shutdown.is_cancelled() {
+            break;
         }
         while running.try_join_next().is_some() {}
     }
@@ -372,6 +398,9 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
     }
 }
 
+/// How long one pull waits on the server for tasks before it is asked again.
+const PULL_WAIT: Duration = Duration::from_secs(1);
+
 /// Results kept for redeliveries in this process.
 const RECENT_RESULTS: usize = 64;
 
@@ -475,6 +504,7 @@ async fn services_for(shared: &Shared, task: &Task) -> Result<Arc<Services>, Wor
         repo.sandbox,
         &repo.worktrees_dir,
         Arc::new(repo.config),
+        shared.slots,
     )
     .await?;
     let services = Arc::new(services);
@@ -682,6 +712,7 @@ impl Forwarder {
         let handle = tokio::spawn(async move {
             let mut after = shared.store.last_event_seq().await.unwrap_or(0);
             let mut mine: std::collections::HashSet<String> = [agent.to_string()].into();
+            let mut others = std::collections::HashSet::<String>::new();
             let mut seq = 0u64;
             let mut acks = Vec::new();
             loop {
@@ -700,13 +731,24 @@ impl Forwarder {
                     let Some(a) = e.agent_id.as_ref() else {
                         continue;
                     };
+                    if others.contains(a.as_str()) {
+                        continue;
+                    }
                     if !mine.contains(a.as_str()) {
-                        let child = shared.store.agent(a).await.ok().flatten();
-                        match child.and_then(|c| c.parent) {
-                            Some(p) if mine.contains(p.as_str()) => {
+                        // Looked up once per agent: an agent's parent never changes, so
+                        // one found not to be this task's (another task's agent on this
+                        // worker) is skipped from then on without a store read.
+                        match shared.store.agent(a).await.ok().flatten() {
+                            Some(c)
+                                if c.parent.as_ref().is_some_and(|p| mine.contains(p.as_str())) =>
+                            {
                                 mine.insert(a.to_string());
                             }
-                            _ => continue,
+                            Some(_) => {
+                                others.insert(a.to_string());
+                                continue;
+                            }
+                            None => continue,
                         }
                     }
                     let (kind, data) = e.event.to_stored();
