@@ -55,6 +55,7 @@ mod provider_server_limits;
 mod recovery;
 mod reflect;
 mod reflect_seeds;
+mod repository_reads;
 mod replay;
 mod resume_modes;
 mod sandbox;
