@@ -35,6 +35,7 @@
 pub(crate) mod agent;
 pub(crate) mod backoff;
 pub(crate) mod batch;
+pub(crate) mod child;
 pub(crate) mod config;
 pub(crate) mod control;
 pub(crate) mod engine;
