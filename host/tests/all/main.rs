@@ -60,6 +60,7 @@ mod replay;
 mod resume_modes;
 mod sandbox;
 mod spawn_quotas;
+mod spawn_resume;
 mod store;
 mod teams;
 mod telemetry;
