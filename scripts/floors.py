@@ -26,7 +26,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "host", "s
 # is above everything.
 FLOORS = [
     ["vocab", "text"],
-    ["ids", "paths", "process", "redact", "tls", "fs", "backoff"],
+    ["ids", "paths", "process", "child", "redact", "tls", "fs", "backoff"],
     ["sandbox", "batch"],
     ["event"],
     ["store"],

@@ -35,6 +35,7 @@
 pub(crate) mod agent;
 pub(crate) mod backoff;
 pub(crate) mod batch;
+pub(crate) mod child;
 pub(crate) mod config;
 pub(crate) mod control;
 pub(crate) mod engine;
@@ -77,7 +78,7 @@ pub use engine::{
 pub use event::{Event, EventRecord};
 pub use ids::{AgentId, RunId};
 pub use repository::{
-    EventLog, OpenError, ReadError, RecordKind, Repository, RunList, RunTree, Status,
+    EventLog, HealthFacts, OpenError, ReadError, RecordKind, Repository, RunList, RunTree, Status,
 };
 pub use vocab::{
     Access, DecisionSource, ExitReason, Isolation, Mode, ModeChoice, RunStatus, Strategy, Trend,
@@ -95,7 +96,10 @@ pub mod types {
     pub use crate::store::{
         AgentCounts, AgentNode, AgentWorker, RetryOverrides, RunRecord, StoreError,
     };
-    pub use crate::team::{FindTeamError, TeamError};
+    pub use crate::store::{FireStatus, ScheduleRecord};
+    pub use crate::team::{
+        Discovered, FindTeamError, Member, PackNote, SkippedWhat, Team, TeamError, TeamSource,
+    };
     pub use crate::trust::Trust;
     pub use crate::vocab::AgentState;
     pub use crate::vocab::Exceeded;
@@ -198,9 +202,7 @@ pub mod unstable {
     }
     /// Teams and role packs.
     pub mod team {
-        pub use crate::team::{
-            Access, ExportFormat, Member, SkippedWhat, Team, TeamSource, discover, export, limits,
-        };
+        pub use crate::team::{Access, ExportFormat, export, limits};
     }
     /// Agent tools.
     pub mod tool {

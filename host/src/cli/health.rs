@@ -23,33 +23,18 @@ pub struct HealthArgs {
 /// Prints the health report.
 pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
     // A read-side command: a state directory nothing has run in stays empty.
-    let store = ctx.store_if_exists()?;
-    let facts = match &store {
-        Some(store) => Some(StoreFacts::read(store).await?),
-        None => None,
-    };
-    let StoreFacts {
-        jobs,
-        counts,
-        unfinished,
-        interrupted,
-        size,
-    } = facts.unwrap_or_default();
-    let active = jobs
-        .iter()
-        .filter(|j| !j.paused && j.next_fire.is_some())
-        .count();
-    let next_fire = jobs
-        .iter()
-        .filter(|j| !j.paused)
-        .filter_map(|j| j.next_fire)
-        .min()
+    let facts = ctx.health().await?;
+    let (jobs, counts) = (&facts.jobs, facts.agents);
+    let (unfinished, interrupted, size) = (facts.unfinished, facts.interrupted, facts.size_bytes);
+    let active = facts.active_jobs();
+    let next_fire = facts
+        .next_fire()
         .and_then(DateTime::from_timestamp_millis)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
     // Breakers live in the memory of the process that calls providers; this command's
     // own process has made no calls, so the snapshot is per process by nature.
     let breakers = Breakers::default().snapshot();
-    let store_path = store.as_ref().map(|s| s.path().to_path_buf());
+    let store_path = facts.store.clone();
     let sandbox = match ctx.sandbox() {
         Ok(sandbox) => sandbox.probe().await,
         Err(e) => crate::sandbox::ProbeReport::failed(e.to_string()),
@@ -148,28 +133,4 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
         outln!("{line}");
     }
     Ok(exit)
-}
-
-/// What `health` reads from an existing store.
-#[derive(Default)]
-struct StoreFacts {
-    jobs: Vec<crate::store::ScheduleRecord>,
-    counts: crate::store::AgentCounts,
-    unfinished: usize,
-    interrupted: usize,
-    size: u64,
-}
-
-impl StoreFacts {
-    async fn read(store: &crate::store::Store) -> anyhow::Result<Self> {
-        Ok(Self {
-            jobs: store.schedules().await?,
-            counts: store.agent_counts().await?,
-            unfinished: store.unfinished_runs().await?.len(),
-            interrupted: store.orphaned_runs().await?.len(),
-            size: std::fs::metadata(store.path())
-                .map(|m| m.len())
-                .unwrap_or(0),
-        })
-    }
 }

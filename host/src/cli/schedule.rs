@@ -256,9 +256,8 @@ async fn check_job(ctx: &Context, a: &AddArgs) -> Result<(), String> {
         _ => {}
     }
     if let Some(team) = &a.team {
-        let dir = ctx.root().to_path_buf();
-        let policy = ctx.config().team_policy();
-        let found = tokio::task::spawn_blocking(move || crate::team::discover(&dir, &policy))
+        let found = ctx
+            .teams()
             .await
             .map_err(|e| format!("cannot load the teams: {e}"))?;
         found.find(team).map_err(|e| e.to_string())?;
@@ -292,10 +291,7 @@ fn fmt_ms(ms: Option<i64>) -> String {
 }
 
 async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
-    let jobs = match ctx.store_if_exists()? {
-        Some(store) => store.schedules().await?,
-        None => Vec::new(),
-    };
+    let jobs = ctx.schedules().await?;
     if as_json {
         let jobs: Vec<_> = jobs
             .iter()

@@ -8,7 +8,8 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::cli::{Context, Exit};
-use crate::team::{Member, Team, TeamSource, discover, export};
+use crate::team::export;
+use crewbox::types::{Member, Team, TeamSource};
 
 /// Arguments of `crewbox team`.
 #[derive(Debug, Clone, Args)]
@@ -113,19 +114,13 @@ fn path_of(s: &TeamSource) -> String {
 
 /// Runs `crewbox team` for the context's repository.
 pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
-    let dir = ctx.root().to_path_buf();
-    let policy = ctx.config().team_policy();
-    let mut found = tokio::task::spawn_blocking(move || discover(&dir, &policy)).await?;
+    let found = ctx.teams().await?;
     // A broken file is reported and skipped; the others are still listed.
     for problem in &found.problems {
         errln!("crewbox: warning: {problem}");
     }
     for note in &found.notes {
         errln!("crewbox: note: {note}");
-    }
-    // A network grant written for the user's team does not follow its name.
-    for t in &mut found.teams {
-        t.warnings.extend(ctx.config().withheld_team_network(t));
     }
     let teams = &found.teams;
     let mut out = crate::text::stdout();
@@ -242,8 +237,8 @@ fn show_text(out: &mut impl Write, t: &Team) -> std::io::Result<()> {
     }
     for s in &t.skipped {
         let what = match &s.what {
-            crate::team::SkippedWhat::Name(n) => format!("row `{n}`"),
-            crate::team::SkippedWhat::File(f) => f.display().to_string(),
+            crewbox::types::SkippedWhat::Name(n) => format!("row `{n}`"),
+            crewbox::types::SkippedWhat::File(f) => f.display().to_string(),
         };
         writeln!(out, "skipped: {what}: {}", s.reason)?;
     }

@@ -65,6 +65,20 @@ pub(crate) enum StepKey {
     /// The commit a `single` or `swarm` run's agents start from: `base` (HEAD when
     /// the run began; a resumed run's agents start there too).
     Base,
+    /// The `n`th `spawn_agent` child (from 1) of the parent agent `parent`:
+    /// `child/<parent-agent-id>/<n>`. Keyed by the parent's agent id, not its name or
+    /// step: every attempt of a step is an agent of its own (a resumed `single` agent
+    /// in a fresh worktree, a crew revision re-run from its last checkpoint, a retry),
+    /// and the work a child did in its parent's workspace lives only as long as that
+    /// attempt. So a parent that goes on as the same agent (same workspace, same
+    /// conversation) reads a finished child back; a parent that starts again, as a
+    /// new agent, runs its children again. A child begun but not ended runs again.
+    Child {
+        /// The parent agent.
+        parent: AgentId,
+        /// Which of its `spawn_agent` calls, in the order they were made, from 1.
+        n: u32,
+    },
 }
 
 impl StepKey {
@@ -109,6 +123,7 @@ impl std::fmt::Display for StepKey {
             Self::CrewReview(n) => write!(f, "crew/r{n}/review"),
             Self::CrewBranch => f.write_str("crew/branch"),
             Self::Base => f.write_str("base"),
+            Self::Child { parent, n } => write!(f, "child/{parent}/{n}"),
         }
     }
 }
@@ -410,6 +425,13 @@ mod tests {
             (StepKey::CrewReview(0), "crew/r0/review"),
             (StepKey::CrewBranch, "crew/branch"),
             (StepKey::Base, "base"),
+            (
+                StepKey::Child {
+                    parent: AgentId::from_string("a-1".to_owned()),
+                    n: 2,
+                },
+                "child/a-1/2",
+            ),
         ];
         for (key, stored) in cases {
             assert_eq!(key.to_string(), stored);

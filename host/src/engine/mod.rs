@@ -94,7 +94,10 @@ impl Engine {
         // `spawn_agent` children take the same path as every other agent.
         services
             .manager()
-            .route_children(Arc::new(spawn::QueuedChildren::new(&spawns)));
+            .route_children(Arc::new(spawn::QueuedChildren::new(
+                &spawns,
+                services.store().clone(),
+            )));
         Ok(Self {
             inner: Arc::new(Inner {
                 services,

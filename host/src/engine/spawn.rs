@@ -13,10 +13,13 @@ use tracing::Instrument;
 
 use super::error::EngineError;
 use super::executor::{ExecResult, Executor, Job};
+use super::journal::{StepInput, StepKey};
+use crate::agent::runner::{AgentOutcome, AgentSpec};
 use crate::batch::{Batch, BatchError, Batcher, DebounceConfig, JoinMode, Spawn};
 use crate::event::{BatchShare, Event, JoinMembers};
-use crate::ids::RunId;
-use crate::store::Store;
+use crate::ids::{AgentId, RunId};
+use crate::store::{StepState, Store};
+use serde::{Deserialize, Serialize};
 
 /// A queued agent and where its result goes.
 struct Pending {
@@ -248,31 +251,139 @@ fn describe(batch: &Batch<Pending>) -> BTreeMap<RunId, BatchShare> {
 
 /// Sends `spawn_agent` children through the spawn queue: each is batched (recorded in
 /// its batch's `batch.finalized` event), handed to the executor and run in its
-/// parent's workspace and slot. Holds the queue weakly (the queue's executor owns the
-/// manager that holds this).
+/// parent's workspace and slot. Each child is a journal step of its run,
+/// [`StepKey::Child`] (`child/<parent-agent-id>/<n>`): begun before it is queued, done
+/// when it ends, so a parent that goes on as the same agent reads a finished child
+/// back instead of running it again. Holds the queue weakly (the queue's executor owns
+/// the manager that holds this).
 pub(crate) struct QueuedChildren {
     spawns: std::sync::Weak<SpawnQueue>,
+    store: Store,
+    /// How many `spawn_agent` calls each parent agent has made in this process.
+    calls: Mutex<HashMap<AgentId, u32>>,
+}
+
+/// A child's step as the journal stores it: the agent that did it (its end, result
+/// text and counters are the agent's row).
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredChild {
+    agent_id: AgentId,
 }
 
 impl QueuedChildren {
-    pub(crate) fn new(spawns: &Arc<SpawnQueue>) -> Self {
+    pub(crate) fn new(spawns: &Arc<SpawnQueue>, store: Store) -> Self {
         Self {
             spawns: Arc::downgrade(spawns),
+            store,
+            calls: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The step of `parent`'s next `spawn_agent` call.
+    fn next_key(&self, parent: &AgentId) -> StepKey {
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let n = calls.entry(parent.clone()).or_default();
+        *n += 1;
+        StepKey::Child {
+            parent: parent.clone(),
+            n: *n,
+        }
+    }
+
+    /// The outcome of the child that did step `key`, when the store holds its end: the
+    /// step is done, or it was begun by an agent whose end was stored before the step
+    /// was (a kill between the two writes; the step is finished now). `None` when the
+    /// child must run: not begun, or begun and never ended.
+    async fn ended(
+        &self,
+        run: &RunId,
+        key: &StepKey,
+    ) -> Result<Option<AgentOutcome>, crate::store::StoreError> {
+        let stored = key.to_string();
+        let Some(step) = self.store.step(run, &stored).await? else {
+            return Ok(None);
+        };
+        let agent = match step.state {
+            StepState::Done => match serde_json::from_value::<StoredChild>(step.data) {
+                Ok(done) => done.agent_id,
+                Err(e) => {
+                    tracing::warn!(key = %stored, error = %e, "a stored child does not read back; running it again");
+                    return Ok(None);
+                }
+            },
+            StepState::Started => match step.agent_id {
+                Some(id) => AgentId::from_string(id),
+                None => return Ok(None),
+            },
+        };
+        let Some(row) = self.store.agent(&agent).await? else {
+            return Ok(None);
+        };
+        if !row.state.is_terminal() {
+            return Ok(None);
+        }
+        if step.state == StepState::Started {
+            self.finish(run, key, &agent).await?;
+        }
+        tracing::info!(step = %stored, agent_id = %agent, "a finished child read back, not run again");
+        Ok(Some(AgentOutcome {
+            state: row.state,
+            stats: row.stats,
+            result: row.result.unwrap_or_default(),
+            error: row.error,
+            exceeded: None,
+            reason: None,
+            history: Vec::new(),
+        }))
+    }
+
+    async fn finish(
+        &self,
+        run: &RunId,
+        key: &StepKey,
+        agent: &AgentId,
+    ) -> Result<(), crate::store::StoreError> {
+        let data = serde_json::to_value(StoredChild {
+            agent_id: agent.clone(),
+        })
+        .unwrap_or(serde_json::Value::Null);
+        self.store
+            .finish_step(
+                run,
+                &key.to_string(),
+                Some(agent.as_str()),
+                &data,
+                Vec::new(),
+                None,
+            )
+            .await
     }
 }
 
 #[async_trait::async_trait]
 impl crate::agent::manager::ChildRunner for QueuedChildren {
-    async fn run_child(
-        &self,
-        spec: crate::agent::runner::AgentSpec,
-    ) -> Result<crate::agent::runner::AgentOutcome, String> {
+    async fn run_child(&self, spec: AgentSpec) -> Result<AgentOutcome, String> {
         use super::executor::{ExecOptions, Placement, Stop};
         let spawns = self
             .spawns
             .upgrade()
             .ok_or_else(|| "the engine has shut down".to_owned())?;
+        let (run, child) = (spec.run_id.clone(), spec.id.clone());
+        let key = spec.parent.as_ref().map(|parent| self.next_key(parent));
+        if let Some(key) = &key {
+            if let Some(outcome) = self.ended(&run, key).await.map_err(|e| e.to_string())? {
+                return Ok(outcome);
+            }
+            let input = serde_json::to_value(StepInput {
+                name: &spec.name,
+                task: None,
+            })
+            .unwrap_or(serde_json::Value::Null);
+            self.store
+                .begin_step(&run, &key.to_string(), Some(child.as_str()), &input)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         let mut job = Job::new(spec, ExecOptions::unvalidated(), Stop::default());
         job.placement = Placement::WithParent;
         let rx = spawns
@@ -281,10 +392,16 @@ impl crate::agent::manager::ChildRunner for QueuedChildren {
             .map_err(|e| e.to_string())?;
         // The parent waits for it: no debounce.
         spawns.flush().await.map_err(|e| e.to_string())?;
-        match rx.await {
-            Ok(Ok(result)) => Ok(result.outcome),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("the spawn queue dropped the agent".to_owned()),
+        let outcome = match rx.await {
+            Ok(Ok(result)) => result.outcome,
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err("the spawn queue dropped the agent".to_owned()),
+        };
+        if let Some(key) = &key {
+            self.finish(&run, key, &child)
+                .await
+                .map_err(|e| e.to_string())?;
         }
+        Ok(outcome)
     }
 }

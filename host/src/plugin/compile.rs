@@ -16,7 +16,6 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -25,7 +24,7 @@ use wasmtime::Engine;
 
 /// The argument that turns the crewbox binary into the plugin compiler (see
 /// [`compiler_main`]); never shown in `--help`.
-pub const COMPILER_ARG: &str = "__crewbox-compile-plugin";
+pub const COMPILER_ARG: &str = crate::child::Role::PluginCompiler.arg();
 
 /// Most bytes of compiled code accepted from the compiler child.
 const MAX_COMPILED_BYTES: u64 = 1 << 30;
@@ -93,27 +92,20 @@ impl Compiler {
     /// component. `/proc/self/exe` is the running binary even if the file was replaced
     /// by an upgrade meanwhile, so the child always compiles for this engine.
     pub fn this_program() -> std::io::Result<Self> {
-        let proc_exe = Path::new("/proc/self/exe");
-        if proc_exe.exists() {
-            return Ok(Self::Child(proc_exe.to_owned()));
-        }
-        std::env::current_exe().map(Self::Child)
+        crate::child::own_exe().map(Self::Child)
     }
 
     /// This program as the compiler when its `main` calls
     /// [`compiler_main`] (the crewbox binary), else in-process: a program embedding the
     /// library would otherwise be re-run with arguments it does not understand.
     pub fn for_this_process() -> std::io::Result<Self> {
-        if COMPILER_ENTRY.load(Ordering::Relaxed) {
+        if crate::child::Role::PluginCompiler.entry_installed() {
             Self::this_program()
         } else {
             Ok(Self::InProcess)
         }
     }
 }
-
-/// Whether [`compiler_main`] was called in this process.
-static COMPILER_ENTRY: AtomicBool = AtomicBool::new(false);
 
 /// Why a component was refused before or while compiling. Deterministic for the same
 /// bytes and limits, so it is cached (a deadline only when the compiler had the CPU to
@@ -381,33 +373,25 @@ pub(crate) fn in_child(
     limits: &CompileLimits,
     memory_reservation: u64,
 ) -> Result<Vec<u8>, Failure> {
-    use std::os::unix::process::CommandExt;
     use std::process::Stdio;
 
-    let mut command = std::process::Command::new(program);
+    let (memory, cpu) = (limits.max_memory_bytes, limits.deadline.as_secs() * 4 + 1);
+    let limits_in_child = crate::child::Limits {
+        data_bytes: Some(memory),
+        cpu_secs: Some(cpu),
+        no_core: true,
+    };
+    // Nothing of this process's environment (keys) reaches the compiler.
+    let mut command = crate::child::command(
+        program,
+        crate::child::Role::PluginCompiler,
+        [memory_reservation.to_string()],
+        limits_in_child,
+    );
     command
-        .arg(COMPILER_ARG)
-        .arg(memory_reservation.to_string())
-        // Nothing of this process's environment (keys) reaches the compiler.
-        .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let (memory, cpu) = (limits.max_memory_bytes, limits.deadline.as_secs() * 4 + 1);
-    // SAFETY: only async-signal-safe calls (setrlimit) run between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            use rustix::process::{Resource, Rlimit, setrlimit};
-            let cap = |n: u64| Rlimit {
-                current: Some(n),
-                maximum: Some(n),
-            };
-            setrlimit(Resource::Data, cap(memory))?;
-            setrlimit(Resource::Cpu, cap(cpu))?;
-            setrlimit(Resource::Core, cap(0))?;
-            Ok(())
-        });
-    }
     let mut child = command
         .spawn()
         .map_err(|e| Failure::Broken(format!("cannot start {}: {e}", program.display())))?;
@@ -484,11 +468,7 @@ const EXIT_OUT_OF_MEMORY: i32 = 4;
 /// the serialized code to stdout and returns the exit code; otherwise returns `None`.
 /// The crewbox binary calls this first thing in `main`.
 pub fn compiler_main() -> Option<std::process::ExitCode> {
-    COMPILER_ENTRY.store(true, Ordering::Relaxed);
-    let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() != Some(std::ffi::OsStr::new(COMPILER_ARG)) {
-        return None;
-    }
+    let mut args = crate::child::Role::PluginCompiler.enter()?;
     let code = |n: i32| Some(std::process::ExitCode::from(n as u8));
     let Some(reservation) = args
         .next()

@@ -3,8 +3,10 @@
 //! repository may set), and the state directory its store and worktrees live in —
 //! never chosen by a repository file. Everything that reads or runs starts here.
 
+mod facts;
 mod reads;
 
+pub use facts::HealthFacts;
 pub use reads::{ReadError, RecordKind, RunList, RunTree};
 
 use std::path::{Path, PathBuf};

@@ -102,15 +102,17 @@ impl Server {
             .name("crewbox-sandbox-server".into())
             .spawn(move || {
                 use std::os::unix::process::CommandExt;
-                let child = std::process::Command::new(&helper)
-                    .arg0("crewbox-sandbox")
-                    .arg(super::policy::HELPER_ARG)
-                    .arg(std::process::id().to_string())
-                    .env_clear()
-                    .current_dir("/")
-                    .stdin(std::process::Stdio::from(theirs))
-                    .stdout(std::process::Stdio::null())
-                    .spawn();
+                let child = crate::child::command(
+                    &helper,
+                    crate::child::Role::SandboxHelper,
+                    [std::process::id().to_string()],
+                    crate::child::Limits::default(),
+                )
+                .arg0("crewbox-sandbox")
+                .current_dir("/")
+                .stdin(std::process::Stdio::from(theirs))
+                .stdout(std::process::Stdio::null())
+                .spawn();
                 match child {
                     Ok(mut child) => {
                         let _ = tx.send(Ok(()));

@@ -19,14 +19,12 @@
 //! stderr and exit code [`SETUP_FAILED`]; the host recognises the line by the nonce,
 //! which the command never sees.
 
-use std::ffi::OsStr;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use super::policy::{HELPER_ARG, SETUP_FAILED, Stage};
 use super::policy::{Mount, Policy, Program};
@@ -35,15 +33,11 @@ use super::{rules, sys};
 /// The kernel's smallest `pid_max`.
 const PID_MAX_MIN: u64 = 301;
 
-static ENTRY_INSTALLED: AtomicBool = AtomicBool::new(false);
-
 /// Runs the sandbox server and exits when this process was started as one; otherwise
 /// records that this binary can serve as its own helper and returns. Call it first in
 /// `main`.
 pub fn run_if_helper() {
-    ENTRY_INSTALLED.store(true, Ordering::Relaxed);
-    let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() == Some(OsStr::new(HELPER_ARG)) {
+    if let Some(mut args) = crate::child::Role::SandboxHelper.enter() {
         let host = args
             .next()
             .and_then(|a| a.to_str()?.parse::<u32>().ok())
@@ -54,7 +48,7 @@ pub fn run_if_helper() {
 
 /// Whether [`run_if_helper`] was called in this process (so `/proc/self/exe` is a helper).
 pub fn entry_installed() -> bool {
-    ENTRY_INSTALLED.load(Ordering::Relaxed)
+    crate::child::Role::SandboxHelper.entry_installed()
 }
 
 /// A step that failed, with what a person needs to know.

@@ -257,7 +257,12 @@ impl Sandbox {
     #[cfg(target_os = "linux")]
     fn prepare(opts: &SandboxOptions) -> Result<On, SandboxError> {
         let helper = match &opts.helper {
-            Helper::CurrentExe if helper::entry_installed() => PathBuf::from("/proc/self/exe"),
+            Helper::CurrentExe if helper::entry_installed() => {
+                crate::child::own_exe().map_err(|e| SandboxError::Helper {
+                    helper: PathBuf::from("/proc/self/exe"),
+                    source: e,
+                })?
+            }
             Helper::CurrentExe => return Err(SandboxError::NoHelper),
             Helper::Path(p) => p.clone(),
         };

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// The first argument that makes the `crewbox` binary the sandbox helper.
-pub const HELPER_ARG: &str = "__crewbox-sandbox";
+pub const HELPER_ARG: &str = crate::child::Role::SandboxHelper.arg();
 /// The exit code of a helper that could not set the sandbox up.
 pub const SETUP_FAILED: i32 = 125;
 

@@ -379,6 +379,22 @@ impl Store {
         .await
     }
 
+    /// Step `key` of a run, when it was begun.
+    pub async fn step(&self, run_id: &RunId, key: &str) -> Result<Option<StepRecord>, StoreError> {
+        let (id, key) = (run_id.clone(), key.to_owned());
+        self.read(move |c| {
+            c.query_row(
+                "SELECT key, state, agent_id, data, started_at, finished_at FROM steps
+                 WHERE run_id = ?1 AND key = ?2",
+                params![id.as_str(), key],
+                step_row,
+            )
+            .optional()
+            .map_err(|e| StoreError::sqlite("read step", &e))
+        })
+        .await
+    }
+
     /// Every step of a run, in the order they were begun.
     pub async fn steps(&self, run_id: &RunId) -> Result<Vec<StepRecord>, StoreError> {
         let id = run_id.clone();

@@ -20,7 +20,7 @@ pub use file::{
     Access, MAX_NAME_LEN, Member, SkippedWhat, Team, TeamError, TeamSource, valid_name,
 };
 pub use limits::TeamPolicy;
-pub use load::{FindTeamError, discover};
+pub use load::{Discovered, FindTeamError, PackNote, discover};
 
 /// The control-message target of team `name`'s reflect loop `run` (`crewbox send
 /// --team` names the loop running when the message is sent): that loop reads it at

@@ -37,7 +37,7 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::Repository;
+use crate::repository::Repository;
 use crate::engine::{Engine, EngineError};
 
 /// The largest request accepted (JSON-RPC message or HTTP body), in bytes.

@@ -1,0 +1,129 @@
+//! The typed reads of `Repository` that `schedule list`, `health` and `team list/show`
+//! print, on a real git repository in a temp dir whose store the real binary wrote.
+
+use std::path::Path;
+
+use crate::support::repo::{bin, git_repo};
+use crewbox::Repository;
+use crewbox::types::TeamSource;
+
+fn open(dir: &Path) -> Repository {
+    Repository::open(Some(dir.join("repo").as_path()), Some(dir.join("state").as_path())).unwrap()
+}
+
+fn ok(dir: &Path, args: &[&str]) {
+    let out = bin(dir, args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn schedules_and_health_read_the_jobs_the_binary_stored() {
+    let dir = git_repo(|_| {});
+    // The user's config (the binary's `XDG_CONFIG_HOME`): a provider for the jobs to name.
+    std::fs::create_dir_all(dir.path().join("config/crewbox")).unwrap();
+    let script = dir.path().join("s.toml");
+    std::fs::write(&script, "[[reply]]\nrepeat = true\ntext = \"ok\"\n").unwrap();
+    std::fs::write(
+        dir.path().join("config/crewbox/config.toml"),
+        format!(
+            "default_provider = \"scripted\"\n[providers.scripted]\nkind = \"scripted\"\n\
+             script = {script:?}\n"
+        ),
+    )
+    .unwrap();
+    let repo = open(dir.path());
+    // Nothing has run here: empty answers, and no store is created by reading.
+    assert!(repo.schedules().await.unwrap().is_empty());
+    let empty = repo.health().await.unwrap();
+    assert_eq!(empty.store, None);
+    assert_eq!((empty.size_bytes, empty.active_jobs()), (0, 0));
+    let db = repo.state_dir().join(crewbox::unstable::store::DB_FILE);
+    assert!(!db.exists(), "reading created {}", db.display());
+
+    ok(
+        dir.path(),
+        &[
+            "schedule", "add", "--every", "5m", "--name", "nightly", "--mode", "single",
+            "tidy up",
+        ],
+    );
+    ok(
+        dir.path(),
+        &[
+            "schedule", "add", "--every", "1h", "--name", "hourly", "--mode", "single",
+            "look around",
+        ],
+    );
+    ok(dir.path(), &["schedule", "pause", "hourly"]);
+
+    let jobs = repo.schedules().await.unwrap();
+    let names: Vec<(&str, &str, bool)> = jobs
+        .iter()
+        .map(|j| (j.name.as_str(), j.prompt.as_str(), j.paused))
+        .collect();
+    assert_eq!(
+        names,
+        [("hourly", "look around", true), ("nightly", "tidy up", false)]
+    );
+    let nightly = &jobs[1];
+    assert_eq!((nightly.run_count, nightly.last_fire), (0, None));
+    let next = nightly.next_fire.expect("an every-5m job has a next fire");
+
+    let health = repo.health().await.unwrap();
+    assert_eq!(health.jobs, jobs);
+    assert_eq!(health.active_jobs(), 1, "the paused job is not active");
+    assert_eq!(health.next_fire(), Some(next), "the paused job's fire is not next");
+    assert_eq!((health.unfinished, health.interrupted), (0, 0));
+    assert_eq!((health.agents.running, health.agents.queued), (0, 0));
+    let store = health.store.expect("the binary created the store");
+    assert!(store.starts_with(repo.state_dir()), "{}", store.display());
+    assert_eq!(health.size_bytes, std::fs::metadata(&store).unwrap().len());
+    assert!(health.size_bytes > 0);
+}
+
+#[tokio::test]
+async fn teams_are_the_teams_in_force_with_source_and_members() {
+    let dir = git_repo(|work| {
+        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
+        std::fs::write(
+            work.join(".crewbox/teams/duo.toml"),
+            "mode = \"broadcast\"\n\n[[members]]\nname = \"alice\"\nrole = \"architect\"\n\n\
+             [[members]]\nname = \"bob\"\nrole = \"tester\"\n",
+        )
+        .unwrap();
+        std::fs::write(work.join(".crewbox/teams/broken.toml"), "mode = [").unwrap();
+    });
+    let found = open(dir.path()).teams().await.unwrap();
+    let duo = found
+        .teams
+        .iter()
+        .find(|t| t.name == "duo")
+        .expect("the repository's team is listed");
+    assert!(
+        matches!(&duo.source, TeamSource::Repo(p) if p.ends_with("duo.toml")),
+        "{:?}",
+        duo.source
+    );
+    let members: Vec<(&str, &str)> = duo
+        .members
+        .iter()
+        .map(|m| (m.name.as_str(), m.role.as_str()))
+        .collect();
+    assert_eq!(members, [("alice", "architect"), ("bob", "tester")]);
+    assert!(found.find("duo").is_ok());
+    assert!(found.find("ghost").is_err());
+    // The broken file is reported, not listed, and hides nothing.
+    assert!(found.teams.iter().all(|t| t.name != "broken"));
+    assert!(
+        found
+            .problems
+            .iter()
+            .any(|p| p.to_string().contains("broken.toml")),
+        "{:?}",
+        found.problems
+    );
+}
