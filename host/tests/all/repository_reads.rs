@@ -8,7 +8,11 @@ use crewbox::Repository;
 use crewbox::types::TeamSource;
 
 fn open(dir: &Path) -> Repository {
-    Repository::open(Some(dir.join("repo").as_path()), Some(dir.join("state").as_path())).unwrap()
+    Repository::open(
+        Some(dir.join("repo").as_path()),
+        Some(dir.join("state").as_path()),
+    )
+    .unwrap()
 }
 
 fn ok(dir: &Path, args: &[&str]) {
@@ -47,14 +51,20 @@ async fn schedules_and_health_read_the_jobs_the_binary_stored() {
     ok(
         dir.path(),
         &[
-            "schedule", "add", "--every", "5m", "--name", "nightly", "--mode", "single",
-            "tidy up",
+            "schedule", "add", "--every", "5m", "--name", "nightly", "--mode", "single", "tidy up",
         ],
     );
     ok(
         dir.path(),
         &[
-            "schedule", "add", "--every", "1h", "--name", "hourly", "--mode", "single",
+            "schedule",
+            "add",
+            "--every",
+            "1h",
+            "--name",
+            "hourly",
+            "--mode",
+            "single",
             "look around",
         ],
     );
@@ -67,7 +77,10 @@ async fn schedules_and_health_read_the_jobs_the_binary_stored() {
         .collect();
     assert_eq!(
         names,
-        [("hourly", "look around", true), ("nightly", "tidy up", false)]
+        [
+            ("hourly", "look around", true),
+            ("nightly", "tidy up", false)
+        ]
     );
     let nightly = &jobs[1];
     assert_eq!((nightly.run_count, nightly.last_fire), (0, None));
@@ -76,7 +89,11 @@ async fn schedules_and_health_read_the_jobs_the_binary_stored() {
     let health = repo.health().await.unwrap();
     assert_eq!(health.jobs, jobs);
     assert_eq!(health.active_jobs(), 1, "the paused job is not active");
-    assert_eq!(health.next_fire(), Some(next), "the paused job's fire is not next");
+    assert_eq!(
+        health.next_fire(),
+        Some(next),
+        "the paused job's fire is not next"
+    );
     assert_eq!((health.unfinished, health.interrupted), (0, 0));
     assert_eq!((health.agents.running, health.agents.queued), (0, 0));
     let store = health.store.expect("the binary created the store");

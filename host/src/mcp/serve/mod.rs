@@ -37,8 +37,8 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::repository::Repository;
 use crate::engine::{Engine, EngineError};
+use crate::repository::Repository;
 
 /// The largest request accepted (JSON-RPC message or HTTP body), in bytes.
 pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
