@@ -4,14 +4,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn crewbox(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_crewbox"))
-        .args(args)
-        .current_dir(dir)
-        .env("CREWBOX_STATE_DIR", dir.join(".state"))
-        .env("XDG_CONFIG_HOME", dir.join(".config"))
-        .env("XDG_STATE_HOME", dir.join(".xdg-state"))
-        .env("XDG_CACHE_HOME", crate::support::shared_cache_home())
-        .env_remove("RUST_LOG")
+    use crate::support::cli;
+    cli::crewbox(dir, &cli::Homes::hidden_in(dir), args)
         .output()
         .expect("running crewbox")
 }

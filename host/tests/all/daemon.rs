@@ -71,15 +71,13 @@ fn user_config(env: &Env, extra: &str) {
 }
 
 fn command(env: &Env, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_crewbox"));
-    c.args(args)
-        .current_dir(&env.repo)
-        .env("CREWBOX_STATE_DIR", &env.state)
-        .env("XDG_CONFIG_HOME", &env.config)
-        .env("XDG_STATE_HOME", env.state.with_file_name("xdg-state"))
-        .env("XDG_CACHE_HOME", crate::support::shared_cache_home())
-        .env_remove("RUST_LOG");
-    c
+    let homes = crate::support::cli::Homes {
+        state: env.state.clone(),
+        config: env.config.clone(),
+        xdg_state: env.state.with_file_name("xdg-state"),
+        home: None,
+    };
+    crate::support::cli::crewbox(&env.repo, &homes, args)
 }
 
 fn crewbox(env: &Env, args: &[&str]) -> Output {

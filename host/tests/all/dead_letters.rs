@@ -640,10 +640,7 @@ fn the_daemon_retries_transient_dead_letters() {
 #[test]
 fn an_agent_whose_validator_faulted_is_a_plugin_dead_letter() {
     let dir = git_repo(|_| {});
-    let trap = format!(
-        "{}/../tests/guests/dist/hostile-trap.wasm=panic",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let trap = format!("{}=panic", crate::support::guest_path("hostile-trap.wasm"));
     let script = dir.path().join("script.toml");
     std::fs::write(
         &script,

@@ -7,10 +7,6 @@ use std::path::Path;
 
 use crate::support::repo::{bin, crewbox, git_repo};
 
-fn guest(name: &str) -> String {
-    format!("{}/../tests/guests/dist/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
 /// More list items than any plugin may return (`Limits::max_list_items` is 4096).
 const TOO_MANY: usize = 5000;
 
@@ -30,7 +26,10 @@ fn a_dispatcher_fault_exits_3_before_anything_runs() {
     // The echo dispatcher turns every `- ` line into a task: past the list cap.
     user_config(
         dir.path(),
-        &format!("dispatcher = \"{}\"\n", guest("echo-dispatcher.wasm")),
+        &format!(
+            "dispatcher = \"{}\"\n",
+            crate::support::guest_path("echo-dispatcher.wasm")
+        ),
     );
     let tasks: String = (0..TOO_MANY).map(|i| format!("- task {i}\n")).collect();
     let prompt = format!("do all of these:\n{tasks}");
@@ -85,7 +84,7 @@ fn a_role_fault_exits_3_and_the_run_records_it() {
 fn a_validator_fault_that_decides_the_run_exits_3() {
     let dir = git_repo(|_| {});
     let script = "[[reply]]\nagent = \"executor\"\nrepeat = true\ntext = \"done\"\n";
-    let trap = format!("{}=panic", guest("hostile-trap.wasm"));
+    let trap = format!("{}=panic", crate::support::guest_path("hostile-trap.wasm"));
     let (out, report) = crewbox(
         dir.path(),
         script,
@@ -141,7 +140,7 @@ fn usage_and_configuration_errors_exit_2() {
                 "run",
                 "x",
                 "--validator",
-                &guest("echo-dispatcher.wasm"),
+                &crate::support::guest_path("echo-dispatcher.wasm"),
                 "--script",
                 script,
             ],

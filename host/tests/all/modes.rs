@@ -9,10 +9,6 @@ fn repo() -> tempfile::TempDir {
     git_repo(|_| {})
 }
 
-fn guest(name: &str) -> String {
-    format!("{}/../tests/guests/dist/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
 const NO_HANDOFF_EVER: &str = r#"
 [[reply]]
 agent = "executor"
@@ -58,7 +54,7 @@ fn validators_fail_after_the_last_fix_round() {
 #[test]
 fn a_faulting_validator_is_a_fault_and_starts_no_fix_round() {
     let dir = repo();
-    let trap = guest("hostile-trap.wasm");
+    let trap = crate::support::guest_path("hostile-trap.wasm");
     let (_, report) = crewbox(
         dir.path(),
         NO_HANDOFF_EVER,

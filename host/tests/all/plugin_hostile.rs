@@ -16,25 +16,14 @@ use crewbox::unstable::plugin::{
     RuntimeConfig, Verdict, WorkspaceView,
 };
 
-/// Embeds a committed guest; a missing file is a compile error, not a skipped test.
-macro_rules! guest {
-    ($file:literal) => {
-        include_bytes!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/guests/dist/",
-            $file
-        ))
-    };
-}
-
-const LOOP: &[u8] = guest!("hostile-loop.wasm");
-const MEMBOMB: &[u8] = guest!("hostile-membomb.wasm");
-const FSWRITE: &[u8] = guest!("hostile-fswrite.wasm");
-const ESCAPE: &[u8] = guest!("hostile-escape.wasm");
-const IMPORT: &[u8] = guest!("hostile-import.wasm");
-const BIGOUTPUT: &[u8] = guest!("hostile-bigoutput.wasm");
-const TRAP: &[u8] = guest!("hostile-trap.wasm");
-const TRIVIAL: &[u8] = guest!("trivial-validator.wasm");
+const LOOP: &[u8] = crate::guest_wasm!("hostile-loop.wasm");
+const MEMBOMB: &[u8] = crate::guest_wasm!("hostile-membomb.wasm");
+const FSWRITE: &[u8] = crate::guest_wasm!("hostile-fswrite.wasm");
+const ESCAPE: &[u8] = crate::guest_wasm!("hostile-escape.wasm");
+const IMPORT: &[u8] = crate::guest_wasm!("hostile-import.wasm");
+const BIGOUTPUT: &[u8] = crate::guest_wasm!("hostile-bigoutput.wasm");
+const TRAP: &[u8] = crate::guest_wasm!("hostile-trap.wasm");
+const TRIVIAL: &[u8] = crate::guest_wasm!("trivial-validator.wasm");
 
 /// The resident-memory test takes this exclusively so no other test allocates meanwhile.
 static RSS_GUARD: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());

@@ -19,12 +19,7 @@ const GUESTS: &[&str] = &[
 
 fn guest(name: &str) -> Arc<[u8]> {
     assert!(GUESTS.contains(&name), "unknown guest {name}");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/guests/dist")
-        .join(format!("{name}.wasm"));
-    std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .into()
+    crate::support::guest_bytes(&format!("{name}.wasm"))
 }
 
 fn runtime(cache: &Path) -> PluginRuntime {

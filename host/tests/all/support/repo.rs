@@ -26,16 +26,7 @@ pub fn git_repo(setup: impl FnOnce(&Path)) -> tempfile::TempDir {
 /// `crewbox ARGS` in the repository with state, config and home inside the temp dir
 /// and the suite's shared plugin cache.
 pub fn command(dir: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_crewbox"));
-    c.args(args)
-        .current_dir(dir.join("repo"))
-        .env("CREWBOX_STATE_DIR", dir.join("state"))
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_STATE_HOME", dir.join("xdg-state"))
-        // The user's own `~/.claude/agents` is a team source: never the real one.
-        .env("HOME", dir.join("home"))
-        .env("XDG_CACHE_HOME", super::shared_cache_home());
-    c
+    super::cli::crewbox(&dir.join("repo"), &super::cli::Homes::beside_in(dir), args)
 }
 
 /// The state directory `crewbox` uses for the repository at `repo` under the state
