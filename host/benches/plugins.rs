@@ -174,7 +174,9 @@ async fn first_load(lang: Lang) -> Option<serde_json::Value> {
     let cold = tempfile::tempdir().expect("tempdir");
     let (cold_ms, outcome) = timed_load(cold.path(), &bytes).await;
     assert_eq!(outcome, CacheOutcome::Stored);
-    let (after_build_ms, outcome) = timed_load(after_build.path(), &bytes).await;
+    // The CLI's cache is `$XDG_CACHE_HOME/crewbox/plugins`.
+    let built_into = after_build.path().join("crewbox/plugins");
+    let (after_build_ms, outcome) = timed_load(&built_into, &bytes).await;
     assert_eq!(
         outcome,
         CacheOutcome::Hit,
