@@ -146,7 +146,7 @@ pub fn is_secret_name(name: &str) -> bool {
 }
 
 /// Registers every environment variable whose name says it holds a secret
-/// ([`is_secret_name`]): an agent CLI run by the `command` provider reads such keys
+/// (`is_secret_name`): an agent CLI run by the `command` provider reads such keys
 /// without the config naming them, and may echo them.
 pub fn register_secret_env() {
     for (name, value) in std::env::vars_os() {

@@ -1,5 +1,5 @@
 //! The helper: this same binary, started once with [`HELPER_ARG`] as the sandbox server
-//! (see `server`), turns each [`Policy`] into a sandboxed process. `main` calls
+//! (see `server`), turns each `Policy` into a sandboxed process. `main` calls
 //! [`run_if_helper`] before anything else, so the server is a fresh single-threaded
 //! process (no async runtime, no locks held by other threads) whose forks may fork and
 //! allocate freely.

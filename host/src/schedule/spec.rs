@@ -262,7 +262,7 @@ pub fn validate_job_name(name: &str) -> Result<(), ScheduleError> {
     Ok(())
 }
 
-/// Checks a job prompt: not blank and at most [`MAX_PROMPT_CHARS`] characters.
+/// Checks a job prompt: not blank and at most `MAX_PROMPT_CHARS` characters.
 pub fn validate_prompt(prompt: &str) -> Result<(), ScheduleError> {
     if prompt.trim().is_empty() {
         return Err(ScheduleError::EmptyPrompt);

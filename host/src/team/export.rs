@@ -5,11 +5,11 @@
 //! `.crewbox/teams/squad.toml` from the imported pack (charters inline); the user
 //! edits it, and the native team now shadows the pack; `team export squad --format
 //! squad` writes the edited team back into `.squad/`, in place (see
-//! [`super::pack::squad_write`]).
+//! `pack::squad_write`).
 //!
 //! An export never widens access: a crewbox file gets each member's *granted*
 //! access, not what the pack asked for. Every target lies inside the repository and
-//! is written atomically beneath it ([`super::pack::write`]).
+//! is written atomically beneath it (`pack::write`).
 
 use std::path::{Component, Path, PathBuf};
 

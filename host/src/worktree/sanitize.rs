@@ -84,7 +84,7 @@ fn is_bidi_control(c: char) -> bool {
 /// Turns an agent id into one branch-name component made of `[A-Za-z0-9_-]`.
 ///
 /// Every other character becomes `-`, runs of `-` collapse, leading and trailing `-` are
-/// dropped, and the result is cut to [`MAX_BRANCH_COMPONENT_CHARS`]; an id with nothing
+/// dropped, and the result is cut to `MAX_BRANCH_COMPONENT_CHARS`; an id with nothing
 /// usable becomes `agent`. The result is always valid after `crewbox/` in a ref name.
 pub fn sanitize_branch_component(id: &str) -> String {
     let mut out = String::with_capacity(id.len().min(MAX_BRANCH_COMPONENT_CHARS));
