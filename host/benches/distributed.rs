@@ -37,17 +37,20 @@ const MEMBERS: usize = 50;
 const RUNS: usize = 20;
 const SLOTS: usize = 4;
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
+/// Runs `command`, which must succeed (`what` names it in the panic).
+fn ok(command: &mut Command, what: &str) {
+    let out = command.output().unwrap();
     assert!(
         out.status.success(),
-        "git {args:?}: {}",
+        "{what}: {}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    ok(
+        Command::new("git").arg("-C").arg(dir).args(args),
+        &format!("git {args:?}"),
     );
 }
 
@@ -313,14 +316,10 @@ async fn main() {
 
 /// Sets the CPU affinity of every thread of this process.
 fn pin_self(taskset: &Path, cpus: &str) {
-    let out = Command::new(taskset)
-        .args(["-a", "-p", "-c", cpus, &std::process::id().to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "taskset: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let pid = std::process::id().to_string();
+    ok(
+        Command::new(taskset).args(["-a", "-p", "-c", cpus, &pid]),
+        "taskset",
     );
 }
 

@@ -18,9 +18,6 @@ pub(crate) enum Role {
     PluginCompiler,
 }
 
-/// Whether `main` checks for each role (indexed as [`Role::index`]).
-static ENTRY: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
-
 impl Role {
     /// The first argument that starts this program in this role.
     pub(crate) const fn arg(self) -> &'static str {
@@ -30,10 +27,13 @@ impl Role {
         }
     }
 
-    const fn index(self) -> usize {
+    /// Whether `main` checks for this role (set by [`Role::enter`]).
+    fn entry(self) -> &'static AtomicBool {
+        static HELPER: AtomicBool = AtomicBool::new(false);
+        static COMPILER: AtomicBool = AtomicBool::new(false);
         match self {
-            Self::SandboxHelper => 0,
-            Self::PluginCompiler => 1,
+            Self::SandboxHelper => &HELPER,
+            Self::PluginCompiler => &COMPILER,
         }
     }
 
@@ -41,7 +41,7 @@ impl Role {
     /// may be started in it; then, when this process was started in this role, returns
     /// the arguments after the marker.
     pub(crate) fn enter(self) -> Option<impl Iterator<Item = OsString>> {
-        ENTRY[self.index()].store(true, Ordering::Relaxed);
+        self.entry().store(true, Ordering::Relaxed);
         let mut args = std::env::args_os().skip(1);
         (args.next().as_deref() == Some(std::ffi::OsStr::new(self.arg()))).then_some(args)
     }
@@ -49,7 +49,7 @@ impl Role {
     /// Whether [`Role::enter`] was called in this process: a program embedding the
     /// library would otherwise be re-run with arguments it does not understand.
     pub(crate) fn entry_installed(self) -> bool {
-        ENTRY[self.index()].load(Ordering::Relaxed)
+        self.entry().load(Ordering::Relaxed)
     }
 }
 
@@ -122,12 +122,6 @@ fn set_limits(_command: &mut Command, _limits: Limits) {}
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_roles_have_distinct_markers() {
-        assert_ne!(Role::SandboxHelper.arg(), Role::PluginCompiler.arg());
-        assert_ne!(Role::SandboxHelper.index(), Role::PluginCompiler.index());
-    }
 
     #[test]
     fn own_exe_names_an_existing_file() {

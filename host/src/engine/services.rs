@@ -28,10 +28,10 @@ pub(crate) struct Services {
 }
 
 /// The fewest prepared worktrees kept (the pool's default).
-pub(crate) const POOL_MIN: usize = 2;
+const POOL_MIN: usize = 2;
 /// The most prepared worktrees kept, however many agents run at once (each is a whole
 /// checkout on disk).
-pub(crate) const POOL_MAX: usize = 16;
+const POOL_MAX: usize = 16;
 
 impl Services {
     /// The services over `store`, with the repository's worktrees in `worktrees_dir`;
