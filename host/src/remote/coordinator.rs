@@ -356,7 +356,10 @@ impl NatsExecutor {
                 Err(e) => Err(e.to_string()),
             };
             match sent {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    tracing::debug!(task = %task.key, agent = %task.name, "task published");
+                    return Ok(());
+                }
                 Err(detail) if attempt + 1 < ATTEMPTS => {
                     tracing::warn!(subject = %subject, error = %detail, "publishing a task failed; sending it again");
                     tokio::time::sleep(backoff.wait(attempt)).await;
@@ -554,6 +557,7 @@ impl RunHub {
             )));
         }
         record(&self.store, &self.run, &waiter, &result).await?;
+        tracing::debug!(task = %result.key, worker = %result.worker, "result taken");
         let mut state = self.state();
         state.answered.insert(result.key.clone());
         if let Some((_, tx)) = state.waiting.remove(&result.key) {
@@ -627,6 +631,7 @@ impl RunHub {
                 event,
             )
             .await?;
+        tracing::debug!(task = %e.key, %kind, "event taken");
         Ok(())
     }
 }

@@ -293,6 +293,8 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
             return;
         }
     };
+    let delivered = msg.info().map(|i| i.delivered).unwrap_or(0);
+    tracing::debug!(task = %task.key, agent = %task.name, delivered, "task received");
     let expected = streams::task_subject(&task.pool, &task.run_id, &task.key);
     let refusal = if task.pool != shared.pool {
         Some(format!(
@@ -370,6 +372,7 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
                 };
                 heartbeat.cancel();
                 let _ = beat.await;
+                tracing::debug!(task = %task.key, state = ?r.state, "task ran");
                 bump(shared, |s| s.ran += 1);
                 r
             }
@@ -385,6 +388,7 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
     }
     match publish_result(shared, &task, &mut result).await {
         Ok(()) => {
+            tracing::debug!(task = %task.key, "result stored on the server");
             if let Err(e) = msg.double_ack().await {
                 tracing::warn!(task = %task.key, error = %e, "task ack failed; it may be redelivered (its result is stored)");
             }
@@ -540,7 +544,7 @@ async fn run_task(
     job.history = task.history.clone();
     job.join = task.join.clone();
     let agent = AgentId::from_string(task.agent_id.clone());
-    let forward = Forwarder::start(shared.clone(), task, exec, run.clone(), agent.clone());
+    let forward = Forwarder::start(shared.clone(), task, exec, run.clone(), agent.clone()).await?;
     let executed = LocalExecutor::new(services.clone()).execute(job).await;
     let forwarded = forward.finish().await;
     let exec_result = executed?;
@@ -703,14 +707,24 @@ struct Forwarder {
 }
 
 impl Forwarder {
-    fn start(shared: Arc<Shared>, task: &Task, exec: &str, run: RunId, agent: AgentId) -> Self {
+    /// Starts forwarding from the log's end as it is now, before the agent runs: read
+    /// inside the spawned task, the start could fall after the agent's first events
+    /// (its worktree, its `running` state), which would then never reach the
+    /// coordinator.
+    async fn start(
+        shared: Arc<Shared>,
+        task: &Task,
+        exec: &str,
+        run: RunId,
+        agent: AgentId,
+    ) -> Result<Self, crate::store::StoreError> {
         let stop = CancellationToken::new();
         let mut wake = shared.store.subscribe();
+        let mut after = shared.store.last_event_seq().await?;
         let subject = event_subject(&task.run_id, &task.key);
         let (key, exec) = (task.key.clone(), exec.to_owned());
         let token = stop.clone();
         let handle = tokio::spawn(async move {
-            let mut after = shared.store.last_event_seq().await.unwrap_or(0);
             let mut mine: std::collections::HashSet<String> = [agent.to_string()].into();
             let mut others = std::collections::HashSet::<String>::new();
             let mut seq = 0u64;
@@ -805,7 +819,7 @@ impl Forwarder {
             }
             Ok(())
         });
-        Self { stop, task: handle }
+        Ok(Self { stop, task: handle })
     }
 
     async fn finish(self) -> Result<(), RemoteError> {

@@ -16,6 +16,7 @@ use crate::support::nats::{NatsServer, bare_origin};
 use crate::support::procs::wait_for;
 use crate::support::repo::{command, git_repo, state_dir};
 
+use crewbox::Event;
 use crewbox::unstable::agent::AgentState;
 use crewbox::unstable::ids::RunId;
 use crewbox::unstable::store::{AgentRecord, AgentWorker, StepState, Store};
@@ -455,12 +456,34 @@ fn an_orchestrate_team_runs_its_members_on_workers() {
     let db = c.store();
     let agents = db.agents(&run);
     let workers = db.workers(&run);
+    let events = db
+        .rt
+        .block_on(db.store.events(Some(&run), 0, 10_000))
+        .unwrap();
     for name in ["alice", "bob"] {
         let rows: Vec<_> = agents.iter().filter(|a| a.name == name).collect();
         assert_eq!(rows.len(), 1, "{name}: {agents:?}");
         assert!(
             workers.iter().any(|w| w.agent_id == rows[0].id.as_str()),
             "{name} ran on a worker: {workers:?}"
+        );
+        // Every event the agent stored on its worker reached the coordinator, its first
+        // ones too (a forwarder that starts late misses its worktree and `running`).
+        let mine: Vec<_> = events
+            .iter()
+            .filter(|e| e.agent_id.as_ref() == Some(&rows[0].id))
+            .map(|e| &e.event)
+            .collect();
+        assert!(
+            matches!(mine.first(), Some(Event::AgentWorktree { .. }))
+                && mine.iter().any(|e| matches!(
+                    e,
+                    Event::AgentState {
+                        state: AgentState::Running,
+                        ..
+                    }
+                )),
+            "{name}'s events on the coordinator: {mine:?}"
         );
     }
     let (ta, tb) = (a.stop(), b.stop());
@@ -519,19 +542,35 @@ fn a_worker_killed_mid_task_has_it_finished_once_by_another() {
 
 #[test]
 fn a_coordinator_killed_mid_run_is_finished_by_resume_with_the_results_it_missed() {
-    let Some(c) = team_cluster() else { return };
+    let Some(mut c) = team_cluster() else { return };
+    let debug = ("RUST_LOG".to_owned(), "crewbox=debug".to_owned());
+    c.worker_env.push(debug.clone());
+    c.coordinator_env.push(debug);
     c.script(&orchestrate_script(2000));
     let (a, b) = (c.worker("wa"), c.worker("wb"));
+    let coordinator_log = c.path().join("coordinator.log");
     let mut coordinator = c
         .coordinator(&TEAM_ARGS)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&coordinator_log).unwrap())
         .spawn()
         .unwrap();
     let db = c.store();
+    let seen = Mutex::new(String::new());
     let reached = wait_for(Duration::from_secs(30), || {
         db.unfinished().first().is_some_and(|run| {
             let agents = db.agents(run);
+            let now = format!(
+                "{:?}",
+                agents
+                    .iter()
+                    .map(|a| (a.name.as_str(), a.state))
+                    .collect::<Vec<_>>()
+            );
+            let mut seen = seen.lock().unwrap();
+            if !seen.ends_with(&now) {
+                seen.push_str(&format!("\n{:?} {now}", std::time::SystemTime::now()));
+            }
             ["alice", "bob"].iter().all(|n| {
                 agents
                     .iter()
@@ -539,7 +578,17 @@ fn a_coordinator_killed_mid_run_is_finished_by_resume_with_the_results_it_missed
             })
         })
     });
-    assert!(reached, "the members never ran");
+    let log = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    assert!(
+        reached,
+        "the members never ran at once (coordinator: {:?}); the run's agents as seen:{}\n\
+         coordinator: {}\nwa: {}\nwb: {}",
+        coordinator.try_wait(),
+        seen.lock().unwrap(),
+        log(&coordinator_log),
+        log(&a.log),
+        log(&b.log)
+    );
     coordinator.kill().unwrap();
     coordinator.wait().unwrap();
     let run = db.unfinished()[0].clone();
@@ -714,7 +763,6 @@ fn a_worker_refuses_hostile_tasks_other_pools_and_remotes_it_does_not_serve() {
 
 #[test]
 fn a_result_or_event_delivered_twice_is_recorded_once() {
-    use crewbox::Event;
     use crewbox::unstable::store::{AgentStats, RemoteResult, RunRecord};
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime();
