@@ -293,8 +293,12 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
             return;
         }
     };
-    let delivered = msg.info().map(|i| i.delivered).unwrap_or(0);
-    tracing::debug!(task = %task.key, agent = %task.name, delivered, "task received");
+    tracing::debug!(
+        task = %task.key,
+        agent = %task.name,
+        delivered = msg.info().map(|i| i.delivered).unwrap_or(0),
+        "task received"
+    );
     let expected = streams::task_subject(&task.pool, &task.run_id, &task.key);
     let refusal = if task.pool != shared.pool {
         Some(format!(

@@ -467,8 +467,8 @@ fn an_orchestrate_team_runs_its_members_on_workers() {
             workers.iter().any(|w| w.agent_id == rows[0].id.as_str()),
             "{name} ran on a worker: {workers:?}"
         );
-        // Every event the agent stored on its worker reached the coordinator, its first
-        // ones too (a forwarder that starts late misses its worktree and `running`).
+        // The agent's first events reached the coordinator: its worktree first, and its
+        // `running` state (a forwarder that starts late misses both).
         let mine: Vec<_> = events
             .iter()
             .filter(|e| e.agent_id.as_ref() == Some(&rows[0].id))
