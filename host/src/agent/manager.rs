@@ -71,6 +71,9 @@ pub struct SpawnOptions {
 pub trait ChildRunner: Send + Sync {
     /// Runs `spec` (not yet recorded) to its end, in its parent's slot.
     async fn run_child(&self, spec: AgentSpec) -> Result<AgentOutcome, String>;
+
+    /// Agent `agent` has ended in this process: forget what was kept for its children.
+    fn agent_ended(&self, agent: &AgentId);
 }
 
 /// A spawned agent; `wait` returns its outcome.
@@ -299,6 +302,9 @@ impl Manager {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&spec.id);
+            if let Some(children) = this.inner.children.get() {
+                children.agent_ended(&spec.id);
+            }
             // Steers are sent under the `live` lock, so none can arrive any more: what is
             // left was never seen by the model, and is reported rather than dropped.
             while let Ok(message) = io.steer.try_recv() {
@@ -748,7 +754,14 @@ impl Spawner for ChildSpawner {
         spec.perms = perms;
         let outcome = if let Some(runner) = inner.children.get().cloned() {
             // Through the engine: queued, batched, recorded and executed like every agent.
-            runner.run_child(spec).await.map_err(SpawnError::Failed)?
+            match runner.run_child(spec).await {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    // Never started, or lost on the way: its places go back.
+                    release();
+                    return Err(SpawnError::Failed(e));
+                }
+            }
         } else {
             if let Err(e) = manager.insert(&spec, &SpawnOptions::default()).await {
                 release();

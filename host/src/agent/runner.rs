@@ -355,12 +355,10 @@ impl TurnLoop<'_> {
             .record_exchange(crate::store::ExchangeRecord {
                 run_id: spec.run_id.clone(),
                 agent_id: spec.id.clone(),
-                exchange: crate::provider::replay::Exchange {
-                    agent: spec.name.clone(),
-                    turn,
-                    request: sent,
-                    reply: reply.clone(),
-                },
+                agent: spec.name.clone(),
+                turn,
+                request: sent,
+                reply: &reply,
             });
         let broke = self.budget.charge_usage(reply.usage);
         self.log(Event::ModelReply {

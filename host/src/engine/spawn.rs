@@ -259,7 +259,9 @@ fn describe(batch: &Batch<Pending>) -> BTreeMap<RunId, BatchShare> {
 pub(crate) struct QueuedChildren {
     spawns: std::sync::Weak<SpawnQueue>,
     store: Store,
-    /// How many `spawn_agent` calls each parent agent has made in this process.
+    /// How many `spawn_agent` calls each running parent agent has made in this process
+    /// (an entry goes when its agent ends: a parent driven again, e.g. by a retry,
+    /// counts from 1 and reads its finished children back).
     calls: Mutex<HashMap<AgentId, u32>>,
 }
 
@@ -277,6 +279,12 @@ impl QueuedChildren {
             store,
             calls: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// How many parents' calls are counted (the running parents that spawned).
+    #[cfg(test)]
+    fn counted_parents(&self) -> usize {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// The step of `parent`'s next `spawn_agent` call.
@@ -403,5 +411,47 @@ impl crate::agent::manager::ChildRunner for QueuedChildren {
                 .map_err(|e| e.to_string())?;
         }
         Ok(outcome)
+    }
+
+    fn agent_ended(&self, agent: &AgentId) {
+        self.calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(agent);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::manager::ChildRunner as _;
+
+    #[tokio::test]
+    async fn a_parents_call_count_goes_when_it_ends_and_starts_again_from_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let children = QueuedChildren {
+            spawns: std::sync::Weak::new(),
+            store: Store::open(dir.path()).unwrap(),
+            calls: Mutex::new(HashMap::new()),
+        };
+        let (alice, bob) = (AgentId::new(), AgentId::new());
+        let n = |key: StepKey| match key {
+            StepKey::Child { n, .. } => n,
+            other => panic!("not a child step: {other}"),
+        };
+        assert_eq!(n(children.next_key(&alice)), 1);
+        assert_eq!(n(children.next_key(&alice)), 2);
+        assert_eq!(n(children.next_key(&bob)), 1);
+        assert_eq!(children.counted_parents(), 2);
+        children.agent_ended(&alice);
+        assert_eq!(children.counted_parents(), 1, "alice ended: her count goes");
+        assert_eq!(
+            n(children.next_key(&alice)),
+            1,
+            "driven again, she counts from 1"
+        );
+        children.agent_ended(&alice);
+        children.agent_ended(&bob);
+        assert_eq!(children.counted_parents(), 0);
     }
 }

@@ -533,8 +533,8 @@ pub fn build_replay(
                 )
             })?;
             let id = crate::ids::RunId::from_string(run.to_owned());
-            let exchanges =
-                crate::store::exchanges_blocking(db, &id).map_err(|e| config(e.to_string()))?;
+            let exchanges = crate::provider::replay::cassette::stored_exchanges(db, &id)
+                .map_err(|e| config(e.to_string()))?;
             if exchanges.is_empty() {
                 return Err(config(format!(
                     "run `{run}` has no recorded model calls in this store"

@@ -20,8 +20,9 @@ use crate::config::ExecutorKind;
 use crate::engine::RunReport;
 use crate::engine::RunRequest;
 use crate::engine::request::RunSpec;
+use crate::provider::Completion;
 use crate::provider::config::{ProviderConfig, ReplayConfig};
-use crate::provider::replay::{Cassette, CassetteError, RecordedRun};
+use crate::provider::replay::{Cassette, CassetteError, Exchange, RecordedRun, RequestDigest};
 use crate::repository::Repository;
 use crate::store::{RunRecord, Store, StoreError};
 use crate::vocab::{Isolation, ModeChoice};
@@ -87,7 +88,12 @@ pub enum ReplayError {
 
 /// The cassette of a stored run: its request and every model exchange.
 pub async fn cassette(store: &Store, run: &RunRecord) -> Result<Cassette, ReplayError> {
-    let exchanges = store.exchanges(&run.id).await?;
+    let exchanges: Vec<Exchange> = store
+        .exchanges::<RequestDigest, Completion>(&run.id)
+        .await?
+        .into_iter()
+        .map(Exchange::from)
+        .collect();
     if exchanges.is_empty() {
         return Err(ReplayError::NothingRecorded {
             run: run.id.to_string(),

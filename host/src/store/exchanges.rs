@@ -1,6 +1,6 @@
 //! Model exchanges: one row per agent turn, the fingerprint of the request as sent
 //! and the full reply (text, tool calls, usage, why it stopped), so a run can be
-//! replayed (`provider::replay`). Rows go through the single writer without waiting,
+//! replayed (the replay provider names their types). Rows go through the single writer without waiting,
 //! like events, so recording costs an agent nothing but the queueing; the writer
 //! redacts them like every row.
 
@@ -10,19 +10,44 @@ use rusqlite::{Connection, OpenFlags, params};
 
 use super::writer::Write;
 use super::{Store, StoreError, now_ms};
-use crate::ids::{AgentId, RunId};
-use crate::provider::replay::{Exchange, RequestDigest};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
-/// One model exchange to store.
+use crate::ids::{AgentId, RunId};
+
+/// One model exchange to store. The store keeps the request's fingerprint and the reply
+/// as JSON and does not know their types: the provider layer names them (`Q`, `R`).
 #[derive(Clone, Debug)]
-pub struct ExchangeRecord {
+pub struct ExchangeRecord<Q, R> {
     /// The run.
     pub run_id: RunId,
     /// The agent that made the call.
     pub agent_id: AgentId,
-    /// The call and its reply.
-    pub exchange: Exchange,
+    /// The calling agent's name.
+    pub agent: String,
+    /// Its 1-based turn.
+    pub turn: u32,
+    /// The fingerprint of the request as sent.
+    pub request: Q,
+    /// The model's whole reply.
+    pub reply: R,
 }
+
+/// One stored model exchange, read back as the types the caller names.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredExchange<Q, R> {
+    /// The calling agent's name.
+    pub agent: String,
+    /// Its 1-based turn.
+    pub turn: u32,
+    /// The fingerprint of the request as sent.
+    pub request: Q,
+    /// The model's whole reply.
+    pub reply: R,
+}
+
+/// What [`Store::exchanges`] reads: the stored exchange with its JSON parts typed.
+pub type Exchanges<Q, R> = Vec<StoredExchange<Q, R>>;
 
 /// The row form of an [`ExchangeRecord`]: its JSON parts serialised once, before the
 /// writer redacts them.
@@ -40,15 +65,14 @@ pub(crate) struct ExchangeWrite {
 impl Store {
     /// Stores one model exchange without waiting (order with the agent's other writes
     /// is kept: its end is committed after it).
-    pub fn record_exchange(&self, record: ExchangeRecord) {
-        let x = record.exchange;
+    pub fn record_exchange<Q: Serialize, R: Serialize>(&self, record: ExchangeRecord<Q, R>) {
         let write = Write::Exchange(Box::new(ExchangeWrite {
             run_id: record.run_id,
             agent_id: record.agent_id,
-            agent_name: x.agent,
-            turn: x.turn,
-            request: serde_json::to_string(&x.request).unwrap_or_default(),
-            reply: serde_json::to_string(&x.reply).unwrap_or_default(),
+            agent_name: record.agent,
+            turn: record.turn,
+            request: serde_json::to_string(&record.request).unwrap_or_default(),
+            reply: serde_json::to_string(&record.reply).unwrap_or_default(),
             at: now_ms(),
         }));
         if let Err(e) = self.send(write, None) {
@@ -57,7 +81,11 @@ impl Store {
     }
 
     /// Every model exchange of run `run`, in the order they were made.
-    pub async fn exchanges(&self, run: &RunId) -> Result<Vec<Exchange>, StoreError> {
+    pub async fn exchanges<Q, R>(&self, run: &RunId) -> Result<Exchanges<Q, R>, StoreError>
+    where
+        Q: DeserializeOwned + Send + 'static,
+        R: DeserializeOwned + Send + 'static,
+    {
         let run = run.clone();
         self.read(move |c| read_run(c, &run)).await
     }
@@ -65,7 +93,10 @@ impl Store {
 
 /// Reads run `run`'s exchanges from the store in `state_dir` on a connection of its
 /// own (blocking: for building a `replay` provider, where config files are read too).
-pub fn exchanges_blocking(db: &Path, run: &RunId) -> Result<Vec<Exchange>, StoreError> {
+pub fn exchanges_blocking<Q: DeserializeOwned, R: DeserializeOwned>(
+    db: &Path,
+    run: &RunId,
+) -> Result<Exchanges<Q, R>, StoreError> {
     let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| {
         StoreError::Open {
             path: db.to_path_buf(),
@@ -77,7 +108,10 @@ pub fn exchanges_blocking(db: &Path, run: &RunId) -> Result<Vec<Exchange>, Store
     read_run(&conn, run)
 }
 
-fn read_run(c: &Connection, run: &RunId) -> Result<Vec<Exchange>, StoreError> {
+fn read_run<Q: DeserializeOwned, R: DeserializeOwned>(
+    c: &Connection,
+    run: &RunId,
+) -> Result<Exchanges<Q, R>, StoreError> {
     let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
     let mut stmt = c
         .prepare_cached(
@@ -102,10 +136,9 @@ fn read_run(c: &Connection, run: &RunId) -> Result<Vec<Exchange>, StoreError> {
             op: "read model exchange",
             detail: format!("the stored {what} of agent `{agent}` turn {turn} does not read: {e}"),
         };
-        let request: RequestDigest =
-            serde_json::from_str(&request).map_err(|e| bad("request", e))?;
+        let request = serde_json::from_str(&request).map_err(|e| bad("request", e))?;
         let reply = serde_json::from_str(&reply).map_err(|e| bad("reply", e))?;
-        out.push(Exchange {
+        out.push(StoredExchange {
             agent,
             turn,
             request,

@@ -6,7 +6,7 @@ pub mod audit;
 mod dead;
 pub use dead::{DeadLetter, RetryOverrides, RetryPlan};
 mod exchanges;
-pub use exchanges::{ExchangeRecord, exchanges_blocking};
+pub use exchanges::{ExchangeRecord, StoredExchange, exchanges_blocking};
 mod identity;
 mod query;
 pub use identity::{RecordedRepo, RepoIdentity};

@@ -93,10 +93,11 @@ fn built(lang: Lang, tools: Option<&Path>, version: &[u8]) -> PathBuf {
         }
         None => std::env::var_os("PATH").unwrap_or_default(),
     };
+    // The suite's one way to start crewbox: its own state and config directories, never
+    // the user's.
+    let homes = crate::support::cli::Homes::hidden_in(&work);
     let crewbox = |args: &[&str], dir: &Path| {
-        let out = Command::new(env!("CARGO_BIN_EXE_crewbox"))
-            .args(args)
-            .current_dir(dir)
+        let out = crate::support::cli::crewbox(dir, &homes, args)
             .env("PATH", &path_var)
             // The template's dependencies build once for every run of the suite.
             .env("CARGO_TARGET_DIR", tmp.join("templates/cargo-target"))

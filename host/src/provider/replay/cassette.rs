@@ -37,6 +37,26 @@ pub struct Exchange {
     pub reply: Completion,
 }
 
+impl From<crate::store::StoredExchange<RequestDigest, Completion>> for Exchange {
+    fn from(x: crate::store::StoredExchange<RequestDigest, Completion>) -> Self {
+        Self {
+            agent: x.agent,
+            turn: x.turn,
+            request: x.request,
+            reply: x.reply,
+        }
+    }
+}
+
+/// Reads the exchanges stored for run `run` (blocking), as a cassette holds them.
+pub fn stored_exchanges(
+    db: &Path,
+    run: &crate::ids::RunId,
+) -> Result<Vec<Exchange>, crate::store::StoreError> {
+    let stored = crate::store::exchanges_blocking::<RequestDigest, Completion>(db, run)?;
+    Ok(stored.into_iter().map(Exchange::from).collect())
+}
+
 /// The run a cassette was recorded from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
