@@ -77,6 +77,13 @@ pub use engine::{
 };
 pub use event::{Event, EventRecord};
 pub use ids::{AgentId, RunId};
+/// Serde for paths that may not be UTF-8: a string when it is, else its bytes (how
+/// every path in crewbox's JSON is written).
+pub use paths::serde_path;
+pub use repository::{
+    ConfigInForce, Exported, McpServerInForce, McpTransport, RecordingError, RunProvider,
+    TeamExport, TeamExportError, Worktrees,
+};
 pub use repository::{
     EventLog, HealthFacts, OpenError, ReadError, RecordKind, Repository, RunList, RunTree, Status,
 };
@@ -88,23 +95,30 @@ pub use vocab::{
 /// Types the public API mentions that belong to the lower floors.
 pub mod types {
     pub use crate::batch::{DeliveryKind, MemberCounts};
+    pub use crate::config::effective::{Ignored, IgnoredAction, Setting, Source};
     pub use crate::config::{ConfigError, ExecutorKind, ProviderChoiceError};
+    pub use crate::mcp::config::ServerSource;
+    pub use crate::mcp::project::{FILE as MCP_PROJECT_FILE, RepoServer, RepoServerState};
     pub use crate::observe::history::DispatchHistogram;
     pub use crate::observe::tree::{AgentTree, Visit};
     pub use crate::plugin::{CriterionResult, PluginError, PluginFault, PluginKind, Verdict};
     pub use crate::provider::{ProviderError, Usage};
+    pub use crate::replay::{ReplayError, ReplayOptions, ReplayOutcome, ReplayPlan, ReplayReport};
     pub use crate::store::{
         AgentCounts, AgentNode, AgentWorker, RetryOverrides, RunRecord, StoreError,
     };
     pub use crate::store::{FireStatus, ScheduleRecord};
+    pub use crate::team::export::{ExportError, ExportFormat, ExportReport};
     pub use crate::team::{
         Discovered, FindTeamError, Member, PackNote, SkippedWhat, Team, TeamError, TeamSource,
     };
     pub use crate::trust::Trust;
+    pub use crate::trust::rules::{RepoKey, RepoRule};
     pub use crate::vocab::AgentState;
     pub use crate::vocab::Exceeded;
     pub use crate::worktree::branches::BranchInfo;
     pub use crate::worktree::{BranchArtifact, MergeOutcome, WorktreeError};
+    pub use crate::worktree::{PruneReason, PruneReport, WorktreeInfo, WorktreeState};
 }
 
 /// **Not a stable API.** The items of the crate's internal floors that crewbox's own
@@ -173,10 +187,6 @@ pub mod unstable {
     /// Masking of secrets at every sink.
     pub mod redact {
         pub use crate::redact::{MASK, clean, register, register_secret_env};
-    }
-    /// Replays of recorded runs (`crewbox replay`, `export --cassette`).
-    pub mod replay {
-        pub use crate::replay::{ReplayOptions, ReplayOutcome, ReplayReport, cassette, plan, save};
     }
     /// The process sandbox agents' commands run in.
     pub mod sandbox {

@@ -28,7 +28,7 @@ pub enum ExportChoice {
     Crewbox,
 }
 
-impl From<ExportChoice> for crate::team::ExportFormat {
+impl From<ExportChoice> for crewbox::types::ExportFormat {
     fn from(c: ExportChoice) -> Self {
         match c {
             ExportChoice::Squad => Self::Squad,

@@ -5,7 +5,8 @@
 use serde_json::json;
 
 use super::{Context, Exit};
-use crate::config::effective::repo_rules_text;
+use crewbox::serde_path;
+use crewbox::types::{MCP_PROJECT_FILE, RepoKey, RepoServerState};
 
 /// Arguments of `crewbox config`.
 #[derive(Debug, Clone, clap::Args)]
@@ -17,46 +18,49 @@ pub struct ConfigArgs {
 
 /// Prints the configuration in force.
 pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
-    let cfg = ctx.config();
-    let env = |var: &str| std::env::var(var).ok();
-    // What `run` would use without --provider (or why it cannot run).
-    let choice = cfg.choose_provider(None, None, &env);
+    let cfg = ctx.config_in_force();
     if args.json {
-        let mut out = cfg.to_json();
-        out["repository"] = crate::paths::serde_path::json(ctx.root());
-        out["state_dir"] = crate::paths::serde_path::json(ctx.state_dir());
-        out["run_provider"] = match &choice {
-            Ok(c) => json!({"name": c.name, "source": c.chosen_by}),
-            Err(e) => json!({"name": null, "error": e.to_string()}),
-        };
-        out["trust_error"] = json!(ctx.trust_error());
-        out["mcp"] = json!({
-            "servers": cfg.mcp.servers.values().map(|s| json!({
-                "name": s.name, "transport": s.kind(), "source": s.source.as_str(),
-                "summary": s.summary(), "read_only": s.read_only,
-            })).collect::<Vec<_>>(),
-            "default": cfg.mcp.default,
-            "repository": cfg.repo_mcp,
+        let out = json!({
+            "trust": cfg.trust,
+            "files": cfg.files.iter().map(|p| serde_path::json(p)).collect::<Vec<_>>(),
+            "settings": cfg.settings,
+            "ignored": cfg.ignored,
+            "repo_rules": cfg.repo_rules,
+            "repository": serde_path::json(&cfg.repository),
+            "state_dir": serde_path::json(&cfg.state_dir),
+            "run_provider": match &cfg.run_provider {
+                Ok(c) => json!({"name": c.name, "source": c.chosen_by}),
+                Err(e) => json!({"name": null, "error": e.to_string()}),
+            },
+            "trust_error": cfg.trust_error,
+            "mcp": {
+                "servers": cfg.mcp_servers.iter().map(|s| json!({
+                    "name": s.name, "transport": s.transport.as_str(), "source": s.source.as_str(),
+                    "summary": s.summary, "read_only": s.read_only,
+                })).collect::<Vec<_>>(),
+                "default": cfg.mcp_default,
+                "repository": cfg.repo_mcp,
+            },
         });
         outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(Exit::Ok);
     }
     outln!(
         "repository: {} ({})",
-        ctx.root().display(),
+        cfg.repository.display(),
         cfg.trust.as_str()
     );
-    if let Some(e) = ctx.trust_error() {
+    if let Some(e) = &cfg.trust_error {
         // An unreadable store, or files changed since the user trusted it.
         outln!("            {e}");
     }
-    outln!("state:      {}", ctx.state_dir().display());
-    match &choice {
+    outln!("state:      {}", cfg.state_dir.display());
+    match &cfg.run_provider {
         Ok(c) => outln!("provider:   {} (chosen by {})", c.name, c.chosen_by),
         Err(e) => outln!("provider:   none: {e}"),
     }
     outln!("\nsettings:");
-    for s in cfg.settings() {
+    for s in &cfg.settings {
         outln!(
             "  {:<24} = {:<40} # {}",
             s.key,
@@ -64,15 +68,15 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
             s.source
         );
     }
-    if !cfg.mcp.servers.is_empty() || !cfg.repo_mcp.is_empty() {
+    if !cfg.mcp_servers.is_empty() || !cfg.repo_mcp.is_empty() {
         outln!("\nMCP servers:");
-        for s in cfg.mcp.servers.values() {
+        for s in &cfg.mcp_servers {
             outln!(
                 "  {:<16} {:<10} {}{}",
                 s.name,
                 s.source.as_str(),
-                s.summary(),
-                if cfg.mcp.default.contains(&s.name) {
+                s.summary,
+                if cfg.mcp_default.contains(&s.name) {
                     " (default)"
                 } else {
                     ""
@@ -80,13 +84,13 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
             );
         }
         for r in &cfg.repo_mcp {
-            if r.state == crate::mcp::project::RepoServerState::Approved {
+            if r.state == RepoServerState::Approved {
                 continue;
             }
             outln!(
                 "  {:<16} {:<10} {}{}",
                 r.name,
-                crate::mcp::project::FILE,
+                MCP_PROJECT_FILE,
                 r.state.describe(),
                 r.error
                     .as_deref()
@@ -102,7 +106,7 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
         }
     }
     outln!("\nwhat a repository's .crewbox/config.toml may set (when trusted):");
-    out!("{}", repo_rules_text());
+    out!("{}", rules_text(&cfg.repo_rules));
     if !cfg.trust.is_trusted() {
         outln!(
             "\nThis repository is not trusted: its config and plugins are ignored and its teams run \
@@ -110,4 +114,18 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
         );
     }
     Ok(Exit::Ok)
+}
+
+/// The table of what a repository may set, one row a line.
+fn rules_text(rules: &[RepoKey]) -> String {
+    let mut out = String::new();
+    for r in rules {
+        out.push_str(&format!(
+            "  {:<18} {:<15} {}\n",
+            r.key,
+            r.rule.as_str(),
+            r.why
+        ));
+    }
+    out
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::replay;
+use crewbox::RecordingError;
 
 use super::{Context, Exit};
 
@@ -23,24 +23,20 @@ pub struct ExportArgs {
 
 /// Writes the cassette and says how many model calls it holds.
 pub async fn run(ctx: Context, args: ExportArgs) -> anyhow::Result<Exit> {
-    let store = ctx.existing_store()?;
-    let run = match super::lookup::run(&store, &args.run).await? {
-        Ok(run) => run,
-        Err(exit) => return Ok(exit),
-    };
-    let cassette = match replay::cassette(&store, &run).await {
-        Ok(c) => c,
+    let exported = match ctx.export_cassette(&args.run, args.cassette.clone()).await {
+        Ok(e) => e,
+        Err(RecordingError::Run(e)) if !e.is_usage() => return Err(e.into()),
+        Err(RecordingError::Write(e)) => return Err(e.into()),
         Err(e) => {
             errln!("crewbox: {e}");
             return Ok(Exit::Usage);
         }
     };
-    let calls = cassette.exchanges.len();
-    replay::save(cassette, args.cassette.clone()).await?;
+    let (run, calls) = (exported.run, exported.model_calls);
     if args.json {
         let out = serde_json::json!({
-            "run": run.id,
-            "cassette": crate::paths::serde_path::json(&args.cassette),
+            "run": run,
+            "cassette": crewbox::serde_path::json(&args.cassette),
             "model_calls": calls,
         });
         outln!("{}", serde_json::to_string_pretty(&out)?);
@@ -48,7 +44,7 @@ pub async fn run(ctx: Context, args: ExportArgs) -> anyhow::Result<Exit> {
         outln!(
             "wrote {} model calls of run {} to {}",
             calls,
-            run.id,
+            run,
             args.cassette.display()
         );
     }

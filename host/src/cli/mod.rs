@@ -323,12 +323,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<Exit> {
         Command::Health(args) => health::run(ctx()?, args).await,
         Command::Top(args) => top::run(ctx()?, args, g.color.forced()).await,
         Command::Schedule(args) => schedule::run(ctx()?, args).await,
-        Command::Worktree(args) => {
-            let ctx = ctx()?;
-            // The store must belong to this repository before its worktrees are touched.
-            ctx.store_if_exists()?;
-            worktree::run(args, ctx.root(), &ctx.worktrees_dir()).await
-        }
+        Command::Worktree(args) => worktree::run(args, &ctx()?).await,
         Command::Trust(args) => trust::run(g, args),
         Command::Branches(args) => branches::run(&ctx()?, args).await,
         // `config` prints what `announce` would, in full.

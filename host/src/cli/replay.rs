@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::replay::{self, ReplayOptions, ReplayOutcome, ReplayReport};
+use crewbox::RecordingError;
+use crewbox::types::{ReplayOptions, ReplayOutcome, ReplayReport};
 
 use super::{Context, Exit};
 
@@ -30,11 +31,6 @@ pub struct ReplayArgs {
 
 /// Replays the run and prints the comparison.
 pub async fn run(ctx: Context, args: ReplayArgs) -> anyhow::Result<Exit> {
-    let store = ctx.existing_store()?;
-    let run = match super::lookup::run(&store, &args.run).await? {
-        Ok(run) => run,
-        Err(exit) => return Ok(exit),
-    };
     let opts = ReplayOptions {
         validators: args.validators,
         // A file named on the command line is relative to where the user is.
@@ -42,14 +38,14 @@ pub async fn run(ctx: Context, args: ReplayArgs) -> anyhow::Result<Exit> {
             .dispatcher
             .map(|p| std::path::absolute(&p).unwrap_or(p).display().to_string()),
     };
-    let plan = match replay::plan(&ctx, &store, run, opts).await {
+    let plan = match ctx.plan_replay(&args.run, opts).await {
         Ok(plan) => plan,
+        Err(RecordingError::Run(e)) if !e.is_usage() => return Err(e.into()),
         Err(e) => {
             errln!("crewbox: {e}");
             return Ok(Exit::Usage);
         }
     };
-    drop(store);
     if !args.json {
         errln!(
             "crewbox: replaying run {} ({}, {} recorded model calls)",

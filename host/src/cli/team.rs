@@ -8,7 +8,6 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::cli::{Context, Exit};
-use crate::team::export;
 use crewbox::types::{Member, Team, TeamSource};
 
 /// Arguments of `crewbox team`.
@@ -70,7 +69,7 @@ impl TeamCommand {
 }
 
 fn source_json(s: &TeamSource) -> serde_json::Value {
-    json!({"source": s.kind(), "path": s.path().map(crate::paths::serde_path::json)})
+    json!({"source": s.kind(), "path": s.path().map(crewbox::serde_path::json)})
 }
 
 fn member_json(m: &Member) -> serde_json::Value {
@@ -79,7 +78,7 @@ fn member_json(m: &Member) -> serde_json::Value {
         "display": m.display,
         "role": m.role,
         "source": m.source.kind(),
-        "file": m.file.as_deref().map(crate::paths::serde_path::json),
+        "file": m.file.as_deref().map(crewbox::serde_path::json),
         "requested_access": m.requested_access,
         "access": m.access,
         "provider": m.provider,
@@ -98,7 +97,7 @@ fn team_json(t: &Team) -> serde_json::Value {
         "mode": t.mode,
         "format": t.format.as_str(),
         "source": t.source.kind(),
-        "path": t.source.path().map(crate::paths::serde_path::json),
+        "path": t.source.path().map(crewbox::serde_path::json),
         "shadows": t.shadows.iter().map(source_json).collect::<Vec<_>>(),
         "skipped": t.skipped,
         "warnings": t.warnings,
@@ -183,25 +182,14 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
                     return Ok(Exit::Usage);
                 }
             };
-            let repo = ctx.root().to_path_buf();
-            let aliases = ctx.config().pack_models.clone();
-            let done = tokio::task::spawn_blocking(move || {
-                export(&repo, &t, format.into(), dir.as_deref(), force, &aliases)
-            })
-            .await?;
-            let report = match done {
-                Ok(r) => r,
-                Err(e) => {
-                    errln!("crewbox: team export refused: {e}");
+            let (report, retrusted) = match ctx.export_team(t, format.into(), dir, force).await {
+                Ok(done) => (done.report, done.retrusted),
+                Err(e @ crewbox::TeamExportError::Refused(_)) => {
+                    errln!("crewbox: {e}");
                     return Ok(Exit::Usage);
                 }
+                Err(e) => return Err(e.into()),
             };
-            // What the user exported is the user's own change: a trusted repository's
-            // trust record covers the files as they are now.
-            let retrusted = ctx.config().trust.is_trusted() && !report.written.is_empty();
-            if retrusted {
-                crate::trust::TrustStore::user()?.trust(ctx.root(), None)?;
-            }
             if json {
                 serde_json::to_writer_pretty(&mut out, &report)?;
                 writeln!(out)?;

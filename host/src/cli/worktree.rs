@@ -1,12 +1,12 @@
 //! `crewbox worktree list|prune`: inspect and clean up agent worktrees.
 
 use std::io::Write;
-use std::path::Path;
 
 use clap::{Args, Subcommand};
 
-use crate::cli::Exit;
-use crate::worktree::{PruneReason, WorktreeManager, WorktreeOptions, WorktreeState};
+use crate::cli::{Context, Exit};
+use crewbox::Worktrees;
+use crewbox::types::{PruneReason, WorktreeState};
 
 /// Arguments of `crewbox worktree`.
 #[derive(Debug, Clone, Args)]
@@ -42,43 +42,20 @@ impl WorktreeCommand {
     }
 }
 
-/// Runs `crewbox worktree` for the repository at `repo_root`, whose worktrees live in
-/// `worktrees_dir` (`<state>/worktrees/`, resolved by the caller from the config).
-pub async fn run(
-    args: WorktreeArgs,
-    repo_root: &Path,
-    worktrees_dir: &Path,
-) -> anyhow::Result<Exit> {
-    let opts = WorktreeOptions {
-        // A listing or pruning process must not keep worktrees for itself.
-        pool_size: 0,
-        ..WorktreeOptions::default()
-    };
+/// Runs `crewbox worktree` for the context's repository.
+pub async fn run(args: WorktreeArgs, ctx: &Context) -> anyhow::Result<Exit> {
     let mut out = crate::text::stdout();
-    // Listing where no agent ever worked: nothing to open, and nothing is created.
-    if let WorktreeCommand::List { json } = &args.command
-        && !worktrees_dir.exists()
-    {
-        if *json {
-            writeln!(out, "[]")?;
-        } else {
-            writeln!(out, "no agent worktrees in {}", worktrees_dir.display())?;
-        }
-        return Ok(Exit::Ok);
-    }
-    let manager = WorktreeManager::open(repo_root, worktrees_dir, opts).await?;
     match args.command {
         WorktreeCommand::List { json } => {
-            let rows = manager.list().await?;
+            let Worktrees {
+                dir,
+                worktrees: rows,
+            } = ctx.worktrees().await?;
             if json {
                 serde_json::to_writer_pretty(&mut out, &rows)?;
                 writeln!(out)?;
             } else if rows.is_empty() {
-                writeln!(
-                    out,
-                    "no agent worktrees in {}",
-                    manager.worktrees_dir().display()
-                )?;
+                writeln!(out, "no agent worktrees in {}", dir.display())?;
             } else {
                 writeln!(
                     out,
@@ -112,7 +89,7 @@ pub async fn run(
             }
         }
         WorktreeCommand::Prune { json } => {
-            let report = manager.prune().await?;
+            let report = ctx.prune_worktrees().await?;
             if json {
                 serde_json::to_writer_pretty(&mut out, &report)?;
                 writeln!(out)?;

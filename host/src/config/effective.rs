@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 
 use super::Config;
 use crate::provider::config::ProviderConfig;
-use crate::trust::rules::{REPO_KEYS, UNLISTED};
 
 /// Where a setting's value came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -322,40 +321,4 @@ impl Config {
             })
             .collect()
     }
-
-    /// The whole picture as JSON: trust, settings with sources, what was ignored and
-    /// the rules.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "trust": self.trust,
-            "files": self.sources.iter().map(|p| crate::paths::serde_path::json(p)).collect::<Vec<_>>(),
-            "settings": self.settings(),
-            "ignored": self.ignored,
-            "repo_rules": repo_rules_json(),
-        })
-    }
-}
-
-/// The repository rules table as JSON rows.
-pub fn repo_rules_json() -> Value {
-    let rows: Vec<Value> = REPO_KEYS
-        .iter()
-        .chain([&UNLISTED])
-        .map(|r| json!({"key": r.key, "rule": r.rule, "why": r.why}))
-        .collect();
-    Value::Array(rows)
-}
-
-/// The repository rules table as text, one row a line.
-pub fn repo_rules_text() -> String {
-    let mut out = String::new();
-    for r in REPO_KEYS.iter().chain([&UNLISTED]) {
-        out.push_str(&format!(
-            "  {:<18} {:<15} {}\n",
-            r.key,
-            r.rule.as_str(),
-            r.why
-        ));
-    }
-    out
 }

@@ -5,9 +5,14 @@
 
 mod facts;
 mod reads;
+mod settings;
 
 pub use facts::HealthFacts;
 pub use reads::{ReadError, RecordKind, RunList, RunTree};
+pub use settings::{
+    ConfigInForce, Exported, McpServerInForce, McpTransport, RecordingError, RunProvider,
+    TeamExport, TeamExportError, Worktrees,
+};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -158,3 +158,65 @@ async fn teams_are_the_teams_in_force_with_source_and_members() {
         found.problems
     );
 }
+
+#[tokio::test]
+async fn config_in_force_is_what_crewbox_config_prints() {
+    let dir = git_repo(|work| {
+        std::fs::create_dir_all(work.join(".crewbox")).unwrap();
+        std::fs::write(work.join(".crewbox/config.toml"), "max_concurrent = 1\n").unwrap();
+        std::fs::write(
+            work.join(".mcp.json"),
+            r#"{"mcpServers": {"docs": {"command": "docs-server"}}}"#,
+        )
+        .unwrap();
+    });
+    let repo = open(dir.path());
+    let cfg = repo.config_in_force();
+    assert_eq!(cfg.repository, repo.root());
+    assert_eq!(cfg.state_dir, repo.state_dir());
+    assert!(!cfg.trust.is_trusted());
+    // Untrusted: the repository's `.mcp.json` server is listed, and not in force.
+    let servers: Vec<(&str, crewbox::types::RepoServerState)> = cfg
+        .repo_mcp
+        .iter()
+        .map(|r| (r.name.as_str(), r.state))
+        .collect();
+    assert_eq!(
+        servers,
+        [("docs", crewbox::types::RepoServerState::Untrusted)]
+    );
+    assert!(cfg.mcp_servers.iter().all(|s| s.name != "docs"));
+    assert_eq!(
+        cfg.repo_rules.first().map(|r| r.key),
+        Some("default_provider")
+    );
+    // The repository's own value is not in force.
+    let max = cfg
+        .settings
+        .iter()
+        .find(|s| s.key == "max_concurrent")
+        .unwrap();
+    assert_eq!(max.source, crewbox::types::Source::Default);
+
+    // The binary prints the same repository facts.
+    let out = bin(dir.path(), &["config", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        printed["mcp"]["repository"],
+        serde_json::to_value(&cfg.repo_mcp).unwrap()
+    );
+    assert_eq!(
+        printed["repo_rules"],
+        serde_json::to_value(&cfg.repo_rules).unwrap()
+    );
+    assert_eq!(printed["trust"], serde_json::to_value(cfg.trust).unwrap());
+    assert_eq!(
+        printed["ignored"],
+        serde_json::to_value(&cfg.ignored).unwrap()
+    );
+}
