@@ -77,8 +77,10 @@ pub use engine::{
 };
 pub use event::{Event, EventRecord};
 pub use ids::{AgentId, RunId};
+pub use observe::{flush_telemetry, init_tracing};
 pub use repository::{
     EventLog, HealthFacts, OpenError, ReadError, RecordKind, Repository, RunList, RunTree, Status,
+    Watch,
 };
 pub use vocab::{
     Access, DecisionSource, ExitReason, Isolation, Mode, ModeChoice, RunStatus, Strategy, Trend,
@@ -88,6 +90,7 @@ pub use vocab::{
 /// Types the public API mentions that belong to the lower floors.
 pub mod types {
     pub use crate::batch::{DeliveryKind, MemberCounts};
+    pub use crate::config::user::TelemetryFile;
     pub use crate::config::{ConfigError, ExecutorKind, ProviderChoiceError};
     pub use crate::observe::history::DispatchHistogram;
     pub use crate::observe::tree::{AgentTree, Visit};
@@ -96,6 +99,7 @@ pub mod types {
     pub use crate::store::{
         AgentCounts, AgentNode, AgentWorker, RetryOverrides, RunRecord, StoreError,
     };
+    pub use crate::store::{AgentRecord, AgentRow, MIN_TAIL, RunRow, StepOutline, StepState};
     pub use crate::store::{FireStatus, ScheduleRecord};
     pub use crate::team::{
         Discovered, FindTeamError, Member, PackNote, SkippedWhat, Team, TeamError, TeamSource,
@@ -148,9 +152,9 @@ pub mod unstable {
     pub mod mcp {
         pub use crate::mcp::{AgentMcp, McpServer, Pool, config, project, serve, tools};
     }
-    /// Tracing, and the view model behind `crewbox top`.
+    /// Tracing and its export.
     pub mod observe {
-        pub use crate::observe::{dashboard, flush_telemetry, init_tracing};
+        pub use crate::observe::{flush_telemetry, init_tracing};
     }
     /// The WebAssembly plugin runtime.
     pub mod plugin {

@@ -5,9 +5,11 @@
 
 mod facts;
 mod reads;
+mod watch;
 
 pub use facts::HealthFacts;
 pub use reads::{ReadError, RecordKind, RunList, RunTree};
+pub use watch::Watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

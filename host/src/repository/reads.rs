@@ -85,7 +85,7 @@ impl ReadError {
         )
     }
 
-    fn settle<T>(kind: RecordKind, text: &str, found: Lookup<T>) -> Result<T, Self> {
+    pub(super) fn settle<T>(kind: RecordKind, text: &str, found: Lookup<T>) -> Result<T, Self> {
         match found {
             Lookup::One(t) => Ok(t),
             Lookup::None => Err(Self::NoMatch {
