@@ -77,6 +77,7 @@ pub use engine::{
 };
 pub use event::{Event, EventRecord};
 pub use ids::{AgentId, RunId};
+pub use observe::{flush_telemetry, init_tracing};
 /// Serde for paths that may not be UTF-8: a string when it is, else its bytes (how
 /// every path in crewbox's JSON is written).
 pub use paths::serde_path;
@@ -86,6 +87,7 @@ pub use repository::{
 };
 pub use repository::{
     EventLog, HealthFacts, OpenError, ReadError, RecordKind, Repository, RunList, RunTree, Status,
+    Watch,
 };
 pub use vocab::{
     Access, DecisionSource, ExitReason, Isolation, Mode, ModeChoice, RunStatus, Strategy, Trend,
@@ -96,6 +98,7 @@ pub use vocab::{
 pub mod types {
     pub use crate::batch::{DeliveryKind, MemberCounts};
     pub use crate::config::effective::{Ignored, IgnoredAction, Setting, Source};
+    pub use crate::config::user::TelemetryFile;
     pub use crate::config::{ConfigError, ExecutorKind, ProviderChoiceError};
     pub use crate::mcp::config::ServerSource;
     pub use crate::mcp::project::{FILE as MCP_PROJECT_FILE, RepoServer, RepoServerState};
@@ -107,6 +110,7 @@ pub mod types {
     pub use crate::store::{
         AgentCounts, AgentNode, AgentWorker, RetryOverrides, RunRecord, StoreError,
     };
+    pub use crate::store::{AgentRecord, AgentRow, MIN_TAIL, RunRow, StepOutline, StepState};
     pub use crate::store::{FireStatus, ScheduleRecord};
     pub use crate::team::export::{ExportError, ExportFormat, ExportReport};
     pub use crate::team::{
@@ -162,9 +166,9 @@ pub mod unstable {
     pub mod mcp {
         pub use crate::mcp::{AgentMcp, McpServer, Pool, config, project, serve, tools};
     }
-    /// Tracing, and the view model behind `crewbox top`.
+    /// Tracing and its export.
     pub mod observe {
-        pub use crate::observe::{dashboard, flush_telemetry, init_tracing};
+        pub use crate::observe::{flush_telemetry, init_tracing};
     }
     /// The WebAssembly plugin runtime.
     pub mod plugin {

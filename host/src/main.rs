@@ -13,8 +13,8 @@ mod cli;
 use crewbox::handoff;
 use crewbox::text;
 use crewbox::unstable::{
-    config, control, engine, mcp, observe, paths, plugin, provider, redact, sandbox, schedule,
-    store, team, trust,
+    config, control, engine, mcp, paths, plugin, provider, redact, sandbox, schedule, store, team,
+    trust,
 };
 
 fn main() -> std::process::ExitCode {

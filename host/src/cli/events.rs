@@ -29,7 +29,7 @@ pub struct EventsArgs {
 
 /// Prints events, one JSON object per line.
 pub async fn run(ctx: Context, args: EventsArgs) -> anyhow::Result<Exit> {
-    let Some(store) = ctx.store_if_exists()? else {
+    let Some(watch) = ctx.watch().await? else {
         return Ok(match args.run.or(args.run_flag) {
             Some(id) => {
                 errln!("crewbox: no run matches `{id}` (nothing has run here yet)");
@@ -39,18 +39,21 @@ pub async fn run(ctx: Context, args: EventsArgs) -> anyhow::Result<Exit> {
         });
     };
     let run = match args.run.or(args.run_flag) {
-        Some(id) => match super::lookup::run(&store, &id).await? {
+        Some(id) => match watch.run(&id).await {
             Ok(r) => Some(r.id),
-            Err(exit) => return Ok(exit),
+            Err(e) if e.is_usage() => {
+                errln!("crewbox: {e}");
+                return Ok(Exit::Usage);
+            }
+            Err(e) => return Err(e.into()),
         },
         None => None,
     };
-    let log = &store;
     let mut after = args.after;
     // NDJSON through the escaping sink: its escapes are JSON escapes of the same text.
     let mut out = crate::text::stdout();
     loop {
-        let batch = log.events(run.as_ref(), after, 1000).await?;
+        let batch = watch.page(run.as_ref(), after, 1000).await?;
         for e in &batch {
             serde_json::to_writer(&mut out, e)?;
             out.write_all(b"\n")?;

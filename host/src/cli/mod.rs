@@ -250,7 +250,7 @@ pub fn main() -> std::process::ExitCode {
     let telemetry = crate::config::Config::load_user()
         .map(|c| c.telemetry)
         .unwrap_or_default();
-    crate::observe::init_tracing(cli.global.log_json, cli.global.color.forced(), &telemetry);
+    crewbox::init_tracing(cli.global.log_json, cli.global.color.forced(), &telemetry);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -264,7 +264,7 @@ pub fn main() -> std::process::ExitCode {
     let result = runtime.block_on(dispatch(cli));
     // The runtime goes first: its tasks' spans end before the last ones are sent.
     drop(runtime);
-    crate::observe::flush_telemetry();
+    crewbox::flush_telemetry();
     match result {
         Ok(code) => code.into(),
         Err(e) => {

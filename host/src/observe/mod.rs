@@ -1,7 +1,6 @@
 //! Observability: tracing setup (spans run → agent → turn → tool carry the ids), and
 //! with the `otlp` feature their export over OTLP/HTTP.
 
-pub mod dashboard;
 pub mod history;
 #[cfg(feature = "otlp")]
 pub mod otlp;

@@ -13,6 +13,9 @@ pub use settings::{
     ConfigInForce, Exported, McpServerInForce, McpTransport, RecordingError, RunProvider,
     TeamExport, TeamExportError, Worktrees,
 };
+mod watch;
+
+pub use watch::Watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

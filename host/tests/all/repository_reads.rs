@@ -220,3 +220,84 @@ async fn config_in_force_is_what_crewbox_config_prints() {
         serde_json::to_value(&cfg.ignored).unwrap()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_pages_through_a_runs_events_as_the_log_holds_them() {
+    use crewbox::unstable::config::Config;
+    use crewbox::{Mode, ModeChoice, RunRequest, RunStatus};
+    let dir = git_repo(|_| {});
+    let script = dir.path().join("s.toml");
+    std::fs::write(
+        &script,
+        "[[reply]]\nagent = \"agent\"\nturn = 1\n[[reply.tool_calls]]\nname = \"read_file\"\n\
+         args = { path = \"notes.txt\" }\n\n[[reply]]\nagent = \"agent\"\nturn = 2\ntext = \"done\"\n",
+    )
+    .unwrap();
+    let repo = Repository::with_config(
+        dir.path().join("repo"),
+        dir.path().join("state"),
+        Config::default(),
+    );
+    // Nothing has run here: nothing to watch, and watching creates no store.
+    assert!(repo.watch().await.unwrap().is_none());
+    assert!(
+        !dir.path()
+            .join("state")
+            .join(crewbox::unstable::store::DB_FILE)
+            .exists()
+    );
+
+    let engine = repo
+        .engine(tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap();
+    let mut req = RunRequest::new("read the notes");
+    req.mode = Some(ModeChoice::Mode(Mode::Single));
+    req.script = Some(script);
+    let report = engine.run(req).await.unwrap();
+    assert_eq!(
+        report.status,
+        RunStatus::Completed,
+        "{}",
+        report.render_text()
+    );
+    let run = report.run_id.clone();
+
+    let watch = repo.watch().await.unwrap().expect("a store after a run");
+    let all = repo
+        .events()
+        .unwrap()
+        .after(Some(&run), 0, 10_000)
+        .await
+        .unwrap();
+    assert!(all.len() > 3, "a run stores several events: {all:?}");
+    // Pages of two, each after the last one read, are the log in order, nothing twice.
+    let mut paged = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = watch.page(Some(&run), after, 2).await.unwrap();
+        assert!(page.len() <= 2);
+        paged.extend(page.iter().cloned());
+        match page.last() {
+            Some(e) if page.len() == 2 => after = e.seq,
+            _ => break,
+        }
+    }
+    assert_eq!(paged, all);
+    assert_eq!(watch.last_seq().await.unwrap(), all.last().unwrap().seq);
+    assert!(
+        watch
+            .page(None, watch.last_seq().await.unwrap(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The run as the user names it, and the rows a watcher lists.
+    assert_eq!(watch.run(&run.as_str()[..8]).await.unwrap().id, run);
+    assert!(watch.run("r-nothing-like-it").await.unwrap_err().is_usage());
+    let rows = watch.runs(10).await.unwrap();
+    assert_eq!(rows.iter().map(|r| &r.id).collect::<Vec<_>>(), [&run]);
+    assert_eq!(watch.agents(&run).await.unwrap().len(), 1);
+    let latest = watch.latest(&run, &["tool.call"], 10).await.unwrap();
+    assert_eq!(latest.len(), 1, "{latest:?}");
+}

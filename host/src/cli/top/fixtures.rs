@@ -1,7 +1,7 @@
 //! Rows the dashboard's tests build models from.
 
-use crate::store::{AgentRow, AgentStats, RunRow};
-use crewbox::types::AgentState;
+use crewbox::types::{AgentRow, AgentState, RunRow};
+use crewbox::vocab::AgentStats;
 use crewbox::{AgentId, Mode, RunId, RunStatus};
 
 /// A running team run of `mode` driven by this (live) process.

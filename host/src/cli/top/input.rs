@@ -3,7 +3,7 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::observe::dashboard::Dashboard;
+use super::model::Dashboard;
 use crewbox::types::AgentState;
 use crewbox::{AgentId, RunId};
 
@@ -302,8 +302,8 @@ fn live(state: AgentState) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::{agent, team_run};
+    use super::super::model::RunDetail;
     use super::*;
-    use crate::observe::dashboard::RunDetail;
     use crewbox::Mode;
 
     fn press(ui: &mut Ui, model: &mut Dashboard, keys: &str) -> Intent {

@@ -3,14 +3,15 @@
 //! processes; its actions go through the same calls as `crewbox steer`, `stop`,
 //! `send` and `resume`.
 //!
-//! The parts: the view model (`observe::dashboard`, pure), [`source`] (the store,
-//! read incrementally), [`input`] (keys to intents, pure), [`render`] (one frame from
+//! The parts: the view model ([`model`], pure), [`source`] (the store, read
+//! incrementally through [`crewbox::Watch`]), [`input`] (keys to intents, pure), [`render`] (one frame from
 //! the model) and this loop, which redraws only when something changed, on a key, a
 //! resize, or once a second for the clocks.
 
 #[cfg(test)]
 mod fixtures;
 mod input;
+mod model;
 mod render;
 mod source;
 
@@ -26,9 +27,8 @@ use ratatui::crossterm::terminal::{
 use tokio::sync::mpsc;
 
 use super::{Context, Exit};
-use crate::observe::dashboard::Dashboard;
-use crate::store::now_ms;
 use input::{Action, Intent, Ui};
+use model::Dashboard;
 
 /// Arguments of `crewbox top`.
 #[derive(Debug, Clone, clap::Args)]
@@ -98,7 +98,7 @@ async fn dashboard(
                             Intent::Redraw => {}
                             Intent::Perform(action) => {
                                 ui.notice = Some(match &source {
-                                    Some(s) => perform(ctx, s.store(), action, &mut children).await,
+                                    Some(s) => perform(ctx, s.watch(), action, &mut children).await,
                                     None => "nothing has run here yet".into(),
                                 });
                             }
@@ -122,9 +122,9 @@ async fn dashboard(
                 children.retain_mut(|c: &mut std::process::Child| !matches!(c.try_wait(), Ok(Some(_))));
                 if source.is_none() {
                     // A fresh state directory: wait for the first run to create the store.
-                    match ctx.store_if_exists() {
-                        Ok(Some(store)) => {
-                            source = Some(source::Source::new(store, &mut model).await?);
+                    match ctx.watch().await {
+                        Ok(Some(watch)) => {
+                            source = Some(source::Source::new(watch, &mut model).await?);
                             problem = None;
                         }
                         Ok(None) => problem = Some("no store yet: waiting for a first run".into()),
@@ -153,17 +153,19 @@ async fn dashboard(
 /// Performs a confirmed action with the calls the matching command uses; what to show.
 async fn perform(
     ctx: &Context,
-    store: &crate::store::Store,
+    watch: &crewbox::Watch,
     action: Action,
     children: &mut Vec<std::process::Child>,
 ) -> String {
+    // The requests go through `control` on the store until `Repository` has them.
+    let store = watch.store();
     let outcome = match action {
-        Action::Steer { agent, message, .. } => match store.agent(&agent).await {
+        Action::Steer { agent, message, .. } => match watch.agent(&agent).await {
             Ok(Some(a)) => super::control::steer_agent(store, &a, &message).await,
             Ok(None) => Ok(Err(format!("agent {agent} is gone"))),
             Err(e) => Err(e.into()),
         },
-        Action::StopAgent { agent, .. } => match store.agent(&agent).await {
+        Action::StopAgent { agent, .. } => match watch.agent(&agent).await {
             Ok(Some(a)) => {
                 super::control::stop_target(store, super::control::StopTarget::Agent(&a)).await
             }
@@ -223,12 +225,20 @@ fn resume(
     Ok(Ok((child, log_path)))
 }
 
+/// Now, in milliseconds since the Unix epoch (the store's clock).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 /// The terminal in raw mode on the alternate screen, restored when dropped (also when
 /// the dashboard fails or panics).
 struct TerminalGuard(ratatui::Terminal<ratatui::backend::CrosstermBackend<std::io::Stdout>>);
 
 // The dashboard draws with terminal controls of its own, so it writes to stdout raw;
-// every text it shows passes `crate::text::escape` first (`dashboard::clean`).
+// every text it shows passes `crate::text::escape` first (`model::clean`).
 #[allow(clippy::disallowed_methods)]
 impl TerminalGuard {
     fn enter() -> anyhow::Result<Self> {

@@ -8,9 +8,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, List, ListItem, ListState, Paragraph, Wrap};
 
 use super::input::{Focus, Modal, Typing, Ui};
-use crate::observe::dashboard::{Activity, Dashboard, RunDetail, clean};
-use crate::store::{AgentRow, RunRow};
-use crewbox::types::AgentState;
+use super::model::{Activity, Dashboard, RunDetail, clean};
+use crewbox::types::{AgentRow, AgentState, RunRow};
 use crewbox::{RunStatus, Trend};
 
 /// What a frame needs besides the model.
@@ -508,9 +507,9 @@ fn centred(area: Rect, width: u16, height: u16) -> Rect {
     }
 }
 
-/// The id's tail every command accepts (see `store::MIN_TAIL`), with its kind.
+/// The id's tail every command accepts (see [`MIN_TAIL`](crewbox::types::MIN_TAIL)), with its kind.
 fn short(id: &str) -> String {
-    let tail = crate::store::MIN_TAIL;
+    let tail = crewbox::types::MIN_TAIL;
     let start = id.char_indices().rev().nth(tail - 1).map_or(0, |(i, _)| i);
     id[start..].to_owned()
 }
@@ -549,9 +548,8 @@ fn tokens(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::{agent, team_run};
+    use super::super::model::RunDetail;
     use super::*;
-    use crate::observe::dashboard::RunDetail;
-    use crate::store::RunRow;
     use crewbox::event::{Event, EventRecord, IterationRecord};
     use crewbox::{Mode, RunId};
     use ratatui::Terminal;

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::observe::dashboard::{ACTIVITY_LEN, Dashboard, Health, RunDetail, TAIL_LEN};
-use crate::store::Store;
+use super::model::{ACTIVITY_LEN, Dashboard, Health, RunDetail, TAIL_LEN};
+use crewbox::Watch;
 
 /// Runs listed.
 const RUNS: u32 = 50;
@@ -22,25 +22,25 @@ const ACTIVITY_KINDS: &[&str] = &["model.reply", "tool.call", "agent.steer"];
 
 /// The store as the dashboard reads it.
 pub struct Source {
-    store: Store,
+    watch: Watch,
     rows_at: Option<Instant>,
     slow_at: Option<Instant>,
 }
 
 impl Source {
-    /// Starts following `store` from its newest event.
-    pub async fn new(store: Store, model: &mut Dashboard) -> anyhow::Result<Self> {
-        model.last_seq = store.last_event_seq().await?;
+    /// Starts following `watch` from its newest event.
+    pub async fn new(watch: Watch, model: &mut Dashboard) -> anyhow::Result<Self> {
+        model.last_seq = watch.last_seq().await?;
         Ok(Self {
-            store,
+            watch,
             rows_at: None,
             slow_at: None,
         })
     }
 
-    /// The store.
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// The repository's store, watched.
+    pub fn watch(&self) -> &Watch {
+        &self.watch
     }
 
     /// Brings the model up to date; whether anything changed.
@@ -49,7 +49,7 @@ impl Source {
         let mut touched = Vec::new();
         // A bounded catch-up per tick, so a burst of events cannot stall the keys.
         for _ in 0..10 {
-            let events = self.store.events(None, model.last_seq, BATCH).await?;
+            let events = self.watch.page(None, model.last_seq, BATCH).await?;
             let full = events.len() as u32 == BATCH;
             touched.extend(model.apply_all(&events));
             if !full {
@@ -59,7 +59,7 @@ impl Source {
         let due = |at: Option<Instant>| at.is_none_or(|t| t.elapsed() >= SLOW);
         if !touched.is_empty() || due(self.rows_at) {
             let before = model.runs.clone();
-            model.set_runs(self.store.run_rows(RUNS).await?);
+            model.set_runs(self.watch.runs(RUNS).await?);
             changed |= model.runs != before;
             if let Some(d) = model.detail.as_mut() {
                 d.stale = true;
@@ -74,16 +74,23 @@ impl Source {
             changed = true;
         }
         if let Some(d) = model.detail.as_mut().filter(|d| d.stale) {
-            let agents = self.store.agent_rows(&d.run_id).await?;
-            let steps = self.store.step_outline(&d.run_id).await?;
+            let agents = self.watch.agents(&d.run_id).await?;
+            let steps = self.watch.steps(&d.run_id).await?;
             changed |= agents != d.agents || steps != d.steps || !touched.is_empty();
             d.set_agents(agents);
             d.steps = steps;
             d.stale = false;
         }
         if due(self.slow_at) {
-            let health = self.health().await?;
-            let schedules = self.store.schedules().await?;
+            let facts = self.watch.health().await?;
+            let health = Health {
+                running_agents: facts.agents.running,
+                queued_agents: facts.agents.queued,
+                unfinished: facts.unfinished,
+                interrupted: facts.interrupted,
+                store_bytes: facts.size_bytes,
+            };
+            let schedules = facts.jobs;
             changed |= health != model.health || schedules != model.schedules;
             model.health = health;
             model.schedules = schedules;
@@ -96,22 +103,15 @@ impl Source {
     /// every reflect iteration, merged in sequence order.
     async fn follow(&self, run: crewbox::RunId) -> anyhow::Result<RunDetail> {
         let mut d = RunDetail::new(run.clone());
-        d.set_agents(self.store.agent_rows(&run).await?);
-        d.steps = self.store.step_outline(&run).await?;
-        let mut history = self
-            .store
-            .latest_events(&run, None, &[], TAIL_LEN as u32)
-            .await?;
+        d.set_agents(self.watch.agents(&run).await?);
+        d.steps = self.watch.steps(&run).await?;
+        let mut history = self.watch.latest(&run, &[], TAIL_LEN as u32).await?;
         history.extend(
-            self.store
-                .latest_events(&run, None, ACTIVITY_KINDS, 4 * ACTIVITY_LEN as u32)
+            self.watch
+                .latest(&run, ACTIVITY_KINDS, 4 * ACTIVITY_LEN as u32)
                 .await?,
         );
-        history.extend(
-            self.store
-                .latest_events(&run, None, HISTORY_KINDS, 1000)
-                .await?,
-        );
+        history.extend(self.watch.latest(&run, HISTORY_KINDS, 1000).await?);
         history.sort_by_key(|e| e.seq);
         history.dedup_by_key(|e| e.seq);
         for e in &history {
@@ -119,17 +119,5 @@ impl Source {
         }
         d.stale = false;
         Ok(d)
-    }
-
-    async fn health(&self) -> anyhow::Result<Health> {
-        let counts = self.store.agent_counts().await?;
-        let unfinished = self.store.unfinished_runs().await?;
-        Ok(Health {
-            running_agents: counts.running,
-            queued_agents: counts.queued,
-            unfinished: unfinished.len(),
-            interrupted: unfinished.iter().filter(|r| r.is_interrupted()).count(),
-            store_bytes: std::fs::metadata(self.store.path()).map_or(0, |m| m.len()),
-        })
     }
 }

@@ -2,8 +2,9 @@
 //! orchestrate and reflect modes journal every step (plan, workers, synthesis,
 //! evaluation), the others are read from their agents' roles and states.
 
-use crate::store::{AgentRow, StepOutline, StepState};
-use crate::vocab::{AgentState, Mode, RunStatus};
+use crewbox::types::{AgentRow, StepOutline, StepState};
+use crewbox::vocab::AgentState;
+use crewbox::{Mode, RunStatus};
 
 /// A run's current phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,8 +168,8 @@ fn members(agents: &[AgentRow]) -> Phase {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::AgentId;
-    use crate::vocab::AgentStats;
+    use crewbox::AgentId;
+    use crewbox::vocab::AgentStats;
 
     fn steps(list: &[(&str, StepState)]) -> Vec<StepOutline> {
         list.iter()

@@ -12,10 +12,10 @@ use std::collections::{HashMap, VecDeque};
 
 pub use phase::Phase;
 
-use crate::event::{Event, EventRecord, IterationRecord};
-use crate::ids::{AgentId, RunId};
-use crate::store::{AgentNode, AgentRow, RunRow, ScheduleRecord, StepOutline};
-use crate::vocab::AgentState;
+use crewbox::event::{Artifact, Event, EventRecord, IterationRecord};
+use crewbox::types::{AgentNode, AgentRow, AgentTree, RunRow, ScheduleRecord, StepOutline};
+use crewbox::vocab::AgentState;
+use crewbox::{AgentId, RunId};
 
 /// Events kept in a run's tail.
 pub const TAIL_LEN: usize = 200;
@@ -227,7 +227,7 @@ impl RunDetail {
                 created_at: a.created_at,
             })
             .collect();
-        self.tree = super::tree::AgentTree::build(nodes)
+        self.tree = AgentTree::build(nodes)
             .preorder()
             .into_iter()
             .map(|(i, depth, _)| (i, depth))
@@ -402,7 +402,7 @@ pub fn summary(event: &Event) -> String {
         Event::AgentContinue { reason, .. } => format!("asked to continue ({reason:?})"),
         Event::AgentFixRound { round } => format!("fix round {round}"),
         Event::AgentValidation { status, .. } => format!("validation {status:?}"),
-        Event::AgentArtifact(crate::event::Artifact::Branch(b)) => {
+        Event::AgentArtifact(Artifact::Branch(b)) => {
             format!("branch {}", clean(&b.branch))
         }
         Event::AgentChain { .. } => "chained agent started".into(),
@@ -466,9 +466,8 @@ pub fn summary(event: &Event) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Usage;
-    use crate::vocab::AgentStats;
-    use crate::vocab::{Mode, RunStatus};
+    use crewbox::vocab::{AgentStats, Usage};
+    use crewbox::{Mode, RunStatus};
 
     fn run_id() -> RunId {
         RunId::from_string(String::from("r-1"))
