@@ -3,12 +3,44 @@
 //! as a person types them. What `crewbox steer|stop|send`, `crewbox top` and
 //! `crewbox mcp serve` do, with the sentences they say.
 
-use crate::ids::RunId;
+use crate::ids::{AgentId, RunId};
 use crate::store::{AgentRecord, ControlKind, Lookup, RunRecord, Store, StoreError};
 use crate::vocab::{AgentState, RunStatus};
 
 /// Longest team message accepted, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024;
+
+/// Why a request was not queued: nothing is wrong with the store, the request itself
+/// cannot be delivered (its message is the sentence the commands print).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// A steer or stop for an agent that has ended.
+    #[error("agent {agent} has already ended ({state})")]
+    Ended {
+        /// The agent.
+        agent: AgentId,
+        /// How it ended.
+        state: AgentState,
+    },
+    /// A team message with nothing in it but whitespace.
+    #[error("the message is empty")]
+    EmptyMessage,
+    /// A team message over [`MAX_MESSAGE_BYTES`].
+    #[error("the message is {bytes} bytes; the limit is {MAX_MESSAGE_BYTES}")]
+    TooLong {
+        /// Its length, trimmed.
+        bytes: usize,
+    },
+    /// A team message for a team without an unfinished reflect loop.
+    #[error(
+        "team `{team}` has no reflect loop running; start one with \
+         `crewbox run --team {team} --mode reflect \"...\"`"
+    )]
+    NoReflectLoop {
+        /// The team.
+        team: String,
+    },
+}
 
 /// The one record `found` holds, or why there is none (nothing, or several: named).
 pub fn settle<T>(kind: &str, text: &str, found: Lookup<T>) -> Result<T, String> {
@@ -40,7 +72,7 @@ pub async fn steer_agent(
     store: &Store,
     agent: &AgentRecord,
     message: &str,
-) -> Result<Result<String, String>, StoreError> {
+) -> Result<Result<String, Refused>, StoreError> {
     if agent.state.is_terminal() {
         return Ok(Err(ended(agent)));
     }
@@ -120,7 +152,7 @@ pub async fn find_stoppable(
 pub async fn stop_target(
     store: &Store,
     target: StopTarget<'_>,
-) -> Result<Result<String, String>, StoreError> {
+) -> Result<Result<String, Refused>, StoreError> {
     let id = match target {
         StopTarget::Agent(agent) if agent.state.is_terminal() => return Ok(Err(ended(agent))),
         StopTarget::Agent(agent) => agent.id.as_str(),
@@ -130,8 +162,11 @@ pub async fn stop_target(
     Ok(Ok(format!("stop requested for {id}")))
 }
 
-fn ended(agent: &AgentRecord) -> String {
-    format!("agent {} has already ended ({})", agent.id, agent.state)
+fn ended(agent: &AgentRecord) -> Refused {
+    Refused::Ended {
+        agent: agent.id.clone(),
+        state: agent.state,
+    }
 }
 
 /// Queues `message` for `team`'s unfinished reflect loop: the acknowledgement, or why
@@ -140,16 +175,15 @@ pub async fn queue_team_message(
     store: Option<&Store>,
     team: &str,
     message: &str,
-) -> Result<Result<String, String>, StoreError> {
+) -> Result<Result<String, Refused>, StoreError> {
     let message = message.trim();
     if message.is_empty() {
-        return Ok(Err("the message is empty".into()));
+        return Ok(Err(Refused::EmptyMessage));
     }
     if message.len() > MAX_MESSAGE_BYTES {
-        return Ok(Err(format!(
-            "the message is {} bytes; the limit is {MAX_MESSAGE_BYTES}",
-            message.len()
-        )));
+        return Ok(Err(Refused::TooLong {
+            bytes: message.len(),
+        }));
     }
     let run = match store {
         Some(store) => match store.team_lock(team).await? {
@@ -159,10 +193,9 @@ pub async fn queue_team_message(
         None => None,
     };
     let (Some(store), Some(run)) = (store, run.filter(|r| r.status == RunStatus::Running)) else {
-        return Ok(Err(format!(
-            "team `{team}` has no reflect loop running; start one with \
-             `crewbox run --team {team} --mode reflect \"...\"`"
-        )));
+        return Ok(Err(Refused::NoReflectLoop {
+            team: team.to_owned(),
+        }));
     };
     store
         .push_control(

@@ -3,7 +3,7 @@
 //! The library's API is small: open a [`Repository`], get its [`Engine`], and
 //! [`run`](Engine::run) or [`resume`](Engine::resume) [`RunRequest`]s into
 //! [`RunReport`]s; read [`status`](Repository::status), [`reports`](Repository::report)
-//! and the [event log](Repository::events), or [subscribe](Engine::subscribe) to a
+//! and, through a [`Watch`](Repository::watch), the event log; or [subscribe](Engine::subscribe) to a
 //! running engine's typed [`Event`]s. The `crewbox` binary is built on it.
 //!
 //! ```no_run
@@ -82,12 +82,13 @@ pub use observe::{flush_telemetry, init_tracing};
 /// every path in crewbox's JSON is written).
 pub use paths::serde_path;
 pub use repository::{
-    ConfigInForce, Exported, McpServerInForce, McpTransport, RecordingError, RunProvider,
-    TeamExport, TeamExportError, Worktrees,
+    AddJobError, AddedJob, ControlError, DeadTarget, DropError, HealthFacts, JobTiming, NewJob,
+    OpenError, Queued, ReadError, RecordKind, Repository, RunList, RunTree, Scheduler, Status,
+    Watch,
 };
 pub use repository::{
-    EventLog, HealthFacts, OpenError, ReadError, RecordKind, Repository, RunList, RunTree, Status,
-    Watch,
+    ConfigInForce, Exported, McpServerInForce, McpTransport, RecordingError, RunProvider,
+    TeamExport, TeamExportError, Worktrees,
 };
 pub use vocab::{
     Access, DecisionSource, ExitReason, Isolation, Mode, ModeChoice, RunStatus, Strategy, Trend,
@@ -100,17 +101,26 @@ pub mod types {
     pub use crate::config::effective::{Ignored, IgnoredAction, Setting, Source};
     pub use crate::config::user::TelemetryFile;
     pub use crate::config::{ConfigError, ExecutorKind, ProviderChoiceError};
+    pub use crate::control::{MAX_MESSAGE_BYTES, Refused};
     pub use crate::mcp::config::ServerSource;
     pub use crate::mcp::project::{FILE as MCP_PROJECT_FILE, RepoServer, RepoServerState};
     pub use crate::observe::history::DispatchHistogram;
     pub use crate::observe::tree::{AgentTree, Visit};
     pub use crate::plugin::{CriterionResult, PluginError, PluginFault, PluginKind, Verdict};
+    pub use crate::provider::breaker::{BreakerState, BreakerStatus};
     pub use crate::provider::{ProviderError, Usage};
     pub use crate::replay::{ReplayError, ReplayOptions, ReplayOutcome, ReplayPlan, ReplayReport};
+    pub use crate::sandbox::ProbeReport;
+    pub use crate::schedule::daemon::{DaemonError, FireNotice};
+    pub use crate::schedule::lock::{DaemonLock, LockError};
+    pub use crate::schedule::spec::ScheduleError;
+    pub use crate::schedule::{CatchUp, Overlap};
+    pub use crate::store::audit::{AuditRecord, Verdict as AuditVerdict};
     pub use crate::store::{
         AgentCounts, AgentNode, AgentWorker, RetryOverrides, RunRecord, StoreError,
     };
-    pub use crate::store::{AgentRecord, AgentRow, MIN_TAIL, RunRow, StepOutline, StepState};
+    pub use crate::store::{AgentRecord, DeadLetter, MIN_TAIL, SCHEMA_VERSION};
+    pub use crate::store::{AgentRow, RunRow, StepOutline, StepState};
     pub use crate::store::{FireStatus, ScheduleRecord};
     pub use crate::team::export::{ExportError, ExportFormat, ExportReport};
     pub use crate::team::{

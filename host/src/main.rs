@@ -12,10 +12,7 @@ mod cli;
 
 use crewbox::handoff;
 use crewbox::text;
-use crewbox::unstable::{
-    config, control, engine, mcp, paths, plugin, provider, redact, sandbox, schedule, store, team,
-    trust,
-};
+use crewbox::unstable::{config, engine, mcp, paths, plugin, provider, redact, team, trust};
 
 fn main() -> std::process::ExitCode {
     // First: when started as the sandbox helper, this runs it and never returns.

@@ -3,6 +3,7 @@
 
 use super::{Context, Exit};
 use crate::text::escape as clean;
+use crewbox::ReadError;
 
 /// Arguments of `crewbox audit`.
 #[derive(Debug, Clone, clap::Args)]
@@ -43,16 +44,20 @@ impl AuditArgs {
 /// Prints or verifies the chain.
 pub async fn run(ctx: Context, args: AuditArgs) -> anyhow::Result<Exit> {
     let json = args.json();
-    let Some(store) = ctx.store_if_exists()? else {
+    let nothing_ran = || -> anyhow::Result<Exit> {
         if json {
             outln!("{}", serde_json::json!({"status": "intact", "records": 0}));
         } else {
             outln!("no audit records (nothing has run here yet)");
         }
-        return Ok(Exit::Ok);
+        Ok(Exit::Ok)
     };
     if let Some(AuditCommand::Verify { .. }) = args.command {
-        let verdict = store.audit_verify().await?;
+        let verdict = match ctx.verify_audit().await {
+            Ok(verdict) => verdict,
+            Err(ReadError::NoRuns) => return nothing_ran(),
+            Err(e) => return Err(e.into()),
+        };
         if json {
             outln!("{}", serde_json::to_string(&verdict)?);
         } else {
@@ -64,14 +69,15 @@ pub async fn run(ctx: Context, args: AuditArgs) -> anyhow::Result<Exit> {
             Exit::CheckFailed
         });
     }
-    let run = match &args.run {
-        Some(id) => match super::lookup::run(&store, id).await? {
-            Ok(r) => Some(r.id),
-            Err(exit) => return Ok(exit),
-        },
-        None => None,
+    let records = match ctx.audit_trail(args.run.as_deref()).await {
+        Ok(records) => records,
+        Err(ReadError::NoRuns) => return nothing_ran(),
+        Err(e) if e.is_usage() => {
+            errln!("crewbox: {e}");
+            return Ok(Exit::Usage);
+        }
+        Err(e) => return Err(e.into()),
     };
-    let records = store.audit_records(run.as_ref()).await?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&records)?);
         return Ok(Exit::Ok);

@@ -2,8 +2,7 @@
 //! process runs the agent; it picks them up within a second.
 
 use super::{Context, Exit};
-pub use crate::control::StopTarget;
-use crate::store::{AgentRecord, Store};
+use crewbox::{ControlError, Queued};
 
 /// Arguments of `crewbox steer`.
 #[derive(Debug, Clone, clap::Args)]
@@ -29,42 +28,43 @@ pub struct StopArgs {
 
 /// Queues a steering message.
 pub async fn steer(ctx: Context, args: SteerArgs) -> anyhow::Result<Exit> {
-    let store = ctx.existing_store()?;
-    let agent = match super::lookup::agent(&store, &args.agent).await? {
-        Ok(agent) => agent,
-        Err(exit) => return Ok(exit),
-    };
-    match steer_agent(&store, &agent, &args.message).await? {
-        Ok(ack) => acknowledge(args.json, &ack, "steer", agent.id.as_str())?,
-        Err(refused) => {
-            errln!("crewbox: {refused}");
-            return Ok(Exit::CheckFailed);
+    let queued = ctx.steer(&args.agent, &args.message).await;
+    report(queued, args.json, "steer", Exit::CheckFailed)
+}
+
+/// Queues a stop for an agent or a run.
+pub async fn stop(ctx: Context, args: StopArgs) -> anyhow::Result<Exit> {
+    let queued = ctx.stop(&args.target).await;
+    report(queued, args.json, "stop", Exit::CheckFailed)
+}
+
+/// Prints what was queued (exit 0), or why not: a target the user named that is not
+/// there is a usage error (exit 2), a refusal exits `refused`, a failure is an error.
+pub fn report(
+    queued: Result<Queued, ControlError>,
+    json: bool,
+    kind: &str,
+    refused: Exit,
+) -> anyhow::Result<Exit> {
+    match queued {
+        Ok(q) => {
+            acknowledge(json, &q.sentence, kind, &q.target)?;
+            Ok(Exit::Ok)
         }
+        Err(e @ ControlError::Refused(_)) => {
+            errln!("crewbox: {e}");
+            Ok(refused)
+        }
+        Err(e) if e.is_usage() => {
+            errln!("crewbox: {e}");
+            Ok(Exit::Usage)
+        }
+        Err(e) => Err(e.into()),
     }
-    Ok(Exit::Ok)
-}
-
-/// Queues `message` for `agent` unless it has ended: the acknowledgement, or why not
-/// (what `crewbox steer`, `crewbox top` and `crewbox mcp serve` say).
-pub async fn steer_agent(
-    store: &Store,
-    agent: &AgentRecord,
-    message: &str,
-) -> anyhow::Result<Result<String, String>> {
-    Ok(crate::control::steer_agent(store, agent, message).await?)
-}
-
-/// Queues a stop for an agent (unless it has ended) or a run: the acknowledgement,
-/// or why not.
-pub async fn stop_target(
-    store: &Store,
-    target: StopTarget<'_>,
-) -> anyhow::Result<Result<String, String>> {
-    Ok(crate::control::stop_target(store, target).await?)
 }
 
 /// Prints what was queued: the sentence, or with `json` one object a program reads.
-pub fn acknowledge(json: bool, ack: &str, kind: &str, target: &str) -> std::io::Result<()> {
+fn acknowledge(json: bool, ack: &str, kind: &str, target: &str) -> std::io::Result<()> {
     if json {
         let value =
             serde_json::json!({ "queued": true, "kind": kind, "target": target, "message": ack });
@@ -73,25 +73,4 @@ pub fn acknowledge(json: bool, ack: &str, kind: &str, target: &str) -> std::io::
         outln!("{ack}");
     }
     Ok(())
-}
-
-/// Queues a stop for an agent or a run.
-pub async fn stop(ctx: Context, args: StopArgs) -> anyhow::Result<Exit> {
-    let store = ctx.existing_store()?;
-    let found = match crate::control::find_stoppable(&store, &args.target).await? {
-        Ok(found) => found,
-        Err(why) => {
-            errln!("crewbox: {why}");
-            return Ok(Exit::Usage);
-        }
-    };
-    let (target, id) = (found.target(), found.id());
-    match stop_target(&store, target).await? {
-        Ok(ack) => acknowledge(args.json, &ack, "stop", id)?,
-        Err(refused) => {
-            errln!("crewbox: {refused}");
-            return Ok(Exit::CheckFailed);
-        }
-    }
-    Ok(Exit::Ok)
 }

@@ -4,7 +4,7 @@
 use tokio_util::sync::CancellationToken;
 
 use super::{Context, Exit};
-use crate::schedule::daemon::{Daemon, FireNotice};
+use crewbox::types::{FireNotice, LockError};
 
 /// Arguments of `crewbox daemon`.
 #[derive(Debug, Clone, clap::Args)]
@@ -22,9 +22,9 @@ pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
         None => ctx,
     };
     // One daemon per state directory, or one `run-now` would fire in each.
-    let _lock = match crate::schedule::lock::DaemonLock::acquire(ctx.state_dir()) {
+    let _lock = match ctx.lock_daemon() {
         Ok(lock) => lock,
-        Err(e @ crate::schedule::lock::LockError::Held { .. }) => {
+        Err(e @ LockError::Held { .. }) => {
             errln!("crewbox: {e}");
             return Ok(Exit::Usage);
         }
@@ -81,14 +81,9 @@ pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
         ctx.config().retry_transient,
         stop.clone(),
     ));
-    let daemon = Daemon {
-        store: engine.store().clone(),
-        runner: std::sync::Arc::new(engine),
-        enabled: ctx.config().scheduling,
-        notices: Some(tx),
-    };
+    let scheduler = engine.scheduler(tx);
     errln!("crewbox daemon: running (pid {})", std::process::id());
-    let result = daemon.run(stop).await;
+    let result = scheduler.run(stop).await;
     for r in resumed {
         let _ = r.await;
     }
@@ -107,27 +102,17 @@ const RETRY_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 /// reflect loop's backoff after the failure (2 s, 4 s, 8 s, … capped at 60 s), until
 /// `stop`. A retry in flight finishes first.
 async fn retry_transient(engine: crewbox::Engine, limit: u32, stop: CancellationToken) {
-    use crate::engine::reflect_loop::backoff_delay;
-    use crewbox::vocab::DeadClass;
     if limit == 0 {
         return;
     }
     loop {
-        let dead = match engine.store().dead_letters(None).await {
-            Ok(dead) => dead,
+        let due = match engine.due_retry(limit).await {
+            Ok(due) => due,
             Err(e) => {
                 errln!("crewbox daemon: cannot list dead letters: {e}");
-                Vec::new()
+                None
             }
         };
-        let now = crate::store::now_ms();
-        let due = dead.into_iter().find(|d| {
-            let wait = i64::try_from(backoff_delay(d.retries + 1).as_millis()).unwrap_or(i64::MAX);
-            d.class == DeadClass::Transient
-                && d.step.is_some()
-                && d.retries < limit
-                && d.finished_at.unwrap_or(0).saturating_add(wait) <= now
-        });
         if let Some(d) = due {
             let overrides = crewbox::types::RetryOverrides::default();
             match engine.retry(&d.agent_id, &overrides).await {

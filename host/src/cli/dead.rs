@@ -4,8 +4,9 @@
 //! audited). `crewbox retry` runs one again.
 
 use super::{Context, Exit};
-use crate::store::{DeadLetter, Store};
 use crate::text::escape as clean;
+use crewbox::types::DeadLetter;
+use crewbox::{DeadTarget, DropError, ReadError};
 
 /// Arguments of `crewbox dead`.
 #[derive(Debug, Clone, clap::Args)]
@@ -52,29 +53,32 @@ impl DeadArgs {
 /// Lists or drops dead letters.
 pub async fn run(ctx: Context, args: DeadArgs) -> anyhow::Result<Exit> {
     let json = args.json();
-    let Some(store) = ctx.store_if_exists()? else {
-        if json {
-            outln!("[]");
-        } else {
-            outln!("no dead letters (nothing has run here yet)");
-        }
-        return Ok(Exit::Ok);
-    };
     match args.command {
-        Some(DeadCommand::Drop { agent, run, .. }) => drop(&store, agent, run, json).await,
-        None => list(&store, args.run.as_deref(), json).await,
+        Some(DeadCommand::Drop { agent, run, .. }) => drop(&ctx, agent, run, json).await,
+        None => list(&ctx, args.run.as_deref(), json).await,
     }
 }
 
-async fn list(store: &Store, run: Option<&str>, json: bool) -> anyhow::Result<Exit> {
-    let run = match run {
-        Some(text) => match super::lookup::run(store, text).await? {
-            Ok(r) => Some(r.id),
-            Err(exit) => return Ok(exit),
-        },
-        None => None,
+/// Says there is nothing: nothing has run in this state directory yet.
+fn nothing_ran(json: bool) -> std::io::Result<Exit> {
+    if json {
+        outln!("[]");
+    } else {
+        outln!("no dead letters (nothing has run here yet)");
+    }
+    Ok(Exit::Ok)
+}
+
+async fn list(ctx: &Context, run: Option<&str>, json: bool) -> anyhow::Result<Exit> {
+    let dead = match ctx.dead_letters(run).await {
+        Ok(dead) => dead,
+        Err(ReadError::NoRuns) => return Ok(nothing_ran(json)?),
+        Err(e) if e.is_usage() => {
+            errln!("crewbox: {e}");
+            return Ok(Exit::Usage);
+        }
+        Err(e) => return Err(e.into()),
     };
-    let dead = store.dead_letters(run.as_ref()).await?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&dead)?);
         return Ok(Exit::Ok);
@@ -118,42 +122,29 @@ fn line(d: &DeadLetter) -> String {
 }
 
 async fn drop(
-    store: &Store,
+    ctx: &Context,
     agent: Option<String>,
     run: Option<String>,
     json: bool,
 ) -> anyhow::Result<Exit> {
-    let dead = match (agent, run) {
-        (Some(text), _) => {
-            let agent = match super::lookup::agent(store, &text).await? {
-                Ok(a) => a,
-                Err(exit) => return Ok(exit),
-            };
-            match store.dead_letter(&agent.id).await? {
-                Some(d) => vec![d],
-                None => {
-                    errln!(
-                        "crewbox: agent {} is not a dead letter (it ended {}, or it was dropped or retried already)",
-                        agent.id,
-                        agent.state
-                    );
-                    return Ok(Exit::Usage);
-                }
-            }
-        }
-        (None, Some(text)) => match super::lookup::run(store, &text).await? {
-            Ok(r) => store.dead_letters(Some(&r.id)).await?,
-            Err(exit) => return Ok(exit),
-        },
+    let target = match (&agent, &run) {
+        (Some(text), _) => DeadTarget::Agent(text),
+        (None, Some(text)) => DeadTarget::Run(text),
         (None, None) => {
             errln!("crewbox: name an agent or pass --run RUN");
             return Ok(Exit::Usage);
         }
     };
-    let ids: Vec<String> = dead.iter().map(|d| d.agent_id.to_string()).collect();
-    store
-        .drop_dead(dead.into_iter().map(|d| (d.agent_id, d.run_id)).collect())
-        .await?;
+    let ids = match ctx.drop_dead_letters(target).await {
+        Ok(ids) => ids,
+        Err(DropError::Read(ReadError::NoRuns)) => return Ok(nothing_ran(json)?),
+        Err(e) if e.is_usage() => {
+            errln!("crewbox: {e}");
+            return Ok(Exit::Usage);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
     if json {
         outln!("{}", serde_json::json!({ "dropped": ids }));
     } else if ids.is_empty() {

@@ -5,8 +5,7 @@ use chrono::DateTime;
 use serde_json::json;
 
 use super::{Context, Exit};
-use crate::provider::breaker::Breakers;
-use crate::store::SCHEMA_VERSION;
+use crewbox::types::SCHEMA_VERSION;
 
 /// Arguments of `crewbox health`.
 #[derive(Debug, Clone, clap::Args)]
@@ -33,12 +32,9 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
     // Breakers live in the memory of the process that calls providers; this command's
     // own process has made no calls, so the snapshot is per process by nature.
-    let breakers = Breakers::default().snapshot();
+    let breakers = ctx.breakers();
     let store_path = facts.store.clone();
-    let sandbox = match ctx.sandbox() {
-        Ok(sandbox) => sandbox.probe().await,
-        Err(e) => crate::sandbox::ProbeReport::failed(e.to_string()),
-    };
+    let sandbox = ctx.probe_sandbox().await;
     let probed = match &args.provider {
         Some(name) => {
             let env = |var: &str| std::env::var(var).ok();

@@ -52,7 +52,6 @@ pub mod health;
 mod health_provider;
 pub mod history;
 pub mod init;
-mod lookup;
 pub mod mcp;
 pub mod plugin;
 mod progress;

@@ -29,7 +29,7 @@ impl Progress {
 /// Starts printing the events `engine` stores from now on to stderr.
 pub fn spawn(engine: &Engine, stop: CancellationToken) -> Progress {
     let mut events = engine.subscribe();
-    let store = engine.store().clone();
+    let store = engine.watch();
     let task = tokio::spawn({
         let stop = stop.clone();
         async move {
@@ -49,7 +49,7 @@ pub fn spawn(engine: &Engine, stop: CancellationToken) -> Progress {
                 match next {
                     Ok(e) => print(&store, &mut names, &e, &mut last).await,
                     Err(RecvError::Lagged(_)) => {
-                        if let Ok(missed) = store.events(None, last, 10_000).await {
+                        if let Ok(missed) = store.page(None, last, 10_000).await {
                             for e in &missed {
                                 print(&store, &mut names, e, &mut last).await;
                             }
@@ -80,12 +80,7 @@ impl Names {
     }
 }
 
-async fn print(
-    store: &crewbox::unstable::store::Store,
-    names: &mut Names,
-    e: &EventRecord,
-    last: &mut i64,
-) {
+async fn print(store: &crewbox::Watch, names: &mut Names, e: &EventRecord, last: &mut i64) {
     if e.seq <= *last {
         return;
     }
@@ -112,10 +107,10 @@ async fn print(
     }
 }
 
-/// The id's last [`MIN_TAIL`](crewbox::unstable::store::MIN_TAIL) characters.
+/// The id's last [`MIN_TAIL`](crewbox::types::MIN_TAIL) characters.
 fn short(id: &AgentId) -> String {
     let s = id.as_str();
-    let tail = crewbox::unstable::store::MIN_TAIL;
+    let tail = crewbox::types::MIN_TAIL;
     let start = s.char_indices().rev().nth(tail - 1).map_or(0, |(i, _)| i);
     s[start..].to_owned()
 }

@@ -27,20 +27,18 @@ pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
         Some(e) => ctx.with_executor(e.into()),
         None => ctx,
     };
-    let store = match ctx.store_if_exists()? {
-        Some(store) => store,
-        // Nothing has ever run here, so nothing is unfinished either.
-        None if args.run.is_none() => return nothing_to_resume(args.json),
-        None => ctx.existing_store()?,
-    };
     let runs = match &args.run {
-        Some(id) => match super::lookup::run(&store, id).await? {
+        Some(id) => match ctx.run_record(Some(id)).await {
             Ok(run) => vec![run],
-            Err(exit) => return Ok(exit),
+            Err(e) if e.is_usage() => {
+                errln!("crewbox: {e}");
+                return Ok(Exit::Usage);
+            }
+            Err(e) => return Err(e.into()),
         },
-        None => store.orphaned_runs().await?,
+        // Nothing has ever run here: nothing is unfinished either.
+        None => ctx.orphaned_runs().await?,
     };
-    drop(store);
     if runs.is_empty() {
         return nothing_to_resume(args.json);
     }

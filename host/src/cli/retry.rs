@@ -39,12 +39,14 @@ pub async fn run(ctx: Context, args: RetryArgs) -> anyhow::Result<Exit> {
         Some(e) => ctx.with_executor(e.into()),
         None => ctx,
     };
-    let store = ctx.existing_store()?;
-    let agent = match super::lookup::agent(&store, &args.agent).await? {
+    let agent = match ctx.agent_record(&args.agent).await {
         Ok(a) => a,
-        Err(exit) => return Ok(exit),
+        Err(e) if e.is_usage() => {
+            errln!("crewbox: {e}");
+            return Ok(Exit::Usage);
+        }
+        Err(e) => return Err(e.into()),
     };
-    drop(store);
     let overrides = RetryOverrides {
         provider: args.provider,
         model: args.model,

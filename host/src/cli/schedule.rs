@@ -4,9 +4,8 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use super::{Context, Exit};
-use crate::schedule::{CatchUp, Overlap, ScheduleSpec, validate_job_name, validate_prompt};
-use crate::store::{FireStatus, ScheduleRecord, StoreError};
-use crewbox::ModeChoice;
+use crewbox::types::{CatchUp, FireStatus, Overlap, StoreError};
+use crewbox::{JobTiming, ModeChoice, NewJob};
 
 /// Arguments of `crewbox schedule`.
 #[derive(Debug, Clone, clap::Args)]
@@ -118,36 +117,27 @@ pub async fn run(ctx: Context, args: ScheduleArgs) -> anyhow::Result<Exit> {
         ScheduleCommand::Add(a) => add(&ctx, *a).await,
         ScheduleCommand::List { json } => list(&ctx, json).await,
         ScheduleCommand::Rm { name } => {
-            let Some(store) = job_store(&ctx, &name)? else {
-                return Ok(Exit::Usage);
-            };
-            done(
-                store.remove_schedule(&name).await,
-                &format!("removed {name}"),
-            )
+            done(ctx.remove_schedule(&name).await, &format!("removed {name}"))
         }
-        ScheduleCommand::Pause { name } => {
-            let Some(store) = job_store(&ctx, &name)? else {
-                return Ok(Exit::Usage);
-            };
-            done(
-                store.set_schedule_paused(&name, true).await,
-                &format!("paused {name}"),
-            )
-        }
-        ScheduleCommand::Resume { name } => {
-            let Some(store) = job_store(&ctx, &name)? else {
-                return Ok(Exit::Usage);
-            };
-            done(
-                store.set_schedule_paused(&name, false).await,
-                &format!("resumed {name}"),
-            )
-        }
-        ScheduleCommand::RunNow { name } => run_now(&ctx, &name).await,
+        ScheduleCommand::Pause { name } => done(
+            ctx.pause_schedule(&name, true).await,
+            &format!("paused {name}"),
+        ),
+        ScheduleCommand::Resume { name } => done(
+            ctx.pause_schedule(&name, false).await,
+            &format!("resumed {name}"),
+        ),
+        // Its next fire becomes now, which the daemon's next tick starts (under the
+        // job's overlap policy) before planning the schedule again.
+        ScheduleCommand::RunNow { name } => done(
+            ctx.fire_schedule_now(&name, Utc::now()).await,
+            &format!("{name} will fire at the daemon's next tick"),
+        ),
     }
 }
 
+/// Says `message` (exit 0), or why the job could not be changed: no such job, or a
+/// name taken, is a usage error (exit 2).
 fn done(result: Result<(), StoreError>, message: &str) -> anyhow::Result<Exit> {
     match result {
         Ok(()) => {
@@ -162,121 +152,42 @@ fn done(result: Result<(), StoreError>, message: &str) -> anyhow::Result<Exit> {
     }
 }
 
-/// The store holding job `name`, for commands that change a job; without a store
-/// there is no such job (said on stderr), and none is created.
-fn job_store(ctx: &Context, name: &str) -> anyhow::Result<Option<crate::store::Store>> {
-    let store = ctx.store_if_exists()?;
-    if store.is_none() {
-        errln!(
-            "crewbox: {}",
-            StoreError::NoSuchSchedule {
-                name: name.to_owned()
-            }
-        );
-    }
-    Ok(store)
-}
-
-fn usage(e: impl std::fmt::Display) -> anyhow::Result<Exit> {
-    errln!("crewbox: {e}");
-    Ok(Exit::Usage)
-}
-
 async fn add(ctx: &Context, a: AddArgs) -> anyhow::Result<Exit> {
-    let now = Utc::now();
-    let spec = if let Some(expr) = &a.cron {
-        ScheduleSpec::cron(
-            expr,
-            Some(a.tz.as_deref().unwrap_or(&ctx.config().timezone)),
-        )
-    } else if let Some(every) = &a.every {
-        ScheduleSpec::every(every)
-    } else if let Some(at) = &a.at {
-        ScheduleSpec::at(at, now)
-    } else if let Some(delay) = &a.in_ {
-        ScheduleSpec::in_from_now(delay, now)
-    } else {
-        unreachable!("clap requires one of --cron, --every, --at, --in")
+    let timing = match (a.cron, a.every, a.at, a.in_) {
+        (Some(expr), ..) => JobTiming::Cron(expr),
+        (_, Some(every), ..) => JobTiming::Every(every),
+        (_, _, Some(at), _) => JobTiming::At(at),
+        (.., Some(delay)) => JobTiming::In(delay),
+        _ => unreachable!("clap requires one of --cron, --every, --at, --in"),
     };
-    let spec = match spec {
-        Ok(s) => s,
-        Err(e) => return usage(e),
+    let job = NewJob {
+        timing,
+        tz: a.tz,
+        prompt: a.prompt.or(a.prompt_flag).unwrap_or_default(),
+        name: a.name,
+        mode: a.mode,
+        team: a.team,
+        provider: a.provider,
+        model: a.model,
+        catch_up: a.catch_up,
+        overlap: a.overlap,
     };
-    // Whatever would make every fire fail is refused now, not once a minute later.
-    if let Some(tz) = &a.tz
-        && let Err(e) = crate::schedule::parse_time_zone(tz)
-    {
-        return usage(e);
-    }
-    if let Err(e) = check_job(ctx, &a).await {
-        return usage(e);
-    }
-    let prompt = a
-        .prompt
-        .clone()
-        .or(a.prompt_flag.clone())
-        .unwrap_or_default();
-    if let Err(e) = validate_prompt(&prompt) {
-        return usage(e);
-    }
-    let name = a.name.clone().unwrap_or_else(|| generated_name(now));
-    if let Err(e) = validate_job_name(&name) {
-        return usage(e);
-    }
-    let mut job = ScheduleRecord::new(&name, &spec, &prompt, now);
-    job.mode = a.mode;
-    job.provider = a.provider;
-    job.model = a.model;
-    job.team = a.team;
-    job.catch_up = a.catch_up;
-    job.overlap = a.overlap;
-    let store = ctx.open_store()?;
-    let next = job.next_fire;
-    done(
-        store.insert_schedule(&job).await,
-        &format!("added {name}: {spec}, next fire {}", fmt_ms(next)),
-    )
-}
-
-/// The mode, team and provider a job names can run: the team exists and loads, the
-/// mode runs it (or, without a team, needs none), and the provider is configured.
-async fn check_job(ctx: &Context, a: &AddArgs) -> Result<(), String> {
-    let mode = a.mode.unwrap_or(ctx.config().default_mode);
-    match (&a.team, mode) {
-        (Some(team), ModeChoice::Mode(mode)) if !mode.runs_a_team() => {
-            return Err(crewbox::UsageError::NotATeamMode {
-                team: team.clone(),
-                mode,
-            }
-            .to_string());
+    match ctx.add_schedule(job, Utc::now()).await {
+        Ok(added) => {
+            outln!(
+                "added {}: {}, next fire {}",
+                added.job.name,
+                added.schedule,
+                fmt_ms(added.job.next_fire)
+            );
+            Ok(Exit::Ok)
         }
-        (None, ModeChoice::Mode(mode)) if mode.runs_a_team() => {
-            return Err(crewbox::UsageError::TeamModeWithoutTeam(mode).to_string());
+        Err(e) if e.is_usage() => {
+            errln!("crewbox: {e}");
+            Ok(Exit::Usage)
         }
-        _ => {}
+        Err(e) => Err(e.into()),
     }
-    if let Some(team) = &a.team {
-        let found = ctx
-            .teams()
-            .await
-            .map_err(|e| format!("cannot load the teams: {e}"))?;
-        found.find(team).map_err(|e| e.to_string())?;
-    }
-    // Only the name is checked: the daemon's environment holds the keys, not this one.
-    let no_env = |_: &str| Some("set".to_owned());
-    ctx.config()
-        .choose_provider(a.provider.as_deref(), None, &no_env)
-        .map_err(|e| e.to_string())?;
-    Ok(())
-}
-
-/// `job-` plus the creation time and a random suffix, so names sort by age.
-fn generated_name(now: DateTime<Utc>) -> String {
-    format!(
-        "job-{}-{:04x}",
-        now.format("%Y%m%d%H%M%S"),
-        fastrand::u16(..)
-    )
 }
 
 fn rfc3339(ms: Option<i64>) -> Option<String> {
@@ -345,17 +256,4 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
         }
     }
     Ok(Exit::Ok)
-}
-
-/// Marks the job due now: its next fire becomes now, which the daemon's next tick
-/// starts (under the job's overlap policy) before planning the schedule again.
-async fn run_now(ctx: &Context, name: &str) -> anyhow::Result<Exit> {
-    let Some(store) = job_store(ctx, name)? else {
-        return Ok(Exit::Usage);
-    };
-    let result = store.request_schedule_run(name, Utc::now()).await;
-    done(
-        result,
-        &format!("{name} will fire at the daemon's next tick"),
-    )
 }

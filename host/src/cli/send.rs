@@ -2,7 +2,6 @@
 //! queued in the store and delivered at the start of the loop's next iteration.
 
 use super::{Context, Exit};
-use crate::store::Store;
 
 /// Arguments of `crewbox send`.
 #[derive(Debug, Clone, clap::Args)]
@@ -17,26 +16,9 @@ pub struct SendArgs {
     pub json: bool,
 }
 
-/// Queues the message if the team has an unfinished reflect loop.
+/// Queues the message if the team has an unfinished reflect loop (a refusal is a
+/// usage error: without a loop there is nothing to send to).
 pub async fn run(ctx: Context, args: SendArgs) -> anyhow::Result<Exit> {
-    // Without a store nothing has ever run here, so no loop either.
-    let store = ctx.store_if_exists()?;
-    match queue(store.as_ref(), &args.team, &args.message).await? {
-        Ok(ack) => super::control::acknowledge(args.json, &ack, "message", &args.team)?,
-        Err(refused) => {
-            errln!("crewbox: {refused}");
-            return Ok(Exit::Usage);
-        }
-    }
-    Ok(Exit::Ok)
-}
-
-/// Queues `message` for `team`'s unfinished reflect loop: the acknowledgement, or why
-/// not (what `crewbox send`, `crewbox top` and `crewbox mcp serve` say).
-pub async fn queue(
-    store: Option<&Store>,
-    team: &str,
-    message: &str,
-) -> anyhow::Result<Result<String, String>> {
-    Ok(crate::control::queue_team_message(store, team, message).await?)
+    let queued = ctx.send_team_message(&args.team, &args.message).await;
+    super::control::report(queued, args.json, "message", Exit::Usage)
 }

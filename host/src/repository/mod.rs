@@ -5,16 +5,19 @@
 
 mod facts;
 mod reads;
+mod records;
+mod schedules;
 mod settings;
+mod watch;
 
 pub use facts::HealthFacts;
 pub use reads::{ReadError, RecordKind, RunList, RunTree};
+pub use records::{ControlError, DeadTarget, DropError, Queued};
+pub use schedules::{AddJobError, AddedJob, JobTiming, NewJob, Scheduler};
 pub use settings::{
     ConfigInForce, Exported, McpServerInForce, McpTransport, RecordingError, RunProvider,
     TeamExport, TeamExportError, Worktrees,
 };
-mod watch;
-
 pub use watch::Watch;
 
 use std::path::{Path, PathBuf};
@@ -24,8 +27,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError, Source};
 use crate::engine::{Engine, EngineError, RunReport};
-use crate::event::EventRecord;
-use crate::ids::RunId;
 use crate::sandbox::layout::HostPaths;
 use crate::sandbox::{Helper, Sandbox, SandboxError, SandboxMode, SandboxOptions};
 use crate::store::{AgentCounts, RunRecord, Store, StoreError};
@@ -308,11 +309,6 @@ impl Repository {
         }
     }
 
-    /// The event log, for reading events by sequence number.
-    pub fn events(&self) -> Result<EventLog, StoreError> {
-        Ok(EventLog(self.existing_store()?))
-    }
-
     fn identity(&self) -> RepoRoot {
         RepoRoot::from_canonical(self.repo.clone())
     }
@@ -339,28 +335,6 @@ impl Repository {
             Err(StoreError::Missing(_)) => Ok(None),
             Err(e) => Err(e),
         }
-    }
-}
-
-/// The append-only event log of a repository, read by sequence number (what
-/// `crewbox events` prints; the same JSON a subscriber of [`Engine::subscribe`] sees).
-pub struct EventLog(Store);
-
-impl EventLog {
-    /// Up to `limit` events after sequence number `after`, oldest first; only `run`'s
-    /// when given.
-    pub async fn after(
-        &self,
-        run: Option<&RunId>,
-        after: i64,
-        limit: u32,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.0.events(run, after, limit).await
-    }
-
-    /// The run with this id or unique id prefix, if any.
-    pub async fn find_run(&self, id_or_prefix: &str) -> Result<Option<RunId>, StoreError> {
-        Ok(self.0.find_run(id_or_prefix).await?.map(|r| r.id))
     }
 }
 

@@ -1,8 +1,10 @@
 //! What a watcher of a repository reads again and again while runs go on in other
-//! processes: `crewbox top` polls it, `crewbox events` pages through its event log.
+//! processes: `crewbox top` polls it, `crewbox events` pages through its event log, a
+//! progress view reads back the events its subscription lagged behind on.
 //! One handle on the store, opened once ([`Repository::watch`]); every read is
 //! bounded, typed, and runs off the async runtime (the store's reads do).
 
+use crate::engine::Engine;
 use crate::event::EventRecord;
 use crate::ids::{AgentId, RunId};
 use crate::store::{AgentRecord, AgentRow, RunRecord, RunRow, StepOutline, Store};
@@ -24,6 +26,16 @@ impl Repository {
         let repo = self.clone();
         let store = tokio::task::spawn_blocking(move || repo.store_if_exists()).await??;
         Ok(store.map(|store| Watch { store }))
+    }
+}
+
+impl Engine {
+    /// A watch on the store this engine writes: what a subscriber of
+    /// [`Engine::subscribe`] that lagged reads back by sequence number.
+    pub fn watch(&self) -> Watch {
+        Watch {
+            store: self.store().clone(),
+        }
     }
 }
 
@@ -102,13 +114,5 @@ impl Watch {
             store: Some(path),
             size_bytes,
         })
-    }
-
-    /// The store, for the requests the CLI still sends through the library's `control`
-    /// functions (steer, stop, a team message) until `Repository` has methods for them
-    /// (unstable).
-    #[doc(hidden)]
-    pub fn store(&self) -> &Store {
-        &self.store
     }
 }

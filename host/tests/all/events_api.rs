@@ -35,9 +35,11 @@ async fn observe(script: &str) -> Observed {
         published.push(e);
     }
     let stored = repo
-        .events()
+        .watch()
+        .await
         .unwrap()
-        .after(Some(&report.run_id), 0, 1000)
+        .expect("a store after a run")
+        .page(Some(&report.run_id), 0, 1000)
         .await
         .unwrap();
     Observed {

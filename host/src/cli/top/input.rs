@@ -127,7 +127,7 @@ pub struct Ui {
 }
 
 /// The longest message typed in the dashboard (what `crewbox send` accepts).
-const MAX_TYPED: usize = crate::control::MAX_MESSAGE_BYTES;
+const MAX_TYPED: usize = crewbox::types::MAX_MESSAGE_BYTES;
 
 impl Ui {
     /// Handles one key.

@@ -98,7 +98,7 @@ async fn dashboard(
                             Intent::Redraw => {}
                             Intent::Perform(action) => {
                                 ui.notice = Some(match &source {
-                                    Some(s) => perform(ctx, s.watch(), action, &mut children).await,
+                                    Some(_) => perform(ctx, action, &mut children).await,
                                     None => "nothing has run here yet".into(),
                                 });
                             }
@@ -151,44 +151,32 @@ async fn dashboard(
 }
 
 /// Performs a confirmed action with the calls the matching command uses; what to show.
-async fn perform(
-    ctx: &Context,
-    watch: &crewbox::Watch,
-    action: Action,
-    children: &mut Vec<std::process::Child>,
-) -> String {
-    // The requests go through `control` on the store until `Repository` has them.
-    let store = watch.store();
-    let outcome = match action {
-        Action::Steer { agent, message, .. } => match watch.agent(&agent).await {
-            Ok(Some(a)) => super::control::steer_agent(store, &a, &message).await,
-            Ok(None) => Ok(Err(format!("agent {agent} is gone"))),
-            Err(e) => Err(e.into()),
-        },
-        Action::StopAgent { agent, .. } => match watch.agent(&agent).await {
-            Ok(Some(a)) => {
-                super::control::stop_target(store, super::control::StopTarget::Agent(&a)).await
-            }
-            Ok(None) => Ok(Err(format!("agent {agent} is gone"))),
-            Err(e) => Err(e.into()),
-        },
-        Action::StopRun { run } => {
-            super::control::stop_target(store, super::control::StopTarget::Run(&run)).await
+async fn perform(ctx: &Context, action: Action, children: &mut Vec<std::process::Child>) -> String {
+    // The same requests as `crewbox steer`, `stop` and `send`, by full id.
+    let queued = match action {
+        Action::Steer { agent, message, .. } => ctx.steer(agent.as_str(), &message).await,
+        Action::StopAgent { agent, .. } => ctx.stop(agent.as_str()).await,
+        Action::StopRun { run } => ctx.stop(run.as_str()).await,
+        Action::Send { team, message } => ctx.send_team_message(&team, &message).await,
+        Action::Resume { run } => {
+            return match resume(ctx, &run) {
+                Ok(Ok((child, log))) => {
+                    children.push(child);
+                    format!(
+                        "resuming {run} in a new process; its output: {}",
+                        log.display()
+                    )
+                }
+                Ok(Err(refused)) => format!("refused: {refused}"),
+                Err(e) => format!("failed: {e:#}"),
+            };
         }
-        Action::Send { team, message } => super::send::queue(Some(store), &team, &message).await,
-        Action::Resume { run } => resume(ctx, &run).map(|r| {
-            r.map(|(child, log)| {
-                children.push(child);
-                format!(
-                    "resuming {run} in a new process; its output: {}",
-                    log.display()
-                )
-            })
-        }),
     };
-    match outcome {
-        Ok(Ok(ack)) => ack,
-        Ok(Err(refused)) => format!("refused: {refused}"),
+    match queued {
+        Ok(queued) => queued.sentence,
+        Err(e) if e.is_usage() || matches!(e, crewbox::ControlError::Refused(_)) => {
+            format!("refused: {e}")
+        }
         Err(e) => format!("failed: {e:#}"),
     }
 }

@@ -38,11 +38,6 @@ impl Source {
         })
     }
 
-    /// The repository's store, watched.
-    pub fn watch(&self) -> &Watch {
-        &self.watch
-    }
-
     /// Brings the model up to date; whether anything changed.
     pub async fn refresh(&mut self, model: &mut Dashboard) -> anyhow::Result<bool> {
         let mut changed = false;

@@ -35,8 +35,8 @@ pub enum OpError {
 type OpResult = Result<CallToolResult, OpError>;
 
 /// `Ok(value)` or a usage error.
-fn usage<T>(r: Result<T, String>) -> Result<T, OpError> {
-    r.map_err(OpError::Usage)
+fn usage<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T, OpError> {
+    r.map_err(|e| OpError::Usage(e.to_string()))
 }
 
 /// Serves one call of `tool` with `args`.

@@ -137,7 +137,7 @@ pub async fn launch(
             let store = server.engine().store();
             let why = match stop_target(store, StopTarget::Run(&run_id)).await {
                 Ok(Ok(ack)) => ack,
-                Ok(Err(why)) => why,
+                Ok(Err(why)) => why.to_string(),
                 Err(e) => e.to_string(),
             };
             tool_error(format!("cancelled by the client: {why}"))
