@@ -95,6 +95,41 @@ pub use vocab::{
     WorkerStatus,
 };
 
+/// Masking of secrets at every sink: each registered secret (at least
+/// [`MIN_SECRET_LEN`](secrets::MIN_SECRET_LEN) bytes) is replaced by [`MASK`](secrets::MASK)
+/// in everything crewbox writes — the store, logs, telemetry, reports, the terminal.
+/// The registry is the process's own.
+pub mod secrets {
+    pub use crate::redact::{MASK, MIN_SECRET_LEN, clean, register, register_secret_env};
+}
+
+/// What `crewbox plugin list` shows ([`Repository::plugins`], [`plugins::Plugins`]).
+pub mod plugins {
+    pub use crate::engine::dispatch::AutoDecision;
+    pub use crate::plugin::DispatchDecision;
+    pub use crate::plugin::file::FileError;
+    pub use crate::plugin::{CacheOutcome, Grants, PluginSource, Violation};
+    pub use crate::repository::plugins::{
+        EntryError, ExplainError, PluginEntry, Plugins, PluginsError,
+    };
+}
+
+/// The entry points only crewbox's own binary calls, first thing in its `main`.
+#[doc(hidden)]
+pub mod entry {
+    /// When this process was started as the sandbox helper, runs it and never returns.
+    #[cfg(target_os = "linux")]
+    pub fn run_if_sandbox_helper() {
+        crate::sandbox::helper::run_if_helper();
+    }
+
+    /// When this process was started as the plugin compiler child, compiles and returns
+    /// its exit code; None otherwise.
+    pub fn plugin_compiler_main() -> Option<std::process::ExitCode> {
+        crate::plugin::compiler_main()
+    }
+}
+
 /// Types the public API mentions that belong to the lower floors.
 pub mod types {
     pub use crate::batch::{DeliveryKind, MemberCounts};
@@ -108,8 +143,10 @@ pub mod types {
     pub use crate::observe::tree::{AgentTree, Visit};
     pub use crate::plugin::{CriterionResult, PluginError, PluginFault, PluginKind, Verdict};
     pub use crate::provider::breaker::{BreakerState, BreakerStatus};
+    pub use crate::provider::props::ServerProps;
     pub use crate::provider::{ProviderError, Usage};
     pub use crate::replay::{ReplayError, ReplayOptions, ReplayOutcome, ReplayPlan, ReplayReport};
+    pub use crate::repository::{ProbeOutcome, ProviderProbe};
     pub use crate::sandbox::ProbeReport;
     pub use crate::schedule::daemon::{DaemonError, FireNotice};
     pub use crate::schedule::lock::{DaemonLock, LockError};
@@ -197,10 +234,6 @@ pub mod unstable {
         pub use crate::remote::task::{TaskResult, WIRE_VERSION};
         pub use crate::remote::worker::WorkerOptions;
         pub use crate::repository::serve_worker as serve;
-    }
-    /// Masking of secrets at every sink.
-    pub mod redact {
-        pub use crate::redact::{MASK, clean, register, register_secret_env};
     }
     /// The process sandbox agents' commands run in.
     pub mod sandbox {

@@ -11,9 +11,6 @@ use tokio_util::sync::CancellationToken;
 use crewbox::{Mode, ModeChoice, RunRequest};
 
 use super::{Context, Exit, GlobalArgs, progress};
-use crate::config::Config;
-use crate::config::provider::SCRIPTED;
-use crate::provider::config::ProviderConfig;
 
 /// The demo project's files: (path, content).
 const PROJECT: &[(&str, &str)] = &[
@@ -59,31 +56,20 @@ pub async fn run(g: &GlobalArgs, args: DemoArgs) -> anyhow::Result<Exit> {
     .await??;
     let repo = repo.canonicalize()?;
     let state_base = g.state_dir.clone().unwrap_or_else(|| base.join("state"));
-    let state_dir = crate::paths::repo_state_dir(&std::path::absolute(&state_base)?, &repo);
+    let ctx = Context::demo(repo.clone(), &state_base)?;
     if !args.json {
         errln!(
             "demo project: {}\nstate:        {}\n",
             repo.display(),
-            state_dir.display()
+            ctx.state_dir().display()
         );
     }
-    // The only place the embedded demo script answers: named here, explicitly.
-    let mut config = Config {
-        default_mode: ModeChoice::Mode(Mode::Crew),
-        default_provider: Some(SCRIPTED.into()),
-        ..Config::default()
-    };
-    config
-        .providers
-        .insert(SCRIPTED.into(), ProviderConfig::demo_scripted());
-    let ctx = Context::with_config(repo.clone(), state_dir, config);
     let shutdown = CancellationToken::new();
     let engine = super::context::engine(&ctx, shutdown.clone()).await?;
     let progress = (!args.json).then(|| progress::spawn(&engine, shutdown.child_token()));
     let req = RunRequest {
         prompt: DEMO_PROMPT.into(),
         mode: Some(ModeChoice::Mode(Mode::Crew)),
-        provider: Some(SCRIPTED.into()),
         validators: vec!["handoff-schema".into(), "no-secrets".into()],
         ..RunRequest::default()
     };

@@ -2,10 +2,9 @@
 
 use std::path::PathBuf;
 
-use super::plugin::runtime;
 use super::{Context, Exit};
-use crate::engine::{PluginSet, auto_dispatch};
 use crate::text::escape;
+use crewbox::plugins::ExplainError;
 
 /// `crewbox dispatch …`.
 #[derive(Debug, clap::Args)]
@@ -50,28 +49,25 @@ pub async fn run(ctx: Context, args: DispatchArgs) -> anyhow::Result<Exit> {
         plugin,
         json,
     } = args.command;
-    let mut config = ctx.config().clone();
-    if let Some(p) = plugin {
-        // A file named on the command line is relative to where the user is; anything
-        // else is a name (a built-in, the user's or a trusted repository's plugin).
-        let named = match p.symlink_metadata().is_ok() {
-            true => std::path::absolute(&p).unwrap_or(p),
-            false => p,
-        };
-        config.dispatcher = Some(named.display().to_string());
-    }
-    let plugins = PluginSet::new(runtime()?, ctx.root().to_path_buf())
-        .with_user_grants(config.plugin_grants.clone())
-        .with_repo_plugins(config.trust.is_trusted());
-    let explained = match auto_dispatch(&plugins, &config, &prompt).await {
+    // A file named on the command line is relative to where the user is; anything
+    // else is a name (a built-in, the user's or a trusted repository's plugin).
+    let dispatcher = plugin.map(|p| match p.symlink_metadata().is_ok() {
+        true => std::path::absolute(&p).unwrap_or(p),
+        false => p,
+    });
+    let explained = match ctx
+        .explain_dispatch(&prompt, dispatcher.map(|p| p.display().to_string()))
+        .await
+    {
         Ok(e) => e,
-        Err(e) => {
+        Err(ExplainError::Dispatch(e)) => {
             errln!("crewbox: {e}");
             return Ok(match e.class() {
                 crewbox::ErrorClass::PluginFault => Exit::PluginFault,
                 crewbox::ErrorClass::Usage | crewbox::ErrorClass::Interrupted => Exit::Usage,
             });
         }
+        Err(e) => return Err(e.into()),
     };
     let (d, answer) = (&explained.decision, &explained.answer);
     if json {

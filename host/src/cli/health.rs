@@ -38,8 +38,8 @@ pub async fn run(ctx: Context, args: HealthArgs) -> anyhow::Result<Exit> {
     let probed = match &args.provider {
         Some(name) => {
             let env = |var: &str| std::env::var(var).ok();
-            let choice = ctx.config().choose_provider(Some(name), None, &env)?;
-            Some(super::health_provider::probe(&choice.name, &choice.config, &env).await)
+            let probe = ctx.probe_provider(name, &env).await?;
+            Some(super::health_provider::render(&probe))
         }
         None => None,
     };

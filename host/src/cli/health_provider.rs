@@ -1,74 +1,80 @@
-//! `crewbox health --provider NAME`: asks a configured OpenAI-compatible server for
-//! llama.cpp's `/props` and says what crewbox would run into: a chat template without
-//! tool support (agents could never act), its context window and its slots.
+//! `crewbox health --provider NAME`: what a configured OpenAI-compatible server's
+//! llama.cpp `/props` says ([`crewbox::Repository::probe_provider`]), rendered: a chat
+//! template without tool support (agents could never act), its context window and its
+//! slots.
 
 use serde_json::{Value, json};
 
-use crate::provider::config::ProviderConfig;
-use crate::provider::props::{self, ServerProps};
+use crewbox::types::{ProbeOutcome, ProviderProbe, ServerProps};
 
-/// How long the probe waits for the server.
-const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// What the probe found.
+/// What the probe found, rendered.
 pub(crate) struct ProviderHealth {
     /// The report as JSON.
     pub json: Value,
     /// The report as lines of text.
     pub lines: Vec<String>,
-    /// Whether what it found stops agents from working (tools not rendered).
+    /// Whether what it found stops agents from working (unreachable, tools not rendered).
     pub failed: bool,
 }
 
-/// Probes provider `name` (configured as `cfg`).
-pub(crate) async fn probe(
-    name: &str,
-    cfg: &ProviderConfig,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> ProviderHealth {
-    let ProviderConfig::Openai(c) = cfg else {
-        return ProviderHealth {
+/// Renders what the probe of one provider found.
+pub(crate) fn render(probe: &ProviderProbe) -> ProviderHealth {
+    let name = &probe.name;
+    let failed = probe.stops_agents();
+    match &probe.outcome {
+        ProbeOutcome::NotProbed => ProviderHealth {
             json: json!({"name": name, "probed": false,
                 "note": "only OpenAI-compatible servers publish /props"}),
             lines: vec![format!(
                 "provider {name}: not probed (only OpenAI-compatible servers publish /props)"
             )],
-            failed: false,
-        };
-    };
-    let url = props::url(&c.base_url);
-    let key = c.api_key_env.as_deref().and_then(env).inspect(|k| {
-        crate::redact::register(k);
-    });
-    let found = props::ask(&c.base_url, key.as_deref(), PROBE_TIMEOUT).await;
-    let head = format!("provider {name} ({url})");
-    match found {
-        Err(e) => ProviderHealth {
-            json: json!({"name": name, "props_url": url, "probed": true, "reachable": false,
-                "error": e}),
-            lines: vec![format!("{head}: not reachable: {e}")],
-            failed: true,
+            failed,
         },
-        Ok(None) => ProviderHealth {
-            json: json!({"name": name, "props_url": url, "probed": true, "reachable": true,
-                "props": null}),
+        ProbeOutcome::Unreachable { props_url, error } => ProviderHealth {
+            json: json!({"name": name, "props_url": props_url, "probed": true,
+                "reachable": false, "error": error}),
             lines: vec![format!(
-                "{head}: no llama.cpp /props (another server): tool support is checked on \
-                 the first call (a prompt far smaller than the tool schemas fails the agent)"
+                "provider {name} ({props_url}): not reachable: {error}"
             )],
-            failed: false,
+            failed,
         },
-        Ok(Some(p)) => found_props(name, &head, &url, c, &p),
+        ProbeOutcome::NoProps { props_url } => ProviderHealth {
+            json: json!({"name": name, "props_url": props_url, "probed": true,
+                "reachable": true, "props": null}),
+            lines: vec![format!(
+                "provider {name} ({props_url}): no llama.cpp /props (another server): tool \
+                 support is checked on the first call (a prompt far smaller than the tool \
+                 schemas fails the agent)"
+            )],
+            failed,
+        },
+        ProbeOutcome::Props {
+            props_url,
+            props,
+            context_tokens,
+            max_concurrent,
+        } => ProviderHealth {
+            json: json!({"name": name, "props_url": props_url, "probed": true,
+                "reachable": true, "props": props, "tools_supported": props.supports_tools}),
+            lines: props_lines(
+                &format!("provider {name} ({props_url})"),
+                props,
+                *context_tokens,
+                *max_concurrent,
+            ),
+            failed,
+        },
     }
 }
 
-fn found_props(
-    name: &str,
+/// What llama.cpp's `/props` says, line by line, with the setting to change when the
+/// provider's does not match.
+fn props_lines(
     head: &str,
-    url: &str,
-    c: &crate::provider::config::OpenaiConfig,
     p: &ServerProps,
-) -> ProviderHealth {
+    context_tokens: Option<u64>,
+    max_concurrent: Option<usize>,
+) -> Vec<String> {
     let mut lines = vec![format!(
         "{head}: llama.cpp{}{}",
         p.build
@@ -80,7 +86,6 @@ fn found_props(
             .map(|m| format!(", model {m}"))
             .unwrap_or_default()
     )];
-    let failed = p.supports_tools == Some(false);
     lines.push(match p.supports_tools {
         Some(true) => "  tools: the chat template renders them".to_owned(),
         Some(false) => "  tools: NOT SUPPORTED by the chat template \
@@ -90,7 +95,7 @@ fn found_props(
         None => "  tools: /props does not say (no chat_template_caps)".to_owned(),
     });
     if let Some(n) = p.n_ctx {
-        let hint = match c.context_tokens {
+        let hint = match context_tokens {
             Some(set) if set <= n => format!("context_tokens = {set} fits"),
             Some(set) => format!("context_tokens = {set} is more than the server holds: set {n}"),
             None => format!("set context_tokens = {n} so compaction keeps requests inside it"),
@@ -98,7 +103,7 @@ fn found_props(
         lines.push(format!("  context: n_ctx = {n} tokens ({hint})"));
     }
     if let Some(slots) = p.total_slots {
-        let hint = match c.max_concurrent {
+        let hint = match max_concurrent {
             Some(m) if m as u64 <= slots => format!("max_concurrent = {m}"),
             _ => format!(
                 "more calls at once wait without a response head: set max_concurrent = {slots}"
@@ -106,10 +111,5 @@ fn found_props(
         };
         lines.push(format!("  slots: {slots} ({hint})"));
     }
-    ProviderHealth {
-        json: json!({"name": name, "props_url": url, "probed": true, "reachable": true,
-            "props": p, "tools_supported": p.supports_tools}),
-        lines,
-        failed,
-    }
+    lines
 }

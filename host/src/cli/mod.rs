@@ -243,7 +243,7 @@ impl Command {
 /// Parses the command line, runs the command and returns the process exit code.
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    crate::redact::register_secret_env();
+    crewbox::secrets::register_secret_env();
     // Telemetry is user-only: read from the user's file alone, never a repository's.
     // A file that does not load is reported by the command itself.
     let telemetry = crate::config::Config::load_user()
@@ -270,7 +270,7 @@ pub fn main() -> std::process::ExitCode {
             if is_broken_pipe(&e) {
                 return Exit::Ok.into();
             }
-            errln!("crewbox: {}", crate::redact::clean(&format!("{e:#}")));
+            errln!("crewbox: {}", crewbox::secrets::clean(&format!("{e:#}")));
             Exit::Usage.into()
         }
     }

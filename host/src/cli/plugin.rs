@@ -147,6 +147,20 @@ struct Listed {
     error: Option<String>,
 }
 
+impl From<crewbox::plugins::PluginEntry> for Listed {
+    fn from(e: crewbox::plugins::PluginEntry) -> Self {
+        Self {
+            name: e.name,
+            kind: e.kind,
+            source: e.source,
+            imports: e.imports,
+            grants: e.grants,
+            violations: e.violations.iter().map(ToString::to_string).collect(),
+            error: e.error.map(|e| e.to_string()),
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Inspected {
     file: PathBuf,
@@ -161,49 +175,6 @@ struct Inspected {
 /// Runs `crewbox plugin …`.
 pub async fn run(args: PluginArgs) -> anyhow::Result<Exit> {
     tokio::task::spawn_blocking(move || run_blocking(args)).await?
-}
-
-/// One row of `plugin list`: every plugin is read (bounded) and checked on its own, so
-/// one unreadable file is a row with an error, not a failed command.
-fn list_row(rt: &PluginRuntime, c: discover::Candidate, user: &[UserGrant]) -> Listed {
-    let (name, source) = (c.name.clone(), c.source.clone());
-    let failed = |error: String| Listed {
-        name: name.clone(),
-        kind: None,
-        source: source.clone(),
-        imports: Vec::new(),
-        grants: None,
-        violations: Vec::new(),
-        error: Some(error),
-    };
-    let found = match c.read(rt.compile_limits().max_component_bytes) {
-        Ok(f) => f,
-        Err(e) => return failed(e.to_string()),
-    };
-    let info = match rt.inspect_named(&found.name, &found.bytes) {
-        Ok(info) => info,
-        Err(e) => return failed(e.to_string()),
-    };
-    let grants = info.kind.map(|k| grants(&found, k, user));
-    let violations = rt
-        .check(
-            &found.name,
-            &found.bytes,
-            info.kind,
-            grants.as_ref().unwrap_or(&Grants::none()),
-        )
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    Listed {
-        name: found.name,
-        kind: info.kind,
-        source: found.source,
-        imports: info.imports,
-        grants,
-        violations,
-        error: None,
-    }
 }
 
 /// What a compile ahead of the first run did, in words (`plugin build`, `plugin check`).
@@ -299,17 +270,13 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
             }
             return Ok(exit);
         }
-        _ => {}
-    }
-    let rt = runtime()?;
-    let user = user_grants()?;
-    match args.command {
         PluginCommand::List { json } => {
-            let rows: Vec<Listed> = discover::candidates(trusted_repo_root().as_deref())
+            let rows: Vec<Listed> = crewbox::plugins::Plugins::here()?
+                .list()
                 .into_iter()
-                .map(|c| list_row(&rt, c, &user))
+                .map(Listed::from)
                 .collect();
-            if json {
+            if *json {
                 outln!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
                 // Names and paths come from the repository: escaped.
@@ -336,8 +303,13 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
                     }
                 }
             }
-            Ok(Exit::Ok)
+            return Ok(Exit::Ok);
         }
+        _ => {}
+    }
+    let rt = runtime()?;
+    let user = user_grants()?;
+    match args.command {
         PluginCommand::Inspect { file, json } => {
             let (name, bytes) = match read_file(&rt, &file) {
                 Ok(read) => read,
@@ -392,7 +364,9 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
             }
             Ok(Exit::Ok)
         }
-        PluginCommand::New { .. } | PluginCommand::Build { .. } => unreachable!("handled above"),
+        PluginCommand::New { .. } | PluginCommand::Build { .. } | PluginCommand::List { .. } => {
+            unreachable!("handled above")
+        }
         PluginCommand::Cache { prune, json } => {
             let Some(usage) = rt.cache_usage(prune) else {
                 errln!("no plugin cache: neither XDG_CACHE_HOME nor HOME is set");

@@ -252,7 +252,7 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
             j.model.as_deref().unwrap_or("default"),
         );
         if let Some(e) = &j.last_error {
-            outln!("{:<24} last error: {}", "", crate::redact::clean(e));
+            outln!("{:<24} last error: {}", "", crewbox::secrets::clean(e));
         }
     }
     Ok(Exit::Ok)

@@ -6,8 +6,8 @@
 use serde_json::json;
 
 use super::{Exit, GlobalArgs};
-use crate::team::Access;
 use crate::trust::{TrustStore, rules};
+use crewbox::Access;
 
 /// Arguments of `crewbox trust`.
 #[derive(Debug, Clone, clap::Args)]

@@ -359,8 +359,18 @@ impl PluginRuntime {
     /// [`PluginRuntime::inspect`] for the plugin `name`, the name a slow compile and
     /// an error say. Blocking.
     pub fn inspect_named(&self, name: &str, bytes: &[u8]) -> Result<ComponentInfo, PluginError> {
-        let (component, _) = self.compile(&super::text::escape(name), bytes, false)?;
-        Ok(self.describe(&component, bytes.len()))
+        Ok(self.inspect_cached(name, bytes)?.0)
+    }
+
+    /// [`PluginRuntime::inspect_named`], also saying whether the compiled code came
+    /// from the disk cache or was compiled (and stored) now. Blocking.
+    pub fn inspect_cached(
+        &self,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<(ComponentInfo, CacheOutcome), PluginError> {
+        let (component, outcome) = self.compile(&super::text::escape(name), bytes, false)?;
+        Ok((self.describe(&component, bytes.len()), outcome))
     }
 
     /// Every rule the component breaks as a plugin of `kind` (or of the kind its

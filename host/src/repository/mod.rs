@@ -4,6 +4,8 @@
 //! never chosen by a repository file. Everything that reads or runs starts here.
 
 mod facts;
+pub(crate) mod plugins;
+mod probe;
 mod reads;
 mod records;
 mod schedules;
@@ -11,6 +13,7 @@ mod settings;
 mod watch;
 
 pub use facts::HealthFacts;
+pub use probe::{ProbeOutcome, ProviderProbe};
 pub use reads::{ReadError, RecordKind, RunList, RunTree};
 pub use records::{ControlError, DeadTarget, DropError, Queued};
 pub use schedules::{AddJobError, AddedJob, JobTiming, NewJob, Scheduler};
@@ -155,6 +158,26 @@ impl Repository {
             config: Arc::new(config),
             trust_error: None,
         }
+    }
+
+    /// The demo's repository (`crewbox demo`): `repo` (canonical) with its state
+    /// directory under `state_base`, and a configuration of its own whose provider is
+    /// the scripted one answering with [`DEMO_SCRIPT`](crate::DEMO_SCRIPT), in `crew`
+    /// mode. Nothing of the user's configuration applies, so the demo runs the same on
+    /// every machine and never calls a real model.
+    pub fn demo(repo: PathBuf, state_base: &Path) -> std::io::Result<Self> {
+        use crate::config::provider::SCRIPTED;
+        let state_dir = crate::paths::repo_state_dir(&std::path::absolute(state_base)?, &repo);
+        let mut config = Config {
+            default_mode: crate::vocab::ModeChoice::Mode(crate::vocab::Mode::Crew),
+            default_provider: Some(SCRIPTED.into()),
+            ..Config::default()
+        };
+        config.providers.insert(
+            SCRIPTED.into(),
+            crate::provider::config::ProviderConfig::demo_scripted(),
+        );
+        Ok(Self::with_config(repo, state_dir, config))
     }
 
     /// The same repository with its agents executed by `executor` (`--executor`, which

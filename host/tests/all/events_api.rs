@@ -92,7 +92,7 @@ async fn subscribers_see_what_the_log_stores_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribers_never_see_a_secret_the_log_masks() {
-    use crewbox::unstable::redact;
+    use crewbox::secrets as redact;
     // A key this process knows (as a configured provider's key would be); unique, so
     // no other test of the suite is affected by it being masked.
     let secret = format!("sk-test-{}", uuid::Uuid::now_v7().simple());

@@ -236,7 +236,7 @@ fn read_commands_do_not_create_a_store() {
 /// back by a second handle (a resuming process), and masked like every other row.
 #[tokio::test]
 async fn a_steps_conversation_is_stored_with_its_result_and_masked() {
-    use crewbox::unstable::redact;
+    use crewbox::secrets as redact;
     let secret = format!("sk-conv-{}", uuid::Uuid::now_v7().simple());
     redact::register(&secret);
     let dir = tempfile::tempdir().unwrap();
