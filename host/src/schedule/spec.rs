@@ -447,7 +447,7 @@ pub enum ScheduleError {
         /// Why.
         why: String,
     },
-    /// An interval shorter than [`MIN_INTERVAL`].
+    /// An interval shorter than a minute.
     #[error("interval {interval} is too short; the minimum is 1m")]
     IntervalTooShort {
         /// The interval, formatted.
@@ -475,7 +475,7 @@ pub enum ScheduleError {
         /// The name as written.
         name: String,
     },
-    /// A prompt over [`MAX_PROMPT_CHARS`].
+    /// A prompt over 20,000 characters.
     #[error("prompt has {chars} characters; at most {MAX_PROMPT_CHARS} allowed")]
     PromptTooLong {
         /// Its length in characters.
