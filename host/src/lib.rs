@@ -103,6 +103,18 @@ pub mod secrets {
     pub use crate::redact::{MASK, MIN_SECRET_LEN, clean, register, register_secret_env};
 }
 
+/// Which repositories the user trusts (`crewbox trust`): kept in the user's own state
+/// directory, never in a repository, keyed by the canonical root, and covering the
+/// repository's crewbox files as they were when trusted.
+pub mod user_trust {
+    pub use crate::repository::trusting::{
+        ApprovedServer, InitError, Initialized, TrustCommandError, Trusted, TrustedRepo, UserTrust,
+        Written, init_repository, repo_config_keys, repository_root,
+    };
+    pub use crate::trust::store::TrustRecord;
+    pub use crate::trust::{Standing, TrustError};
+}
+
 /// What `crewbox plugin list` shows ([`Repository::plugins`], [`plugins::Plugins`]).
 pub mod plugins {
     pub use crate::engine::dispatch::AutoDecision;

@@ -2,8 +2,8 @@
 //!
 //! The commands (`cli/`, one file per subcommand) run on the library's API —
 //! [`crewbox::Repository`], [`crewbox::Engine`] and their types — and, for the
-//! commands not yet moved onto it (plugin authoring and validation, trust, `init`, the
-//! MCP commands, the scale-out worker), on `crewbox::unstable`, named below as the
+//! commands not yet moved onto it (plugin authoring and validation, the MCP commands,
+//! the scale-out worker), on `crewbox::unstable`, named below as the
 //! library names its own modules.
 
 // Text reaches a terminal only through `text`'s escaping sink (`out!`, `errln!`).

@@ -5,8 +5,6 @@ use std::path::PathBuf;
 
 pub use crewbox::Repository as Context;
 
-use crate::trust::TrustStore;
-
 /// Options every subcommand takes.
 #[derive(Debug, Clone, clap::Args)]
 pub struct GlobalArgs {
@@ -60,13 +58,13 @@ impl GlobalArgs {
     }
 
     /// The repository the command works on (`--repo`, else the current directory's).
-    pub fn repo_root(&self) -> anyhow::Result<crate::trust::RepoRoot> {
+    pub fn repo_root(&self) -> anyhow::Result<PathBuf> {
         use anyhow::Context as _;
         let start = match &self.repo {
             Some(p) => p.clone(),
             None => std::env::current_dir().context("cannot read the current directory")?,
         };
-        crate::trust::RepoRoot::discover(&start)
+        crewbox::user_trust::repository_root(&start)
             .with_context(|| format!("repository directory {} does not exist", start.display()))
     }
 }
@@ -84,23 +82,11 @@ pub fn announce(ctx: &Context, machine_output: bool) {
     for ignored in config.ignored.iter().filter(|i| i.key != "*") {
         errln!("crewbox: warning: {ignored}");
     }
-    if config.trust.is_trusted() || machine_output || !crate::text::stderr_is_terminal() {
+    if machine_output || !crate::text::stderr_is_terminal() {
         return;
     }
-    let effects = crate::trust::untrusted_effects(ctx.root());
-    if effects.is_empty() {
-        return;
-    }
-    let fingerprint = effects.join("\n");
-    let Ok(store) = TrustStore::user() else {
-        return;
-    };
-    if store.noticed(ctx.root(), &fingerprint) {
-        return;
-    }
-    errln!("{}", crate::trust::notice_line(&effects));
-    if let Err(e) = store.mark_noticed(ctx.root(), &fingerprint) {
-        tracing::debug!(error = %e, "could not remember the trust notice");
+    if let Some(line) = ctx.untrusted_notice() {
+        errln!("{line}");
     }
 }
 

@@ -1,13 +1,8 @@
 //! `crewbox init`: writes a commented `.crewbox/config.toml` and an example team into
 //! the repository (never over an existing file), and says what needs trust.
 
-use std::path::Path;
-
-use anyhow::Context as _;
-
 use super::{Exit, GlobalArgs};
-use crate::trust::read::Confined;
-use crate::trust::{REPO_CONFIG, REPO_TEAMS, Trust};
+use crewbox::user_trust::{Written, init_repository};
 
 /// Arguments of `crewbox init`.
 #[derive(Debug, Clone, clap::Args)]
@@ -58,43 +53,14 @@ access = "full"                  # read-only until the repository is trusted
 /// Writes the files that do not exist yet.
 pub fn run(g: &GlobalArgs, _args: InitArgs) -> anyhow::Result<Exit> {
     let root = g.repo_root()?;
-    // Trust covers `.crewbox/` as it was: files the user writes here are the user's
-    // own change, so a trusted repository stays trusted with them.
-    let trusted = Trust::of(&root).0.is_trusted();
-    let mut wrote = false;
-    let files = [
-        (Path::new(REPO_CONFIG).to_path_buf(), CONFIG),
-        (Path::new(REPO_TEAMS).join("example.toml"), TEAM),
-    ];
-    for (rel, text) in files {
-        let path = root.path().join(&rel);
-        if path.symlink_metadata().is_ok() {
-            outln!("kept     {} (exists)", rel.display());
-            continue;
+    let done = init_repository(&root, CONFIG, TEAM)?;
+    for (rel, written) in &done.files {
+        match written {
+            Written::Wrote => outln!("wrote    {}", rel.display()),
+            Written::Kept => outln!("kept     {} (exists)", rel.display()),
         }
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        // `.crewbox/` may be a symlink a repository ships: never write outside it.
-        let parent = rel.parent().unwrap_or(Path::new(""));
-        Confined::new(root.path())
-            .map_err(anyhow::Error::from)
-            .and_then(|c| Ok(c.dir(parent)?))
-            .with_context(|| format!("refusing to write {}", rel.display()))?;
-        // create_new: never follow or replace something that appeared meanwhile.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        outln!("wrote    {}", rel.display());
-        wrote = true;
     }
-    if trusted && wrote {
-        crate::trust::TrustStore::user()?.trust(root.path(), None)?;
-    }
+    let trusted = done.trusted;
     if trusted {
         outln!("\nThis repository is trusted: its config.toml applies (the keys it lists).");
     } else {

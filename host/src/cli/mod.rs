@@ -246,9 +246,7 @@ pub fn main() -> std::process::ExitCode {
     crewbox::secrets::register_secret_env();
     // Telemetry is user-only: read from the user's file alone, never a repository's.
     // A file that does not load is reported by the command itself.
-    let telemetry = crate::config::Config::load_user()
-        .map(|c| c.telemetry)
-        .unwrap_or_default();
+    let telemetry = crewbox::types::TelemetryFile::of_user();
     crewbox::init_tracing(cli.global.log_json, cli.global.color.forced(), &telemetry);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,13 +1,13 @@
 //! `crewbox trust [--list | --revoke] [--json]`: which repositories the user trusts.
-//! Trust is stored outside every repository (see `trust/store.rs`) and keyed by the
+//! Trust is stored outside every repository (the user's state directory) and keyed by the
 //! repository's canonical root; `--repo DIR` picks another repository than the
 //! current directory's.
 
 use serde_json::json;
 
 use super::{Exit, GlobalArgs};
-use crate::trust::{TrustStore, rules};
-use crewbox::Access;
+use crewbox::user_trust::{Standing, UserTrust, repo_config_keys};
+use crewbox::{Access, types::MCP_PROJECT_FILE};
 
 /// Arguments of `crewbox trust`.
 #[derive(Debug, Clone, clap::Args)]
@@ -32,69 +32,32 @@ pub struct TrustArgs {
     pub json: bool,
 }
 
-/// The digests of the `.mcp.json` servers named, each checked to be a usable definition.
-fn mcp_approvals(
-    root: &std::path::Path,
-    names: &[String],
-) -> anyhow::Result<Vec<(String, String)>> {
-    if names.is_empty() {
-        return Ok(Vec::new());
-    }
-    let file = crate::mcp::project::FILE;
-    let confined = crate::trust::read::Confined::new(root)?;
-    let text = confined
-        .read(
-            std::path::Path::new(file),
-            crate::trust::read::MAX_FILE_BYTES,
-        )
-        .and_then(|b| b.into_text(&root.join(file), crate::trust::read::MAX_FILE_BYTES))
-        .map_err(|e| anyhow::anyhow!("cannot read {file}: {e}"))?;
-    let parsed = crate::mcp::project::parse(&text).map_err(anyhow::Error::msg)?;
-    let mut out = Vec::new();
-    for name in names {
-        let Some((_, def, digest)) = parsed.iter().find(|(n, _, _)| n == name) else {
-            let known: Vec<&str> = parsed.iter().map(|(n, _, _)| n.as_str()).collect();
-            anyhow::bail!(
-                "{file} defines no server `{name}` ({})",
-                if known.is_empty() {
-                    "it defines none".to_owned()
-                } else {
-                    known.join(", ")
-                }
-            );
-        };
-        let server = crate::mcp::project::preview(name, def)
-            .map_err(|e| anyhow::anyhow!("{file}: server `{name}`: {e}"))?;
-        errln!("crewbox: approving `{name}`: {}", server.summary());
-        out.push((name.clone(), digest.clone()));
-    }
-    Ok(out)
-}
-
 fn parse_access(s: &str) -> Result<Access, String> {
     Access::parse(s).ok_or_else(|| format!("`{s}` is not an access level (read-only or full)"))
 }
 
 /// Trusts, revokes or lists.
 pub fn run(g: &GlobalArgs, args: TrustArgs) -> anyhow::Result<Exit> {
-    let store = TrustStore::user()?;
+    let store = UserTrust::open()?;
     if args.list {
-        let (records, problems) = store.list()?;
+        let (repos, problems) = store.list()?;
         for p in &problems {
             errln!("crewbox: warning: {p}");
         }
         if args.json {
+            let records: Vec<_> = repos.iter().map(|r| &r.record).collect();
             outln!("{}", serde_json::to_string_pretty(&records)?);
-        } else if records.is_empty() {
+        } else if repos.is_empty() {
             outln!("no trusted repositories (trust one with `crewbox trust` inside it)");
         } else {
-            for r in &records {
-                let note = match store.standing(&r.root) {
-                    Ok(crate::trust::Standing::Changed(_, changes)) => format!(
+            for repo in &repos {
+                let r = &repo.record;
+                let note = match &repo.standing {
+                    Ok(Standing::Changed(_, changes)) => format!(
                         " — its crewbox files changed since ({}): not trusted until `crewbox trust` again",
                         changes.join(", ")
                     ),
-                    Ok(crate::trust::Standing::Unrecorded(_)) => {
+                    Ok(Standing::Unrecorded(_)) => {
                         " — trusted by an earlier crewbox: run `crewbox trust` there again".into()
                     }
                     Ok(_) => String::new(),
@@ -107,29 +70,30 @@ pub fn run(g: &GlobalArgs, args: TrustArgs) -> anyhow::Result<Exit> {
     }
     let root = g.repo_root()?;
     if args.revoke {
-        let was = store.revoke(root.path())?;
+        let was = store.revoke(&root)?;
         if args.json {
             outln!(
                 "{}",
-                json!({"root": root.path(), "trusted": false, "was_trusted": was})
+                json!({"root": crewbox::serde_path::json(&root), "trusted": false, "was_trusted": was})
             );
         } else if was {
             outln!(
                 "no longer trusted: {}\nits .crewbox/config.toml and plugins are ignored again; its teams run read-only",
-                root.path().display()
+                root.display()
             );
         } else {
-            outln!("{} was not trusted", root.path().display());
+            outln!("{} was not trusted", root.display());
         }
         return Ok(Exit::Ok);
     }
-    let approve = mcp_approvals(root.path(), &args.mcp)?;
-    let record = store.trust_with_mcp(root.path(), args.pack_access, &approve)?;
-    for (name, _) in &approve {
+    let trusted = store.trust(&root, args.pack_access, &args.mcp)?;
+    let record = trusted.record;
+    for server in &trusted.approved {
+        errln!("crewbox: approving `{}`: {}", server.name, server.summary);
         if !args.json {
             outln!(
-                "approved MCP server `{name}` of {}",
-                crate::mcp::project::FILE
+                "approved MCP server `{}` of {MCP_PROJECT_FILE}",
+                server.name
             );
         }
     }
@@ -142,11 +106,7 @@ pub fn run(g: &GlobalArgs, args: TrustArgs) -> anyhow::Result<Exit> {
         );
         return Ok(Exit::Ok);
     }
-    let honoured: Vec<&str> = rules::REPO_KEYS
-        .iter()
-        .filter(|r| r.rule != rules::RepoRule::UserOnly)
-        .map(|r| r.key)
-        .collect();
+    let honoured = repo_config_keys();
     outln!(
         "trusted: {}\n\
          this covers .crewbox/ as it is now ({} file(s)); if any of it changes (a merge, a \

@@ -76,6 +76,17 @@ pub struct TelemetryFile {
     pub service_name: Option<String>,
 }
 
+impl TelemetryFile {
+    /// The telemetry settings of the user's own config file (never a repository's);
+    /// the defaults (no export) when it does not load — the command that reads the
+    /// config reports why. Blocking.
+    pub fn of_user() -> Self {
+        super::Config::load_user()
+            .map(|c| c.telemetry)
+            .unwrap_or_default()
+    }
+}
+
 /// `[plugins]` of the user's config.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

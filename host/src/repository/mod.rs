@@ -10,6 +10,7 @@ mod reads;
 mod records;
 mod schedules;
 mod settings;
+pub(crate) mod trusting;
 mod watch;
 
 pub use facts::HealthFacts;
@@ -158,6 +159,29 @@ impl Repository {
             config: Arc::new(config),
             trust_error: None,
         }
+    }
+
+    /// The one line telling the user that this untrusted repository's files are
+    /// ignored or limited, and how to trust it: once per repository and set of affected
+    /// files (remembered in the user's trust store, outside the repository), None after
+    /// that, for a trusted repository, or when nothing here is affected. Blocking.
+    pub fn untrusted_notice(&self) -> Option<String> {
+        if self.config.trust.is_trusted() {
+            return None;
+        }
+        let effects = crate::trust::untrusted_effects(self.root());
+        if effects.is_empty() {
+            return None;
+        }
+        let fingerprint = effects.join("\n");
+        let store = crate::trust::TrustStore::user().ok()?;
+        if store.noticed(self.root(), &fingerprint) {
+            return None;
+        }
+        if let Err(e) = store.mark_noticed(self.root(), &fingerprint) {
+            tracing::debug!(error = %e, "could not remember the trust notice");
+        }
+        Some(crate::trust::notice_line(&effects))
     }
 
     /// The demo's repository (`crewbox demo`): `repo` (canonical) with its state
