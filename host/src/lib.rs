@@ -81,6 +81,10 @@ pub use observe::{flush_telemetry, init_tracing};
 /// Serde for paths that may not be UTF-8: a string when it is, else its bytes (how
 /// every path in crewbox's JSON is written).
 pub use paths::serde_path;
+/// Serves a pool of agent tasks from NATS JetStream as a scale-out worker until
+/// `shutdown` (tasks in progress finish first): each task's repository is cloned and
+/// opened as a [`Repository`] on this machine, under the user's own configuration.
+pub use repository::serve_worker;
 pub use repository::{
     AddJobError, AddedJob, ControlError, DeadTarget, DropError, HealthFacts, JobTiming, NewJob,
     OpenError, Queued, ReadError, RecordKind, Repository, RunList, RunTree, Scheduler, Status,
@@ -156,6 +160,8 @@ pub mod types {
     pub use crate::plugin::{CriterionResult, PluginError, PluginFault, PluginKind, Verdict};
     pub use crate::provider::breaker::{BreakerState, BreakerStatus};
     pub use crate::provider::props::ServerProps;
+    pub use crate::remote::WorkerError;
+    pub use crate::remote::worker::{WorkerOptions, WorkerStats};
     pub use crate::provider::{ProviderError, Usage};
     pub use crate::replay::{ReplayError, ReplayOptions, ReplayOutcome, ReplayPlan, ReplayReport};
     pub use crate::repository::{ProbeOutcome, ProviderProbe};

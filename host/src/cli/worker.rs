@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
 use super::{Exit, GlobalArgs};
-use crewbox::unstable::remote::{WorkerOptions, serve};
+use crewbox::serve_worker as serve;
+use crewbox::types::WorkerOptions;
 
 /// `crewbox worker` arguments.
 #[derive(Debug, clap::Args)]
