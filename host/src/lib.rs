@@ -119,6 +119,13 @@ pub mod user_trust {
     pub use crate::trust::{Standing, TrustError};
 }
 
+/// crewbox as an MCP server (`crewbox mcp serve`): any MCP client hands work to a crew
+/// over stdio or Streamable HTTP, on an engine of a [`Repository`].
+pub mod mcp_server {
+    pub use crate::mcp::serve::http::{HttpOptions, serve as serve_http};
+    pub use crate::mcp::serve::{ServeError, Server};
+}
+
 /// What `crewbox plugin list` shows ([`Repository::plugins`], [`plugins::Plugins`]).
 pub mod plugins {
     pub use crate::engine::dispatch::AutoDecision;
@@ -153,17 +160,20 @@ pub mod types {
     pub use crate::config::user::TelemetryFile;
     pub use crate::config::{ConfigError, ExecutorKind, ProviderChoiceError};
     pub use crate::control::{MAX_MESSAGE_BYTES, Refused};
+    pub use crate::mcp::McpError;
     pub use crate::mcp::config::ServerSource;
     pub use crate::mcp::project::{FILE as MCP_PROJECT_FILE, RepoServer, RepoServerState};
+    pub use crate::mcp::tools::OfferedTool;
     pub use crate::observe::history::DispatchHistogram;
     pub use crate::observe::tree::{AgentTree, Visit};
     pub use crate::plugin::{CriterionResult, PluginError, PluginFault, PluginKind, Verdict};
     pub use crate::provider::breaker::{BreakerState, BreakerStatus};
     pub use crate::provider::props::ServerProps;
+    pub use crate::provider::{ProviderError, Usage};
     pub use crate::remote::WorkerError;
     pub use crate::remote::worker::{WorkerOptions, WorkerStats};
-    pub use crate::provider::{ProviderError, Usage};
     pub use crate::replay::{ReplayError, ReplayOptions, ReplayOutcome, ReplayPlan, ReplayReport};
+    pub use crate::repository::{McpCall, McpConnection, McpUseError};
     pub use crate::repository::{ProbeOutcome, ProviderProbe};
     pub use crate::sandbox::ProbeReport;
     pub use crate::schedule::daemon::{DaemonError, FireNotice};

@@ -2,8 +2,8 @@
 //!
 //! The commands (`cli/`, one file per subcommand) run on the library's API —
 //! [`crewbox::Repository`], [`crewbox::Engine`] and their types — and, for the
-//! commands not yet moved onto it (plugin authoring and validation, the MCP commands,
-//! the scale-out worker), on `crewbox::unstable`, named below as the
+//! commands not yet moved onto it (plugin authoring and `validate`), on
+//! `crewbox::unstable`, named below as the
 //! library names its own modules.
 
 // Text reaches a terminal only through `text`'s escaping sink (`out!`, `errln!`).
@@ -13,7 +13,7 @@ mod cli;
 
 use crewbox::handoff;
 use crewbox::text;
-use crewbox::unstable::{config, engine, mcp, plugin, trust};
+use crewbox::unstable::{config, engine, plugin, trust};
 
 fn main() -> std::process::ExitCode {
     // First: when started as the sandbox helper, this runs it and never returns.

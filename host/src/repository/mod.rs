@@ -4,6 +4,7 @@
 //! never chosen by a repository file. Everything that reads or runs starts here.
 
 mod facts;
+mod mcp_use;
 pub(crate) mod plugins;
 mod probe;
 mod reads;
@@ -14,6 +15,7 @@ pub(crate) mod trusting;
 mod watch;
 
 pub use facts::HealthFacts;
+pub use mcp_use::{McpCall, McpConnection, McpUseError};
 pub use probe::{ProbeOutcome, ProviderProbe};
 pub use reads::{ReadError, RecordKind, RunList, RunTree};
 pub use records::{ControlError, DeadTarget, DropError, Queued};

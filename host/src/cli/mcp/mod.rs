@@ -6,12 +6,9 @@
 //! exactly as it would for a read-only agent (network only if the server has
 //! `network = true`).
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 
 use super::{Context, Exit};
-use crate::mcp::{McpServer, Pool};
 
 pub mod serve;
 
@@ -71,26 +68,6 @@ impl McpCommand {
     }
 }
 
-fn pool(ctx: &Context) -> anyhow::Result<Pool> {
-    let sandbox = ctx.sandbox()?;
-    Ok(Pool::new(Arc::new(ctx.config().mcp.clone()), sandbox))
-}
-
-fn server<'a>(ctx: &'a Context, name: &str) -> anyhow::Result<&'a McpServer> {
-    let servers = &ctx.config().mcp.servers;
-    servers.get(name).ok_or_else(|| {
-        let known: Vec<&str> = servers.keys().map(String::as_str).collect();
-        anyhow::anyhow!(
-            "`{name}` is not one of your MCP servers ({}); define it as [mcp.servers.{name}] in your user config",
-            if known.is_empty() {
-                "none is configured".to_owned()
-            } else {
-                known.join(", ")
-            }
-        )
-    })
-}
-
 /// Runs `crewbox mcp …`.
 pub async fn run(ctx: Context, args: McpArgs) -> anyhow::Result<Exit> {
     match args.command {
@@ -107,16 +84,12 @@ pub async fn run(ctx: Context, args: McpArgs) -> anyhow::Result<Exit> {
 }
 
 async fn list(ctx: &Context, no_start: bool, json: bool) -> anyhow::Result<Exit> {
-    let pool = pool(ctx)?;
     let mut rows = Vec::new();
     for (name, s) in &ctx.config().mcp.servers {
         let (state, count, error) = if no_start {
             ("not started".to_owned(), None, None)
         } else {
-            let conn = pool
-                .standalone(name, ctx.root())
-                .ok_or_else(|| anyhow::anyhow!("server `{name}` vanished"))?;
-            match conn.offer().await {
+            match ctx.mcp_server(name)?.tools().await {
                 Ok((t, _)) => ("ok".to_owned(), Some(t.len()), None),
                 Err(e) => ("failed".to_owned(), None, Some(e.to_string())),
             }
@@ -167,12 +140,7 @@ async fn list(ctx: &Context, no_start: bool, json: bool) -> anyhow::Result<Exit>
 }
 
 async fn tools(ctx: &Context, name: &str, json: bool) -> anyhow::Result<Exit> {
-    server(ctx, name)?;
-    let pool = pool(ctx)?;
-    let conn = pool
-        .standalone(name, ctx.root())
-        .ok_or_else(|| anyhow::anyhow!("server `{name}` vanished"))?;
-    let (tools, warnings) = conn.offer().await?;
+    let (tools, warnings) = ctx.mcp_server(name)?.tools().await?;
     for w in &warnings {
         errln!("crewbox: warning: {w}");
     }
@@ -211,28 +179,14 @@ async fn call(
     args: Option<&str>,
     json: bool,
 ) -> anyhow::Result<Exit> {
-    server(ctx, name)?;
+    let server = ctx.mcp_server(name)?;
     let args: Value = match args {
         Some(text) => serde_json::from_str(text)
             .map_err(|e| anyhow::anyhow!("the arguments are not JSON: {e}"))?,
         None => json!({}),
     };
-    let pool = pool(ctx)?;
-    let conn = pool
-        .standalone(name, ctx.root())
-        .ok_or_else(|| anyhow::anyhow!("server `{name}` vanished"))?;
-    let (tools, _) = conn.offer().await?;
-    let found = tools
-        .iter()
-        .find(|t| t.tool == tool || t.agent_name == tool)
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "server `{name}` offers no tool `{tool}` (see `crewbox mcp tools {name}`)"
-            )
-        })?;
-    let args = crate::mcp::tools::arguments(&found.agent_name, args).map_err(anyhow::Error::msg)?;
-    let result = conn.call(&found.tool, args).await;
-    let (ok, text) = match result {
+    let called = server.call(tool, args).await?;
+    let (ok, text) = match called.result {
         Ok(t) => (true, t),
         Err(e) => (false, e.to_string()),
     };
@@ -240,7 +194,7 @@ async fn call(
         outln!(
             "{}",
             serde_json::to_string_pretty(
-                &json!({"server": name, "tool": found.tool, "ok": ok, "content": text})
+                &json!({"server": name, "tool": called.tool, "ok": ok, "content": text})
             )?
         );
     } else if ok {

@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use super::super::{Context, Exit};
-use crate::mcp::serve::Server;
-use crate::mcp::serve::http::{self, HttpOptions};
+use crewbox::mcp_server::{HttpOptions, Server, serve_http};
 
 /// Arguments of `crewbox mcp serve`.
 #[derive(Debug, Clone, clap::Args)]
@@ -78,7 +77,7 @@ pub async fn run(ctx: Context, args: ServeArgs) -> anyhow::Result<Exit> {
         }
     });
     let result = match &opts {
-        Some(opts) => http::serve(server.clone(), opts, shutdown.clone())
+        Some(opts) => serve_http(server.clone(), opts, shutdown.clone())
             .await
             .map_err(anyhow::Error::from),
         None => {
