@@ -129,11 +129,11 @@ pub mod mcp_server {
 /// What `crewbox plugin list` shows ([`Repository::plugins`], [`plugins::Plugins`]).
 pub mod plugins {
     pub use crate::engine::dispatch::AutoDecision;
-    pub use crate::plugin::DispatchDecision;
     pub use crate::plugin::file::FileError;
+    pub use crate::plugin::{AgentOutput, AgentStatus, DispatchDecision, PluginFault, verdict};
     pub use crate::plugin::{CacheOutcome, Grants, PluginSource, Violation};
     pub use crate::repository::plugins::{
-        EntryError, ExplainError, PluginEntry, Plugins, PluginsError,
+        EntryError, ExplainError, PluginEntry, Plugins, PluginsError, ValidateError, Validated,
     };
 }
 

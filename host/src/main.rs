@@ -13,7 +13,7 @@ mod cli;
 
 use crewbox::handoff;
 use crewbox::text;
-use crewbox::unstable::{config, engine, plugin, trust};
+use crewbox::unstable::{config, engine, plugin};
 
 fn main() -> std::process::ExitCode {
     // First: when started as the sandbox helper, this runs it and never returns.

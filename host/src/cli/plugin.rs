@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::Exit;
-use crate::plugin::discover::{self, Found};
+use crate::plugin::discover::Found;
 use crate::plugin::{
     CacheOutcome, Compiler, Grants, PluginError, PluginKind, PluginRuntime, PluginSource,
     Precompiled, RuntimeConfig, UserGrant, Violation,
@@ -89,29 +89,6 @@ fn parse_lang(s: &str) -> Result<crate::plugin::scaffold::Lang, String> {
 
 fn parse_kind(s: &str) -> Result<PluginKind, String> {
     PluginKind::parse(s).ok_or_else(|| format!("unknown kind `{s}` (dispatcher, validator, role)"))
-}
-
-/// Resolves `NAME|FILE` the way every plugin command does: an existing path, a
-/// built-in, or a repository or user plugin of that name. Only the one plugin named is
-/// read (regular files only, bounded). Blocking.
-pub(crate) fn resolve(spec: &str) -> anyhow::Result<Option<Found>> {
-    let max = crate::plugin::CompileLimits::default().max_component_bytes;
-    Ok(discover::resolve(
-        spec,
-        trusted_repo_root().as_deref(),
-        max,
-    )?)
-}
-
-/// The root of the repository around the current directory, if the user trusts it:
-/// only then are its `.crewbox/plugins` looked at.
-fn trusted_repo_root() -> Option<PathBuf> {
-    let cwd = std::env::current_dir().ok()?;
-    let root = crate::trust::RepoRoot::discover(&cwd).ok()?;
-    crate::trust::Trust::of(&root)
-        .0
-        .is_trusted()
-        .then(|| root.path().to_owned())
 }
 
 /// The grants of the user's own config (`[plugins.grants.NAME]`). Blocking.

@@ -5,10 +5,8 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::Exit;
-use super::plugin::{resolve, runtime, user_grants};
-use crate::plugin::discover::Found;
-use crate::plugin::{AgentOutput, AgentStatus, CallEnv, PluginKind, WorkspaceView, verdict};
 use crate::text::escape;
+use crewbox::plugins::{AgentOutput, AgentStatus, Plugins, ValidateError, verdict};
 
 /// `crewbox validate`.
 #[derive(Debug, clap::Args)]
@@ -84,51 +82,20 @@ pub async fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
         status,
         reply: file.reply,
     };
-    let spec = args.plugin.clone();
-    let found = match tokio::task::spawn_blocking(move || resolve(&spec)).await? {
-        Ok(Some(found)) => found,
-        Ok(None) => {
-            errln!(
-                "no validator `{}`: not a file, a built-in or a discovered plugin",
-                escape(&args.plugin)
-            );
-            return Ok(Exit::Usage);
-        }
-        Err(e) => {
-            errln!("{}", escape(&format!("{e:#}")));
-            return Ok(Exit::Usage);
-        }
-    };
-    let rt = runtime()?;
-    let user = tokio::task::spawn_blocking(user_grants).await??;
-    let grants = super::plugin::grants(&found, PluginKind::Validator, &user);
-    let Found {
-        name,
-        source,
-        bytes,
-    } = found;
-    let plugin = match rt.load(&name, source, bytes, grants, None).await {
-        Ok(p) if p.kind() == PluginKind::Validator => p,
-        Ok(p) => {
-            errln!("`{}` is a {}, not a validator", escape(&name), p.kind());
-            return Ok(Exit::Usage);
-        }
+    let plugins = tokio::task::spawn_blocking(Plugins::here).await??;
+    let validated = match plugins
+        .validate(&args.plugin, &output, args.workspace, &args.criteria)
+        .await
+    {
+        Ok(v) => v,
+        Err(e @ ValidateError::Interrupted(_)) => return Err(e.into()),
         Err(e) => {
             errln!("{}", escape(&e.to_string()));
             return Ok(Exit::Usage);
         }
     };
-    let workspace = args.workspace.map(|root| WorkspaceView {
-        root,
-        changed: Vec::new(),
-        diff: String::new(),
-    });
-    let env = CallEnv {
-        workspace,
-        model: None,
-    };
-    let source = plugin.source().to_string();
-    let (exit, json) = match plugin.validate(env, &output, &args.criteria).await {
+    let (name, source) = (validated.name, validated.source);
+    let (exit, json) = match validated.outcome {
         Ok(Ok(v)) => {
             // The one verdict rule (the engine's): the flag and every criterion.
             let passed = verdict::passes(&v);

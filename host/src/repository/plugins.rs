@@ -233,3 +233,112 @@ impl Repository {
         Ok(crate::engine::dispatch::auto(&plugins, &config, prompt).await?)
     }
 }
+
+/// Why [`Plugins::validate`] has no verdict to show (each a usage error: the plugin
+/// named cannot serve as a validator).
+#[derive(Debug, thiserror::Error)]
+pub enum ValidateError {
+    /// Nothing of that name or path.
+    #[error("no validator `{0}`: not a file, a built-in or a discovered plugin")]
+    NotFound(String),
+    /// The file cannot be read (not a regular file, over the size cap).
+    #[error(transparent)]
+    Unreadable(#[from] FileError),
+    /// It does not compile or load (a compile limit, a denied import).
+    #[error(transparent)]
+    Load(#[from] PluginError),
+    /// It is a plugin of another kind.
+    #[error("`{name}` is a {kind}, not a validator")]
+    NotAValidator {
+        /// Its name.
+        name: String,
+        /// What it is.
+        kind: PluginKind,
+    },
+    /// A blocking read was cancelled or panicked.
+    #[error("reading the plugin was interrupted: {0}")]
+    Interrupted(#[from] tokio::task::JoinError),
+}
+
+/// What one validator said of one agent output ([`Plugins::validate`]).
+#[derive(Debug)]
+pub struct Validated {
+    /// The validator's name.
+    pub name: String,
+    /// Where it comes from, in words.
+    pub source: String,
+    /// Its verdict; or why it could not judge (its own answer); or its fault (a trap,
+    /// a limit, a broken contract).
+    pub outcome: Result<Result<crate::vocab::Verdict, String>, crate::plugin::PluginFault>,
+}
+
+impl Plugins {
+    /// Resolves `NAME|FILE` as every plugin command does: an existing path, a
+    /// built-in, or a trusted repository's or the user's plugin of that name. Only the
+    /// plugin named is read (regular files only, bounded). Blocking.
+    fn find(&self, spec: &str) -> Result<Option<crate::plugin::discover::Found>, FileError> {
+        let root = match &self.scope {
+            Scope::CurrentDir => trusted_root_here(),
+            Scope::Decided(root) => root.clone(),
+        };
+        discover::resolve(
+            spec,
+            root.as_deref(),
+            self.runtime.compile_limits().max_component_bytes,
+        )
+    }
+
+    /// Runs the validator `spec` names (see [`Plugins::find`]) on `output`, loaded
+    /// with the grants a run gives it: it may read `workspace` when given, nothing
+    /// else. `criteria` empty means its defaults.
+    pub async fn validate(
+        &self,
+        spec: &str,
+        output: &crate::plugin::AgentOutput,
+        workspace: Option<PathBuf>,
+        criteria: &[String],
+    ) -> Result<Validated, ValidateError> {
+        let this = self.clone();
+        let named = spec.to_owned();
+        let found = tokio::task::spawn_blocking(move || this.find(&named))
+            .await??
+            .ok_or_else(|| ValidateError::NotFound(spec.to_owned()))?;
+        let grants = crate::engine::plugins::grants_for(
+            &found.name,
+            &found.source,
+            PluginKind::Validator,
+            &found.bytes,
+            &self.user_grants,
+        );
+        let crate::plugin::discover::Found {
+            name,
+            source,
+            bytes,
+        } = found;
+        let plugin = self
+            .runtime
+            .load(&name, source, bytes, grants, None)
+            .await?;
+        if plugin.kind() != PluginKind::Validator {
+            return Err(ValidateError::NotAValidator {
+                name,
+                kind: plugin.kind(),
+            });
+        }
+        let env = crate::plugin::CallEnv {
+            workspace: workspace.map(|root| crate::plugin::WorkspaceView {
+                root,
+                changed: Vec::new(),
+                diff: String::new(),
+            }),
+            model: None,
+        };
+        let source = plugin.source().to_string();
+        let outcome = plugin.validate(env, output, criteria).await;
+        Ok(Validated {
+            name,
+            source,
+            outcome,
+        })
+    }
+}
