@@ -99,19 +99,16 @@ impl Repository {
     /// repository, read-only.
     pub fn mcp_server(&self, name: &str) -> Result<McpConnection, McpUseError> {
         let settings = &self.config.mcp;
+        let unknown = || McpUseError::NoSuchServer {
+            name: name.to_owned(),
+            known: settings.servers.keys().cloned().collect(),
+        };
+        // Checked before the sandbox is set up for it.
         if !settings.servers.contains_key(name) {
-            return Err(McpUseError::NoSuchServer {
-                name: name.to_owned(),
-                known: settings.servers.keys().cloned().collect(),
-            });
+            return Err(unknown());
         }
         let pool = Pool::new(Arc::new(settings.clone()), self.sandbox()?);
-        let conn = pool
-            .standalone(name, self.root())
-            .ok_or_else(|| McpUseError::NoSuchServer {
-                name: name.to_owned(),
-                known: settings.servers.keys().cloned().collect(),
-            })?;
+        let conn = pool.standalone(name, self.root()).ok_or_else(unknown)?;
         Ok(McpConnection {
             name: name.to_owned(),
             conn,

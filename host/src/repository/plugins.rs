@@ -127,14 +127,18 @@ impl Plugins {
     /// an entry with an error, not a failed list; an untrusted repository's plugins are
     /// never opened, nor listed. Blocking (compiles, or loads from the cache).
     pub fn list(&self) -> Vec<PluginEntry> {
-        let root = match &self.scope {
-            Scope::CurrentDir => trusted_root_here(),
-            Scope::Decided(root) => root.clone(),
-        };
-        discover::candidates(root.as_deref())
+        discover::candidates(self.repo_root().as_deref())
             .into_iter()
             .map(|c| self.entry(c))
             .collect()
+    }
+
+    /// The repository whose plugins are looked at: a trusted one's root, else none.
+    fn repo_root(&self) -> Option<PathBuf> {
+        match &self.scope {
+            Scope::CurrentDir => trusted_root_here(),
+            Scope::Decided(root) => root.clone(),
+        }
     }
 
     fn entry(&self, c: Candidate) -> PluginEntry {
@@ -277,13 +281,9 @@ impl Plugins {
     /// built-in, or a trusted repository's or the user's plugin of that name. Only the
     /// plugin named is read (regular files only, bounded). Blocking.
     fn find(&self, spec: &str) -> Result<Option<crate::plugin::discover::Found>, FileError> {
-        let root = match &self.scope {
-            Scope::CurrentDir => trusted_root_here(),
-            Scope::Decided(root) => root.clone(),
-        };
         discover::resolve(
             spec,
-            root.as_deref(),
+            self.repo_root().as_deref(),
             self.runtime.compile_limits().max_component_bytes,
         )
     }
