@@ -126,12 +126,30 @@ pub mod mcp_server {
     pub use crate::mcp::serve::{ServeError, Server};
 }
 
-/// What `crewbox plugin list` shows ([`Repository::plugins`], [`plugins::Plugins`]).
+/// WebAssembly plugins outside a run: the plugins a place sees ([`Repository::plugins`],
+/// [`plugins::Plugins`]), a validator run on an output, a component file inspected or
+/// checked, a plugin project scaffolded, built and compiled into the plugin cache, and
+/// the cache itself (the `crewbox plugin` and `validate` commands).
 pub mod plugins {
     pub use crate::engine::dispatch::AutoDecision;
+    /// The project is built with its language's own toolchain (installed into the
+    /// project when missing; its output goes to stderr as it prints); then
+    /// [`precompile_built`] makes the component's first run a cache hit.
+    pub use crate::plugin::build::build as build_project;
+    pub use crate::plugin::build::{BuildError, Built};
     pub use crate::plugin::file::FileError;
+    /// The plugin project `crewbox plugin new` makes, in `dir/NAME`: the WIT contract
+    /// this crewbox speaks, sources, toolchain settings, a README.
+    pub use crate::plugin::scaffold::create as new_project;
+    pub use crate::plugin::scaffold::{Lang, ScaffoldError};
     pub use crate::plugin::{AgentOutput, AgentStatus, DispatchDecision, PluginFault, verdict};
-    pub use crate::plugin::{CacheOutcome, Grants, PluginSource, Violation};
+    pub use crate::plugin::{
+        CacheOutcome, CacheUsage, Grants, PluginKind, PluginSource, Removed, Violation,
+    };
+    pub use crate::repository::authoring::{
+        CacheState, Checked, Compiled, InspectError, Inspection, NoCacheDir, Precompile,
+        precompile_built,
+    };
     pub use crate::repository::plugins::{
         EntryError, ExplainError, PluginEntry, Plugins, PluginsError, ValidateError, Validated,
     };

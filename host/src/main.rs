@@ -1,10 +1,10 @@
 //! The `crewbox` binary: parse, call the library, map errors to exit codes.
 //!
-//! The commands (`cli/`, one file per subcommand) run on the library's API —
-//! [`crewbox::Repository`], [`crewbox::Engine`] and their types — and, for the
-//! commands not yet moved onto it (plugin authoring and `validate`), on
-//! `crewbox::unstable`, named below as the
-//! library names its own modules.
+//! The commands (`cli/`, one file per subcommand) run on the library's public API
+//! only — [`crewbox::Repository`], [`crewbox::Engine`], [`crewbox::plugins`],
+//! [`crewbox::types`] and the other public modules — never on the doc-hidden
+//! re-exports of the crate's internal floors, which are the test suite's and the
+//! benches'.
 
 // Text reaches a terminal only through `text`'s escaping sink (`out!`, `errln!`).
 #![warn(clippy::print_stdout, clippy::print_stderr)]
@@ -13,7 +13,6 @@ mod cli;
 
 use crewbox::handoff;
 use crewbox::text;
-use crewbox::unstable::{config, engine, plugin};
 
 fn main() -> std::process::ExitCode {
     // First: when started as the sandbox helper, this runs it and never returns.

@@ -4,14 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
+use crewbox::plugins::{
+    CacheState, Compiled, Grants, InspectError, Lang, PluginKind, PluginSource, Plugins,
+    Precompile, Violation,
+};
 use serde::Serialize;
 
 use super::Exit;
-use crate::plugin::discover::Found;
-use crate::plugin::{
-    CacheOutcome, Compiler, Grants, PluginError, PluginKind, PluginRuntime, PluginSource,
-    Precompiled, RuntimeConfig, UserGrant, Violation,
-};
 use crate::text::escape;
 
 /// `crewbox plugin …`.
@@ -59,7 +58,7 @@ pub enum PluginCommand {
         kind: PluginKind,
         /// Its language.
         #[arg(long, value_parser = parse_lang)]
-        lang: crate::plugin::scaffold::Lang,
+        lang: Lang,
         /// Where to create it (default: the current directory).
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -82,32 +81,12 @@ pub enum PluginCommand {
     },
 }
 
-fn parse_lang(s: &str) -> Result<crate::plugin::scaffold::Lang, String> {
-    crate::plugin::scaffold::Lang::parse(s)
-        .ok_or_else(|| format!("unknown language `{s}` (rust, python, js)"))
+fn parse_lang(s: &str) -> Result<Lang, String> {
+    Lang::parse(s).ok_or_else(|| format!("unknown language `{s}` (rust, python, js)"))
 }
 
 fn parse_kind(s: &str) -> Result<PluginKind, String> {
     PluginKind::parse(s).ok_or_else(|| format!("unknown kind `{s}` (dispatcher, validator, role)"))
-}
-
-/// The grants of the user's own config (`[plugins.grants.NAME]`). Blocking.
-pub(crate) fn user_grants() -> anyhow::Result<Vec<UserGrant>> {
-    Ok(crate::config::Config::load_user()?.plugin_grants)
-}
-
-/// The grants `found` gets, as a run would give them.
-pub(crate) fn grants(found: &Found, kind: PluginKind, user: &[UserGrant]) -> Grants {
-    crate::engine::grants_for(&found.name, &found.source, kind, &found.bytes, user)
-}
-
-/// A runtime with the default on-disk cache, compiling untrusted components in a
-/// limited child process (this binary).
-pub(crate) fn runtime() -> anyhow::Result<PluginRuntime> {
-    Ok(PluginRuntime::new(RuntimeConfig {
-        compiler: Compiler::this_program()?,
-        ..RuntimeConfig::default()
-    })?)
 }
 
 #[derive(Serialize)]
@@ -155,16 +134,16 @@ pub async fn run(args: PluginArgs) -> anyhow::Result<Exit> {
 }
 
 /// What a compile ahead of the first run did, in words (`plugin build`, `plugin check`).
-fn precompiled_note(rt: &PluginRuntime, done: &Precompiled) -> String {
+fn precompiled_note(done: &Compiled) -> String {
     let ms = done.elapsed.as_millis();
-    match done.outcome {
-        CacheOutcome::Stored => format!("compiled into the plugin cache: {ms} ms"),
-        CacheOutcome::Hit => format!("already in the plugin cache (loaded in {ms} ms)"),
-        CacheOutcome::Compiled if rt.has_disk_cache() => format!(
+    match done.cache {
+        CacheState::Stored => format!("compiled into the plugin cache: {ms} ms"),
+        CacheState::Hit => format!("already in the plugin cache (loaded in {ms} ms)"),
+        CacheState::NotStored => format!(
             "compiled in {ms} ms, but the plugin cache could not be written: \
              the first run compiles it again"
         ),
-        CacheOutcome::Compiled => format!("compiled in {ms} ms; {NO_CACHE}"),
+        CacheState::NoCache => format!("compiled in {ms} ms; {NO_CACHE}"),
     }
 }
 
@@ -172,39 +151,34 @@ fn precompiled_note(rt: &PluginRuntime, done: &Precompiled) -> String {
 const NO_CACHE: &str =
     "no plugin cache (neither XDG_CACHE_HOME nor HOME is set): the first run compiles it";
 
-/// After `plugin build`: compiles the component at `path` into the plugin cache exactly
-/// as a run's first load would, so that load is a cache hit. A refusal (over a compile
-/// limit, or not a valid component) fails the build, naming the file and the limit; no
-/// cache, or a compiler that could not run, is said and the build still succeeds.
+/// After `plugin build`: what compiling the component at `path` into the plugin cache
+/// came to. A refusal (over a compile limit, or not a valid component) fails the build,
+/// naming the file and the limit; no cache, or a compiler that could not run, is said
+/// and the build still succeeds.
 fn precompile_built(path: &Path) -> anyhow::Result<Exit> {
-    let rt = runtime()?;
-    if !rt.has_disk_cache() {
-        errln!("crewbox: {NO_CACHE}");
-        return Ok(Exit::Ok);
-    }
-    let shown = escape(&path.display().to_string()).into_owned();
-    let (name, bytes) = match read_file(&rt, path) {
-        Ok(read) => read,
-        Err(e) => {
+    let shown = || escape(&path.display().to_string()).into_owned();
+    match crewbox::plugins::precompile_built(path)? {
+        Precompile::NoCache => errln!("crewbox: {NO_CACHE}"),
+        Precompile::Compiled(done) => errln!("crewbox: {}", precompiled_note(&done)),
+        Precompile::Unreadable(e) => {
             errln!(
-                "crewbox: {shown} cannot be compiled: {}",
+                "crewbox: {} cannot be compiled: {}",
+                shown(),
                 escape(&e.to_string())
             );
             return Ok(Exit::CheckFailed);
         }
-    };
-    match rt.precompile(&name, &bytes) {
-        Ok(done) => errln!("crewbox: {}", precompiled_note(&rt, &done)),
-        Err(e @ (PluginError::Refused { .. } | PluginError::Compile { .. })) => {
+        Precompile::Refused(e) => {
             errln!(
-                "crewbox: {shown} is built but cannot be used: {}",
+                "crewbox: {} is built but cannot be used: {}",
+                shown(),
                 escape(&e.to_string())
             );
             return Ok(Exit::CheckFailed);
         }
         // The compiler could not run, or the machine was too busy: not the
         // component's fault, and the first run compiles it.
-        Err(e) => errln!(
+        Precompile::NotCompiled(e) => errln!(
             "crewbox: not compiled into the plugin cache ({}); the first run compiles it",
             escape(&e.to_string())
         ),
@@ -212,19 +186,7 @@ fn precompile_built(path: &Path) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
-/// Reads a file named on the command line (regular files only, bounded).
-fn read_file(rt: &PluginRuntime, file: &Path) -> anyhow::Result<(String, Vec<u8>)> {
-    let bytes = crate::plugin::file::read_component(file, rt.compile_limits().max_component_bytes)?;
-    let name = file
-        .file_stem()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .into_owned();
-    Ok((name, bytes))
-}
-
 fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
-    use crate::plugin::{build, scaffold};
     match &args.command {
         PluginCommand::New {
             name,
@@ -233,13 +195,13 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
             dir,
         } => {
             let here = dir.clone().unwrap_or_else(|| PathBuf::from("."));
-            let root = scaffold::create(&here, name, *kind, *lang)?;
+            let root = crewbox::plugins::new_project(&here, name, *kind, *lang)?;
             outln!("{}", root.display());
             return Ok(Exit::Ok);
         }
         PluginCommand::Build { dir } => {
             let here = dir.clone().unwrap_or_else(|| PathBuf::from("."));
-            let built = build::build(&here)?;
+            let built = crewbox::plugins::build_project(&here)?;
             errln!("crewbox: built {} bytes", built.bytes);
             let exit = precompile_built(&built.path)?;
             if exit == Exit::Ok {
@@ -248,7 +210,7 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
             return Ok(exit);
         }
         PluginCommand::List { json } => {
-            let rows: Vec<Listed> = crewbox::plugins::Plugins::here()?
+            let rows: Vec<Listed> = Plugins::here()?
                 .list()
                 .into_iter()
                 .map(Listed::from)
@@ -284,34 +246,28 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
         }
         _ => {}
     }
-    let rt = runtime()?;
-    let user = user_grants()?;
+    // The runtime and the user's grants, as a run has them.
+    let plugins = Plugins::here()?;
     match args.command {
         PluginCommand::Inspect { file, json } => {
-            let (name, bytes) = match read_file(&rt, &file) {
-                Ok(read) => read,
-                Err(e) => {
-                    errln!("{}", escape(&e.to_string()));
-                    return Ok(Exit::Usage);
-                }
-            };
-            let info = match rt.inspect_named(&name, &bytes) {
+            let info = match plugins.inspect(&file) {
                 Ok(info) => info,
                 Err(e) => {
                     errln!("{}", escape(&e.to_string()));
-                    return Ok(Exit::CheckFailed);
+                    return Ok(match e {
+                        InspectError::Unreadable(_) => Exit::Usage,
+                        InspectError::NotAComponent(_) => Exit::CheckFailed,
+                    });
                 }
             };
-            let grants = info.kind.map(Grants::defaults_for).unwrap_or_default();
-            let violations = rt.check(&name, &bytes, None, &grants);
             let out = Inspected {
                 file,
                 kind: info.kind,
+                loads: info.loads(),
                 imports: info.imports,
                 exports: info.exports,
                 size: info.size,
-                loads: violations.is_empty(),
-                violations,
+                violations: info.violations,
             };
             if json {
                 outln!("{}", serde_json::to_string_pretty(&out)?);
@@ -345,9 +301,12 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
             unreachable!("handled above")
         }
         PluginCommand::Cache { prune, json } => {
-            let Some(usage) = rt.cache_usage(prune) else {
-                errln!("no plugin cache: neither XDG_CACHE_HOME nor HOME is set");
-                return Ok(Exit::Usage);
+            let usage = match plugins.cache_usage(prune) {
+                Ok(usage) => usage,
+                Err(e) => {
+                    errln!("{e}");
+                    return Ok(Exit::Usage);
+                }
             };
             if json {
                 outln!("{}", serde_json::to_string_pretty(&usage)?);
@@ -371,38 +330,33 @@ fn run_blocking(args: PluginArgs) -> anyhow::Result<Exit> {
             Ok(Exit::Ok)
         }
         PluginCommand::Check { file, kind, json } => {
-            let (name, bytes) = match read_file(&rt, &file) {
-                Ok(read) => read,
+            let checked = match plugins.check(&file, kind) {
+                Ok(checked) => checked,
                 Err(e) => {
                     errln!("{}", escape(&e.to_string()));
                     return Ok(Exit::Usage);
                 }
             };
-            let found = Found {
-                name: name.clone(),
-                source: PluginSource::File(file.clone()),
-                bytes: bytes.clone().into(),
-            };
-            let (violations, precompiled) = rt.check_precompiling(&name, &bytes, kind, |k| {
-                k.map(|k| grants(&found, k, &user)).unwrap_or_default()
-            });
             // A refusal is among the violations below; only a compile is reported here.
-            if let Ok(done) = &precompiled {
-                errln!("crewbox: {}", precompiled_note(&rt, done));
+            if let Some(done) = &checked.compiled {
+                errln!("crewbox: {}", precompiled_note(done));
             }
             if json {
                 outln!(
                     "{}",
-                    serde_json::json!({ "ok": violations.is_empty(), "violations": violations })
+                    serde_json::json!({ "ok": checked.passed(), "violations": checked.violations })
                 );
-            } else if violations.is_empty() {
-                outln!("ok: `{}` loads and links under the rules", escape(&name));
+            } else if checked.passed() {
+                outln!(
+                    "ok: `{}` loads and links under the rules",
+                    escape(&checked.name)
+                );
             } else {
-                for v in &violations {
+                for v in &checked.violations {
                     outln!("{}", escape(&v.to_string()));
                 }
             }
-            Ok(if violations.is_empty() {
+            Ok(if checked.passed() {
                 Exit::Ok
             } else {
                 Exit::CheckFailed

@@ -3,6 +3,7 @@
 //! repository may set), and the state directory its store and worktrees live in —
 //! never chosen by a repository file. Everything that reads or runs starts here.
 
+pub(crate) mod authoring;
 mod facts;
 mod mcp_use;
 pub(crate) mod plugins;

@@ -82,14 +82,14 @@ enum Scope {
 /// this program) and the user's grants (`[plugins.grants.NAME]`).
 #[derive(Clone)]
 pub struct Plugins {
-    runtime: PluginRuntime,
-    user_grants: Arc<[UserGrant]>,
+    pub(super) runtime: PluginRuntime,
+    pub(super) user_grants: Arc<[UserGrant]>,
     scope: Scope,
 }
 
 /// A runtime with the default on-disk cache, compiling untrusted components in a
 /// limited child process (this program).
-fn runtime() -> Result<PluginRuntime, PluginsError> {
+pub(super) fn runtime() -> Result<PluginRuntime, PluginsError> {
     let compiler = Compiler::this_program().map_err(PluginsError::Compiler)?;
     Ok(PluginRuntime::new(RuntimeConfig {
         compiler,
