@@ -27,7 +27,7 @@
 //! ```
 //!
 //! Modules mirror the loop (see ARCHITECTURE.md at the repository root) and are private to the crate; [`unstable`]
-//! re-exports them for crewbox's own binary, test suite and benches only.
+//! re-exports what crewbox's test suite and benches use of them, and nothing else.
 
 // Text reaches a terminal only through `text`'s escaping sink (see `text::stdout`).
 #![warn(clippy::print_stdout, clippy::print_stderr)]
@@ -218,9 +218,9 @@ pub mod types {
     pub use crate::worktree::{PruneReason, PruneReport, WorktreeInfo, WorktreeState};
 }
 
-/// **Not a stable API.** The items of the crate's internal floors that crewbox's own
-/// binary (`src/main.rs`, `src/cli/`), its integration test suite (`tests/all/`) and
-/// its benches (`benches/`) use directly (the manager, the plugin runtime, worktrees,
+/// **Not a stable API.** The items of the crate's internal floors that crewbox's
+/// integration test suite (`tests/all/`) and its benches (`benches/`) use directly (the
+/// binary uses none) (the manager, the plugin runtime, worktrees,
 /// providers, tools, the store), each named. Anything here may change or vanish in
 /// any release; other programs should use the crate-level API.
 #[doc(hidden)]
@@ -229,24 +229,20 @@ pub mod unstable {
     pub mod agent {
         pub use crate::agent::{AgentState, manager, permissions, quota, runner};
     }
-    /// Batching of spawns and the joins that deliver their results.
+    /// Batching of spawns and the joins that deliver their results. All of it: the
+    /// suite names six items, but without the rest, methods only the unit tests call
+    /// would be dead code.
     pub mod batch {
         pub use crate::batch::*;
     }
     /// Configuration files.
     pub mod config {
-        pub use crate::config::{Config, ExecutorKind, Quotas, effective, provider};
+        pub use crate::config::{Config, ExecutorKind, Quotas};
     }
-    /// Steer, stop and team messages through the store; ids as people type them.
-    pub mod control {
-        pub use crate::control::{
-            MAX_MESSAGE_BYTES, StopTarget, find_stoppable, queue_team_message, settle, steer_agent,
-            stop_target,
-        };
-    }
-    /// Engine internals the CLI and the suite use directly.
+    /// Engine internals the suite and benches use directly, and the reflect loop's
+    /// state machine, which the suite does not use: its accessors (and its `Paused`
+    /// outcome) are only the unit tests' and would be dead code without it.
     pub mod engine {
-        pub use crate::engine::dispatch::auto as auto_dispatch;
         pub use crate::engine::model_access::ProviderModel;
         pub use crate::engine::modes::team::reflect_loop;
         pub use crate::engine::plugins::{PluginSet, grants_for};
@@ -257,11 +253,7 @@ pub mod unstable {
     }
     /// MCP servers: config, the SDK client, the per-run pool.
     pub mod mcp {
-        pub use crate::mcp::{AgentMcp, McpServer, Pool, config, project, serve, tools};
-    }
-    /// Tracing and its export.
-    pub mod observe {
-        pub use crate::observe::{flush_telemetry, init_tracing};
+        pub use crate::mcp::{AgentMcp, Pool, config};
     }
     /// The WebAssembly plugin runtime.
     pub mod plugin {
@@ -269,43 +261,33 @@ pub mod unstable {
     }
     /// Where crewbox keeps its files (XDG directories).
     pub mod paths {
-        pub use crate::paths::{repo_id, repo_state_dir, serde_path};
+        pub use crate::paths::{repo_id, repo_state_dir};
     }
     /// Model providers.
     pub mod provider {
         pub use crate::provider::*;
     }
-    /// The scale-out worker (`crewbox worker`) and the task wire format.
+    /// The scale-out task wire format.
     pub mod remote {
         pub use crate::remote::task::{TaskResult, WIRE_VERSION};
-        pub use crate::remote::worker::WorkerOptions;
-        pub use crate::repository::serve_worker as serve;
     }
     /// The process sandbox agents' commands run in.
     pub mod sandbox {
         pub use crate::sandbox::{
-            AgentSandbox, AgentScope, Helper, ProbeReport, Sandbox, SandboxConfig, SandboxMode,
-            SandboxOptions, helper, layout,
-        };
-    }
-    /// Scheduled jobs and the daemon.
-    pub mod schedule {
-        pub use crate::schedule::{
-            CatchUp, Overlap, ScheduleSpec, daemon, lock, parse_time_zone, validate_job_name,
-            validate_prompt,
+            AgentSandbox, AgentScope, Helper, Sandbox, SandboxConfig, SandboxMode, SandboxOptions,
+            helper, layout,
         };
     }
     /// The SQLite store.
     pub mod store {
         pub use crate::store::{
-            AgentCounts, AgentRecord, AgentRow, AgentStats, AgentWorker, ControlKind, DB_FILE,
-            DeadLetter, FireStatus, Lookup, MIN_TAIL, RemoteResult, RunRecord, RunRow,
-            SCHEMA_VERSION, ScheduleRecord, StepRecord, StepState, Store, StoreError, now_ms,
+            AgentRecord, AgentStats, AgentWorker, ControlKind, DB_FILE, RemoteResult, RunRecord,
+            SCHEMA_VERSION, StepRecord, StepState, Store, StoreError, now_ms,
         };
     }
-    /// Teams and role packs.
+    /// Teams' limits.
     pub mod team {
-        pub use crate::team::{Access, ExportFormat, export, limits};
+        pub use crate::team::limits;
     }
     /// Agent tools.
     pub mod tool {
@@ -314,12 +296,10 @@ pub mod unstable {
             registry,
         };
     }
-    /// Repository trust and the confined reads of repository files.
+    /// Where a repository's root is; and the trust store, which the suite does not use
+    /// (its `dir` is only the unit tests' and would be dead code without it).
     pub mod trust {
-        pub use crate::trust::{
-            REPO_CONFIG, REPO_TEAMS, RepoRoot, Standing, Trust, TrustStore, notice_line, read,
-            rules, untrusted_effects,
-        };
+        pub use crate::trust::{RepoRoot, TrustStore};
     }
     /// Git worktrees.
     pub mod worktree {

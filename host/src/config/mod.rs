@@ -73,7 +73,7 @@ pub enum ConfigError {
 #[derive(Clone, Debug)]
 pub struct Config {
     /// The provider used when none is named (None: chosen by the API keys set, see
-    /// [`provider`]).
+    /// `config::provider`).
     pub default_provider: Option<String>,
     /// The mode used when none is named.
     pub default_mode: ModeChoice,

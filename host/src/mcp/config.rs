@@ -20,7 +20,7 @@
 //!
 //! Only the user's own config defines servers: a repository's `.crewbox/config.toml` is
 //! an allowlist that has no `mcp` key, and a repository's `.mcp.json` is a separate,
-//! approval-gated source (see [`super::project`]).
+//! approval-gated source (see `mcp::project`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

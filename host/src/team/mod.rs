@@ -15,7 +15,7 @@ pub mod load;
 pub mod origin;
 pub mod pack;
 
-pub use export::{ExportFormat, export};
+pub use export::export;
 pub use file::{
     Access, MAX_NAME_LEN, Member, SkippedWhat, Team, TeamError, TeamSource, valid_name,
 };

@@ -37,7 +37,7 @@ pub enum Trust {
     /// Not (yet) trusted: its config and plugins are ignored, its teams read-only.
     #[default]
     Untrusted,
-    /// Trusted with `crewbox trust`: what [`rules::REPO_KEYS`] allows applies.
+    /// Trusted with `crewbox trust`: what `trust::rules::REPO_KEYS` allows applies.
     Trusted,
 }
 
