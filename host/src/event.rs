@@ -371,6 +371,34 @@ impl Event {
     }
 }
 
+/// A kind of [`Event`] a read of the log keeps on its own
+/// ([`Watch::latest`](crate::Watch::latest)), named by variant so that a misspelt kind
+/// does not compile. Its stored name is the event's JSON `kind`; kinds are added here as
+/// readers need them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// [`Event::ModelReply`] (`model.reply`).
+    ModelReply,
+    /// [`Event::ToolCall`] (`tool.call`).
+    ToolCall,
+    /// [`Event::AgentSteer`] (`agent.steer`).
+    AgentSteer,
+    /// [`Event::ReflectIteration`] (`reflect.iteration`).
+    ReflectIteration,
+}
+
+impl EventKind {
+    /// The `kind` its events are stored and printed under.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ModelReply => "model.reply",
+            Self::ToolCall => "tool.call",
+            Self::AgentSteer => "agent.steer",
+            Self::ReflectIteration => "reflect.iteration",
+        }
+    }
+}
+
 /// One stored event: its position in the log, run, agent, time and what happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EventRecord {
@@ -716,6 +744,38 @@ mod tests {
             .map(|e| e.to_parts().0)
             .collect();
         assert_eq!(kinds, Event::REPORT_KINDS);
+    }
+
+    #[test]
+    fn event_kinds_are_the_kinds_of_their_variants() {
+        let reply = Event::ModelReply {
+            turn: 1,
+            text: String::new(),
+            reasoning: None,
+            tool_calls: Vec::new(),
+            usage: Usage::default(),
+            stop: None,
+        };
+        let call = Event::ToolCall {
+            turn: 1,
+            tool: "read_file".into(),
+            server: None,
+            args: "{}".into(),
+            ok: true,
+            output: String::new(),
+        };
+        let steer = Event::AgentSteer {
+            message: "m".into(),
+        };
+        let iteration = Event::ReflectIteration(IterationRecord::default());
+        for (kind, event) in [
+            (EventKind::ModelReply, reply),
+            (EventKind::ToolCall, call),
+            (EventKind::AgentSteer, steer),
+            (EventKind::ReflectIteration, iteration),
+        ] {
+            assert_eq!(kind.as_str(), event.to_parts().0, "{kind:?}");
+        }
     }
 
     #[test]

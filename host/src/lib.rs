@@ -75,7 +75,7 @@ pub use engine::{
     RunDetails, RunFault, RunReport, RunRequest, SingleDetails, SwarmDetails, Tokens, UsageError,
     VoteGroup,
 };
-pub use event::{Event, EventRecord};
+pub use event::{Event, EventKind, EventRecord};
 pub use ids::{AgentId, RunId};
 pub use observe::{flush_telemetry, init_tracing};
 /// Serde for paths that may not be UTF-8: a string when it is, else its bytes (how

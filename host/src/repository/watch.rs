@@ -5,7 +5,7 @@
 //! bounded, typed, and runs off the async runtime (the store's reads do).
 
 use crate::engine::Engine;
-use crate::event::EventRecord;
+use crate::event::{EventKind, EventRecord};
 use crate::ids::{AgentId, RunId};
 use crate::store::{AgentRecord, AgentRow, RunRecord, RunRow, StepOutline, Store};
 
@@ -57,12 +57,12 @@ impl Watch {
         Ok(self.store.events(run, after, limit).await?)
     }
 
-    /// The `limit` newest events of `run`, oldest first; only those of `kinds` (as the
-    /// events' JSON names them, `tool.call`) unless it is empty.
+    /// The `limit` newest events of `run`, oldest first; only those of `kinds` unless it
+    /// is empty.
     pub async fn latest(
         &self,
         run: &RunId,
-        kinds: &'static [&'static str],
+        kinds: &[EventKind],
         limit: u32,
     ) -> Result<Vec<EventRecord>, ReadError> {
         Ok(self.store.latest_events(run, None, kinds, limit).await?)

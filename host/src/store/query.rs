@@ -4,8 +4,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::records::{AgentRecord, AgentStats, ControlKind, ControlRecord, RunRecord};
 use super::{Store, StoreError};
-use crate::event::Event;
-use crate::event::EventRecord;
+use crate::event::{Event, EventKind, EventRecord};
 use crate::ids::{AgentId, RunId};
 use crate::vocab::{AgentState, ExitReason, Mode, RunStatus};
 
@@ -690,11 +689,12 @@ impl Store {
         &self,
         run_id: &RunId,
         agent: Option<&AgentId>,
-        kinds: &'static [&'static str],
+        kinds: &[EventKind],
         limit: u32,
     ) -> Result<Vec<EventRecord>, StoreError> {
         let run = run_id.as_str().to_owned();
         let agent = agent.map(|a| a.as_str().to_owned());
+        let kinds: Vec<&'static str> = kinds.iter().map(|k| k.as_str()).collect();
         self.read(move |c| {
             // Numbered after the three fixed parameters (a bare `?` would take ?3).
             let marks: Vec<String> = (0..kinds.len()).map(|i| format!("?{}", i + 4)).collect();
@@ -710,7 +710,7 @@ impl Store {
                  ORDER BY seq DESC LIMIT ?3) ORDER BY seq"
             );
             let mut values: Vec<&dyn rusqlite::ToSql> = vec![&run, &agent, &limit];
-            for k in kinds {
+            for k in &kinds {
                 values.push(k);
             }
             let mut stmt = c

@@ -303,6 +303,9 @@ async fn the_watch_pages_through_a_runs_events_as_the_log_holds_them() {
     let rows = watch.runs(10).await.unwrap();
     assert_eq!(rows.iter().map(|r| &r.id).collect::<Vec<_>>(), [&run]);
     assert_eq!(watch.agents(&run).await.unwrap().len(), 1);
-    let latest = watch.latest(&run, &["tool.call"], 10).await.unwrap();
+    let latest = watch
+        .latest(&run, &[crewbox::EventKind::ToolCall], 10)
+        .await
+        .unwrap();
     assert_eq!(latest.len(), 1, "{latest:?}");
 }

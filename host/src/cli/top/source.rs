@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use super::model::{ACTIVITY_LEN, Dashboard, Health, RunDetail, TAIL_LEN};
-use crewbox::Watch;
+use crewbox::{EventKind, Watch};
 
 /// Runs listed.
 const RUNS: u32 = 50;
@@ -17,8 +17,12 @@ const BATCH: u32 = 1000;
 const SLOW: Duration = Duration::from_secs(3);
 
 /// The kinds a newly followed run reads its history of, beside its latest events.
-const HISTORY_KINDS: &[&str] = &["reflect.iteration"];
-const ACTIVITY_KINDS: &[&str] = &["model.reply", "tool.call", "agent.steer"];
+const HISTORY_KINDS: &[EventKind] = &[EventKind::ReflectIteration];
+const ACTIVITY_KINDS: &[EventKind] = &[
+    EventKind::ModelReply,
+    EventKind::ToolCall,
+    EventKind::AgentSteer,
+];
 
 /// The store as the dashboard reads it.
 pub struct Source {
