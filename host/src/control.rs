@@ -129,21 +129,55 @@ impl Stoppable {
     }
 }
 
-/// The agent or run `text` names, or why not.
+/// Why a stop's text names nothing to stop ([`find_stoppable`]); each a usage error.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotStoppable {
+    /// No agent and no run has this id, prefix or tail.
+    #[error("no agent or run matches `{0}`")]
+    NoMatch(String),
+    /// Several agents match.
+    #[error("`{text}` matches several agents; give more of the id:\n  {}", .ids.join("\n  "))]
+    SeveralAgents {
+        /// The id as typed.
+        text: String,
+        /// The full ids of the candidates (at most ten), oldest first.
+        ids: Vec<String>,
+    },
+    /// No agent matches, and several runs do.
+    #[error("`{text}` matches several runs; give more of the id:\n  {}", .ids.join("\n  "))]
+    SeveralRuns {
+        /// The id as typed.
+        text: String,
+        /// The full ids of the candidates (at most ten), oldest first.
+        ids: Vec<String>,
+    },
+}
+
+/// The agent or run `text` names (an id, a unique prefix or tail), looked up as an
+/// agent first (its ids are what progress views show), then as a run; or why neither.
+/// The one lookup of `crewbox stop` ([`Repository::stop`](crate::Repository::stop))
+/// and of the MCP server's `stop` tool.
 pub async fn find_stoppable(
     store: &Store,
     text: &str,
-) -> Result<Result<Stoppable, String>, StoreError> {
+) -> Result<Result<Stoppable, NotStoppable>, StoreError> {
     match store.lookup_agent(text).await? {
         Lookup::One(agent) => return Ok(Ok(Stoppable::Agent(Box::new(agent)))),
-        found @ Lookup::Ambiguous(_) => {
-            return Ok(settle("agent", text, found).map(|a| Stoppable::Agent(Box::new(a))));
+        Lookup::Ambiguous(ids) => {
+            return Ok(Err(NotStoppable::SeveralAgents {
+                text: text.to_owned(),
+                ids,
+            }));
         }
         Lookup::None => {}
     }
     Ok(match store.lookup_run(text).await? {
-        Lookup::None => Err(format!("no agent or run matches `{text}`")),
-        found => settle("run", text, found).map(|r| Stoppable::Run(r.id)),
+        Lookup::One(run) => Ok(Stoppable::Run(run.id)),
+        Lookup::Ambiguous(ids) => Err(NotStoppable::SeveralRuns {
+            text: text.to_owned(),
+            ids,
+        }),
+        Lookup::None => Err(NotStoppable::NoMatch(text.to_owned())),
     })
 }
 

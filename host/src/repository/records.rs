@@ -4,12 +4,12 @@
 //! or a run, a message for a team's reflect loop, and what `crewbox health` shows beside
 //! the store's facts. Typed answers, typed errors; the binary only renders them.
 
-use crate::control::{self, Refused, StopTarget};
+use crate::control::{self, NotStoppable, Refused};
 use crate::ids::{AgentId, RunId};
 use crate::provider::breaker::{BreakerStatus, Breakers};
 use crate::sandbox::ProbeReport;
 use crate::store::audit::{AuditRecord, Verdict as AuditVerdict};
-use crate::store::{AgentRecord, DeadLetter, Lookup, RunRecord, Store, StoreError};
+use crate::store::{AgentRecord, DeadLetter, RunRecord, Store, StoreError};
 use crate::vocab::AgentState;
 
 use super::{ReadError, RecordKind, Repository};
@@ -33,6 +33,24 @@ pub enum ControlError {
 impl From<StoreError> for ControlError {
     fn from(e: StoreError) -> Self {
         Self::Read(ReadError::Store(e))
+    }
+}
+
+impl From<NotStoppable> for ControlError {
+    fn from(e: NotStoppable) -> Self {
+        match e {
+            NotStoppable::NoMatch(text) => Self::NoTarget(text),
+            NotStoppable::SeveralAgents { text, ids } => Self::Read(ReadError::Ambiguous {
+                kind: RecordKind::Agent,
+                text,
+                ids,
+            }),
+            NotStoppable::SeveralRuns { text, ids } => Self::Read(ReadError::Ambiguous {
+                kind: RecordKind::Run,
+                text,
+                ids,
+            }),
+        }
     }
 }
 
@@ -200,25 +218,12 @@ impl Repository {
     /// what progress views show, then a run).
     pub async fn stop(&self, target: &str) -> Result<Queued, ControlError> {
         let store = self.existing_store()?;
-        let agent = match store.lookup_agent(target).await? {
-            Lookup::None => None,
-            found => Some(ReadError::settle(RecordKind::Agent, target, found)?),
-        };
-        let (target, sentence) = match &agent {
-            Some(agent) => (
-                agent.id.to_string(),
-                control::stop_target(&store, StopTarget::Agent(agent)).await??,
-            ),
-            None => {
-                let run = match store.lookup_run(target).await? {
-                    Lookup::None => return Err(ControlError::NoTarget(target.to_owned())),
-                    found => ReadError::settle(RecordKind::Run, target, found)?.id,
-                };
-                let sentence = control::stop_target(&store, StopTarget::Run(&run)).await??;
-                (run.to_string(), sentence)
-            }
-        };
-        Ok(Queued { target, sentence })
+        let found = control::find_stoppable(&store, target).await??;
+        let sentence = control::stop_target(&store, found.target()).await??;
+        Ok(Queued {
+            target: found.id().to_owned(),
+            sentence,
+        })
     }
 
     /// Queues `message` for `team`'s unfinished reflect loop, read at the start of its
@@ -259,4 +264,47 @@ async fn find_agent(store: &Store, text: &str) -> Result<AgentRecord, ReadError>
 
 async fn find_run(store: &Store, text: &str) -> Result<RunId, ReadError> {
     Ok(ReadError::settle(RecordKind::Run, text, store.lookup_run(text).await?)?.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `crewbox stop` and the MCP server's `stop` tool share one lookup: a text naming
+    /// several records, or none, is the same usage error, in the same words, for both.
+    #[test]
+    fn a_stop_lookup_says_what_a_read_says() {
+        let ids = vec!["x-1".to_owned(), "x-2".to_owned()];
+        let several = [
+            (
+                NotStoppable::SeveralAgents {
+                    text: "x".into(),
+                    ids: ids.clone(),
+                },
+                RecordKind::Agent,
+            ),
+            (
+                NotStoppable::SeveralRuns {
+                    text: "x".into(),
+                    ids: ids.clone(),
+                },
+                RecordKind::Run,
+            ),
+        ];
+        for (not, kind) in several {
+            let said = not.to_string();
+            let read = ReadError::Ambiguous {
+                kind,
+                text: "x".into(),
+                ids: ids.clone(),
+            };
+            assert_eq!(said, read.to_string());
+            let e = ControlError::from(not);
+            assert!(e.is_usage());
+            assert_eq!(e.to_string(), said);
+        }
+        let e = ControlError::from(NotStoppable::NoMatch("x".into()));
+        assert!(matches!(e, ControlError::NoTarget(_)) && e.is_usage());
+        assert_eq!(e.to_string(), "no agent or run matches `x`");
+    }
 }
