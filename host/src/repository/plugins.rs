@@ -288,9 +288,10 @@ impl Plugins {
         )
     }
 
-    /// Runs the validator `spec` names (see [`Plugins::find`]) on `output`, loaded
-    /// with the grants a run gives it: it may read `workspace` when given, nothing
-    /// else. `criteria` empty means its defaults.
+    /// Runs the validator `spec` names (an existing path, a built-in, or a trusted
+    /// repository's or the user's plugin of that name) on `output`, loaded with the
+    /// grants a run gives it: it may read `workspace` when given, nothing else.
+    /// `criteria` empty means its defaults.
     pub async fn validate(
         &self,
         spec: &str,
