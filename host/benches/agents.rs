@@ -41,6 +41,9 @@ impl Provider for Timed {
     fn model(&self) -> &str {
         "script"
     }
+    fn acts(&self) -> bool {
+        self.inner.acts()
+    }
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError> {
         self.first_call
             .lock()
@@ -182,6 +185,10 @@ async fn main() {
                 .unwrap(),
         );
     }
+    // Their records committed (the writer has taken them in) and each agent's task
+    // waiting for its slot, then measured.
+    store.settled().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let after = rss_kb("VmRSS:");
     let queued_kb_per_agent = after.saturating_sub(before) as f64 / AGENTS as f64;
     manager.stop(blocker.id.as_str());

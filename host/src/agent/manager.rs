@@ -17,10 +17,11 @@ use super::permissions::{CapSet, Permissions};
 use super::runner::{
     AgentIo, AgentOutcome, AgentSpec, FailReason, RunnerEnv, initial_messages, run_turns,
 };
+use super::started::Started;
 use crate::event::Event;
 use crate::ids::{AgentId, RunId};
 use crate::provider::Message;
-use crate::store::{AgentRecord, AgentStats, ControlKind, Store, StoreError, now_ms};
+use crate::store::{AgentRecord, AgentStats, ControlKind, Pending, Store, StoreError, now_ms};
 use crate::tool::registry::ToolRegistry;
 use crate::tool::{Capability, ChildQuota, SpawnError, Spawner};
 use crate::vocab::AgentState;
@@ -201,42 +202,50 @@ impl Manager {
         &self.inner.store
     }
 
-    /// Records the agent as queued, then starts it when a slot is free. Returns at once.
+    /// Queues the agent's record (queued) to the store and starts it when a slot is
+    /// free. Returns at once, without waiting for the store: the record is committed
+    /// before anything queued to the store after it, before the agent's first effect
+    /// (a tool call, a provider that acts, its seal) and before its end is reported; a
+    /// record the store refuses makes the agent an error that did nothing. Fails only
+    /// when the store has shut down.
     pub async fn spawn(
         &self,
         spec: AgentSpec,
         opts: SpawnOptions,
     ) -> Result<AgentHandle, StoreError> {
-        self.insert(&spec, &opts).await?;
+        let recorded = self.insert(&spec, &opts)?;
         let needs_slot = !opts.in_parent_slot;
-        Ok(self.start(spec, opts, needs_slot))
+        Ok(self.start(spec, opts, needs_slot, recorded))
     }
 
-    async fn insert(&self, spec: &AgentSpec, opts: &SpawnOptions) -> Result<(), StoreError> {
-        self.inner
-            .store
-            .insert_agent(&AgentRecord {
-                id: spec.id.clone(),
-                run_id: spec.run_id.clone(),
-                parent: spec.parent.clone(),
-                name: spec.name.clone(),
-                role: spec.role.clone(),
-                task: spec.task.clone(),
-                caps: super::cap_names(spec.perms.caps),
-                depth: spec.perms.depth,
-                join: opts.join.clone(),
-                state: AgentState::Queued,
-                stats: AgentStats::default(),
-                result: None,
-                error: None,
-                created_at: now_ms(),
-                started_at: None,
-                finished_at: None,
-            })
-            .await
+    fn insert(&self, spec: &AgentSpec, opts: &SpawnOptions) -> Result<Pending, StoreError> {
+        self.inner.store.queue_agent(AgentRecord {
+            id: spec.id.clone(),
+            run_id: spec.run_id.clone(),
+            parent: spec.parent.clone(),
+            name: spec.name.clone(),
+            role: spec.role.clone(),
+            task: spec.task.clone(),
+            caps: super::cap_names(spec.perms.caps),
+            depth: spec.perms.depth,
+            join: opts.join.clone(),
+            state: AgentState::Queued,
+            stats: AgentStats::default(),
+            result: None,
+            error: None,
+            created_at: now_ms(),
+            started_at: None,
+            finished_at: None,
+        })
     }
 
-    fn start(&self, spec: AgentSpec, opts: SpawnOptions, needs_slot: bool) -> AgentHandle {
+    fn start(
+        &self,
+        spec: AgentSpec,
+        opts: SpawnOptions,
+        needs_slot: bool,
+        recorded: Pending,
+    ) -> AgentHandle {
         let (tx, rx) = oneshot::channel();
         let (steer_tx, steer_rx) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
@@ -277,10 +286,11 @@ impl Manager {
             };
             // A bug that panics the task must not leave the agent `running` for ever:
             // it is recorded as an error like any other failure.
-            let driven =
-                std::panic::AssertUnwindSafe(this.drive(&spec, &opts, &mut io, needs_slot))
-                    .catch_unwind()
-                    .await;
+            let driven = std::panic::AssertUnwindSafe(
+                this.drive(&spec, &opts, &mut io, needs_slot, recorded),
+            )
+            .catch_unwind()
+            .await;
             let outcome = match driven {
                 Ok(outcome) => outcome,
                 Err(panic) => {
@@ -290,9 +300,11 @@ impl Manager {
                         .or_else(|| panic.downcast_ref::<String>().cloned())
                         .unwrap_or_else(|| "no message".into());
                     tracing::error!(agent_id = %spec.id, "the agent's task panicked: {why}");
+                    // Its start may not have been queued: nothing to confirm.
                     this.record(
                         &spec,
                         failed(format!("internal error: the agent's task panicked: {why}")),
+                        &Started::committed(),
                     )
                     .await
                 }
@@ -328,26 +340,33 @@ impl Manager {
         opts: &SpawnOptions,
         io: &mut AgentIo,
         needs_slot: bool,
+        recorded: Pending,
     ) -> AgentOutcome {
         let store = &self.inner.store;
         let _permit = if needs_slot {
             tokio::select! {
                 permit = self.inner.slots.clone().acquire_owned() => permit.ok(),
                 _ = io.cancel.cancelled() => {
-                    return self.record(spec, stopped_before_start()).await;
+                    let started = Started::queued(vec![("queued", recorded)]);
+                    return self.record(spec, stopped_before_start(), &started).await;
                 }
             }
         } else {
             None
         };
-        if let Err(e) = store.set_agent_state(&spec.id, AgentState::Running).await {
-            return self
-                .record(
-                    spec,
-                    failed(format!("cannot record the agent as running: {e}")),
-                )
-                .await;
-        }
+        // Not waited for here: confirmed before the agent's first effect and its end
+        // (see `started`).
+        let started = match store.queue_agent_state(&spec.id, AgentState::Running) {
+            Ok(running) => Arc::new(Started::queued(vec![
+                ("queued", recorded),
+                ("running", running),
+            ])),
+            Err(e) => {
+                let started = Started::queued(vec![("queued", recorded)]);
+                let why = format!("cannot record the agent as running: {e}");
+                return self.record(spec, failed(why), &started).await;
+            }
+        };
         store.log_event(
             &spec.run_id,
             Some(&spec.id),
@@ -371,6 +390,7 @@ impl Manager {
             spawner: Some(Arc::new(ChildSpawner {
                 manager: Arc::downgrade(&self.inner),
             }) as Arc<dyn Spawner>),
+            started: started.clone(),
             sandbox: Some(sandbox),
             mcp: self.inner.mcp.for_agent(
                 spec.run_id.as_str(),
@@ -405,13 +425,24 @@ impl Manager {
             }
         }
         if let Some(seal) = &opts.seal {
+            // Sealing commits its worktree: an effect, so its start is stored first.
+            if let Err(why) = started.confirmed().await {
+                outcome = failed(why);
+            }
             seal.seal(spec, &outcome).await;
         }
-        self.record(spec, outcome).await
+        self.record(spec, outcome, &started).await
     }
 
-    /// Stores an agent's end (the store refuses transitions the lifecycle does not have).
-    async fn record(&self, spec: &AgentSpec, outcome: AgentOutcome) -> AgentOutcome {
+    /// Stores an agent's end (the store refuses transitions the lifecycle does not
+    /// have). Its end is queued behind its start, whose writes are confirmed before the
+    /// outcome is reported: a start the store refused makes the agent an error.
+    async fn record(
+        &self,
+        spec: &AgentSpec,
+        outcome: AgentOutcome,
+        started: &Started,
+    ) -> AgentOutcome {
         let store = &self.inner.store;
         // Its conversation is stored with its end (one transaction): what a resume
         // finishes its step from, and what a retry of a dead letter continues.
@@ -423,7 +454,16 @@ impl Manager {
             reason: outcome.reason,
             conversation: serde_json::to_string(&outcome.history).unwrap_or_default(),
         };
-        if let Err(e) = store.finish_agent_with_conversation(&spec.id, ending).await {
+        let finished = store.queue_finish_agent(&spec.id, ending);
+        // Applied in order: the start is settled by the time the end is.
+        let outcome = match started.confirmed().await {
+            Ok(()) => outcome,
+            Err(why) => {
+                tracing::error!(agent_id = %spec.id, error = %why, "the agent's start was not stored");
+                failed(why)
+            }
+        };
+        if let Err(e) = async { finished?.committed().await }.await {
             tracing::error!(agent_id = %spec.id, error = %e, "agent outcome not stored");
         }
         store.log_event(
@@ -763,12 +803,15 @@ impl Spawner for ChildSpawner {
                 }
             }
         } else {
-            if let Err(e) = manager.insert(&spec, &SpawnOptions::default()).await {
-                release();
-                return Err(SpawnError::Failed(e.to_string()));
-            }
+            let recorded = match manager.insert(&spec, &SpawnOptions::default()) {
+                Ok(recorded) => recorded,
+                Err(e) => {
+                    release();
+                    return Err(SpawnError::Failed(e.to_string()));
+                }
+            };
             manager
-                .start(spec, SpawnOptions::default(), false)
+                .start(spec, SpawnOptions::default(), false, recorded)
                 .wait()
                 .await
         };

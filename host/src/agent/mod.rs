@@ -5,6 +5,7 @@ pub mod manager;
 pub mod permissions;
 pub mod quota;
 pub mod runner;
+pub mod started;
 
 pub use crate::vocab::AgentState;
 

@@ -140,6 +140,8 @@ pub struct RunnerEnv {
     pub sandbox: Option<Arc<crate::sandbox::AgentSandbox>>,
     /// The MCP servers it reaches (already narrowed by its capabilities).
     pub mcp: Option<Arc<crate::mcp::AgentMcp>>,
+    /// Its start, confirmed stored before its first effect.
+    pub started: Arc<super::started::Started>,
 }
 
 fn cap(text: &str) -> String {
@@ -212,6 +214,15 @@ impl Failure {
             reason: FailReason::Budget,
             error: exceeded.to_string(),
             exceeded: Some(exceeded),
+        }
+    }
+    /// Its start could not be stored, so it does nothing more.
+    fn unrecorded(why: String) -> Self {
+        Self {
+            state: AgentState::Error,
+            reason: FailReason::Internal,
+            error: why,
+            exceeded: None,
         }
     }
     /// An error whose text starts with its reason, so the report names it.
@@ -339,6 +350,14 @@ impl TurnLoop<'_> {
             progress: Some(Arc::new(Progress::default())),
         };
         let sent = crate::provider::replay::digest(&request);
+        // A provider that acts on the workspace (an agent CLI) is an effect: the start
+        // is stored first. A model behind an API only answers, so it is asked while
+        // the start's writes are in flight.
+        if spec.provider.acts()
+            && let Err(why) = self.env.started.confirmed().await
+        {
+            return Step::Fail(Failure::unrecorded(why));
+        }
         let reply =
             match tokio::time::timeout(q.model_timeout, spec.provider.complete(&request)).await {
                 Err(_) => return Step::Fail(self.model_timeout(&request, turn)),
@@ -625,6 +644,11 @@ impl TurnLoop<'_> {
                 .clone()
                 .filter(|_| spec.perms.caps.contains(crate::vocab::Capability::Exec)),
         };
+        // Tools act: the agent's start is stored before the first of them runs.
+        if let Err(why) = self.env.started.confirmed().await {
+            self.answer_unrun(calls, &format!("error: not run: {why}"));
+            return Err(Failure::unrecorded(why));
+        }
         let mut finish = None;
         for (i, call) in calls.iter().enumerate() {
             if let Err(exceeded) = self.budget.charge_tool_call() {

@@ -563,6 +563,9 @@ impl Provider for AnthropicProvider {
     fn name(&self) -> &str {
         &self.name
     }
+    fn acts(&self) -> bool {
+        false
+    }
     fn model(&self) -> &str {
         &self.options.model
     }

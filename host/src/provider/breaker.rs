@@ -313,6 +313,9 @@ impl Provider for BreakerProvider {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn acts(&self) -> bool {
+        self.inner.acts()
+    }
     fn limits(&self) -> super::ModelLimits {
         self.inner.limits()
     }

@@ -32,6 +32,9 @@ impl Provider for ConcurrencyLimit {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn acts(&self) -> bool {
+        self.inner.acts()
+    }
     fn model(&self) -> &str {
         self.inner.model()
     }

@@ -465,6 +465,13 @@ pub trait Provider: Send + Sync {
     /// One completion. Implementations stream where the protocol allows and treat a
     /// stalled stream as `ProviderError::Timeout`.
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, ProviderError>;
+    /// Whether answering may act on the agent's workspace (run a program there, as the
+    /// `command` provider's agent CLI does). Such a provider is asked only once the
+    /// agent's start is stored; a model behind an API, which only answers, is asked
+    /// while those writes are in flight. True unless a provider says otherwise.
+    fn acts(&self) -> bool {
+        true
+    }
     /// How far a replay got, for a provider answering from a recording; `None` for
     /// every provider that asks a model.
     fn replay(&self) -> Option<replay::ReplayStatus> {

@@ -654,6 +654,9 @@ impl Provider for OpenAiProvider {
     fn name(&self) -> &str {
         &self.name
     }
+    fn acts(&self) -> bool {
+        false
+    }
     fn model(&self) -> &str {
         &self.options.model
     }

@@ -66,6 +66,9 @@ impl Provider for RetryProvider {
     fn name(&self) -> &str {
         self.inner.name()
     }
+    fn acts(&self) -> bool {
+        self.inner.acts()
+    }
     fn limits(&self) -> super::ModelLimits {
         self.inner.limits()
     }

@@ -404,6 +404,9 @@ impl Provider for ScriptedProvider {
     fn name(&self) -> &str {
         &self.name
     }
+    fn acts(&self) -> bool {
+        false
+    }
     fn model(&self) -> &str {
         "script"
     }

@@ -3,6 +3,7 @@
 //! they describe; a corrupt or newer-schema database is an error, never a silent reset.
 
 pub mod audit;
+mod checkpoint;
 mod dead;
 pub use dead::{DeadLetter, RetryOverrides, RetryPlan};
 mod exchanges;
@@ -191,10 +192,24 @@ impl StoreError {
 
 struct Inner {
     path: PathBuf,
-    writes: Mutex<mpsc::Sender<(Write, Ack)>>,
+    /// The writer's queue (a `Sender` is shared by reference: no lock on the hot path).
+    writes: mpsc::Sender<(Write, Ack)>,
     reader: Mutex<Connection>,
     /// Every event as it is committed, with its sequence number.
     events: broadcast::Sender<EventRecord>,
+}
+
+/// A write queued but not yet known to be committed. Writes are applied in the order
+/// they were queued, so a write queued after this one is never committed before it.
+#[must_use = "a queued write's failure is only seen through `committed`"]
+#[derive(Debug)]
+pub struct Pending(oneshot::Receiver<Result<(), StoreError>>);
+
+impl Pending {
+    /// Waits until the write is committed: its result.
+    pub async fn committed(self) -> Result<(), StoreError> {
+        self.0.await.map_err(|_| StoreError::Closed)?
+    }
 }
 
 /// A handle to the store; cheap to clone. Writes go through one writer thread; reads use
@@ -273,14 +288,16 @@ impl Store {
         reader: Connection,
     ) -> Result<Self, StoreError> {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
-        let writes = writer::spawn(writer, events.clone()).map_err(|e| StoreError::Open {
-            path: path.clone(),
-            detail: format!("cannot start the store writer thread: {e}"),
-        })?;
+        let checkpoints = checkpoint::start(&path, &writer);
+        let writes =
+            writer::spawn(writer, events.clone(), checkpoints).map_err(|e| StoreError::Open {
+                path: path.clone(),
+                detail: format!("cannot start the store writer thread: {e}"),
+            })?;
         Ok(Self {
             inner: Arc::new(Inner {
                 path,
-                writes: Mutex::new(writes),
+                writes,
                 reader: Mutex::new(reader),
                 events,
             }),
@@ -299,15 +316,28 @@ impl Store {
     }
 
     fn send(&self, write: Write, ack: Ack) -> Result<(), StoreError> {
-        let tx = self.inner.writes.lock().unwrap_or_else(|p| p.into_inner());
-        tx.send((write, ack)).map_err(|_| StoreError::Closed)
+        self.inner
+            .writes
+            .send((write, ack))
+            .map_err(|_| StoreError::Closed)
     }
 
     /// Queues a write and waits until it is committed.
     async fn write(&self, write: Write) -> Result<(), StoreError> {
+        self.queue(write)?.committed().await
+    }
+
+    /// Waits until every write queued before this call (also those queued without
+    /// waiting: events, an agent's start) is committed.
+    pub async fn settled(&self) -> Result<(), StoreError> {
+        self.write(Write::Barrier).await
+    }
+
+    /// Queues a write in order with every other write, without waiting for it.
+    fn queue(&self, write: Write) -> Result<Pending, StoreError> {
         let (tx, rx) = oneshot::channel();
         self.send(write, Some(tx))?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        Ok(Pending(rx))
     }
 
     /// Records a new run (before anything of it starts).
@@ -372,6 +402,22 @@ impl Store {
     pub async fn insert_agent(&self, agent: &AgentRecord) -> Result<(), StoreError> {
         self.write(Write::InsertAgent(Box::new(agent.clone())))
             .await
+    }
+
+    /// Queues the record of a new agent (queued): ordered before every write queued
+    /// after it, committed when [`Pending::committed`] says so.
+    pub fn queue_agent(&self, agent: AgentRecord) -> Result<Pending, StoreError> {
+        self.queue(Write::InsertAgent(Box::new(agent)))
+    }
+
+    /// Queues the move of an agent to `to` (see [`Store::set_agent_state`]) without
+    /// waiting for it: [`Pending::committed`] says whether the store took it.
+    pub fn queue_agent_state(&self, id: &AgentId, to: AgentState) -> Result<Pending, StoreError> {
+        self.queue(Write::AgentState {
+            id: id.clone(),
+            to,
+            at: now_ms(),
+        })
     }
 
     /// Moves an agent to `to` if its stored state may become it
@@ -439,6 +485,24 @@ impl Store {
             Some(end.conversation),
         ))
         .await
+    }
+
+    /// Queues an agent's end as [`Store::finish_agent_with_conversation`] records it,
+    /// without waiting: [`Pending::committed`] says whether the store took it.
+    pub fn queue_finish_agent(
+        &self,
+        id: &AgentId,
+        end: AgentEnding<'_>,
+    ) -> Result<Pending, StoreError> {
+        self.queue(finish_write(
+            id,
+            end.state,
+            end.stats,
+            Some(end.result),
+            end.error,
+            end.reason,
+            Some(end.conversation),
+        ))
     }
 
     /// The audit chain, oldest first, optionally only run `run_id`'s records.

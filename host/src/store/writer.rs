@@ -87,6 +87,8 @@ pub(crate) enum Write {
     Remote(super::remote::RemoteWrite),
     Dead(super::dead::DeadWrite),
     Exchange(Box<super::exchanges::ExchangeWrite>),
+    /// Nothing: acknowledged once every write queued before it is committed.
+    Barrier,
 }
 
 /// An event to append: its row and the typed event, published once committed.
@@ -108,11 +110,12 @@ type Applied = Result<Option<i64>, StoreError>;
 pub(crate) fn spawn(
     conn: Connection,
     events: broadcast::Sender<EventRecord>,
+    checkpoints: Option<super::checkpoint::Nudge>,
 ) -> std::io::Result<mpsc::Sender<(Write, Ack)>> {
     let (tx, rx) = mpsc::channel::<(Write, Ack)>();
     std::thread::Builder::new()
         .name("crewbox-store-writer".into())
-        .spawn(move || run(conn, rx, events))?;
+        .spawn(move || run(conn, rx, events, checkpoints))?;
     Ok(tx)
 }
 
@@ -120,6 +123,7 @@ fn run(
     mut conn: Connection,
     rx: mpsc::Receiver<(Write, Ack)>,
     events: broadcast::Sender<EventRecord>,
+    mut checkpoints: Option<super::checkpoint::Nudge>,
 ) {
     let mut group = Vec::with_capacity(MAX_GROUP);
     let mut fault = FaultHook::from_env();
@@ -142,6 +146,9 @@ fn run(
         let results = commit_group(&mut conn, &group);
         if let Some(hook) = &mut fault {
             hook.committed(group.len());
+        }
+        if let Some(nudge) = &mut checkpoints {
+            nudge.committed(group.len());
         }
         for ((write, ack), result) in group.drain(..).zip(results) {
             // Published only once committed, so a subscriber never sees a lost event.
@@ -269,6 +276,7 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
         | Write::AgentState { .. }
         | Write::ConsumeControls { .. }
         | Write::Dead(_)
+        | Write::Barrier
         | Write::Step(
             StepWrite::ClaimRun { .. } | StepWrite::ReleaseRun { .. } | StepWrite::ClaimTeam { .. },
         )
@@ -704,6 +712,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
         Write::Remote(w) => return super::remote::apply(conn, w),
         Write::Dead(w) => super::dead::apply(conn, w)?,
         Write::Exchange(x) => super::exchanges::apply(conn, x)?,
+        Write::Barrier => {}
     }
     Ok(None)
 }

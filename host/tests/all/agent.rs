@@ -293,7 +293,8 @@ async fn the_queue_is_fifo_and_bounded() {
             f.manager.spawn(s, SpawnOptions::default()).await.unwrap(),
         ));
     }
-    // Spawning returned at once with queued records.
+    // Spawning returned at once; its records are queued to the store, in order.
+    f.store.settled().await.unwrap();
     let counts = f.store.agent_counts().await.unwrap();
     assert!(
         counts.queued + counts.running == 6 && counts.running <= 2,
@@ -351,4 +352,86 @@ text = "could not"
         .filter(|m| m.content.starts_with("error:"))
         .count();
     assert_eq!(denied, 2);
+}
+
+/// A model that asks for one `write_file` and counts how often it was asked; it says it
+/// acts on the workspace (as an agent CLI does) when `acts`.
+struct Counting {
+    acts: bool,
+    asked: std::sync::atomic::AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl crewbox::unstable::provider::Provider for Counting {
+    fn name(&self) -> &str {
+        "counting"
+    }
+    fn model(&self) -> &str {
+        "counting"
+    }
+    fn acts(&self) -> bool {
+        self.acts
+    }
+    async fn complete(
+        &self,
+        _request: &crewbox::unstable::provider::CompletionRequest,
+    ) -> Result<crewbox::unstable::provider::Completion, crewbox::unstable::provider::ProviderError>
+    {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let reply = r#"
+[[reply]]
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "acted.txt", content = "the agent acted" }
+"#;
+        ScriptedProvider::parse(reply, "one call")
+            .unwrap()
+            .complete(_request)
+            .await
+    }
+}
+
+/// An agent whose start the store refuses (its run was never recorded, so its row
+/// breaks a foreign key) changes nothing: spawning does not wait for the store, so the
+/// refusal is seen before its first tool call, and before a model that acts is asked.
+#[tokio::test]
+async fn an_agent_whose_start_the_store_refuses_acts_on_nothing() {
+    for acts in [false, true] {
+        let f = fixture(2);
+        let provider = Arc::new(Counting {
+            acts,
+            asked: Default::default(),
+        });
+        // No insert_run: the agent's record is refused.
+        let s = crate::support::agents::agent_spec(
+            &f,
+            provider.clone(),
+            Quotas::default(),
+            CapSet::full(),
+        );
+        let outcome = f
+            .manager
+            .spawn(s, SpawnOptions::default())
+            .await
+            .expect("spawning waits for no store write")
+            .wait()
+            .await;
+        assert_eq!(outcome.state, AgentState::Error, "acts={acts}");
+        let error = outcome.error.unwrap_or_default();
+        assert!(
+            error.starts_with("cannot record the agent as queued:"),
+            "acts={acts}: {error}"
+        );
+        assert!(
+            !f.work.join("acted.txt").exists(),
+            "acts={acts}: the tool ran although the agent's start was never stored"
+        );
+        let asked = provider.asked.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            asked,
+            u32::from(!acts),
+            "a model behind an API is asked while the start is in flight; one that acts is not asked"
+        );
+        assert!(f.store.agent_counts().await.unwrap().queued == 0);
+    }
 }

@@ -120,6 +120,9 @@ impl Provider for ReplayProvider {
     fn name(&self) -> &str {
         &self.name
     }
+    fn acts(&self) -> bool {
+        false
+    }
 
     fn model(&self) -> &str {
         "replay"
