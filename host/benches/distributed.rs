@@ -219,7 +219,10 @@ async fn main() {
         let pinned = taskset.is_some() && cores > workers;
         let mut procs = Guard(Vec::new());
         for w in 0..workers {
-            let log = dir.path().join(format!("n{workers}-w{w}.log"));
+            // `CREWBOX_BENCH_LOGS=DIR` keeps the workers' logs there (with `RUST_LOG`).
+            let logs = std::env::var_os("CREWBOX_BENCH_LOGS")
+                .map_or_else(|| dir.path().to_path_buf(), PathBuf::from);
+            let log = logs.join(format!("n{workers}-w{w}.log"));
             let mut c = match (&taskset, pinned) {
                 (Some(ts), true) => {
                     let mut c = Command::new(ts);
