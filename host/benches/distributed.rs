@@ -14,9 +14,12 @@
 //!   checkout per agent and a second store, and gain no cores: the figure is the cost of
 //!   distribution, which more machines pay back).
 //! - `*_dispatch_p50_ms` / `*_dispatch_p99_ms`: from an agent's row being recorded
-//!   (queued) to its start (`running`) — the spawn queue's slots locally; publish, pull
-//!   and checkout on a worker. With 1,000 agents on 4 slots per worker most of it is
-//!   waiting for a free slot.
+//!   (queued) to its start (`running`) while a slot is free for it — 10 runs, one after
+//!   the other, of a team with one member per slot: the spawn queue locally; publish,
+//!   pull and the start on a worker. (The agents bench's spawn latency, with a free
+//!   slot, is the same figure for the manager.)
+//! - `*_queued_p50_ms`: the same span in the 1,000-agent batch above, where most of it
+//!   is waiting for a slot (1,000 agents on 4 slots per worker).
 //! - `*_exec_p50_ms`: from its start to its end as the agent reported them (on the
 //!   worker for NATS): what a slot spends on one agent.
 //!
@@ -92,6 +95,24 @@ struct Measured {
     dispatch: Vec<f64>,
     /// Each agent's running → finished ms (on the worker, as it reported).
     exec: Vec<f64>,
+}
+
+/// Each agent's queued → running ms over `rounds` runs of `req`, one after the other.
+async fn dispatch_latency(
+    engine: &crewbox::Engine,
+    req: &RunRequest,
+    store: &Store,
+    rounds: usize,
+) -> Vec<f64> {
+    let mut out = Vec::new();
+    for _ in 0..rounds {
+        let r = engine.run(req.clone()).await.unwrap();
+        assert_eq!(r.status, RunStatus::Completed, "{}", r.render_text());
+        for a in store.agents(&r.run_id).await.unwrap() {
+            out.push((a.started_at.unwrap() - a.created_at) as f64);
+        }
+    }
+    out
 }
 
 /// Runs every request at once.
@@ -214,6 +235,20 @@ async fn main() {
     let mut rounds = Vec::new();
     for &workers in &counts {
         write_config(dir.path(), port, workers * SLOTS, &remote);
+        // One member per slot: each starts as soon as it is dispatched.
+        let mut probe = "mode = \"broadcast\"\n".to_owned();
+        for i in 0..workers * SLOTS {
+            probe.push_str(&format!("\n[[members]]\nname = \"p{i}\"\n"));
+        }
+        std::fs::write(
+            repo.join(format!(".crewbox/teams/probe{workers}.toml")),
+            probe,
+        )
+        .unwrap();
+        let probe = RunRequest {
+            team: Some(format!("probe{workers}")),
+            ..req.clone()
+        };
         // The coordinator (this process) on core 0, worker w on core w + 1, when there
         // are that many cores.
         let pinned = taskset.is_some() && cores > workers;
@@ -256,6 +291,7 @@ async fn main() {
         let opened = Repository::open(Some(&repo), Some(&state)).unwrap();
         let engine = opened.engine(CancellationToken::new()).await.unwrap();
         let mut local = measure(&engine, &req, engine.store()).await;
+        let mut local_dispatch = dispatch_latency(&engine, &probe, engine.store(), 10).await;
         drop(engine);
         let opened = Repository::open(Some(&repo), Some(&state))
             .unwrap()
@@ -265,6 +301,7 @@ async fn main() {
             pin_self(ts, "0");
         }
         let mut nats = measure(&engine, &req, engine.store()).await;
+        let mut nats_dispatch = dispatch_latency(&engine, &probe, engine.store(), 10).await;
         if let (Some(ts), true) = (&taskset, pinned) {
             pin_self(ts, &format!("0-{}", cores - 1));
         }
@@ -280,11 +317,13 @@ async fn main() {
             "local_agents_per_s": local_rate.round(),
             "nats_agents_per_s": nats_rate.round(),
             "throughput_ratio": (nats_rate / local_rate * 1000.0).round() / 1000.0,
-            "local_dispatch_p50_ms": percentile(&mut local.dispatch, 0.5),
-            "local_dispatch_p99_ms": percentile(&mut local.dispatch, 0.99),
+            "local_dispatch_p50_ms": percentile(&mut local_dispatch, 0.5),
+            "local_dispatch_p99_ms": percentile(&mut local_dispatch, 0.99),
+            "local_queued_p50_ms": percentile(&mut local.dispatch, 0.5),
             "local_exec_p50_ms": percentile(&mut local.exec, 0.5),
-            "nats_dispatch_p50_ms": percentile(&mut nats.dispatch, 0.5),
-            "nats_dispatch_p99_ms": percentile(&mut nats.dispatch, 0.99),
+            "nats_dispatch_p50_ms": percentile(&mut nats_dispatch, 0.5),
+            "nats_dispatch_p99_ms": percentile(&mut nats_dispatch, 0.99),
+            "nats_queued_p50_ms": percentile(&mut nats.dispatch, 0.5),
             "nats_exec_p50_ms": percentile(&mut nats.exec, 0.5),
         });
         eprintln!("{round}");

@@ -46,12 +46,16 @@ pub struct NatsExecutor {
     pool: String,
     remote: String,
     hubs: tokio::sync::Mutex<HashMap<RunId, Arc<RunHub>>>,
-    pushed: tokio::sync::Mutex<HashSet<(RunId, String)>>,
+    /// Base refs pushed (or being pushed), per run and commit.
+    pushed: Mutex<HashMap<(RunId, String), PushOnce>>,
     url: tokio::sync::Mutex<Option<String>>,
     /// Commit ids already resolved here (a commit id names the same commit for good, so
     /// agents of one batch on one base pay one `git rev-parse`, not one each).
     commits: Mutex<HashSet<String>>,
 }
+
+/// One push of a run's base ref, which every agent at that base waits for.
+type PushOnce = Arc<tokio::sync::OnceCell<()>>;
 
 /// Agents published to workers through NATS JetStream: the executor of
 /// `executor = "nats"`.
@@ -83,7 +87,7 @@ impl NatsExecutor {
             pool: settings.pool,
             remote: settings.remote,
             hubs: tokio::sync::Mutex::new(HashMap::new()),
-            pushed: tokio::sync::Mutex::new(HashSet::new()),
+            pushed: Mutex::new(HashMap::new()),
             url: tokio::sync::Mutex::new(None),
             commits: Mutex::new(HashSet::new()),
         })
@@ -124,7 +128,19 @@ impl NatsExecutor {
         if is_id && known(rev) {
             return Ok(rev.to_owned());
         }
-        let commit = git::resolve(self.services.repo(), rev).await?;
+        // HEAD, which every agent starting at the repository's head names, is read in
+        // this process (git2 runs no program): `git rev-parse` cost two processes per
+        // agent.
+        let commit = match self.services.worktrees() {
+            Some(worktrees) if rev == "HEAD" => worktrees.head().await.map_err(|e| {
+                RemoteError::Git(git::GitError {
+                    op: "rev-parse".into(),
+                    remote: rev.to_owned(),
+                    detail: e.to_string(),
+                })
+            })?,
+            _ => git::resolve(self.services.repo(), rev).await?,
+        };
         self.commits
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -144,16 +160,21 @@ impl NatsExecutor {
     }
 
     /// Pushes `commit` to the remote under the run's base ref (once per run and commit).
+    /// Agents of one batch share a base and wait for its one push (concurrent pushes of
+    /// one ref fail on git's ref lock); pushes of other runs' refs go at the same time.
     async fn push_base(&self, run: &RunId, commit: &str) -> Result<String, RemoteError> {
         let refname = base_ref(run.as_str(), commit);
-        let key = (run.clone(), commit.to_owned());
-        // Held across the push: agents of one batch share a base, and concurrent pushes
-        // of one ref fail on git's ref lock.
-        let mut pushed = self.pushed.lock().await;
-        if !pushed.contains(&key) {
-            git::push_commit(self.services.repo(), &self.remote, commit, &refname).await?;
-            pushed.insert(key);
-        }
+        let once = self
+            .pushed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((run.clone(), commit.to_owned()))
+            .or_default()
+            .clone();
+        once.get_or_try_init(|| {
+            git::push_commit(self.services.repo(), &self.remote, commit, &refname)
+        })
+        .await?;
         Ok(refname)
     }
 

@@ -15,6 +15,7 @@
 
 pub mod coordinator;
 pub mod git;
+mod readers;
 pub mod streams;
 pub mod task;
 pub mod url;

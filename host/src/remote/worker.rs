@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
-use tokio::sync::{Mutex, Semaphore};
+use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::streams::{self, event_subject, result_subject};
@@ -117,6 +117,8 @@ struct Shared {
     recent: std::sync::Mutex<std::collections::VecDeque<TaskResult>>,
     /// Base commits fetched already, per remote.
     fetched: Mutex<std::collections::HashSet<(String, String)>>,
+    /// Checkouts read-only agents share, per clone and base.
+    readers: super::readers::Readers,
     stats: std::sync::Mutex<WorkerStats>,
 }
 
@@ -186,6 +188,7 @@ pub async fn serve(
         engines: Mutex::new(HashMap::new()),
         runs: Mutex::new(Default::default()),
         fetched: Mutex::new(Default::default()),
+        readers: Default::default(),
         inflight: std::sync::Mutex::new(Default::default()),
         recent: std::sync::Mutex::new(Default::default()),
         stats: std::sync::Mutex::new(WorkerStats::default()),
@@ -197,74 +200,19 @@ pub async fn serve(
         shared.pool,
         opts.slots
     );
-    let slots = Arc::new(Semaphore::new(opts.slots.max(1)));
+    // One pull loop per slot, each asking for one task at a time, so a slot that frees
+    // takes the next task at once: a pull for several tasks waits until all of them
+    // came (or it expired) while its slots stayed idle.
     let mut running = tokio::task::JoinSet::new();
-    let backoff = crate::backoff::Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
-    let mut fetch_failures = 0;
-    loop {
-        // Pull as many tasks as there are free slots, in one request that waits on the
-        // server (not a no-wait poll: an idle worker makes one request per expiry, so it
-        // does not spin against the server and the coordinator on a shared machine).
-        let first = tokio::select! {
-            p = slots.clone().acquire_owned() => p?,
-            _ = shutdown.cancelled() => break,
-        };
-        let mut permits = vec![first];
-        while let Ok(p) = slots.clone().try_acquire_owned() {
-            permits.push(p);
-        }
-        let batch = consumer
-            .batch()
-            .max_messages(permits.len())
-            .expires(PULL_WAIT)
-            .messages()
-            .await;
-        let mut batch = match batch {
-            Ok(b) => {
-                fetch_failures = 0;
-                b
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "fetching tasks failed; retrying");
-                tokio::time::sleep(backoff.wait(fetch_failures)).await;
-                fetch_failures = fetch_failures.saturating_add(1);
-                continue;
-            }
-        };
-        loop {
-            let next = tokio::select! {
-                m = batch.next() => m,
-                _ = shutdown.cancelled() => break,
-            };
-            match next {
-                Some(Ok(msg)) => {
-                    let Some(permit) = permits.pop() else {
-                        // More than asked for cannot come; if it does, it waits for its
-                        // redelivery rather than overfilling the slots.
-                        tracing::warn!("a pull returned more tasks than requested");
-                        let _ = msg.ack_with(AckKind::Nak(None)).await;
-                        continue;
-                    };
-                    let shared = shared.clone();
-                    running.spawn(async move {
-                        handle(&shared, msg).await;
-                        drop(permit);
-                    });
-                }
-                Some(Err(e)) => {
-                    tracing::warn!(error = %e, "reading a task failed");
-                    break;
-                }
-                None => break,
-            }
-            while running.try_join_next().is_some() {}
-        }
-        if shutdown.is_cancelled() {
-            break;
-        }
-        while running.try_join_next().is_some() {}
+    for _ in 0..shared.slots {
+        running.spawn(slot_loop(
+            shared.clone(),
+            consumer.clone(),
+            shutdown.clone(),
+        ));
     }
     while running.join_next().await.is_some() {}
+    shared.readers.close().await;
     let _ = tokio::fs::remove_dir_all(&own).await;
     let stats = *shared.stats.lock().unwrap_or_else(|p| p.into_inner());
     Ok(stats)
@@ -280,6 +228,49 @@ fn default_name() -> String {
         .take(64)
         .collect();
     format!("{host}-{}", std::process::id())
+}
+
+/// One slot: pulls a task (waiting on the server up to [`PULL_WAIT`] per request, so an
+/// idle slot asks about once a second, never in a loop), handles it to its ack, then
+/// pulls the next, until `shutdown` (a task in progress finishes first).
+async fn slot_loop(
+    shared: Arc<Shared>,
+    consumer: jetstream::consumer::PullConsumer,
+    shutdown: CancellationToken,
+) {
+    let backoff = crate::backoff::Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
+    let mut failures = 0;
+    while !shutdown.is_cancelled() {
+        let pulled = tokio::select! {
+            b = consumer.batch().max_messages(1).expires(PULL_WAIT).messages() => b,
+            _ = shutdown.cancelled() => break,
+        };
+        let mut batch = match pulled {
+            Ok(b) => {
+                failures = 0;
+                b
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "fetching a task failed; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff.wait(failures)) => {}
+                    _ = shutdown.cancelled() => break,
+                }
+                failures = failures.saturating_add(1);
+                continue;
+            }
+        };
+        let next = tokio::select! {
+            m = batch.next() => m,
+            _ = shutdown.cancelled() => break,
+        };
+        match next {
+            Some(Ok(msg)) => handle(&shared, msg).await,
+            Some(Err(e)) => tracing::warn!(error = %e, "reading a task failed"),
+            // Expired with nothing to do.
+            None => {}
+        }
+    }
 }
 
 /// One task delivery, from reading it to its ack.
@@ -393,7 +384,10 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
     match publish_result(shared, &task, &mut result).await {
         Ok(()) => {
             tracing::debug!(task = %task.key, "result stored on the server");
-            if let Err(e) = msg.double_ack().await {
+            // Not waited for: an ack that is lost only brings the task back once its
+            // ack wait is over, and a redelivered task whose result is stored is acked
+            // without running (see above). The slot is free for the next task now.
+            if let Err(e) = msg.ack().await {
                 tracing::warn!(task = %task.key, error = %e, "task ack failed; it may be redelivered (its result is stored)");
             }
         }
@@ -529,27 +523,72 @@ async fn run_task(
     let services = services_for(shared, task).await?;
     let run = RunId::from_string(task.run_id.clone());
     record_run(shared, &run).await?;
-    let spec = agent_spec(&services, shared, task)?;
+    let mut spec = agent_spec(&services, shared, task)?;
     let validators = validators(&services, task).await?;
     let opts = ExecOptions {
         isolation: Isolation::Worktree,
         validators,
         max_fix_rounds: task.max_fix_rounds,
     };
-    let mut job = Job::new(spec, opts, Stop::default());
-    job.placement = match task.placement {
-        TaskPlacement::Worktree => Placement::Isolated {
-            base: Some(task.base.clone()),
-        },
-        TaskPlacement::Reader => Placement::Reader {
-            base: task.base.clone(),
-        },
+    // A reader that can change no file reads the checkout of its base that the other
+    // readers of that base read (held until its task is done); any other agent gets a
+    // checkout of its own.
+    let view = match (task.placement, services.worktrees()) {
+        (TaskPlacement::Reader, Some(worktrees))
+            if super::readers::shares_a_view(&spec.perms.caps) =>
+        {
+            let view = shared
+                .readers
+                .view(worktrees, &task.base)
+                .await
+                .map_err(|source| EngineError::Worktree {
+                    agent: spec.id.clone(),
+                    source,
+                })?;
+            spec.workspace = view.path().to_path_buf();
+            Some(view)
+        }
+        _ => None,
     };
+    let (placement, shared_view) = match (task.placement, &view) {
+        // Its workspace is the view: no checkout of its own (an agent that cannot
+        // write is never isolated).
+        (_, Some(view)) => (
+            Placement::Isolated { base: None },
+            Some(view.path().to_path_buf()),
+        ),
+        (TaskPlacement::Worktree, None) => (
+            Placement::Isolated {
+                base: Some(task.base.clone()),
+            },
+            None,
+        ),
+        (TaskPlacement::Reader, None) => (
+            Placement::Reader {
+                base: task.base.clone(),
+            },
+            None,
+        ),
+    };
+    let mut job = Job::new(spec, opts, Stop::default());
+    job.placement = placement;
     job.history = task.history.clone();
     job.join = task.join.clone();
     let agent = AgentId::from_string(task.agent_id.clone());
     let forward = Forwarder::start(shared.clone(), task, exec, run.clone(), agent.clone()).await?;
+    if let Some(path) = shared_view {
+        // Where it works, as a checkout of its own would say.
+        shared.store.log_event(
+            &run,
+            Some(&agent),
+            crate::event::Event::AgentWorktree {
+                path,
+                base: task.base.clone(),
+            },
+        );
+    }
     let executed = LocalExecutor::new(services.clone()).execute(job).await;
+    drop(view);
     let forwarded = forward.finish().await;
     let exec_result = executed?;
     forwarded?;
@@ -563,14 +602,7 @@ async fn run_task(
         )
         .await?;
     }
-    let children: Vec<_> = shared
-        .store
-        .agents(&run)
-        .await?
-        .into_iter()
-        .filter(|a| a.parent.as_ref() == Some(&agent))
-        .take(MAX_CHILDREN)
-        .collect();
+    let children = shared.store.children(&run, &agent, MAX_CHILDREN).await?;
     let o = exec_result.outcome;
     Ok(TaskResult {
         v: WIRE_VERSION,
@@ -724,7 +756,8 @@ impl Forwarder {
     ) -> Result<Self, crate::store::StoreError> {
         let stop = CancellationToken::new();
         let mut wake = shared.store.subscribe();
-        let mut after = shared.store.last_event_seq().await?;
+        // The worker's store is its own: what it committed is the log's end.
+        let mut after = shared.store.last_event_seq_written();
         let subject = event_subject(&task.run_id, &task.key);
         let (key, exec) = (task.key.clone(), exec.to_owned());
         let token = stop.clone();

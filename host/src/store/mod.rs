@@ -197,6 +197,8 @@ struct Inner {
     reader: Mutex<Connection>,
     /// Every event as it is committed, with its sequence number.
     events: broadcast::Sender<EventRecord>,
+    /// The newest event committed through this handle (the log's end when it opened).
+    last_seq: Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// A write queued but not yet known to be committed. Writes are applied in the order
@@ -289,8 +291,16 @@ impl Store {
     ) -> Result<Self, StoreError> {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let checkpoints = checkpoint::start(&path, &writer);
+        let last = writer
+            .query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0))
+            .map_err(|e| StoreError::sqlite("last event", &e))?;
+        let last_seq = Arc::new(std::sync::atomic::AtomicI64::new(last));
+        let published = writer::Published {
+            events: events.clone(),
+            last_seq: last_seq.clone(),
+        };
         let writes =
-            writer::spawn(writer, events.clone(), checkpoints).map_err(|e| StoreError::Open {
+            writer::spawn(writer, published, checkpoints).map_err(|e| StoreError::Open {
                 path: path.clone(),
                 detail: format!("cannot start the store writer thread: {e}"),
             })?;
@@ -300,6 +310,7 @@ impl Store {
                 writes,
                 reader: Mutex::new(reader),
                 events,
+                last_seq,
             }),
         })
     }
@@ -308,6 +319,17 @@ impl Store {
     /// sequence number, published once it is committed.
     pub fn subscribe(&self) -> broadcast::Receiver<EventRecord> {
         self.inner.events.subscribe()
+    }
+
+    /// The sequence number of the newest event committed through this handle (or its
+    /// clones), or of the log's end when it was opened: where a reader of the events
+    /// this process stores from now on starts, without a read of the database. Events
+    /// another process stores meanwhile are not counted (see
+    /// [`Store::last_event_seq`]).
+    pub fn last_event_seq_written(&self) -> i64 {
+        self.inner
+            .last_seq
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The database file.

@@ -213,6 +213,30 @@ impl Store {
         .await
     }
 
+    /// The agents of run `run_id` that `parent` started, oldest first, at most `limit`.
+    pub async fn children(
+        &self,
+        run_id: &RunId,
+        parent: &AgentId,
+        limit: usize,
+    ) -> Result<Vec<AgentRecord>, StoreError> {
+        let (run, parent) = (run_id.clone(), parent.clone());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(move |c| {
+            collect(
+                c,
+                "list child agents",
+                &format!(
+                    "SELECT {AGENT_COLS} FROM agents WHERE run_id = ?1 AND parent_id = ?2
+                     ORDER BY created_at, id LIMIT ?3"
+                ),
+                params![run.as_str(), parent.as_str(), limit],
+                agent_row,
+            )
+        })
+        .await
+    }
+
     /// One agent.
     pub async fn agent(&self, id: &AgentId) -> Result<Option<AgentRecord>, StoreError> {
         let id = id.clone();

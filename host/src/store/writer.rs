@@ -107,24 +107,32 @@ pub(crate) type Ack = Option<oneshot::Sender<Result<(), StoreError>>>;
 /// What applying one write produced: for an event, its sequence number.
 type Applied = Result<Option<i64>, StoreError>;
 
+/// Where the writer says what it committed: each event as it is committed, and the
+/// newest event's sequence number.
+pub(crate) struct Published {
+    pub events: broadcast::Sender<EventRecord>,
+    pub last_seq: std::sync::Arc<std::sync::atomic::AtomicI64>,
+}
+
 pub(crate) fn spawn(
     conn: Connection,
-    events: broadcast::Sender<EventRecord>,
+    published: Published,
     checkpoints: Option<super::checkpoint::Nudge>,
 ) -> std::io::Result<mpsc::Sender<(Write, Ack)>> {
     let (tx, rx) = mpsc::channel::<(Write, Ack)>();
     std::thread::Builder::new()
         .name("crewbox-store-writer".into())
-        .spawn(move || run(conn, rx, events, checkpoints))?;
+        .spawn(move || run(conn, rx, published, checkpoints))?;
     Ok(tx)
 }
 
 fn run(
     mut conn: Connection,
     rx: mpsc::Receiver<(Write, Ack)>,
-    events: broadcast::Sender<EventRecord>,
+    published: Published,
     mut checkpoints: Option<super::checkpoint::Nudge>,
 ) {
+    let Published { events, last_seq } = published;
     let mut group = Vec::with_capacity(MAX_GROUP);
     let mut fault = FaultHook::from_env();
     // Under the fault hook every write is its own transaction, so "the Nth write" is
@@ -156,6 +164,9 @@ fn run(
                 Write::Event(e) | Write::Remote(RemoteWrite::Event { event: e, .. }) => Some(e),
                 _ => None,
             };
+            if let (Some(_), Ok(Some(seq))) = (&stored, &result) {
+                last_seq.fetch_max(*seq, std::sync::atomic::Ordering::Release);
+            }
             if let (Some(e), Ok(Some(seq))) = (stored, &result)
                 && events.receiver_count() > 0
             {

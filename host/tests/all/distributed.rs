@@ -681,6 +681,122 @@ fn raw_task(c: &Cluster, key: &str, pool: &str, remote: &str) -> Vec<u8> {
     .unwrap()
 }
 
+/// The `agent.worktree` event a worker forwarded for task `key` of run `run`: where the
+/// agent worked.
+fn forwarded_worktree(url: &str, run: &str, key: &str) -> Option<PathBuf> {
+    use async_nats::jetstream::consumer;
+    let rt = runtime();
+    rt.block_on(async move {
+        let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
+        let stream = js.get_stream("CREWBOX_RESULTS").await.ok()?;
+        let reader = stream
+            .create_consumer(consumer::pull::Config {
+                filter_subject: format!("crewbox.out.{run}.event.{key}"),
+                deliver_policy: consumer::DeliverPolicy::All,
+                ack_policy: consumer::AckPolicy::None,
+                ..Default::default()
+            })
+            .await
+            .ok()?;
+        let mut messages = reader.fetch().max_messages(100).messages().await.ok()?;
+        use futures::StreamExt;
+        while let Some(Ok(m)) = messages.next().await {
+            let e: serde_json::Value = serde_json::from_slice(&m.payload).ok()?;
+            if e["kind"] == "agent.worktree" {
+                return e["data"]["path"].as_str().map(PathBuf::from);
+            }
+        }
+        None
+    })
+}
+
+/// Readers at one base read one checkout of it on a worker (no checkout each), and a
+/// task that may write gets a checkout of its own even when it is sent as a reader: a
+/// file it writes never reaches what the readers read.
+#[test]
+fn readers_on_a_worker_share_a_checkout_of_their_base_and_a_writer_never_does() {
+    let Some(c) = cluster(|_| {}) else { return };
+    c.script(
+        r#"
+[[reply]]
+agent = "writer"
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "planted.txt", content = "for the readers" }
+
+[[reply]]
+agent = "writer"
+text = "wrote"
+
+[[reply]]
+repeat = true
+text = "read"
+"#,
+    );
+    let w = c.worker("wa");
+    let url = c.nats.url();
+    let base = head(&c);
+    // What a coordinator pushes before it publishes tasks at a base.
+    let pushed = std::process::Command::new("git")
+        .arg("-C")
+        .arg(c.path().join("repo"))
+        .args(["push", "--quiet", &c.remote])
+        .arg(format!("HEAD:refs/crewbox/base/r-hostile/{base}"))
+        .status()
+        .unwrap();
+    assert!(pushed.success());
+    let task = |key: &str, name: &str, caps: &[&str]| {
+        let mut t: serde_json::Value =
+            serde_json::from_slice(&raw_task(&c, key, POOL, &c.remote)).unwrap();
+        t["name"] = name.into();
+        t["caps"] = serde_json::json!(caps);
+        t["base"] = base.clone().into();
+        (
+            format!("crewbox.task.{POOL}.r-hostile.{key}"),
+            serde_json::to_vec(&t).unwrap(),
+        )
+    };
+    let done = |key: &str| {
+        wait_for(Duration::from_secs(30), || {
+            stored_result(&url, "r-hostile", key).is_some()
+        });
+        stored_result(&url, "r-hostile", key).unwrap()
+    };
+    publish_raw(
+        &url,
+        vec![
+            task("r1", "reader", &["read"]),
+            task("r2", "reader", &["read"]),
+        ],
+    );
+    for key in ["r1", "r2"] {
+        assert_eq!(done(key)["state"], "completed", "{}", done(key));
+    }
+    // Then a task sent as a reader that may write, at the same base: were it given the
+    // readers' checkout (kept for the next readers), its file would stay there.
+    publish_raw(&url, vec![task("w", "writer", &["read", "write"])]);
+    assert_eq!(done("w")["state"], "completed", "{}", done("w"));
+    let at = |key: &str| {
+        forwarded_worktree(&url, "r-hostile", key)
+            .unwrap_or_else(|| panic!("no worktree event for {key}"))
+    };
+    let (reader1, reader2, writer) = (at("r1"), at("r2"), at("w"));
+    assert_eq!(
+        reader1, reader2,
+        "the readers of one base share its checkout"
+    );
+    assert_ne!(
+        writer, reader1,
+        "a task that may write never reads the shared checkout"
+    );
+    assert!(
+        reader1.join("notes.txt").is_file() && !reader1.join("planted.txt").exists(),
+        "the shared checkout is the base's tree, without the writer's file"
+    );
+    assert_eq!(w.stop().ran, 3);
+}
+
 #[test]
 fn a_worker_refuses_hostile_tasks_other_pools_and_remotes_it_does_not_serve() {
     let Some(c) = cluster(|_| {}) else { return };
