@@ -35,14 +35,18 @@ impl Default for DebounceConfig {
     }
 }
 
+/// Most spawns a debouncer keeps room for after a batch closes.
+pub const KEPT_ROOM: usize = 16_384;
+
 /// Collects spawns until the batch is due. Pure: the caller supplies the time.
 #[derive(Debug)]
 pub struct Debouncer<P = ()> {
     config: DebounceConfig,
     pending: Vec<Spawn<P>>,
-    /// Position of each agent in `pending` (hashed by its id), to merge duplicates in
-    /// O(1) without a copy of the id.
-    index: HashTable<usize>,
+    /// Position of each agent in `pending` with the hash of its id, to merge duplicates
+    /// in O(1) without a copy of the id (the hash is kept so the table grows without
+    /// hashing every id again).
+    index: HashTable<(u64, usize)>,
     hasher: DefaultHashBuilder,
     first_at: Option<Instant>,
     deadline: Option<Instant>,
@@ -65,16 +69,17 @@ impl<P> Debouncer<P> {
     /// in place (latest join mode and payload win; the first arrival keeps its order).
     /// Returns the new deadline when it moved, `None` when it stays (max wait reached).
     pub fn push(&mut self, spawn: Spawn<P>, now: Instant) -> Option<Deadline> {
-        let (pending, hasher) = (&self.pending, &self.hasher);
+        let pending = &self.pending;
+        let hash = self.hasher.hash_one(&spawn.agent);
         let entry = self.index.entry(
-            hasher.hash_one(&spawn.agent),
-            |&at| pending[at].agent == spawn.agent,
-            |&at| hasher.hash_one(&pending[at].agent),
+            hash,
+            |&(h, at)| h == hash && pending[at].agent == spawn.agent,
+            |&(h, _)| h,
         );
         match entry {
-            Entry::Occupied(at) => self.pending[*at.get()] = spawn,
+            Entry::Occupied(at) => self.pending[at.get().1] = spawn,
             Entry::Vacant(slot) => {
-                slot.insert(self.pending.len());
+                slot.insert((hash, self.pending.len()));
                 self.pending.push(spawn);
             }
         }
@@ -107,13 +112,20 @@ impl<P> Debouncer<P> {
         self.pending.is_empty()
     }
 
-    /// Closes the pending batch and partitions it; the debouncer starts empty again.
-    /// Taking `&mut self` makes finalisation non-re-entrant by construction.
+    /// Closes the pending batch and partitions it; the debouncer starts empty again,
+    /// with room for a batch as large as this one (up to [`KEPT_ROOM`] spawns): one
+    /// debouncer serves a batcher for its life, and growing the list and its index
+    /// spawn by spawn cost as much as closing the batch. Taking `&mut self` makes
+    /// finalisation non-re-entrant by construction.
     pub fn finalize(&mut self) -> Batch<P> {
         self.index.clear();
         self.first_at = None;
         self.deadline = None;
-        partition(std::mem::take(&mut self.pending))
+        let room = self.pending.len().min(KEPT_ROOM);
+        partition(std::mem::replace(
+            &mut self.pending,
+            Vec::with_capacity(room),
+        ))
     }
 }
 
@@ -176,9 +188,10 @@ impl<P> Batch<P> {
 }
 
 /// Positions of items in a list, hashed by a key of theirs, so a key is looked up in
-/// O(1) without storing a copy of it.
+/// O(1) without storing a copy of it (each entry keeps its key's hash, so the table
+/// grows without hashing every key again).
 struct Positions {
-    table: HashTable<usize>,
+    table: HashTable<(u64, usize)>,
     hasher: DefaultHashBuilder,
 }
 
@@ -191,23 +204,23 @@ impl Positions {
     }
 
     /// The position of the item whose key is `key` (`key_at` reads an item's key), or
-    /// `None` after remembering `next` as its position: the caller pushes it there.
+    /// `None` after remembering `next` as its position: the caller puts it there.
     fn find_or_insert<'a, K: Hash + Eq + ?Sized + 'a>(
         &mut self,
         key: &K,
         next: usize,
         key_at: impl Fn(usize) -> &'a K,
     ) -> Option<usize> {
-        let hasher = &self.hasher;
+        let hash = self.hasher.hash_one(key);
         let entry = self.table.entry(
-            hasher.hash_one(key),
-            |&at| *key_at(at) == *key,
-            |&at| hasher.hash_one(key_at(at)),
+            hash,
+            |&(h, at)| h == hash && *key_at(at) == *key,
+            |&(h, _)| h,
         );
         match entry {
-            Entry::Occupied(at) => Some(*at.get()),
+            Entry::Occupied(at) => Some(at.get().1),
             Entry::Vacant(slot) => {
-                slot.insert(next);
+                slot.insert((hash, next));
                 None
             }
         }
@@ -216,45 +229,109 @@ impl Positions {
 
 /// Splits spawns by join mode: a group needs ≥ 2 members (a lone member becomes
 /// individual), a swarm needs ≥ 1. Spawns must already be free of duplicate agents.
+///
+/// Two passes: the first finds each spawn's group or swarm and counts the members, the
+/// second moves every spawn once into a list of its final size (growing each list as
+/// members came cost more than the rest of the work).
 pub fn partition<P>(spawns: Vec<Spawn<P>>) -> Batch<P> {
-    let mut groups: Vec<GroupBatch<P>> = Vec::new();
-    let mut swarms: Vec<SwarmBatch<P>> = Vec::new();
-    let mut individuals = Vec::new();
+    /// Where a spawn goes.
+    #[derive(Clone, Copy)]
+    enum To {
+        Alone,
+        Group(usize),
+        Swarm(usize),
+    }
     let (mut group_at, mut swarm_at) = (Positions::new(), Positions::new());
-    for spawn in spawns {
-        match &spawn.join {
-            JoinMode::Individual => individuals.push(spawn),
+    // First members (whose ids name the groups and swarms) and member counts.
+    let (mut group_first, mut group_len) = (Vec::<usize>::new(), Vec::<usize>::new());
+    let (mut swarm_first, mut swarm_len) = (Vec::<usize>::new(), Vec::<usize>::new());
+    let mut alone = 0;
+    let to: Vec<To> = spawns
+        .iter()
+        .enumerate()
+        .map(|(i, spawn)| match &spawn.join {
+            JoinMode::Individual => {
+                alone += 1;
+                To::Alone
+            }
             JoinMode::Group(id) => {
-                match group_at.find_or_insert(id, groups.len(), |at| &groups[at].id) {
-                    Some(at) => groups[at].members.push(spawn),
-                    None => groups.push(GroupBatch {
-                        id: id.clone(),
-                        members: vec![spawn],
-                    }),
-                }
+                let at = group_at.find_or_insert(id, group_first.len(), |g| {
+                    match &spawns[group_first[g]].join {
+                        JoinMode::Group(first) => first,
+                        _ => id,
+                    }
+                });
+                let at = at.unwrap_or_else(|| {
+                    group_first.push(i);
+                    group_len.push(0);
+                    group_first.len() - 1
+                });
+                group_len[at] += 1;
+                To::Group(at)
             }
             JoinMode::Swarm(id) => {
-                match swarm_at.find_or_insert(id, swarms.len(), |at| &swarms[at].id) {
-                    Some(at) => swarms[at].members.push(spawn),
-                    None => swarms.push(SwarmBatch {
-                        id: id.clone(),
-                        members: vec![spawn],
-                    }),
-                }
+                let at = swarm_at.find_or_insert(id, swarm_first.len(), |w| {
+                    match &spawns[swarm_first[w]].join {
+                        JoinMode::Swarm(first) => first,
+                        _ => id,
+                    }
+                });
+                let at = at.unwrap_or_else(|| {
+                    swarm_first.push(i);
+                    swarm_len.push(0);
+                    swarm_first.len() - 1
+                });
+                swarm_len[at] += 1;
+                To::Swarm(at)
             }
-        }
-    }
+        })
+        .collect();
     // A lone member of a group goes out alone, after the individuals, in group order.
-    let mut kept = Vec::with_capacity(groups.len());
-    for group in groups {
-        if group.members.len() >= 2 {
-            kept.push(group);
+    let lone = group_len.iter().filter(|n| **n < 2).count();
+    let mut groups: Vec<GroupBatch<P>> = Vec::with_capacity(group_len.len() - lone);
+    // A group's place among the kept ones, or among the lone members.
+    let mut group_slot = Vec::with_capacity(group_len.len());
+    let mut lone_members: Vec<Option<Spawn<P>>> = Vec::with_capacity(lone);
+    for (g, &n) in group_len.iter().enumerate() {
+        let JoinMode::Group(id) = &spawns[group_first[g]].join else {
+            unreachable!("a group's first member joins it")
+        };
+        if n >= 2 {
+            group_slot.push(groups.len());
+            groups.push(GroupBatch {
+                id: id.clone(),
+                members: Vec::with_capacity(n),
+            });
         } else {
-            individuals.extend(group.members);
+            group_slot.push(lone_members.len());
+            lone_members.push(None);
         }
     }
+    let mut swarms: Vec<SwarmBatch<P>> = swarm_len
+        .iter()
+        .enumerate()
+        .map(|(w, &n)| {
+            let JoinMode::Swarm(id) = &spawns[swarm_first[w]].join else {
+                unreachable!("a swarm's first member joins it")
+            };
+            SwarmBatch {
+                id: id.clone(),
+                members: Vec::with_capacity(n),
+            }
+        })
+        .collect();
+    let mut individuals = Vec::with_capacity(alone + lone);
+    for (spawn, to) in spawns.into_iter().zip(to) {
+        match to {
+            To::Alone => individuals.push(spawn),
+            To::Group(g) if group_len[g] >= 2 => groups[group_slot[g]].members.push(spawn),
+            To::Group(g) => lone_members[group_slot[g]] = Some(spawn),
+            To::Swarm(w) => swarms[w].members.push(spawn),
+        }
+    }
+    individuals.extend(lone_members.into_iter().flatten());
     Batch {
-        groups: kept,
+        groups,
         swarms,
         individuals,
     }
