@@ -64,7 +64,7 @@ pub enum SandboxError {
     /// This process has no helper entry point and none was given.
     #[error(
         "no sandbox helper: this program does not carry crewbox's sandbox entry point \
-         (crewbox::unstable::sandbox::helper::run_if_helper in main) and no helper binary was given"
+         (crewbox::entry::run_if_sandbox_helper, first thing in main) and no helper binary was given"
     )]
     NoHelper,
     /// No sandbox was configured for the agents of this process.
@@ -100,7 +100,7 @@ pub enum SandboxError {
 #[derive(Clone, Debug, Default)]
 pub enum Helper {
     /// This very process (`/proc/self/exe`): right for the `crewbox` binary, whose `main`
-    /// calls [`helper::run_if_helper`]. Refused in a process that does not.
+    /// calls `crewbox::entry::run_if_sandbox_helper` ([`helper::run_if_helper`]). Refused in a process that does not.
     #[default]
     CurrentExe,
     /// Another `crewbox` binary (tests and benches, whose own binary is a harness).

@@ -66,7 +66,7 @@ pub struct TrustRecord {
     /// the user's `[packs] max_access`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pack_access: Option<crate::vocab::Access>,
-    /// Its crewbox files when the user trusted it ([`super::digest`]); absent in a
+    /// Its crewbox files (path and content digest of each) when the user trusted it; absent in a
     /// record an older crewbox wrote, which is not trusted until re-trusted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<super::digest::Files>,
