@@ -38,7 +38,14 @@ enum Inner {
         group: Option<libc::pid_t>,
     },
     /// Started by the sandbox server.
-    Served(super::client::Served),
+    Served {
+        served: super::client::Served,
+        /// Where its init process writes the command's raw wait status (4 bytes);
+        /// `None` once read to its end.
+        status: Option<pipe::Receiver>,
+        /// What arrived of it so far (kept across a cancelled wait).
+        got: ([u8; 4], usize),
+    },
 }
 
 /// Why a sandboxed process did not start, as the helper reported it.
@@ -80,6 +87,7 @@ impl SandboxedChild {
 
     pub(super) fn served(
         served: super::client::Served,
+        status: pipe::Receiver,
         stdin: Option<pipe::Sender>,
         stdout: pipe::Receiver,
         stderr: pipe::Receiver,
@@ -89,7 +97,11 @@ impl SandboxedChild {
             stdin,
             stdout: Some(stdout),
             stderr: Some(stderr),
-            inner: Inner::Served(served),
+            inner: Inner::Served {
+                served,
+                status: Some(status),
+                got: ([0; 4], 0),
+            },
             nonce: Some(nonce),
             status: None,
         }
@@ -102,11 +114,36 @@ impl SandboxedChild {
         }
         let status = match &mut self.inner {
             Inner::Direct { child, .. } => child.wait().await?,
-            Inner::Served(served) => {
-                let raw = (&mut served.exited).await.map_err(|_| {
-                    io::Error::other("the sandbox server stopped while the command ran")
-                })?;
-                ExitStatus::from_raw(raw)
+            Inner::Served {
+                served,
+                status,
+                got,
+            } => {
+                // The command's status, from its init process; cancel-safe: each read
+                // either returns bytes, kept in `got`, or takes none.
+                while let Some(pipe) = status.as_mut() {
+                    use tokio::io::AsyncReadExt;
+                    let (bytes, n) = got;
+                    match pipe.read(&mut bytes[*n..]).await {
+                        Ok(read) if read > 0 && *n + read < 4 => *n += read,
+                        Ok(read) if read > 0 => {
+                            *n = 4;
+                            *status = None;
+                        }
+                        // End of file (or a broken pipe): no status came.
+                        _ => *status = None,
+                    }
+                }
+                if got.1 == 4 {
+                    ExitStatus::from_raw(i32::from_le_bytes(got.0))
+                } else {
+                    // The init process ended without one: how it ended is the status
+                    // (the sandbox could not be set up, or it was killed).
+                    let raw = (&mut served.exited).await.map_err(|_| {
+                        io::Error::other("the sandbox server stopped while the command ran")
+                    })?;
+                    ExitStatus::from_raw(raw)
+                }
             }
         };
         self.status = Some(status);
@@ -129,8 +166,8 @@ impl SandboxedChild {
                 let _ = child.start_kill();
             }
             // The server kills the helper, whose death takes its pid namespace with it.
-            Inner::Served(served) if self.status.is_none() => served.server.kill(served.id),
-            Inner::Served(_) => {}
+            Inner::Served { served, .. } if self.status.is_none() => served.server.kill(served.id),
+            Inner::Served { .. } => {}
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,21 +12,14 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 
 use super::server::{
-    self, HEADER, MAX_REQUEST, REP_EXITED, REP_FAILED, REP_STARTED, REQ_KILL, REQ_SPAWN,
-    REQ_SPAWN_NETWORK,
+    self, HEADER, MAX_REQUEST, REP_EXITED, REQ_KILL, REQ_SPAWN, REQ_SPAWN_NETWORK,
 };
-
-/// What a started process is waiting to hear.
-#[derive(Default)]
-struct Pending {
-    started: Option<oneshot::Sender<io::Result<i32>>>,
-    exited: Option<oneshot::Sender<i32>>,
-}
 
 /// State shared with the reply reader.
 struct Shared {
     sock: AsyncFd<OwnedFd>,
-    pending: Mutex<HashMap<u64, Pending>>,
+    /// Request id → where its init process's end goes.
+    pending: Mutex<HashMap<u64, oneshot::Sender<i32>>>,
     next_id: AtomicU64,
     dead: AtomicBool,
 }
@@ -44,11 +37,13 @@ impl Drop for Server {
     }
 }
 
-/// A process the server started; its exit status arrives on `exited`.
+/// A process sent to the server. Its init process writes the command's status to the
+/// status pipe sent along; `exited` tells how the init process itself ended (what
+/// counts when no status came: the sandbox could not be set up, or it was killed).
 pub(super) struct Served {
     /// Its id with the server (what `kill` names).
     pub id: u64,
-    /// Resolves with its raw wait status (an error: the server died).
+    /// Resolves with the init process's raw wait status (an error: the server died).
     pub exited: oneshot::Receiver<i32>,
     /// To send the kill.
     pub server: Arc<dyn Killer>,
@@ -72,30 +67,12 @@ impl Killer for Shared {
     }
 }
 
-fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors.
-    let rc = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by nothing else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
 impl Server {
     /// Starts the server from `helper`. It is started by a thread of its own that then
     /// waits for it: the kernel's parent-death signal follows the starting *thread*, so
     /// that thread must live exactly as long as the server.
     pub fn start(helper: &Path) -> io::Result<Self> {
-        let (ours, theirs) = socket_pair()?;
+        let (ours, theirs) = super::sys::seqpacket_pair()?;
         let (tx, rx) = std::sync::mpsc::channel();
         let helper = helper.to_owned();
         std::thread::Builder::new()
@@ -151,13 +128,15 @@ impl Server {
         self.shared.dead.load(Ordering::SeqCst) || self.reader.is_finished()
     }
 
-    /// Starts `policy` (already encoded) with these stdio descriptors.
+    /// Starts `policy` (already encoded) with these descriptors: stdin, stdout, stderr
+    /// and the write end of the status pipe. Returns once the request is sent: nothing
+    /// waits for the process to be forked (a failure shows as its end).
     pub async fn spawn(
         &self,
         policy: &[u8],
         network: bool,
-        stdio: [OwnedFd; 3],
-    ) -> io::Result<(i32, Served)> {
+        fds: [OwnedFd; 4],
+    ) -> io::Result<Served> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let mut message = Vec::with_capacity(HEADER + policy.len());
         let tag = if network {
@@ -174,20 +153,13 @@ impl Server {
                 message.len()
             )));
         }
-        let (started_tx, started_rx) = oneshot::channel();
         let (exited_tx, exited_rx) = oneshot::channel();
         self.shared
             .pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                id,
-                Pending {
-                    started: Some(started_tx),
-                    exited: Some(exited_tx),
-                },
-            );
-        let raw: Vec<RawFd> = stdio.iter().map(AsRawFd::as_raw_fd).collect();
+            .insert(id, exited_tx);
+        let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
         let sent = loop {
             let mut guard = self.shared.sock.writable().await?;
             match guard.try_io(|sock| server::send_with_fds(sock.as_raw_fd(), &message, &raw)) {
@@ -196,24 +168,17 @@ impl Server {
             }
         };
         // The server holds its own copies now; ours must go so end-of-file can happen.
-        drop(stdio);
+        drop(fds);
         if let Err(e) = sent {
             self.forget(id);
             return Err(e);
         }
-        let pid = match started_rx.await {
-            Ok(result) => result?,
-            Err(_) => return Err(io::Error::other("the sandbox server stopped")),
-        };
         let killer: Arc<dyn Killer> = self.shared.clone();
-        Ok((
-            pid,
-            Served {
-                id,
-                exited: exited_rx,
-                server: killer,
-            },
-        ))
+        Ok(Served {
+            id,
+            exited: exited_rx,
+            server: killer,
+        })
     }
 
     fn forget(&self, id: u64) {
@@ -247,26 +212,15 @@ async fn read_replies(shared: Arc<Shared>) {
         let Some((tag, id, value)) = server::parse_reply(&buf[..n]) else {
             continue;
         };
-        let mut pending = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
-        match tag {
-            REP_STARTED => {
-                if let Some(tx) = pending.get_mut(&id).and_then(|p| p.started.take()) {
-                    let _ = tx.send(Ok(value));
-                }
+        if tag == REP_EXITED {
+            let waiter = shared
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            if let Some(tx) = waiter {
+                let _ = tx.send(value);
             }
-            REP_FAILED => {
-                if let Some(p) = pending.remove(&id)
-                    && let Some(tx) = p.started
-                {
-                    let _ = tx.send(Err(io::Error::from_raw_os_error(value)));
-                }
-            }
-            REP_EXITED => {
-                if let Some(tx) = pending.remove(&id).and_then(|p| p.exited) {
-                    let _ = tx.send(value);
-                }
-            }
-            _ => {}
         }
     }
     // The server is gone: every waiter hears so (its sender is dropped).

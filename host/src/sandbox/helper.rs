@@ -7,10 +7,11 @@
 //! Two processes per command, each with one job:
 //! 1. the **init** process, cloned by the server straight into new user, mount, pid,
 //!    IPC and (without network) network namespaces, so it is pid 1 there (and killed
-//!    when the server goes), maps its own uid/gid, builds the view on a fresh root and
-//!    pivots into it, mounts `/proc`, bounds the number of processes, brings up a
-//!    private loopback, forks the command, reaps, and reports the command's status to
-//!    the server. When it exits, the kernel kills every process left in the namespace:
+//!    when the server goes), maps its own uid/gid and brings up a private loopback
+//!    (without network: these are done ahead of the request, see [`warm_main`]), builds
+//!    the view on a fresh root and pivots into it, mounts `/proc`, bounds the number of
+//!    processes, forks the command, reaps, and writes the command's status straight to
+//!    crewbox. When it exits, the kernel kills every process left in the namespace:
 //!    nothing started inside can outlive the command, its agent or crewbox;
 //! 2. the **command** sets resource limits, restricts itself with Landlock, drops every
 //!    capability and execs.
@@ -92,36 +93,98 @@ fn report(nonce: &str, err: &SetupError) {
     let _ = writeln!(io::stderr(), "{nonce} {line}");
 }
 
-/// The descriptors the server hands an init process.
+/// The descriptors an init process works with.
 pub struct InitFds {
     /// stdin, stdout, stderr of the command.
     pub stdio: Vec<OwnedFd>,
-    /// Where the command's raw wait status goes (4 bytes) when it ends.
+    /// Where the command's raw wait status goes (4 bytes) when it ends: the write end
+    /// of a pipe crewbox itself reads.
     pub status: OwnedFd,
-    /// The server's "alive" pipe: read end (kept) and write end (closed at once).
-    pub alive: (RawFd, RawFd),
 }
 
 /// The init process of one request, started by the server with `clone` straight into
 /// new user, mount, pid, IPC and (without network) network namespaces: pid 1 there.
-/// Builds the view, forks the command and reports its status. Never returns; when it
-/// exits, the kernel kills whatever is left in its pid namespace.
-pub fn init_main(request: &[u8], fds: InitFds, uid: libc::uid_t, gid: libc::gid_t) -> ! {
-    // First, so that a server dying from here on takes this process with it; then
-    // make sure it did not die before (its copy of the alive pipe's write end would be
-    // the last one).
+/// `alive` is the server's "alive" pipe (read end kept, write end closed at once).
+/// Never returns; when it exits, the kernel kills whatever is left in its pid namespace.
+pub fn init_main(
+    request: &[u8],
+    fds: InitFds,
+    network: bool,
+    alive: (RawFd, RawFd),
+    (uid, gid): (libc::uid_t, libc::gid_t),
+) -> ! {
+    enter(alive);
+    let ready = prepare(uid, gid, !network);
+    run(request, fds, uid, ready)
+}
+
+/// An init process cloned by the server *before* its request, into new user, mount,
+/// pid, IPC and network namespaces (the costly part of a start, a millisecond or more,
+/// paid while nothing waits for it). It maps its ids and brings up its loopback, then
+/// waits on `request` for exactly one policy with its four descriptors (stdin, stdout,
+/// stderr, status) and goes on as [`init_main`]. End of file there (the server is
+/// gone, or has no use for it): it exits.
+pub fn warm_main(
+    request: OwnedFd,
+    alive: (RawFd, RawFd),
+    (uid, gid): (libc::uid_t, libc::gid_t),
+) -> ! {
+    use std::os::fd::AsRawFd;
+    enter(alive);
+    let ready = prepare(uid, gid, true);
+    let mut buf = vec![0u8; super::server::MAX_REQUEST];
+    let (n, mut fds) = match super::server::recv_with_fds(request.as_raw_fd(), &mut buf) {
+        Ok(Some((n, fds))) if fds.len() == 4 => (n, fds),
+        _ => std::process::exit(0),
+    };
+    drop(request);
+    let status = fds
+        .pop()
+        .unwrap_or_else(|| std::process::exit(SETUP_FAILED));
+    run(&buf[..n], InitFds { stdio: fds, status }, uid, ready)
+}
+
+/// The first steps of every init process: die with the server, and make sure it did
+/// not die before (then this process's copy of the alive pipe's write end would be
+/// the last one); signals unblocked; a session of its own, without a controlling
+/// terminal, for it and everything it starts: the user's terminal is out of reach (no
+/// `/dev/tty`, no `TIOCSTI`), and keys typed there (Ctrl-C) reach crewbox only.
+fn enter(alive: (RawFd, RawFd)) {
     let _ = sys::set_parent_death_signal(libc::SIGKILL);
-    sys::close_fd(fds.alive.1);
-    if !sys::fd_pipe_writer_alive(fds.alive.0) {
+    sys::close_fd(alive.1);
+    if !sys::fd_pipe_writer_alive(alive.0) {
         std::process::exit(SETUP_FAILED);
     }
     sys::unblock_signals();
-    // A session of its own, without a controlling terminal, for it and everything it
-    // starts: the user's terminal is out of reach (no `/dev/tty`, no `TIOCSTI`), and
-    // keys typed there (Ctrl-C) reach crewbox only.
     if sys::new_session().is_err() {
         std::process::exit(SETUP_FAILED);
     }
+}
+
+/// What does not depend on the policy: the same ids inside as outside (files keep
+/// their owners, and the kernel still counts this user's processes against its
+/// limits), and, in a network namespace of its own, the private loopback. A failure is
+/// kept until the request's stderr is there to report it on.
+fn prepare(uid: libc::uid_t, gid: libc::gid_t, own_network: bool) -> Result<(), SetupError> {
+    match std::fs::write("/proc/self/setgroups", "deny") {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            return Err(e).at(Stage::Namespaces, || "writing /proc/self/setgroups".into());
+        }
+        _ => {}
+    }
+    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))
+        .at(Stage::Namespaces, || "writing the uid map".into())?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
+        .at(Stage::Namespaces, || "writing the gid map".into())?;
+    if own_network {
+        sys::loopback_up().at(Stage::Network, || "bringing up the private loopback".into())?;
+    }
+    Ok(())
+}
+
+/// The rest of an init process once its request is there: stdio and status at 0–3,
+/// nothing else open, the view, the process bound, the command forked and reaped.
+fn run(request: &[u8], fds: InitFds, uid: libc::uid_t, ready: Result<(), SetupError>) -> ! {
     let mut moved = fds.stdio.into_iter().zip(0..).collect::<Vec<_>>();
     moved.push((fds.status, 3));
     for (fd, to) in moved {
@@ -137,7 +200,7 @@ pub fn init_main(request: &[u8], fds: InitFds, uid: libc::uid_t, gid: libc::gid_
             std::process::exit(SETUP_FAILED);
         }
     };
-    let child = match start(&policy, uid, gid) {
+    let child = match ready.and_then(|()| start(&policy, uid)) {
         Ok(child) => child,
         Err(e) => {
             report(&policy.nonce, &e);
@@ -160,28 +223,12 @@ pub fn init_main(request: &[u8], fds: InitFds, uid: libc::uid_t, gid: libc::gid_
     }
 }
 
-/// Maps ids, builds the view, bounds processes, brings up the loopback and forks the
-/// command; returns its pid.
-fn start(policy: &Policy, uid: libc::uid_t, gid: libc::gid_t) -> Result<libc::pid_t, SetupError> {
-    // The same ids inside as outside: files keep their owners, and the kernel still
-    // counts this user's processes against its limits.
-    match std::fs::write("/proc/self/setgroups", "deny") {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => {
-            return Err(e).at(Stage::Namespaces, || "writing /proc/self/setgroups".into());
-        }
-        _ => {}
-    }
-    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))
-        .at(Stage::Namespaces, || "writing the uid map".into())?;
-    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
-        .at(Stage::Namespaces, || "writing the gid map".into())?;
+/// Builds the view, bounds processes and forks the command; returns its pid.
+fn start(policy: &Policy, uid: libc::uid_t) -> Result<libc::pid_t, SetupError> {
     build_view(policy)?;
     let facts = Facts {
         process_limit: bound_processes(policy, uid)?,
     };
-    if !policy.network {
-        sys::loopback_up().at(Stage::Network, || "bringing up the private loopback".into())?;
-    }
     match sys::fork().at(Stage::Exec, || "forking the command".into())? {
         sys::Forked::Child => {
             sys::close_fd(3);

@@ -5,8 +5,13 @@
 //! 200,000 relocations); forking an already running, small, single-threaded copy of it
 //! costs tens of microseconds. So crewbox starts itself once as this server, and sends
 //! it each policy with the three stdio descriptors over a `SOCK_SEQPACKET` socket (the
-//! server's stdin). The server clones an init process straight into new namespaces
-//! (see [`super::helper`]), and reports its pid and, later, the command's wait status.
+//! server's stdin). The server hands each request to an init process in fresh
+//! namespaces (see [`super::helper`]); without network it takes one of the [`WARM`]
+//! init processes it cloned ahead of need (creating user, mount, pid, IPC and network
+//! namespaces costs a millisecond or more, mostly the network one), and clones a
+//! replacement once nothing else waits. The command's status goes from its init
+//! process straight to crewbox on a pipe crewbox sent along; the server reports only
+//! how each init process ended (what crewbox reads when no status came).
 //!
 //! Lifetimes are chained so that nothing survives crewbox: the server dies with the
 //! crewbox thread that started it (a thread that lives exactly as long as the server,
@@ -20,19 +25,19 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use super::policy::Policy;
 use super::sys;
 
-/// Host → server: start the policy in the payload (the three fds ride along), in a
-/// network namespace of its own.
+/// Host → server: start the policy in the payload (four fds ride along: stdin,
+/// stdout, stderr and the status pipe's write end), in a network namespace of its own.
 pub const REQ_SPAWN: u8 = 1;
 /// Like [`REQ_SPAWN`], sharing the host's network.
 pub const REQ_SPAWN_NETWORK: u8 = 3;
 /// Host → server: kill the process of this request and everything it started.
 pub const REQ_KILL: u8 = 2;
-/// Server → host: started, with its pid.
-pub const REP_STARTED: u8 = 1;
-/// Server → host: ended, with its raw wait status.
+/// Server → host: the init process of this request ended, with its raw wait status
+/// (when it could not even be started: [`super::policy::SETUP_FAILED`] as exit code).
 pub const REP_EXITED: u8 = 2;
-/// Server → host: could not fork, with the errno.
-pub const REP_FAILED: u8 = 3;
+/// Init processes kept ready for requests without network: one for the next command,
+/// one for a second agent's at the same moment.
+pub const WARM: usize = 2;
 /// Request header: tag and request id.
 pub const HEADER: usize = 9;
 /// Largest request (header and policy).
@@ -102,7 +107,10 @@ pub fn send_with_fds(sock: RawFd, bytes: &[u8], fds: &[RawFd]) -> io::Result<()>
 }
 
 /// Receives one message and the descriptors attached to it. `Ok(None)`: the peer is gone.
-fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> io::Result<Option<(usize, Vec<OwnedFd>)>> {
+pub(super) fn recv_with_fds(
+    sock: RawFd,
+    buf: &mut [u8],
+) -> io::Result<Option<(usize, Vec<OwnedFd>)>> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -153,22 +161,41 @@ fn send_reply(sock: RawFd, tag: u8, id: u64, value: i32) {
     let _ = send_with_fds(sock, &reply(tag, id, value), &[]);
 }
 
-/// One started request.
-struct Running {
-    id: u64,
-    /// Where its init process writes the command's status; `None` once read.
-    status: Option<std::fs::File>,
-    /// Whether the host has its status already.
-    reported: bool,
+/// An init process cloned ahead of need, waiting for its request on `sock`.
+struct Warm {
+    pid: libc::pid_t,
+    sock: OwnedFd,
 }
 
-/// Reads the 4-byte status an init process wrote, if it did.
-fn read_status(pipe: &mut std::fs::File) -> Option<i32> {
-    use std::io::Read;
-    let mut raw = [0u8; 4];
-    pipe.read_exact(&mut raw)
-        .ok()
-        .map(|()| i32::from_le_bytes(raw))
+/// What every init process is given by the server.
+#[derive(Clone, Copy)]
+struct Env {
+    /// The socket to crewbox (fd 0), which no init process keeps.
+    host: RawFd,
+    /// The server's "alive" pipe.
+    alive: (RawFd, RawFd),
+    /// The server's uid and gid, mapped to themselves inside.
+    ids: (libc::uid_t, libc::gid_t),
+}
+
+/// Clones one init process into fresh namespaces (no network) to wait for a request.
+/// `None` when that fails: requests then start cold, and report why.
+fn warm_up(env: Env) -> Option<Warm> {
+    let (ours, theirs) = sys::seqpacket_pair().ok()?;
+    match sys::clone_into(super::helper::namespace_flags(false)) {
+        Ok(sys::Forked::Child) => {
+            drop(ours);
+            // It may wait long: it keeps nothing of the server's but what it needs, and
+            // not the host's socket (the server's end of file must not wait for it).
+            if let Ok(null) = std::fs::File::open("/dev/null") {
+                let _ = sys::move_fd(null.into(), env.host);
+            }
+            sys::close_except(&[0, 1, 2, theirs.as_raw_fd(), env.alive.0, env.alive.1]);
+            super::helper::warm_main(theirs, env.alive, env.ids)
+        }
+        Ok(sys::Forked::Parent(pid)) => Some(Warm { pid, sock: ours }),
+        Err(_) => None,
+    }
 }
 
 /// Runs the server on the socket at fd 0 until the host goes. `host` is crewbox's pid.
@@ -196,11 +223,19 @@ pub fn serve(host: u32) -> i32 {
             return 1;
         }
     };
-    let (uid, gid) = sys::ids();
-    let mut running: HashMap<libc::pid_t, Running> = HashMap::new();
+    let env = Env {
+        host: sock.as_raw_fd(),
+        alive: (alive_r.as_raw_fd(), alive_w.as_raw_fd()),
+        ids: sys::ids(),
+    };
+    // Init process pid → request id.
+    let mut running: HashMap<libc::pid_t, u64> = HashMap::new();
+    let mut warm: Vec<Warm> = Vec::new();
+    // Whether cloning one failed: then not again until a request starts cold.
+    let mut warm_failed = false;
     let mut buf = vec![0u8; MAX_REQUEST];
     loop {
-        let mut polls = vec![
+        let mut polls = [
             libc::pollfd {
                 fd: sock.as_raw_fd(),
                 events: libc::POLLIN,
@@ -212,50 +247,31 @@ pub fn serve(host: u32) -> i32 {
                 revents: 0,
             },
         ];
-        let watched: Vec<libc::pid_t> = running
-            .iter()
-            .filter_map(|(pid, r)| {
-                r.status.as_ref().map(|f| {
-                    polls.push(libc::pollfd {
-                        fd: f.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    });
-                    *pid
-                })
-            })
-            .collect();
-        // SAFETY: `polls` is a valid array of pollfds; no timeout.
-        if unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, -1) } < 0 {
+        // A missing warm init process is cloned only when nothing else waits.
+        let refill = warm.len() < WARM && !warm_failed;
+        let timeout = if refill { 0 } else { -1 };
+        // SAFETY: `polls` is a valid array of pollfds.
+        let ready = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, timeout) };
+        if ready < 0 {
             if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             break;
         }
-        // A command's status is reported as soon as its init writes it: the init's own
-        // exit (tearing down the namespaces) need not be waited for. By then everything
-        // the command started is being killed with the namespace.
-        for (poll, pid) in polls[2..].iter().zip(&watched) {
-            if poll.revents == 0 {
-                continue;
+        if ready == 0 {
+            match warm_up(env) {
+                Some(w) => warm.push(w),
+                None => warm_failed = true,
             }
-            if let Some(r) = running.get_mut(pid)
-                && let Some(mut pipe) = r.status.take()
-                && let Some(status) = read_status(&mut pipe)
-            {
-                send_reply(sock.as_raw_fd(), REP_EXITED, r.id, status);
-                r.reported = true;
-            }
+            continue;
         }
         if polls[1].revents != 0 {
             sys::drain_signal_fd(&sigchld);
             while let Some((pid, status)) = sys::reap_any() {
-                let Some(mut r) = running.remove(&pid) else {
-                    continue;
-                };
-                let status = r.status.as_mut().and_then(read_status).unwrap_or(status);
-                if !r.reported {
-                    send_reply(sock.as_raw_fd(), REP_EXITED, r.id, status);
+                if let Some(id) = running.remove(&pid) {
+                    send_reply(sock.as_raw_fd(), REP_EXITED, id, status);
+                } else {
+                    warm.retain(|w| w.pid != pid);
                 }
             }
         }
@@ -273,62 +289,52 @@ pub fn serve(host: u32) -> i32 {
         id.copy_from_slice(&buf[1..HEADER]);
         let id = u64::from_le_bytes(id);
         match buf[0] {
-            tag @ (REQ_SPAWN | REQ_SPAWN_NETWORK) if fds.len() == 3 => {
-                let (status_r, status_w) = match sys::pipe() {
-                    Ok(p) => p,
-                    Err(e) => {
-                        send_reply(
-                            sock.as_raw_fd(),
-                            REP_FAILED,
-                            id,
-                            e.raw_os_error().unwrap_or(0),
-                        );
-                        continue;
+            tag @ (REQ_SPAWN | REQ_SPAWN_NETWORK) if fds.len() == 4 => {
+                let request = &buf[HEADER..n];
+                let network = tag == REQ_SPAWN_NETWORK;
+                let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+                let mut handed = None;
+                while !network && let Some(w) = warm.pop() {
+                    if send_with_fds(w.sock.as_raw_fd(), request, &raw).is_ok() {
+                        handed = Some(w.pid);
+                        break;
                     }
-                };
-                let flags = super::helper::namespace_flags(tag == REQ_SPAWN_NETWORK);
-                match sys::clone_into(flags) {
+                    // Gone or stuck: it is reaped when it ends.
+                    // SAFETY: kill only sends a signal; the pid is not reaped yet.
+                    unsafe { libc::kill(w.pid, libc::SIGKILL) };
+                }
+                if let Some(pid) = handed {
+                    running.insert(pid, id);
+                    continue;
+                }
+                warm_failed = false;
+                match sys::clone_into(super::helper::namespace_flags(network)) {
                     Ok(sys::Forked::Child) => {
                         drop(sock);
+                        let mut fds = fds;
+                        let status = fds.pop().unwrap_or_else(|| std::process::exit(1));
                         super::helper::init_main(
-                            &buf[HEADER..n],
-                            super::helper::InitFds {
-                                stdio: fds,
-                                status: status_w.into(),
-                                alive: (alive_r.as_raw_fd(), alive_w.as_raw_fd()),
-                            },
-                            uid,
-                            gid,
+                            request,
+                            super::helper::InitFds { stdio: fds, status },
+                            network,
+                            env.alive,
+                            env.ids,
                         )
                     }
                     Ok(sys::Forked::Parent(pid)) => {
-                        drop(fds);
-                        drop(status_w);
-                        running.insert(
-                            pid,
-                            Running {
-                                id,
-                                status: Some(status_r),
-                                reported: false,
-                            },
-                        );
-                        send_reply(sock.as_raw_fd(), REP_STARTED, id, pid);
+                        running.insert(pid, id);
                     }
                     Err(e) => {
                         // Reported as the helper would, so the host names the feature.
-                        let nonce = Policy::from_request(&buf[HEADER..n])
+                        let nonce = Policy::from_request(request)
                             .map(|p| p.nonce)
                             .unwrap_or_default();
                         let line =
                             format!("{nonce} {}\n", super::helper::namespaces_unavailable(&e));
-                        if let Some(err) = fds.get(2) {
-                            // SAFETY: writing a local buffer to the request's stderr.
-                            unsafe {
-                                libc::write(err.as_raw_fd(), line.as_ptr().cast(), line.len())
-                            };
-                        }
-                        drop(fds);
-                        send_reply(sock.as_raw_fd(), REP_STARTED, id, 0);
+                        // SAFETY: writing a local buffer to the request's stderr.
+                        unsafe {
+                            libc::write(fds[2].as_raw_fd(), line.as_ptr().cast(), line.len())
+                        };
                         send_reply(
                             sock.as_raw_fd(),
                             REP_EXITED,
@@ -340,7 +346,7 @@ pub fn serve(host: u32) -> i32 {
             }
             REQ_KILL => {
                 // Not reaped yet (that happens only here), so the pid cannot be reused.
-                if let Some((&pid, _)) = running.iter().find(|(_, r)| r.id == id) {
+                if let Some((&pid, _)) = running.iter().find(|(_, r)| **r == id) {
                     // SAFETY: kill only sends a signal.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                 }
@@ -349,7 +355,7 @@ pub fn serve(host: u32) -> i32 {
         }
     }
     // The host is gone: so is everything started for it.
-    for &pid in running.keys() {
+    for pid in running.keys().copied().chain(warm.iter().map(|w| w.pid)) {
         // SAFETY: kill only sends a signal.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }

@@ -325,12 +325,18 @@ impl<'a> Spawn<'a> {
         };
         let (out_read, out_write) = pipe()?;
         let (err_read, err_write) = pipe()?;
+        let (status_read, status_write) = pipe()?;
         let encoded = policy.encode().map_err(helper_err)?;
-        let (_pid, served) = server
+        let served = server
             .spawn(
                 &encoded,
                 policy.network,
-                [stdin_read.into(), out_write.into(), err_write.into()],
+                [
+                    stdin_read.into(),
+                    out_write.into(),
+                    err_write.into(),
+                    status_write.into(),
+                ],
             )
             .await
             .map_err(helper_err)?;
@@ -340,6 +346,7 @@ impl<'a> Spawn<'a> {
             .map_err(helper_err)?;
         Ok(SandboxedChild::served(
             served,
+            pipe::Receiver::from_file(status_read).map_err(helper_err)?,
             stdin,
             pipe::Receiver::from_file(out_read).map_err(helper_err)?,
             pipe::Receiver::from_file(err_read).map_err(helper_err)?,

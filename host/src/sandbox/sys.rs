@@ -163,6 +163,44 @@ pub fn close_from(first: libc::c_int) {
     }
 }
 
+/// Closes every descriptor but those in `keep` (an init process waiting for its
+/// request holds nothing else of the server's).
+pub fn close_except(keep: &[RawFd]) {
+    let mut keep: Vec<libc::c_uint> = keep
+        .iter()
+        .filter_map(|&fd| libc::c_uint::try_from(fd).ok())
+        .collect();
+    keep.sort_unstable();
+    keep.dedup();
+    let mut first: libc::c_uint = 0;
+    for fd in keep {
+        if fd > first {
+            // SAFETY: close_range only closes descriptors.
+            unsafe { libc::close_range(first, fd - 1, 0) };
+        }
+        first = fd + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::close_range(first, libc::c_uint::MAX, 0) };
+}
+
+/// A connected pair of `SOCK_SEQPACKET` Unix sockets (close-on-exec).
+pub fn seqpacket_pair() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: both descriptors were just created and are owned by nothing else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
 /// `mount(2)` with optional source, type and data.
 pub fn mount(
     source: Option<&Path>,

@@ -668,6 +668,83 @@ impl Direct {
     }
 }
 
+/// The server starts commands from init processes it cloned ahead of need; each
+/// still gets namespaces of its own, none left from an earlier command: its shell is
+/// pid 2 (after its init), its loopback has carried nothing yet and is up, and it sees
+/// no System V segment although every command before it left one; its ids are mapped
+/// to themselves. (Namespace inode numbers are recycled once a namespace is gone, so
+/// only the host's, which live on, are compared.)
+#[tokio::test]
+async fn every_command_gets_fresh_namespaces_even_when_started_ahead() {
+    if sbx::disabled() {
+        crate::support::peers::cannot_run(
+            "the namespace test",
+            "CREWBOX_TEST_SANDBOX=off: commands run without namespaces",
+        );
+        return;
+    }
+    let d = direct(SandboxConfig::default());
+    let show = "echo pid=$$; for n in net mnt pid user ipc; do readlink /proc/self/ns/$n; done; \
+                echo uid=$(id -u); echo lo=$(awk '$1 == \"lo:\" { print $2 }' /proc/net/dev); \
+                echo shm=$(ipcs -m | grep -c '^0x'); ipcmk -M 4096 > /dev/null; \
+                perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(Listen => 1, \
+                LocalAddr => \"127.0.0.1:0\") or die \"bind: $!\"; IO::Socket::INET->new(\
+                PeerAddr => \"127.0.0.1:\" . $s->sockport) or die \"connect: $!\"; \
+                print \"loopback up\\n\"'";
+    let host: Vec<String> = ["net", "mnt", "pid", "user", "ipc"]
+        .iter()
+        .map(|n| {
+            std::fs::read_link(format!("/proc/self/ns/{n}"))
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let uid = std::process::Command::new("id").arg("-u").output().unwrap();
+    let uid = String::from_utf8_lossy(&uid.stdout).trim().to_owned();
+    for round in 0..4 {
+        // A pause lets the server clone the next init process ahead of the command.
+        tokio::time::sleep(Duration::from_millis(if round % 2 == 0 { 200 } else { 0 })).await;
+        let out = d.run(show, 30).await;
+        let value = |key: &str| {
+            out.lines()
+                .find_map(|l| l.trim().strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("round {round}: no {key}: {out}"))
+                .to_owned()
+        };
+        assert_eq!(
+            value("pid"),
+            "2",
+            "round {round}: a fresh pid namespace: {out}"
+        );
+        assert_eq!(
+            value("lo"),
+            "0",
+            "round {round}: a fresh network namespace: {out}"
+        );
+        assert_eq!(
+            value("shm"),
+            "0",
+            "round {round}: a fresh IPC namespace: {out}"
+        );
+        assert_eq!(
+            value("uid"),
+            uid,
+            "round {round}: ids mapped to themselves: {out}"
+        );
+        assert!(out.contains("loopback up"), "round {round}: {out}");
+        let ns: Vec<&str> = out.lines().filter(|l| l.contains(":[")).collect();
+        assert_eq!(ns.len(), 5, "round {round}: {out}");
+        for (ns, host) in ns.iter().zip(&host) {
+            assert_ne!(
+                ns.trim(),
+                host,
+                "round {round}: a namespace of the host: {out}"
+            );
+        }
+    }
+}
+
 fn limited(max_processes: u32) -> SandboxConfig {
     let mut config = SandboxConfig::default();
     config.limits.max_processes = max_processes;
