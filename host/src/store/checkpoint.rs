@@ -4,8 +4,18 @@
 //! the writer only nudges after its commits; this thread copies what it can without
 //! blocking anyone (`PASSIVE`: never waits for the writer or for readers), on its own
 //! connection. Other processes sharing the store keep SQLite's automatic checkpoints.
+//!
+//! A checkpoint running beside a busy writer never copies the frames committed while it
+//! ran, and SQLite restarts the WAL from its start only once every frame was copied: so
+//! under a steady stream of writes the WAL would grow for as long as the stream lasts
+//! (each new block of it zeroed by the filesystem first, a fifth of the `agents`
+//! bench's time). So after each checkpoint the writer copies the short tail committed
+//! meanwhile itself, between two transactions ([`Nudge::catch_up`]), and its next
+//! transaction writes the WAL from the start again.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +32,8 @@ const NUDGE_EVERY: Duration = Duration::from_millis(100);
 /// The writer's side: tells the checkpointer when enough was committed.
 pub(super) struct Nudge {
     tx: mpsc::SyncSender<()>,
+    /// Set by the checkpointer after each run: frames committed during it are uncopied.
+    behind: Arc<AtomicBool>,
     /// Writes committed since the last nudge (a frame or more each).
     since: u64,
     last: Instant,
@@ -40,6 +52,19 @@ impl Nudge {
         self.last = Instant::now();
         let _ = self.tx.try_send(());
     }
+
+    /// Between two transactions of the writer (`conn`): after a checkpoint ran, copies
+    /// the frames committed meanwhile (only those: the rest are copied already), so the
+    /// next transaction restarts the WAL. Nothing else writes meanwhile, so it completes
+    /// unless a reader still holds an older snapshot (then a later one does).
+    pub(super) fn catch_up(&mut self, conn: &Connection) {
+        if !self.behind.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::warn!(error = %e, "wal checkpoint failed; the next one retries");
+        }
+    }
 }
 
 /// Starts the checkpointer of the database at `path` on its own connection, and turns
@@ -54,9 +79,11 @@ pub(super) fn start(path: &Path, writer: &Connection) -> Option<Nudge> {
         }
     };
     let (tx, rx) = mpsc::sync_channel::<()>(1);
+    let behind = Arc::new(AtomicBool::new(false));
+    let flag = behind.clone();
     let started = std::thread::Builder::new()
         .name("crewbox-store-checkpoint".into())
-        .spawn(move || run(conn, rx));
+        .spawn(move || run(conn, rx, &flag));
     if let Err(e) = started {
         tracing::warn!(error = %e, "no checkpoint thread: the writer checkpoints");
         return None;
@@ -66,13 +93,14 @@ pub(super) fn start(path: &Path, writer: &Connection) -> Option<Nudge> {
     }
     Some(Nudge {
         tx,
+        behind,
         since: 0,
         last: Instant::now(),
     })
 }
 
 /// Checkpoints after each nudge until the writer is gone.
-fn run(conn: Connection, nudges: mpsc::Receiver<()>) {
+fn run(conn: Connection, nudges: mpsc::Receiver<()>, behind: &AtomicBool) {
     while nudges.recv().is_ok() {
         let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
             Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
@@ -80,6 +108,9 @@ fn run(conn: Connection, nudges: mpsc::Receiver<()>) {
         match done {
             Ok((frames, copied)) => {
                 tracing::trace!(frames, copied, "wal checkpoint");
+                // What the writer committed while this ran is not in `frames`: always
+                // behind by that much.
+                behind.store(true, Ordering::Relaxed);
             }
             Err(e) => tracing::warn!(error = %e, "wal checkpoint failed; the next one retries"),
         }

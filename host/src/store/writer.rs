@@ -183,6 +183,10 @@ fn run(
                 let _ = ack.send(result.map(|_| ()));
             }
         }
+        // After the acks: whoever waited on this group goes on meanwhile.
+        if let Some(nudge) = &mut checkpoints {
+            nudge.catch_up(&conn);
+        }
     }
 }
 

@@ -272,3 +272,37 @@ async fn a_steps_conversation_is_stored_with_its_result_and_masked() {
     assert!(!stored[0].1.contains(&secret), "{}", stored[0].1);
     assert!(stored[0].1.contains(redact::MASK), "{}", stored[0].1);
 }
+
+/// Under a steady stream of writes the WAL is written from its start again and again:
+/// the checkpoint beside the writer leaves the frames committed during its run behind,
+/// and the writer copies that tail so SQLite can restart the log. Without that, the WAL
+/// grows for as long as the stream lasts (here to 121 MB in 4 s; with the catch-up, 3 MB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wal_stays_small_under_a_steady_stream_of_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let run = run_record();
+    store.insert_run(&run).await.unwrap();
+    let wal = dir
+        .path()
+        .join(format!("{}-wal", crewbox::unstable::store::DB_FILE));
+    let started = std::time::Instant::now();
+    let (mut written, mut largest) = (0usize, 0u64);
+    // Bursts of queued agents with a little work between them, as an engine's batches.
+    while started.elapsed() < std::time::Duration::from_secs(4) {
+        let mut last = None;
+        for _ in 0..200 {
+            let mut agent = agent_record(&run.id);
+            agent.task = "x".repeat(400);
+            last = Some(store.queue_agent(agent).unwrap());
+            written += 1;
+        }
+        last.unwrap().committed().await.unwrap();
+        largest = largest.max(std::fs::metadata(&wal).map_or(0, |m| m.len()));
+    }
+    assert!(written > 10_000, "only {written} agents were written");
+    assert!(
+        largest < 16 << 20,
+        "the WAL grew to {largest} bytes over {written} agents"
+    );
+}
