@@ -63,6 +63,9 @@ pub struct SpawnOptions {
     /// Runs in the slot of the agent that spawned it (a `spawn_agent` child: its parent
     /// is blocked waiting for it, so taking a slot of its own could deadlock).
     pub in_parent_slot: bool,
+    /// Its creation time (ms) when the caller made it earlier than this spawn (an
+    /// engine's job); now otherwise.
+    pub created_at: Option<i64>,
 }
 
 /// Runs a child that `spawn_agent` started through the engine's spawn path (its spawn
@@ -233,7 +236,7 @@ impl Manager {
             stats: AgentStats::default(),
             result: None,
             error: None,
-            created_at: now_ms(),
+            created_at: opts.created_at.unwrap_or_else(now_ms),
             started_at: None,
             finished_at: None,
         })

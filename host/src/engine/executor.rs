@@ -112,6 +112,9 @@ pub(crate) struct Job {
     /// A [`Placement::Held`] worktree is checkpointed to this ref as the agent ends,
     /// before its end is stored (a crew executor's), so a resume finds its state.
     pub checkpoint: Option<String>,
+    /// When the mode made it (ms): its stored creation time, so agents a mode makes in
+    /// order keep that order however their executions are scheduled.
+    pub created_at: i64,
 }
 
 impl Job {
@@ -125,6 +128,7 @@ impl Job {
             join: None,
             stop,
             checkpoint: None,
+            created_at: crate::store::now_ms(),
         }
     }
 }
@@ -197,6 +201,7 @@ impl Executor for LocalExecutor {
             join,
             stop,
             checkpoint,
+            created_at,
         } = job;
         if stop.is_stopped() {
             return Err(EngineError::Stopped(spec.run_id));
@@ -245,6 +250,7 @@ impl Executor for LocalExecutor {
             history,
             seal: Some(seal.clone() as Arc<dyn Seal>),
             in_parent_slot,
+            created_at: Some(created_at),
         };
         let outcome = self
             .services

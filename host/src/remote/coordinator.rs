@@ -190,6 +190,7 @@ impl NatsExecutor {
             history,
             join,
             stop,
+            created_at,
             ..
         } = job;
         let repo = self.services.repo();
@@ -212,7 +213,7 @@ impl NatsExecutor {
                 stats: AgentStats::default(),
                 result: None,
                 error: None,
-                created_at: crate::store::now_ms(),
+                created_at,
                 started_at: None,
                 finished_at: None,
             })
