@@ -2,8 +2,8 @@
 //! engine, run a request, read the report back from the store — with the scripted
 //! model, so the figures are crewbox's own cost per agent. Last line: one JSON object.
 //!
-//! Teams are as large as a team may be ([`MAX_MEMBERS`], the cap of issue 11 on every
-//! team source; issue 14 asked for 200 and 100, which no team file can hold any more).
+//! Teams are as large as a team may be ([`MAX_MEMBERS`], the cap on every team
+//! source: larger teams cannot be written in any team file).
 //!
 //! - `broadcast_per_agent_ms`: a `broadcast` run of the largest team, wall time divided
 //!   by its agents (median of the runs; target ≤ 0.25 ms).

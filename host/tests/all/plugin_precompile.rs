@@ -108,7 +108,7 @@ fn the_first_run_is_a_hit(dir: &Path, cache: &Path, wasm: &Path, criterion: &str
     );
 }
 
-/// Regression for issue 29 ("first plugin load"): a run right after `plugin check`
+/// Regression (the first load of a plugin): a run right after `plugin check`
 /// found the component compiled; `check` says so.
 #[test]
 fn plugin_check_compiles_into_the_cache_so_the_first_run_is_a_hit() {
@@ -133,7 +133,7 @@ fn plugin_check_compiles_into_the_cache_so_the_first_run_is_a_hit() {
     the_first_run_is_a_hit(dir.path(), cache.path(), &wasm, "non-empty");
 }
 
-/// Regression for issue 29 ("first plugin load"): `plugin build` only built the
+/// Regression (the first load of a plugin): `plugin build` only built the
 /// `.wasm`, so the first run compiled it (16–20 s for a componentize-py validator).
 /// Built here with the JavaScript template (jco, the quickest toolchain).
 #[test]

@@ -1,4 +1,4 @@
-//! Replaying recorded runs (issue 28 §3) through the real binary: a crew run with the
+//! Replaying recorded runs through the real binary: a crew run with the
 //! scripted model is recorded; `crewbox replay RUN` re-runs it in a scratch state with
 //! every model call answered from the recording and reproduces it (same report but
 //! ids and times, same trees), leaving the repository's branches as they were; its

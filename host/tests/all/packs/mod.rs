@@ -1,4 +1,4 @@
-//! Role packs (issue 17) through the real binary: Squad's `.squad/` and `.ai-team/`,
+//! Role packs through the real binary: Squad's `.squad/` and `.ai-team/`,
 //! Claude Code subagents in `.claude/agents/` and `~/.claude/agents/`, the access
 //! ceiling, write-back, and imported teams running with the scripted model.
 //!

@@ -1,4 +1,4 @@
-//! Hostile repositories against the real binary (issue 11). Each repository in the
+//! Hostile repositories against the real binary. Each repository in the
 //! submodules tries one attack; each test runs it untrusted, then trusted
 //! (`crewbox trust`).
 //!
