@@ -227,6 +227,43 @@ impl Positions {
     }
 }
 
+/// The groups (or swarms) of a batch as [`partition`]'s first pass finds them: each
+/// one's first member (whose id names it) and how many members it has.
+struct Found {
+    at: Positions,
+    first: Vec<usize>,
+    len: Vec<usize>,
+}
+
+impl Found {
+    fn new() -> Self {
+        Self {
+            at: Positions::new(),
+            first: Vec::new(),
+            len: Vec::new(),
+        }
+    }
+
+    /// Counts spawn `i` as a member of `id` (`id_of` reads the id a spawn joins);
+    /// returns the index of `id` in order of first appearance.
+    fn count<'a, K: Hash + Eq + ?Sized + 'a>(
+        &mut self,
+        i: usize,
+        id: &K,
+        id_of: impl Fn(usize) -> &'a K,
+    ) -> usize {
+        let first = &self.first;
+        let found = self.at.find_or_insert(id, first.len(), |f| id_of(first[f]));
+        let at = found.unwrap_or_else(|| {
+            self.first.push(i);
+            self.len.push(0);
+            self.first.len() - 1
+        });
+        self.len[at] += 1;
+        at
+    }
+}
+
 /// Splits spawns by join mode: a group needs ≥ 2 members (a lone member becomes
 /// individual), a swarm needs ≥ 1. Spawns must already be free of duplicate agents.
 ///
@@ -241,10 +278,7 @@ pub fn partition<P>(spawns: Vec<Spawn<P>>) -> Batch<P> {
         Group(usize),
         Swarm(usize),
     }
-    let (mut group_at, mut swarm_at) = (Positions::new(), Positions::new());
-    // First members (whose ids name the groups and swarms) and member counts.
-    let (mut group_first, mut group_len) = (Vec::<usize>::new(), Vec::<usize>::new());
-    let (mut swarm_first, mut swarm_len) = (Vec::<usize>::new(), Vec::<usize>::new());
+    let (mut found_groups, mut found_swarms) = (Found::new(), Found::new());
     let mut alone = 0;
     let to: Vec<To> = spawns
         .iter()
@@ -255,37 +289,29 @@ pub fn partition<P>(spawns: Vec<Spawn<P>>) -> Batch<P> {
                 To::Alone
             }
             JoinMode::Group(id) => {
-                let at = group_at.find_or_insert(id, group_first.len(), |g| {
-                    match &spawns[group_first[g]].join {
-                        JoinMode::Group(first) => first,
-                        _ => id,
-                    }
-                });
-                let at = at.unwrap_or_else(|| {
-                    group_first.push(i);
-                    group_len.push(0);
-                    group_first.len() - 1
-                });
-                group_len[at] += 1;
-                To::Group(at)
+                To::Group(found_groups.count(i, id, |f| match &spawns[f].join {
+                    JoinMode::Group(first) => first,
+                    _ => id,
+                }))
             }
             JoinMode::Swarm(id) => {
-                let at = swarm_at.find_or_insert(id, swarm_first.len(), |w| {
-                    match &spawns[swarm_first[w]].join {
-                        JoinMode::Swarm(first) => first,
-                        _ => id,
-                    }
-                });
-                let at = at.unwrap_or_else(|| {
-                    swarm_first.push(i);
-                    swarm_len.push(0);
-                    swarm_first.len() - 1
-                });
-                swarm_len[at] += 1;
-                To::Swarm(at)
+                To::Swarm(found_swarms.count(i, id, |f| match &spawns[f].join {
+                    JoinMode::Swarm(first) => first,
+                    _ => id,
+                }))
             }
         })
         .collect();
+    let Found {
+        first: group_first,
+        len: group_len,
+        ..
+    } = found_groups;
+    let Found {
+        first: swarm_first,
+        len: swarm_len,
+        ..
+    } = found_swarms;
     // A lone member of a group goes out alone, after the individuals, in group order.
     let lone = group_len.iter().filter(|n| **n < 2).count();
     let mut groups: Vec<GroupBatch<P>> = Vec::with_capacity(group_len.len() - lone);

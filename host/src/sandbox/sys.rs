@@ -147,24 +147,12 @@ pub fn clone_into(flags: libc::c_int) -> io::Result<Forked> {
 
 /// Closes every descriptor from `first` up (nothing of the host's may reach the command).
 pub fn close_from(first: libc::c_int) {
-    // SAFETY: close_range only closes descriptors; ENOSYS (before Linux 5.9) falls back.
-    if unsafe { libc::close_range(first as libc::c_uint, libc::c_uint::MAX, 0) } == 0 {
-        return;
-    }
-    if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
-        let fds: Vec<libc::c_int> = dir
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .filter(|&fd| fd >= first)
-            .collect();
-        for fd in fds {
-            // SAFETY: closing a descriptor number; the read_dir one is already gone.
-            unsafe { libc::close(fd) };
-        }
-    }
+    close_except(&(0..first).collect::<Vec<_>>());
 }
 
 /// Closes every descriptor but those in `keep` (an init process waiting for its
-/// request holds nothing else of the server's).
+/// request holds nothing else of the server's). `close_range`, or where the kernel
+/// lacks it (before Linux 5.9) one `close` per descriptor `/proc/self/fd` lists.
 pub fn close_except(keep: &[RawFd]) {
     let mut keep: Vec<libc::c_uint> = keep
         .iter()
@@ -172,16 +160,33 @@ pub fn close_except(keep: &[RawFd]) {
         .collect();
     keep.sort_unstable();
     keep.dedup();
+    // The ranges between the kept descriptors, the last one open-ended.
+    let mut ranges = Vec::with_capacity(keep.len() + 1);
     let mut first: libc::c_uint = 0;
-    for fd in keep {
+    for &fd in &keep {
         if fd > first {
-            // SAFETY: close_range only closes descriptors.
-            unsafe { libc::close_range(first, fd - 1, 0) };
+            ranges.push((first, fd - 1));
         }
         first = fd + 1;
     }
-    // SAFETY: as above.
-    unsafe { libc::close_range(first, libc::c_uint::MAX, 0) };
+    ranges.push((first, libc::c_uint::MAX));
+    // SAFETY: close_range only closes descriptors.
+    if ranges
+        .iter()
+        .all(|&(from, to)| unsafe { libc::close_range(from, to, 0) } == 0)
+    {
+        return;
+    }
+    if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
+        let fds: Vec<libc::c_uint> = dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|fd| keep.binary_search(fd).is_err())
+            .collect();
+        for fd in fds {
+            // SAFETY: closing a descriptor number; the read_dir one is already gone.
+            unsafe { libc::close(fd as libc::c_int) };
+        }
+    }
 }
 
 /// A connected pair of `SOCK_SEQPACKET` Unix sockets (close-on-exec).

@@ -14,6 +14,19 @@ pub fn disabled() -> bool {
     std::env::var("CREWBOX_TEST_SANDBOX").is_ok_and(|v| v == "off")
 }
 
+/// For a test that needs the sandbox itself: true (after saying so, or failing under
+/// `scripts/test`, see [`crate::support::peers::cannot_run`]) when it is turned off.
+pub fn unavailable_for(what: &str) -> bool {
+    if !disabled() {
+        return false;
+    }
+    crate::support::peers::cannot_run(
+        what,
+        "CREWBOX_TEST_SANDBOX=off: commands run without the sandbox",
+    );
+    true
+}
+
 /// The helper binary.
 pub fn helper() -> Helper {
     Helper::Path(PathBuf::from(env!("CARGO_BIN_EXE_crewbox")))
