@@ -23,7 +23,8 @@ use tokio::sync::oneshot;
 
 use super::streams::{self, result_subject, task_subject};
 use super::task::{
-    Forwarded, Task, TaskPlacement, TaskResult, ValidatorRef, WIRE_VERSION, base_ref, is_token,
+    Forwarded, ForwardedEvent, Task, TaskPlacement, TaskResult, ValidatorRef, WIRE_VERSION,
+    base_ref, is_token,
 };
 use super::{RemoteError, git};
 use crate::agent::runner::AgentOutcome;
@@ -46,15 +47,15 @@ pub struct NatsExecutor {
     pool: String,
     remote: String,
     hubs: tokio::sync::Mutex<HashMap<RunId, Arc<RunHub>>>,
-    /// Base refs pushed (or being pushed), per run and commit.
-    pushed: Mutex<HashMap<(RunId, String), PushOnce>>,
+    /// Base refs pushed (or being pushed), per commit.
+    pushed: Mutex<HashMap<String, PushOnce>>,
     url: tokio::sync::Mutex<Option<String>>,
     /// Commit ids already resolved here (a commit id names the same commit for good, so
     /// agents of one batch on one base pay one `git rev-parse`, not one each).
     commits: Mutex<HashSet<String>>,
 }
 
-/// One push of a run's base ref, which every agent at that base waits for.
+/// One push of a base ref, which every agent at that base waits for.
 type PushOnce = Arc<tokio::sync::OnceCell<()>>;
 
 /// Agents published to workers through NATS JetStream: the executor of
@@ -159,20 +160,28 @@ impl NatsExecutor {
         Ok(u)
     }
 
-    /// Pushes `commit` to the remote under the run's base ref (once per run and commit).
-    /// Agents of one batch share a base and wait for its one push (concurrent pushes of
-    /// one ref fail on git's ref lock); pushes of other runs' refs go at the same time.
-    async fn push_base(&self, run: &RunId, commit: &str) -> Result<String, RemoteError> {
-        let refname = base_ref(run.as_str(), commit);
+    /// Pushes `commit` to the remote under its base ref, once per commit in this process
+    /// (whatever runs start there). Agents at one base wait for its one push: concurrent
+    /// pushes of one ref fail on git's ref lock. A push that lost that race to another
+    /// coordinator of the same remote is tried once more, and finds the ref there.
+    async fn push_base(&self, commit: &str) -> Result<String, RemoteError> {
+        let refname = base_ref(commit);
         let once = self
             .pushed
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .entry((run.clone(), commit.to_owned()))
+            .entry(commit.to_owned())
             .or_default()
             .clone();
-        once.get_or_try_init(|| {
-            git::push_commit(self.services.repo(), &self.remote, commit, &refname)
+        once.get_or_try_init(|| async {
+            let repo = self.services.repo();
+            match git::push_commit(repo, &self.remote, commit, &refname).await {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    tracing::debug!(error = %e, "pushing a base ref failed; trying once more");
+                    git::push_commit(repo, &self.remote, commit, &refname).await
+                }
+            }
         })
         .await?;
         Ok(refname)
@@ -196,7 +205,7 @@ impl NatsExecutor {
         let repo = self.services.repo();
         let base = self.resolve(base.as_deref().unwrap_or("HEAD")).await?;
         let url = self.remote_url().await?;
-        let base_ref = self.push_base(&spec.run_id, &base).await?;
+        let base_ref = self.push_base(&base).await?;
         let store = self.services.store();
         store
             .insert_agent(&AgentRecord {
@@ -546,7 +555,7 @@ impl RunHub {
 
     /// Records a result for the agent waiting for its task and hands it on; a duplicate
     /// changes nothing in the store.
-    async fn take_result(&self, result: TaskResult) -> Result<(), Refusal> {
+    async fn take_result(&self, mut result: TaskResult) -> Result<(), Refusal> {
         let waiter = {
             let state = self.state();
             match state.waiting.get(&result.key) {
@@ -578,7 +587,13 @@ impl RunHub {
                 result.key, c.id
             )));
         }
+        // Its last events first: they commit with (or before) the result.
+        let events = std::mem::take(&mut result.events);
+        let (events, _) = self.queue_events(&result.key, &result.exec, events).await?;
         record(&self.store, &self.run, &waiter, &result).await?;
+        for pending in events {
+            pending.committed().await?;
+        }
         tracing::debug!(task = %result.key, worker = %result.worker, "result taken");
         let mut state = self.state();
         state.answered.insert(result.key.clone());
@@ -588,38 +603,91 @@ impl RunHub {
         Ok(())
     }
 
-    async fn take_event(&self, e: Forwarded) -> Result<(), Refusal> {
+    /// Stores the events a worker sent for task `key` (its execution `exec`), each once.
+    /// An event that is not the task's to send is skipped and named in the log; a
+    /// message none of whose events is stored is refused.
+    async fn take_events(
+        &self,
+        key: &str,
+        exec: &str,
+        events: Vec<ForwardedEvent>,
+    ) -> Result<(), Refusal> {
+        {
+            let state = self.state();
+            if !state.waiting.contains_key(key) && !state.answered.contains(key) {
+                return Err(Refusal::Unclaimed(format!(
+                    "no task {} of run {} is in flight here",
+                    crate::text::escape(key),
+                    self.run
+                )));
+            }
+        }
+        let (stored, refused) = self.queue_events(key, exec, events).await?;
+        let any = !stored.is_empty();
+        for pending in stored {
+            pending.committed().await?;
+        }
+        match refused {
+            Some(why) if !any => Err(Refusal::Refused(why)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Queues the events of task `key` that are its to send (see [`RunHub`]); the
+    /// others are skipped, the last reason returned.
+    async fn queue_events(
+        &self,
+        key: &str,
+        exec: &str,
+        events: Vec<ForwardedEvent>,
+    ) -> Result<(Vec<crate::store::Pending>, Option<String>), Refusal> {
+        let mut stored = Vec::with_capacity(events.len());
+        let mut refused = None;
+        for e in events {
+            let seq = e.seq;
+            match self.admit(key, e).await? {
+                Ok((agent, at, event)) => stored.push(self.store.queue_remote_event(
+                    &self.run,
+                    Some(&agent),
+                    at,
+                    format!("{exec}/{seq}"),
+                    event,
+                )?),
+                Err(why) => {
+                    tracing::warn!(task = %crate::text::escape(key), %why, "a worker's event refused");
+                    refused = Some(why);
+                }
+            }
+        }
+        Ok((stored, refused))
+    }
+
+    /// Whether event `e` of task `key` may be stored: about an agent, and that agent the
+    /// task's (or the predecessor a resumed step replaced), or one its worker started
+    /// (stored here only once the result lists it): never an agent of another run, nor
+    /// one waiting for another task of this run.
+    async fn admit(
+        &self,
+        key: &str,
+        e: ForwardedEvent,
+    ) -> Result<Result<(AgentId, i64, Event), String>, Refusal> {
         let kind = crate::text::escape(&e.kind).into_owned();
+        let task = crate::text::escape(key);
         let event = Event::from_parts(e.kind, e.data);
         if !event.is_about_an_agent() {
-            return Err(Refusal::Refused(format!(
-                "event `{kind}` of task {} is not about an agent; workers forward only agents' events",
-                e.key
+            return Ok(Err(format!(
+                "event `{kind}` of task {task} is not about an agent; workers forward only agents' events"
             )));
         }
         let Some(named) = e.agent_id else {
-            return Err(Refusal::Refused(format!(
-                "event of task {} names no agent",
-                e.key
-            )));
+            return Ok(Err(format!("event of task {task} names no agent")));
         };
         let agent = AgentId::from_string(named);
-        let waiting_elsewhere = {
-            let state = self.state();
-            if !state.waiting.contains_key(&e.key) && !state.answered.contains(&e.key) {
-                return Err(Refusal::Unclaimed(format!(
-                    "no task {} of run {} is in flight here",
-                    e.key, self.run
-                )));
-            }
-            state
-                .waiting
-                .iter()
-                .any(|(k, (a, _))| *a == agent && *k != e.key)
-        };
-        // The task's agent (or the predecessor a resumed step replaced), or one its
-        // worker started (stored here only once the result lists it): never an agent of
-        // another run, nor one waiting for another task of this run.
+        let waiting_elsewhere = self
+            .state()
+            .waiting
+            .iter()
+            .any(|(k, (a, _))| *a == agent && k != key);
         let cached = self.state().checked.get(&agent).copied();
         let of_this_run = match cached {
             Some(ok) => ok,
@@ -637,24 +705,12 @@ impl RunHub {
                 ok
             }
         };
-        let allowed = of_this_run && !waiting_elsewhere;
-        if !allowed {
-            return Err(Refusal::Refused(format!(
-                "event `{kind}` of task {} is about agent {agent}, which is not this task's",
-                e.key
+        if !of_this_run || waiting_elsewhere {
+            return Ok(Err(format!(
+                "event `{kind}` of task {task} is about agent {agent}, which is not this task's"
             )));
         }
-        self.store
-            .append_remote_event(
-                &self.run,
-                Some(&agent),
-                e.at,
-                format!("{}/{}", e.exec, e.seq),
-                event,
-            )
-            .await?;
-        tracing::debug!(task = %e.key, %kind, "event taken");
-        Ok(())
+        Ok(Ok((agent, e.at, event)))
     }
 }
 
@@ -723,7 +779,7 @@ async fn take(hub: &RunHub, subject: &str, payload: &[u8]) -> Result<(), Refusal
             if e.key != key {
                 return Err(named("event", &e.key));
             }
-            hub.take_event(e).await
+            hub.take_events(key, &e.exec, e.events).await
         }
         other => Err(Refusal::Refused(format!(
             "unknown message kind `{}`",

@@ -1,5 +1,6 @@
 //! The wire contract between a coordinator and its workers: a [`Task`] (an agent to
-//! run), [`Forwarded`] events and a [`TaskResult`]. Versioned ([`WIRE_VERSION`]), bounded
+//! run), batches of [`Forwarded`] events and a [`TaskResult`] (which carries the
+//! agent's last events). Versioned ([`WIRE_VERSION`]), bounded
 //! in size and shape, and free of secrets: a task names a provider by name and a model,
 //! never a key, a URL of a model server or a command — the worker's own user config
 //! decides what those names mean. Anything that does not read as the current version
@@ -15,14 +16,18 @@ use crate::store::AgentRecord;
 use crate::vocab::{AgentState, AgentStats, Exceeded, FailReason};
 use crate::worktree::BranchArtifact;
 
-/// The version of every message this build sends and the only one it reads.
-pub const WIRE_VERSION: u32 = 1;
+/// The version of every message this build sends and the only one it reads. Version 2:
+/// events travel in batches (and the last ones with the result), a base commit's ref on
+/// the remote is per commit, not per run.
+pub const WIRE_VERSION: u32 = 2;
 /// Largest task message (its conversation history included).
 pub const MAX_TASK_BYTES: usize = 768 * 1024;
 /// Largest result message.
 pub const MAX_RESULT_BYTES: usize = 900 * 1024;
-/// Largest forwarded event.
+/// Largest message of forwarded events.
 pub const MAX_EVENT_BYTES: usize = 256 * 1024;
+/// Most bytes of events a result carries (more go ahead of it as event messages).
+pub const MAX_RESULT_EVENT_BYTES: usize = 64 * 1024;
 /// Most validators a task names.
 const MAX_VALIDATORS: usize = 16;
 /// Most sub-agents a result reports.
@@ -149,14 +154,9 @@ pub struct Task {
 /// An event of a task's agent (or its sub-agents), as the worker stored it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Forwarded {
-    /// [`WIRE_VERSION`].
-    pub v: u32,
-    /// The task.
-    pub key: String,
-    /// One execution of the task (a redelivered task is a new execution).
-    pub exec: String,
-    /// The event's number within the execution.
+pub struct ForwardedEvent {
+    /// The event's number within the execution (unique per execution: the coordinator
+    /// stores each once).
     pub seq: u64,
     /// The agent it is about.
     pub agent_id: Option<String>,
@@ -166,6 +166,20 @@ pub struct Forwarded {
     pub kind: String,
     /// Its data.
     pub data: serde_json::Value,
+}
+
+/// Events of one execution of a task, in the order the worker stored them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Forwarded {
+    /// [`WIRE_VERSION`].
+    pub v: u32,
+    /// The task.
+    pub key: String,
+    /// One execution of the task (a redelivered task is a new execution).
+    pub exec: String,
+    /// The events (at least one).
+    pub events: Vec<ForwardedEvent>,
 }
 
 /// How a task ended.
@@ -208,6 +222,9 @@ pub struct TaskResult {
     pub rounds: Vec<RoundResult>,
     /// Sub-agents it spawned.
     pub children: Vec<AgentRecord>,
+    /// The execution's events not sent ahead of the result, in order: recorded before
+    /// the result is.
+    pub events: Vec<ForwardedEvent>,
 }
 
 /// Reads a message of type `T` within `max` bytes and checks its version.
@@ -335,7 +352,7 @@ impl Versioned for Task {
             short(TASK, "model", m)?;
         }
         hex_commit(TASK, "base", &self.base)?;
-        let want = base_ref(&self.run_id, &self.base);
+        let want = base_ref(&self.base);
         if self.base_ref != want {
             return Err(WireError::Field {
                 what: TASK,
@@ -400,15 +417,27 @@ impl Versioned for Task {
     }
 }
 
+impl ForwardedEvent {
+    fn check(&self, what: &'static str) -> Result<(), WireError> {
+        if let Some(a) = &self.agent_id {
+            token(what, "events.agent_id", a)?;
+        }
+        short(what, "events.kind", &self.kind)
+    }
+}
+
 impl Versioned for Forwarded {
     fn check(&self) -> Result<(), WireError> {
         token(EVENT, "key", &self.key)?;
         token(EVENT, "exec", &self.exec)?;
-        if let Some(a) = &self.agent_id {
-            token(EVENT, "agent_id", a)?;
+        if self.events.is_empty() {
+            return Err(WireError::Field {
+                what: EVENT,
+                field: "events",
+                problem: "is empty".into(),
+            });
         }
-        short(EVENT, "kind", &self.kind)?;
-        Ok(())
+        self.events.iter().try_for_each(|e| e.check(EVENT))
     }
 }
 
@@ -468,13 +497,14 @@ impl Versioned for TaskResult {
                 hex_commit(RESULT, "branch.commits", c)?;
             }
         }
-        Ok(())
+        self.events.iter().try_for_each(|e| e.check(RESULT))
     }
 }
 
-/// The ref on the remote holding a run's base commit.
-pub fn base_ref(run_id: &str, commit: &str) -> String {
-    format!("refs/crewbox/base/{run_id}/{commit}")
+/// The ref on the remote holding a base commit (one per commit, whichever runs start
+/// there: pushed once, fetched once per worker).
+pub fn base_ref(commit: &str) -> String {
+    format!("refs/crewbox/base/{commit}")
 }
 
 impl Task {
@@ -490,14 +520,21 @@ impl Task {
 }
 
 impl Forwarded {
-    /// Reads an event message.
+    /// Reads a message of events.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, WireError> {
         read(EVENT, bytes, MAX_EVENT_BYTES)
     }
 
-    /// The event as a message (None when it is over the bound: it is not forwarded).
+    /// The events as a message (an error when they are over the bound).
     pub fn to_bytes(&self) -> Result<Vec<u8>, WireError> {
         write(EVENT, self, MAX_EVENT_BYTES)
+    }
+}
+
+impl ForwardedEvent {
+    /// The bytes this event adds to a message that carries it.
+    pub fn wire_len(&self) -> usize {
+        serde_json::to_vec(self).map_or(usize::MAX, |b| b.len() + 1)
     }
 }
 
@@ -553,7 +590,7 @@ mod tests {
             network: false,
             remote: "/srv/repo.git".into(),
             base: "0123456789012345678901234567890123456789".into(),
-            base_ref: base_ref("r-1", "0123456789012345678901234567890123456789"),
+            base_ref: base_ref("0123456789012345678901234567890123456789"),
             placement: TaskPlacement::Worktree,
             validators: Vec::new(),
             max_fix_rounds: 0,
@@ -574,7 +611,7 @@ mod tests {
     fn hostile_tasks_are_refused_naming_what_is_wrong() {
         let err = |bytes: &[u8]| Task::from_bytes(bytes).unwrap_err().to_string();
         assert!(err(b"not json").contains("task does not read"));
-        assert!(err(br#"{"v": 2}"#).contains("wire version 2"));
+        assert!(err(br#"{"v": 1}"#).contains("wire version 1"));
         assert!(err(br#"{"x": 1}"#).contains("`v` is missing"));
         let big = vec![b' '; MAX_TASK_BYTES + 1];
         assert!(err(&big).contains("over the"));
@@ -593,6 +630,42 @@ mod tests {
         let mut v = serde_json::to_value(task()).unwrap();
         v["api_key"] = "sk-x".into();
         assert!(err(&serde_json::to_vec(&v).unwrap()).contains("unknown field `api_key`"));
+    }
+
+    #[test]
+    fn messages_of_events_are_refused_empty_or_with_a_hostile_event() {
+        let event = |agent: &str, kind: &str| ForwardedEvent {
+            seq: 1,
+            agent_id: Some(agent.into()),
+            at: 1,
+            kind: kind.into(),
+            data: serde_json::json!({"state": "running"}),
+        };
+        let msg = |events| Forwarded {
+            v: WIRE_VERSION,
+            key: "k1".into(),
+            exec: "e1".into(),
+            events,
+        };
+        let ok = msg(vec![
+            event("a-1", "agent.state"),
+            event("a-2", "model.reply"),
+        ]);
+        let back = Forwarded::from_bytes(&ok.to_bytes().unwrap()).unwrap();
+        assert_eq!(back.events.len(), 2);
+        let err = |m: Forwarded| {
+            Forwarded::from_bytes(&serde_json::to_vec(&m).unwrap())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err(msg(Vec::new())).contains("`events` is empty"));
+        assert!(err(msg(vec![event("a.b", "agent.state")])).contains("`events.agent_id`"));
+        let e = err(msg(vec![event("a-1", "agent.state\u{1b}[2J")]));
+        assert!(e.contains("`events.kind`"), "{e}");
+        let mut v = serde_json::to_value(ok).unwrap();
+        v["events"][0]["secret"] = "x".into();
+        let e = Forwarded::from_bytes(&serde_json::to_vec(&v).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("unknown field `secret`"), "{e}");
     }
 
     #[test]
@@ -620,6 +693,7 @@ mod tests {
             validation: ValidationStatus::Skipped,
             rounds: Vec::new(),
             children: Vec::new(),
+            events: Vec::new(),
         };
         let bytes = serde_json::to_vec(&r).unwrap();
         let e = TaskResult::from_bytes(&bytes).unwrap_err().to_string();

@@ -25,7 +25,10 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::streams::{self, event_subject, result_subject};
-use super::task::{MAX_CHILDREN, Task, TaskPlacement, TaskResult, WIRE_VERSION, is_token};
+use super::task::{
+    Forwarded, ForwardedEvent, MAX_CHILDREN, MAX_EVENT_BYTES, MAX_RESULT_EVENT_BYTES, Task,
+    TaskPlacement, TaskResult, WIRE_VERSION, is_token,
+};
 use super::{RemoteError, WorkerError, git};
 use crate::agent::permissions::{CapSet, Permissions};
 use crate::agent::runner::AgentSpec;
@@ -112,6 +115,8 @@ struct Shared {
     runs: Mutex<std::collections::HashSet<String>>,
     /// Tasks running in this process (a redelivery of one is not run twice here).
     inflight: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The agents of those tasks.
+    running_agents: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The latest results this process produced, by task key, for a redelivery whose
     /// result could not be stored the first time (the agent is not run again).
     recent: std::sync::Mutex<std::collections::VecDeque<TaskResult>>,
@@ -190,6 +195,7 @@ pub async fn serve(
         fetched: Mutex::new(Default::default()),
         readers: Default::default(),
         inflight: std::sync::Mutex::new(Default::default()),
+        running_agents: std::sync::Mutex::new(Default::default()),
         recent: std::sync::Mutex::new(Default::default()),
         stats: std::sync::Mutex::new(WorkerStats::default()),
     });
@@ -311,12 +317,17 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
     } else {
         None
     };
+    // A first delivery has no result yet: a task is published again only when its
+    // result is not on the server. A redelivery may (a worker died between storing it
+    // and its ack).
+    let redelivered = msg.info().map_or(true, |i| i.delivered > 1);
     let results_at = result_subject(&task.run_id, &task.key);
-    if shared
-        .results
-        .get_last_raw_message_by_subject(&results_at)
-        .await
-        .is_ok()
+    if redelivered
+        && shared
+            .results
+            .get_last_raw_message_by_subject(&results_at)
+            .await
+            .is_ok()
     {
         // Its result is durable already (a worker died between that and its ack).
         bump(shared, |s| s.skipped += 1);
@@ -468,6 +479,7 @@ fn failure(task: &Task, exec: &str, worker: &str, why: String) -> TaskResult {
         validation: crate::event::ValidationStatus::Skipped,
         rounds: Vec::new(),
         children: Vec::new(),
+        events: Vec::new(),
     }
 }
 
@@ -575,6 +587,7 @@ async fn run_task(
     job.history = task.history.clone();
     job.join = task.join.clone();
     let agent = AgentId::from_string(task.agent_id.clone());
+    let _known = RunningAgent::new(shared, &task.agent_id);
     let forward = Forwarder::start(shared.clone(), task, exec, run.clone(), agent.clone()).await?;
     if let Some(path) = shared_view {
         // Where it works, as a checkout of its own would say.
@@ -591,7 +604,7 @@ async fn run_task(
     drop(view);
     let forwarded = forward.finish().await;
     let exec_result = executed?;
-    forwarded?;
+    let events = forwarded?;
     if let Some(b) = &exec_result.branch {
         let tip = b.commits.last().cloned().unwrap_or_else(|| b.base.clone());
         git::push_commit(
@@ -623,7 +636,25 @@ async fn run_task(
         validation: exec_result.validation,
         rounds: exec_result.rounds,
         children,
+        events,
     })
+}
+
+/// A task's agent, known to every forwarder of this worker while it runs (its events
+/// are no other task's).
+struct RunningAgent<'a>(&'a Shared, String);
+
+impl<'a> RunningAgent<'a> {
+    fn new(shared: &'a Shared, agent: &str) -> Self {
+        lock(&shared.running_agents).insert(agent.to_owned());
+        Self(shared, agent.to_owned())
+    }
+}
+
+impl Drop for RunningAgent<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.running_agents).remove(&self.1);
+    }
 }
 
 /// Records the task's run in the worker's own store (agents refer to it).
@@ -737,9 +768,92 @@ async fn validators(services: &Services, task: &Task) -> Result<Vec<ValidatorEnt
 /// Forwards the events the task's agent (and its sub-agents) store on this worker, as
 /// they are committed; the log is read back from the last forwarded sequence number, so
 /// a subscriber that lags loses nothing.
+/// How long a live event may wait on the worker for others to travel with: events go
+/// in one message per this span (or with the result, for an agent that ends sooner),
+/// not one message each.
+const FORWARD_EVERY: Duration = Duration::from_millis(200);
+
+/// Forwards the events of a task's agent (and of agents it starts) to the coordinator,
+/// in batches, while the agent runs; [`Forwarder::finish`] hands back the last ones,
+/// which go with the result.
 struct Forwarder {
     stop: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), RemoteError>>,
+    task: tokio::task::JoinHandle<Result<Vec<ForwardedEvent>, RemoteError>>,
+}
+
+/// A forwarder's batches on their way to the server.
+struct Outbox {
+    shared: Arc<Shared>,
+    subject: String,
+    key: String,
+    exec: String,
+    /// Read, not sent yet.
+    pending: Vec<ForwardedEvent>,
+    pending_bytes: usize,
+    /// Sent, their PubAcks not read yet.
+    acks: Vec<jetstream::context::PublishAckFuture>,
+}
+
+/// A message's bytes besides its events (version, key, execution).
+const ENVELOPE_BYTES: usize = 512;
+
+impl Outbox {
+    fn publish_error(&self, detail: String) -> RemoteError {
+        RemoteError::Publish {
+            subject: self.subject.clone(),
+            detail,
+        }
+    }
+
+    /// Adds `e`, sending what is pending first when `e` would not fit with it.
+    async fn push(&mut self, e: ForwardedEvent) -> Result<(), RemoteError> {
+        let len = e.wire_len();
+        if len > MAX_EVENT_BYTES - ENVELOPE_BYTES {
+            tracing::warn!(seq = e.seq, kind = %e.kind, "event over the size bound; not forwarded");
+            return Ok(());
+        }
+        if self.pending_bytes + len > MAX_EVENT_BYTES - ENVELOPE_BYTES {
+            self.send().await?;
+        }
+        self.pending_bytes += len;
+        self.pending.push(e);
+        Ok(())
+    }
+
+    /// Sends the pending events as one message (its id names the execution and its
+    /// first event: a resend is stored once).
+    async fn send(&mut self) -> Result<(), RemoteError> {
+        let Some(first) = self.pending.first().map(|e| e.seq) else {
+            return Ok(());
+        };
+        let msg = Forwarded {
+            v: WIRE_VERSION,
+            key: self.key.clone(),
+            exec: self.exec.clone(),
+            events: std::mem::take(&mut self.pending),
+        };
+        self.pending_bytes = 0;
+        let bytes = msg.to_bytes()?;
+        let publish = jetstream::message::PublishMessage::build()
+            .payload(bytes.into())
+            .message_id(format!("ev-{}-{first}", self.exec));
+        let ack = self
+            .shared
+            .js
+            .send_publish(self.subject.clone(), publish)
+            .await
+            .map_err(|e| self.publish_error(e.to_string()))?;
+        self.acks.push(ack);
+        Ok(())
+    }
+
+    /// Waits until every message sent is stored on the server.
+    async fn stored(&mut self) -> Result<(), RemoteError> {
+        for ack in std::mem::take(&mut self.acks) {
+            ack.await.map_err(|e| self.publish_error(e.to_string()))?;
+        }
+        Ok(())
+    }
 }
 
 impl Forwarder {
@@ -758,24 +872,35 @@ impl Forwarder {
         let mut wake = shared.store.subscribe();
         // The worker's store is its own: what it committed is the log's end.
         let mut after = shared.store.last_event_seq_written();
-        let subject = event_subject(&task.run_id, &task.key);
-        let (key, exec) = (task.key.clone(), exec.to_owned());
+        let mut out = Outbox {
+            subject: event_subject(&task.run_id, &task.key),
+            key: task.key.clone(),
+            exec: exec.to_owned(),
+            shared,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            acks: Vec::new(),
+        };
         let token = stop.clone();
         let handle = tokio::spawn(async move {
             let mut mine: std::collections::HashSet<String> = [agent.to_string()].into();
             let mut others = std::collections::HashSet::<String>::new();
             let mut seq = 0u64;
-            let mut acks = Vec::new();
             loop {
                 let stopping = token.is_cancelled();
-                let batch = shared
+                if stopping {
+                    // Whatever the agent's run logged without waiting is committed.
+                    out.shared.store.settled().await.map_err(|e| {
+                        out.publish_error(format!("reading the worker's events: {e}"))
+                    })?;
+                }
+                let batch = out
+                    .shared
                     .store
                     .events(Some(&run), after, 500)
                     .await
-                    .map_err(|e| RemoteError::Publish {
-                        subject: subject.clone(),
-                        detail: format!("reading the worker's events: {e}"),
-                    })?;
+                    .map_err(|e| out.publish_error(format!("reading the worker's events: {e}")))?;
+                let read_at = tokio::time::Instant::now();
                 let full = batch.len() == 500;
                 for e in batch {
                     after = e.seq;
@@ -786,50 +911,37 @@ impl Forwarder {
                         continue;
                     }
                     if !mine.contains(a.as_str()) {
-                        // Looked up once per agent: an agent's parent never changes, so
-                        // one found not to be this task's (another task's agent on this
-                        // worker) is skipped from then on without a store read.
-                        match shared.store.agent(a).await.ok().flatten() {
-                            Some(c)
-                                if c.parent.as_ref().is_some_and(|p| mine.contains(p.as_str())) =>
-                            {
-                                mine.insert(a.to_string());
+                        // Another task's agent on this worker, known to the worker: no
+                        // store read. Else looked up once: an agent's parent never
+                        // changes, so one found not to be this task's is skipped from
+                        // then on.
+                        let of_a_task = lock(&out.shared.running_agents).contains(a.as_str());
+                        let child = if of_a_task {
+                            false
+                        } else {
+                            match out.shared.store.agent(a).await.ok().flatten() {
+                                Some(c) => {
+                                    c.parent.as_ref().is_some_and(|p| mine.contains(p.as_str()))
+                                }
+                                None => continue,
                             }
-                            Some(_) => {
-                                others.insert(a.to_string());
-                                continue;
-                            }
-                            None => continue,
+                        };
+                        if !child {
+                            others.insert(a.to_string());
+                            continue;
                         }
+                        mine.insert(a.to_string());
                     }
                     let (kind, data) = e.event.to_stored();
                     seq += 1;
-                    let msg = super::task::Forwarded {
-                        v: WIRE_VERSION,
-                        key: key.clone(),
-                        exec: exec.clone(),
+                    out.push(ForwardedEvent {
                         seq,
                         agent_id: Some(a.to_string()),
                         at: e.at,
                         kind,
                         data: serde_json::from_str(&data).unwrap_or(serde_json::Value::Null),
-                    };
-                    let Ok(bytes) = msg.to_bytes() else {
-                        tracing::warn!(seq, "event over the size bound; not forwarded");
-                        continue;
-                    };
-                    let publish = jetstream::message::PublishMessage::build()
-                        .payload(bytes.into())
-                        .message_id(format!("ev-{exec}-{seq}"));
-                    let ack = shared
-                        .js
-                        .send_publish(subject.clone(), publish)
-                        .await
-                        .map_err(|e| RemoteError::Publish {
-                            subject: subject.clone(),
-                            detail: e.to_string(),
-                        })?;
-                    acks.push(ack);
+                    })
+                    .await?;
                 }
                 if full {
                     continue;
@@ -837,6 +949,9 @@ impl Forwarder {
                 if stopping {
                     break;
                 }
+                // What was read goes now; the next read is one span later at the
+                // earliest, so the events of a short agent travel with its result.
+                out.send().await?;
                 tokio::select! {
                     r = wake.recv() => {
                         if matches!(r, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
@@ -846,20 +961,24 @@ impl Forwarder {
                     _ = token.cancelled() => {}
                     _ = tokio::time::sleep(Duration::from_millis(500)) => {}
                 }
+                tokio::select! {
+                    _ = tokio::time::sleep_until(read_at + FORWARD_EVERY) => {}
+                    _ = token.cancelled() => {}
+                }
             }
-            // The result goes only after every event is stored on the server.
-            for ack in acks {
-                ack.await.map_err(|e| RemoteError::Publish {
-                    subject: subject.clone(),
-                    detail: e.to_string(),
-                })?;
+            // The tail goes with the result when it is small; else ahead of it. The
+            // result goes only after every message before it is stored on the server.
+            if out.pending_bytes > MAX_RESULT_EVENT_BYTES {
+                out.send().await?;
             }
-            Ok(())
+            out.stored().await?;
+            Ok(std::mem::take(&mut out.pending))
         });
         Ok(Self { stop, task: handle })
     }
 
-    async fn finish(self) -> Result<(), RemoteError> {
+    /// Stops forwarding once the agent's last events are read: those not sent yet.
+    async fn finish(self) -> Result<Vec<ForwardedEvent>, RemoteError> {
         self.stop.cancel();
         self.task.await.unwrap_or_else(|e| {
             Err(RemoteError::Publish {

@@ -74,6 +74,21 @@ impl Store {
         key: String,
         event: Event,
     ) -> Result<(), StoreError> {
+        self.queue_remote_event(run_id, agent_id, at, key, event)?
+            .committed()
+            .await
+    }
+
+    /// Queues [`Store::append_remote_event`] in order with every other write, without
+    /// waiting for it (many events of one message commit together).
+    pub fn queue_remote_event(
+        &self,
+        run_id: &RunId,
+        agent_id: Option<&AgentId>,
+        at: i64,
+        key: String,
+        event: Event,
+    ) -> Result<super::Pending, StoreError> {
         let (kind, data) = event.to_stored();
         let event = Box::new(EventWrite {
             run_id: run_id.clone(),
@@ -83,8 +98,7 @@ impl Store {
             data,
             event,
         });
-        self.write(Write::Remote(RemoteWrite::Event { key, event }))
-            .await
+        self.queue(Write::Remote(RemoteWrite::Event { key, event }))
     }
 
     /// Records an agent's remote result once (a second delivery is a no-op).

@@ -670,19 +670,19 @@ fn head(c: &Cluster) -> String {
 fn raw_task(c: &Cluster, key: &str, pool: &str, remote: &str) -> Vec<u8> {
     let base = head(c);
     serde_json::to_vec(&serde_json::json!({
-        "v": 1, "key": key, "pool": pool, "run_id": "r-hostile", "agent_id": format!("a-{key}"),
+        "v": crewbox::unstable::remote::WIRE_VERSION, "key": key, "pool": pool, "run_id": "r-hostile", "agent_id": format!("a-{key}"),
         "parent": null, "name": "agent", "role": "agent", "task": "t", "system_prompt": "s",
         "caps": ["read"], "depth": 0,
         "quotas": serde_json::to_value(crewbox::unstable::config::Quotas::default()).unwrap(),
         "provider": "scripted", "model": null, "network": false, "remote": remote,
-        "base": base, "base_ref": format!("refs/crewbox/base/r-hostile/{base}"),
+        "base": base, "base_ref": format!("refs/crewbox/base/{base}"),
         "placement": "reader", "validators": [], "max_fix_rounds": 0, "history": null, "join": null
     }))
     .unwrap()
 }
 
-/// The `agent.worktree` event a worker forwarded for task `key` of run `run`: where the
-/// agent worked.
+/// The `agent.worktree` event a worker forwarded for task `key` of run `run` (in a
+/// message of events or with the result): where the agent worked.
 fn forwarded_worktree(url: &str, run: &str, key: &str) -> Option<PathBuf> {
     use async_nats::jetstream::consumer;
     let rt = runtime();
@@ -691,7 +691,8 @@ fn forwarded_worktree(url: &str, run: &str, key: &str) -> Option<PathBuf> {
         let stream = js.get_stream("CREWBOX_RESULTS").await.ok()?;
         let reader = stream
             .create_consumer(consumer::pull::Config {
-                filter_subject: format!("crewbox.out.{run}.event.{key}"),
+                // Events and the result (one filter: nats-server 2.9 takes no more).
+                filter_subject: format!("crewbox.out.{run}.*.{key}"),
                 deliver_policy: consumer::DeliverPolicy::All,
                 ack_policy: consumer::AckPolicy::None,
                 ..Default::default()
@@ -701,9 +702,11 @@ fn forwarded_worktree(url: &str, run: &str, key: &str) -> Option<PathBuf> {
         let mut messages = reader.fetch().max_messages(100).messages().await.ok()?;
         use futures::StreamExt;
         while let Some(Ok(m)) = messages.next().await {
-            let e: serde_json::Value = serde_json::from_slice(&m.payload).ok()?;
-            if e["kind"] == "agent.worktree" {
-                return e["data"]["path"].as_str().map(PathBuf::from);
+            let msg: serde_json::Value = serde_json::from_slice(&m.payload).ok()?;
+            for e in msg["events"].as_array().into_iter().flatten() {
+                if e["kind"] == "agent.worktree" {
+                    return e["data"]["path"].as_str().map(PathBuf::from);
+                }
             }
         }
         None
@@ -742,7 +745,7 @@ text = "read"
         .arg("-C")
         .arg(c.path().join("repo"))
         .args(["push", "--quiet", &c.remote])
-        .arg(format!("HEAD:refs/crewbox/base/r-hostile/{base}"))
+        .arg(format!("HEAD:refs/crewbox/base/{base}"))
         .status()
         .unwrap();
     assert!(pushed.success());
@@ -1173,6 +1176,7 @@ fn forged_result(key: &str, agent: &str, text: &str, children: Vec<AgentRecord>)
         validation: ValidationStatus::Passed,
         rounds: Vec::new(),
         children,
+        events: Vec::new(),
     }
     .to_bytes()
     .unwrap()
@@ -1180,8 +1184,8 @@ fn forged_result(key: &str, agent: &str, text: &str, children: Vec<AgentRecord>)
 
 fn forged_event(key: &str, agent: &str, kind: &str, data: serde_json::Value) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({
-        "v": crewbox::unstable::remote::WIRE_VERSION, "key": key, "exec": "forged", "seq": 1,
-        "agent_id": agent, "at": 1, "kind": kind, "data": data,
+        "v": crewbox::unstable::remote::WIRE_VERSION, "key": key, "exec": "forged",
+        "events": [{"seq": 1, "agent_id": agent, "at": 1, "kind": kind, "data": data}],
     }))
     .unwrap()
 }
@@ -1321,6 +1325,113 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
     assert_eq!(w.stop().ran, 2);
 }
 
+/// A result carries its agent's last events, recorded before it; one of them about an
+/// agent of another run is not stored, and the rest of the result still is. (Here the
+/// sender is a forger that answers before any worker, as a hostile worker could.)
+#[test]
+fn events_that_come_with_a_result_are_stored_only_about_the_tasks_agents() {
+    let Some(c) = cluster(|_| {}) else { return };
+    c.script("[[reply]]\nrepeat = true\ntext = \"unused\"\n");
+    let spawn = |prompt: &str| {
+        c.coordinator(&["run", "--mode", "single", prompt])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (first, second) = (spawn("first task"), spawn("second task"));
+    let db = c.store();
+    // No worker: both tasks wait on the server.
+    let queued = || {
+        let runs = db.unfinished();
+        runs.len() == 2 && runs.iter().all(|r| db.agents(r).len() == 1)
+    };
+    assert!(
+        wait_for(Duration::from_secs(30), queued),
+        "both agents were never queued"
+    );
+    assert!(
+        wait_for(Duration::from_secs(30), || queued_tasks(&c.nats.url())
+            .len()
+            == 2),
+        "both tasks were never published"
+    );
+    let agent_of = |prompt: &str| {
+        db.unfinished()
+            .into_iter()
+            .flat_map(|r| db.agents(&r))
+            .find(|a| a.task.contains(prompt))
+            .unwrap()
+    };
+    let (a, b) = (agent_of("first task"), agent_of("second task"));
+    let key_of = |agent: &AgentRecord| {
+        queued_tasks(&c.nats.url())
+            .into_iter()
+            .find_map(|(subject, payload)| {
+                let task: serde_json::Value = serde_json::from_slice(&payload).ok()?;
+                (task["agent_id"] == agent.id.as_str())
+                    .then(|| subject.rsplit('.').next().unwrap().to_owned())
+            })
+            .unwrap()
+    };
+    let event = |seq: u64, agent: &str, text: &str| {
+        serde_json::json!({
+            "seq": seq, "agent_id": agent, "at": 1, "kind": "agent.state",
+            "data": {"state": "running", "error": text},
+        })
+    };
+    let with_events = |agent: &AgentRecord, events: serde_json::Value| {
+        let key = key_of(agent);
+        let mut r: serde_json::Value = serde_json::from_slice(&forged_result(
+            &key,
+            agent.id.as_str(),
+            "answered",
+            Vec::new(),
+        ))
+        .unwrap();
+        r["events"] = events;
+        (
+            format!("crewbox.out.{}.result.{key}", agent.run_id),
+            serde_json::to_vec(&r).unwrap(),
+        )
+    };
+    publish_raw(
+        &c.nats.url(),
+        vec![
+            with_events(
+                &a,
+                serde_json::json!([
+                    event(1, a.id.as_str(), "A-OWN"),
+                    event(2, b.id.as_str(), "ABOUT-B")
+                ]),
+            ),
+            with_events(&b, serde_json::json!([event(1, b.id.as_str(), "B-OWN")])),
+        ],
+    );
+    for child in [first, second] {
+        let report = report(&child.wait_with_output().unwrap());
+        assert_eq!(report["status"], "completed", "{report}");
+        assert_eq!(report["result"], "answered", "{report}");
+    }
+    let texts = |agent: &AgentRecord| {
+        let events = db
+            .rt
+            .block_on(db.store.events(Some(&agent.run_id), 0, 1000))
+            .unwrap();
+        format!("{events:?}")
+    };
+    let (in_a, in_b) = (texts(&a), texts(&b));
+    assert!(
+        in_a.contains("A-OWN"),
+        "the result's own event was stored: {in_a}"
+    );
+    assert!(in_b.contains("B-OWN"), "{in_b}");
+    assert!(
+        !in_a.contains("ABOUT-B") && !in_b.contains("ABOUT-B"),
+        "an event about another run's agent was stored: {in_a} {in_b}"
+    );
+}
+
 /// A task names its validators by name: one given as a path (a file on the worker's
 /// disk, or the untrusted clone's own plugin file) is refused without a byte of the
 /// file in any error, and a name is not looked up in an untrusted clone.
@@ -1360,7 +1471,7 @@ fn a_worker_loads_validators_by_name_from_its_own_plugins_only() {
         "push",
         "-q",
         "origin",
-        &format!("HEAD:refs/crewbox/base/r-hostile/{}", head(&c)),
+        &format!("HEAD:refs/crewbox/base/{}", head(&c)),
     ]);
     let secret = c.path().join("secret.wasm");
     std::fs::write(&secret, b"root:x:0:0 SECRET-FILE").unwrap();
