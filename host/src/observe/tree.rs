@@ -30,31 +30,80 @@ pub struct Visit {
     pub last: bool,
 }
 
+/// The ids that are some agent's parent, each with its agent once found.
+type Index<'a> = HashMap<&'a str, Option<usize>, foldhash::fast::RandomState>;
+
 /// Arranges agents by parent ([`AgentTree::build`]).
 fn build(agents: Vec<AgentNode>) -> AgentTree {
     let n = agents.len();
-    let key = |i: usize| (agents[i].created_at, agents[i].id.as_str());
+    // Only agents that are some agent's parent are looked up: a table of those ids (far
+    // fewer than the agents: an orchestrator's or a planner's children share one) stays
+    // in cache while every agent's id is checked against it. Siblings are stored one
+    // after another (a team's members, a swarm), so a parent equal to the one before is
+    // not hashed again. Ids are crewbox's own; a seeded fast hash. The same pass checks
+    // the order: read from the store already sorted, checking is cheaper than sorting.
+    let mut index: Index<'_> = HashMap::with_hasher(foldhash::fast::RandomState::default());
+    fn key(a: &AgentNode) -> (i64, &str) {
+        (a.created_at, a.id.as_str())
+    }
+    let mut sorted = true;
+    let mut before: Option<&str> = None;
+    for (i, a) in agents.iter().enumerate() {
+        if i > 0 && sorted && key(&agents[i - 1]) > key(a) {
+            sorted = false;
+        }
+        if let Some(p) = a.parent.as_ref().map(|p| p.as_str())
+            && before != Some(p)
+        {
+            index.entry(p).or_insert(None);
+            before = Some(p);
+        }
+    }
     let mut order: Vec<usize> = (0..n).collect();
-    // Read from the store already sorted: checking is cheaper than sorting again.
-    if !order.is_sorted_by(|&a, &b| key(a) <= key(b)) {
-        order.sort_by(|&a, &b| key(a).cmp(&key(b)));
+    if !sorted {
+        order.sort_by(|&a, &b| key(&agents[a]).cmp(&key(&agents[b])));
     }
-    // Ids are crewbox's own; a seeded fast hash keeps 50,000 lookups cheap.
-    let mut index: HashMap<&str, usize, foldhash::fast::RandomState> =
-        HashMap::with_capacity_and_hasher(n, foldhash::fast::RandomState::default());
+    let mut parent: Vec<Option<usize>> = vec![None; n];
+    // Agent `i`'s parent, if its slot is filled; `last` is the parent looked up before.
+    fn resolve<'a>(
+        agents: &'a [AgentNode],
+        i: usize,
+        index: &Index<'a>,
+        last: &mut Option<(&'a str, usize)>,
+    ) -> Option<usize> {
+        let p = agents[i].parent.as_ref()?.as_str();
+        let found = match *last {
+            Some((q, found)) if q == p => Some(found),
+            _ => {
+                let found = index.get(p).copied().flatten();
+                if let Some(f) = found {
+                    *last = Some((p, f));
+                }
+                found
+            }
+        };
+        found.filter(|&p| p != i)
+    }
+    let mut last = None;
+    // The earliest agent of an id (in creation order) is the one its children hang
+    // under. In creation order a parent's slot is filled before its children look it
+    // up, so one pass resolves both; a child stored before its parent (corrupt data)
+    // is resolved once every slot is filled.
+    let mut late = Vec::new();
     for &i in &order {
-        index.entry(agents[i].id.as_str()).or_insert(i);
+        if let Some(slot @ None) = index.get_mut(agents[i].id.as_str()) {
+            *slot = Some(i);
+        }
+        if agents[i].parent.is_some() {
+            parent[i] = resolve(&agents, i, &index, &mut last);
+            if parent[i].is_none() {
+                late.push(i);
+            }
+        }
     }
-    let mut parent: Vec<Option<usize>> = agents
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            a.parent
-                .as_ref()
-                .and_then(|p| index.get(p.as_str()).copied())
-                .filter(|&p| p != i)
-        })
-        .collect();
+    for i in late {
+        parent[i] = resolve(&agents, i, &index, &mut last);
+    }
     drop(index);
     let mut roots: Vec<usize> = order
         .iter()
@@ -62,21 +111,25 @@ fn build(agents: Vec<AgentNode>) -> AgentTree {
         .filter(|&i| parent[i].is_none())
         .collect();
     let (mut kid_at, mut kids) = children(&order, &parent);
-    // Agents not reachable from a root sit on a parent cycle: cut each cycle at its
-    // earliest agent so every agent is shown exactly once.
-    let mut reached = vec![false; n];
-    let mut stack = roots.clone();
-    if mark(&kid_at, &kids, &mut reached, &mut stack) < n {
-        for &i in &order {
-            if reached[i] {
-                continue;
+    // Agents not reachable from a root sit on a parent cycle. There is none when every
+    // parent comes before its child in creation order (the rule for anything crewbox
+    // stores): checked in one pass. Otherwise cut each cycle at its earliest agent so
+    // every agent is shown exactly once.
+    if !parents_come_first(&order, &parent) {
+        let mut reached = vec![false; n];
+        let mut stack = roots.clone();
+        if mark(&kid_at, &kids, &mut reached, &mut stack) < n {
+            for &i in &order {
+                if reached[i] {
+                    continue;
+                }
+                parent[i] = None;
+                roots.push(i);
+                stack.push(i);
+                mark(&kid_at, &kids, &mut reached, &mut stack);
             }
-            parent[i] = None;
-            roots.push(i);
-            stack.push(i);
-            mark(&kid_at, &kids, &mut reached, &mut stack);
+            (kid_at, kids) = children(&order, &parent);
         }
-        (kid_at, kids) = children(&order, &parent);
     }
     AgentTree {
         agents,
@@ -106,6 +159,25 @@ fn children(order: &[usize], parent: &[Option<usize>]) -> (Vec<usize>, Vec<usize
         }
     }
     (kid_at, kids)
+}
+
+/// Whether every agent's parent comes before it in `order` (then no parent chain can
+/// loop).
+fn parents_come_first(order: &[usize], parent: &[Option<usize>]) -> bool {
+    if order.iter().enumerate().all(|(at, &i)| at == i) {
+        return parent
+            .iter()
+            .enumerate()
+            .all(|(i, p)| p.is_none_or(|p| p < i));
+    }
+    let mut position = vec![0usize; order.len()];
+    for (at, &i) in order.iter().enumerate() {
+        position[i] = at;
+    }
+    parent
+        .iter()
+        .enumerate()
+        .all(|(i, p)| p.is_none_or(|p| position[p] < position[i]))
 }
 
 /// Marks everything reachable from `stack`; the number newly marked.
@@ -218,21 +290,27 @@ impl AgentTree {
 
     fn open_json(&self, out: &mut String, node: usize) {
         let a = &self.agents[node];
-        out.push_str("{\"id\":");
-        push_json_str(out, a.id.as_str());
-        out.push_str(",\"name\":");
-        push_json_str(out, &a.name);
-        out.push_str(",\"role\":");
-        push_json_str(out, &a.role);
-        out.push_str(",\"state\":\"");
+        let join = a.join.as_deref();
+        out.reserve(
+            a.id.as_str().len() + a.name.len() + a.role.len() + join.map_or(4, str::len) + 80,
+        );
+        out.push_str("{\"id\":\"");
+        push_json_inner(out, a.id.as_str());
+        out.push_str("\",\"name\":\"");
+        push_json_inner(out, &a.name);
+        out.push_str("\",\"role\":\"");
+        push_json_inner(out, &a.role);
+        out.push_str("\",\"state\":\"");
         // A state's name is a plain lowercase word.
         out.push_str(a.state.as_str());
-        out.push_str("\",\"join\":");
-        match &a.join {
-            Some(j) => push_json_str(out, j),
-            None => out.push_str("null"),
+        match join {
+            Some(j) => {
+                out.push_str("\",\"join\":\"");
+                push_json_inner(out, j);
+                out.push_str("\",\"children\":[");
+            }
+            None => out.push_str("\",\"join\":null,\"children\":["),
         }
-        out.push_str(",\"children\":[");
     }
 }
 
@@ -251,6 +329,12 @@ fn push_rev(stack: &mut Vec<Visit>, nodes: &[usize], depth: usize) {
 /// backslash, and control characters below U+0020), without an allocation per string.
 fn push_json_str(out: &mut String, s: &str) {
     out.push('"');
+    push_json_inner(out, s);
+    out.push('"');
+}
+
+/// Appends `s` escaped as inside a JSON string (no quotes around it).
+fn push_json_inner(out: &mut String, s: &str) {
     let bytes = s.as_bytes();
     // Most names, roles and ids need no escape: checked 16 bytes at a time without a
     // branch per byte (the compiler turns each chunk's fold into vector compares).
@@ -261,7 +345,6 @@ fn push_json_str(out: &mut String, s: &str) {
     });
     if plain {
         out.push_str(s);
-        out.push('"');
         return;
     }
     let mut start = 0;
@@ -290,7 +373,6 @@ fn push_json_str(out: &mut String, s: &str) {
         start = i + 1;
     }
     out.push_str(&s[start..]);
-    out.push('"');
 }
 
 #[cfg(test)]

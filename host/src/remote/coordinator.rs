@@ -100,9 +100,10 @@ impl NatsExecutor {
         if let Some(h) = hubs.get(run) {
             return Ok(h.clone());
         }
-        let consumer = streams::run_consumer(&self.results, run.as_str()).await?;
+        let (consumer, new) = streams::run_consumer(&self.results, run.as_str()).await?;
         let hub = Arc::new(RunHub {
             run: run.clone(),
+            new,
             store: self.services.store().clone(),
             state: Mutex::new(HubState::default()),
             driver: Mutex::new(None),
@@ -262,8 +263,8 @@ impl NatsExecutor {
             history,
             join,
         };
-        task.key = self.key_for(&task, &spec.run_id, &spec.id).await?;
         let hub = self.hub(&spec.run_id).await?;
+        task.key = self.key_for(&hub, &task, &spec.id).await?;
         let rx = hub.wait(&task.key, &spec.id);
         self.publish_unless_known(&hub, &task).await?;
         let result = tokio::select! {
@@ -299,10 +300,11 @@ impl NatsExecutor {
     /// ask twice in one run) gets a key of its own, so it runs again.
     async fn key_for(
         &self,
+        hub: &RunHub,
         task: &Task,
-        run: &RunId,
         agent: &AgentId,
     ) -> Result<String, EngineError> {
+        let run = &hub.run;
         let ask = serde_json::json!([
             task.run_id,
             task.name,
@@ -316,6 +318,10 @@ impl NatsExecutor {
             task.validators,
         ]);
         let key = short_hash(ask.to_string().as_bytes());
+        // In a run new to the server, only a key published here can have an answer.
+        if hub.new && !hub.state().published.contains(&key) {
+            return Ok(key);
+        }
         let store = self.services.store();
         for earlier in store.remote_agents_of_task(run, &key).await? {
             if &earlier == agent {
@@ -339,6 +345,18 @@ impl NatsExecutor {
         hub: &Arc<RunHub>,
         task: &Task,
     ) -> Result<(), EngineError> {
+        // A key first published in a run whose consumer this process made can be on the
+        // server neither as a task nor as a result: two lookups saved per agent.
+        let first = hub.new && hub.state().published.insert(task.key.clone());
+        if !first && self.take_known(hub, task).await? {
+            return Ok(());
+        }
+        self.publish(task).await
+    }
+
+    /// Takes the stored result of `task`, when the server has one (`Ok(true)` also when
+    /// the task itself is still there: its result is awaited, nothing is published).
+    async fn take_known(&self, hub: &Arc<RunHub>, task: &Task) -> Result<bool, EngineError> {
         let result_at = result_subject(&task.run_id, &task.key);
         if let Ok(msg) = self
             .results
@@ -347,7 +365,7 @@ impl NatsExecutor {
         {
             match TaskResult::from_bytes(&msg.payload) {
                 Ok(r) if r.key == task.key => match hub.take_result(r).await {
-                    Ok(()) => return Ok(()),
+                    Ok(()) => return Ok(true),
                     Err(Refusal::Store(e)) => return Err(e),
                     Err(Refusal::Refused(why) | Refusal::Unclaimed(why)) => {
                         tracing::warn!(subject = %result_at, %why, "stored result refused");
@@ -367,8 +385,14 @@ impl NatsExecutor {
             .is_ok()
         {
             tracing::info!(task = %task.key, "task still on the server; awaiting its result");
-            return Ok(());
+            return Ok(true);
         }
+        Ok(false)
+    }
+
+    /// Publishes `task` (its key is the message id: the stream keeps one copy).
+    async fn publish(&self, task: &Task) -> Result<(), EngineError> {
+        let subject = task_subject(&task.pool, &task.run_id, &task.key);
         let payload: bytes::Bytes = task.to_bytes().map_err(RemoteError::from)?.into();
         // A publish whose ack is late (a loaded server) is sent again: the task key is its
         // message id, so the stream keeps one copy however often it arrives.
@@ -457,6 +481,8 @@ struct HubState {
     waiting: HashMap<String, (AgentId, oneshot::Sender<TaskResult>)>,
     /// Keys whose result this process has taken (a redelivery of one is a duplicate).
     answered: HashSet<String>,
+    /// Keys this process has published (or is publishing).
+    published: HashSet<String>,
     /// Agent ids an event was about, and whether they may be (of this run, or not
     /// stored: a worker's sub-agent): ids are unique, so the answer never changes and
     /// the store is read once per agent, not once per event. Bounded.
@@ -505,6 +531,8 @@ const UNCLAIMED_DELIVERIES: i64 = 12;
 /// worker's text: bounded by the wire checks, escaped wherever they are printed.
 struct RunHub {
     run: RunId,
+    /// Its consumer was made by this process: nothing of the run was published before.
+    new: bool,
     store: Store,
     state: Mutex<HubState>,
     driver: Mutex<Option<tokio::task::JoinHandle<()>>>,

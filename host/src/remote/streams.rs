@@ -120,13 +120,27 @@ pub async fn pool_consumer(
 }
 
 /// The durable consumer of one run's events and results (it survives the coordinator,
-/// so `resume` reads what arrived meanwhile).
+/// so `resume` reads what arrived meanwhile), and whether it was new: a run's consumer
+/// is made before its first task is published, so for a new one no task of the run can
+/// be on the server yet.
 pub async fn run_consumer(
     results: &stream::Stream,
     run: &str,
-) -> Result<consumer::PullConsumer, RemoteError> {
+) -> Result<(consumer::PullConsumer, bool), RemoteError> {
     let name = format!("crewbox-run-{run}");
-    results
+    let fail = |e: String| RemoteError::Stream {
+        stream: RESULTS,
+        detail: format!("consumer {name}: {e}"),
+    };
+    // Only a definite "not found" counts as new: any other failure is not taken as one.
+    let new = match results.consumer_info(&name).await {
+        Ok(_) => false,
+        Err(e) if e.kind() == async_nats::jetstream::context::ConsumerInfoErrorKind::NotFound => {
+            true
+        }
+        Err(e) => return Err(fail(e.to_string())),
+    };
+    let consumer = results
         .get_or_create_consumer(
             &name,
             consumer::pull::Config {
@@ -142,8 +156,6 @@ pub async fn run_consumer(
             },
         )
         .await
-        .map_err(|e| RemoteError::Stream {
-            stream: RESULTS,
-            detail: format!("consumer {name}: {e}"),
-        })
+        .map_err(|e| fail(e.to_string()))?;
+    Ok((consumer, new))
 }
