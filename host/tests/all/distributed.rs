@@ -217,6 +217,25 @@ impl Drop for Worker {
     }
 }
 
+/// A coordinator started in the background: killed and reaped if the test panics before
+/// it reads its output, so none outlives its test.
+struct Running(Option<Child>);
+
+impl Running {
+    fn output(mut self) -> std::process::Output {
+        self.0.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 struct Db {
     rt: tokio::runtime::Runtime,
     store: Store,
@@ -1202,11 +1221,13 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
     );
     let w = c.worker("wa");
     let spawn = |prompt: &str| {
-        c.coordinator(&["run", "--mode", "single", prompt])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        Running(Some(
+            c.coordinator(&["run", "--mode", "single", prompt])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ))
     };
     let (first, second) = (spawn("first task"), spawn("second task"));
     let db = c.store();
@@ -1287,7 +1308,7 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
         ],
     );
     for child in [first, second] {
-        let out = child.wait_with_output().unwrap();
+        let out = child.output();
         let report = report(&out);
         assert_eq!(report["status"], "completed", "{report}");
         assert_eq!(report["result"], "the real answer", "{report}");
@@ -1333,11 +1354,13 @@ fn events_that_come_with_a_result_are_stored_only_about_the_tasks_agents() {
     let Some(c) = cluster(|_| {}) else { return };
     c.script("[[reply]]\nrepeat = true\ntext = \"unused\"\n");
     let spawn = |prompt: &str| {
-        c.coordinator(&["run", "--mode", "single", prompt])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        Running(Some(
+            c.coordinator(&["run", "--mode", "single", prompt])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ))
     };
     let (first, second) = (spawn("first task"), spawn("second task"));
     let db = c.store();
@@ -1409,7 +1432,7 @@ fn events_that_come_with_a_result_are_stored_only_about_the_tasks_agents() {
         ],
     );
     for child in [first, second] {
-        let report = report(&child.wait_with_output().unwrap());
+        let report = report(&child.output());
         assert_eq!(report["status"], "completed", "{report}");
         assert_eq!(report["result"], "answered", "{report}");
     }
