@@ -51,8 +51,7 @@ pub fn repo_id(root: &Path) -> String {
         })
         .unwrap_or_else(|| "root".into());
     let hash = Sha256::digest(root.as_os_str().as_encoded_bytes());
-    let hex: String = hash.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    format!("{name}-{hex}")
+    format!("{name}-{}", crate::text::hex(&hash[..6]))
 }
 
 /// The path whose bytes these are: a Unix path is bytes, and not every one is UTF-8

@@ -40,6 +40,17 @@ pub fn cut_marked<'a>(s: &'a str, max: usize, mark: &str) -> Cow<'a, str> {
     Cow::Owned(format!("{}{mark}", within(s, max)))
 }
 
+/// `bytes` as lowercase hex (digests, cache keys, names made of hashes).
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
+}
+
 /// Whether `c` must not reach a sink raw: C0 controls but tab (newline too: where a
 /// layout needs it, the caller says so with [`Layout`]), DEL, C1 controls (the 8-bit
 /// CSI U+009B among them), the bidi embeddings, overrides, isolates and marks

@@ -80,7 +80,7 @@ pub fn parse(text: &str) -> Result<Vec<(String, Value, String)>, String> {
         .map(|(name, def)| {
             use sha2::Digest;
             let canonical = serde_json::to_string(def).unwrap_or_default();
-            let digest = format!("{:x}", sha2::Sha256::digest(canonical.as_bytes()));
+            let digest = crate::text::hex(&sha2::Sha256::digest(canonical.as_bytes()));
             (name.clone(), def.clone(), digest)
         })
         .collect())

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::compile::{CompileLimits, CompileRefusal};
+use crate::text::hex;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -258,10 +259,6 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .and_then(|root| root.write(Path::new(name), bytes, WriteOptions::new(Rules::NO_LINKS)))
         .map(drop)
         .map_err(|e| std::io::Error::other(e.to_string()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -68,11 +68,7 @@ impl CompileLimits {
     pub(crate) fn key(&self) -> String {
         use sha2::{Digest, Sha256};
         let text = format!("{self:?}");
-        Sha256::digest(text.as_bytes())
-            .iter()
-            .take(4)
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::text::hex(&Sha256::digest(text.as_bytes())[..4])
     }
 }
 

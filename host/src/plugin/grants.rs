@@ -54,10 +54,7 @@ impl UserGrant {
         };
         let pinned = self.sha256.as_deref().is_none_or(|want| {
             use sha2::{Digest, Sha256};
-            let got: String = Sha256::digest(bytes)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
+            let got = crate::text::hex(&Sha256::digest(bytes));
             want.eq_ignore_ascii_case(&got)
         });
         self.name == name && same_file && pinned

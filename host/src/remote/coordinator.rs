@@ -468,11 +468,7 @@ impl Executor for NatsExecutor {
 }
 
 fn short_hash(bytes: &[u8]) -> String {
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::text::hex(&sha2::Sha256::digest(bytes)[..16])
 }
 
 #[derive(Default)]

@@ -235,7 +235,7 @@ pub async fn clone_cache(cache: &Path, url: &str) -> Result<PathBuf, GitError> {
         .map(|u| u.to_string())
         .unwrap_or_else(|_| url.to_owned());
     let hash = sha2::Sha256::digest(key.as_bytes());
-    let name: String = hash.iter().take(12).map(|b| format!("{b:02x}")).collect();
+    let name = crate::text::hex(&hash[..12]);
     let dir = cache.join(name);
     if dir.join(".git").is_dir() {
         return Ok(dir);

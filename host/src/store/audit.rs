@@ -122,7 +122,7 @@ pub fn hash(
         h.update((part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());
     }
-    format!("{:x}", h.finalize())
+    crate::text::hex(&h.finalize())
 }
 
 /// Appends a record (inside the writer's transaction).

@@ -17,6 +17,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::fs::{Kind, Root, Rules};
+use crate::text::hex;
 
 /// The most entries recorded under `.crewbox/`.
 const MAX_ENTRIES: usize = 4096;
@@ -141,10 +142,6 @@ fn record_entry(
     };
     files.insert(path.to_owned(), value);
     Ok(())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// How the files differ from what was recorded: one line per path (`… added`,

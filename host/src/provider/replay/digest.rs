@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::provider::{CompletionRequest, Role};
+use crate::text::hex;
 
 /// Hex characters kept of a message's own hash: enough to name the first differing
 /// message (the request hash is the full SHA-256).
@@ -47,16 +48,6 @@ fn sha(value: &impl Serialize) -> [u8; 32] {
     // Serialising our own types to JSON cannot fail (every map key is a string).
     let bytes = serde_json::to_vec(value).unwrap_or_default();
     Sha256::digest(bytes).into()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    out
 }
 
 fn short(bytes: &[u8]) -> String {

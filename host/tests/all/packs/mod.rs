@@ -175,5 +175,5 @@ fn tree_hash(root: &Path) -> String {
         h.update((bytes.len() as u64).to_le_bytes());
         h.update(&bytes);
     }
-    format!("{:x}", h.finalize())
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
