@@ -33,6 +33,33 @@ pub struct Visit {
 /// The ids that are some agent's parent, each with its agent once found.
 type Index<'a> = HashMap<&'a str, Option<usize>, foldhash::fast::RandomState>;
 
+/// The order agents are arranged in: creation time, then id.
+fn key(a: &AgentNode) -> (i64, &str) {
+    (a.created_at, a.id.as_str())
+}
+
+/// Agent `i`'s parent, if that parent's slot in `index` is filled; `last` is the parent
+/// looked up before (siblings follow each other, so most lookups are a comparison).
+fn resolve<'a>(
+    agents: &'a [AgentNode],
+    i: usize,
+    index: &Index<'a>,
+    last: &mut Option<(&'a str, usize)>,
+) -> Option<usize> {
+    let p = agents[i].parent.as_ref()?.as_str();
+    let found = match *last {
+        Some((q, found)) if q == p => Some(found),
+        _ => {
+            let found = index.get(p).copied().flatten();
+            if let Some(f) = found {
+                *last = Some((p, f));
+            }
+            found
+        }
+    };
+    found.filter(|&p| p != i)
+}
+
 /// Arranges agents by parent ([`AgentTree::build`]).
 fn build(agents: Vec<AgentNode>) -> AgentTree {
     let n = agents.len();
@@ -43,9 +70,6 @@ fn build(agents: Vec<AgentNode>) -> AgentTree {
     // not hashed again. Ids are crewbox's own; a seeded fast hash. The same pass checks
     // the order: read from the store already sorted, checking is cheaper than sorting.
     let mut index: Index<'_> = HashMap::with_hasher(foldhash::fast::RandomState::default());
-    fn key(a: &AgentNode) -> (i64, &str) {
-        (a.created_at, a.id.as_str())
-    }
     let mut sorted = true;
     let mut before: Option<&str> = None;
     for (i, a) in agents.iter().enumerate() {
@@ -64,31 +88,12 @@ fn build(agents: Vec<AgentNode>) -> AgentTree {
         order.sort_by(|&a, &b| key(&agents[a]).cmp(&key(&agents[b])));
     }
     let mut parent: Vec<Option<usize>> = vec![None; n];
-    // Agent `i`'s parent, if its slot is filled; `last` is the parent looked up before.
-    fn resolve<'a>(
-        agents: &'a [AgentNode],
-        i: usize,
-        index: &Index<'a>,
-        last: &mut Option<(&'a str, usize)>,
-    ) -> Option<usize> {
-        let p = agents[i].parent.as_ref()?.as_str();
-        let found = match *last {
-            Some((q, found)) if q == p => Some(found),
-            _ => {
-                let found = index.get(p).copied().flatten();
-                if let Some(f) = found {
-                    *last = Some((p, f));
-                }
-                found
-            }
-        };
-        found.filter(|&p| p != i)
-    }
     let mut last = None;
     // The earliest agent of an id (in creation order) is the one its children hang
     // under. In creation order a parent's slot is filled before its children look it
-    // up, so one pass resolves both; a child stored before its parent (corrupt data)
-    // is resolved once every slot is filled.
+    // up, so one pass resolves both; a child ordered before its parent (created in the
+    // same millisecond with a smaller id, or corrupt data) is resolved once every slot
+    // is filled.
     let mut late = Vec::new();
     for &i in &order {
         if let Some(slot @ None) = index.get_mut(agents[i].id.as_str()) {
@@ -424,6 +429,15 @@ mod tests {
             tree.preorder(),
             [(1, 0, true), (2, 1, false), (3, 2, true), (0, 1, true)]
         );
+    }
+
+    #[test]
+    fn a_child_created_in_its_parents_millisecond_with_a_smaller_id_still_hangs_under_it() {
+        // Ordered by (time, id), "a" comes before its parent "b".
+        let tree = build(vec![agent("b", None, 10), agent("a", Some("b"), 10)]);
+        assert_eq!(ids(tree.roots()), ["b"]);
+        assert_eq!(tree.parent_of(1), Some(0));
+        assert_eq!(ids(tree.children_of(0)), ["a"]);
     }
 
     #[test]

@@ -477,7 +477,8 @@ struct HubState {
     waiting: HashMap<String, (AgentId, oneshot::Sender<TaskResult>)>,
     /// Keys whose result this process has taken (a redelivery of one is a duplicate).
     answered: HashSet<String>,
-    /// Keys this process has published (or is publishing).
+    /// Keys this process has published (or is publishing), kept for a new run only
+    /// ([`RunHub::new`]): there they say which keys can have anything on the server.
     published: HashSet<String>,
     /// Agent ids an event was about, and whether they may be (of this run, or not
     /// stored: a worker's sub-agent): ids are unique, so the answer never changes and

@@ -132,6 +132,17 @@ pub async fn run_consumer(
         stream: RESULTS,
         detail: format!("consumer {name}: {e}"),
     };
+    let config = consumer::pull::Config {
+        durable_name: Some(name.clone()),
+        description: Some(format!("crewbox coordinator of run {run}")),
+        filter_subject: format!("crewbox.out.{run}.>"),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ack_wait: Duration::from_secs(30),
+        max_deliver: -1,
+        max_ack_pending: 10_000,
+        inactive_threshold: RUN_CONSUMER_IDLE,
+        ..Default::default()
+    };
     // Only a definite "not found" counts as new: any other failure is not taken as one.
     let new = match results.consumer_info(&name).await {
         Ok(_) => false,
@@ -140,22 +151,16 @@ pub async fn run_consumer(
         }
         Err(e) => return Err(fail(e.to_string())),
     };
-    let consumer = results
-        .get_or_create_consumer(
-            &name,
-            consumer::pull::Config {
-                durable_name: Some(name.clone()),
-                description: Some(format!("crewbox coordinator of run {run}")),
-                filter_subject: format!("crewbox.out.{run}.>"),
-                ack_policy: consumer::AckPolicy::Explicit,
-                ack_wait: Duration::from_secs(30),
-                max_deliver: -1,
-                max_ack_pending: 10_000,
-                inactive_threshold: RUN_CONSUMER_IDLE,
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(|e| fail(e.to_string()))?;
+    let consumer = if new {
+        results
+            .create_consumer(config)
+            .await
+            .map_err(|e| fail(e.to_string()))?
+    } else {
+        results
+            .get_consumer(&name)
+            .await
+            .map_err(|e| fail(e.to_string()))?
+    };
     Ok((consumer, new))
 }

@@ -765,9 +765,6 @@ async fn validators(services: &Services, task: &Task) -> Result<Vec<ValidatorEnt
     Ok(out)
 }
 
-/// Forwards the events the task's agent (and its sub-agents) store on this worker, as
-/// they are committed; the log is read back from the last forwarded sequence number, so
-/// a subscriber that lags loses nothing.
 /// How long a live event may wait on the worker for others to travel with: events go
 /// in one message per this span (or with the result, for an agent that ends sooner),
 /// not one message each.
@@ -775,7 +772,8 @@ const FORWARD_EVERY: Duration = Duration::from_millis(200);
 
 /// Forwards the events of a task's agent (and of agents it starts) to the coordinator,
 /// in batches, while the agent runs; [`Forwarder::finish`] hands back the last ones,
-/// which go with the result.
+/// which go with the result. The log is read back from the last forwarded sequence
+/// number, so a subscriber that lags loses nothing.
 struct Forwarder {
     stop: CancellationToken,
     task: tokio::task::JoinHandle<Result<Vec<ForwardedEvent>, RemoteError>>,
@@ -886,9 +884,11 @@ impl Forwarder {
             let mut mine: std::collections::HashSet<String> = [agent.to_string()].into();
             let mut others = std::collections::HashSet::<String>::new();
             let mut seq = 0u64;
+            let mut settled = false;
             loop {
                 let stopping = token.is_cancelled();
-                if stopping {
+                if stopping && !settled {
+                    settled = true;
                     // Whatever the agent's run logged without waiting is committed.
                     out.shared.store.settled().await.map_err(|e| {
                         out.publish_error(format!("reading the worker's events: {e}"))

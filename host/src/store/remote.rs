@@ -66,21 +66,8 @@ pub struct AgentWorker {
 impl Store {
     /// Stores an event a worker forwarded unless an event with `key` is stored already;
     /// an `agent.state: running` event also moves the queued agent to running here.
-    pub async fn append_remote_event(
-        &self,
-        run_id: &RunId,
-        agent_id: Option<&AgentId>,
-        at: i64,
-        key: String,
-        event: Event,
-    ) -> Result<(), StoreError> {
-        self.queue_remote_event(run_id, agent_id, at, key, event)?
-            .committed()
-            .await
-    }
-
-    /// Queues [`Store::append_remote_event`] in order with every other write, without
-    /// waiting for it (many events of one message commit together).
+    /// Queued in order with every other write, not waited for: [`super::Pending::committed`]
+    /// says whether it was stored (the events of one message commit together).
     pub fn queue_remote_event(
         &self,
         run_id: &RunId,

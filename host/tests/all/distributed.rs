@@ -935,7 +935,9 @@ fn a_result_or_event_delivered_twice_is_recorded_once() {
         };
         for _ in 0..2 {
             store
-                .append_remote_event(&run.id, Some(&agent.id), 5, "e1/1".into(), running())
+                .queue_remote_event(&run.id, Some(&agent.id), 5, "e1/1".into(), running())
+                .unwrap()
+                .committed()
                 .await
                 .unwrap();
         }
@@ -1171,6 +1173,38 @@ fn queued_tasks(url: &str) -> Vec<(String, Vec<u8>)> {
     })
 }
 
+/// A `crewbox run --mode single PROMPT` coordinator, started in the background.
+fn single_run(c: &Cluster, prompt: &str) -> Running {
+    Running(Some(
+        c.coordinator(&["run", "--mode", "single", prompt])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ))
+}
+
+/// The agent of an unfinished run whose task mentions `prompt`.
+fn unfinished_agent(db: &Db, prompt: &str) -> AgentRecord {
+    db.unfinished()
+        .into_iter()
+        .flat_map(|r| db.agents(&r))
+        .find(|a| a.task.contains(prompt))
+        .unwrap()
+}
+
+/// The key of the queued task of `agent` (the last token of its subject).
+fn queued_task_key(url: &str, agent: &AgentRecord) -> String {
+    queued_tasks(url)
+        .into_iter()
+        .find_map(|(subject, payload)| {
+            let task: serde_json::Value = serde_json::from_slice(&payload).ok()?;
+            (task["agent_id"] == agent.id.as_str())
+                .then(|| subject.rsplit('.').next().unwrap().to_owned())
+        })
+        .unwrap()
+}
+
 /// A result as a worker would send it, saying `text`, with `children`.
 fn forged_result(key: &str, agent: &str, text: &str, children: Vec<AgentRecord>) -> Vec<u8> {
     use crewbox::event::ValidationStatus;
@@ -1220,16 +1254,7 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
         "[[reply]]\nagent = \"agent\"\nrepeat = true\ndelay_ms = 10000\ntext = \"the real answer\"\n",
     );
     let w = c.worker("wa");
-    let spawn = |prompt: &str| {
-        Running(Some(
-            c.coordinator(&["run", "--mode", "single", prompt])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        ))
-    };
-    let (first, second) = (spawn("first task"), spawn("second task"));
+    let (first, second) = (single_run(&c, "first task"), single_run(&c, "second task"));
     let db = c.store();
     let running = || {
         let runs = db.unfinished();
@@ -1242,24 +1267,11 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
         wait_for(Duration::from_secs(30), running),
         "both agents never ran"
     );
-    let agent_of = |prompt: &str| {
-        db.unfinished()
-            .into_iter()
-            .flat_map(|r| db.agents(&r))
-            .find(|a| a.task.contains(prompt))
-            .unwrap()
-    };
-    let (a, b) = (agent_of("first task"), agent_of("second task"));
-    let key_of = |agent: &AgentRecord| {
-        queued_tasks(&c.nats.url())
-            .into_iter()
-            .find_map(|(subject, payload)| {
-                let task: serde_json::Value = serde_json::from_slice(&payload).ok()?;
-                (task["agent_id"] == agent.id.as_str())
-                    .then(|| subject.rsplit('.').next().unwrap().to_owned())
-            })
-            .unwrap()
-    };
+    let (a, b) = (
+        unfinished_agent(&db, "first task"),
+        unfinished_agent(&db, "second task"),
+    );
+    let key_of = |agent: &AgentRecord| queued_task_key(&c.nats.url(), agent);
     let key_a = key_of(&a);
     let (run_a, b_id) = (a.run_id.as_str(), b.id.as_str());
     let fake_child = AgentRecord {
@@ -1353,16 +1365,7 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
 fn events_that_come_with_a_result_are_stored_only_about_the_tasks_agents() {
     let Some(c) = cluster(|_| {}) else { return };
     c.script("[[reply]]\nrepeat = true\ntext = \"unused\"\n");
-    let spawn = |prompt: &str| {
-        Running(Some(
-            c.coordinator(&["run", "--mode", "single", prompt])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        ))
-    };
-    let (first, second) = (spawn("first task"), spawn("second task"));
+    let (first, second) = (single_run(&c, "first task"), single_run(&c, "second task"));
     let db = c.store();
     // No worker: both tasks wait on the server.
     let queued = || {
@@ -1379,24 +1382,11 @@ fn events_that_come_with_a_result_are_stored_only_about_the_tasks_agents() {
             == 2),
         "both tasks were never published"
     );
-    let agent_of = |prompt: &str| {
-        db.unfinished()
-            .into_iter()
-            .flat_map(|r| db.agents(&r))
-            .find(|a| a.task.contains(prompt))
-            .unwrap()
-    };
-    let (a, b) = (agent_of("first task"), agent_of("second task"));
-    let key_of = |agent: &AgentRecord| {
-        queued_tasks(&c.nats.url())
-            .into_iter()
-            .find_map(|(subject, payload)| {
-                let task: serde_json::Value = serde_json::from_slice(&payload).ok()?;
-                (task["agent_id"] == agent.id.as_str())
-                    .then(|| subject.rsplit('.').next().unwrap().to_owned())
-            })
-            .unwrap()
-    };
+    let (a, b) = (
+        unfinished_agent(&db, "first task"),
+        unfinished_agent(&db, "second task"),
+    );
+    let key_of = |agent: &AgentRecord| queued_task_key(&c.nats.url(), agent);
     let event = |seq: u64, agent: &str, text: &str| {
         serde_json::json!({
             "seq": seq, "agent_id": agent, "at": 1, "kind": "agent.state",
