@@ -38,6 +38,7 @@ pub(crate) fn build(services: &Services, req: &RunRequest) -> Result<BuiltProvid
         .unwrap_or_else(|| services.repo().to_path_buf());
     let ctx = BuildContext {
         breakers: services.breakers(),
+        clients: services.http_clients(),
         base_dir: &base_dir,
         env: &env,
         default_script: DEMO_SCRIPT,

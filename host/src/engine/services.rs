@@ -23,6 +23,7 @@ pub(crate) struct Services {
     config: Arc<Config>,
     repo: PathBuf,
     breakers: Breakers,
+    http: crate::provider::http::HttpClients,
     plugins: PluginSet,
     worktrees: Option<WorktreeManager>,
 }
@@ -91,6 +92,7 @@ impl Services {
                 .with_user_grants(config.plugin_grants.clone())
                 .with_repo_plugins(config.trust.is_trusted()),
             breakers: Breakers::default(),
+            http: Default::default(),
             config,
             repo,
             worktrees,
@@ -120,6 +122,11 @@ impl Services {
     /// Circuit breakers shared by every provider built here.
     pub(crate) fn breakers(&self) -> &Breakers {
         &self.breakers
+    }
+
+    /// HTTP clients shared by every provider built here.
+    pub(crate) fn http_clients(&self) -> &crate::provider::http::HttpClients {
+        &self.http
     }
 
     /// Loaded plugins.

@@ -67,9 +67,13 @@ impl std::fmt::Debug for AnthropicProvider {
 
 impl AnthropicProvider {
     /// A provider named `name` (its config key).
-    pub fn new(name: impl Into<String>, options: AnthropicOptions) -> Result<Self, ProviderError> {
+    pub fn new(
+        name: impl Into<String>,
+        options: AnthropicOptions,
+        clients: &http::HttpClients,
+    ) -> Result<Self, ProviderError> {
         let name = name.into();
-        let client = http::client(&name, &options.timeouts)?;
+        let client = clients.client(&name, &options.timeouts)?;
         let url = format!("{}/v1/messages", options.base_url.trim_end_matches('/'));
         Ok(Self {
             name,

@@ -261,6 +261,8 @@ impl ProviderConfig {
 pub struct BuildContext<'a> {
     /// The shared circuit breakers.
     pub breakers: &'a Breakers,
+    /// The shared HTTP clients.
+    pub clients: &'a super::http::HttpClients,
     /// Where relative script paths resolve (the config file's directory).
     pub base_dir: &'a Path,
     /// Reads an environment variable (tests pass a closure over a map).
@@ -439,7 +441,7 @@ pub fn build(
             };
             (
                 limited(
-                    Arc::new(OpenAiProvider::new(name, options)?),
+                    Arc::new(OpenAiProvider::new(name, options, ctx.clients)?),
                     c.max_concurrent,
                 ),
                 retry_policy(c.max_retries, c.retry_base_ms),
@@ -473,7 +475,7 @@ pub fn build(
             };
             (
                 limited(
-                    Arc::new(AnthropicProvider::new(name, options)?),
+                    Arc::new(AnthropicProvider::new(name, options, ctx.clients)?),
                     c.max_concurrent,
                 ),
                 retry_policy(c.max_retries, c.retry_base_ms),
@@ -612,8 +614,10 @@ mod tests {
         let breakers = Breakers::default();
         let env_map: HashMap<&str, &str> = HashMap::from([("OTHER", "sk-live-123")]);
         let env = |k: &str| env_map.get(k).map(|v| v.to_string());
+        let clients = super::super::http::HttpClients::default();
         let ctx = BuildContext {
             breakers: &breakers,
+            clients: &clients,
             base_dir: Path::new("."),
             env: &env,
             default_script: "",
@@ -653,8 +657,10 @@ mod tests {
         .unwrap();
         let breakers = Breakers::default();
         let env = |_: &str| None;
+        let clients = super::super::http::HttpClients::default();
         let ctx = BuildContext {
             breakers: &breakers,
+            clients: &clients,
             base_dir: dir.path(),
             env: &env,
             default_script: "[[reply]]\ntext = \"demo\"\n",

@@ -1,6 +1,7 @@
 //! What the HTTP providers share: the client, status → error mapping, `Retry-After`,
 //! stall- and size-guarded reading, and error text that never carries a secret.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use futures::{Stream, StreamExt};
@@ -37,11 +38,8 @@ impl Default for HttpTimeouts {
     }
 }
 
-/// Builds the HTTP client of provider `name`.
-pub(crate) fn client(
-    name: &str,
-    timeouts: &HttpTimeouts,
-) -> Result<reqwest::Client, ProviderError> {
+/// Builds an HTTP client for provider `name`.
+fn build_client(name: &str, timeouts: &HttpTimeouts) -> Result<reqwest::Client, ProviderError> {
     crate::tls::client_builder()
         .connect_timeout(timeouts.connect)
         .user_agent(concat!("crewbox/", env!("CARGO_PKG_VERSION")))
@@ -51,6 +49,39 @@ pub(crate) fn client(
                 "provider `{name}`: cannot build the HTTP client: {e}"
             ))
         })
+}
+
+/// The HTTP clients of the providers an engine builds, one per connect timeout (the
+/// only setting of a client; the other timeouts are per request): a provider built
+/// for each run or each remote task reuses the connections (and TLS sessions) of the
+/// ones before it instead of opening its own. Owned by the engine's services, so a
+/// client never outlives the async runtime its connections run on.
+#[derive(Clone, Debug, Default)]
+pub struct HttpClients {
+    clients: Arc<Mutex<Vec<(Duration, reqwest::Client)>>>,
+}
+
+/// Distinct connect timeouts kept (configurations have a few; the oldest goes first).
+const MAX_CLIENTS: usize = 16;
+
+impl HttpClients {
+    /// The client for provider `name` with `timeouts`, built on first use.
+    pub fn client(
+        &self,
+        name: &str,
+        timeouts: &HttpTimeouts,
+    ) -> Result<reqwest::Client, ProviderError> {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, c)) = clients.iter().find(|(t, _)| *t == timeouts.connect) {
+            return Ok(c.clone());
+        }
+        let client = build_client(name, timeouts)?;
+        if clients.len() >= MAX_CLIENTS {
+            clients.remove(0);
+        }
+        clients.push((timeouts.connect, client.clone()));
+        Ok(client)
+    }
 }
 
 /// Longest error body read from a failed response (the rest is not needed to say why).
@@ -523,6 +554,61 @@ pub async fn within(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A keep-alive HTTP/1.1 server answering every request with an empty 200: the
+    /// number of connections it accepted.
+    async fn keep_alive_server() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut tmp = [0u8; 1024];
+                    while let Ok(n) = sock.read(&mut tmp).await {
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&tmp[..n]);
+                        // Requests without bodies: one answer per head.
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            buf.drain(..end + 4);
+                            let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                            if sock.write_all(reply).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    #[tokio::test]
+    async fn providers_of_one_engine_share_their_connections() {
+        let (url, accepted) = keep_alive_server().await;
+        let clients = HttpClients::default();
+        let t = HttpTimeouts::default();
+        // Two providers (two runs, two remote tasks) with the same connect timeout.
+        for name in ["first", "second"] {
+            let c = clients.client(name, &t).unwrap();
+            assert!(c.get(&url).send().await.unwrap().status().is_success());
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Another connect timeout is another client.
+        let other = HttpTimeouts {
+            connect: Duration::from_secs(3),
+            ..t
+        };
+        let c = clients.client("third", &other).unwrap();
+        assert!(c.get(&url).send().await.unwrap().status().is_success());
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
 
     #[test]
     fn retry_after_seconds_and_http_dates() {

@@ -101,9 +101,13 @@ impl std::fmt::Debug for OpenAiProvider {
 
 impl OpenAiProvider {
     /// A provider named `name` (its config key).
-    pub fn new(name: impl Into<String>, options: OpenAiOptions) -> Result<Self, ProviderError> {
+    pub fn new(
+        name: impl Into<String>,
+        options: OpenAiOptions,
+        clients: &http::HttpClients,
+    ) -> Result<Self, ProviderError> {
         let name = name.into();
-        let client = http::client(&name, &options.timeouts)?;
+        let client = clients.client(&name, &options.timeouts)?;
         let url = format!(
             "{}/chat/completions",
             options.base_url.trim_end_matches('/')

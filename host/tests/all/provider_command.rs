@@ -46,8 +46,10 @@ fn provider_in(sandbox: &Sandbox, toml_text: &str) -> Arc<dyn Provider> {
     let cfg: ProviderConfig = toml::from_str(toml_text).expect("config");
     let breakers = Breakers::default();
     let env = |_: &str| None;
+    let clients = crewbox::unstable::provider::http::HttpClients::default();
     let ctx = BuildContext {
         breakers: &breakers,
+        clients: &clients,
         base_dir: Path::new("."),
         env: &env,
         default_script: "",

@@ -374,8 +374,10 @@ pub fn build_provider(
         .collect();
     let lookup = move |k: &str| env.get(k).cloned();
     let breakers = crewbox::unstable::provider::Breakers::default();
+    let clients = crewbox::unstable::provider::http::HttpClients::default();
     let ctx = crewbox::unstable::provider::BuildContext {
         breakers: &breakers,
+        clients: &clients,
         base_dir: std::path::Path::new("."),
         env: &lookup,
         default_script: "",
