@@ -48,12 +48,6 @@ fn parse(repo_root: &Path, hex: &str) -> Result<Oid, WorktreeError> {
     Oid::from_str(hex).map_err(WorktreeError::git("parse commit id", repo_root))
 }
 
-/// The commit HEAD of the main working tree points to (hex id).
-pub(crate) fn head(repo_root: &Path) -> Result<String, WorktreeError> {
-    let repo = open(repo_root)?;
-    super::git::head_commit(&repo, repo_root).map(|o| o.to_string())
-}
-
 /// The tip of local branch `branch` (hex id), if it exists.
 pub(crate) fn tip(repo_root: &Path, branch: &str) -> Result<Option<String>, WorktreeError> {
     let repo = open(repo_root)?;

@@ -163,6 +163,10 @@ struct Inner {
     opts: WorktreeOptions,
     repo_lock: Arc<Mutex<()>>,
     slots: Mutex<Slots>,
+    /// The repository opened once for reading its HEAD (every agent without a base of
+    /// its own reads it): opening it reads its config files each time. `head()` reads
+    /// the HEAD file and the ref it names afresh on every call.
+    head_repo: Mutex<Option<git2::Repository>>,
 }
 
 /// Hands out, commits, recycles and prunes agent worktrees of one repository.
@@ -266,6 +270,7 @@ impl WorktreeManager {
                 opts,
                 repo_lock: repo_lock_for(&common_dir),
                 slots: Mutex::default(),
+                head_repo: Mutex::default(),
             }),
         })
     }
@@ -378,7 +383,7 @@ impl WorktreeManager {
 
     /// The commit HEAD of the repository points to now (hex id).
     pub async fn head(&self) -> Result<String, WorktreeError> {
-        self.blocking(|inner| integration::head(&inner.repo_root))
+        self.blocking(|inner| inner.head().map(|o| o.to_string()))
             .await
     }
 
@@ -485,7 +490,15 @@ impl Inner {
     }
 
     fn head(&self) -> Result<Oid, WorktreeError> {
-        git::head_commit(&git::open(&self.repo_root)?, &self.repo_root)
+        let mut repo = self
+            .head_repo
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let repo = match &mut *repo {
+            Some(r) => r,
+            none => none.insert(git::open(&self.repo_root)?),
+        };
+        git::head_commit(repo, &self.repo_root)
     }
 
     /// A slot's worktree, opened through the main repository and checked.

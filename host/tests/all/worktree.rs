@@ -611,3 +611,28 @@ fn sanitised_branch_names_pass_git_check_ref_format() {
         git(tmp.path(), &["check-ref-format", &name]);
     }
 }
+
+/// The manager keeps the repository open for HEAD lookups: the head it reports still
+/// follows new commits, a switch to another branch and refs packed meanwhile.
+#[tokio::test]
+async fn the_head_is_read_afresh_each_time_from_a_repository_kept_open() {
+    let fx = Fixture::new();
+    let m = fx.manager(1).await;
+    assert_eq!(m.head().await.unwrap(), fx.head());
+    std::fs::write(fx.repo.join("NEW.md"), "new\n").unwrap();
+    git(&fx.repo, &["add", "NEW.md"]);
+    git(&fx.repo, &["commit", "-q", "-m", "second"]);
+    assert_eq!(m.head().await.unwrap(), fx.head());
+    let second = fx.head();
+    git(&fx.repo, &["checkout", "-q", "-b", "other", "HEAD~1"]);
+    assert_ne!(fx.head(), second);
+    assert_eq!(m.head().await.unwrap(), fx.head());
+    git(&fx.repo, &["pack-refs", "--all"]);
+    git(&fx.repo, &["checkout", "-q", "main"]);
+    assert_eq!(m.head().await.unwrap(), second);
+    // A commit on a packed branch writes a loose ref that shadows the packed one.
+    std::fs::write(fx.repo.join("THIRD.md"), "third\n").unwrap();
+    git(&fx.repo, &["add", "THIRD.md"]);
+    git(&fx.repo, &["commit", "-q", "-m", "third"]);
+    assert_eq!(m.head().await.unwrap(), fx.head());
+}
