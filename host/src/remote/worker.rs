@@ -249,6 +249,9 @@ async fn slot_loop(
     let backoff = crate::backoff::Backoff::new(Duration::from_millis(500), Duration::from_secs(5));
     let mut failures = 0;
     let mut puller = Puller::new(shared.js.clone(), consumer);
+    // The last task's result on its way to the server while the next task runs (one
+    // at a time per slot: the slot takes the next task without waiting for the store).
+    let mut finishing: Option<tokio::task::JoinHandle<()>> = None;
     while !shutdown.is_cancelled() {
         let pulled = tokio::select! {
             m = puller.next() => m,
@@ -257,7 +260,14 @@ async fn slot_loop(
         match pulled {
             Ok(Some(msg)) => {
                 failures = 0;
-                handle(&shared, msg).await;
+                let ran = handle(&shared, msg).await;
+                if let Some(last) = finishing.take() {
+                    let _ = last.await;
+                }
+                finishing = ran.map(|ran| {
+                    let shared = shared.clone();
+                    tokio::spawn(async move { ran.finish(&shared).await })
+                });
             }
             // Expired with nothing to do.
             Ok(None) => failures = 0,
@@ -270,6 +280,9 @@ async fn slot_loop(
                 failures = failures.saturating_add(1);
             }
         }
+    }
+    if let Some(last) = finishing.take() {
+        let _ = last.await;
     }
 }
 
@@ -354,15 +367,16 @@ impl Puller {
 #[error("{0}")]
 struct PullError(String);
 
-/// One task delivery, from reading it to its ack.
-async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
+/// One task delivery, up to its result: what is left to do ([`Ran::finish`]) when its
+/// agent ran (or it was refused with a result), `None` when it is settled already.
+async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) -> Option<Ran> {
     let task = match Task::from_bytes(&msg.payload) {
         Ok(t) => t,
         Err(e) => {
             tracing::warn!(subject = %msg.subject, error = %e, "task refused");
             bump(shared, |s| s.refused += 1);
             let _ = msg.ack_with(AckKind::Term).await;
-            return;
+            return None;
         }
     };
     tracing::debug!(
@@ -407,21 +421,21 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
         // Its result is durable already (a worker died between that and its ack).
         bump(shared, |s| s.skipped += 1);
         let _ = msg.double_ack().await;
-        return;
+        return None;
     }
     if !lock(&shared.inflight).insert(task.key.clone()) {
         // Redelivered while it still runs here (a heartbeat was late): keep it ours.
         tracing::warn!(task = %task.key, "task redelivered while running here");
         let _ = msg.ack_with(AckKind::Progress).await;
-        return;
+        return None;
     }
-    let _running = Running(shared.clone(), task.key.clone());
+    let running = Running(shared.clone(), task.key.clone());
     let cached = lock(&shared.recent)
         .iter()
         .find(|r| r.key == task.key)
         .cloned();
     let exec = uuid::Uuid::now_v7().simple().to_string();
-    let mut result = match (cached, refusal) {
+    let result = match (cached, refusal) {
         (Some(done), _) => done,
         (None, refusal) => match refusal {
             Some(why) => {
@@ -467,21 +481,43 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) {
         }
         recent.push_back(result.clone());
     }
-    match publish_result(shared, &task, &mut result).await {
-        Ok(()) => {
-            tracing::debug!(task = %task.key, "result stored on the server");
-            // Not waited for: an ack that is lost only brings the task back once its
-            // ack wait is over, and a redelivered task whose result is stored is acked
-            // without running (see above). The slot is free for the next task now.
-            if let Err(e) = msg.ack().await {
-                tracing::warn!(task = %task.key, error = %e, "task ack failed; it may be redelivered (its result is stored)");
+    Some(Ran {
+        task,
+        result,
+        msg,
+        _running: running,
+    })
+}
+
+/// A task with its result, not yet stored on the server; the task stays marked as
+/// running here until it is acked (a redelivery meanwhile is not run twice).
+struct Ran {
+    task: Task,
+    result: TaskResult,
+    msg: jetstream::Message,
+    _running: Running,
+}
+
+impl Ran {
+    /// Stores the result on the server, then acks the task (or has it redelivered).
+    async fn finish(mut self, shared: &Shared) {
+        let (task, msg) = (&self.task, &self.msg);
+        match publish_result(shared, task, &mut self.result).await {
+            Ok(()) => {
+                tracing::debug!(task = %task.key, "result stored on the server");
+                // An ack that is lost only brings the task back once its ack wait is
+                // over, and a redelivered task whose result is stored is acked without
+                // running (see above).
+                if let Err(e) = msg.ack().await {
+                    tracing::warn!(task = %task.key, error = %e, "task ack failed; it may be redelivered (its result is stored)");
+                }
             }
-        }
-        Err(e) => {
-            tracing::warn!(task = %task.key, error = %e, "result not stored; the task is redelivered");
-            let _ = msg
-                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                .await;
+            Err(e) => {
+                tracing::warn!(task = %task.key, error = %e, "result not stored; the task is redelivered");
+                let _ = msg
+                    .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                    .await;
+            }
         }
     }
 }
