@@ -336,6 +336,7 @@ impl TurnLoop<'_> {
         {
             return Step::Fail(Failure::budget(exceeded));
         }
+        let (tools, tools_hash) = self.tool_specs().await;
         let request = CompletionRequest {
             agent: AgentLabel {
                 id: spec.id.to_string(),
@@ -344,12 +345,12 @@ impl TurnLoop<'_> {
             },
             turn,
             messages: self.messages.clone(),
-            tools: self.tool_specs().await,
+            tools,
             max_tokens: Some(max_output),
             workspace: Some(spec.workspace.clone()),
             progress: Some(Arc::new(Progress::default())),
         };
-        let sent = crate::provider::replay::digest(&request);
+        let sent = crate::provider::replay::digest::digest_with(&request, tools_hash);
         // A provider that acts on the workspace (an agent CLI) is an effect: the start
         // is stored first. A model behind an API only answers, so it is asked while
         // the start's writes are in flight.
@@ -430,13 +431,19 @@ impl TurnLoop<'_> {
         }
     }
 
-    /// The built-in tools its capabilities allow, then its MCP servers' tools.
-    async fn tool_specs(&self) -> Vec<crate::provider::ToolSpec> {
-        let mut specs = self.env.tools.specs_for(&self.spec.perms.caps);
-        if let Some(mcp) = &self.env.mcp {
-            specs.extend(mcp.specs().await);
+    /// The built-in tools its capabilities allow, then its MCP servers' tools, with
+    /// their hash for the request's fingerprint (the built-in list's is computed once).
+    async fn tool_specs(&self) -> (Vec<crate::provider::ToolSpec>, [u8; 32]) {
+        let offered = self.env.tools.offered_to(&self.spec.perms.caps);
+        let mut specs = offered.specs.clone();
+        match &self.env.mcp {
+            Some(mcp) => {
+                specs.extend(mcp.specs().await);
+                let hash = crate::provider::replay::digest::tools_hash(&specs);
+                (specs, hash)
+            }
+            None => (specs, offered.hash),
         }
-        specs
     }
 
     /// Runs one call: an MCP tool through its server, any other through the registry.

@@ -1,6 +1,6 @@
 //! The tool registry: what each agent is offered and the one gate every call goes through.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -15,6 +15,22 @@ use crate::vocab::CapSet;
 #[derive(Clone)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
+    /// What is offered per capability set, built on first use (a tool's spec never
+    /// changes): every turn of every agent offers one of these.
+    offered: Arc<Mutex<OfferedSets>>,
+}
+
+/// The lists built so far, by capability set (at most 32: five capabilities).
+type OfferedSets = Vec<(CapSet, Arc<Offered>)>;
+
+/// The tools an agent holding some capabilities is offered, with their hash as a
+/// request's fingerprint counts it.
+#[derive(Debug)]
+pub struct Offered {
+    /// The specs, in offering order.
+    pub specs: Vec<ToolSpec>,
+    /// [`crate::provider::replay::digest::tools_hash`] of `specs`.
+    pub hash: [u8; 32],
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -46,6 +62,7 @@ impl ToolRegistry {
                 Arc::new(SpawnAgent),
                 Arc::new(Finish),
             ],
+            offered: Arc::default(),
         }
     }
 
@@ -61,11 +78,25 @@ impl ToolRegistry {
 
     /// Specs of the tools an agent holding `caps` may call (the only ones it is shown).
     pub fn specs_for(&self, caps: &CapSet) -> Vec<ToolSpec> {
-        self.tools
+        self.offered_to(caps).specs.clone()
+    }
+
+    /// What an agent holding `caps` is offered, with its hash (built once per set).
+    pub fn offered_to(&self, caps: &CapSet) -> Arc<Offered> {
+        let mut offered = self.offered.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, o)) = offered.iter().find(|(c, _)| c == caps) {
+            return o.clone();
+        }
+        let specs: Vec<ToolSpec> = self
+            .tools
             .iter()
             .filter(|t| caps.contains(t.capability()))
             .map(|t| t.spec())
-            .collect()
+            .collect();
+        let hash = crate::provider::replay::digest::tools_hash(&specs);
+        let o = Arc::new(Offered { specs, hash });
+        offered.push((*caps, o.clone()));
+        o
     }
 
     /// Calls `name` for an agent holding `caps`: `UnknownTool` if there is no such tool,
@@ -151,6 +182,46 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    /// The list offered per capability set is built once and its hash is the one a
+    /// request's fingerprint computes from the list itself.
+    #[test]
+    fn offered_tools_are_built_once_per_set_with_the_fingerprints_hash() {
+        let registry = ToolRegistry::builtin();
+        let all = CapSet::read_only()
+            .with(Capability::Write)
+            .with(Capability::Exec)
+            .with(Capability::Spawn);
+        for caps in [CapSet::read_only(), all] {
+            let first = registry.offered_to(&caps);
+            assert!(Arc::ptr_eq(&first, &registry.offered_to(&caps)));
+            assert!(Arc::ptr_eq(&first, &registry.clone().offered_to(&caps)));
+            let fresh: Vec<ToolSpec> = registry
+                .tools
+                .iter()
+                .filter(|t| caps.contains(t.capability()))
+                .map(|t| t.spec())
+                .collect();
+            assert_eq!(first.specs, fresh);
+            let request = crate::provider::CompletionRequest {
+                agent: Default::default(),
+                turn: 1,
+                messages: vec![crate::provider::Message::user("fix it")],
+                tools: fresh,
+                max_tokens: None,
+                workspace: None,
+                progress: None,
+            };
+            assert_eq!(
+                crate::provider::replay::digest::digest_with(&request, first.hash),
+                crate::provider::replay::digest(&request)
+            );
+        }
+        assert_ne!(
+            registry.offered_to(&CapSet::read_only()).hash,
+            registry.offered_to(&all).hash
+        );
     }
 
     #[test]

@@ -56,8 +56,19 @@ fn short(bytes: &[u8]) -> String {
     h
 }
 
+/// The hash of a tool list as [`digest`] counts it: a list offered on every turn is
+/// hashed once ([`digest_with`]).
+pub fn tools_hash(tools: &[crate::provider::ToolSpec]) -> [u8; 32] {
+    sha(&tools)
+}
+
 /// The fingerprint of `request`.
 pub fn digest(request: &CompletionRequest) -> RequestDigest {
+    digest_with(request, tools_hash(&request.tools))
+}
+
+/// The fingerprint of `request` whose tools hash to `tools` ([`tools_hash`]).
+pub fn digest_with(request: &CompletionRequest, tools: [u8; 32]) -> RequestDigest {
     let mut total = Sha256::new();
     total.update(b"crewbox-request-v1\n");
     let messages = request
@@ -72,7 +83,6 @@ pub fn digest(request: &CompletionRequest) -> RequestDigest {
             }
         })
         .collect();
-    let tools = sha(&request.tools);
     total.update(tools);
     let params = sha(&Params {
         max_tokens: request.max_tokens,
