@@ -135,10 +135,12 @@ pub(crate) fn append(
     data: &serde_json::Value,
 ) -> Result<(), StoreError> {
     let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
+    // Cached: every audit record reads the head (a statement parsed per record was a
+    // visible share of the writer's time).
     let last: Option<(i64, String)> = conn
-        .query_row("SELECT seq, hash FROM audit_head WHERE id = 1", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
+        .prepare_cached("SELECT seq, hash FROM audit_head WHERE id = 1")
+        .map_err(q("prepare audit head"))?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
         .map_err(q("read audit head"))?;
     let (seq, prev) = match last {

@@ -108,6 +108,20 @@ fn collect<T>(
         .map_err(|e| StoreError::sqlite(op, &e))
 }
 
+/// The one row `sql` selects, if any (a cached statement: single-row reads such as an
+/// agent's are on hot paths).
+fn one<T>(
+    conn: &Connection,
+    op: &'static str,
+    sql: &str,
+    params: impl rusqlite::Params,
+    f: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Option<T>, StoreError> {
+    conn.prepare_cached(sql)
+        .and_then(|mut stmt| stmt.query_row(params, f).optional())
+        .map_err(|e| StoreError::sqlite(op, &e))
+}
+
 /// Agents per state, for `status` and `health`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct AgentCounts {
@@ -122,13 +136,13 @@ impl Store {
     pub async fn run(&self, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
         let id = id.clone();
         self.read(move |c| {
-            c.query_row(
+            one(
+                c,
+                "read run",
                 &format!("SELECT {RUN_COLS} FROM runs WHERE id = ?1"),
                 params![id.as_str()],
                 run_row,
             )
-            .optional()
-            .map_err(|e| StoreError::sqlite("read run", &e))
         })
         .await
     }
@@ -241,13 +255,13 @@ impl Store {
     pub async fn agent(&self, id: &AgentId) -> Result<Option<AgentRecord>, StoreError> {
         let id = id.clone();
         self.read(move |c| {
-            c.query_row(
+            one(
+                c,
+                "read agent",
                 &format!("SELECT {AGENT_COLS} FROM agents WHERE id = ?1"),
                 params![id.as_str()],
                 agent_row,
             )
-            .optional()
-            .map_err(|e| StoreError::sqlite("read agent", &e))
         })
         .await
     }
