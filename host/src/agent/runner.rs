@@ -433,16 +433,16 @@ impl TurnLoop<'_> {
 
     /// The built-in tools its capabilities allow, then its MCP servers' tools, with
     /// their hash for the request's fingerprint (the built-in list's is computed once).
-    async fn tool_specs(&self) -> (Vec<crate::provider::ToolSpec>, [u8; 32]) {
+    async fn tool_specs(&self) -> (Arc<[crate::provider::ToolSpec]>, [u8; 32]) {
         let offered = self.env.tools.offered_to(&self.spec.perms.caps);
-        let mut specs = offered.specs.clone();
         match &self.env.mcp {
             Some(mcp) => {
+                let mut specs = offered.specs.to_vec();
                 specs.extend(mcp.specs().await);
                 let hash = crate::provider::replay::digest::tools_hash(&specs);
-                (specs, hash)
+                (specs.into(), hash)
             }
-            None => (specs, offered.hash),
+            None => (offered.specs.clone(), offered.hash),
         }
     }
 

@@ -39,7 +39,7 @@ impl ModelAccess for ProviderModel {
             agent: self.label.clone(),
             turn: 1,
             messages,
-            tools: Vec::new(),
+            tools: Vec::new().into(),
             max_tokens,
             workspace: None,
         };

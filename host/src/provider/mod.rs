@@ -224,8 +224,9 @@ pub struct CompletionRequest {
     pub turn: u32,
     /// The conversation so far (system message first).
     pub messages: Vec<Message>,
-    /// The tools the agent may call (already filtered by its permissions).
-    pub tools: Vec<ToolSpec>,
+    /// The tools the agent may call (already filtered by its permissions): shared, as
+    /// every turn offers the same list.
+    pub tools: Arc<[ToolSpec]>,
     /// Upper bound on output tokens for this call, if any.
     pub max_tokens: Option<u32>,
     /// The agent's workspace root (used by the `command` provider).

@@ -200,7 +200,7 @@ mod tests {
             agent: Default::default(),
             turn: 1,
             messages: vec![],
-            tools: vec![],
+            tools: Vec::new().into(),
             max_tokens: None,
             workspace: None,
         }

@@ -28,7 +28,7 @@ type OfferedSets = Vec<(CapSet, Arc<Offered>)>;
 #[derive(Debug)]
 pub struct Offered {
     /// The specs, in offering order.
-    pub specs: Vec<ToolSpec>,
+    pub specs: Arc<[ToolSpec]>,
     /// [`crate::provider::replay::digest::tools_hash`] of `specs`.
     pub hash: [u8; 32],
 }
@@ -78,7 +78,7 @@ impl ToolRegistry {
 
     /// Specs of the tools an agent holding `caps` may call (the only ones it is shown).
     pub fn specs_for(&self, caps: &CapSet) -> Vec<ToolSpec> {
-        self.offered_to(caps).specs.clone()
+        self.offered_to(caps).specs.to_vec()
     }
 
     /// What an agent holding `caps` is offered, with its hash (built once per set).
@@ -94,7 +94,10 @@ impl ToolRegistry {
             .map(|t| t.spec())
             .collect();
         let hash = crate::provider::replay::digest::tools_hash(&specs);
-        let o = Arc::new(Offered { specs, hash });
+        let o = Arc::new(Offered {
+            specs: specs.into(),
+            hash,
+        });
         offered.push((*caps, o.clone()));
         o
     }
@@ -203,12 +206,12 @@ mod tests {
                 .filter(|t| caps.contains(t.capability()))
                 .map(|t| t.spec())
                 .collect();
-            assert_eq!(first.specs, fresh);
+            assert_eq!(*first.specs, *fresh);
             let request = crate::provider::CompletionRequest {
                 agent: Default::default(),
                 turn: 1,
                 messages: vec![crate::provider::Message::user("fix it")],
-                tools: fresh,
+                tools: fresh.into(),
                 max_tokens: None,
                 workspace: None,
                 progress: None,

@@ -49,7 +49,8 @@ fn request() -> CompletionRequest {
             name: "write_file".into(),
             description: "Write a file".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         max_tokens: None,
         workspace: None,
     }

@@ -70,7 +70,7 @@ fn request(workspace: Option<&Path>, messages: Vec<Message>) -> CompletionReques
         },
         turn: 1,
         messages,
-        tools: vec![],
+        tools: Vec::new().into(),
         max_tokens: None,
         workspace: workspace.map(Path::to_path_buf),
     }

@@ -49,7 +49,8 @@ fn request(messages: Vec<Message>) -> CompletionRequest {
             name: "read_file".into(),
             description: "Reads a file of the workspace and returns its text.".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         max_tokens: Some(16),
         workspace: None,
     }
@@ -250,7 +251,7 @@ async fn a_prompt_far_smaller_than_the_tool_schemas_means_the_tools_were_dropped
         Message::user("Read README.md and say what it is about."),
     ];
     let ask = CompletionRequest {
-        tools,
+        tools: tools.into(),
         ..request(messages)
     };
     // No /props on this server (404): the error still names the cause it can see.

@@ -48,7 +48,8 @@ fn request() -> CompletionRequest {
             name: "write_file".into(),
             description: "Write a file".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         max_tokens: Some(256),
         workspace: None,
     }

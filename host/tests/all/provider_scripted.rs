@@ -19,7 +19,7 @@ fn req(name: &str, role: &str, turn: u32, latest: &str) -> CompletionRequest {
         },
         turn,
         messages: vec![Message::system("be brief"), Message::user(latest)],
-        tools: vec![],
+        tools: Vec::new().into(),
         max_tokens: None,
         workspace: None,
     }

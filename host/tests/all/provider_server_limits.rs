@@ -257,7 +257,7 @@ fn request() -> CompletionRequest {
         agent: AgentLabel::default(),
         turn: 1,
         messages: vec![Message::user("hi")],
-        tools: vec![],
+        tools: Vec::new().into(),
         max_tokens: Some(16),
         workspace: None,
         progress: None,

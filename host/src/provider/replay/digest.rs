@@ -208,7 +208,7 @@ mod tests {
             },
             turn: 1,
             messages,
-            tools: Vec::new(),
+            tools: Vec::new().into(),
             max_tokens: None,
             workspace: Some("/somewhere".into()),
         }

@@ -158,7 +158,7 @@ mod tests {
             },
             turn,
             messages: vec![Message::system("s"), Message::user(task)],
-            tools: Vec::new(),
+            tools: Vec::new().into(),
             max_tokens: None,
             workspace: None,
         }
