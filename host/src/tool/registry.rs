@@ -26,11 +26,11 @@ type OfferedSets = Vec<(CapSet, Arc<Offered>)>;
 /// The tools an agent holding some capabilities is offered, with their hash as a
 /// request's fingerprint counts it.
 #[derive(Debug)]
-pub struct Offered {
+pub(crate) struct Offered {
     /// The specs, in offering order.
-    pub specs: Arc<[ToolSpec]>,
+    pub(crate) specs: Arc<[ToolSpec]>,
     /// [`crate::provider::replay::digest::tools_hash`] of `specs`.
-    pub hash: [u8; 32],
+    pub(crate) hash: [u8; 32],
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -82,7 +82,7 @@ impl ToolRegistry {
     }
 
     /// What an agent holding `caps` is offered, with its hash (built once per set).
-    pub fn offered_to(&self, caps: &CapSet) -> Arc<Offered> {
+    pub(crate) fn offered_to(&self, caps: &CapSet) -> Arc<Offered> {
         let mut offered = self.offered.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, o)) = offered.iter().find(|(c, _)| c == caps) {
             return o.clone();

@@ -58,7 +58,7 @@ fn short(bytes: &[u8]) -> String {
 
 /// The hash of a tool list as [`digest`] counts it: a list offered on every turn is
 /// hashed once ([`digest_with`]).
-pub fn tools_hash(tools: &[crate::provider::ToolSpec]) -> [u8; 32] {
+pub(crate) fn tools_hash(tools: &[crate::provider::ToolSpec]) -> [u8; 32] {
     sha(&tools)
 }
 
@@ -68,7 +68,7 @@ pub fn digest(request: &CompletionRequest) -> RequestDigest {
 }
 
 /// The fingerprint of `request` whose tools hash to `tools` ([`tools_hash`]).
-pub fn digest_with(request: &CompletionRequest, tools: [u8; 32]) -> RequestDigest {
+pub(crate) fn digest_with(request: &CompletionRequest, tools: [u8; 32]) -> RequestDigest {
     let mut total = Sha256::new();
     total.update(b"crewbox-request-v1\n");
     let messages = request
