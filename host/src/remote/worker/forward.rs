@@ -264,13 +264,13 @@ impl Forwarder {
     /// inside the spawned task, the start could fall after the agent's first events
     /// (its worktree, its `running` state), which would then never reach the
     /// coordinator.
-    pub(super) async fn start(
+    pub(super) fn start(
         shared: Arc<Shared>,
         task: &Task,
         exec: &str,
         run: RunId,
         agent: AgentId,
-    ) -> Result<Self, crate::store::StoreError> {
+    ) -> Self {
         let stop = CancellationToken::new();
         let mut pick = Picker::new(&shared.store, run, &agent);
         let mut out = Outbox {
@@ -296,9 +296,8 @@ impl Forwarder {
                     })?;
                 }
                 let read_at = tokio::time::Instant::now();
-                let shared = out.shared.clone();
                 let events = pick
-                    .drain(&shared.store, &shared.running_agents)
+                    .drain(&out.shared.store, &out.shared.running_agents)
                     .await
                     .map_err(|e| out.publish_error(format!("reading the worker's events: {e}")))?;
                 for e in events {
@@ -326,7 +325,7 @@ impl Forwarder {
             out.stored().await?;
             Ok(std::mem::take(&mut out.pending))
         });
-        Ok(Self { stop, task: handle })
+        Self { stop, task: handle }
     }
 
     /// Stops forwarding once the agent's last events are read: those not sent yet.

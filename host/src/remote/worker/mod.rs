@@ -263,10 +263,7 @@ async fn slot_loop(
                 if let Some(last) = finishing.take() {
                     let _ = last.await;
                 }
-                finishing = ran.map(|ran| {
-                    let shared = shared.clone();
-                    tokio::spawn(async move { ran.finish(&shared).await })
-                });
+                finishing = ran.map(|ran| tokio::spawn(ran.finish()));
             }
             // Expired with nothing to do.
             Ok(None) => failures = 0,
@@ -403,7 +400,7 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) -> Option<Ran> {
         task,
         result,
         msg,
-        _running: running,
+        running,
     })
 }
 
@@ -413,13 +410,14 @@ struct Ran {
     task: Task,
     result: TaskResult,
     msg: jetstream::Message,
-    _running: Running,
+    /// Marks the task as running here until it is acked (and holds the worker's state).
+    running: Running,
 }
 
 impl Ran {
     /// Stores the result on the server, then acks the task (or has it redelivered).
-    async fn finish(mut self, shared: &Shared) {
-        let (task, msg) = (&self.task, &self.msg);
+    async fn finish(mut self) {
+        let (task, msg, shared) = (&self.task, &self.msg, &self.running.0);
         match publish_result(shared, task, &mut self.result).await {
             Ok(()) => {
                 tracing::debug!(task = %task.key, "result stored on the server");
@@ -616,7 +614,7 @@ async fn run_task(
     job.join = task.join.clone();
     let agent = AgentId::from_string(task.agent_id.clone());
     let _known = RunningAgent::new(shared, &task.agent_id);
-    let forward = Forwarder::start(shared.clone(), task, exec, run.clone(), agent.clone()).await?;
+    let forward = Forwarder::start(shared.clone(), task, exec, run.clone(), agent.clone());
     if let Some(path) = shared_view {
         // Where it works, as a checkout of its own would say.
         shared.store.log_event(

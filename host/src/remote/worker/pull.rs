@@ -14,7 +14,6 @@ pub(super) const PULL_WAIT: Duration = Duration::from_secs(1);
 /// (not one per pull): each request is answered once, with a task or with its expiry.
 pub(super) struct Puller {
     js: jetstream::Context,
-    client: async_nats::Client,
     consumer: jetstream::consumer::PullConsumer,
     /// The slot's inbox and its subscription, made on first use; dropped when a request
     /// went unanswered, so a late answer to it reaches no one (a task answered there is
@@ -25,7 +24,6 @@ pub(super) struct Puller {
 impl Puller {
     pub(super) fn new(js: jetstream::Context, consumer: jetstream::consumer::PullConsumer) -> Self {
         Self {
-            client: js.client(),
             js,
             consumer,
             inbox: None,
@@ -37,9 +35,9 @@ impl Puller {
         let (inbox, sub) = match &mut self.inbox {
             Some(pair) => pair,
             empty => {
-                let inbox = async_nats::Subject::from(self.client.new_inbox());
-                let sub = self
-                    .client
+                let client = self.js.client();
+                let inbox = async_nats::Subject::from(client.new_inbox());
+                let sub = client
                     .subscribe(inbox.clone())
                     .await
                     .map_err(|e| PullError(e.to_string()))?;
