@@ -24,6 +24,14 @@ pub enum WorkerError {
     /// The state base cannot be made absolute.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// The worker's own store directory cannot be created in `dir`.
+    #[error("cannot create the worker's own store directory in {}: {source}", dir.display())]
+    OwnDir {
+        /// The worker directory of the state base.
+        dir: std::path::PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
     /// The worker's own store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -25,6 +25,12 @@ pub(crate) enum RemoteWrite {
     },
     /// An agent's result, recorded once per agent.
     Result(Box<RemoteResult>),
+    /// A worker's own store forgets answered tasks' agents and the agents they
+    /// started (see [`Store::queue_forget_agents`]).
+    Forget {
+        /// The tasks' agents.
+        agents: Vec<AgentId>,
+    },
 }
 
 /// An agent's end as a worker reported it.
@@ -92,6 +98,20 @@ impl Store {
     pub async fn record_remote_result(&self, result: RemoteResult) -> Result<(), StoreError> {
         self.write(Write::Remote(RemoteWrite::Result(Box::new(result))))
             .await
+    }
+
+    /// Deletes what this store holds of `agents` and of the agents they started (their
+    /// rows, events, journal steps, conversations, model exchanges, audit records and
+    /// dead-letter marks), in one transaction queued after every write queued before
+    /// it. For a `crewbox worker`'s own store only: it runs each task's agent as a
+    /// local run does and answers the task with what the coordinator keeps, so once
+    /// the task is answered nothing reads these rows again, and without this the store
+    /// of a long-lived worker grows with every task it ever ran. (The audit chain of
+    /// such a store has gaps where agents were forgotten; that store is deleted when
+    /// the worker stops and never verified.) Runs' own rows stay: more tasks of a run
+    /// may come.
+    pub fn queue_forget_agents(&self, agents: Vec<AgentId>) -> Result<super::Pending, StoreError> {
+        self.queue(Write::Remote(RemoteWrite::Forget { agents }))
     }
 
     /// The agents recorded with a result for task `key` in `run`.
@@ -246,5 +266,55 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
             .map_err(q("record a remote agent's end"))?;
             Ok(None)
         }
+        RemoteWrite::Forget { agents } => {
+            forget(conn, agents)?;
+            Ok(None)
+        }
     }
+}
+
+/// The rows of `agents` and of the agents they started, deleted (see
+/// [`Store::queue_forget_agents`]). One statement per table for the whole batch; the
+/// tables without an index by agent are scanned, which stays cheap as a worker's
+/// store then only holds what it runs and what it has not forgotten yet.
+fn forget(conn: &Connection, agents: &[AgentId]) -> Result<(), StoreError> {
+    let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
+    if agents.is_empty() {
+        return Ok(());
+    }
+    let roots = serde_json::Value::from(agents.iter().map(AgentId::as_str).collect::<Vec<_>>());
+    let mut ids: Vec<String> = {
+        let mut stmt = conn
+            .prepare_cached(
+                "WITH RECURSIVE tree(id) AS (
+                     SELECT value FROM json_each(?1)
+                     UNION SELECT a.id FROM agents a JOIN tree t ON a.parent_id = t.id)
+                 SELECT id FROM tree",
+            )
+            .map_err(q("find the agents to forget"))?;
+        let rows = stmt
+            .query_map(params![roots.to_string()], |r| r.get(0))
+            .map_err(q("find the agents to forget"))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(q("find the agents to forget"))?
+    };
+    ids.sort_unstable();
+    ids.dedup();
+    let ids = serde_json::Value::from(ids).to_string();
+    const BY_AGENT: [&str; 7] = [
+        "DELETE FROM events WHERE agent_id IN (SELECT value FROM json_each(?1))",
+        "DELETE FROM steps WHERE agent_id IN (SELECT value FROM json_each(?1))",
+        "DELETE FROM audit WHERE agent_id IN (SELECT value FROM json_each(?1))",
+        "DELETE FROM model_exchanges WHERE agent_id IN (SELECT value FROM json_each(?1))",
+        "DELETE FROM agent_conversations WHERE agent_id IN (SELECT value FROM json_each(?1))",
+        "DELETE FROM dead_letters WHERE agent_id IN (SELECT value FROM json_each(?1))",
+        "DELETE FROM agents WHERE id IN (SELECT value FROM json_each(?1))",
+    ];
+    for sql in BY_AGENT {
+        conn.prepare_cached(sql)
+            .map_err(q("prepare forgetting agents"))?
+            .execute(params![ids])
+            .map_err(q("forget agents"))?;
+    }
+    Ok(())
 }

@@ -365,7 +365,14 @@ fn a_swarm_runs_across_two_workers_each_agent_once_and_no_secret_reaches_the_ser
     let Some(c) = cluster(|_| {}) else { return };
     c.script(SWARM);
     let tap = Wiretap::start(c.nats.url());
+    // The store a worker killed with -9 left behind (its lock free): the next one
+    // deletes it when it starts.
+    let dead = c.path().join("w-wa/worker/run-1-dead");
+    std::fs::create_dir_all(&dead).unwrap();
+    std::fs::write(dead.join("worker.lock"), "").unwrap();
+    std::fs::write(dead.join("crewbox.db"), "left behind").unwrap();
     let (a, b) = (c.worker("wa"), c.worker("wb"));
+    assert!(!dead.exists(), "a dead worker's store was left");
     let report = c.run(&[
         "run",
         "write beta",
@@ -422,6 +429,16 @@ fn a_swarm_runs_across_two_workers_each_agent_once_and_no_secret_reaches_the_ser
             a.id
         );
     }
+    // Each worker's own store forgot every agent it answered for: a long-lived worker
+    // does not grow with every task it ever ran.
+    for w in ["wa", "wb"] {
+        let left = || own_store_rows(&c.path().join(format!("w-{w}")));
+        assert!(
+            wait_for(Duration::from_secs(10), || left() == 0),
+            "worker {w} kept {} rows of agents it answered for",
+            left()
+        );
+    }
     let (ta, tb) = (a.stop(), b.stop());
     assert_eq!(ta.ran + tb.ran, 3, "no task ran twice: {ta:?} {tb:?}");
     let wire = tap.finish();
@@ -435,6 +452,33 @@ fn a_swarm_runs_across_two_workers_each_agent_once_and_no_secret_reaches_the_ser
             "a secret went over NATS: {m}"
         );
     }
+}
+
+/// The rows about agents in the own store of the worker whose state base is `base`
+/// (agents, their events, steps, conversations, model exchanges and audit records).
+fn own_store_rows(base: &Path) -> i64 {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(base.join("worker"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("run-"))
+        .collect();
+    assert_eq!(dirs.len(), 1, "one own store per worker: {dirs:?}");
+    let db = rusqlite::Connection::open(dirs[0].join("crewbox.db")).unwrap();
+    let count = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    let ran = count("SELECT COUNT(*) FROM runs");
+    assert!(ran >= 1, "the worker ran nothing");
+    [
+        "SELECT COUNT(*) FROM agents",
+        "SELECT COUNT(*) FROM events WHERE agent_id IS NOT NULL",
+        "SELECT COUNT(*) FROM steps WHERE agent_id IS NOT NULL",
+        "SELECT COUNT(*) FROM agent_conversations",
+        "SELECT COUNT(*) FROM model_exchanges",
+        "SELECT COUNT(*) FROM audit WHERE agent_id IS NOT NULL",
+    ]
+    .iter()
+    .map(|sql| count(sql))
+    .sum()
 }
 
 /// The orchestrate round of the crash-recovery tests: alice and bob each `ms` long.

@@ -306,3 +306,54 @@ async fn the_wal_stays_small_under_a_steady_stream_of_writes() {
         "the WAL grew to {largest} bytes over {written} agents"
     );
 }
+
+/// A worker's own store forgets an answered task's agent with the agents it started
+/// (their rows and events) in one write, and nothing of any other agent or of the run.
+#[tokio::test]
+async fn forgotten_agents_go_with_the_agents_they_started_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let run = run_record();
+    store.insert_run(&run).await.unwrap();
+    let parent = agent_record(&run.id);
+    let mut child = agent_record(&run.id);
+    child.parent = Some(parent.id.clone());
+    let mut grandchild = agent_record(&run.id);
+    grandchild.parent = Some(child.id.clone());
+    let other = agent_record(&run.id);
+    for a in [&parent, &child, &grandchild, &other] {
+        store.insert_agent(a).await.unwrap();
+        store
+            .append_event(&run.id, Some(&a.id), Event::AgentWrapUp { turn: 1 })
+            .await
+            .unwrap();
+    }
+    store
+        .append_event(&run.id, None, Event::AgentWrapUp { turn: 1 })
+        .await
+        .unwrap();
+    // An id with no rows (a task that failed before its agent was stored) is no error.
+    store
+        .queue_forget_agents(vec![parent.id.clone(), AgentId::new()])
+        .unwrap()
+        .committed()
+        .await
+        .unwrap();
+    let left: Vec<AgentId> = store
+        .agents(&run.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.id)
+        .collect();
+    assert_eq!(left, vec![other.id.clone()]);
+    let events: Vec<Option<AgentId>> = store
+        .events(Some(&run.id), 0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.agent_id)
+        .collect();
+    assert_eq!(events, vec![Some(other.id.clone()), None]);
+    assert!(store.run(&run.id).await.unwrap().is_some(), "the run stays");
+}

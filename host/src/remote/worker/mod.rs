@@ -15,6 +15,7 @@
 //! is already on the server is acked without running again.
 
 mod forward;
+mod own;
 mod pull;
 
 use std::collections::HashMap;
@@ -125,6 +126,9 @@ struct Shared {
     fetched: Mutex<std::collections::HashSet<(String, String)>>,
     /// Checkouts read-only agents share, per clone and base.
     readers: super::readers::Readers,
+    /// Agents of answered tasks whose rows the worker's own store still holds (they go
+    /// in batches, see [`forget_answered`]).
+    answered: std::sync::Mutex<Vec<AgentId>>,
     stats: std::sync::Mutex<WorkerStats>,
 }
 
@@ -170,14 +174,18 @@ pub async fn serve(
     };
     let state_base = std::path::absolute(&state_base)?;
     let worker_dir = state_base.join("worker");
+    // The stores of workers that died without deleting theirs.
+    let swept = own::sweep(&worker_dir);
+    if swept > 0 {
+        tracing::info!(swept, dir = %worker_dir.display(), "deleted the stores of dead workers");
+    }
     // The worker's own store of this process only: a task redelivered to a restarted
     // worker starts clean.
-    let own = worker_dir.join(format!(
-        "run-{}-{}",
-        std::process::id(),
-        uuid::Uuid::now_v7().simple()
-    ));
-    let store = Store::open(&own)?;
+    let own = own::OwnDir::create(&worker_dir).map_err(|source| WorkerError::OwnDir {
+        dir: worker_dir.clone(),
+        source,
+    })?;
+    let store = Store::open(own.path())?;
     let shared = Arc::new(Shared {
         opener,
         js,
@@ -198,6 +206,7 @@ pub async fn serve(
         inflight: std::sync::Mutex::new(Default::default()),
         running_agents: std::sync::Mutex::new(Default::default()),
         recent: std::sync::Mutex::new(Default::default()),
+        answered: std::sync::Mutex::new(Vec::new()),
         stats: std::sync::Mutex::new(WorkerStats::default()),
     });
     tracing::info!(pool = %shared.pool, worker = %shared.name, slots = opts.slots, "worker ready");
@@ -218,9 +227,22 @@ pub async fn serve(
             shutdown.clone(),
         ));
     }
+    // What answered tasks left in the worker's own store goes at least once a second.
+    running.spawn({
+        let (shared, shutdown) = (shared.clone(), shutdown.clone());
+        async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(FORGET_EVERY) => forget_answered(&shared, 1),
+                    _ = shutdown.cancelled() => return,
+                }
+            }
+        }
+    });
     while running.join_next().await.is_some() {}
     shared.readers.close().await;
-    let _ = tokio::fs::remove_dir_all(&own).await;
+    let _ = tokio::fs::remove_dir_all(own.path()).await;
+    drop(own);
     let stats = *shared.stats.lock().unwrap_or_else(|p| p.into_inner());
     Ok(stats)
 }
@@ -380,6 +402,11 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) -> Option<Ran> {
                     Ok(r) => r,
                     Err(e) => failure(&task, &exec, &shared.name, e.to_string()),
                 };
+                // The answer holds what the coordinator keeps of the agent: nothing
+                // reads this store's rows of it again (a redelivery is answered from
+                // `recent` or runs afresh), so they go, in batches.
+                lock(&shared.answered).push(AgentId::from_string(task.agent_id.clone()));
+                forget_answered(shared, FORGET_BATCH);
                 heartbeat.cancel();
                 let _ = beat.await;
                 tracing::debug!(task = %task.key, state = ?r.state, "task ran");
@@ -440,6 +467,26 @@ impl Ran {
 
 /// Results kept for redeliveries in this process.
 const RECENT_RESULTS: usize = 64;
+
+/// Answered tasks whose agents the worker's own store forgets in one write...
+const FORGET_BATCH: usize = 64;
+/// ...or after at most this long.
+const FORGET_EVERY: Duration = Duration::from_secs(1);
+
+/// Queues the forgetting of the answered tasks' agents once there are at least `least`
+/// of them (behind the writes of theirs queued before it; not waited for).
+fn forget_answered(shared: &Shared, least: usize) {
+    let agents = {
+        let mut answered = lock(&shared.answered);
+        if answered.len() < least {
+            return;
+        }
+        std::mem::take(&mut *answered)
+    };
+    if let Err(e) = shared.store.queue_forget_agents(agents) {
+        tracing::warn!(error = %e, "cannot forget answered tasks' agents");
+    }
+}
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
