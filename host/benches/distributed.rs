@@ -357,12 +357,26 @@ async fn main() {
 }
 
 /// Sets the CPU affinity of every thread of this process.
+///
+/// `taskset -a` sets one thread after the other, and fails when one of them ended
+/// meanwhile (a blocking-pool thread that idled out): then it is run again.
 fn pin_self(taskset: &Path, cpus: &str) {
     let pid = std::process::id().to_string();
-    ok(
-        Command::new(taskset).args(["-a", "-p", "-c", cpus, &pid]),
-        "taskset",
-    );
+    for attempt in 1..=5 {
+        let out = Command::new(taskset)
+            .args(["-a", "-p", "-c", cpus, &pid])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            return;
+        }
+        assert!(
+            attempt < 5,
+            "taskset: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The user's config for a round: as many slots locally as the round's workers have.
