@@ -283,7 +283,8 @@ fn forget(conn: &Connection, agents: &[AgentId]) -> Result<(), StoreError> {
         return Ok(());
     }
     let roots = serde_json::Value::from(agents.iter().map(AgentId::as_str).collect::<Vec<_>>());
-    let mut ids: Vec<String> = {
+    // `UNION` keeps each agent once.
+    let ids: Vec<String> = {
         let mut stmt = conn
             .prepare_cached(
                 "WITH RECURSIVE tree(id) AS (
@@ -298,8 +299,6 @@ fn forget(conn: &Connection, agents: &[AgentId]) -> Result<(), StoreError> {
         rows.collect::<Result<_, _>>()
             .map_err(q("find the agents to forget"))?
     };
-    ids.sort_unstable();
-    ids.dedup();
     let ids = serde_json::Value::from(ids).to_string();
     const BY_AGENT: [&str; 7] = [
         "DELETE FROM events WHERE agent_id IN (SELECT value FROM json_each(?1))",

@@ -37,17 +37,27 @@ impl OwnDir {
         );
         let staging = worker_dir.join(format!("new-{name}"));
         std::fs::create_dir(&staging)?;
-        let lock = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(staging.join(LOCK))?;
-        lock.try_lock().map_err(|e| match e {
-            TryLockError::Error(e) => e,
-            TryLockError::WouldBlock => io::Error::other("a new lock file is held already"),
-        })?;
         let path = worker_dir.join(name);
-        std::fs::rename(&staging, &path)?;
-        Ok(Self { path, _lock: lock })
+        let locked = || -> io::Result<File> {
+            let lock = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(staging.join(LOCK))?;
+            lock.try_lock().map_err(|e| match e {
+                TryLockError::Error(e) => e,
+                TryLockError::WouldBlock => io::Error::other("a new lock file is held already"),
+            })?;
+            std::fs::rename(&staging, &path)?;
+            Ok(lock)
+        };
+        match locked() {
+            Ok(lock) => Ok(Self { path, _lock: lock }),
+            Err(e) => {
+                // Nothing is left under a name no sweep looks at.
+                let _ = std::fs::remove_dir_all(&staging);
+                Err(e)
+            }
+        }
     }
 
     /// The directory.
