@@ -468,6 +468,9 @@ impl Ran {
 /// Results kept for redeliveries in this process.
 const RECENT_RESULTS: usize = 64;
 
+/// Runs the worker remembers having recorded in its own store.
+const RUNS_REMEMBERED: usize = 4096;
+
 /// Answered tasks whose agents the worker's own store forgets in one write...
 const FORGET_BATCH: usize = 64;
 /// ...or after at most this long.
@@ -742,6 +745,11 @@ async fn record_run(shared: &Shared, run: &RunId) -> Result<(), WorkerError> {
     }
     if shared.store.run(run).await?.is_none() {
         shared.store.insert_run(&remote_run(run.clone())).await?;
+    }
+    // A memo of the store's answer: emptied now and then, so a worker serving runs for
+    // months holds no set of all of them (a run not in it is looked up again).
+    if runs.len() >= RUNS_REMEMBERED {
+        runs.clear();
     }
     runs.insert(run.to_string());
     Ok(())
