@@ -22,6 +22,10 @@
 //!   is waiting for a slot (1,000 agents on 4 slots per worker).
 //! - `*_exec_p50_ms`: from its start to its end as the agent reported them (on the
 //!   worker for NATS): what a slot spends on one agent.
+//! - `worker_store_agents` / `worker_store_kb`: the agent rows and the size (database
+//!   and WAL) of the workers' own stores at the end of the round. A worker forgets the
+//!   agents of answered tasks in batches of 64 or within a second, so the rows stay
+//!   near that however many agents a worker ran.
 //!
 //! Needs `nats-server` (Debian package; scripts/test-deps.sh installs it).
 
@@ -306,6 +310,10 @@ async fn main() {
             pin_self(ts, &format!("0-{}", cores - 1));
         }
         drop(engine);
+        // What the workers' own stores hold after the round, before they stop.
+        let (kept_agents, kept_kb) = (0..workers)
+            .map(|w| own_stores(&dir.path().join(format!("n{workers}-w{w}"))))
+            .fold((0, 0), |(a, k), (a2, k2)| (a + a2, k + k2));
         drop(procs);
         let local_rate = agents / (local.wall / 1e3);
         let nats_rate = agents / (nats.wall / 1e3);
@@ -325,6 +333,8 @@ async fn main() {
             "nats_dispatch_p99_ms": percentile(&mut nats_dispatch, 0.99),
             "nats_queued_p50_ms": percentile(&mut nats.dispatch, 0.5),
             "nats_exec_p50_ms": percentile(&mut nats.exec, 0.5),
+            "worker_store_agents": kept_agents,
+            "worker_store_kb": kept_kb,
         });
         eprintln!("{round}");
         rounds.push(round);
@@ -354,6 +364,32 @@ async fn main() {
             },
         })
     );
+}
+
+/// The agent rows and the size in KB (database and WAL) of the own stores of the
+/// worker whose state base is `base`.
+fn own_stores(base: &Path) -> (i64, u64) {
+    let (mut agents, mut bytes) = (0, 0);
+    for dir in std::fs::read_dir(base.join("worker")).unwrap().flatten() {
+        let dir = dir.path();
+        if !dir
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("run-")
+        {
+            continue;
+        }
+        for f in std::fs::read_dir(&dir).unwrap().flatten() {
+            bytes += f.metadata().map_or(0, |m| m.len());
+        }
+        let db = rusqlite::Connection::open(dir.join("crewbox.db")).unwrap();
+        agents += db
+            .query_row("SELECT COUNT(*) FROM agents", [], |r| r.get::<_, i64>(0))
+            .unwrap();
+    }
+    (agents, bytes / 1024)
 }
 
 /// Sets the CPU affinity of every thread of this process.
