@@ -174,14 +174,19 @@ pub async fn serve(
     };
     let state_base = std::path::absolute(&state_base)?;
     let worker_dir = state_base.join("worker");
-    // The stores of workers that died without deleting theirs.
-    let swept = own::sweep(&worker_dir);
+    // The stores of workers that died without deleting theirs go (a whole store each,
+    // so off the runtime), then this process's own store's directory is made: a task
+    // redelivered to a restarted worker starts clean.
+    let (swept, own) = {
+        let dir = worker_dir.clone();
+        tokio::task::spawn_blocking(move || (own::sweep(&dir), own::OwnDir::create(&dir)))
+            .await
+            .map_err(std::io::Error::other)?
+    };
     if swept > 0 {
         tracing::info!(swept, dir = %worker_dir.display(), "deleted the stores of dead workers");
     }
-    // The worker's own store of this process only: a task redelivered to a restarted
-    // worker starts clean.
-    let own = own::OwnDir::create(&worker_dir).map_err(|source| WorkerError::OwnDir {
+    let own = own.map_err(|source| WorkerError::OwnDir {
         dir: worker_dir.clone(),
         source,
     })?;
