@@ -268,10 +268,30 @@ pub fn main() -> std::process::ExitCode {
             if is_broken_pipe(&e) {
                 return Exit::Ok.into();
             }
-            errln!("crewbox: {}", crewbox::secrets::clean(&format!("{e:#}")));
+            errln!(
+                "crewbox: {}",
+                crewbox::secrets::clean(&describe(e.as_ref()))
+            );
             Exit::Usage.into()
         }
     }
+}
+
+/// An error and its causes on one line, `outer: cause: cause`, each cause said once:
+/// most of our errors already name their cause in their own message (`… : {source}`),
+/// so a cause whose text the line holds is not repeated.
+pub(crate) fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !text.is_empty() && !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

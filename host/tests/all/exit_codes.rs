@@ -160,3 +160,33 @@ fn usage_and_configuration_errors_exit_2() {
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn an_error_says_each_cause_once() {
+    let dir = git_repo(|_| {});
+    // A cause the outer error already quotes (the OS's reason for a missing directory,
+    // a confined read's refusal) is not printed a second time.
+    let missing = dir.path().join("nowhere");
+    let out = bin(dir.path(), &["--repo", missing.to_str().unwrap(), "status"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("nowhere"), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+
+    let config = dir.path().join("config/crewbox");
+    std::fs::create_dir_all(&config).unwrap();
+    let fifo = config.join("config.toml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = bin(dir.path(), &["status"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.matches("is a FIFO, not a regular file").count(),
+        1,
+        "{err}"
+    );
+}

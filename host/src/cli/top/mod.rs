@@ -138,7 +138,7 @@ async fn dashboard(
                             dirty |= changed || problem.take().is_some();
                         }
                         Err(e) => {
-                            problem = Some(format!("cannot read the store: {e:#}"));
+                            problem = Some(format!("cannot read the store: {}", super::describe(e.as_ref())));
                             dirty = true;
                         }
                     }
@@ -168,7 +168,7 @@ async fn perform(ctx: &Context, action: Action, children: &mut Vec<std::process:
                     )
                 }
                 Ok(Err(refused)) => format!("refused: {refused}"),
-                Err(e) => format!("failed: {e:#}"),
+                Err(e) => format!("failed: {}", super::describe(e.as_ref())),
             };
         }
     };
@@ -177,7 +177,7 @@ async fn perform(ctx: &Context, action: Action, children: &mut Vec<std::process:
         Err(e) if e.is_usage() || matches!(e, crewbox::ControlError::Refused(_)) => {
             format!("refused: {e}")
         }
-        Err(e) => format!("failed: {e:#}"),
+        Err(e) => format!("failed: {}", super::describe(&e)),
     }
 }
 
