@@ -188,7 +188,8 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
                 )
                 .map_err(q("mark a remote agent running"))?;
             }
-            super::writer::insert_event(conn, e).map(Some)
+            // Only a new event: a redelivered one is neither stored nor audited twice.
+            super::writer::insert_audited_event(conn, e).map(Some)
         }
         RemoteWrite::Result(r) => {
             let at = now_ms();
@@ -209,7 +210,7 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
                 return Ok(None);
             }
             for c in &r.children {
-                super::writer::exec(conn,
+                let inserted = super::writer::exec(conn,
                     "INSERT OR IGNORE INTO agents (id, run_id, parent_id, name, role, task, caps, depth,
                      join_mode, state, turns, tool_calls, tokens_in, tokens_out, cost, result, error,
                      created_at, started_at, finished_at)
@@ -239,6 +240,10 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
                     ],
                 )
                 .map_err(q("record a remote sub-agent"))?;
+                // Spawned on the worker: audited here as a local spawn is, once.
+                if inserted > 0 {
+                    super::writer::audit_spawn(conn, c, Some(&r.worker))?;
+                }
             }
             // Only an agent still waiting for its result takes it: one that resume
             // marked interrupted keeps that ending (its step is re-run as a new agent).

@@ -429,7 +429,54 @@ fn prior_states(to: AgentState, first: usize) -> (String, Vec<&'static str>) {
 }
 
 /// Appends an event row; its sequence number.
-pub(super) fn insert_event(conn: &Connection, e: &EventWrite) -> Result<i64, StoreError> {
+/// The audit record of an agent spawned with the tools it was granted; `worker` names
+/// the worker that started it, for a sub-agent a worker's agent spawned there.
+pub(super) fn audit_spawn(
+    conn: &Connection,
+    a: &AgentRecord,
+    worker: Option<&str>,
+) -> Result<(), StoreError> {
+    let mut data = serde_json::json!({
+        "name": a.name,
+        "role": a.role,
+        "caps": a.caps,
+        "parent": a.parent.as_ref().map(|p| p.as_str()),
+        "depth": a.depth,
+        "join": a.join,
+    });
+    if let Some(w) = worker {
+        data["worker"] = serde_json::Value::from(w);
+    }
+    super::audit::append(
+        conn,
+        a.created_at,
+        Some(a.run_id.as_str()),
+        Some(a.id.as_str()),
+        "spawn",
+        &data,
+    )
+}
+
+/// Stores an event and, when it records a decision ([`AUDITED_EVENTS`]), its audit
+/// record in the same transaction: whoever made the decision (this process, or a worker
+/// whose forwarded event this is), the chain holds it as a local run's would.
+pub(super) fn insert_audited_event(conn: &Connection, e: &EventWrite) -> Result<i64, StoreError> {
+    let seq = insert_event(conn, e)?;
+    if AUDITED_EVENTS.contains(&e.kind.as_str()) {
+        let data = serde_json::from_str(&e.data).unwrap_or(serde_json::Value::Null);
+        super::audit::append(
+            conn,
+            e.at,
+            Some(e.run_id.as_str()),
+            e.agent_id.as_ref().map(|a| a.as_str()),
+            &e.kind,
+            &data,
+        )?;
+    }
+    Ok(seq)
+}
+
+fn insert_event(conn: &Connection, e: &EventWrite) -> Result<i64, StoreError> {
     let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
     conn.prepare_cached(
         "INSERT INTO events (run_id, agent_id, at, kind, data) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -588,21 +635,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 ],
             )
             .map_err(q("insert agent"))?;
-            super::audit::append(
-                conn,
-                a.created_at,
-                Some(a.run_id.as_str()),
-                Some(a.id.as_str()),
-                "spawn",
-                &serde_json::json!({
-                    "name": a.name,
-                    "role": a.role,
-                    "caps": a.caps,
-                    "parent": a.parent.as_ref().map(|p| p.as_str()),
-                    "depth": a.depth,
-                    "join": a.join,
-                }),
-            )?;
+            audit_spawn(conn, a, None)?;
         }
         Write::AgentState { id, to, at } => {
             let (marks, from) = prior_states(*to, 4);
@@ -678,21 +711,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 .map_err(q("store agent conversation"))?;
             }
         }
-        Write::Event(e) => {
-            let seq = insert_event(conn, e)?;
-            if AUDITED_EVENTS.contains(&e.kind.as_str()) {
-                let data = serde_json::from_str(&e.data).unwrap_or(serde_json::Value::Null);
-                super::audit::append(
-                    conn,
-                    e.at,
-                    Some(e.run_id.as_str()),
-                    e.agent_id.as_ref().map(|a| a.as_str()),
-                    &e.kind,
-                    &data,
-                )?;
-            }
-            return Ok(Some(seq));
-        }
+        Write::Event(e) => return insert_audited_event(conn, e).map(Some),
         Write::PushControl {
             target,
             kind,

@@ -977,9 +977,20 @@ fn a_result_or_event_delivered_twice_is_recorded_once() {
             exceeded: None,
             reason: None,
         };
+        let validated = || Event::AgentValidation {
+            status: crewbox::event::ValidationStatus::Passed,
+            fix_rounds: 0,
+        };
         for _ in 0..2 {
             store
                 .queue_remote_event(&run.id, Some(&agent.id), 5, "e1/1".into(), running())
+                .unwrap()
+                .committed()
+                .await
+                .unwrap();
+            // A decision (audited): recorded once in the chain too.
+            store
+                .queue_remote_event(&run.id, Some(&agent.id), 6, "e1/2".into(), validated())
                 .unwrap()
                 .committed()
                 .await
@@ -1008,7 +1019,16 @@ fn a_result_or_event_delivered_twice_is_recorded_once() {
         };
         store.record_remote_result(again).await.unwrap();
         let events = store.events(Some(&run.id), 0, 100).await.unwrap();
-        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events.len(), 2, "{events:?}");
+        let audited: Vec<String> = store
+            .audit_records(Some(&run.id))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.kind)
+            .filter(|k| k == "agent.validation")
+            .collect();
+        assert_eq!(audited.len(), 1, "{audited:?}");
         let rows = store.agents(&run.id).await.unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].state, AgentState::Completed);
@@ -1021,6 +1041,75 @@ fn a_result_or_event_delivered_twice_is_recorded_once() {
         let workers = store.agent_workers(&run.id).await.unwrap();
         assert_eq!(workers.len(), 1);
         assert_eq!(workers[0].worker, "w1");
+    });
+}
+
+/// A sub-agent a worker's agent spawned there is audited as spawned on the coordinator
+/// (with the worker's name), once however often its result arrives.
+#[test]
+fn a_sub_agent_spawned_on_a_worker_is_audited_once() {
+    use crewbox::unstable::store::{AgentStats, RemoteResult, RunRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    rt.block_on(async {
+        let store = Store::open(dir.path()).unwrap();
+        let run = RunRecord::started(crewbox::Mode::Single, "p", serde_json::json!({}));
+        store.insert_run(&run).await.unwrap();
+        let record = |parent: Option<crewbox::unstable::ids::AgentId>, name: &str| AgentRecord {
+            id: crewbox::unstable::ids::AgentId::new(),
+            run_id: run.id.clone(),
+            parent,
+            name: name.into(),
+            role: "agent".into(),
+            task: "t".into(),
+            caps: vec!["read".into()],
+            depth: 0,
+            join: None,
+            state: AgentState::Queued,
+            stats: AgentStats::default(),
+            result: None,
+            error: None,
+            created_at: 1,
+            started_at: None,
+            finished_at: None,
+        };
+        let agent = record(None, "agent");
+        store.insert_agent(&agent).await.unwrap();
+        let child = AgentRecord {
+            depth: 1,
+            state: AgentState::Completed,
+            ..record(Some(agent.id.clone()), "helper")
+        };
+        let result = RemoteResult {
+            run_id: run.id.clone(),
+            agent_id: agent.id.clone(),
+            task_key: "k".into(),
+            worker: "w1".into(),
+            state: AgentState::Completed,
+            stats: AgentStats::default(),
+            result: Some("done".into()),
+            error: None,
+            reason: None,
+            children: vec![child.clone()],
+        };
+        store.record_remote_result(result.clone()).await.unwrap();
+        store.record_remote_result(result).await.unwrap();
+        let spawns: Vec<_> = store
+            .audit_records(Some(&run.id))
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.kind == "spawn" && r.agent_id.as_deref() == Some(child.id.as_str()))
+            .collect();
+        assert_eq!(spawns.len(), 1, "{spawns:?}");
+        assert_eq!(spawns[0].data["parent"], agent.id.as_str(), "{spawns:?}");
+        assert_eq!(spawns[0].data["worker"], "w1", "{spawns:?}");
+        assert_eq!(spawns[0].data["name"], "helper", "{spawns:?}");
+        let verdict = store.audit_verify().await.unwrap();
+        assert!(
+            matches!(verdict, crewbox::types::AuditVerdict::Intact { .. }),
+            "{verdict:?}"
+        );
     });
 }
 
@@ -1671,5 +1760,58 @@ fn with_the_readmes_nats_users_only_workers_publish_results_and_only_coordinator
         format!("crewbox.out.{run}.event.k-probe"),
     )
     .expect("a worker publishes events");
+    assert_eq!(w.stop().ran, 1);
+}
+
+/// The decisions a worker makes about a coordinator's agent (its validators' verdicts,
+/// the validation that followed) go into the coordinator's audit chain with its events,
+/// each once, as they would for an agent run here; the chain stays whole. (A worker's
+/// own store forgets them once answered: the coordinator's is the record.)
+#[test]
+fn a_remote_agents_verdicts_are_in_the_coordinators_audit_chain_once() {
+    let Some(c) = cluster(|_| {}) else { return };
+    c.script(QUICK);
+    let w = c.worker("wa");
+    let report = c.run(&[
+        "run",
+        "write beta",
+        "--mode",
+        "single",
+        "--validator",
+        "no-secrets",
+    ]);
+    assert_eq!(report["status"], "completed", "{report}");
+    let run = run_id(&report);
+    let agents = c.store().agents(&run);
+    assert_eq!(agents.len(), 1, "{agents:?}");
+    let agent = agents[0].id.as_str();
+    let out = command(c.path(), &["audit", run.as_str(), "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let of_agent = |kind: &str| {
+        records
+            .iter()
+            .filter(|r| r["agent_id"] == agent && r["kind"] == kind)
+            .count()
+    };
+    assert_eq!(of_agent("spawn"), 1, "{records:#?}");
+    assert_eq!(of_agent("validator.verdict"), 1, "{records:#?}");
+    assert_eq!(of_agent("agent.validation"), 1, "{records:#?}");
+    let verdict = records
+        .iter()
+        .find(|r| r["kind"] == "validator.verdict")
+        .unwrap();
+    assert_eq!(verdict["data"]["validator"], "no-secrets", "{verdict}");
+    let verify = command(c.path(), &["audit", "verify", "--json"])
+        .output()
+        .unwrap();
+    let verdict: serde_json::Value = serde_json::from_slice(&verify.stdout).unwrap();
+    assert_eq!(verdict["status"], "intact", "{verdict}");
     assert_eq!(w.stop().ran, 1);
 }
