@@ -763,6 +763,9 @@ async fn record(
                 .filter(|c| c.run_id == *run)
                 .cloned()
                 .collect(),
+            conversation: (!r.history.is_empty())
+                .then(|| serde_json::to_string(&r.history).ok())
+                .flatten(),
         })
         .await?;
     Ok(())

@@ -56,6 +56,10 @@ pub struct RemoteResult {
     pub reason: Option<crate::vocab::FailReason>,
     /// Agents it spawned on the worker (`spawn_agent`), recorded alongside.
     pub children: Vec<AgentRecord>,
+    /// Its final conversation (JSON), as a local agent's end stores it: what `crewbox
+    /// retry` continues a failed agent from. `None` when the worker sent none (a
+    /// result over the size bound drops it).
+    pub conversation: Option<String>,
 }
 
 /// One agent's worker, for `status` and `tree`.
@@ -269,6 +273,15 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
                 ],
             )
             .map_err(q("record a remote agent's end"))?;
+            if let Some(conversation) = &r.conversation {
+                super::writer::exec(
+                    conn,
+                    "INSERT INTO agent_conversations (agent_id, conversation) VALUES (?1, ?2)
+                     ON CONFLICT (agent_id) DO UPDATE SET conversation = ?2",
+                    params![r.agent_id.as_str(), conversation],
+                )
+                .map_err(q("store a remote agent's conversation"))?;
+            }
             Ok(None)
         }
         RemoteWrite::Forget { agents } => {

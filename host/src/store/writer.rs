@@ -273,6 +273,7 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
         Write::Remote(RemoteWrite::Result(r)) => {
             opt(&mut r.result);
             opt(&mut r.error);
+            opt(&mut r.conversation);
             for c in &mut r.children {
                 clean(&mut c.task);
                 opt(&mut c.result);

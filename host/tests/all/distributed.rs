@@ -1010,6 +1010,7 @@ fn a_result_or_event_delivered_twice_is_recorded_once() {
             error: None,
             reason: None,
             children: Vec::new(),
+            conversation: None,
         };
         store.record_remote_result(result.clone()).await.unwrap();
         let again = RemoteResult {
@@ -1091,6 +1092,7 @@ fn a_sub_agent_spawned_on_a_worker_is_audited_once() {
             error: None,
             reason: None,
             children: vec![child.clone()],
+            conversation: None,
         };
         store.record_remote_result(result.clone()).await.unwrap();
         store.record_remote_result(result).await.unwrap();
@@ -1158,6 +1160,7 @@ fn a_remote_agents_failure_class_is_stored_for_dead_letters() {
                 error: Some("connection to the model server failed".into()),
                 reason: Some(FailReason::Unavailable),
                 children: Vec::new(),
+                conversation: None,
             })
             .await
             .unwrap();
@@ -1814,4 +1817,94 @@ fn a_remote_agents_verdicts_are_in_the_coordinators_audit_chain_once() {
     let verdict: serde_json::Value = serde_json::from_slice(&verify.stdout).unwrap();
     assert_eq!(verdict["status"], "intact", "{verdict}");
     assert_eq!(w.stop().ran, 1);
+}
+
+/// A remote agent that failed is a dead letter here with its conversation, as a local
+/// one is: `crewbox retry` sends it to a worker again, continued from there.
+#[test]
+fn a_remote_agent_that_failed_is_retried_from_its_conversation() {
+    let providers = "\n[providers.down]\nkind = \"scripted\"\nscript = \"down.toml\"\n\
+                     [providers.ok]\nkind = \"scripted\"\nscript = \"ok.toml\"\n";
+    let Some(nats) = NatsServer::start() else {
+        return;
+    };
+    let c = cluster_on(nats, providers, |_| {}).unwrap();
+    let config = c.path().join("config/crewbox");
+    // Down after its first turn (a read), on the worker.
+    std::fs::write(
+        config.join("down.toml"),
+        r#"
+[[reply]]
+turn = 1
+text = "Reading the notes first."
+[[reply.tool_calls]]
+name = "read_file"
+args = { path = "notes.txt" }
+
+[[reply]]
+turn = 2
+repeat = true
+error = "connection"
+"#,
+    )
+    .unwrap();
+    // Tells a continued conversation (it holds the read) from a fresh start.
+    std::fs::write(
+        config.join("ok.toml"),
+        r#"
+[[reply]]
+conversation = "call read_file"
+text = "OK continued from the conversation"
+repeat = true
+
+[[reply]]
+text = "OK from a fresh start"
+repeat = true
+"#,
+    )
+    .unwrap();
+    c.script("[[reply]]\nrepeat = true\ntext = \"unused\"\n");
+    let w = c.worker("wa");
+    let run_args = [
+        "run",
+        "read the notes",
+        "--mode",
+        "single",
+        "--provider",
+        "down",
+        "--json",
+    ];
+    let out = command(c.path(), &run_args).output().unwrap();
+    let failed = report(&out);
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let run = run_id(&failed);
+    let out = command(c.path(), &["dead", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let letters: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(letters.len(), 1, "{letters:#?}");
+    assert_eq!(letters[0]["run_id"], run.as_str(), "{letters:#?}");
+    assert_eq!(letters[0]["reason"], "model-unavailable", "{letters:#?}");
+    assert_eq!(letters[0]["conversation"], true, "{letters:#?}");
+    let agent = letters[0]["agent_id"].as_str().unwrap().to_owned();
+    let out = command(c.path(), &["retry", &agent, "--provider", "ok", "--json"])
+        .output()
+        .unwrap();
+    let retried = report(&out);
+    assert_eq!(retried["status"], "completed", "{retried}");
+    assert_eq!(retried["run_id"], run.as_str(), "{retried}");
+    assert!(
+        retried["result"]
+            .as_str()
+            .is_some_and(|r| r.contains("OK continued from the conversation")),
+        "{retried}"
+    );
+    assert_eq!(
+        w.stop().ran,
+        2,
+        "the failed attempt and its retry, both on the worker"
+    );
 }
