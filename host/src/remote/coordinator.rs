@@ -21,10 +21,10 @@ use futures::StreamExt;
 use sha2::Digest;
 use tokio::sync::oneshot;
 
-use super::streams::{self, result_subject, task_subject};
+use super::streams::{self, control_subject, result_subject, task_subject};
 use super::task::{
-    Forwarded, ForwardedEvent, Task, TaskPlacement, TaskResult, ValidatorRef, WIRE_VERSION,
-    base_ref, is_token,
+    Control, Forwarded, ForwardedEvent, Order, Task, TaskPlacement, TaskResult, ValidatorRef,
+    WIRE_VERSION, base_ref, is_token,
 };
 use super::{RemoteError, git};
 use crate::agent::runner::AgentOutcome;
@@ -33,7 +33,7 @@ use crate::engine::executor::{ExecResult, Executor, Job, LocalExecutor, Placemen
 use crate::engine::services::Services;
 use crate::event::Event;
 use crate::ids::{AgentId, RunId};
-use crate::store::{AgentRecord, AgentStats, RemoteResult, Store};
+use crate::store::{AgentRecord, AgentStats, ControlKind, RemoteResult, Store};
 use crate::vocab::{Capability, Isolation};
 
 /// Runs agents on workers through NATS JetStream (and the ones that must stay here
@@ -106,13 +106,18 @@ impl NatsExecutor {
             new,
             store: self.services.store().clone(),
             state: Mutex::new(HubState::default()),
-            driver: Mutex::new(None),
+            driver: Mutex::new(Vec::new()),
         });
         let driver = tokio::spawn({
             let hub = Arc::downgrade(&hub);
             async move { consume(hub, consumer).await }
         });
-        *hub.driver.lock().unwrap_or_else(|p| p.into_inner()) = Some(driver);
+        let controls = tokio::spawn(forward_controls(
+            Arc::downgrade(&hub),
+            self.js.client(),
+            self.pool.clone(),
+        ));
+        *hub.driver.lock().unwrap_or_else(|p| p.into_inner()) = vec![driver, controls];
         hubs.insert(run.clone(), hub.clone());
         Ok(hub)
     }
@@ -270,7 +275,22 @@ impl NatsExecutor {
         let result = tokio::select! {
             r = rx => r.map_err(|_| EngineError::Internal(format!(
                 "the result consumer of run {} stopped", spec.run_id)))?,
-            _ = stop.run_stopped() => return Err(EngineError::Stopped(spec.run_id.clone())),
+            _ = stop.run_stopped() => {
+                // The worker running it stops it too (its slot and its model calls are
+                // not spent on a run nobody waits for); its result, if one comes, is
+                // still recorded.
+                let order = control(&task, Order::Stop, None);
+                let client = self.js.client();
+                let subject = control_subject(&self.pool, &task.run_id, &task.key);
+                tokio::spawn(async move {
+                    for _ in 0..STOP_TRIES {
+                        if send_control(&client, &subject, &order).await {
+                            return;
+                        }
+                    }
+                });
+                return Err(EngineError::Stopped(spec.run_id.clone()));
+            }
         };
         if let Some(b) = &result.branch {
             git::fetch_branch(repo, &self.remote, &b.branch)
@@ -532,16 +552,17 @@ struct RunHub {
     new: bool,
     store: Store,
     state: Mutex<HubState>,
-    driver: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Its consumer loop and its forwarder of steer/stop orders.
+    driver: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for RunHub {
     fn drop(&mut self) {
-        if let Some(d) = self
+        for d in self
             .driver
             .get_mut()
             .unwrap_or_else(|p| p.into_inner())
-            .take()
+            .drain(..)
         {
             d.abort();
         }
@@ -736,6 +757,86 @@ impl RunHub {
             )));
         }
         Ok(Ok((agent, e.at, event)))
+    }
+}
+
+/// Attempts to stop a stopped run's task on its worker (each waits up to
+/// [`CONTROL_REPLY`] for the worker running it).
+const STOP_TRIES: u32 = 3;
+/// How long an order waits for the worker running its agent to take it.
+const CONTROL_REPLY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The order `order` for `task`'s agent.
+fn control(task: &Task, order: Order, message: Option<String>) -> Control {
+    Control {
+        v: WIRE_VERSION,
+        key: task.key.clone(),
+        run_id: task.run_id.clone(),
+        agent_id: task.agent_id.clone(),
+        order,
+        message,
+    }
+}
+
+/// Sends `order` to the worker running its agent; whether that worker took it (none
+/// answers while the task is queued, or once its agent ended).
+async fn send_control(client: &async_nats::Client, subject: &str, order: &Control) -> bool {
+    let Ok(payload) = order.to_bytes() else {
+        return false;
+    };
+    let sent = client.request(subject.to_owned(), payload.into());
+    matches!(tokio::time::timeout(CONTROL_REPLY, sent).await, Ok(Ok(_)))
+}
+
+/// Hands the steer and stop orders stored for this run's remote agents (`crewbox
+/// steer`/`stop` from any process) to the workers running them, polling as the agent
+/// manager polls for local agents. An order is marked handled once its worker took it;
+/// until then (the task still queued) it is offered again. An order for an agent that
+/// ended is left to the run's own control loop, which reports an undelivered steer.
+async fn forward_controls(hub: std::sync::Weak<RunHub>, client: async_nats::Client, pool: String) {
+    loop {
+        tokio::time::sleep(crate::agent::manager::CONTROL_POLL).await;
+        let Some(hub) = hub.upgrade() else { return };
+        let agents: HashMap<String, String> = hub
+            .state()
+            .waiting
+            .iter()
+            .map(|(key, (agent, _))| (agent.to_string(), key.clone()))
+            .collect();
+        if agents.is_empty() {
+            continue;
+        }
+        let Ok(pending) = hub.store.pending_controls().await else {
+            continue;
+        };
+        let orders = pending.into_iter().filter_map(|c| {
+            let key = agents.get(&c.target)?;
+            let (order, message) = match c.kind {
+                ControlKind::Steer => (Order::Steer, Some(c.message.unwrap_or_default())),
+                ControlKind::Stop => (Order::Stop, None),
+                ControlKind::Message => return None,
+            };
+            let order = Control {
+                v: WIRE_VERSION,
+                key: key.clone(),
+                run_id: hub.run.to_string(),
+                agent_id: c.target,
+                order,
+                message,
+            };
+            Some((c.seq, control_subject(&pool, hub.run.as_str(), key), order))
+        });
+        let sent = futures::future::join_all(orders.map(|(seq, subject, order)| {
+            let client = &client;
+            async move { send_control(client, &subject, &order).await.then_some(seq) }
+        }))
+        .await;
+        let taken: Vec<i64> = sent.into_iter().flatten().collect();
+        if !taken.is_empty()
+            && let Err(e) = hub.store.consume_controls(taken).await
+        {
+            tracing::warn!(error = %e, "orders handed to workers not marked handled");
+        }
     }
 }
 

@@ -44,6 +44,17 @@ pub fn event_subject(run: &str, key: &str) -> String {
     format!("crewbox.out.{run}.event.{key}")
 }
 
+/// The subject of a steer or stop for a task's agent (core NATS, outside both streams:
+/// an order is for the worker running the agent now, not kept for later).
+pub fn control_subject(pool: &str, run: &str, key: &str) -> String {
+    format!("crewbox.ctl.{pool}.{run}.{key}")
+}
+
+/// Every control subject of a pool (what its workers listen on).
+pub fn control_filter(pool: &str) -> String {
+    format!("crewbox.ctl.{pool}.>")
+}
+
 /// Creates both streams if missing (the first coordinator or worker does).
 pub async fn ensure(
     js: &jetstream::Context,

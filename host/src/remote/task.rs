@@ -28,6 +28,8 @@ pub const MAX_RESULT_BYTES: usize = 900 * 1024;
 pub const MAX_EVENT_BYTES: usize = 256 * 1024;
 /// Most bytes of events a result carries (more go ahead of it as event messages).
 pub const MAX_RESULT_EVENT_BYTES: usize = 64 * 1024;
+/// Largest control message (a steering text of at most 16 KiB, escaped as JSON).
+pub const MAX_CONTROL_BYTES: usize = 128 * 1024;
 /// Most validators a task names.
 const MAX_VALIDATORS: usize = 16;
 /// Most sub-agents a result reports.
@@ -333,6 +335,7 @@ fn hex_commit(what: &'static str, field: &'static str, s: &str) -> Result<(), Wi
 }
 
 const TASK: &str = "task";
+const CONTROL: &str = "control";
 const RESULT: &str = "result";
 const EVENT: &str = "event";
 
@@ -566,6 +569,78 @@ fn cut(s: &str, max: usize) -> String {
     crate::text::cut_marked(s, max, "\n[… cut to fit a result message]").into_owned()
 }
 
+/// A steer or a stop for a task's running agent, from the coordinator that published
+/// the task to the worker running it: a core NATS request on
+/// `crewbox.ctl.<pool>.<run>.<key>`, which only the worker running that task's agent
+/// answers, once it has handed the order to the agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Control {
+    /// [`WIRE_VERSION`].
+    pub v: u32,
+    /// The task.
+    pub key: String,
+    /// Its run.
+    pub run_id: String,
+    /// The task's agent (the only agent a control reaches).
+    pub agent_id: String,
+    /// What to do.
+    pub order: Order,
+    /// The steering message (steer only; at most 16 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// What a [`Control`] asks of the agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Deliver the message before its next model call.
+    Steer,
+    /// Stop it.
+    Stop,
+}
+
+impl Versioned for Control {
+    fn check(&self) -> Result<(), WireError> {
+        token(CONTROL, "key", &self.key)?;
+        token(CONTROL, "run_id", &self.run_id)?;
+        token(CONTROL, "agent_id", &self.agent_id)?;
+        let problem = match (self.order, &self.message) {
+            (Order::Steer, None) => Some("a steer needs a message".to_owned()),
+            (Order::Steer, Some(m)) if m.len() > crate::control::MAX_MESSAGE_BYTES => {
+                Some(format!(
+                    "is {} bytes; the limit is {}",
+                    m.len(),
+                    crate::control::MAX_MESSAGE_BYTES
+                ))
+            }
+            (Order::Stop, Some(_)) => Some("a stop carries no message".to_owned()),
+            _ => None,
+        };
+        match problem {
+            Some(problem) => Err(WireError::Field {
+                what: CONTROL,
+                field: "message",
+                problem,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Control {
+    /// Reads a control message.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, WireError> {
+        read(CONTROL, bytes, MAX_CONTROL_BYTES)
+    }
+
+    /// The control as a message.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, WireError> {
+        write(CONTROL, self, MAX_CONTROL_BYTES)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -703,5 +778,49 @@ mod tests {
         r.state = AgentState::Running;
         let e = TaskResult::from_bytes(&serde_json::to_vec(&r).unwrap()).unwrap_err();
         assert!(e.to_string().contains("not an ending"));
+    }
+
+    #[test]
+    fn a_control_is_checked_field_by_field() {
+        let steer = Control {
+            v: WIRE_VERSION,
+            key: "k1".into(),
+            run_id: "r-1".into(),
+            agent_id: "a-1".into(),
+            order: Order::Steer,
+            message: Some("look at the tests first".into()),
+        };
+        let back = Control::from_bytes(&steer.to_bytes().unwrap()).unwrap();
+        assert_eq!(back, steer);
+        let refused = |c: &Control| {
+            Control::from_bytes(&serde_json::to_vec(c).unwrap())
+                .unwrap_err()
+                .to_string()
+        };
+        let e = refused(&Control {
+            key: "k1.>".into(),
+            ..steer.clone()
+        });
+        assert!(e.contains("key"), "{e}");
+        let e = refused(&Control {
+            message: None,
+            ..steer.clone()
+        });
+        assert!(e.contains("needs a message"), "{e}");
+        let e = refused(&Control {
+            message: Some("x".repeat(crate::control::MAX_MESSAGE_BYTES + 1)),
+            ..steer.clone()
+        });
+        assert!(e.contains("the limit is"), "{e}");
+        let e = refused(&Control {
+            order: Order::Stop,
+            ..steer.clone()
+        });
+        assert!(e.contains("no message"), "{e}");
+        let e =
+            Control::from_bytes(br#"{"v":2,"key":"k","run_id":"r","agent_id":"a","order":"kill"}"#)
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("kill"), "{e}");
     }
 }

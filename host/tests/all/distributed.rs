@@ -1763,7 +1763,9 @@ fn with_the_readmes_nats_users_only_workers_publish_results_and_only_coordinator
         format!("crewbox.out.{run}.event.k-probe"),
     )
     .expect("a worker publishes events");
-    assert_eq!(w.stop().ran, 1);
+    // Orders reach a worker under these users too (and its answer gets back).
+    steer_a_remote_agent(&c);
+    assert_eq!(w.stop().ran, 2);
 }
 
 /// The decisions a worker makes about a coordinator's agent (its validators' verdicts,
@@ -1788,14 +1790,7 @@ fn a_remote_agents_verdicts_are_in_the_coordinators_audit_chain_once() {
     let agents = c.store().agents(&run);
     assert_eq!(agents.len(), 1, "{agents:?}");
     let agent = agents[0].id.as_str();
-    let out = command(c.path(), &["audit", run.as_str(), "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = cli_ok(&c, &["audit", run.as_str(), "--json"]);
     let records: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     let of_agent = |kind: &str| {
         records
@@ -1907,4 +1902,173 @@ repeat = true
         2,
         "the failed attempt and its retry, both on the worker"
     );
+}
+
+/// The running agent whose task mentions `prompt`, once the coordinator knows it runs
+/// (its worker forwarded its start).
+fn running_agent(c: &Cluster, prompt: &str) -> AgentRecord {
+    let db = c.store();
+    let found = || {
+        db.unfinished()
+            .into_iter()
+            .flat_map(|r| db.agents(&r))
+            .find(|a| a.task.contains(prompt) && a.state == AgentState::Running)
+    };
+    let started = wait_for(Duration::from_secs(30), || found().is_some());
+    assert!(started, "the agent never started on a worker");
+    found().unwrap()
+}
+
+/// `crewbox steer` and `crewbox stop` reach an agent running on a worker, from any
+/// process on the coordinator's machine: the steer before its next model call, the stop
+/// at once (the worker does not run it to its end).
+/// A first turn slow enough to steer the agent in, then a reply that tells whether the
+/// steer reached its model.
+const STEER_ME: &str = r#"
+[[reply]]
+conversation = "steer me"
+turn = 1
+delay_ms = 2500
+[[reply.tool_calls]]
+name = "read_file"
+args = { path = "notes.txt" }
+
+[[reply]]
+conversation = "(?s)steer me.*STEER-5c1"
+text = "steered: took the order"
+
+[[reply]]
+conversation = "steer me"
+text = "never steered"
+"#;
+
+/// An agent that would run thirty turns of 1.5 s each.
+const STOP_ME: &str = r#"
+[[reply]]
+conversation = "stop me"
+repeat = true
+delay_ms = 1500
+[[reply.tool_calls]]
+name = "read_file"
+args = { path = "notes.txt" }
+"#;
+
+/// Runs `crewbox ARGS` in the cluster's repository, which must succeed.
+fn cli_ok(c: &Cluster, args: &[&str]) -> std::process::Output {
+    let out = command(c.path(), args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `crewbox steer` from another process reaches the agent running on a worker before
+/// its next model call.
+fn steer_a_remote_agent(c: &Cluster) {
+    c.script(STEER_ME);
+    let run = single_run(c, "steer me");
+    let agent = running_agent(c, "steer me");
+    cli_ok(c, &["steer", agent.id.as_str(), "STEER-5c1"]);
+    let steered = report(&run.output());
+    assert_eq!(steered["status"], "completed", "{steered}");
+    assert!(
+        steered["result"]
+            .as_str()
+            .is_some_and(|r| r.contains("steered: took the order")),
+        "{steered}"
+    );
+}
+
+/// `crewbox steer` and `crewbox stop` reach an agent running on a worker, from any
+/// process on the coordinator's machine: the steer before its next model call, the stop
+/// at once (the worker does not run it to its end).
+#[test]
+fn a_remote_agent_is_steered_and_stopped_through_its_worker() {
+    let Some(c) = cluster(|_| {}) else { return };
+    let w = c.worker("wa");
+    steer_a_remote_agent(&c);
+
+    c.script(STOP_ME);
+    let run = single_run(&c, "stop me");
+    let agent = running_agent(&c, "stop me");
+    let asked = std::time::Instant::now();
+    cli_ok(&c, &["stop", agent.id.as_str()]);
+    let stopped = report(&run.output());
+    // Thirty turns of 1.5 s each are left: the worker stopped it instead.
+    assert!(asked.elapsed() < Duration::from_secs(15), "{stopped}");
+    let db = c.store();
+    let row = db.agents(&run_id(&stopped)).into_iter().next().unwrap();
+    assert_eq!(row.state, AgentState::Stopped, "{stopped}");
+
+    // Stopping the whole run stops its agent on the worker too: the worker, which
+    // finishes its tasks before it exits, has nothing left to finish.
+    let run = single_run(&c, "stop me");
+    let agent = running_agent(&c, "stop me");
+    cli_ok(&c, &["stop", agent.run_id.as_str()]);
+    let _ = run.output();
+    std::thread::sleep(Duration::from_secs(2));
+    let asked = std::time::Instant::now();
+    assert_eq!(w.stop().ran, 3);
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "the worker ran the stopped run's agent on"
+    );
+}
+
+/// Sends a raw order as a request; whether a worker answered it within a second.
+fn order_taken(url: &str, subject: String, order: serde_json::Value) -> bool {
+    runtime().block_on(async move {
+        let client = async_nats::connect(url).await.unwrap();
+        let payload = serde_json::to_vec(&order).unwrap();
+        let sent = client.request(subject, payload.into());
+        matches!(
+            tokio::time::timeout(Duration::from_secs(1), sent).await,
+            Ok(Ok(_))
+        )
+    })
+}
+
+/// An order reaches only the agent of the task it names, on that task's subject: one
+/// naming another agent, or sent on another run's subject, or that does not read, is
+/// not taken, and the agent runs on unsteered.
+#[test]
+fn an_order_for_another_agent_or_on_another_subject_is_not_taken() {
+    let Some(c) = cluster(|_| {}) else { return };
+    let w = c.worker("wa");
+    c.script(STEER_ME);
+    let run = single_run(&c, "steer me");
+    let agent = running_agent(&c, "steer me");
+    let key = queued_task_key(&c.nats.url(), &agent);
+    let order = |agent_id: &str| {
+        serde_json::json!({
+            "v": 2, "key": key, "run_id": agent.run_id.as_str(), "agent_id": agent_id,
+            "order": "steer", "message": "STEER-5c1",
+        })
+    };
+    let subject = format!("crewbox.ctl.{POOL}.{}.{key}", agent.run_id);
+    let url = &c.nats.url();
+    assert!(!order_taken(url, subject.clone(), order("a-someone-else")));
+    let elsewhere = format!("crewbox.ctl.{POOL}.r-other.{key}");
+    assert!(!order_taken(url, elsewhere, order(agent.id.as_str())));
+    let mut unreadable = order(agent.id.as_str());
+    unreadable["message"] = serde_json::Value::Null;
+    assert!(!order_taken(url, subject.clone(), unreadable));
+    let finished = report(&run.output());
+    assert_eq!(finished["result"], "never steered", "{finished}");
+    // The same order, well addressed, is taken (so the refusals above are the checks).
+    c.script(STEER_ME);
+    let run = single_run(&c, "steer me");
+    let agent = running_agent(&c, "steer me");
+    let key = queued_task_key(&c.nats.url(), &agent);
+    let subject = format!("crewbox.ctl.{POOL}.{}.{key}", agent.run_id);
+    let order = serde_json::json!({
+        "v": 2, "key": key, "run_id": agent.run_id.as_str(), "agent_id": agent.id.as_str(),
+        "order": "steer", "message": "STEER-5c1",
+    });
+    assert!(order_taken(url, subject, order));
+    let finished = report(&run.output());
+    assert_eq!(finished["result"], "steered: took the order", "{finished}");
+    assert_eq!(w.stop().ran, 2);
 }

@@ -28,7 +28,9 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::streams::{self, result_subject};
-use super::task::{MAX_CHILDREN, Task, TaskPlacement, TaskResult, WIRE_VERSION, is_token};
+use super::task::{
+    Control, MAX_CHILDREN, Order, Task, TaskPlacement, TaskResult, WIRE_VERSION, is_token,
+};
 use super::{RemoteError, WorkerError, git};
 use crate::agent::permissions::{CapSet, Permissions};
 use crate::agent::runner::AgentSpec;
@@ -119,6 +121,9 @@ struct Shared {
     inflight: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The agents of those tasks.
     running_agents: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Task key → its agent and the engine running it, while it runs: where a steer or
+    /// stop for the task goes.
+    steerable: std::sync::Mutex<HashMap<String, (AgentId, Arc<Services>)>>,
     /// The latest results this process produced, by task key, for a redelivery whose
     /// result could not be stored the first time (the agent is not run again).
     recent: std::sync::Mutex<std::collections::VecDeque<TaskResult>>,
@@ -210,6 +215,7 @@ pub async fn serve(
         readers: Default::default(),
         inflight: std::sync::Mutex::new(Default::default()),
         running_agents: std::sync::Mutex::new(Default::default()),
+        steerable: std::sync::Mutex::new(HashMap::new()),
         recent: std::sync::Mutex::new(Default::default()),
         answered: std::sync::Mutex::new(Vec::new()),
         stats: std::sync::Mutex::new(WorkerStats::default()),
@@ -225,6 +231,17 @@ pub async fn serve(
     // takes the next task at once: a pull for several tasks waits until all of them
     // came (or it expired) while its slots stayed idle.
     let mut running = tokio::task::JoinSet::new();
+    // Steer and stop orders for the agents this worker runs.
+    let orders = shared
+        .js
+        .client()
+        .subscribe(streams::control_filter(&shared.pool))
+        .await
+        .map_err(|e| RemoteError::Connect {
+            url: "the NATS server".into(),
+            detail: format!("cannot listen for steer and stop orders: {e}"),
+        })?;
+    running.spawn(take_orders(shared.clone(), orders, shutdown.clone()));
     for _ in 0..shared.slots {
         running.spawn(slot_loop(
             shared.clone(),
@@ -669,6 +686,7 @@ async fn run_task(
     job.join = task.join.clone();
     let agent = AgentId::from_string(task.agent_id.clone());
     let _known = RunningAgent::new(shared, &task.agent_id);
+    let _steerable = Steerable::new(shared, &task.key, &agent, &services);
     let forward = Forwarder::start(shared.clone(), task, exec, run.clone(), agent.clone());
     if let Some(path) = shared_view {
         // Where it works, as a checkout of its own would say.
@@ -740,6 +758,81 @@ impl Drop for RunningAgent<'_> {
     fn drop(&mut self) {
         lock(&self.0.running_agents).remove(&self.1);
     }
+}
+
+/// A task's agent, reachable by steer and stop orders while it runs.
+struct Steerable<'a>(&'a Shared, String);
+
+impl<'a> Steerable<'a> {
+    fn new(shared: &'a Shared, key: &str, agent: &AgentId, services: &Arc<Services>) -> Self {
+        lock(&shared.steerable).insert(key.to_owned(), (agent.clone(), services.clone()));
+        Self(shared, key.to_owned())
+    }
+}
+
+impl Drop for Steerable<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.steerable).remove(&self.1);
+    }
+}
+
+/// Takes the steer and stop orders of this worker's pool until `shutdown`.
+async fn take_orders(
+    shared: Arc<Shared>,
+    mut orders: async_nats::Subscriber,
+    shutdown: CancellationToken,
+) {
+    use futures::StreamExt;
+    loop {
+        let msg = tokio::select! {
+            m = orders.next() => match m {
+                Some(m) => m,
+                None => return,
+            },
+            _ = shutdown.cancelled() => return,
+        };
+        if take_order(&shared, &msg)
+            && let Some(reply) = msg.reply
+        {
+            // The coordinator marks the order handled only on this answer.
+            if let Err(e) = shared.js.client().publish(reply, "taken".into()).await {
+                tracing::warn!(error = %e, "an order's answer was not sent; it is offered again");
+            }
+        }
+    }
+}
+
+/// Hands an order to the agent of its task when this worker runs it; whether it did.
+/// An order for a task another worker runs (or none) is no business of this one: it is
+/// ignored without an answer. One that does not read, or names another subject or
+/// agent than its task's, is refused (logged).
+fn take_order(shared: &Shared, msg: &async_nats::Message) -> bool {
+    let order = match Control::from_bytes(&msg.payload) {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::warn!(subject = %msg.subject, error = %e, "order refused");
+            return false;
+        }
+    };
+    if msg.subject.as_str() != streams::control_subject(&shared.pool, &order.run_id, &order.key) {
+        tracing::warn!(subject = %msg.subject, "order refused: its subject names another task");
+        return false;
+    }
+    let Some((agent, services)) = lock(&shared.steerable).get(&order.key).cloned() else {
+        return false;
+    };
+    if agent.as_str() != order.agent_id {
+        tracing::warn!(task = %order.key, "order refused: it names another agent than the task's");
+        return false;
+    }
+    let taken = match order.order {
+        Order::Steer => services
+            .manager()
+            .steer(&agent, order.message.unwrap_or_default()),
+        Order::Stop => services.manager().stop(agent.as_str()) > 0,
+    };
+    tracing::info!(task = %order.key, order = ?order.order, taken, "order from the coordinator");
+    taken
 }
 
 /// Records the task's run in the worker's own store (agents refer to it).
