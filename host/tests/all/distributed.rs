@@ -1922,13 +1922,14 @@ fn running_agent(c: &Cluster, prompt: &str) -> AgentRecord {
 /// `crewbox steer` and `crewbox stop` reach an agent running on a worker, from any
 /// process on the coordinator's machine: the steer before its next model call, the stop
 /// at once (the worker does not run it to its end).
-/// A first turn slow enough to steer the agent in, then a reply that tells whether the
-/// steer reached its model.
+/// A first turn slow enough to steer the agent in (4 s: the order is taken within a
+/// second on a loaded machine), then a reply that tells whether the steer reached its
+/// model.
 const STEER_ME: &str = r#"
 [[reply]]
 conversation = "steer me"
 turn = 1
-delay_ms = 2500
+delay_ms = 4000
 [[reply.tool_calls]]
 name = "read_file"
 args = { path = "notes.txt" }
