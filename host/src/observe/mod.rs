@@ -81,6 +81,27 @@ fn export_layer(
     (None, Some(problem))
 }
 
+/// The W3C `traceparent` of `span` while traces are exported (else `None`): what a task
+/// sent to a worker carries so the worker's spans join the run's trace.
+pub(crate) fn traceparent(span: &tracing::Span) -> Option<String> {
+    #[cfg(feature = "otlp")]
+    return otlp::traceparent(span);
+    #[cfg(not(feature = "otlp"))]
+    {
+        let _ = span;
+        None
+    }
+}
+
+/// Makes `span` a child of the remote span `traceparent` names, while traces are
+/// exported (a no-op otherwise, and for a malformed value).
+pub(crate) fn follow(span: &tracing::Span, traceparent: &str) {
+    #[cfg(feature = "otlp")]
+    otlp::follow(span, traceparent);
+    #[cfg(not(feature = "otlp"))]
+    let _ = (span, traceparent);
+}
+
 /// Sends the spans not yet exported, waiting a bounded time (a no-op without export).
 pub fn flush_telemetry() {
     #[cfg(feature = "otlp")]

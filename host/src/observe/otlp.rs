@@ -80,6 +80,58 @@ where
         .boxed())
 }
 
+/// The W3C `traceparent` of `span`, when export is set up and the span is sampled
+/// into a trace.
+pub(crate) fn traceparent(span: &tracing::Span) -> Option<String> {
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    PROVIDER.get()?;
+    let cx = span.context();
+    let sc = cx.span().span_context().clone();
+    sc.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        )
+    })
+}
+
+/// Makes `span` a child of the remote span `traceparent` names (checked on the wire:
+/// see `remote::task::is_traceparent`).
+pub(crate) fn follow(span: &tracing::Span, traceparent: &str) {
+    use opentelemetry::trace::{
+        SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState,
+    };
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    if PROVIDER.get().is_none() {
+        return;
+    }
+    let parts: Vec<&str> = traceparent.split('-').collect();
+    let [_, trace, parent, flags] = parts[..] else {
+        return;
+    };
+    let (Ok(trace), Ok(parent), Ok(flags)) = (
+        TraceId::from_hex(trace),
+        SpanId::from_hex(parent),
+        u8::from_str_radix(flags, 16),
+    ) else {
+        return;
+    };
+    let remote = SpanContext::new(
+        trace,
+        parent,
+        TraceFlags::new(flags),
+        true,
+        TraceState::default(),
+    );
+    if let Err(e) = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote))
+    {
+        tracing::debug!(error = %e, "a task's trace context was not taken");
+    }
+}
+
 /// Sends the spans still buffered and stops export, waiting at most a few seconds
 /// (a collector that is down never keeps the CLI from exiting).
 pub fn flush() {

@@ -74,6 +74,13 @@ pub fn agent(parent: &Span, who: &AgentNames<'_>) -> Span {
     )
 }
 
+/// The `task` span of a worker running a coordinator's task: its agent's span is a
+/// child of it, and it is a child of the coordinator's span the task names (when both
+/// sides export traces), so a run's trace holds its remote agents.
+pub fn remote_task(key: &str, worker: &str) -> Span {
+    tracing::info_span!("task", task = %key, worker = %worker)
+}
+
 /// Records an agent's end: its state, counts and (on failure) the reason's name.
 pub fn agent_ended(span: &Span, state: AgentState, stats: &AgentStats, reason: Option<FailReason>) {
     span.record("status", state.as_str());

@@ -267,6 +267,8 @@ impl NatsExecutor {
             max_fix_rounds: opts.max_fix_rounds,
             history,
             join,
+            // The run's span (current here, as for a local agent's span).
+            trace: crate::observe::traceparent(&tracing::Span::current()),
         };
         let hub = self.hub(&spec.run_id).await?;
         task.key = self.key_for(&hub, &task, &spec.id).await?;

@@ -151,6 +151,10 @@ pub struct Task {
     pub history: Option<Vec<Message>>,
     /// How it was joined (`swarm:ID`, `group:ID`).
     pub join: Option<String>,
+    /// The W3C `traceparent` of the coordinator's span the agent runs under, when the
+    /// coordinator exports traces: the worker's spans of it join that trace. Ids only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// An event of a task's agent (or its sub-agents), as the worker stored it.
@@ -290,6 +294,20 @@ trait Versioned {
     fn check(&self) -> Result<(), WireError>;
 }
 
+/// A W3C `traceparent` of version 00: `00-<trace id>-<span id>-<flags>`, lowercase hex,
+/// neither id all zeros.
+pub fn is_traceparent(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    let hex = |p: &str, n: usize| {
+        p.len() == n
+            && p.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    matches!(parts[..], [v, t, sp, f]
+        if v == "00" && hex(t, 32) && hex(sp, 16) && hex(f, 2)
+            && t.bytes().any(|b| b != b'0') && sp.bytes().any(|b| b != b'0'))
+}
+
 /// A token that may stand in a NATS subject: `[A-Za-z0-9_-]`, 1..=128 bytes.
 pub fn is_token(s: &str) -> bool {
     !s.is_empty()
@@ -361,6 +379,15 @@ impl Versioned for Task {
                 what: TASK,
                 field: "base_ref",
                 problem: format!("must be `{want}`"),
+            });
+        }
+        if let Some(t) = &self.trace
+            && !is_traceparent(t)
+        {
+            return Err(WireError::Field {
+                what: TASK,
+                field: "trace",
+                problem: "must be a W3C traceparent (`00-<32 hex>-<16 hex>-<2 hex>`)".into(),
             });
         }
         // A remote is handed to `git` as an argument: never an option, never a helper.
@@ -671,6 +698,7 @@ mod tests {
             max_fix_rounds: 0,
             history: None,
             join: None,
+            trace: None,
         }
     }
 
@@ -822,5 +850,39 @@ mod tests {
                 .unwrap_err()
                 .to_string();
         assert!(e.contains("kill"), "{e}");
+    }
+
+    #[test]
+    fn a_tasks_trace_context_must_be_a_traceparent() {
+        assert!(is_traceparent(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        ));
+        for bad in [
+            "",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00-4bf92f3577b34da6a3ce929d0e0e473\u{1b}-00f067aa0ba902b7-01",
+        ] {
+            assert!(!is_traceparent(bad), "{bad:?}");
+        }
+        let mut t = task();
+        t.trace = Some("00-zz-00f067aa0ba902b7-01".into());
+        let e = Task::from_bytes(&serde_json::to_vec(&t).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("trace"), "{e}");
+        t.trace = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
+        let back = Task::from_bytes(&t.to_bytes().unwrap()).unwrap();
+        assert_eq!(back.trace, t.trace);
+        // Without one, the message has no `trace` key (a worker of before reads it).
+        t.trace = None;
+        assert!(
+            !String::from_utf8(t.to_bytes().unwrap())
+                .unwrap()
+                .contains("trace")
+        );
     }
 }

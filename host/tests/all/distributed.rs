@@ -2073,3 +2073,44 @@ fn an_order_for_another_agent_or_on_another_subject_is_not_taken() {
     assert_eq!(finished["result"], "steered: took the order", "{finished}");
     assert_eq!(w.stop().ran, 2);
 }
+
+/// With both sides exporting traces, a remote agent's spans are in its run's trace: the
+/// worker's `task` span is a child of the coordinator's `run` span (the task carries its
+/// `traceparent`), and the agent's span a child of the `task` span.
+#[cfg(feature = "otlp")]
+#[test]
+fn a_remote_agents_spans_join_its_runs_trace() {
+    use crate::telemetry::receiver::Receiver;
+    let Some(mut c) = cluster(|_| {}) else { return };
+    let Some(rx) = Receiver::start(c.path()) else {
+        return;
+    };
+    let export = ("OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(), rx.endpoint());
+    c.worker_env = vec![export.clone()];
+    c.coordinator_env = vec![export];
+    c.script("[[reply]]\nrepeat = true\ntext = \"traced\"\n");
+    let w = c.worker("wa");
+    let report = c.run(&["run", "--mode", "single", "trace me"]);
+    assert_eq!(report["status"], "completed", "{report}");
+    let agent_id = report["agents"][0]["id"].as_str().unwrap().to_owned();
+    // A worker sends its last spans as it exits.
+    assert_eq!(w.stop().ran, 1);
+    let spans = rx.spans();
+    let one = |name: &str| {
+        let found: Vec<&serde_json::Value> = spans.iter().filter(|s| s["name"] == name).collect();
+        assert_eq!(found.len(), 1, "one `{name}` span: {spans:#?}");
+        found[0]
+    };
+    let (run, task, agent) = (one("run"), one("task"), one("agent"));
+    assert_eq!(
+        agent["attributes"]["agent_id"],
+        agent_id.as_str(),
+        "{agent}"
+    );
+    assert_eq!(task["attributes"]["worker"], "wa", "{task}");
+    for s in [task, agent] {
+        assert_eq!(s["trace_id"], run["trace_id"], "one trace: {s}");
+    }
+    assert_eq!(task["parent_span_id"], run["span_id"], "{task}");
+    assert_eq!(agent["parent_span_id"], task["span_id"], "{agent}");
+}

@@ -699,7 +699,18 @@ async fn run_task(
             },
         );
     }
-    let executed = LocalExecutor::new(services.clone()).execute(job).await;
+    // The agent's span is a child of this one, which joins the coordinator's trace.
+    let span = crate::observe::spans::remote_task(&task.key, &shared.name);
+    if let Some(parent) = &task.trace {
+        crate::observe::follow(&span, parent);
+    }
+    let executed = {
+        use tracing::Instrument as _;
+        LocalExecutor::new(services.clone())
+            .execute(job)
+            .instrument(span)
+            .await
+    };
     drop(view);
     let forwarded = forward.finish().await;
     let exec_result = executed?;

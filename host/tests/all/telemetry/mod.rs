@@ -5,7 +5,7 @@
 //! endpoint is unused.
 
 #[cfg(feature = "otlp")]
-mod receiver;
+pub(crate) mod receiver;
 
 use std::time::{Duration, Instant};
 

@@ -17,7 +17,7 @@ use crate::support::peers;
 use crate::support::repo::{bin, command, git_repo};
 
 /// The receiver process (killed on drop) and the file it writes spans to.
-struct Receiver {
+pub(crate) struct Receiver {
     child: Child,
     port: u16,
     out: PathBuf,
@@ -32,7 +32,7 @@ impl Drop for Receiver {
 
 impl Receiver {
     /// Starts the receiver, or `None` when the venv has no `opentelemetry-proto`.
-    fn start(dir: &Path) -> Option<Self> {
+    pub(crate) fn start(dir: &Path) -> Option<Self> {
         let python = std::env::var_os("CREWBOX_TEST_VENV")
             .map(|v| PathBuf::from(v).join("bin/python"))
             .filter(|p| p.is_file());
@@ -66,12 +66,12 @@ impl Receiver {
         Some(Self { child, port, out })
     }
 
-    fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
     /// Every span received so far.
-    fn spans(&self) -> Vec<Value> {
+    pub(crate) fn spans(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.out)
             .unwrap_or_default()
             .lines()
