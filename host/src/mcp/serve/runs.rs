@@ -128,8 +128,14 @@ pub async fn launch(
         result = &mut task => Some(result),
         () = context.ct.cancelled() => None,
     };
-    if let Some(p) = progress {
-        p.abort();
+    if let Some(mut p) = progress {
+        // A run that ended has its last progress (`run completed`) sent before the
+        // answer: the forwarder ends once it sent the run's end, or is cut after a
+        // bounded wait. Aborting it at once could drop that last notification.
+        let ended = matches!(outcome, Some(Ok(Ok(_))));
+        if !ended || tokio::time::timeout(PROGRESS_DRAIN, &mut p).await.is_err() {
+            p.abort();
+        }
     }
     match outcome {
         Some(result) => finished(result),
@@ -159,7 +165,11 @@ fn finished(
     }
 }
 
-/// Sends a progress notification for each agent state change and phase of `run`.
+/// How long an answer waits for the progress of its run's end to be sent.
+const PROGRESS_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Sends a progress notification for each agent state change and phase of `run`,
+/// until its end was sent.
 async fn forward_progress(
     server: Server,
     peer: rmcp::Peer<RoleServer>,
@@ -205,7 +215,9 @@ async fn forward_progress(
             step += 1;
             let note = ProgressNotificationParam::new(token.clone(), f64::from(step))
                 .with_message(crate::redact::clean(&message));
-            if peer.notify_progress(note).await.is_err() {
+            if peer.notify_progress(note).await.is_err()
+                || matches!(e.event, Event::RunFinished { .. })
+            {
                 return;
             }
         }
