@@ -768,7 +768,7 @@ async fn the_number_of_processes_is_bounded() {
     let out = d
         .run(
             &format!(
-                "i=0; while [ $i -lt 600 ]; do sh -c 'sleep 8; :' {mark} & i=$((i+1)); done; sleep 4; echo spawned"
+                "i=0; while [ $i -lt 600 ]; do sh -c 'echo up; sleep 8; :' {mark} & i=$((i+1)); done; sleep 4; echo spawned"
             ),
             30,
         )
@@ -777,7 +777,9 @@ async fn the_number_of_processes_is_bounded() {
     sampler.join().unwrap();
     procs::kill(&mark);
     let peak = peak.load(Ordering::SeqCst);
-    assert!(peak > 0, "nothing started: {out}");
+    // Each shell that started says so (`echo` is a builtin: no fork); one whose own
+    // fork was refused ends at once, too soon for the sampler to see it.
+    assert!(peak > 0 || out.contains("up"), "nothing started: {out}");
     assert!(peak < 310, "{peak} processes ran at once: {out}");
     assert!(
         out.contains("fork") || out.contains("Resource temporarily unavailable"),
