@@ -281,7 +281,14 @@ impl NatsExecutor {
                 // The worker running it stops it too (its slot and its model calls are
                 // not spent on a run nobody waits for); its result, if one comes, is
                 // still recorded.
-                let order = control(&task, Order::Stop, None);
+                let order = Control {
+                    v: WIRE_VERSION,
+                    key: task.key.clone(),
+                    run_id: task.run_id.clone(),
+                    agent_id: task.agent_id.clone(),
+                    order: Order::Stop,
+                    message: None,
+                };
                 let client = self.js.client();
                 let subject = control_subject(&self.pool, &task.run_id, &task.key);
                 tokio::spawn(async move {
@@ -767,18 +774,6 @@ impl RunHub {
 const STOP_TRIES: u32 = 3;
 /// How long an order waits for the worker running its agent to take it.
 const CONTROL_REPLY: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The order `order` for `task`'s agent.
-fn control(task: &Task, order: Order, message: Option<String>) -> Control {
-    Control {
-        v: WIRE_VERSION,
-        key: task.key.clone(),
-        run_id: task.run_id.clone(),
-        agent_id: task.agent_id.clone(),
-        order,
-        message,
-    }
-}
 
 /// Sends `order` to the worker running its agent; whether that worker took it (none
 /// answers while the task is queued, or once its agent ended).

@@ -274,13 +274,7 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
             )
             .map_err(q("record a remote agent's end"))?;
             if let Some(conversation) = &r.conversation {
-                super::writer::exec(
-                    conn,
-                    "INSERT INTO agent_conversations (agent_id, conversation) VALUES (?1, ?2)
-                     ON CONFLICT (agent_id) DO UPDATE SET conversation = ?2",
-                    params![r.agent_id.as_str(), conversation],
-                )
-                .map_err(q("store a remote agent's conversation"))?;
+                super::writer::store_conversation(conn, r.agent_id.as_str(), conversation)?;
             }
             Ok(None)
         }

@@ -458,6 +458,22 @@ pub(super) fn audit_spawn(
     )
 }
 
+/// Keeps `agent`'s final conversation (JSON): what a retry continues from.
+pub(super) fn store_conversation(
+    conn: &Connection,
+    agent: &str,
+    conversation: &str,
+) -> Result<(), StoreError> {
+    exec(
+        conn,
+        "INSERT INTO agent_conversations (agent_id, conversation) VALUES (?1, ?2)
+         ON CONFLICT (agent_id) DO UPDATE SET conversation = ?2",
+        params![agent, conversation],
+    )
+    .map_err(|e| StoreError::sqlite("store agent conversation", &e))?;
+    Ok(())
+}
+
 /// Stores an event and, when it records a decision ([`AUDITED_EVENTS`]), its audit
 /// record in the same transaction: whoever made the decision (this process, or a worker
 /// whose forwarded event this is), the chain holds it as a local run's would.
@@ -703,13 +719,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 });
             }
             if let Some(conversation) = conversation {
-                exec(
-                    conn,
-                    "INSERT INTO agent_conversations (agent_id, conversation) VALUES (?1, ?2)
-                     ON CONFLICT (agent_id) DO UPDATE SET conversation = ?2",
-                    params![agent, conversation],
-                )
-                .map_err(q("store agent conversation"))?;
+                store_conversation(conn, agent, conversation)?;
             }
         }
         Write::Event(e) => return insert_audited_event(conn, e).map(Some),

@@ -12,6 +12,7 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::store::agent_record;
 use crate::support::nats::{NatsServer, bare_origin};
 use crate::support::procs::wait_for;
 use crate::support::repo::{command, git_repo, state_dir};
@@ -952,24 +953,7 @@ fn a_result_or_event_delivered_twice_is_recorded_once() {
         let store = Store::open(dir.path()).unwrap();
         let run = RunRecord::started(crewbox::Mode::Single, "p", serde_json::json!({}));
         store.insert_run(&run).await.unwrap();
-        let agent = AgentRecord {
-            id: crewbox::unstable::ids::AgentId::new(),
-            run_id: run.id.clone(),
-            parent: None,
-            name: "agent".into(),
-            role: "agent".into(),
-            task: "t".into(),
-            caps: vec!["read".into()],
-            depth: 0,
-            join: None,
-            state: AgentState::Queued,
-            stats: AgentStats::default(),
-            result: None,
-            error: None,
-            created_at: 1,
-            started_at: None,
-            finished_at: None,
-        };
+        let agent = agent_record(&run.id);
         store.insert_agent(&agent).await.unwrap();
         let running = || Event::AgentState {
             state: AgentState::Running,
@@ -1057,22 +1041,9 @@ fn a_sub_agent_spawned_on_a_worker_is_audited_once() {
         let run = RunRecord::started(crewbox::Mode::Single, "p", serde_json::json!({}));
         store.insert_run(&run).await.unwrap();
         let record = |parent: Option<crewbox::unstable::ids::AgentId>, name: &str| AgentRecord {
-            id: crewbox::unstable::ids::AgentId::new(),
-            run_id: run.id.clone(),
             parent,
             name: name.into(),
-            role: "agent".into(),
-            task: "t".into(),
-            caps: vec!["read".into()],
-            depth: 0,
-            join: None,
-            state: AgentState::Queued,
-            stats: AgentStats::default(),
-            result: None,
-            error: None,
-            created_at: 1,
-            started_at: None,
-            finished_at: None,
+            ..agent_record(&run.id)
         };
         let agent = record(None, "agent");
         store.insert_agent(&agent).await.unwrap();
@@ -1126,22 +1097,8 @@ fn a_remote_agents_failure_class_is_stored_for_dead_letters() {
         let run = RunRecord::started(crewbox::Mode::Single, "p", serde_json::json!({}));
         store.insert_run(&run).await.unwrap();
         let record = |parent: Option<crewbox::unstable::ids::AgentId>| AgentRecord {
-            id: crewbox::unstable::ids::AgentId::new(),
-            run_id: run.id.clone(),
             parent,
-            name: "agent".into(),
-            role: "agent".into(),
-            task: "t".into(),
-            caps: vec!["read".into()],
-            depth: 0,
-            join: None,
-            state: AgentState::Queued,
-            stats: AgentStats::default(),
-            result: None,
-            error: None,
-            created_at: 1,
-            started_at: None,
-            finished_at: None,
+            ..agent_record(&run.id)
         };
         // A spawned agent (it has a parent) is a dead letter without a step of its own.
         let parent = record(None);

@@ -24,7 +24,8 @@ fn run_record() -> RunRecord {
     }
 }
 
-fn agent_record(run: &RunId) -> AgentRecord {
+/// A queued agent of `run`, as a spawn records it.
+pub(crate) fn agent_record(run: &RunId) -> AgentRecord {
     AgentRecord {
         id: AgentId::new(),
         run_id: run.clone(),
