@@ -269,7 +269,7 @@ pub mod unstable {
     }
     /// The scale-out task wire format.
     pub mod remote {
-        pub use crate::remote::task::{TaskResult, WIRE_VERSION};
+        pub use crate::remote::task::{ForwardedExchange, TaskResult, WIRE_VERSION};
     }
     /// The process sandbox agents' commands run in.
     pub mod sandbox {
@@ -281,8 +281,9 @@ pub mod unstable {
     /// The SQLite store.
     pub mod store {
         pub use crate::store::{
-            AgentRecord, AgentStats, AgentWorker, ControlKind, DB_FILE, RemoteResult, RunRecord,
-            SCHEMA_VERSION, StepRecord, StepState, Store, StoreError, now_ms,
+            AgentRecord, AgentStats, AgentWorker, ControlKind, DB_FILE, ExchangeWrite,
+            RemoteResult, RunRecord, SCHEMA_VERSION, StepRecord, StepState, Store, StoreError,
+            now_ms,
         };
     }
     /// Teams' limits.

@@ -788,10 +788,20 @@ impl Spawner for ChildSpawner {
         spec.name = role.to_owned();
         spec.role = role.to_owned();
         spec.task = task.to_owned();
+        // The parent by name, not by id: the model has no use for an id, and a prompt
+        // that holds one differs on every run, so a replay of the run would diverge.
+        // `mcp` is named only with servers to reach (an agent on a NATS worker has none):
+        // the prompt says what the sub-agent can use, wherever it runs.
+        let usable = if spec.mcp.is_empty() {
+            perms.caps.without(Capability::Mcp)
+        } else {
+            perms.caps
+        };
         spec.system_prompt = format!(
-            "{}\n\nYou are a sub-agent with role `{role}`, spawned by agent {parent}. Your tools: {}.",
+            "{}\n\nYou are a sub-agent with role `{role}`, spawned by agent `{}`. Your tools: {}.",
             parent_spec.system_prompt,
-            super::cap_names(perms.caps).join(", ")
+            parent_spec.name,
+            super::cap_names(usable).join(", ")
         );
         debug_assert!(!perms.caps.contains(Capability::Spawn));
         spec.perms = perms;

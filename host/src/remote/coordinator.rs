@@ -33,7 +33,7 @@ use crate::engine::executor::{ExecResult, Executor, Job, LocalExecutor, Placemen
 use crate::engine::services::Services;
 use crate::event::Event;
 use crate::ids::{AgentId, RunId};
-use crate::store::{AgentRecord, AgentStats, ControlKind, RemoteResult, Store};
+use crate::store::{AgentRecord, AgentStats, ControlKind, ExchangeWrite, RemoteResult, Store};
 use crate::vocab::{Capability, Isolation};
 
 /// Runs agents on workers through NATS JetStream (and the ones that must stay here
@@ -642,6 +642,7 @@ impl RunHub {
                 result.key, c.id
             )));
         }
+        self.check_exchanges(&waiter, &result).await?;
         // Its last events first: they commit with (or before) the result.
         let events = std::mem::take(&mut result.events);
         let (events, _) = self.queue_events(&result.key, &result.exec, events).await?;
@@ -656,6 +657,40 @@ impl RunHub {
             let _ = tx.send(result);
         }
         Ok(())
+    }
+
+    /// Refuses a result carrying a model call that is not of the task's agent nor of a
+    /// sub-agent the result lists, or not under that agent's name: a worker records
+    /// only the calls of the agents it ran for this task.
+    async fn check_exchanges(&self, waiter: &AgentId, result: &TaskResult) -> Result<(), Refusal> {
+        if result.exchanges.is_empty() {
+            return Ok(());
+        }
+        let mut names: HashMap<&str, String> = result
+            .children
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.clone()))
+            .collect();
+        for id in [waiter.as_str(), result.agent_id.as_str()] {
+            if !names.contains_key(id)
+                && let Some(a) = self.store.agent(&AgentId::from_string(id)).await?
+            {
+                names.insert(id, a.name);
+            }
+        }
+        match result
+            .exchanges
+            .iter()
+            .find(|x| names.get(x.agent_id.as_str()) != Some(&x.agent))
+        {
+            Some(x) => Err(Refusal::Refused(format!(
+                "the result of task {} carries a model call of agent {} (`{}`), which is not this task's agent or a sub-agent it lists",
+                result.key,
+                x.agent_id,
+                crate::text::escape(&x.agent)
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Stores the events a worker sent for task `key` (its execution `exec`), each once.
@@ -864,6 +899,19 @@ async fn record(
             conversation: (!r.history.is_empty())
                 .then(|| serde_json::to_string(&r.history).ok())
                 .flatten(),
+            exchanges: r
+                .exchanges
+                .iter()
+                .map(|x| ExchangeWrite {
+                    run_id: run.clone(),
+                    agent_id: AgentId::from_string(x.agent_id.clone()),
+                    agent_name: x.agent.clone(),
+                    turn: x.turn,
+                    request: serde_json::to_string(&x.request).unwrap_or_default(),
+                    reply: serde_json::to_string(&x.reply).unwrap_or_default(),
+                    at: x.at,
+                })
+                .collect(),
         })
         .await?;
     Ok(())

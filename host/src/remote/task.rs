@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Quotas;
 use crate::event::{RoundResult, ValidationStatus};
-use crate::provider::Message;
+use crate::provider::replay::RequestDigest;
+use crate::provider::{Completion, Message};
 use crate::store::AgentRecord;
 use crate::vocab::{AgentState, AgentStats, Exceeded, FailReason};
 use crate::worktree::BranchArtifact;
@@ -231,6 +232,30 @@ pub struct TaskResult {
     /// The execution's events not sent ahead of the result, in order: recorded before
     /// the result is.
     pub events: Vec<ForwardedEvent>,
+    /// Every model call of the agent and of the agents it started, in order: recorded
+    /// with the result, so a replay of the run finds them (dropped first when the
+    /// result would be too large).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exchanges: Vec<ForwardedExchange>,
+}
+
+/// One model call a task's agent (or an agent it started) made on the worker, as the
+/// worker recorded it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardedExchange {
+    /// The agent that made it.
+    pub agent_id: String,
+    /// That agent's name.
+    pub agent: String,
+    /// Its 1-based turn.
+    pub turn: u32,
+    /// When it was answered (ms since the epoch).
+    pub at: i64,
+    /// The fingerprint of the request as sent.
+    pub request: RequestDigest,
+    /// The model's whole reply.
+    pub reply: Completion,
 }
 
 /// Reads a message of type `T` within `max` bytes and checks its version.
@@ -527,6 +552,10 @@ impl Versioned for TaskResult {
                 hex_commit(RESULT, "branch.commits", c)?;
             }
         }
+        for x in &self.exchanges {
+            token(RESULT, "exchanges.agent_id", &x.agent_id)?;
+            short(RESULT, "exchanges.agent", &x.agent)?;
+        }
         self.events.iter().try_for_each(|e| e.check(RESULT))
     }
 }
@@ -574,11 +603,22 @@ impl TaskResult {
         read(RESULT, bytes, MAX_RESULT_BYTES)
     }
 
-    /// The result as a message; a result over the bound drops its history, then cuts
-    /// its diff, then its text, so it always fits.
+    /// The result as a message; a result over the bound drops its model exchanges,
+    /// then its history, then cuts its diff, then its text, so it always fits.
     pub fn to_bytes(&mut self) -> Result<Vec<u8>, WireError> {
         if let Ok(b) = write(RESULT, self, MAX_RESULT_BYTES) {
             return Ok(b);
+        }
+        if !self.exchanges.is_empty() {
+            tracing::warn!(
+                task = %self.key,
+                calls = self.exchanges.len(),
+                "the model exchanges of this task do not fit its result and are not sent: a replay of its run will not find them"
+            );
+            self.exchanges.clear();
+            if let Ok(b) = write(RESULT, self, MAX_RESULT_BYTES) {
+                return Ok(b);
+            }
         }
         self.history.clear();
         if let Ok(b) = write(RESULT, self, MAX_RESULT_BYTES) {
@@ -797,6 +837,7 @@ mod tests {
             rounds: Vec::new(),
             children: Vec::new(),
             events: Vec::new(),
+            exchanges: Vec::new(),
         };
         let bytes = serde_json::to_vec(&r).unwrap();
         let e = TaskResult::from_bytes(&bytes).unwrap_err().to_string();
@@ -806,6 +847,84 @@ mod tests {
         r.state = AgentState::Running;
         let e = TaskResult::from_bytes(&serde_json::to_vec(&r).unwrap()).unwrap_err();
         assert!(e.to_string().contains("not an ending"));
+    }
+
+    fn exchange(agent_id: &str, text: &str) -> ForwardedExchange {
+        ForwardedExchange {
+            agent_id: agent_id.into(),
+            agent: "executor".into(),
+            turn: 1,
+            at: 1,
+            request: RequestDigest {
+                hash: "00".into(),
+                messages: Vec::new(),
+                tools: "00".into(),
+                params: "00".into(),
+            },
+            reply: Completion {
+                text: text.into(),
+                tool_calls: Vec::new(),
+                usage: crate::vocab::Usage::default(),
+                stop: crate::vocab::StopReason::EndTurn,
+                reasoning: String::new(),
+                thoughts: Vec::new(),
+            },
+        }
+    }
+
+    fn result_with(history: Vec<Message>, exchanges: Vec<ForwardedExchange>) -> TaskResult {
+        TaskResult {
+            v: WIRE_VERSION,
+            key: "k1".into(),
+            exec: "e1".into(),
+            agent_id: "a-1".into(),
+            worker: "w".into(),
+            state: AgentState::Completed,
+            stats: AgentStats::default(),
+            result: "ok".into(),
+            error: None,
+            exceeded: None,
+            reason: None,
+            history,
+            changed: Vec::new(),
+            diff: String::new(),
+            branch: None,
+            validation: ValidationStatus::Skipped,
+            rounds: Vec::new(),
+            children: Vec::new(),
+            events: Vec::new(),
+            exchanges,
+        }
+    }
+
+    #[test]
+    fn a_results_exchanges_are_checked_and_dropped_before_its_history() {
+        let history = vec![Message::user("the task")];
+        // Fits: sent whole, read back equal.
+        let mut r = result_with(history.clone(), vec![exchange("a-1", "done")]);
+        let back = TaskResult::from_bytes(&r.to_bytes().unwrap()).unwrap();
+        assert_eq!(back.exchanges, r.exchanges);
+        // An exchange naming no agent token, or an agent name with escapes, is refused.
+        for (id, name) in [("a.1", "executor"), ("a-1", "exec\u{1b}[2J")] {
+            let mut x = exchange(id, "done");
+            x.agent = name.into();
+            let bad = result_with(Vec::new(), vec![x]);
+            let e = TaskResult::from_bytes(&serde_json::to_vec(&bad).unwrap()).unwrap_err();
+            assert!(e.to_string().contains("`exchanges.agent"), "{e}");
+        }
+        // Too large with them: they go, the conversation stays.
+        let big = "x".repeat(MAX_RESULT_BYTES / 2);
+        let mut r = result_with(
+            history.clone(),
+            vec![exchange("a-1", &big), exchange("a-1", &big)],
+        );
+        let back = TaskResult::from_bytes(&r.to_bytes().unwrap()).unwrap();
+        assert!(back.exchanges.is_empty());
+        assert_eq!(back.history, history);
+        // A result of before (no exchanges) reads, and writes no `exchanges` key.
+        let plain = result_with(Vec::new(), Vec::new());
+        let json = serde_json::to_string(&plain).unwrap();
+        assert!(!json.contains("exchanges"), "{json}");
     }
 
     #[test]

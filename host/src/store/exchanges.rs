@@ -50,16 +50,36 @@ pub struct StoredExchange<Q, R> {
 pub type Exchanges<Q, R> = Vec<StoredExchange<Q, R>>;
 
 /// The row form of an [`ExchangeRecord`]: its JSON parts serialised once, before the
-/// writer redacts them.
-#[derive(Debug)]
-pub(crate) struct ExchangeWrite {
+/// writer redacts them (also how a remote agent's exchanges are recorded with its
+/// result, see [`super::RemoteResult`]).
+#[derive(Clone, Debug)]
+pub struct ExchangeWrite {
+    /// The run.
     pub run_id: RunId,
+    /// The agent that made the call.
     pub agent_id: AgentId,
+    /// The calling agent's name.
     pub agent_name: String,
+    /// Its 1-based turn.
     pub turn: u32,
+    /// The request's fingerprint (JSON).
     pub request: String,
+    /// The model's whole reply (JSON).
     pub reply: String,
+    /// When the call was answered (ms since the epoch).
     pub at: i64,
+}
+
+/// One stored exchange with the agent that made it and when: what a worker reads back
+/// of its agents' calls to send them with their result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentExchange<Q, R> {
+    /// The agent that made the call.
+    pub agent_id: AgentId,
+    /// When the call was answered (ms since the epoch).
+    pub at: i64,
+    /// The exchange.
+    pub exchange: StoredExchange<Q, R>,
 }
 
 impl Store {
@@ -88,6 +108,56 @@ impl Store {
     {
         let run = run.clone();
         self.read(move |c| read_run(c, &run)).await
+    }
+
+    /// The model exchanges of `agents` in run `run`, in the order they were made.
+    pub async fn agents_exchanges<Q, R>(
+        &self,
+        run: &RunId,
+        agents: Vec<AgentId>,
+    ) -> Result<Vec<AgentExchange<Q, R>>, StoreError>
+    where
+        Q: DeserializeOwned + Send + 'static,
+        R: DeserializeOwned + Send + 'static,
+    {
+        let run = run.clone();
+        self.read(move |c| {
+            let ids =
+                serde_json::Value::from(agents.iter().map(AgentId::as_str).collect::<Vec<_>>());
+            let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT agent_id, at, agent_name, turn, request, reply FROM model_exchanges
+                     WHERE run_id = ?1 AND agent_id IN (SELECT value FROM json_each(?2))
+                     ORDER BY seq",
+                )
+                .map_err(q("prepare model exchanges"))?;
+            let rows = stmt
+                .query_map(params![run.as_str(), ids.to_string()], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        (
+                            r.get::<_, String>(2)?,
+                            r.get::<_, u32>(3)?,
+                            r.get::<_, String>(4)?,
+                            r.get::<_, String>(5)?,
+                        ),
+                    ))
+                })
+                .map_err(q("read model exchanges"))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (agent_id, at, raw) = row.map_err(q("read model exchange"))?;
+                out.push(AgentExchange {
+                    agent_id: AgentId::from_string(agent_id),
+                    at,
+                    exchange: typed(raw)?,
+                });
+            }
+            Ok(out)
+        })
+        .await
     }
 }
 
@@ -131,21 +201,28 @@ fn read_run<Q: DeserializeOwned, R: DeserializeOwned>(
         .map_err(q("read model exchanges"))?;
     let mut out = Vec::new();
     for row in rows {
-        let (agent, turn, request, reply) = row.map_err(q("read model exchange"))?;
-        let bad = |what: &str, e: serde_json::Error| StoreError::Sqlite {
-            op: "read model exchange",
-            detail: format!("the stored {what} of agent `{agent}` turn {turn} does not read: {e}"),
-        };
-        let request = serde_json::from_str(&request).map_err(|e| bad("request", e))?;
-        let reply = serde_json::from_str(&reply).map_err(|e| bad("reply", e))?;
-        out.push(StoredExchange {
-            agent,
-            turn,
-            request,
-            reply,
-        });
+        out.push(typed(row.map_err(q("read model exchange"))?)?);
     }
     Ok(out)
+}
+
+/// A stored exchange's columns (agent name, turn, request, reply) read as the types
+/// the caller names.
+fn typed<Q: DeserializeOwned, R: DeserializeOwned>(
+    (agent, turn, request, reply): (String, u32, String, String),
+) -> Result<StoredExchange<Q, R>, StoreError> {
+    let bad = |what: &str, e: serde_json::Error| StoreError::Sqlite {
+        op: "read model exchange",
+        detail: format!("the stored {what} of agent `{agent}` turn {turn} does not read: {e}"),
+    };
+    let request = serde_json::from_str(&request).map_err(|e| bad("request", e))?;
+    let reply = serde_json::from_str(&reply).map_err(|e| bad("reply", e))?;
+    Ok(StoredExchange {
+        agent,
+        turn,
+        request,
+        reply,
+    })
 }
 
 /// Inserts one exchange row.

@@ -7,7 +7,7 @@ mod checkpoint;
 mod dead;
 pub use dead::{DeadLetter, RetryOverrides, RetryPlan};
 mod exchanges;
-pub use exchanges::{ExchangeRecord, StoredExchange, exchanges_blocking};
+pub use exchanges::{ExchangeRecord, ExchangeWrite, StoredExchange, exchanges_blocking};
 mod identity;
 mod query;
 pub use identity::{RecordedRepo, RepoIdentity};

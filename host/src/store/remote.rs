@@ -60,6 +60,10 @@ pub struct RemoteResult {
     /// retry` continues a failed agent from. `None` when the worker sent none (a
     /// result over the size bound drops it).
     pub conversation: Option<String>,
+    /// The model exchanges of the agent and of the agents it started there, as the
+    /// worker recorded them: what `crewbox replay` and `export --cassette` read. Stored
+    /// with the result, so once however often it is delivered.
+    pub exchanges: Vec<super::ExchangeWrite>,
 }
 
 /// One agent's worker, for `status` and `tree`.
@@ -275,6 +279,9 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
             .map_err(q("record a remote agent's end"))?;
             if let Some(conversation) = &r.conversation {
                 super::writer::store_conversation(conn, r.agent_id.as_str(), conversation)?;
+            }
+            for x in &r.exchanges {
+                super::exchanges::apply(conn, x)?;
             }
             Ok(None)
         }

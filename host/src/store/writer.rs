@@ -274,6 +274,10 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
             opt(&mut r.result);
             opt(&mut r.error);
             opt(&mut r.conversation);
+            for x in &mut r.exchanges {
+                clean(&mut x.agent_name);
+                clean(&mut x.reply);
+            }
             for c in &mut r.children {
                 clean(&mut c.task);
                 opt(&mut c.result);

@@ -946,7 +946,7 @@ fn a_worker_refuses_hostile_tasks_other_pools_and_remotes_it_does_not_serve() {
 
 #[test]
 fn a_result_or_event_delivered_twice_is_recorded_once() {
-    use crewbox::unstable::store::{AgentStats, RemoteResult, RunRecord};
+    use crewbox::unstable::store::{AgentStats, ExchangeWrite, RemoteResult, RunRecord};
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime();
     rt.block_on(async {
@@ -995,6 +995,16 @@ fn a_result_or_event_delivered_twice_is_recorded_once() {
             reason: None,
             children: Vec::new(),
             conversation: None,
+            // A model call of the agent, recorded with the result: once, too.
+            exchanges: vec![ExchangeWrite {
+                run_id: run.id.clone(),
+                agent_id: agent.id.clone(),
+                agent_name: agent.name.clone(),
+                turn: 1,
+                request: r#"{"hash":"h"}"#.into(),
+                reply: r#"{"text":"first"}"#.into(),
+                at: 5,
+            }],
         };
         store.record_remote_result(result.clone()).await.unwrap();
         let again = RemoteResult {
@@ -1026,6 +1036,12 @@ fn a_result_or_event_delivered_twice_is_recorded_once() {
         let workers = store.agent_workers(&run.id).await.unwrap();
         assert_eq!(workers.len(), 1);
         assert_eq!(workers[0].worker, "w1");
+        let calls = store
+            .exchanges::<serde_json::Value, serde_json::Value>(&run.id)
+            .await
+            .unwrap();
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert_eq!(calls[0].reply["text"], "first");
     });
 }
 
@@ -1064,6 +1080,7 @@ fn a_sub_agent_spawned_on_a_worker_is_audited_once() {
             reason: None,
             children: vec![child.clone()],
             conversation: None,
+            exchanges: Vec::new(),
         };
         store.record_remote_result(result.clone()).await.unwrap();
         store.record_remote_result(result).await.unwrap();
@@ -1118,6 +1135,7 @@ fn a_remote_agents_failure_class_is_stored_for_dead_letters() {
                 reason: Some(FailReason::Unavailable),
                 children: Vec::new(),
                 conversation: None,
+                exchanges: Vec::new(),
             })
             .await
             .unwrap();
@@ -1300,6 +1318,32 @@ fn queued_task_key(url: &str, agent: &AgentRecord) -> String {
 
 /// A result as a worker would send it, saying `text`, with `children`.
 fn forged_result(key: &str, agent: &str, text: &str, children: Vec<AgentRecord>) -> Vec<u8> {
+    forged_result_with(key, agent, text, children, Vec::new())
+}
+
+/// A model call of agent `agent_id` named `name`, answered with `text`.
+fn forged_exchange(
+    agent_id: &str,
+    name: &str,
+    text: &str,
+) -> crewbox::unstable::remote::ForwardedExchange {
+    serde_json::from_value(serde_json::json!({
+        "agent_id": agent_id, "agent": name, "turn": 1, "at": 1,
+        "request": {"hash": "00", "messages": [], "tools": "00", "params": "00"},
+        "reply": {"text": text, "tool_calls": [], "usage": {"input": 1, "output": 1},
+                  "stop": "end-turn", "reasoning": ""},
+    }))
+    .unwrap()
+}
+
+/// [`forged_result`] carrying model calls.
+fn forged_result_with(
+    key: &str,
+    agent: &str,
+    text: &str,
+    children: Vec<AgentRecord>,
+    exchanges: Vec<crewbox::unstable::remote::ForwardedExchange>,
+) -> Vec<u8> {
     use crewbox::event::ValidationStatus;
     use crewbox::unstable::remote::{TaskResult, WIRE_VERSION};
     use crewbox::unstable::store::AgentStats;
@@ -1323,6 +1367,7 @@ fn forged_result(key: &str, agent: &str, text: &str, children: Vec<AgentRecord>)
         rounds: Vec::new(),
         children,
         events: Vec::new(),
+        exchanges,
     }
     .to_bytes()
     .unwrap()
@@ -1396,6 +1441,28 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
                 result_at(&key_a),
                 forged_result("k-other", a.id.as_str(), "FORGED-3", Vec::new()),
             ),
+            // The right task and agent, carrying a model call of another run's agent,
+            // or one of its own agent under another name: refused whole.
+            (
+                result_at(&key_a),
+                forged_result_with(
+                    &key_a,
+                    a.id.as_str(),
+                    "FORGED-5",
+                    Vec::new(),
+                    vec![forged_exchange(b_id, &b.name, "FORGED-5")],
+                ),
+            ),
+            (
+                result_at(&key_a),
+                forged_result_with(
+                    &key_a,
+                    a.id.as_str(),
+                    "FORGED-6",
+                    Vec::new(),
+                    vec![forged_exchange(a.id.as_str(), "impostor", "FORGED-6")],
+                ),
+            ),
             // A run's own fact, and an agent of another run.
             (
                 event_at(&key_a),
@@ -1440,6 +1507,17 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
             !text.contains("FORGED"),
             "a forged event was stored: {text}"
         );
+        // Only the real model call, of the run's own agent.
+        let calls = db
+            .rt
+            .block_on(
+                db.store
+                    .exchanges::<serde_json::Value, serde_json::Value>(&agent.run_id),
+            )
+            .unwrap();
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert_eq!(calls[0].agent, agent.name, "{calls:?}");
+        assert_eq!(calls[0].reply["text"], "the real answer", "{calls:?}");
         for e in &events {
             assert!(
                 e.agent_id.is_none() || e.agent_id.as_ref() == Some(&agent.id),
@@ -2070,4 +2148,66 @@ fn a_remote_agents_spans_join_its_runs_trace() {
     }
     assert_eq!(task["parent_span_id"], run["span_id"], "{task}");
     assert_eq!(agent["parent_span_id"], task["span_id"], "{agent}");
+}
+
+/// The model calls of an agent that ran on a worker, and of the sub-agent it started
+/// there, are recorded in the coordinator's store with its result: `crewbox replay`
+/// re-runs the run from them alone and matches, and its cassette lists each call once.
+#[test]
+fn a_remote_runs_model_calls_are_recorded_so_it_replays() {
+    let Some(c) = cluster(|_| {}) else { return };
+    c.script(crate::support::script::DELEGATES);
+    let w = c.worker("wa");
+    let report_ = c.run(&["run", "go", "--mode", "single"]);
+    assert_eq!(report_["status"], "completed", "{report_}");
+    let run = run_id(&report_);
+    assert_eq!(
+        w.stop().ran,
+        1,
+        "the parent's task; its sub-agent ran inside it"
+    );
+    let agents = c.store().agents(&run);
+    assert_eq!(agents.len(), 2, "{agents:?}");
+    let cassette = c.path().join("run.cassette.json");
+    cli_ok(
+        &c,
+        &[
+            "export",
+            run.as_str(),
+            "--cassette",
+            cassette.to_str().unwrap(),
+        ],
+    );
+    let tape: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cassette).unwrap()).unwrap();
+    let calls: Vec<(String, u64)> = tape["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["agent"].as_str().unwrap().to_owned(),
+                x["turn"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let kid = agents.iter().find(|a| a.parent.is_some()).unwrap();
+    let mut expected = vec![
+        ("agent".to_owned(), 1),
+        ("agent".to_owned(), 2),
+        (kid.name.clone(), 1),
+        (kid.name.clone(), 2),
+    ];
+    let mut sorted = calls.clone();
+    sorted.sort();
+    expected.sort();
+    assert_eq!(sorted, expected, "each call once: {calls:?}");
+    // Replayed from the recording alone (no worker runs now; a replay runs locally).
+    let out = command(c.path(), &["replay", run.as_str(), "--json"])
+        .output()
+        .unwrap();
+    let replay = report(&out);
+    assert_eq!(replay["outcome"], "matched", "{replay:#}");
+    assert_eq!(replay["recorded_calls"], 4, "{replay:#}");
+    assert_eq!(replay["answered_calls"], 4, "{replay:#}");
 }

@@ -575,3 +575,23 @@ fn replay_with_a_dispatcher_asks_it_for_the_mode() {
         "{again:#}"
     );
 }
+
+/// A sub-agent's prompt names its parent by name, not by the id that differs on every
+/// run: a run whose agent spawns one replays to a match.
+#[test]
+fn a_run_whose_agent_starts_a_sub_agent_replays_to_a_match() {
+    let dir = git_repo(|_| {});
+    let (out, original) = crewbox(
+        dir.path(),
+        crate::support::script::DELEGATES,
+        &["run", "go", "--mode", "single"],
+    );
+    assert!(out.status.success(), "{original}");
+    assert_eq!(original["status"], "completed", "{original}");
+    let run = original["run_id"].as_str().unwrap().to_owned();
+    let out = bin(dir.path(), &["replay", &run, "--json"]);
+    let replay = json(&out);
+    assert_eq!(replay["outcome"], "matched", "{replay:#}");
+    assert_eq!(replay["recorded_calls"], 4, "{replay:#}");
+    assert_eq!(replay["answered_calls"], 4, "{replay:#}");
+}

@@ -29,7 +29,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::streams::{self, result_subject};
 use super::task::{
-    Control, MAX_CHILDREN, Order, Task, TaskPlacement, TaskResult, WIRE_VERSION, is_token,
+    Control, ForwardedExchange, MAX_CHILDREN, Order, Task, TaskPlacement, TaskResult, WIRE_VERSION,
+    is_token,
 };
 use super::{RemoteError, WorkerError, git};
 use crate::agent::permissions::{CapSet, Permissions};
@@ -40,7 +41,9 @@ use crate::engine::services::Services;
 use crate::engine::validate::ValidatorEntry;
 use crate::engine::{EngineError, RunRequest};
 use crate::ids::{AgentId, RunId};
-use crate::store::{AgentStats, Store};
+use crate::provider::Completion;
+use crate::provider::replay::RequestDigest;
+use crate::store::{AgentRecord, AgentStats, Store};
 use crate::vocab::{AgentState, Capability, Isolation};
 use forward::Forwarder;
 use pull::Puller;
@@ -576,6 +579,7 @@ fn failure(task: &Task, exec: &str, worker: &str, why: String) -> TaskResult {
         rounds: Vec::new(),
         children: Vec::new(),
         events: Vec::new(),
+        exchanges: Vec::new(),
     }
 }
 
@@ -730,6 +734,7 @@ async fn run_task(
     } else {
         Vec::new()
     };
+    let exchanges = recorded_exchanges(shared, &run, &agent, &children).await?;
     let o = exec_result.outcome;
     Ok(TaskResult {
         v: WIRE_VERSION,
@@ -751,7 +756,36 @@ async fn run_task(
         rounds: exec_result.rounds,
         children,
         events,
+        exchanges,
     })
+}
+
+/// The model calls of a task's agent and of the agents it started, as this worker's
+/// store recorded them (committed before the agent's end, which the forwarder has seen).
+async fn recorded_exchanges(
+    shared: &Shared,
+    run: &RunId,
+    agent: &AgentId,
+    children: &[AgentRecord],
+) -> Result<Vec<ForwardedExchange>, EngineError> {
+    let agents = std::iter::once(agent.clone())
+        .chain(children.iter().map(|c| c.id.clone()))
+        .collect();
+    let stored = shared
+        .store
+        .agents_exchanges::<RequestDigest, Completion>(run, agents)
+        .await?;
+    Ok(stored
+        .into_iter()
+        .map(|x| ForwardedExchange {
+            agent_id: x.agent_id.as_str().to_owned(),
+            agent: x.exchange.agent,
+            turn: x.exchange.turn,
+            at: x.at,
+            request: x.exchange.request,
+            reply: x.exchange.reply,
+        })
+        .collect())
 }
 
 /// A task's agent, known to every forwarder of this worker while it runs (its events

@@ -28,3 +28,32 @@ text = {text}
 fn toml_string(s: &str) -> String {
     toml::Value::String(s.to_owned()).to_string()
 }
+
+/// A single agent that starts one sub-agent (role `kid`, which writes `kid.txt`) on its
+/// first turn and finishes on its second.
+pub const DELEGATES: &str = r#"
+[[reply]]
+system = "You are a sub-agent"
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "kid.txt", content = "kid\n" }
+
+[[reply]]
+system = "You are a sub-agent"
+turn = 2
+text = "KID: wrote kid.txt"
+
+[[reply]]
+agent = "agent"
+turn = 1
+text = "delegating"
+[[reply.tool_calls]]
+name = "spawn_agent"
+args = { role = "kid", task = "write kid.txt" }
+
+[[reply]]
+agent = "agent"
+turn = 2
+text = "done"
+"#;
