@@ -23,8 +23,8 @@ use tokio::sync::oneshot;
 
 use super::streams::{self, control_subject, result_subject, task_subject};
 use super::task::{
-    Control, Forwarded, ForwardedEvent, Order, Task, TaskPlacement, TaskResult, ValidatorRef,
-    WIRE_VERSION, base_ref, is_token,
+    Control, Forwarded, ForwardedEvent, MAX_CHILDREN, Order, StartedAgent, Task, TaskPlacement,
+    TaskResult, ValidatorRef, WIRE_VERSION, base_ref, is_token,
 };
 use super::{RemoteError, git};
 use crate::agent::runner::AgentOutcome;
@@ -513,6 +513,17 @@ struct HubState {
     /// stored: a worker's sub-agent): ids are unique, so the answer never changes and
     /// the store is read once per agent, not once per event. Bounded.
     checked: HashMap<AgentId, bool>,
+    /// Sub-agents that agents on workers started, while their task runs → that task's
+    /// key: an order for one goes to the worker running the task.
+    started: HashMap<AgentId, String>,
+}
+
+/// An event of a task that may be stored, and the sub-agent it says started.
+struct Admitted {
+    agent: AgentId,
+    at: i64,
+    event: Event,
+    started: Option<Box<StartedAgent>>,
 }
 
 /// Agent ids [`HubState::checked`] remembers before it starts over.
@@ -653,6 +664,8 @@ impl RunHub {
         tracing::debug!(task = %result.key, worker = %result.worker, "result taken");
         let mut state = self.state();
         state.answered.insert(result.key.clone());
+        // Its sub-agents ended with it: no order goes to them now.
+        state.started.retain(|_, k| *k != result.key);
         if let Some((_, tx)) = state.waiting.remove(&result.key) {
             let _ = tx.send(result);
         }
@@ -736,13 +749,20 @@ impl RunHub {
         for e in events {
             let seq = e.seq;
             match self.admit(key, e).await? {
-                Ok((agent, at, event)) => stored.push(self.store.queue_remote_event(
-                    &self.run,
-                    Some(&agent),
-                    at,
-                    format!("{exec}/{seq}"),
-                    event,
-                )?),
+                Ok(a) => {
+                    // Recorded before its first event (in order with it).
+                    if let Some(s) = a.started {
+                        let StartedAgent { worker, agent } = *s;
+                        stored.push(self.store.queue_remote_started(agent, worker)?);
+                    }
+                    stored.push(self.store.queue_remote_event(
+                        &self.run,
+                        Some(&a.agent),
+                        a.at,
+                        format!("{exec}/{seq}"),
+                        a.event,
+                    )?);
+                }
                 Err(why) => {
                     tracing::warn!(task = %crate::text::escape(key), %why, "a worker's event refused");
                     refused = Some(why);
@@ -754,15 +774,21 @@ impl RunHub {
 
     /// Whether event `e` of task `key` may be stored: about an agent, and that agent the
     /// task's (or the predecessor a resumed step replaced), or one its worker started
-    /// (stored here only once the result lists it): never an agent of another run, nor
-    /// one waiting for another task of this run.
+    /// (recorded here with its first event, which names it): never an agent of another
+    /// run, nor one waiting for another task of this run.
     async fn admit(
         &self,
         key: &str,
-        e: ForwardedEvent,
-    ) -> Result<Result<(AgentId, i64, Event), String>, Refusal> {
+        mut e: ForwardedEvent,
+    ) -> Result<Result<Admitted, String>, Refusal> {
         let kind = crate::text::escape(&e.kind).into_owned();
         let task = crate::text::escape(key);
+        let started = e.started.take();
+        if let Some(s) = &started
+            && let Err(why) = self.may_start(key, s)
+        {
+            return Ok(Err(format!("event `{kind}` of task {task}: {why}")));
+        }
         let event = Event::from_parts(e.kind, e.data);
         if !event.is_about_an_agent() {
             return Ok(Err(format!(
@@ -800,7 +826,37 @@ impl RunHub {
                 "event `{kind}` of task {task} is about agent {agent}, which is not this task's"
             )));
         }
-        Ok(Ok((agent, e.at, event)))
+        if started.is_some() {
+            self.state().started.insert(agent.clone(), key.to_owned());
+        }
+        Ok(Ok(Admitted {
+            agent,
+            at: e.at,
+            event,
+            started,
+        }))
+    }
+
+    /// Whether a worker may say that the agent of task `key` (or one it started) started
+    /// sub-agent `s`: of this run, under such a parent, within [`MAX_CHILDREN`] a task.
+    fn may_start(&self, key: &str, s: &StartedAgent) -> Result<(), String> {
+        let a = &s.agent;
+        let state = self.state();
+        let parent_ok = a.parent.as_ref().is_some_and(|p| {
+            state.waiting.get(key).is_some_and(|(w, _)| w == p)
+                || state.started.get(p).is_some_and(|k| k == key)
+        });
+        if a.run_id != self.run || !parent_ok {
+            return Err(format!(
+                "it says agent {} started under a parent that is not this task's agent nor one it started",
+                a.id
+            ));
+        }
+        let of_task = state.started.values().filter(|k| *k == key).count();
+        if of_task >= MAX_CHILDREN && !state.started.contains_key(&a.id) {
+            return Err(format!("it says more than {MAX_CHILDREN} agents started"));
+        }
+        Ok(())
     }
 }
 
@@ -829,12 +885,20 @@ async fn forward_controls(hub: std::sync::Weak<RunHub>, client: async_nats::Clie
     loop {
         tokio::time::sleep(crate::agent::manager::CONTROL_POLL).await;
         let Some(hub) = hub.upgrade() else { return };
-        let agents: HashMap<String, String> = hub
-            .state()
-            .waiting
-            .iter()
-            .map(|(key, (agent, _))| (agent.to_string(), key.clone()))
-            .collect();
+        // The tasks' agents, and the sub-agents their workers said they started.
+        let agents: HashMap<String, String> = {
+            let state = hub.state();
+            let tasks = state
+                .waiting
+                .iter()
+                .map(|(key, (agent, _))| (agent.to_string(), key.clone()));
+            let started = state
+                .started
+                .iter()
+                .filter(|(_, key)| state.waiting.contains_key(*key))
+                .map(|(agent, key)| (agent.to_string(), key.clone()));
+            tasks.chain(started).collect()
+        };
         if agents.is_empty() {
             continue;
         }

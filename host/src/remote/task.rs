@@ -173,6 +173,21 @@ pub struct ForwardedEvent {
     pub kind: String,
     /// Its data.
     pub data: serde_json::Value,
+    /// The agent it is about, when that is a sub-agent the task's agent started and
+    /// this is the first of its events sent: what lets the coordinator steer and stop
+    /// it while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<Box<StartedAgent>>,
+}
+
+/// A sub-agent a task's agent started on the worker.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartedAgent {
+    /// The worker running it.
+    pub worker: String,
+    /// Its row as the worker recorded it.
+    pub agent: AgentRecord,
 }
 
 /// Events of one execution of a task, in the order the worker stored them.
@@ -477,6 +492,30 @@ impl ForwardedEvent {
         if let Some(a) = &self.agent_id {
             token(what, "events.agent_id", a)?;
         }
+        if let Some(s) = &self.started {
+            let a = &s.agent;
+            short(what, "events.started.worker", &s.worker)?;
+            if self.agent_id.as_deref() != Some(a.id.as_str()) {
+                return Err(WireError::Field {
+                    what,
+                    field: "events.started.agent.id",
+                    problem: "is not the agent the event is about".into(),
+                });
+            }
+            token(what, "events.started.agent.run_id", a.run_id.as_str())?;
+            match &a.parent {
+                Some(p) => token(what, "events.started.agent.parent", p.as_str())?,
+                None => {
+                    return Err(WireError::Field {
+                        what,
+                        field: "events.started.agent.parent",
+                        problem: "is missing: a started agent has a parent".into(),
+                    });
+                }
+            }
+            short(what, "events.started.agent.name", &a.name)?;
+            short(what, "events.started.agent.role", &a.role)?;
+        }
         short(what, "events.kind", &self.kind)
     }
 }
@@ -778,6 +817,7 @@ mod tests {
     #[test]
     fn messages_of_events_are_refused_empty_or_with_a_hostile_event() {
         let event = |agent: &str, kind: &str| ForwardedEvent {
+            started: None,
             seq: 1,
             agent_id: Some(agent.into()),
             at: 1,
@@ -809,6 +849,41 @@ mod tests {
         v["events"][0]["secret"] = "x".into();
         let e = Forwarded::from_bytes(&serde_json::to_vec(&v).unwrap()).unwrap_err();
         assert!(e.to_string().contains("unknown field `secret`"), "{e}");
+        // A started agent must be the one its event is about, with a parent and a
+        // clean name.
+        let kid = |id: &str, parent: Option<&str>, name: &str| {
+            let mut e = event("a-kid", "agent.state");
+            e.started = Some(Box::new(StartedAgent {
+                worker: "w".into(),
+                agent: AgentRecord {
+                    id: crate::ids::AgentId::from_string(id.to_owned()),
+                    run_id: crate::ids::RunId::from_string("r-1".to_owned()),
+                    parent: parent.map(|p| crate::ids::AgentId::from_string(p.to_owned())),
+                    name: name.into(),
+                    role: "kid".into(),
+                    task: "t".into(),
+                    caps: Vec::new(),
+                    depth: 1,
+                    join: None,
+                    state: AgentState::Running,
+                    stats: AgentStats::default(),
+                    result: None,
+                    error: None,
+                    created_at: 0,
+                    started_at: None,
+                    finished_at: None,
+                },
+            }));
+            msg(vec![e])
+        };
+        let fine = kid("a-kid", Some("a-1"), "kid");
+        assert!(Forwarded::from_bytes(&fine.to_bytes().unwrap()).is_ok());
+        let e = err(kid("a-other", Some("a-1"), "kid"));
+        assert!(e.contains("`events.started.agent.id`"), "{e}");
+        let e = err(kid("a-kid", None, "kid"));
+        assert!(e.contains("`events.started.agent.parent`"), "{e}");
+        let e = err(kid("a-kid", Some("a-1"), "kid\u{1b}[2J"));
+        assert!(e.contains("`events.started.agent.name`"), "{e}");
     }
 
     #[test]

@@ -25,6 +25,14 @@ pub(crate) enum RemoteWrite {
     },
     /// An agent's result, recorded once per agent.
     Result(Box<RemoteResult>),
+    /// A sub-agent a remote agent started on its worker, known here while it runs
+    /// (recorded and audited once; its result's record brings its end).
+    Started {
+        /// The sub-agent's row as the worker has it.
+        agent: Box<AgentRecord>,
+        /// The worker running it.
+        worker: String,
+    },
     /// A worker's own store forgets answered tasks' agents and the agents they
     /// started (see [`Store::queue_forget_agents`]).
     Forget {
@@ -100,6 +108,21 @@ impl Store {
             event,
         });
         self.queue(Write::Remote(RemoteWrite::Event { key, event }))
+    }
+
+    /// Records a sub-agent that a remote agent started on `worker`, while it runs, so it
+    /// can be steered and stopped from here (once: a second delivery, or its parent's
+    /// result listing it later, does not record or audit it again). Queued in order with
+    /// every other write, not waited for.
+    pub fn queue_remote_started(
+        &self,
+        agent: AgentRecord,
+        worker: String,
+    ) -> Result<super::Pending, StoreError> {
+        self.queue(Write::Remote(RemoteWrite::Started {
+            agent: Box::new(agent),
+            worker,
+        }))
     }
 
     /// Records an agent's remote result once (a second delivery is a no-op).
@@ -218,39 +241,8 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
                 return Ok(None);
             }
             for c in &r.children {
-                let inserted = super::writer::exec(conn,
-                    "INSERT OR IGNORE INTO agents (id, run_id, parent_id, name, role, task, caps, depth,
-                     join_mode, state, turns, tool_calls, tokens_in, tokens_out, cost, result, error,
-                     created_at, started_at, finished_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                     ?17, ?18, ?19, ?20)",
-                    params![
-                        c.id.as_str(),
-                        r.run_id.as_str(),
-                        c.parent.as_ref().map(|p| p.as_str()),
-                        c.name,
-                        c.role,
-                        c.task,
-                        serde_json::to_string(&c.caps).unwrap_or_default(),
-                        c.depth,
-                        c.join,
-                        c.state.as_str(),
-                        c.stats.turns,
-                        c.stats.tool_calls,
-                        c.stats.tokens_in as i64,
-                        c.stats.tokens_out as i64,
-                        c.stats.cost,
-                        c.result,
-                        c.error,
-                        c.created_at,
-                        c.started_at,
-                        c.finished_at
-                    ],
-                )
-                .map_err(q("record a remote sub-agent"))?;
-                // Spawned on the worker: audited here as a local spawn is, once.
-                if inserted > 0 {
-                    super::writer::audit_spawn(conn, c, Some(&r.worker))?;
+                if !insert_started(conn, c, &r.worker)? {
+                    finish_started(conn, c)?;
                 }
             }
             // Only an agent still waiting for its result takes it: one that resume
@@ -285,11 +277,85 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
             }
             Ok(None)
         }
+        RemoteWrite::Started { agent, worker } => {
+            insert_started(conn, agent, worker)?;
+            Ok(None)
+        }
         RemoteWrite::Forget { agents } => {
             forget(conn, agents)?;
             Ok(None)
         }
     }
+}
+
+/// Inserts sub-agent `c` that a remote agent started on `worker` and audits its spawn,
+/// unless it is recorded already; whether it was inserted.
+fn insert_started(conn: &Connection, c: &AgentRecord, worker: &str) -> Result<bool, StoreError> {
+    let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
+    let inserted = super::writer::exec(
+        conn,
+        "INSERT OR IGNORE INTO agents (id, run_id, parent_id, name, role, task, caps, depth,
+         join_mode, state, turns, tool_calls, tokens_in, tokens_out, cost, result, error,
+         created_at, started_at, finished_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+         ?17, ?18, ?19, ?20)",
+        params![
+            c.id.as_str(),
+            c.run_id.as_str(),
+            c.parent.as_ref().map(|p| p.as_str()),
+            c.name,
+            c.role,
+            c.task,
+            serde_json::to_string(&c.caps).unwrap_or_default(),
+            c.depth,
+            c.join,
+            c.state.as_str(),
+            c.stats.turns,
+            c.stats.tool_calls,
+            c.stats.tokens_in as i64,
+            c.stats.tokens_out as i64,
+            c.stats.cost,
+            c.result,
+            c.error,
+            c.created_at,
+            c.started_at,
+            c.finished_at
+        ],
+    )
+    .map_err(q("record a remote sub-agent"))?;
+    // Spawned on the worker: audited here as a local spawn is, once.
+    if inserted > 0 {
+        super::writer::audit_spawn(conn, c, Some(worker))?;
+    }
+    Ok(inserted > 0)
+}
+
+/// Brings a sub-agent recorded while it ran (see [`insert_started`]) to its end as its
+/// parent's result lists it; an end it has already is kept.
+fn finish_started(conn: &Connection, c: &AgentRecord) -> Result<(), StoreError> {
+    super::writer::exec(
+        conn,
+        "UPDATE agents SET state = ?3, turns = ?4, tool_calls = ?5, tokens_in = ?6,
+         tokens_out = ?7, cost = ?8, result = ?9, error = ?10,
+         started_at = COALESCE(started_at, ?11), finished_at = ?12
+         WHERE id = ?1 AND run_id = ?2 AND state IN ('queued', 'running')",
+        params![
+            c.id.as_str(),
+            c.run_id.as_str(),
+            c.state.as_str(),
+            c.stats.turns,
+            c.stats.tool_calls,
+            c.stats.tokens_in as i64,
+            c.stats.tokens_out as i64,
+            c.stats.cost,
+            c.result,
+            c.error,
+            c.started_at,
+            c.finished_at
+        ],
+    )
+    .map_err(|e| StoreError::sqlite("record a remote sub-agent's end", &e))?;
+    Ok(())
 }
 
 /// The rows of `agents` and of the agents they started, deleted (see

@@ -266,6 +266,11 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
             }
         }
         Write::PushControl { message, .. } => opt(message),
+        Write::Remote(RemoteWrite::Started { agent, .. }) => {
+            clean(&mut agent.task);
+            opt(&mut agent.result);
+            opt(&mut agent.error);
+        }
         Write::Exchange(x) => {
             clean(&mut x.agent_name);
             clean(&mut x.reply);

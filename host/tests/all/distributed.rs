@@ -1373,6 +1373,28 @@ fn forged_result_with(
     .unwrap()
 }
 
+/// The first event of a sub-agent of run `run` said to be started by `parent`.
+fn forged_start(
+    key: &str,
+    run: &crewbox::unstable::ids::RunId,
+    parent: &crewbox::unstable::ids::AgentId,
+) -> Vec<u8> {
+    let kid = AgentRecord {
+        parent: Some(parent.clone()),
+        name: "FORGED-kid".into(),
+        depth: 1,
+        state: AgentState::Running,
+        ..agent_record(run)
+    };
+    serde_json::to_vec(&serde_json::json!({
+        "v": crewbox::unstable::remote::WIRE_VERSION, "key": key, "exec": "forged",
+        "events": [{"seq": 1, "agent_id": kid.id.as_str(), "at": 1, "kind": "agent.state",
+                    "data": {"state": "running"},
+                    "started": {"worker": "intruder", "agent": kid}}],
+    }))
+    .unwrap()
+}
+
 fn forged_event(key: &str, agent: &str, kind: &str, data: serde_json::Value) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({
         "v": crewbox::unstable::remote::WIRE_VERSION, "key": key, "exec": "forged",
@@ -1463,6 +1485,10 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
                     vec![forged_exchange(a.id.as_str(), "impostor", "FORGED-6")],
                 ),
             ),
+            // A sub-agent said to start under the second run's agent, and one of the
+            // second run said to start under the task's own agent.
+            (event_at(&key_a), forged_start(&key_a, &a.run_id, &b.id)),
+            (event_at(&key_a), forged_start(&key_a, &b.run_id, &a.id)),
             // A run's own fact, and an agent of another run.
             (
                 event_at(&key_a),
@@ -2210,4 +2236,117 @@ fn a_remote_runs_model_calls_are_recorded_so_it_replays() {
     assert_eq!(replay["outcome"], "matched", "{replay:#}");
     assert_eq!(replay["recorded_calls"], 4, "{replay:#}");
     assert_eq!(replay["answered_calls"], 4, "{replay:#}");
+}
+
+/// A parent that starts a slow sub-agent: one to steer (its second turn tells whether
+/// the steer reached its model), one to stop (thirty turns of 1.5 s).
+const KIDS: &str = r#"
+[[reply]]
+agent = "agent"
+conversation = "steer my kid"
+turn = 1
+text = "delegating"
+[[reply.tool_calls]]
+name = "spawn_agent"
+args = { role = "kid", task = "slow kid to steer" }
+
+[[reply]]
+agent = "agent"
+conversation = "stop my kid"
+turn = 1
+text = "delegating"
+[[reply.tool_calls]]
+name = "spawn_agent"
+args = { role = "kid", task = "slow kid to stop" }
+
+[[reply]]
+agent = "agent"
+turn = 2
+repeat = true
+text = "parent done"
+
+[[reply]]
+system = "You are a sub-agent"
+conversation = "slow kid to steer"
+turn = 1
+delay_ms = 4000
+[[reply.tool_calls]]
+name = "read_file"
+args = { path = "notes.txt" }
+
+[[reply]]
+system = "You are a sub-agent"
+conversation = "(?s)slow kid to steer.*STEER-k1d"
+text = "KID steered"
+
+[[reply]]
+system = "You are a sub-agent"
+conversation = "slow kid to steer"
+text = "KID never steered"
+
+[[reply]]
+system = "You are a sub-agent"
+conversation = "slow kid to stop"
+repeat = true
+delay_ms = 1500
+[[reply.tool_calls]]
+name = "read_file"
+args = { path = "notes.txt" }
+"#;
+
+/// A sub-agent that an agent on a worker started is known here while it runs (recorded
+/// and audited once, with its worker): `crewbox steer` and `crewbox stop` reach it
+/// through that worker, as they reach the task's own agent.
+#[test]
+fn a_sub_agent_started_on_a_worker_is_steered_and_stopped_from_here() {
+    let Some(c) = cluster(|_| {}) else { return };
+    c.script(KIDS);
+    let w = c.worker("wa");
+    let run = single_run(&c, "steer my kid");
+    let kid = running_agent(&c, "slow kid to steer");
+    assert!(kid.parent.is_some(), "{kid:?}");
+    cli_ok(&c, &["steer", kid.id.as_str(), "STEER-k1d"]);
+    let steered = report(&run.output());
+    assert_eq!(steered["status"], "completed", "{steered}");
+    let db = c.store();
+    let rows = db.agents(&run_id(&steered));
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let row = rows.iter().find(|a| a.id == kid.id).unwrap();
+    assert_eq!(row.state, AgentState::Completed, "{row:?}");
+    assert!(
+        row.result
+            .as_deref()
+            .is_some_and(|r| r.contains("KID steered")),
+        "{row:?}"
+    );
+    let out = cli_ok(
+        &c,
+        &["audit", steered["run_id"].as_str().unwrap(), "--json"],
+    );
+    let records: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let spawns: Vec<_> = records
+        .iter()
+        .filter(|r| r["kind"] == "spawn" && r["agent_id"] == kid.id.as_str())
+        .collect();
+    assert_eq!(spawns.len(), 1, "{records:#?}");
+    assert_eq!(spawns[0]["data"]["worker"], "wa", "{spawns:?}");
+
+    let run = single_run(&c, "stop my kid");
+    let kid = running_agent(&c, "slow kid to stop");
+    let asked = std::time::Instant::now();
+    cli_ok(&c, &["stop", kid.id.as_str()]);
+    let stopped = report(&run.output());
+    // Thirty turns of 1.5 s each were left: the worker stopped it instead.
+    assert!(asked.elapsed() < Duration::from_secs(15), "{stopped}");
+    assert_eq!(
+        stopped["status"], "completed",
+        "the parent went on: {stopped}"
+    );
+    let row = db
+        .agents(&run_id(&stopped))
+        .into_iter()
+        .find(|a| a.id == kid.id)
+        .unwrap();
+    assert_eq!(row.state, AgentState::Stopped, "{row:?}");
+    assert_eq!(w.stop().ran, 2);
 }

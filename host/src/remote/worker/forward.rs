@@ -15,7 +15,8 @@ use crate::ids::{AgentId, RunId};
 use crate::remote::RemoteError;
 use crate::remote::streams::event_subject;
 use crate::remote::task::{
-    Forwarded, ForwardedEvent, MAX_EVENT_BYTES, MAX_RESULT_EVENT_BYTES, Task, WIRE_VERSION,
+    Forwarded, ForwardedEvent, MAX_EVENT_BYTES, MAX_RESULT_EVENT_BYTES, StartedAgent, Task,
+    WIRE_VERSION,
 };
 use crate::store::Store;
 
@@ -128,7 +129,16 @@ struct Picker {
     others: std::collections::HashSet<String>,
     /// The last forwarded event's number in this execution.
     seq: u64,
+    /// This worker's name (sent with each started agent).
+    worker: String,
+    /// The agents the task's agent started, shared with the order taker: an order may
+    /// name one of them.
+    family: Family,
 }
+
+/// The agents a task's agent started on this worker (their ids), as its forwarder
+/// found them.
+pub(super) type Family = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
 
 /// What a forwarder's wait for events ended with.
 #[derive(Debug, PartialEq, Eq)]
@@ -143,7 +153,7 @@ impl Picker {
     /// Picks the events of `agent` (run `run`) committed after this call: subscribed
     /// before the log's end is read, so every event committed after that end is in the
     /// channel (the writer advances the end before it publishes).
-    fn new(store: &Store, run: RunId, agent: &AgentId) -> Self {
+    fn new(store: &Store, run: RunId, agent: &AgentId, worker: String, family: Family) -> Self {
         let wake = store.subscribe();
         Self {
             wake,
@@ -155,6 +165,8 @@ impl Picker {
             mine: [agent.to_string()].into(),
             others: Default::default(),
             seq: 0,
+            worker,
+            family,
         }
     }
 
@@ -225,24 +237,32 @@ impl Picker {
         if self.others.contains(a.as_str()) {
             return None;
         }
+        let mut started = None;
         if !self.mine.contains(a.as_str()) {
             // Another task's agent on this worker, known to the worker: no store read.
             // Else looked up once: an agent's parent never changes, so one found not to
             // be this task's is skipped from then on.
-            let child = !lock(running).contains(a.as_str())
-                && store
-                    .agent(a)
-                    .await
-                    .ok()
-                    .flatten()?
+            let child = if lock(running).contains(a.as_str()) {
+                None
+            } else {
+                let record = store.agent(a).await.ok().flatten()?;
+                record
                     .parent
                     .as_ref()
-                    .is_some_and(|p| self.mine.contains(p.as_str()));
-            if !child {
+                    .is_some_and(|p| self.mine.contains(p.as_str()))
+                    .then_some(record)
+            };
+            let Some(child) = child else {
                 self.others.insert(a.to_string());
                 return None;
-            }
+            };
             self.mine.insert(a.to_string());
+            lock(&self.family).insert(a.to_string());
+            // Its first event tells the coordinator it runs.
+            started = Some(Box::new(StartedAgent {
+                worker: self.worker.clone(),
+                agent: child,
+            }));
         }
         let (kind, data) = e.event.to_stored();
         self.seq += 1;
@@ -252,6 +272,7 @@ impl Picker {
             at: e.at,
             kind,
             data: serde_json::from_str(&data).unwrap_or(serde_json::Value::Null),
+            started,
         })
     }
 }
@@ -270,9 +291,10 @@ impl Forwarder {
         exec: &str,
         run: RunId,
         agent: AgentId,
+        family: Family,
     ) -> Self {
         let stop = CancellationToken::new();
-        let mut pick = Picker::new(&shared.store, run, &agent);
+        let mut pick = Picker::new(&shared.store, run, &agent, shared.name.clone(), family);
         let mut out = Outbox {
             subject: event_subject(&task.run_id, &task.key),
             key: task.key.clone(),
@@ -403,7 +425,8 @@ mod tests {
             .await
             .unwrap();
         let running = std::sync::Mutex::new([theirs.to_string()].into_iter().collect());
-        let mut pick = Picker::new(&store, run.clone(), &mine);
+        let family = Family::default();
+        let mut pick = Picker::new(&store, run.clone(), &mine, "w".into(), family.clone());
         let rounds = 2_000;
         for n in 0..rounds {
             store.log_event(&run, Some(&mine), state(n));
@@ -418,6 +441,12 @@ mod tests {
             2 * rounds,
             "every event of the agent and its child"
         );
+        // The child's first event names it (once), and the order taker knows it.
+        let started: Vec<_> = got.iter().filter_map(|e| e.started.as_ref()).collect();
+        assert_eq!(started.len(), 1);
+        assert_eq!(started[0].agent.id, child);
+        assert_eq!(got[1].started.as_ref().map(|s| &s.agent.id), Some(&child));
+        assert_eq!(*lock(&family), [child.to_string()].into());
         for (i, e) in got.iter().enumerate() {
             assert_eq!(e.seq, i as u64 + 1);
             let who = if i % 2 == 0 { &mine } else { &child };

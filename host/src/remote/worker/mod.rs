@@ -124,9 +124,9 @@ struct Shared {
     inflight: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The agents of those tasks.
     running_agents: std::sync::Mutex<std::collections::HashSet<String>>,
-    /// Task key → its agent and the engine running it, while it runs: where a steer or
-    /// stop for the task goes.
-    steerable: std::sync::Mutex<HashMap<String, (AgentId, Arc<Services>)>>,
+    /// Task key → its agent, the agents that one started and the engine running them,
+    /// while it runs: where a steer or stop for the task goes.
+    steerable: std::sync::Mutex<HashMap<String, Steering>>,
     /// The latest results this process produced, by task key, for a redelivery whose
     /// result could not be stored the first time (the agent is not run again).
     recent: std::sync::Mutex<std::collections::VecDeque<TaskResult>>,
@@ -690,8 +690,16 @@ async fn run_task(
     job.join = task.join.clone();
     let agent = AgentId::from_string(task.agent_id.clone());
     let _known = RunningAgent::new(shared, &task.agent_id);
-    let _steerable = Steerable::new(shared, &task.key, &agent, &services);
-    let forward = Forwarder::start(shared.clone(), task, exec, run.clone(), agent.clone());
+    let family = forward::Family::default();
+    let _steerable = Steerable::new(shared, &task.key, &agent, &services, &family);
+    let forward = Forwarder::start(
+        shared.clone(),
+        task,
+        exec,
+        run.clone(),
+        agent.clone(),
+        family,
+    );
     if let Some(path) = shared_view {
         // Where it works, as a checkout of its own would say.
         shared.store.log_event(
@@ -805,12 +813,34 @@ impl Drop for RunningAgent<'_> {
     }
 }
 
-/// A task's agent, reachable by steer and stop orders while it runs.
+/// Who a running task's orders may reach, and through which services.
+#[derive(Clone)]
+struct Steering {
+    /// The task's agent.
+    agent: AgentId,
+    /// The agents it started here.
+    family: forward::Family,
+    services: Arc<Services>,
+}
+
+/// A task's agent (and the agents it starts), reachable by steer and stop orders while
+/// it runs.
 struct Steerable<'a>(&'a Shared, String);
 
 impl<'a> Steerable<'a> {
-    fn new(shared: &'a Shared, key: &str, agent: &AgentId, services: &Arc<Services>) -> Self {
-        lock(&shared.steerable).insert(key.to_owned(), (agent.clone(), services.clone()));
+    fn new(
+        shared: &'a Shared,
+        key: &str,
+        agent: &AgentId,
+        services: &Arc<Services>,
+        family: &forward::Family,
+    ) -> Self {
+        let steering = Steering {
+            agent: agent.clone(),
+            family: family.clone(),
+            services: services.clone(),
+        };
+        lock(&shared.steerable).insert(key.to_owned(), steering);
         Self(shared, key.to_owned())
     }
 }
@@ -863,18 +893,20 @@ fn take_order(shared: &Shared, msg: &async_nats::Message) -> bool {
         tracing::warn!(subject = %msg.subject, "order refused: its subject names another task");
         return false;
     }
-    let Some((agent, services)) = lock(&shared.steerable).get(&order.key).cloned() else {
+    let Some(steering) = lock(&shared.steerable).get(&order.key).cloned() else {
         return false;
     };
-    if agent.as_str() != order.agent_id {
-        tracing::warn!(task = %order.key, "order refused: it names another agent than the task's");
+    let ours = steering.agent.as_str() == order.agent_id
+        || lock(&steering.family).contains(&order.agent_id);
+    if !ours {
+        tracing::warn!(task = %order.key, "order refused: it names an agent that is not the task's nor one it started");
         return false;
     }
+    let agent = AgentId::from_string(order.agent_id);
+    let manager = steering.services.manager();
     let taken = match order.order {
-        Order::Steer => services
-            .manager()
-            .steer(&agent, order.message.unwrap_or_default()),
-        Order::Stop => services.manager().stop(agent.as_str()) > 0,
+        Order::Steer => manager.steer(&agent, order.message.unwrap_or_default()),
+        Order::Stop => manager.stop(agent.as_str()) > 0,
     };
     tracing::info!(task = %order.key, order = ?order.order, taken, "order from the coordinator");
     taken
