@@ -661,6 +661,22 @@ impl RunHub {
         for pending in events {
             pending.committed().await?;
         }
+        // Sub-agents recorded while they ran that the result does not list ended
+        // anyway (the task is over on its worker): they must not stay running here.
+        let unreported: Vec<AgentId> = self
+            .state()
+            .started
+            .iter()
+            .filter(|(a, k)| **k == result.key && !result.children.iter().any(|c| c.id == **a))
+            .map(|(a, _)| a.clone())
+            .collect();
+        if !unreported.is_empty() {
+            tracing::warn!(task = %result.key, agents = unreported.len(), "sub-agents its result does not list end as errors");
+            self.store
+                .queue_remote_unreported(&self.run, unreported)?
+                .committed()
+                .await?;
+        }
         tracing::debug!(task = %result.key, worker = %result.worker, "result taken");
         let mut state = self.state();
         state.answered.insert(result.key.clone());

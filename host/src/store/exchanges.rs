@@ -126,9 +126,11 @@ impl Store {
                 serde_json::Value::from(agents.iter().map(AgentId::as_str).collect::<Vec<_>>());
             let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
             let mut stmt = c
+                // `+run_id`: found by agent (a few rows each), not by run (a worker's
+                // store holds the calls of many agents of a run until it forgets them).
                 .prepare_cached(
                     "SELECT agent_id, at, agent_name, turn, request, reply FROM model_exchanges
-                     WHERE run_id = ?1 AND agent_id IN (SELECT value FROM json_each(?2))
+                     WHERE +run_id = ?1 AND agent_id IN (SELECT value FROM json_each(?2))
                      ORDER BY seq",
                 )
                 .map_err(q("prepare model exchanges"))?;

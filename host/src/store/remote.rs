@@ -33,6 +33,14 @@ pub(crate) enum RemoteWrite {
         /// The worker running it.
         worker: String,
     },
+    /// Sub-agents recorded while they ran whose parent's result did not say how they
+    /// ended: they end as errors.
+    Unreported {
+        /// Their run.
+        run_id: RunId,
+        /// The sub-agents.
+        agents: Vec<AgentId>,
+    },
     /// A worker's own store forgets answered tasks' agents and the agents they
     /// started (see [`Store::queue_forget_agents`]).
     Forget {
@@ -122,6 +130,20 @@ impl Store {
         self.queue(Write::Remote(RemoteWrite::Started {
             agent: Box::new(agent),
             worker,
+        }))
+    }
+
+    /// Ends `agents` of `run` (sub-agents recorded while they ran) as errors unless they
+    /// have an end already: their parent's result, the last word of their worker, did
+    /// not list them (a result over the size bound lists fewer).
+    pub fn queue_remote_unreported(
+        &self,
+        run_id: &RunId,
+        agents: Vec<AgentId>,
+    ) -> Result<super::Pending, StoreError> {
+        self.queue(Write::Remote(RemoteWrite::Unreported {
+            run_id: run_id.clone(),
+            agents,
         }))
     }
 
@@ -279,6 +301,26 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
         }
         RemoteWrite::Started { agent, worker } => {
             insert_started(conn, agent, worker)?;
+            Ok(None)
+        }
+        RemoteWrite::Unreported { run_id, agents } => {
+            let ids =
+                serde_json::Value::from(agents.iter().map(AgentId::as_str).collect::<Vec<_>>());
+            let at = now_ms();
+            super::writer::exec(
+                conn,
+                "UPDATE agents SET state = 'error', fail_reason = 'internal', error = ?3,
+                 finished_at = ?4, started_at = COALESCE(started_at, ?4)
+                 WHERE run_id = ?1 AND id IN (SELECT value FROM json_each(?2))
+                 AND state IN ('queued', 'running')",
+                params![
+                    run_id.as_str(),
+                    ids.to_string(),
+                    "its worker's result for its parent's task did not say how it ended",
+                    at
+                ],
+            )
+            .map_err(q("end unreported remote sub-agents"))?;
             Ok(None)
         }
         RemoteWrite::Forget { agents } => {

@@ -301,7 +301,7 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
         | Write::AgentState { .. }
         | Write::ConsumeControls { .. }
         | Write::Dead(_)
-        | Write::Remote(RemoteWrite::Forget { .. })
+        | Write::Remote(RemoteWrite::Forget { .. } | RemoteWrite::Unreported { .. })
         | Write::Barrier
         | Write::Step(
             StepWrite::ClaimRun { .. } | StepWrite::ReleaseRun { .. } | StepWrite::ClaimTeam { .. },

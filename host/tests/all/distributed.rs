@@ -2350,3 +2350,44 @@ fn a_sub_agent_started_on_a_worker_is_steered_and_stopped_from_here() {
     assert_eq!(row.state, AgentState::Stopped, "{row:?}");
     assert_eq!(w.stop().ran, 2);
 }
+
+/// A sub-agent recorded while it ran, which its parent's result then does not list
+/// (here one a worker said started; a result over the size bound lists fewer), does not
+/// stay running here once the task is over: it ends as an error saying why.
+#[test]
+fn a_started_sub_agent_its_result_does_not_list_ends_as_an_error() {
+    let Some(c) = cluster(|_| {}) else { return };
+    c.script("[[reply]]\nagent = \"agent\"\nrepeat = true\ndelay_ms = 3000\ntext = \"done\"\n");
+    let w = c.worker("wa");
+    let run = single_run(&c, "a task");
+    let agent = running_agent(&c, "a task");
+    let key = queued_task_key(&c.nats.url(), &agent);
+    publish_raw(
+        &c.nats.url(),
+        vec![(
+            format!("crewbox.out.{}.event.{key}", agent.run_id),
+            forged_start(&key, &agent.run_id, &agent.id),
+        )],
+    );
+    let db = c.store();
+    let kid = || {
+        db.agents(&agent.run_id)
+            .into_iter()
+            .find(|a| a.name == "FORGED-kid")
+    };
+    assert!(
+        wait_for(Duration::from_secs(10), || kid().is_some()),
+        "the started sub-agent was not recorded"
+    );
+    let done = report(&run.output());
+    assert_eq!(done["status"], "completed", "{done}");
+    let kid = kid().unwrap();
+    assert_eq!(kid.state, AgentState::Error, "{kid:?}");
+    assert!(
+        kid.error
+            .as_deref()
+            .is_some_and(|e| e.contains("did not say how it ended")),
+        "{kid:?}"
+    );
+    assert_eq!(w.stop().ran, 1);
+}
