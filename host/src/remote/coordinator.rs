@@ -707,19 +707,23 @@ impl RunHub {
                 names.insert(id, a.name);
             }
         }
-        match result
-            .exchanges
-            .iter()
-            .find(|x| names.get(x.agent_id.as_str()) != Some(&x.agent))
-        {
-            Some(x) => Err(Refusal::Refused(format!(
-                "the result of task {} carries a model call of agent {} (`{}`), which is not this task's agent or a sub-agent it lists",
-                result.key,
-                x.agent_id,
-                crate::text::escape(&x.agent)
-            ))),
-            None => Ok(()),
+        for x in &result.exchanges {
+            if names.get(x.agent_id.as_str()) != Some(&x.agent) {
+                return Err(Refusal::Refused(format!(
+                    "the result of task {} carries a model call of agent {} (`{}`), which is not this task's agent or a sub-agent it lists",
+                    result.key,
+                    x.agent_id,
+                    crate::text::escape(&x.agent)
+                )));
+            }
+            x.check_parts().map_err(|why| {
+                Refusal::Refused(format!(
+                    "the result of task {} carries a model call of agent {} turn {}: {why}",
+                    result.key, x.agent_id, x.turn
+                ))
+            })?;
         }
+        Ok(())
     }
 
     /// Stores the events a worker sent for task `key` (its execution `exec`), each once.
@@ -987,8 +991,8 @@ async fn record(
                     agent_id: AgentId::from_string(x.agent_id.clone()),
                     agent_name: x.agent.clone(),
                     turn: x.turn,
-                    request: serde_json::to_string(&x.request).unwrap_or_default(),
-                    reply: serde_json::to_string(&x.reply).unwrap_or_default(),
+                    request: x.request.get().to_owned(),
+                    reply: x.reply.get().to_owned(),
                     at: x.at,
                 })
                 .collect(),

@@ -255,8 +255,10 @@ pub struct TaskResult {
 }
 
 /// One model call a task's agent (or an agent it started) made on the worker, as the
-/// worker recorded it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// worker's store holds it: its JSON parts travel as stored (a worker does not read
+/// them; the coordinator reads each as its type before it stores it, see
+/// [`ForwardedExchange::check_parts`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ForwardedExchange {
     /// The agent that made it.
@@ -267,10 +269,22 @@ pub struct ForwardedExchange {
     pub turn: u32,
     /// When it was answered (ms since the epoch).
     pub at: i64,
-    /// The fingerprint of the request as sent.
-    pub request: RequestDigest,
-    /// The model's whole reply.
-    pub reply: Completion,
+    /// The fingerprint of the request as sent (a `RequestDigest`).
+    pub request: Box<serde_json::value::RawValue>,
+    /// The model's whole reply (a `Completion`).
+    pub reply: Box<serde_json::value::RawValue>,
+}
+
+impl ForwardedExchange {
+    /// Whether its request reads as a request fingerprint and its reply as a model's
+    /// reply: what a replay will read them as.
+    pub fn check_parts(&self) -> Result<(), String> {
+        serde_json::from_str::<RequestDigest>(self.request.get())
+            .map_err(|e| format!("its request does not read: {e}"))?;
+        serde_json::from_str::<Completion>(self.reply.get())
+            .map_err(|e| format!("its reply does not read: {e}"))?;
+        Ok(())
+    }
 }
 
 /// Reads a message of type `T` within `max` bytes and checks its version.
@@ -924,26 +938,30 @@ mod tests {
         assert!(e.to_string().contains("not an ending"));
     }
 
+    fn raw<T: Serialize>(v: &T) -> Box<serde_json::value::RawValue> {
+        serde_json::value::to_raw_value(v).unwrap()
+    }
+
     fn exchange(agent_id: &str, text: &str) -> ForwardedExchange {
         ForwardedExchange {
             agent_id: agent_id.into(),
             agent: "executor".into(),
             turn: 1,
             at: 1,
-            request: RequestDigest {
+            request: raw(&RequestDigest {
                 hash: "00".into(),
                 messages: Vec::new(),
                 tools: "00".into(),
                 params: "00".into(),
-            },
-            reply: Completion {
+            }),
+            reply: raw(&Completion {
                 text: text.into(),
                 tool_calls: Vec::new(),
                 usage: crate::vocab::Usage::default(),
                 stop: crate::vocab::StopReason::EndTurn,
                 reasoning: String::new(),
                 thoughts: Vec::new(),
-            },
+            }),
         }
     }
 
@@ -978,7 +996,19 @@ mod tests {
         // Fits: sent whole, read back equal.
         let mut r = result_with(history.clone(), vec![exchange("a-1", "done")]);
         let back = TaskResult::from_bytes(&r.to_bytes().unwrap()).unwrap();
-        assert_eq!(back.exchanges, r.exchanges);
+        assert_eq!(back.exchanges.len(), 1);
+        assert_eq!(back.exchanges[0].reply.get(), r.exchanges[0].reply.get());
+        assert!(back.exchanges[0].check_parts().is_ok());
+        // Parts that are JSON but not what a replay reads are named.
+        let mut x = exchange("a-1", "done");
+        x.reply = raw(&serde_json::json!({"bogus": 1}));
+        assert!(x.check_parts().unwrap_err().contains("reply does not read"));
+        x.request = raw(&serde_json::json!([1]));
+        assert!(
+            x.check_parts()
+                .unwrap_err()
+                .contains("request does not read")
+        );
         // An exchange naming no agent token, or an agent name with escapes, is refused.
         for (id, name) in [("a.1", "executor"), ("a-1", "exec\u{1b}[2J")] {
             let mut x = exchange(id, "done");

@@ -50,8 +50,8 @@ pub struct StoredExchange<Q, R> {
 pub type Exchanges<Q, R> = Vec<StoredExchange<Q, R>>;
 
 /// The row form of an [`ExchangeRecord`]: its JSON parts serialised once, before the
-/// writer redacts them (also how a remote agent's exchanges are recorded with its
-/// result, see [`super::RemoteResult`]).
+/// writer redacts them (also how a worker reads its agents' exchanges back and how the
+/// coordinator records them with their result, see [`super::RemoteResult`]).
 #[derive(Clone, Debug)]
 pub struct ExchangeWrite {
     /// The run.
@@ -68,18 +68,6 @@ pub struct ExchangeWrite {
     pub reply: String,
     /// When the call was answered (ms since the epoch).
     pub at: i64,
-}
-
-/// One stored exchange with the agent that made it and when: what a worker reads back
-/// of its agents' calls to send them with their result.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AgentExchange<Q, R> {
-    /// The agent that made the call.
-    pub agent_id: AgentId,
-    /// When the call was answered (ms since the epoch).
-    pub at: i64,
-    /// The exchange.
-    pub exchange: StoredExchange<Q, R>,
 }
 
 impl Store {
@@ -110,16 +98,13 @@ impl Store {
         self.read(move |c| read_run(c, &run)).await
     }
 
-    /// The model exchanges of `agents` in run `run`, in the order they were made.
-    pub async fn agents_exchanges<Q, R>(
+    /// The model exchanges of `agents` in run `run` as stored (their JSON parts as
+    /// text), in the order they were made: what a worker sends with a task's result.
+    pub async fn agents_exchanges(
         &self,
         run: &RunId,
         agents: Vec<AgentId>,
-    ) -> Result<Vec<AgentExchange<Q, R>>, StoreError>
-    where
-        Q: DeserializeOwned + Send + 'static,
-        R: DeserializeOwned + Send + 'static,
-    {
+    ) -> Result<Vec<ExchangeWrite>, StoreError> {
         let run = run.clone();
         self.read(move |c| {
             let ids =
@@ -129,35 +114,25 @@ impl Store {
                 // `+run_id`: found by agent (a few rows each), not by run (a worker's
                 // store holds the calls of many agents of a run until it forgets them).
                 .prepare_cached(
-                    "SELECT agent_id, at, agent_name, turn, request, reply FROM model_exchanges
+                    "SELECT agent_id, agent_name, turn, request, reply, at FROM model_exchanges
                      WHERE +run_id = ?1 AND agent_id IN (SELECT value FROM json_each(?2))
                      ORDER BY seq",
                 )
                 .map_err(q("prepare model exchanges"))?;
             let rows = stmt
                 .query_map(params![run.as_str(), ids.to_string()], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, i64>(1)?,
-                        (
-                            r.get::<_, String>(2)?,
-                            r.get::<_, u32>(3)?,
-                            r.get::<_, String>(4)?,
-                            r.get::<_, String>(5)?,
-                        ),
-                    ))
+                    Ok(ExchangeWrite {
+                        run_id: run.clone(),
+                        agent_id: AgentId::from_string(r.get::<_, String>(0)?),
+                        agent_name: r.get(1)?,
+                        turn: r.get(2)?,
+                        request: r.get(3)?,
+                        reply: r.get(4)?,
+                        at: r.get(5)?,
+                    })
                 })
                 .map_err(q("read model exchanges"))?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (agent_id, at, raw) = row.map_err(q("read model exchange"))?;
-                out.push(AgentExchange {
-                    agent_id: AgentId::from_string(agent_id),
-                    at,
-                    exchange: typed(raw)?,
-                });
-            }
-            Ok(out)
+            rows.map(|r| r.map_err(q("read model exchange"))).collect()
         })
         .await
     }

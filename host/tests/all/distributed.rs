@@ -1327,13 +1327,13 @@ fn forged_exchange(
     name: &str,
     text: &str,
 ) -> crewbox::unstable::remote::ForwardedExchange {
-    serde_json::from_value(serde_json::json!({
+    let x = serde_json::json!({
         "agent_id": agent_id, "agent": name, "turn": 1, "at": 1,
         "request": {"hash": "00", "messages": [], "tools": "00", "params": "00"},
         "reply": {"text": text, "tool_calls": [], "usage": {"input": 1, "output": 1},
                   "stop": "end-turn", "reasoning": ""},
-    }))
-    .unwrap()
+    });
+    serde_json::from_str(&x.to_string()).unwrap()
 }
 
 /// [`forged_result`] carrying model calls.
@@ -1484,6 +1484,16 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
                     Vec::new(),
                     vec![forged_exchange(a.id.as_str(), "impostor", "FORGED-6")],
                 ),
+            ),
+            // Its own agent's call, whose reply is not a reply.
+            (
+                result_at(&key_a),
+                forged_result_with(&key_a, a.id.as_str(), "FORGED-7", Vec::new(), {
+                    let mut x = forged_exchange(a.id.as_str(), &a.name, "FORGED-7");
+                    x.reply =
+                        serde_json::value::to_raw_value(&serde_json::json!({"text": 1})).unwrap();
+                    vec![x]
+                }),
             ),
             // A sub-agent said to start under the second run's agent, and one of the
             // second run said to start under the task's own agent.

@@ -41,8 +41,6 @@ use crate::engine::services::Services;
 use crate::engine::validate::ValidatorEntry;
 use crate::engine::{EngineError, RunRequest};
 use crate::ids::{AgentId, RunId};
-use crate::provider::Completion;
-use crate::provider::replay::RequestDigest;
 use crate::store::{AgentRecord, AgentStats, Store};
 use crate::vocab::{AgentState, Capability, Isolation};
 use forward::Forwarder;
@@ -769,7 +767,8 @@ async fn run_task(
 }
 
 /// The model calls of a task's agent and of the agents it started, as this worker's
-/// store recorded them (committed before the agent's end, which the forwarder has seen).
+/// store recorded them (committed before the agent's end, which the forwarder has seen),
+/// their JSON parts sent as stored.
 async fn recorded_exchanges(
     shared: &Shared,
     run: &RunId,
@@ -779,19 +778,23 @@ async fn recorded_exchanges(
     let agents = std::iter::once(agent.clone())
         .chain(children.iter().map(|c| c.id.clone()))
         .collect();
-    let stored = shared
-        .store
-        .agents_exchanges::<RequestDigest, Completion>(run, agents)
-        .await?;
+    let stored = shared.store.agents_exchanges(run, agents).await?;
+    let raw = serde_json::value::RawValue::from_string;
     Ok(stored
         .into_iter()
-        .map(|x| ForwardedExchange {
-            agent_id: x.agent_id.as_str().to_owned(),
-            agent: x.exchange.agent,
-            turn: x.exchange.turn,
-            at: x.at,
-            request: x.exchange.request,
-            reply: x.exchange.reply,
+        .filter_map(|x| match (raw(x.request), raw(x.reply)) {
+            (Ok(request), Ok(reply)) => Some(ForwardedExchange {
+                agent_id: x.agent_id.as_str().to_owned(),
+                agent: x.agent_name,
+                turn: x.turn,
+                at: x.at,
+                request,
+                reply,
+            }),
+            _ => {
+                tracing::warn!(agent = %x.agent_id, turn = x.turn, "a stored model call is not JSON; not sent");
+                None
+            }
         })
         .collect())
 }
