@@ -2306,7 +2306,8 @@ args = { path = "notes.txt" }
 
 /// A sub-agent that an agent on a worker started is known here while it runs (recorded
 /// and audited once, with its worker): `crewbox steer` and `crewbox stop` reach it
-/// through that worker, as they reach the task's own agent.
+/// through that worker, as they reach the task's own agent; stopping its run stops it
+/// on the worker too.
 #[test]
 fn a_sub_agent_started_on_a_worker_is_steered_and_stopped_from_here() {
     let Some(c) = cluster(|_| {}) else { return };
@@ -2358,7 +2359,20 @@ fn a_sub_agent_started_on_a_worker_is_steered_and_stopped_from_here() {
         .find(|a| a.id == kid.id)
         .unwrap();
     assert_eq!(row.state, AgentState::Stopped, "{row:?}");
-    assert_eq!(w.stop().ran, 2);
+
+    // Stopping the whole run stops the sub-agent on the worker too: the worker, which
+    // finishes its tasks before it exits, has nothing left to finish.
+    let run = single_run(&c, "stop my kid");
+    let kid = running_agent(&c, "slow kid to stop");
+    cli_ok(&c, &["stop", kid.run_id.as_str()]);
+    let _ = run.output();
+    std::thread::sleep(Duration::from_secs(2));
+    let asked = std::time::Instant::now();
+    assert_eq!(w.stop().ran, 3);
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "the worker ran the stopped run's sub-agent on"
+    );
 }
 
 /// A sub-agent recorded while it ran, which its parent's result then does not list
