@@ -309,7 +309,7 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
             let at = now_ms();
             super::writer::exec(
                 conn,
-                "UPDATE agents SET state = 'error', fail_reason = 'internal', error = ?3,
+                "UPDATE agents SET state = ?5, fail_reason = ?6, error = ?3,
                  finished_at = ?4, started_at = COALESCE(started_at, ?4)
                  WHERE run_id = ?1 AND id IN (SELECT value FROM json_each(?2))
                  AND state IN ('queued', 'running')",
@@ -317,7 +317,9 @@ pub(crate) fn apply(conn: &Connection, write: &RemoteWrite) -> Result<Option<i64
                     run_id.as_str(),
                     ids.to_string(),
                     "its worker's result for its parent's task did not say how it ended",
-                    at
+                    at,
+                    AgentState::Error.as_str(),
+                    crate::vocab::FailReason::Internal.as_str()
                 ],
             )
             .map_err(q("end unreported remote sub-agents"))?;
