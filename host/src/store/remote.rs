@@ -89,7 +89,8 @@ pub struct AgentWorker {
     pub agent_id: String,
     /// The worker that ran it.
     pub worker: String,
-    /// The task it answered.
+    /// The task it ran in (its own, or its ancestor's for an agent started on the
+    /// worker).
     pub task_key: String,
 }
 
@@ -192,15 +193,17 @@ impl Store {
         .await
     }
 
-    /// Which worker ran each remote agent of `run`.
+    /// Which worker ran each remote agent of `run`: the tasks' agents, then the agents
+    /// those started on their workers (with their ancestor's worker and task).
     pub async fn agent_workers(&self, run: &RunId) -> Result<Vec<AgentWorker>, StoreError> {
         let run = run.clone();
         self.read(move |c| {
+            let q = |e: rusqlite::Error| StoreError::sqlite("read agent workers", &e);
             let mut stmt = c
                 .prepare_cached(
                     "SELECT agent_id, worker, task_key FROM remote_results WHERE run_id = ?1 ORDER BY at",
                 )
-                .map_err(|e| StoreError::sqlite("read agent workers", &e))?;
+                .map_err(q)?;
             let rows = stmt
                 .query_map(params![run.as_str()], |r| {
                     Ok(AgentWorker {
@@ -209,12 +212,61 @@ impl Store {
                         task_key: r.get(2)?,
                     })
                 })
-                .map_err(|e| StoreError::sqlite("read agent workers", &e))?;
-            rows.map(|r| r.map_err(|e| StoreError::sqlite("read agent workers", &e)))
-                .collect()
+                .map_err(q)?;
+            let mut out = rows.collect::<Result<Vec<_>, _>>().map_err(q)?;
+            if out.is_empty() {
+                return Ok(out);
+            }
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT id, parent_id FROM agents WHERE run_id = ?1 AND parent_id IS NOT NULL
+                     ORDER BY created_at, id",
+                )
+                .map_err(q)?;
+            let spawned = stmt
+                .query_map(params![run.as_str()], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                })
+                .map_err(q)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(q)?;
+            out.extend(started_on_workers(&out, &spawned));
+            Ok(out)
         })
         .await
     }
+}
+
+/// The agents of `spawned` (id, parent; parents first) whose ancestor ran on a worker
+/// (`tasks`) and that did not themselves: each with that ancestor's worker and task.
+fn started_on_workers(tasks: &[AgentWorker], spawned: &[(String, String)]) -> Vec<AgentWorker> {
+    use std::collections::HashMap;
+    let mut found: HashMap<&str, (&str, &str)> = tasks
+        .iter()
+        .map(|w| {
+            (
+                w.agent_id.as_str(),
+                (w.worker.as_str(), w.task_key.as_str()),
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    // Parents were created before their children, so one pass in creation order sees
+    // each parent's worker before its children.
+    for (id, parent) in spawned {
+        if found.contains_key(id.as_str()) {
+            continue;
+        }
+        if let Some(&(worker, key)) = found.get(parent.as_str()) {
+            found.insert(id, (worker, key));
+            out.push(AgentWorker {
+                agent_id: id.clone(),
+                worker: worker.to_owned(),
+                task_key: key.to_owned(),
+            });
+        }
+    }
+    out
 }
 
 /// Applies a remote write; an event that was stored returns its sequence number.
@@ -445,4 +497,30 @@ fn forget(conn: &Connection, agents: &[AgentId]) -> Result<(), StoreError> {
             .map_err(q("forget agents"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agents_started_on_workers_take_their_ancestors_worker_and_task() {
+        let tasks = [AgentWorker {
+            agent_id: "a".into(),
+            worker: "w1".into(),
+            task_key: "k1".into(),
+        }];
+        let spawned = [
+            ("b".to_owned(), "a".to_owned()),
+            ("c".to_owned(), "b".to_owned()),
+            ("d".to_owned(), "local".to_owned()),
+            ("a".to_owned(), "root".to_owned()),
+        ];
+        let got: Vec<(String, String, String)> = started_on_workers(&tasks, &spawned)
+            .into_iter()
+            .map(|w| (w.agent_id, w.worker, w.task_key))
+            .collect();
+        let want = |id: &str| (id.to_owned(), "w1".to_owned(), "k1".to_owned());
+        assert_eq!(got, vec![want("b"), want("c")]);
+    }
 }

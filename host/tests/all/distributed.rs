@@ -2341,6 +2341,28 @@ fn a_sub_agent_started_on_a_worker_is_steered_and_stopped_from_here() {
         .collect();
     assert_eq!(spawns.len(), 1, "{records:#?}");
     assert_eq!(spawns[0]["data"]["worker"], "wa", "{spawns:?}");
+    // `status` and `tree` say where it ran: its parent's worker, in its parent's task.
+    let workers = db.workers(&run_id(&steered));
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    let parent = workers
+        .iter()
+        .find(|w| Some(w.agent_id.as_str()) == kid.parent.as_ref().map(|p| p.as_str()))
+        .unwrap();
+    let of_kid = workers
+        .iter()
+        .find(|w| w.agent_id == kid.id.as_str())
+        .unwrap();
+    assert_eq!(
+        (of_kid.worker.as_str(), &of_kid.task_key),
+        ("wa", &parent.task_key)
+    );
+    let tree = cli_ok(&c, &["tree", steered["run_id"].as_str().unwrap()]);
+    let tree = String::from_utf8_lossy(&tree.stdout);
+    assert!(
+        tree.lines()
+            .any(|l| l.contains(kid.id.as_str()) && l.ends_with("@ wa")),
+        "{tree}"
+    );
 
     let run = single_run(&c, "stop my kid");
     let kid = running_agent(&c, "slow kid to stop");
