@@ -1,6 +1,8 @@
 //! The wire contract between a coordinator and its workers: a [`Task`] (an agent to
-//! run), batches of [`Forwarded`] events and a [`TaskResult`] (which carries the
-//! agent's last events). Versioned ([`WIRE_VERSION`]), bounded
+//! run), batches of [`Forwarded`] events (the first event of a sub-agent the task's
+//! agent started names it, [`StartedAgent`]), a [`TaskResult`] (which carries the
+//! agent's last events and the model calls of its agents, [`ForwardedExchange`]) and
+//! steer/stop [`Control`] orders. Versioned ([`WIRE_VERSION`]), bounded
 //! in size and shape, and free of secrets: a task names a provider by name and a model,
 //! never a key, a URL of a model server or a command — the worker's own user config
 //! decides what those names mean. Anything that does not read as the current version

@@ -49,7 +49,7 @@ pub struct StoredExchange<Q, R> {
 /// What [`Store::exchanges`] reads: the stored exchange with its JSON parts typed.
 pub type Exchanges<Q, R> = Vec<StoredExchange<Q, R>>;
 
-/// The row form of an [`ExchangeRecord`]: its JSON parts serialised once, before the
+/// The row form of an `ExchangeRecord`: its JSON parts serialised once, before the
 /// writer redacts them (also how a worker reads its agents' exchanges back and how the
 /// coordinator records them with their result, see [`super::RemoteResult`]).
 #[derive(Clone, Debug)]
