@@ -396,6 +396,21 @@ fn short(what: &'static str, field: &'static str, s: &str) -> Result<(), WireErr
     }
 }
 
+/// An agent row's capabilities (a worker reports): each a capability's name.
+fn capabilities(what: &'static str, field: &'static str, caps: &[String]) -> Result<(), WireError> {
+    match caps
+        .iter()
+        .find(|c| !matches!(c.as_str(), "read" | "write" | "exec" | "spawn" | "mcp"))
+    {
+        Some(c) => Err(WireError::Field {
+            what,
+            field,
+            problem: format!("`{}` is not a capability", c.escape_debug()),
+        }),
+        None => Ok(()),
+    }
+}
+
 fn hex_commit(what: &'static str, field: &'static str, s: &str) -> Result<(), WireError> {
     if (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(())
@@ -531,6 +546,7 @@ impl ForwardedEvent {
             }
             short(what, "events.started.agent.name", &a.name)?;
             short(what, "events.started.agent.role", &a.role)?;
+            capabilities(what, "events.started.agent.caps", &a.caps)?;
         }
         short(what, "events.kind", &self.kind)
     }
@@ -578,6 +594,7 @@ impl Versioned for TaskResult {
             }
             short(RESULT, "children.name", &c.name)?;
             short(RESULT, "children.role", &c.role)?;
+            capabilities(RESULT, "children.caps", &c.caps)?;
             if !c.state.is_terminal() {
                 return Err(WireError::Field {
                     what: RESULT,
@@ -900,6 +917,12 @@ mod tests {
         assert!(e.contains("`events.started.agent.parent`"), "{e}");
         let e = err(kid("a-kid", Some("a-1"), "kid\u{1b}[2J"));
         assert!(e.contains("`events.started.agent.name`"), "{e}");
+        let mut root = kid("a-kid", Some("a-1"), "kid");
+        if let Some(s) = root.events[0].started.as_mut() {
+            s.agent.caps = vec!["read".into(), "\u{1b}[2Jroot".into()];
+        }
+        let e = err(root);
+        assert!(e.contains("`events.started.agent.caps`"), "{e}");
     }
 
     #[test]
@@ -1028,6 +1051,28 @@ mod tests {
         let back = TaskResult::from_bytes(&r.to_bytes().unwrap()).unwrap();
         assert!(back.exchanges.is_empty());
         assert_eq!(back.history, history);
+        // A sub-agent it lists has capabilities by name only.
+        let mut r = result_with(Vec::new(), Vec::new());
+        r.children = vec![AgentRecord {
+            id: crate::ids::AgentId::from_string("a-kid".to_owned()),
+            run_id: crate::ids::RunId::from_string("r-1".to_owned()),
+            parent: Some(crate::ids::AgentId::from_string("a-1".to_owned())),
+            name: "kid".into(),
+            role: "kid".into(),
+            task: "t".into(),
+            caps: vec!["read".into(), "root".into()],
+            depth: 1,
+            join: None,
+            state: AgentState::Completed,
+            stats: AgentStats::default(),
+            result: None,
+            error: None,
+            created_at: 0,
+            started_at: None,
+            finished_at: None,
+        }];
+        let e = TaskResult::from_bytes(&serde_json::to_vec(&r).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("`children.caps`"), "{e}");
         // A result of before (no exchanges) reads, and writes no `exchanges` key.
         let plain = result_with(Vec::new(), Vec::new());
         let json = serde_json::to_string(&plain).unwrap();
