@@ -9,6 +9,7 @@ use std::time::Duration;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::filter_fn;
@@ -81,56 +82,37 @@ where
 }
 
 /// The W3C `traceparent` of `span`, when export is set up and the span is sampled
-/// into a trace.
+/// into a trace (written by the SDK's W3C propagator).
 pub(crate) fn traceparent(span: &tracing::Span) -> Option<String> {
-    use opentelemetry::trace::TraceContextExt as _;
+    use opentelemetry::propagation::TextMapPropagator as _;
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
     PROVIDER.get()?;
-    let cx = span.context();
-    let sc = cx.span().span_context().clone();
-    sc.is_valid().then(|| {
-        format!(
-            "00-{}-{}-{:02x}",
-            sc.trace_id(),
-            sc.span_id(),
-            sc.trace_flags().to_u8()
-        )
-    })
+    let mut carrier = HashMap::new();
+    TraceContextPropagator::new().inject_context(&span.context(), &mut carrier);
+    carrier.remove(TRACEPARENT)
 }
 
 /// Makes `span` a child of the remote span `traceparent` names (checked on the wire:
-/// see `remote::task::is_traceparent`).
+/// see `remote::task::is_traceparent`; read by the SDK's W3C propagator).
 pub(crate) fn follow(span: &tracing::Span, traceparent: &str) {
-    use opentelemetry::trace::{
-        SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState,
-    };
+    use opentelemetry::propagation::TextMapPropagator as _;
+    use opentelemetry::trace::TraceContextExt as _;
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
     if PROVIDER.get().is_none() {
         return;
     }
-    let parts: Vec<&str> = traceparent.split('-').collect();
-    let [_, trace, parent, flags] = parts[..] else {
+    let carrier = HashMap::from([(TRACEPARENT.to_owned(), traceparent.to_owned())]);
+    let remote = TraceContextPropagator::new().extract(&carrier);
+    if !remote.span().span_context().is_valid() {
         return;
-    };
-    let (Ok(trace), Ok(parent), Ok(flags)) = (
-        TraceId::from_hex(trace),
-        SpanId::from_hex(parent),
-        u8::from_str_radix(flags, 16),
-    ) else {
-        return;
-    };
-    let remote = SpanContext::new(
-        trace,
-        parent,
-        TraceFlags::new(flags),
-        true,
-        TraceState::default(),
-    );
-    if let Err(e) = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote))
-    {
+    }
+    if let Err(e) = span.set_parent(remote) {
         tracing::debug!(error = %e, "a task's trace context was not taken");
     }
 }
+
+/// The W3C header (and carrier key) of a span's trace context.
+const TRACEPARENT: &str = "traceparent";
 
 /// Sends the spans still buffered and stops export, waiting at most a few seconds
 /// (a collector that is down never keeps the CLI from exiting).

@@ -272,7 +272,7 @@ impl NatsExecutor {
         };
         let hub = self.hub(&spec.run_id).await?;
         task.key = self.key_for(&hub, &task, &spec.id).await?;
-        let rx = hub.wait(&task.key, &spec.id);
+        let rx = hub.wait(&task.key, &spec.id, &spec.name);
         self.publish_unless_known(&hub, &task).await?;
         let result = tokio::select! {
             r = rx => r.map_err(|_| EngineError::Internal(format!(
@@ -503,7 +503,7 @@ fn short_hash(bytes: &[u8]) -> String {
 #[derive(Default)]
 struct HubState {
     /// Task key → the agent waiting for it here and where its result goes.
-    waiting: HashMap<String, (AgentId, oneshot::Sender<TaskResult>)>,
+    waiting: HashMap<String, Waiter>,
     /// Keys whose result this process has taken (a redelivery of one is a duplicate).
     answered: HashSet<String>,
     /// Keys this process has published (or is publishing), kept for a new run only
@@ -516,6 +516,14 @@ struct HubState {
     /// Sub-agents that agents on workers started, while their task runs → that task's
     /// key: an order for one goes to the worker running the task.
     started: HashMap<AgentId, String>,
+}
+
+/// The agent waiting here for a task's result.
+struct Waiter {
+    agent: AgentId,
+    /// Its name (what its model calls are recorded under).
+    name: String,
+    result: oneshot::Sender<TaskResult>,
 }
 
 /// An event of a task that may be stored, and the sub-agent it says started.
@@ -595,11 +603,14 @@ impl RunHub {
     }
 
     /// Registers `agent` as waiting for task `key`.
-    fn wait(&self, key: &str, agent: &AgentId) -> oneshot::Receiver<TaskResult> {
-        let (tx, rx) = oneshot::channel();
-        self.state()
-            .waiting
-            .insert(key.to_owned(), (agent.clone(), tx));
+    fn wait(&self, key: &str, agent: &AgentId, name: &str) -> oneshot::Receiver<TaskResult> {
+        let (result, rx) = oneshot::channel();
+        let waiter = Waiter {
+            agent: agent.clone(),
+            name: name.to_owned(),
+            result,
+        };
+        self.state().waiting.insert(key.to_owned(), waiter);
         rx
     }
 
@@ -622,10 +633,10 @@ impl RunHub {
     /// Records a result for the agent waiting for its task and hands it on; a duplicate
     /// changes nothing in the store.
     async fn take_result(&self, mut result: TaskResult) -> Result<(), Refusal> {
-        let waiter = {
+        let (waiter, name) = {
             let state = self.state();
             match state.waiting.get(&result.key) {
-                Some((a, _)) => a.clone(),
+                Some(w) => (w.agent.clone(), w.name.clone()),
                 None if state.answered.contains(&result.key) => return Ok(()),
                 None => {
                     return Err(Refusal::Unclaimed(format!(
@@ -653,7 +664,7 @@ impl RunHub {
                 result.key, c.id
             )));
         }
-        self.check_exchanges(&waiter, &result).await?;
+        self.check_exchanges(&waiter, name, &result).await?;
         // Its last events first: they commit with (or before) the result.
         let events = std::mem::take(&mut result.events);
         let (events, _) = self.queue_events(&result.key, &result.exec, events).await?;
@@ -682,8 +693,8 @@ impl RunHub {
         state.answered.insert(result.key.clone());
         // Its sub-agents ended with it: no order goes to them now.
         state.started.retain(|_, k| *k != result.key);
-        if let Some((_, tx)) = state.waiting.remove(&result.key) {
-            let _ = tx.send(result);
+        if let Some(w) = state.waiting.remove(&result.key) {
+            let _ = w.result.send(result);
         }
         Ok(())
     }
@@ -691,7 +702,12 @@ impl RunHub {
     /// Refuses a result carrying a model call that is not of the task's agent nor of a
     /// sub-agent the result lists, or not under that agent's name: a worker records
     /// only the calls of the agents it ran for this task.
-    async fn check_exchanges(&self, waiter: &AgentId, result: &TaskResult) -> Result<(), Refusal> {
+    async fn check_exchanges(
+        &self,
+        waiter: &AgentId,
+        name: String,
+        result: &TaskResult,
+    ) -> Result<(), Refusal> {
         if result.exchanges.is_empty() {
             return Ok(());
         }
@@ -700,12 +716,15 @@ impl RunHub {
             .iter()
             .map(|c| (c.id.as_str(), c.name.clone()))
             .collect();
-        for id in [waiter.as_str(), result.agent_id.as_str()] {
-            if !names.contains_key(id)
-                && let Some(a) = self.store.agent(&AgentId::from_string(id)).await?
-            {
-                names.insert(id, a.name);
-            }
+        names.insert(waiter.as_str(), name);
+        // The predecessor a resumed step replaced is read from the store.
+        if !names.contains_key(result.agent_id.as_str())
+            && let Some(a) = self
+                .store
+                .agent(&AgentId::from_string(result.agent_id.clone()))
+                .await?
+        {
+            names.insert(result.agent_id.as_str(), a.name);
         }
         for x in &result.exchanges {
             if names.get(x.agent_id.as_str()) != Some(&x.agent) {
@@ -823,7 +842,7 @@ impl RunHub {
             .state()
             .waiting
             .iter()
-            .any(|(k, (a, _))| *a == agent && k != key);
+            .any(|(k, w)| w.agent == agent && k != key);
         let cached = self.state().checked.get(&agent).copied();
         let of_this_run = match cached {
             Some(ok) => ok,
@@ -863,7 +882,7 @@ impl RunHub {
         let a = &s.agent;
         let state = self.state();
         let parent_ok = a.parent.as_ref().is_some_and(|p| {
-            state.waiting.get(key).is_some_and(|(w, _)| w == p)
+            state.waiting.get(key).is_some_and(|w| w.agent == *p)
                 || state.started.get(p).is_some_and(|k| k == key)
         });
         if a.run_id != self.run || !parent_ok {
@@ -911,7 +930,7 @@ async fn forward_controls(hub: std::sync::Weak<RunHub>, client: async_nats::Clie
             let tasks = state
                 .waiting
                 .iter()
-                .map(|(key, (agent, _))| (agent.to_string(), key.clone()));
+                .map(|(key, w)| (w.agent.to_string(), key.clone()));
             let started = state
                 .started
                 .iter()

@@ -889,22 +889,15 @@ mod tests {
             e.started = Some(Box::new(StartedAgent {
                 worker: "w".into(),
                 agent: AgentRecord {
-                    id: crate::ids::AgentId::from_string(id.to_owned()),
-                    run_id: crate::ids::RunId::from_string("r-1".to_owned()),
-                    parent: parent.map(|p| crate::ids::AgentId::from_string(p.to_owned())),
                     name: name.into(),
                     role: "kid".into(),
-                    task: "t".into(),
-                    caps: Vec::new(),
-                    depth: 1,
-                    join: None,
-                    state: AgentState::Running,
-                    stats: AgentStats::default(),
-                    result: None,
-                    error: None,
-                    created_at: 0,
-                    started_at: None,
-                    finished_at: None,
+                    ..AgentRecord::running(
+                        &crate::ids::AgentId::from_string(id.to_owned()),
+                        &crate::ids::RunId::from_string("r-1".to_owned()),
+                        parent
+                            .map(|p| crate::ids::AgentId::from_string(p.to_owned()))
+                            .as_ref(),
+                    )
                 },
             }));
             msg(vec![e])
@@ -928,30 +921,12 @@ mod tests {
     #[test]
     fn a_result_for_another_agents_branch_is_refused() {
         let r = TaskResult {
-            v: WIRE_VERSION,
-            key: "k1".into(),
-            exec: "e1".into(),
-            agent_id: "a-1".into(),
-            worker: "w".into(),
-            state: AgentState::Completed,
-            stats: AgentStats::default(),
-            result: "ok".into(),
-            error: None,
-            exceeded: None,
-            reason: None,
-            history: Vec::new(),
-            changed: Vec::new(),
-            diff: String::new(),
             branch: Some(BranchArtifact {
                 branch: "main".into(),
                 base: "0123456789012345678901234567890123456789".into(),
                 commits: Vec::new(),
             }),
-            validation: ValidationStatus::Skipped,
-            rounds: Vec::new(),
-            children: Vec::new(),
-            events: Vec::new(),
-            exchanges: Vec::new(),
+            ..result_with(Vec::new(), Vec::new())
         };
         let bytes = serde_json::to_vec(&r).unwrap();
         let e = TaskResult::from_bytes(&bytes).unwrap_err().to_string();
@@ -1054,22 +1029,15 @@ mod tests {
         // A sub-agent it lists has capabilities by name only.
         let mut r = result_with(Vec::new(), Vec::new());
         r.children = vec![AgentRecord {
-            id: crate::ids::AgentId::from_string("a-kid".to_owned()),
-            run_id: crate::ids::RunId::from_string("r-1".to_owned()),
-            parent: Some(crate::ids::AgentId::from_string("a-1".to_owned())),
             name: "kid".into(),
             role: "kid".into(),
-            task: "t".into(),
             caps: vec!["read".into(), "root".into()],
-            depth: 1,
-            join: None,
             state: AgentState::Completed,
-            stats: AgentStats::default(),
-            result: None,
-            error: None,
-            created_at: 0,
-            started_at: None,
-            finished_at: None,
+            ..AgentRecord::running(
+                &crate::ids::AgentId::from_string("a-kid".to_owned()),
+                &crate::ids::RunId::from_string("r-1".to_owned()),
+                Some(&crate::ids::AgentId::from_string("a-1".to_owned())),
+            )
         }];
         let e = TaskResult::from_bytes(&serde_json::to_vec(&r).unwrap()).unwrap_err();
         assert!(e.to_string().contains("`children.caps`"), "{e}");

@@ -139,6 +139,32 @@ pub struct AgentRecord {
     pub finished_at: Option<i64>,
 }
 
+#[cfg(test)]
+impl AgentRecord {
+    /// A running agent `a` of `run` for unit tests: a depth-1 sub-agent when it has a
+    /// `parent`.
+    pub(crate) fn running(id: &AgentId, run: &RunId, parent: Option<&AgentId>) -> Self {
+        Self {
+            id: id.clone(),
+            run_id: run.clone(),
+            parent: parent.cloned(),
+            name: "a".into(),
+            role: "r".into(),
+            task: "t".into(),
+            caps: Vec::new(),
+            depth: u32::from(parent.is_some()),
+            join: None,
+            state: AgentState::Running,
+            stats: AgentStats::default(),
+            result: None,
+            error: None,
+            created_at: 0,
+            started_at: None,
+            finished_at: None,
+        }
+    }
+}
+
 /// What a control message asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

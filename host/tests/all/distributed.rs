@@ -1990,9 +1990,6 @@ fn running_agent(c: &Cluster, prompt: &str) -> AgentRecord {
     found().unwrap()
 }
 
-/// `crewbox steer` and `crewbox stop` reach an agent running on a worker, from any
-/// process on the coordinator's machine: the steer before its next model call, the stop
-/// at once (the worker does not run it to its end).
 /// A first turn slow enough to steer the agent in (4 s: the order is taken within a
 /// second on a loaded machine), then a reply that tells whether the steer reached its
 /// model.
@@ -2063,29 +2060,46 @@ fn a_remote_agent_is_steered_and_stopped_through_its_worker() {
     steer_a_remote_agent(&c);
 
     c.script(STOP_ME);
-    let run = single_run(&c, "stop me");
-    let agent = running_agent(&c, "stop me");
-    let asked = std::time::Instant::now();
-    cli_ok(&c, &["stop", agent.id.as_str()]);
-    let stopped = report(&run.output());
-    // Thirty turns of 1.5 s each are left: the worker stopped it instead.
-    assert!(asked.elapsed() < Duration::from_secs(15), "{stopped}");
-    let db = c.store();
-    let row = db.agents(&run_id(&stopped)).into_iter().next().unwrap();
+    let (stopped, _) = stop_a_running_agent(&c, "stop me", "stop me");
+    let row = c
+        .store()
+        .agents(&run_id(&stopped))
+        .into_iter()
+        .next()
+        .unwrap();
     assert_eq!(row.state, AgentState::Stopped, "{stopped}");
 
-    // Stopping the whole run stops its agent on the worker too: the worker, which
-    // finishes its tasks before it exits, has nothing left to finish.
-    let run = single_run(&c, "stop me");
-    let agent = running_agent(&c, "stop me");
-    cli_ok(&c, &["stop", agent.run_id.as_str()]);
+    // Stopping the whole run stops its agent on the worker too.
+    stop_a_run_then_its_worker(&c, w, "stop me", "stop me", 3);
+}
+
+/// Starts a run with `prompt` and stops the agent whose task mentions `task` once it
+/// runs on a worker, which must stop it at once (its script has thirty turns of 1.5 s
+/// left): the run's report and the agent.
+fn stop_a_running_agent(c: &Cluster, prompt: &str, task: &str) -> (serde_json::Value, AgentRecord) {
+    let run = single_run(c, prompt);
+    let agent = running_agent(c, task);
+    let asked = std::time::Instant::now();
+    cli_ok(c, &["stop", agent.id.as_str()]);
+    let stopped = report(&run.output());
+    assert!(asked.elapsed() < Duration::from_secs(15), "{stopped}");
+    (stopped, agent)
+}
+
+/// Starts a run with `prompt` and stops the whole run once the agent whose task
+/// mentions `task` runs on worker `w`: the worker, which finishes its tasks before it
+/// exits, has nothing left to finish (it ran `ran` tasks in all).
+fn stop_a_run_then_its_worker(c: &Cluster, w: Worker, prompt: &str, task: &str, ran: u64) {
+    let run = single_run(c, prompt);
+    let agent = running_agent(c, task);
+    cli_ok(c, &["stop", agent.run_id.as_str()]);
     let _ = run.output();
     std::thread::sleep(Duration::from_secs(2));
     let asked = std::time::Instant::now();
-    assert_eq!(w.stop().ran, 3);
+    assert_eq!(w.stop().ran, ran);
     assert!(
         asked.elapsed() < Duration::from_secs(10),
-        "the worker ran the stopped run's agent on"
+        "the worker ran the stopped run's agent `{task}` on"
     );
 }
 
@@ -2192,7 +2206,7 @@ fn a_remote_agents_spans_join_its_runs_trace() {
 #[test]
 fn a_remote_runs_model_calls_are_recorded_so_it_replays() {
     let Some(c) = cluster(|_| {}) else { return };
-    c.script(crate::support::script::DELEGATES);
+    c.script(&crate::support::script::delegates(0));
     let w = c.worker("wa");
     let report_ = c.run(&["run", "go", "--mode", "single"]);
     assert_eq!(report_["status"], "completed", "{report_}");
@@ -2364,13 +2378,7 @@ fn a_sub_agent_started_on_a_worker_is_steered_and_stopped_from_here() {
         "{tree}"
     );
 
-    let run = single_run(&c, "stop my kid");
-    let kid = running_agent(&c, "slow kid to stop");
-    let asked = std::time::Instant::now();
-    cli_ok(&c, &["stop", kid.id.as_str()]);
-    let stopped = report(&run.output());
-    // Thirty turns of 1.5 s each were left: the worker stopped it instead.
-    assert!(asked.elapsed() < Duration::from_secs(15), "{stopped}");
+    let (stopped, kid) = stop_a_running_agent(&c, "stop my kid", "slow kid to stop");
     assert_eq!(
         stopped["status"], "completed",
         "the parent went on: {stopped}"
@@ -2382,19 +2390,8 @@ fn a_sub_agent_started_on_a_worker_is_steered_and_stopped_from_here() {
         .unwrap();
     assert_eq!(row.state, AgentState::Stopped, "{row:?}");
 
-    // Stopping the whole run stops the sub-agent on the worker too: the worker, which
-    // finishes its tasks before it exits, has nothing left to finish.
-    let run = single_run(&c, "stop my kid");
-    let kid = running_agent(&c, "slow kid to stop");
-    cli_ok(&c, &["stop", kid.run_id.as_str()]);
-    let _ = run.output();
-    std::thread::sleep(Duration::from_secs(2));
-    let asked = std::time::Instant::now();
-    assert_eq!(w.stop().ran, 3);
-    assert!(
-        asked.elapsed() < Duration::from_secs(10),
-        "the worker ran the stopped run's sub-agent on"
-    );
+    // Stopping the whole run stops the sub-agent on the worker too.
+    stop_a_run_then_its_worker(&c, w, "stop my kid", "slow kid to stop", 3);
 }
 
 /// A sub-agent recorded while it ran, which its parent's result then does not list

@@ -583,7 +583,7 @@ fn a_run_whose_agent_starts_a_sub_agent_replays_to_a_match() {
     let dir = git_repo(|_| {});
     let (out, original) = crewbox(
         dir.path(),
-        crate::support::script::DELEGATES,
+        &crate::support::script::delegates(0),
         &["run", "go", "--mode", "single"],
     );
     assert!(out.status.success(), "{original}");

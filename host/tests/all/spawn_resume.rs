@@ -12,35 +12,7 @@ use crewbox::unstable::store::StepState;
 /// The parent asks for one child on its first turn and finishes, slowly, on its
 /// second; the child writes `kid.txt` in the parent's workspace.
 fn script() -> String {
-    format!(
-        r#"
-[[reply]]
-system = "You are a sub-agent"
-turn = 1
-[[reply.tool_calls]]
-name = "write_file"
-args = {{ path = "kid.txt", content = "kid\n" }}
-
-[[reply]]
-system = "You are a sub-agent"
-turn = 2
-text = "KID: wrote kid.txt"
-
-[[reply]]
-agent = "agent"
-turn = 1
-text = "delegating"
-[[reply.tool_calls]]
-name = "spawn_agent"
-args = {{ role = "kid", task = "write kid.txt" }}
-
-[[reply]]
-agent = "agent"
-turn = 2
-delay_ms = {SLOW_MS}
-text = "done"
-"#
-    )
+    crate::support::script::delegates(SLOW_MS)
 }
 
 #[test]

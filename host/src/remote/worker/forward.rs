@@ -367,29 +367,8 @@ mod tests {
     use super::super::remote_run;
     use super::*;
     use crate::event::Event;
-    use crate::store::{AgentRecord, AgentStats};
+    use crate::store::AgentRecord;
     use crate::vocab::AgentState;
-
-    fn agent(id: &AgentId, run: &RunId, parent: Option<&AgentId>) -> AgentRecord {
-        AgentRecord {
-            id: id.clone(),
-            run_id: run.clone(),
-            parent: parent.cloned(),
-            name: "a".into(),
-            role: "r".into(),
-            task: "t".into(),
-            caps: Vec::new(),
-            depth: u32::from(parent.is_some()),
-            join: None,
-            state: AgentState::Running,
-            stats: AgentStats::default(),
-            result: None,
-            error: None,
-            created_at: 0,
-            started_at: None,
-            finished_at: None,
-        }
-    }
 
     fn state(n: usize) -> Event {
         Event::AgentState {
@@ -415,13 +394,16 @@ mod tests {
             .await
             .unwrap();
         let (mine, child, theirs) = (AgentId::new(), AgentId::new(), AgentId::new());
-        store.insert_agent(&agent(&mine, &run, None)).await.unwrap();
         store
-            .insert_agent(&agent(&child, &run, Some(&mine)))
+            .insert_agent(&AgentRecord::running(&mine, &run, None))
             .await
             .unwrap();
         store
-            .insert_agent(&agent(&theirs, &run, None))
+            .insert_agent(&AgentRecord::running(&child, &run, Some(&mine)))
+            .await
+            .unwrap();
+        store
+            .insert_agent(&AgentRecord::running(&theirs, &run, None))
             .await
             .unwrap();
         let running = std::sync::Mutex::new([theirs.to_string()].into_iter().collect());

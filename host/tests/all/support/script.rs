@@ -30,14 +30,16 @@ fn toml_string(s: &str) -> String {
 }
 
 /// A single agent that starts one sub-agent (role `kid`, which writes `kid.txt`) on its
-/// first turn and finishes on its second.
-pub const DELEGATES: &str = r#"
+/// first turn and finishes on its second, after `delay_ms`.
+pub fn delegates(delay_ms: u64) -> String {
+    format!(
+        r#"
 [[reply]]
 system = "You are a sub-agent"
 turn = 1
 [[reply.tool_calls]]
 name = "write_file"
-args = { path = "kid.txt", content = "kid\n" }
+args = {{ path = "kid.txt", content = "kid\n" }}
 
 [[reply]]
 system = "You are a sub-agent"
@@ -50,10 +52,13 @@ turn = 1
 text = "delegating"
 [[reply.tool_calls]]
 name = "spawn_agent"
-args = { role = "kid", task = "write kid.txt" }
+args = {{ role = "kid", task = "write kid.txt" }}
 
 [[reply]]
 agent = "agent"
 turn = 2
+delay_ms = {delay_ms}
 text = "done"
-"#;
+"#
+    )
+}
