@@ -287,4 +287,7 @@ pub enum PluginLoadError {
     /// The runtime refused the component (invalid, imports what it is not granted…).
     #[error(transparent)]
     Runtime(#[from] PluginError),
+    /// A built-in's embedded bytes do not unpack (a damaged binary).
+    #[error(transparent)]
+    Damaged(#[from] crate::plugin::builtin::Damaged),
 }

@@ -83,15 +83,10 @@ impl PluginSet {
                     }
                     .into());
                 }
-                let grants = grants_for(b.name, &PluginSource::Builtin, kind, b.wasm, &[]);
+                let wasm = b.wasm().map_err(PluginLoadError::Damaged)?;
+                let grants = grants_for(b.name, &PluginSource::Builtin, kind, &wasm, &[]);
                 self.runtime
-                    .load(
-                        b.name,
-                        PluginSource::Builtin,
-                        Arc::from(b.wasm),
-                        grants,
-                        None,
-                    )
+                    .load(b.name, PluginSource::Builtin, wasm, grants, None)
                     .await
                     .map_err(PluginLoadError::Runtime)?
             }

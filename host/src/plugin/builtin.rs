@@ -2,6 +2,10 @@
 //!
 //! The components are ordinary plugins built from `plugins/` with the public SDK by
 //! `scripts/build-wasm.sh`; CI checks that the committed bytes match a fresh build.
+//! The build script packs them (`host/build.rs`: the length, then raw DEFLATE); a
+//! built-in is unpacked the first time it is asked for, once per process.
+
+use std::sync::{Arc, OnceLock};
 
 use super::PluginKind;
 
@@ -14,64 +18,110 @@ pub struct Builtin {
     pub kind: PluginKind,
     /// One line describing what it does.
     pub description: &'static str,
-    /// The component binary.
-    pub wasm: &'static [u8],
+    /// The component as the build script packed it.
+    packed: &'static [u8],
+    /// The component, once unpacked.
+    unpacked: OnceLock<Arc<[u8]>>,
 }
 
-macro_rules! dist {
-    ($file:literal) => {
-        include_bytes!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../plugins/dist/",
-            $file
-        ))
+/// A built-in whose embedded bytes do not unpack: this crewbox binary is damaged (the
+/// build script checked every one before embedding it).
+#[derive(Debug, thiserror::Error)]
+#[error("built-in plugin `{name}` is damaged in this crewbox binary ({why}); reinstall crewbox")]
+pub struct Damaged {
+    /// The built-in.
+    pub name: &'static str,
+    /// What is wrong with it.
+    pub why: &'static str,
+}
+
+impl Builtin {
+    /// The component binary (unpacked on first use, then shared).
+    pub fn wasm(&self) -> Result<Arc<[u8]>, Damaged> {
+        if let Some(bytes) = self.unpacked.get() {
+            return Ok(bytes.clone());
+        }
+        let bytes = unpack(self.packed).map_err(|why| Damaged {
+            name: self.name,
+            why,
+        })?;
+        Ok(self.unpacked.get_or_init(|| bytes).clone())
+    }
+
+    /// Its length unpacked, as the build script recorded it.
+    fn len(&self) -> Option<usize> {
+        let head: [u8; 4] = self.packed.get(..4)?.try_into().ok()?;
+        usize::try_from(u32::from_le_bytes(head)).ok()
+    }
+}
+
+/// The component of `packed`: its recorded length, then raw DEFLATE of exactly that
+/// many bytes.
+fn unpack(packed: &[u8]) -> Result<Arc<[u8]>, &'static str> {
+    let (head, stream) = packed.split_at_checked(4).ok_or("no length")?;
+    let len = head
+        .try_into()
+        .map(u32::from_le_bytes)
+        .ok()
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or("no length")?;
+    let bytes = miniz_oxide::inflate::decompress_to_vec_with_limit(stream, len)
+        .map_err(|_| "not a DEFLATE stream of its recorded length")?;
+    if bytes.len() != len {
+        return Err("shorter than its recorded length");
+    }
+    Ok(bytes.into())
+}
+
+macro_rules! builtin {
+    ($name:literal, $kind:ident, $description:literal) => {
+        Builtin {
+            name: $name,
+            kind: PluginKind::$kind,
+            description: $description,
+            packed: include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".wasm")),
+            unpacked: OnceLock::new(),
+        }
     };
 }
 
 /// Every built-in plugin, dispatcher first, then validators, then roles.
-pub static BUILTINS: &[Builtin] = &[
-    Builtin {
-        name: "heuristic",
-        kind: PluginKind::Dispatcher,
-        description: "Routes a prompt to single, swarm or crew from keywords, file paths and steps.",
-        wasm: dist!("heuristic.wasm"),
-    },
-    Builtin {
-        name: "handoff-schema",
-        kind: PluginKind::Validator,
-        description: "Checks that the reply ends with a handoff v2 JSON object within the bounds.",
-        wasm: dist!("handoff-schema.wasm"),
-    },
-    Builtin {
-        name: "no-secrets",
-        kind: PluginKind::Validator,
-        description: "Flags private keys, cloud and forge tokens and high-entropy secrets in the changes.",
-        wasm: dist!("no-secrets.wasm"),
-    },
-    Builtin {
-        name: "criteria-judge",
-        kind: PluginKind::Validator,
-        description: "Asks the model whether the reply and changes meet each criterion; strictly typed answers only.",
-        wasm: dist!("criteria-judge.wasm"),
-    },
-    Builtin {
-        name: "planner",
-        kind: PluginKind::Role,
-        description: "Reads the repository and writes a numbered plan; never edits files.",
-        wasm: dist!("planner.wasm"),
-    },
-    Builtin {
-        name: "executor",
-        kind: PluginKind::Role,
-        description: "Makes the planned changes and revises them on review findings.",
-        wasm: dist!("executor.wasm"),
-    },
-    Builtin {
-        name: "reviewer",
-        kind: PluginKind::Role,
-        description: "Reviews the executor's diff and ends with VERDICT: PASS or VERDICT: FAIL.",
-        wasm: dist!("reviewer.wasm"),
-    },
+pub static BUILTINS: [Builtin; 7] = [
+    builtin!(
+        "heuristic",
+        Dispatcher,
+        "Routes a prompt to single, swarm or crew from keywords, file paths and steps."
+    ),
+    builtin!(
+        "handoff-schema",
+        Validator,
+        "Checks that the reply ends with a handoff v2 JSON object within the bounds."
+    ),
+    builtin!(
+        "no-secrets",
+        Validator,
+        "Flags private keys, cloud and forge tokens and high-entropy secrets in the changes."
+    ),
+    builtin!(
+        "criteria-judge",
+        Validator,
+        "Asks the model whether the reply and changes meet each criterion; strictly typed answers only."
+    ),
+    builtin!(
+        "planner",
+        Role,
+        "Reads the repository and writes a numbered plan; never edits files."
+    ),
+    builtin!(
+        "executor",
+        Role,
+        "Makes the planned changes and revises them on review findings."
+    ),
+    builtin!(
+        "reviewer",
+        Role,
+        "Reviews the executor's diff and ends with VERDICT: PASS or VERDICT: FAIL."
+    ),
 ];
 
 /// The built-in plugin called `name`, if there is one.
@@ -82,7 +132,10 @@ pub fn builtin(name: &str) -> Option<&'static Builtin> {
 /// Whether `bytes` are exactly one of the embedded components (trusted: compiled
 /// in-process without compile limits).
 pub fn is_builtin(bytes: &[u8]) -> bool {
-    BUILTINS.iter().any(|b| b.wasm == bytes)
+    BUILTINS
+        .iter()
+        .filter(|b| b.len() == Some(bytes.len()))
+        .any(|b| b.wasm().is_ok_and(|wasm| *wasm == *bytes))
 }
 
 #[cfg(test)]
@@ -94,19 +147,79 @@ mod tests {
 
     #[test]
     fn every_builtin_is_a_component() {
-        for b in BUILTINS {
+        for b in &BUILTINS {
+            let wasm = b.wasm().unwrap();
             assert!(
-                b.wasm.starts_with(&COMPONENT_HEADER),
+                wasm.starts_with(&COMPONENT_HEADER),
                 "built-in `{}` is not a WebAssembly component (header {:02x?})",
                 b.name,
-                &b.wasm[..b.wasm.len().min(8)]
+                &wasm[..wasm.len().min(8)]
             );
         }
     }
 
     #[test]
+    fn a_builtin_unpacks_to_its_committed_bytes_once() {
+        let dist = concat!(env!("CARGO_MANIFEST_DIR"), "/../plugins/dist");
+        for b in &BUILTINS {
+            let committed = std::fs::read(format!("{dist}/{}.wasm", b.name)).unwrap();
+            let wasm = b.wasm().unwrap();
+            assert_eq!(*wasm, *committed, "{}", b.name);
+            assert!(b.packed.len() < committed.len(), "{} is not packed", b.name);
+            assert!(
+                Arc::ptr_eq(&wasm, &b.wasm().unwrap()),
+                "{} unpacked twice",
+                b.name
+            );
+            assert!(is_builtin(&committed), "{}", b.name);
+            let mut other = committed.clone();
+            *other.last_mut().unwrap() ^= 1;
+            assert!(
+                !is_builtin(&other),
+                "{}: a changed byte is still built in",
+                b.name
+            );
+            other.push(0);
+            assert!(
+                !is_builtin(&other),
+                "{}: a longer component is built in",
+                b.name
+            );
+        }
+    }
+
+    #[test]
+    fn damaged_packed_bytes_are_refused_with_what_is_wrong() {
+        let packed = BUILTINS[0].packed;
+        assert_eq!(unpack(&packed[..3]).unwrap_err(), "no length");
+        let mut longer = packed.to_vec();
+        longer[..4].copy_from_slice(&(u32::MAX).to_le_bytes());
+        assert_eq!(
+            unpack(&longer).unwrap_err(),
+            "shorter than its recorded length"
+        );
+        let mut shorter = packed.to_vec();
+        shorter[..4].copy_from_slice(&10u32.to_le_bytes());
+        assert_eq!(
+            unpack(&shorter).unwrap_err(),
+            "not a DEFLATE stream of its recorded length"
+        );
+        let truncated = &packed[..packed.len() / 2];
+        assert!(unpack(truncated).is_err());
+        let damaged = Builtin {
+            name: "x",
+            kind: PluginKind::Validator,
+            description: "",
+            packed: &packed[..packed.len() / 2],
+            unpacked: OnceLock::new(),
+        };
+        let err = damaged.wasm().unwrap_err().to_string();
+        assert!(err.contains("built-in plugin `x` is damaged"), "{err}");
+    }
+
+    #[test]
     fn names_are_unique_and_found() {
-        for b in BUILTINS {
+        for b in &BUILTINS {
             assert!(std::ptr::eq(builtin(b.name).unwrap(), b), "{}", b.name);
         }
         assert_eq!(BUILTINS.len(), 7);

@@ -43,11 +43,10 @@ impl Candidate {
     /// Reads the component (at most `max` bytes). Blocking.
     pub fn read(self, max: u64) -> Result<Found, FileError> {
         let bytes: Arc<[u8]> = match &self.source {
-            PluginSource::Builtin => BUILTINS
-                .iter()
-                .find(|b| b.name == self.name)
-                .map(|b| Arc::from(b.wasm))
-                .unwrap_or_else(|| Arc::from(&[][..])),
+            PluginSource::Builtin => match BUILTINS.iter().find(|b| b.name == self.name) {
+                Some(b) => b.wasm()?,
+                None => Arc::from(&[][..]),
+            },
             PluginSource::Repo(p) | PluginSource::File(p) if self.root.is_some() => {
                 let root = self.root.as_deref().unwrap_or(Path::new("."));
                 read_beneath(root, p, max)?.into()

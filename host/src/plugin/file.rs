@@ -44,6 +44,9 @@ pub enum FileError {
     /// repository, is no regular file, or is over the cap).
     #[error("repository plugin refused: {0}")]
     Repo(#[from] crate::trust::read::ReadError),
+    /// A built-in's embedded bytes do not unpack (a damaged binary).
+    #[error(transparent)]
+    Damaged(#[from] super::builtin::Damaged),
 }
 
 /// Reads the component at `path` (links are followed: the file is checked once open), at

@@ -171,7 +171,7 @@ async fn no_secrets(rt: &PluginRuntime) -> Plugin {
     rt.load(
         b.name,
         PluginSource::Builtin,
-        Arc::from(b.wasm),
+        b.wasm().unwrap(),
         Grants::defaults_for(PluginKind::Validator),
         None,
     )

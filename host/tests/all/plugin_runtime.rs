@@ -406,13 +406,14 @@ async fn returned_sizes_are_capped() {
 async fn every_builtin_loads_under_the_grants_crewbox_gives_it() {
     let cache = tempfile::tempdir().unwrap();
     let rt = runtime(cache.path());
-    for b in builtin::BUILTINS {
+    for b in &builtin::BUILTINS {
+        let wasm = b.wasm().unwrap();
         // Kind defaults, plus the model for criteria-judge (and nothing else).
         let grants = crewbox::unstable::engine::grants_for(
             b.name,
             &PluginSource::Builtin,
             b.kind,
-            b.wasm,
+            &wasm,
             &[],
         );
         assert_eq!(
@@ -422,7 +423,7 @@ async fn every_builtin_loads_under_the_grants_crewbox_gives_it() {
             b.name
         );
         let p = rt
-            .load(b.name, PluginSource::Builtin, b.wasm.into(), grants, None)
+            .load(b.name, PluginSource::Builtin, wasm, grants, None)
             .await;
         let p = p.unwrap_or_else(|e| panic!("{}: {e}", b.name));
         assert_eq!(p.kind(), b.kind, "{}", b.name);
@@ -435,7 +436,7 @@ async fn every_builtin_loads_under_the_grants_crewbox_gives_it() {
         .load(
             "heuristic",
             PluginSource::Builtin,
-            heuristic.wasm.into(),
+            heuristic.wasm().unwrap(),
             Grants::none().log(),
             None,
         )
