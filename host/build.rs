@@ -58,6 +58,7 @@ fn pack_builtins() {
     let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
     let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
     let dist = Path::new(&manifest).join("../plugins/dist");
+    // A directory: cargo reruns this when any file in it changes.
     println!("cargo:rerun-if-changed={}", dist.display());
     let entries = std::fs::read_dir(&dist).unwrap_or_else(|e| {
         panic!(
@@ -70,7 +71,6 @@ fn pack_builtins() {
         if path.extension().is_none_or(|x| x != "wasm") {
             continue;
         }
-        println!("cargo:rerun-if-changed={}", path.display());
         let wasm =
             std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
         let len = u32::try_from(wasm.len()).expect("a built-in plugin is under 4 GiB");

@@ -338,7 +338,7 @@ fn push_json_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// Whether any byte of `bytes` is a control character, `"` or `\\`. Most names, roles
+/// Whether any byte of `bytes` is a control character, `"` or `\`. Most names, roles
 /// and ids have none: checked eight bytes at a time with word arithmetic, which is as
 /// fast in the size-optimised release build (no vector code) as in a speed-optimised one.
 fn needs_escape(bytes: &[u8]) -> bool {

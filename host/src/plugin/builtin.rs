@@ -50,22 +50,21 @@ impl Builtin {
 
     /// Its length unpacked, as the build script recorded it.
     fn len(&self) -> Option<usize> {
-        let head: [u8; 4] = self.packed.get(..4)?.try_into().ok()?;
-        usize::try_from(u32::from_le_bytes(head)).ok()
+        recorded_len(self.packed)
     }
+}
+
+/// The length recorded ahead of the stream: 4 bytes, little-endian.
+fn recorded_len(packed: &[u8]) -> Option<usize> {
+    let head: [u8; 4] = packed.get(..4)?.try_into().ok()?;
+    usize::try_from(u32::from_le_bytes(head)).ok()
 }
 
 /// The component of `packed`: its recorded length, then raw DEFLATE of exactly that
 /// many bytes.
 fn unpack(packed: &[u8]) -> Result<Arc<[u8]>, &'static str> {
-    let (head, stream) = packed.split_at_checked(4).ok_or("no length")?;
-    let len = head
-        .try_into()
-        .map(u32::from_le_bytes)
-        .ok()
-        .and_then(|n| usize::try_from(n).ok())
-        .ok_or("no length")?;
-    let bytes = miniz_oxide::inflate::decompress_to_vec_with_limit(stream, len)
+    let len = recorded_len(packed).ok_or("no length")?;
+    let bytes = miniz_oxide::inflate::decompress_to_vec_with_limit(&packed[4..], len)
         .map_err(|_| "not a DEFLATE stream of its recorded length")?;
     if bytes.len() != len {
         return Err("shorter than its recorded length");
