@@ -21,8 +21,12 @@ use crate::worktree::BranchArtifact;
 
 /// The version of every message this build sends and the only one it reads. Version 2:
 /// events travel in batches (and the last ones with the result), a base commit's ref on
-/// the remote is per commit, not per run.
-pub const WIRE_VERSION: u32 = 2;
+/// the remote is per commit, not per run. Version 3: a task carries its run's trace
+/// context; an event may say the sub-agent it is about started (with its record); a
+/// result carries its agents' model calls; steer and stop orders ([`Control`]) reach
+/// workers. A peer of version 2 would refuse those fields as unknown without saying
+/// why, so they count as a new version and a mixed pair gets the version error.
+pub const WIRE_VERSION: u32 = 3;
 /// Largest task message (its conversation history included).
 pub const MAX_TASK_BYTES: usize = 768 * 1024;
 /// Largest result message.
@@ -827,6 +831,14 @@ mod tests {
         let err = |bytes: &[u8]| Task::from_bytes(bytes).unwrap_err().to_string();
         assert!(err(b"not json").contains("task does not read"));
         assert!(err(br#"{"v": 1}"#).contains("wire version 1"));
+        // A version 2 peer (no trace context, model calls or orders) is named as such.
+        let mut v2 = serde_json::to_value(task()).unwrap();
+        v2["v"] = 2.into();
+        let e = err(&serde_json::to_vec(&v2).unwrap());
+        assert!(
+            e.contains("wire version 2") && e.contains("version 3"),
+            "{e}"
+        );
         assert!(err(br#"{"x": 1}"#).contains("`v` is missing"));
         let big = vec![b' '; MAX_TASK_BYTES + 1];
         assert!(err(&big).contains("over the"));
@@ -1085,7 +1097,7 @@ mod tests {
         });
         assert!(e.contains("no message"), "{e}");
         let e =
-            Control::from_bytes(br#"{"v":2,"key":"k","run_id":"r","agent_id":"a","order":"kill"}"#)
+            Control::from_bytes(br#"{"v":3,"key":"k","run_id":"r","agent_id":"a","order":"kill"}"#)
                 .unwrap_err()
                 .to_string();
         assert!(e.contains("kill"), "{e}");

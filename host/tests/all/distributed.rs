@@ -2129,7 +2129,7 @@ fn an_order_for_another_agent_or_on_another_subject_is_not_taken() {
     let key = queued_task_key(&c.nats.url(), &agent);
     let order = |agent_id: &str| {
         serde_json::json!({
-            "v": 2, "key": key, "run_id": agent.run_id.as_str(), "agent_id": agent_id,
+            "v": crewbox::unstable::remote::WIRE_VERSION, "key": key, "run_id": agent.run_id.as_str(), "agent_id": agent_id,
             "order": "steer", "message": "STEER-5c1",
         })
     };
@@ -2150,7 +2150,7 @@ fn an_order_for_another_agent_or_on_another_subject_is_not_taken() {
     let key = queued_task_key(&c.nats.url(), &agent);
     let subject = format!("crewbox.ctl.{POOL}.{}.{key}", agent.run_id);
     let order = serde_json::json!({
-        "v": 2, "key": key, "run_id": agent.run_id.as_str(), "agent_id": agent.id.as_str(),
+        "v": crewbox::unstable::remote::WIRE_VERSION, "key": key, "run_id": agent.run_id.as_str(), "agent_id": agent.id.as_str(),
         "order": "steer", "message": "STEER-5c1",
     });
     assert!(order_taken(url, subject, order));
@@ -2432,5 +2432,70 @@ fn a_started_sub_agent_its_result_does_not_list_ends_as_an_error() {
             .is_some_and(|e| e.contains("did not say how it ended")),
         "{kid:?}"
     );
+    assert_eq!(w.stop().ran, 1);
+}
+
+/// The same across a coordinator killed after the sub-agent was recorded: `resume` ends
+/// it (its process is gone), the worker's result then comes to the resumed run, and no
+/// row of the run is left running.
+#[test]
+fn a_started_sub_agent_does_not_stay_running_across_a_coordinator_restart() {
+    let Some(c) = cluster(|_| {}) else { return };
+    c.script("[[reply]]\nagent = \"agent\"\nrepeat = true\ndelay_ms = 3000\ntext = \"done\"\n");
+    let w = c.worker("wa");
+    let mut run = single_run(&c, "a task");
+    let agent = running_agent(&c, "a task");
+    let key = queued_task_key(&c.nats.url(), &agent);
+    publish_raw(
+        &c.nats.url(),
+        vec![(
+            format!("crewbox.out.{}.event.{key}", agent.run_id),
+            forged_start(&key, &agent.run_id, &agent.id),
+        )],
+    );
+    let db = c.store();
+    let kid = || {
+        db.agents(&agent.run_id)
+            .into_iter()
+            .find(|a| a.name == "FORGED-kid")
+    };
+    assert!(
+        wait_for(Duration::from_secs(10), || kid().is_some()),
+        "the started sub-agent was not recorded"
+    );
+    let mut coordinator = run.0.take().unwrap();
+    coordinator.kill().unwrap(); // SIGKILL
+    coordinator.wait().unwrap();
+    // Another one says it started while no coordinator listens: the resumed run's
+    // consumer gets it.
+    publish_raw(
+        &c.nats.url(),
+        vec![(
+            format!("crewbox.out.{}.event.{key}", agent.run_id),
+            forged_start(&key, &agent.run_id, &agent.id),
+        )],
+    );
+    let out = c
+        .coordinator(&["resume", agent.run_id.as_str()])
+        .output()
+        .unwrap();
+    let done = report(&out);
+    assert_eq!(done["status"], "completed", "{done}");
+    let left: Vec<_> = db
+        .agents(&agent.run_id)
+        .into_iter()
+        .filter(|a| !a.state.is_terminal())
+        .collect();
+    assert!(left.is_empty(), "left unfinished: {left:?}");
+    let kids: Vec<_> = db
+        .agents(&agent.run_id)
+        .into_iter()
+        .filter(|a| a.name == "FORGED-kid")
+        .collect();
+    assert!(
+        !kids.is_empty() && kids.iter().all(|k| k.state == AgentState::Error),
+        "{kids:?}"
+    );
+    // The task ran once: the resumed run took the result its worker sent.
     assert_eq!(w.stop().ran, 1);
 }
