@@ -132,6 +132,14 @@ impl RunContext {
             true => CapSet::from(access).intersection(CapSet::read_only()),
             false => CapSet::from(access),
         };
+        let mcp = self.mcp_grant();
+        // `mcp` is named only with servers to reach, as in a sub-agent's prompt: the
+        // prompt says what the agent can use.
+        let usable = if mcp.is_empty() {
+            caps.without(Capability::Mcp)
+        } else {
+            caps
+        };
         AgentSpec {
             id: AgentId::new(),
             run_id: self.run_id.clone(),
@@ -139,7 +147,7 @@ impl RunContext {
             name: name.to_owned(),
             role: role.to_owned(),
             task: task.to_owned(),
-            system_prompt: system_prompt(role, &caps),
+            system_prompt: system_prompt(role, &usable),
             perms: Permissions::root(caps),
             workspace: self.services.repo().to_path_buf(),
             quotas: self.quotas(),
@@ -152,7 +160,7 @@ impl RunContext {
                     .services
                     .config()
                     .team_network(self.team.as_ref().map(|t| &t.team)),
-            mcp: self.mcp_grant(),
+            mcp,
         }
     }
 

@@ -86,7 +86,9 @@ fn a_scripted_agent_lists_and_calls_mcp_tools() {
             {"name": "mcp__echo__fail", "args": {}},
             {"name": "mcp__echo__rpc_error", "args": {}},
         ]},
-        {"turn": 2, "text": "done"},
+        // The prompt names `mcp` among the agent's tools only with a server to reach.
+        {"turn": 2, "system": "tools allow: [^.]*\\bmcp\\b", "text": "told of mcp"},
+        {"turn": 2, "text": "not told of mcp"},
     ]}))
     .unwrap();
     let (_, report) = crewbox(
@@ -95,6 +97,7 @@ fn a_scripted_agent_lists_and_calls_mcp_tools() {
         &["run", "go", "--mode", "single", "--mcp", "echo"],
     );
     assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["result"], "told of mcp", "{report}");
     let run = report["run_id"].as_str().unwrap();
     let calls: Vec<Value> = events(d, run)
         .into_iter()
@@ -127,6 +130,7 @@ fn a_scripted_agent_lists_and_calls_mcp_tools() {
 
     // Without the grant the agent has no such tool.
     let (_, report) = crewbox(d, &script, &["run", "go", "--mode", "single"]);
+    assert_eq!(report["result"], "not told of mcp", "{report}");
     let run = report["run_id"].as_str().unwrap();
     let first = events(d, run)
         .into_iter()
