@@ -272,7 +272,8 @@ impl NatsExecutor {
         };
         let hub = self.hub(&spec.run_id).await?;
         task.key = self.key_for(&hub, &task, &spec.id).await?;
-        let rx = hub.wait(&task.key, &spec.id, &spec.name);
+        let runs_as = self.queued_as(&hub, &task).await;
+        let rx = hub.wait(&task.key, &spec.id, &spec.name, runs_as);
         self.publish_unless_known(&hub, &task).await?;
         let result = tokio::select! {
             r = rx => r.map_err(|_| EngineError::Internal(format!(
@@ -281,11 +282,16 @@ impl NatsExecutor {
                 // The worker running it stops it too (its slot and its model calls are
                 // not spent on a run nobody waits for); its result, if one comes, is
                 // still recorded.
+                let on_worker = hub
+                    .state()
+                    .waiting
+                    .get(&task.key)
+                    .and_then(|w| w.runs_as.as_ref().map(ToString::to_string));
                 let order = Control {
                     v: WIRE_VERSION,
                     key: task.key.clone(),
                     run_id: task.run_id.clone(),
-                    agent_id: task.agent_id.clone(),
+                    agent_id: on_worker.unwrap_or_else(|| task.agent_id.clone()),
                     order: Order::Stop,
                     message: None,
                 };
@@ -419,6 +425,32 @@ impl NatsExecutor {
         Ok(false)
     }
 
+    /// The agent id the copy of `task` on the server names, when it names another: the
+    /// predecessor a resumed step replaced, under which a worker runs it (its sub-agents
+    /// start under that id, and orders go to it). Read only for a run this process did
+    /// not start (in one it did, no copy of the task can be on the server yet).
+    async fn queued_as(&self, hub: &RunHub, task: &Task) -> Option<AgentId> {
+        if hub.new {
+            return None;
+        }
+        let subject = task_subject(&task.pool, &task.run_id, &task.key);
+        let msg = self
+            .tasks
+            .get_last_raw_message_by_subject(&subject)
+            .await
+            .ok()?;
+        match Task::from_bytes(&msg.payload) {
+            Ok(queued) if queued.key == task.key && queued.agent_id != task.agent_id => {
+                Some(AgentId::from_string(queued.agent_id))
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(%subject, error = %e, "the task on the server does not read");
+                None
+            }
+        }
+    }
+
     /// Publishes `task` (its key is the message id: the stream keeps one copy).
     async fn publish(&self, task: &Task) -> Result<(), EngineError> {
         let subject = task_subject(&task.pool, &task.run_id, &task.key);
@@ -521,6 +553,9 @@ struct HubState {
 /// The agent waiting here for a task's result.
 struct Waiter {
     agent: AgentId,
+    /// The agent id the task on the server names, when it is another: the predecessor a
+    /// resumed step replaced, under which its worker runs it.
+    runs_as: Option<AgentId>,
     /// Its name (what its model calls are recorded under).
     name: String,
     result: oneshot::Sender<TaskResult>,
@@ -602,11 +637,19 @@ impl RunHub {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers `agent` as waiting for task `key`.
-    fn wait(&self, key: &str, agent: &AgentId, name: &str) -> oneshot::Receiver<TaskResult> {
+    /// Registers `agent` as waiting for task `key`, which its worker runs as `runs_as`
+    /// when that is another agent id (see [`Waiter::runs_as`]).
+    fn wait(
+        &self,
+        key: &str,
+        agent: &AgentId,
+        name: &str,
+        runs_as: Option<AgentId>,
+    ) -> oneshot::Receiver<TaskResult> {
         let (result, rx) = oneshot::channel();
         let waiter = Waiter {
             agent: agent.clone(),
+            runs_as,
             name: name.to_owned(),
             result,
         };
@@ -882,7 +925,10 @@ impl RunHub {
         let a = &s.agent;
         let state = self.state();
         let parent_ok = a.parent.as_ref().is_some_and(|p| {
-            state.waiting.get(key).is_some_and(|w| w.agent == *p)
+            state
+                .waiting
+                .get(key)
+                .is_some_and(|w| w.agent == *p || w.runs_as.as_ref() == Some(p))
                 || state.started.get(p).is_some_and(|k| k == key)
         });
         if a.run_id != self.run || !parent_ok {
@@ -924,18 +970,19 @@ async fn forward_controls(hub: std::sync::Weak<RunHub>, client: async_nats::Clie
     loop {
         tokio::time::sleep(crate::agent::manager::CONTROL_POLL).await;
         let Some(hub) = hub.upgrade() else { return };
-        // The tasks' agents, and the sub-agents their workers said they started.
-        let agents: HashMap<String, String> = {
+        // The tasks' agents, and the sub-agents their workers said they started: an
+        // order's target → its task and the agent id its worker runs it as.
+        let agents: HashMap<String, (String, String)> = {
             let state = hub.state();
-            let tasks = state
-                .waiting
-                .iter()
-                .map(|(key, w)| (w.agent.to_string(), key.clone()));
+            let tasks = state.waiting.iter().map(|(key, w)| {
+                let on_worker = w.runs_as.as_ref().unwrap_or(&w.agent);
+                (w.agent.to_string(), (key.clone(), on_worker.to_string()))
+            });
             let started = state
                 .started
                 .iter()
                 .filter(|(_, key)| state.waiting.contains_key(*key))
-                .map(|(agent, key)| (agent.to_string(), key.clone()));
+                .map(|(agent, key)| (agent.to_string(), (key.clone(), agent.to_string())));
             tasks.chain(started).collect()
         };
         if agents.is_empty() {
@@ -945,7 +992,7 @@ async fn forward_controls(hub: std::sync::Weak<RunHub>, client: async_nats::Clie
             continue;
         };
         let orders = pending.into_iter().filter_map(|c| {
-            let key = agents.get(&c.target)?;
+            let (key, on_worker) = agents.get(&c.target)?;
             let (order, message) = match c.kind {
                 ControlKind::Steer => (Order::Steer, Some(c.message.unwrap_or_default())),
                 ControlKind::Stop => (Order::Stop, None),
@@ -955,7 +1002,7 @@ async fn forward_controls(hub: std::sync::Weak<RunHub>, client: async_nats::Clie
                 v: WIRE_VERSION,
                 key: key.clone(),
                 run_id: hub.run.to_string(),
-                agent_id: c.target,
+                agent_id: on_worker.clone(),
                 order,
                 message,
             };

@@ -2436,8 +2436,9 @@ fn a_started_sub_agent_its_result_does_not_list_ends_as_an_error() {
 }
 
 /// The same across a coordinator killed after the sub-agent was recorded: `resume` ends
-/// it (its process is gone), the worker's result then comes to the resumed run, and no
-/// row of the run is left running.
+/// it (its process is gone); one said to start while no coordinator ran is taken by the
+/// resumed run (the task runs under its first agent's id), the worker's result comes to
+/// that run, and no row of the run is left running.
 #[test]
 fn a_started_sub_agent_does_not_stay_running_across_a_coordinator_restart() {
     let Some(c) = cluster(|_| {}) else { return };
@@ -2466,8 +2467,9 @@ fn a_started_sub_agent_does_not_stay_running_across_a_coordinator_restart() {
     let mut coordinator = run.0.take().unwrap();
     coordinator.kill().unwrap(); // SIGKILL
     coordinator.wait().unwrap();
-    // Another one says it started while no coordinator listens: the resumed run's
-    // consumer gets it.
+    // Another one says it started while no coordinator listens, under the agent id its
+    // task names (the resumed step's agent is a new one): the resumed run's consumer
+    // takes it.
     publish_raw(
         &c.nats.url(),
         vec![(
@@ -2493,9 +2495,49 @@ fn a_started_sub_agent_does_not_stay_running_across_a_coordinator_restart() {
         .filter(|a| a.name == "FORGED-kid")
         .collect();
     assert!(
-        !kids.is_empty() && kids.iter().all(|k| k.state == AgentState::Error),
+        kids.len() == 2 && kids.iter().all(|k| k.state == AgentState::Error),
         "{kids:?}"
     );
     // The task ran once: the resumed run took the result its worker sent.
+    assert_eq!(w.stop().ran, 1);
+}
+
+/// After a coordinator is killed mid-task and the run resumed, the resumed step's agent
+/// (a new one, waiting for the same task) is steered through the worker that still runs
+/// the task under the first agent's id.
+#[test]
+fn a_remote_agent_resumed_mid_task_is_steered_through_its_worker() {
+    let Some(c) = cluster(|_| {}) else { return };
+    let w = c.worker("wa");
+    c.script(&STEER_ME.replace("delay_ms = 4000", "delay_ms = 8000"));
+    let mut run = single_run(&c, "steer me");
+    let first = running_agent(&c, "steer me");
+    let mut coordinator = run.0.take().unwrap();
+    coordinator.kill().unwrap(); // SIGKILL
+    coordinator.wait().unwrap();
+    let resumed = Running(Some(
+        c.coordinator(&["resume", first.run_id.as_str()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let db = c.store();
+    let successor = || {
+        db.agents(&first.run_id)
+            .into_iter()
+            .find(|a| a.id != first.id && !a.state.is_terminal())
+    };
+    assert!(
+        wait_for(Duration::from_secs(20), || successor().is_some()),
+        "the resumed run started no agent for the step"
+    );
+    cli_ok(
+        &c,
+        &["steer", successor().unwrap().id.as_str(), "STEER-5c1"],
+    );
+    let steered = report(&resumed.output());
+    assert_eq!(steered["status"], "completed", "{steered}");
+    assert_eq!(steered["result"], "steered: took the order", "{steered}");
     assert_eq!(w.stop().ran, 1);
 }
