@@ -40,6 +40,34 @@ pub fn cut_marked<'a>(s: &'a str, max: usize, mark: &str) -> Cow<'a, str> {
     Cow::Owned(format!("{}{mark}", within(s, max)))
 }
 
+/// The report of a TOML parse error in `text` (a file someone else may have written):
+/// the parser's own (line, column, the line itself under a caret) when that line is
+/// short, else the line, column and message with a bounded excerpt around the column, so
+/// a hostile one-line file of any size yields a report of a few lines.
+pub fn toml_error(e: &toml::de::Error, text: &str) -> String {
+    /// The longest line quoted whole.
+    const LINE: usize = 240;
+    /// Bytes quoted each side of the column in a longer line.
+    const NEAR: usize = 60;
+    let full = e.to_string().trim_end().to_owned();
+    let Some(span) = e.span() else { return full };
+    let at = text.floor_char_boundary(span.start.min(text.len()));
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    if end - start <= LINE {
+        return full;
+    }
+    let line = text[..at].matches('\n').count() + 1;
+    let column = text[start..at].chars().count() + 1;
+    let before = tail_within(&text[start..at], NEAR);
+    let after = within(&text[at..end], NEAR);
+    format!(
+        "TOML parse error at line {line}, column {column}: {} (the line is {} bytes; near: `…{before}{after}…`)",
+        e.message().trim_end(),
+        end - start
+    )
+}
+
 /// `bytes` as lowercase hex (digests, cache keys, names made of hashes).
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -279,6 +307,29 @@ mod tests {
     use std::io::Write as _;
 
     use super::*;
+
+    #[test]
+    fn a_toml_error_quotes_a_long_line_only_near_its_column() {
+        let err = |text: &str| {
+            let e = text.parse::<toml::Table>().unwrap_err();
+            toml_error(&e, text)
+        };
+        // A short line: the parser's own report, the line under a caret.
+        let short = err("a = 1\nb = ]\n");
+        assert!(
+            short.contains("line 2") && short.contains("b = ]"),
+            "{short}"
+        );
+        // A line of 200,000 brackets, and one of a long value then an error.
+        let deep = format!("x = 1\na = {}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let long = format!("k = \"{}\" junk é\n", "é".repeat(50_000));
+        for text in [deep, long] {
+            let report = err(&text);
+            assert!(report.len() < 400, "{} bytes: {report}", report.len());
+            assert!(report.contains("line "), "{report}");
+            assert!(report.contains("bytes; near"), "{report}");
+        }
+    }
 
     #[test]
     fn cuts_never_split_a_character() {

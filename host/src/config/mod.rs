@@ -318,7 +318,7 @@ impl Config {
         };
         let f: ConfigFile = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
             path: path.to_owned(),
-            message: e.to_string().trim_end().to_owned(),
+            message: crate::text::toml_error(&e, &text),
         })?;
         let lines = user::key_lines(&text);
         check::user_file(&f, path, &lines)?;

@@ -110,7 +110,7 @@ impl Manifest {
         })?;
         let manifest: Self = toml::from_str(&text).map_err(|e| ScaffoldError::Manifest {
             path: path.clone(),
-            reason: e.to_string(),
+            reason: crate::text::toml_error(&e, &text),
         })?;
         check_name(&manifest.name)?;
         let worlds: &[&str] = match manifest.kind {

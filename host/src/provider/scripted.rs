@@ -185,7 +185,7 @@ impl ScriptedProvider {
         };
         let mut doc: toml::Table = text
             .parse()
-            .map_err(|e: toml::de::Error| syntax(e.to_string()))?;
+            .map_err(|e: toml::de::Error| syntax(crate::text::toml_error(&e, text)))?;
         let replies = match doc.remove("reply") {
             None => Vec::new(),
             Some(toml::Value::Array(a)) => a,

@@ -382,7 +382,7 @@ pub fn parse_team_with(
     };
     let raw: RawTeam = toml::from_str(text).map_err(|err| TeamError::Parse {
         path: path.to_owned(),
-        message: err.to_string().trim_end().to_owned(),
+        message: crate::text::toml_error(&err, text),
     })?;
     let stem = path
         .file_stem()

@@ -430,6 +430,25 @@ fn team_list_and_show_print_members_and_source() {
     assert_eq!(missing.status.code(), Some(2));
 }
 
+/// A hostile team file of one 200 KB line (brackets nested past the parser's depth)
+/// is a warning of a few lines naming the file, line and column, not the whole line
+/// echoed to the terminal; the other teams still list.
+#[test]
+fn a_team_file_of_one_huge_line_is_a_short_warning() {
+    let dir = repo(TRIO);
+    let deep = format!("a = {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    std::fs::write(dir.path().join("repo/.crewbox/teams/deep.toml"), deep).unwrap();
+    let out = bin(dir.path(), &["team", "list"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.len() < 1_000, "{} bytes of stderr", err.len());
+    assert!(
+        err.contains("deep.toml") && err.contains("line 1, column"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("trio"));
+}
+
 #[test]
 fn team_and_member_validators_check_member_work() {
     let team = r#"

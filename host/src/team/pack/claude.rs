@@ -320,6 +320,12 @@ fn scalar(v: Option<&Value>) -> Option<&str> {
 /// why the file is not a member. `cut` says the file was larger than the read cap.
 pub fn parse_agent(text: &str, cut: bool, notes: &mut Vec<String>) -> Result<Member, String> {
     let Some((front, body, _)) = frontmatter::split(text) else {
+        if cut && text.starts_with("---") {
+            return Err(format!(
+                "its front matter does not end within the {} KiB read (the file is larger)",
+                MAX_FILE_BYTES / 1024
+            ));
+        }
         return Err("no front matter (a `---` block at the top of the file)".into());
     };
     let fm = frontmatter::parse(front);
@@ -592,6 +598,13 @@ mod tests {
             let err = parse_agent(text, false, &mut Vec::new()).unwrap_err();
             assert!(err.contains(why), "{text}: {err}");
         }
+        // Front matter whose end the read cap cut off says so.
+        let err =
+            parse_agent("---\nname: x\ndescription: AAAA", true, &mut Vec::new()).unwrap_err();
+        assert!(
+            err.contains("does not end within the 256 KiB read"),
+            "{err}"
+        );
         let m = parse_agent(
             "---\nname: big\n---\n".to_owned().as_str(),
             true,
