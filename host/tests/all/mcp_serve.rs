@@ -553,3 +553,84 @@ fn conformance_server_scenarios_that_apply_pass() {
         );
     }
 }
+
+/// Lines a client's SDK could never produce, written raw to `crewbox mcp serve` over
+/// stdio: each with an id gets an answer under that id (the SDK alone dropped the first
+/// three without one, leaving the client waiting), and the server keeps answering.
+#[test]
+fn raw_lines_that_do_not_read_are_answered_under_their_id() {
+    use std::io::Write as _;
+    let dir = git_repo(|_| {});
+    let mut server = crate::support::repo::command(dir.path(), &["mcp", "serve"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = server.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let stdout = server.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let mut lines: Vec<Vec<u8>> = vec![
+        init.to_string().into_bytes(),
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec(),
+    ];
+    // Nested past the parser's depth; bytes that are not UTF-8 in a string; a syntax
+    // error; a protocol method whose params are not its params.
+    lines.push(
+        format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"status","arguments":{{"x":{}{}}}}}}}"#,
+            "[".repeat(300),
+            "]".repeat(300)
+        )
+        .into_bytes(),
+    );
+    let mut not_utf8 = br#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"x":""#.to_vec();
+    not_utf8.extend_from_slice(b"\xff\xfe\"}}");
+    lines.push(not_utf8);
+    lines.push(br#"{"jsonrpc":"2.0","id":4,"method":"tools/list",}"#.to_vec());
+    lines.push(br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":7}}"#.to_vec());
+    lines.push(br#"{"jsonrpc":"2.0","id":6,"method":"tools/list"}"#.to_vec());
+    for mut line in lines {
+        line.push(b'\n');
+        input.write_all(&line).unwrap();
+    }
+    input.flush().unwrap();
+    let mut answers = std::collections::BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while answers.len() < 6 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(v) = rx.recv_timeout(left) else { break };
+        if let Some(id) = v["id"].as_i64() {
+            answers.insert(id, v);
+        }
+    }
+    drop(input);
+    let _ = server.kill();
+    let _ = server.wait();
+    let code = |id: i64| answers.get(&id).map(|v| v["error"]["code"].clone());
+    for id in [2, 3, 4] {
+        assert_eq!(code(id), Some(json!(-32700)), "{id}: {answers:?}");
+        let message = answers[&id]["error"]["message"].as_str().unwrap();
+        assert!(message.contains("does not read as JSON"), "{message}");
+    }
+    assert_eq!(code(5), Some(json!(-32602)), "{answers:?}");
+    assert!(
+        answers[&5]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the params of `tools/call` do not read"),
+        "{answers:?}"
+    );
+    assert!(answers[&6]["result"]["tools"].is_array(), "{answers:?}");
+}

@@ -9,12 +9,22 @@
 //! small request for [`TOO_LARGE`] with that id, which the server answers with an error
 //! (`refusal`). A message without one (a notification, or not a JSON object) is dropped
 //! with a line on stderr.
+//!
+//! A line within the limit that does not read as JSON (bytes that are not UTF-8 in a
+//! string, nesting past the parser's depth, a syntax error) would be dropped by the SDK
+//! without an answer, leaving its client waiting: it is replaced the same way, by a
+//! request for [`UNREADABLE`] under the id the scan finds, answered with a parse error
+//! saying what is wrong.
 
 use rmcp::model::{CustomRequest, ErrorData};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// The method an oversized request is replaced by.
 pub const TOO_LARGE: &str = "crewbox/request_too_large";
+/// The method a request that does not read as JSON is replaced by.
+pub const UNREADABLE: &str = "crewbox/request_unreadable";
+/// The most of a parser's message passed on about an unreadable request.
+const MAX_DETAIL_BYTES: usize = 300;
 /// The longest top-level `id` value kept (a longer one counts as none).
 const MAX_ID_BYTES: usize = 512;
 /// The longest key compared with `id` (escapes such as `\u0069d` included).
@@ -235,7 +245,32 @@ where
         }
         match skipped.take() {
             None => {
-                out.write_all(&line).await?;
+                match unreadable(&line) {
+                    None => out.write_all(&line).await?,
+                    Some(detail) => {
+                        let mut scan = IdScan::default();
+                        line.iter().for_each(|&b| scan.push(b));
+                        match scan.id() {
+                            Some(id) => {
+                                let request = serde_json::json!({
+                                    "jsonrpc": "2.0", "id": id, "method": UNREADABLE,
+                                    "params": {"error": detail},
+                                });
+                                out.write_all(format!("{request}\n").as_bytes()).await?;
+                            }
+                            None => {
+                                let _ = std::io::Write::write_all(
+                                    &mut crate::text::stderr(),
+                                    format!(
+                                        "crewbox: a message of {} bytes that does not read as JSON, without an id, was dropped ({detail})\n",
+                                        line.len()
+                                    )
+                                    .as_bytes(),
+                                );
+                            }
+                        }
+                    }
+                }
                 out.flush().await?;
                 line.clear();
             }
@@ -259,6 +294,18 @@ where
     }
 }
 
+/// Why the complete line `line` does not read as JSON (bounded), or `None` when it does
+/// or is blank (whitespace the SDK skips).
+fn unreadable(line: &[u8]) -> Option<String> {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    // Read as a value (not skipped: skipping knows no depth limit, and the SDK's
+    // parse stops at the same depth this one does).
+    let e = serde_json::from_slice::<serde_json::Value>(line).err()?;
+    Some(crate::text::cut_marked(&e.to_string(), MAX_DETAIL_BYTES, "…").into_owned())
+}
+
 /// The request the oversized message `s` is replaced by, if it had an id.
 fn replacement(s: &Skipped) -> Option<String> {
     let id = s.scan.id()?;
@@ -270,6 +317,21 @@ fn replacement(s: &Skipped) -> Option<String> {
 
 /// The error answering a replaced request; `None` for any other custom method.
 pub fn refusal(request: &CustomRequest) -> Option<ErrorData> {
+    if request.method == UNREADABLE {
+        let detail = request
+            .params
+            .as_ref()
+            .and_then(|p| p.get("error"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        return Some(ErrorData::parse_error(
+            format!(
+                "request refused: it does not read as JSON ({})",
+                crate::text::escape(detail)
+            ),
+            None,
+        ));
+    }
     if request.method != TOO_LARGE {
         return None;
     }
@@ -354,6 +416,48 @@ mod tests {
         // An id longer than the bound counts as none.
         let long = format!(r#"{{"id":"{}"}}"#, "a".repeat(MAX_ID_BYTES + 1));
         assert_eq!(id_of(&long), None);
+    }
+
+    #[tokio::test]
+    async fn a_line_that_does_not_read_as_json_becomes_a_refusable_request() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}{}}}"#,
+            "[".repeat(500),
+            "]".repeat(500)
+        );
+        let mut not_utf8 = br#"{"jsonrpc":"2.0","id":"u","method":"ping","params":{"x":""#.to_vec();
+        not_utf8.extend_from_slice(b"\xff\xfe\"}}");
+        for (line, id) in [
+            (deep.into_bytes(), serde_json::json!(3)),
+            (not_utf8, serde_json::json!("u")),
+            (
+                br#"{"id":9,"method":"ping",}"#.to_vec(),
+                serde_json::json!(9),
+            ),
+        ] {
+            let mut input = line.clone();
+            input.push(b'\n');
+            let out = through(&input, 1 << 20).await;
+            let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+            assert_eq!(v["id"], id, "{out}");
+            assert_eq!(v["method"], UNREADABLE, "{out}");
+            let error = v["params"]["error"].as_str().unwrap();
+            assert!(
+                !error.is_empty() && error.len() <= MAX_DETAIL_BYTES + 3,
+                "{error}"
+            );
+            let request: CustomRequest = serde_json::from_value(serde_json::json!({
+                "method": UNREADABLE, "params": v["params"],
+            }))
+            .unwrap();
+            let refused = refusal(&request).unwrap();
+            assert_eq!(refused.code, rmcp::model::ErrorCode::PARSE_ERROR);
+        }
+        // Without an id it is dropped (a line on stderr); blank lines and JSON pass.
+        assert_eq!(through(b"{\"method\":\"x\",\n", 1 << 20).await, "");
+        assert_eq!(through(b"\n  \n", 1 << 20).await, "\n  \n");
+        let ok = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+        assert_eq!(through(ok.as_bytes(), 1 << 20).await, ok);
     }
 
     #[tokio::test]

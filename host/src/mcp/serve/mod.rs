@@ -289,16 +289,18 @@ impl rmcp::ServerHandler for Server {
         request: CustomRequest,
         _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        Err(limit::refusal(&request).unwrap_or_else(|| {
-            ErrorData::new(
-                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-                format!(
-                    "unknown method `{}`",
-                    crate::text::escape(&tools::shown(&request.method))
-                ),
-                None,
-            )
-        }))
+        Err(limit::refusal(&request)
+            .or_else(|| malformed_params(&request))
+            .unwrap_or_else(|| {
+                ErrorData::new(
+                    rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                    format!(
+                        "unknown method `{}`",
+                        crate::text::escape(&tools::shown(&request.method))
+                    ),
+                    None,
+                )
+            }))
     }
 
     async fn on_cancelled(
@@ -313,6 +315,60 @@ impl rmcp::ServerHandler for Server {
             }
         }
     }
+}
+
+/// The methods the protocol defines for a client's requests.
+const PROTOCOL_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+];
+
+/// A request for a method the protocol defines whose params did not read as that
+/// method's (the SDK hands such a request on as a custom one): an invalid-params error
+/// naming the method and what is wrong, where "unknown method" would mislead.
+fn malformed_params(request: &CustomRequest) -> Option<ErrorData> {
+    use rmcp::model::{
+        CallToolRequestParams, InitializeRequestParams, PaginatedRequestParams,
+        ReadResourceRequestParams,
+    };
+    fn why<T: serde::de::DeserializeOwned>(params: serde_json::Value) -> Option<String> {
+        serde_json::from_value::<T>(params)
+            .err()
+            .map(|e| e.to_string())
+    }
+    let method = request.method.as_str();
+    if !PROTOCOL_METHODS.contains(&method) {
+        return None;
+    }
+    let params = request.params.clone().unwrap_or(serde_json::Value::Null);
+    let detail = match method {
+        "tools/call" => why::<CallToolRequestParams>(params),
+        "resources/read" => why::<ReadResourceRequestParams>(params),
+        "initialize" => why::<InitializeRequestParams>(params),
+        "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
+            why::<Option<PaginatedRequestParams>>(params)
+        }
+        _ => None,
+    }
+    .unwrap_or_else(|| "they are not what the protocol defines for it".into());
+    Some(ErrorData::invalid_params(
+        format!(
+            "the params of `{method}` do not read: {}",
+            crate::text::escape(&crate::text::cut_marked(&detail, 300, "…"))
+        ),
+        None,
+    ))
 }
 
 #[cfg(test)]
