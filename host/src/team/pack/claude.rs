@@ -442,13 +442,9 @@ pub fn team(
         }
     }
     if members.is_empty() {
-        let each: Vec<String> = skipped.iter().map(|s| format!("{s}")).collect();
         return Err(format!(
-            "no Claude Code subagent crewbox can use ({} {} skipped{}{}); no claude team",
-            skipped.len(),
-            if skipped.len() == 1 { "file" } else { "files" },
-            if each.is_empty() { "" } else { ": " },
-            each.join("; ")
+            "no Claude Code subagent crewbox can use ({}); no claude team",
+            super::skipped_note(&skipped, "file", "files")
         ));
     }
     Ok(Some(Team {

@@ -234,6 +234,27 @@ pub fn refusal(e: &ReadError, shown: &Path) -> String {
     }
 }
 
+/// `skipped` as a note says it: how many `what` (`rows`, `files`) were skipped and why,
+/// the first few by name (a pack of many bad entries stays a short note; `team show`
+/// and `--json` list them all).
+pub fn skipped_note(skipped: &[crate::team::file::Skipped], one: &str, many: &str) -> String {
+    /// Entries named in the note.
+    const NAMED: usize = 5;
+    let mut note = format!(
+        "{} {} skipped",
+        skipped.len(),
+        if skipped.len() == 1 { one } else { many }
+    );
+    for (i, s) in skipped.iter().take(NAMED).enumerate() {
+        note.push_str(if i == 0 { ": " } else { "; " });
+        note.push_str(&s.to_string());
+    }
+    if skipped.len() > NAMED {
+        note.push_str(&format!("; and {} more", skipped.len() - NAMED));
+    }
+    note
+}
+
 /// `path` shown relative to `root` when it lies inside it.
 pub fn shown(root: &Path, path: &Path) -> PathBuf {
     path.strip_prefix(root).unwrap_or(path).to_path_buf()
@@ -242,6 +263,27 @@ pub fn shown(root: &Path, path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_skipped_note_names_the_first_five_and_counts_the_rest() {
+        use crate::team::file::{Skipped, SkippedWhat};
+        let skip = |n: usize| Skipped {
+            what: SkippedWhat::Name(format!("m{n}")),
+            reason: format!("why {n}"),
+        };
+        assert_eq!(
+            skipped_note(&[skip(1)], "row", "rows"),
+            "1 row skipped: m1: why 1"
+        );
+        let many: Vec<Skipped> = (1..=7).map(skip).collect();
+        let note = skipped_note(&many, "row", "rows");
+        assert!(
+            note.starts_with("7 rows skipped: m1: why 1; m2: why 2"),
+            "{note}"
+        );
+        assert!(note.ends_with("m5: why 5; and 2 more"), "{note}");
+        assert_eq!(skipped_note(&[], "file", "files"), "0 files skipped");
+    }
 
     #[test]
     fn slugs_follow_squads_rule() {

@@ -548,9 +548,9 @@ impl SquadPack {
         }
         if members.is_empty() {
             return Err(format!(
-                "{} lists no member crewbox can run ({} rows skipped); no squad team",
+                "{} lists no member crewbox can run ({}); no squad team",
                 shown_md.display(),
-                skipped.len()
+                super::skipped_note(&skipped, "row", "rows")
             ));
         }
         let shared_context = self.shared_context(&mut warnings);

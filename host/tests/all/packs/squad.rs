@@ -187,7 +187,8 @@ fn an_empty_or_broken_roster_is_no_team_and_a_note_and_hides_nothing_else() {
         ),
         (
             "# Squad Team\n\n## Members\n\n| Name | Role | Charter | Status |\n|---|---|---|---|\n| Scribe | Logger | — | 📋 |\n",
-            "lists no member",
+            // The note says why each row is not a member.
+            "lists no member crewbox can run (1 row skipped: Scribe: ",
         ),
         ("# Squad Team\n\n## Members\n\nnobody yet\n", "no table"),
         ("# Just notes\n\nNo roster here.\n", "no `## Members`"),
