@@ -60,9 +60,11 @@ pub fn run(ctx: Context, args: ConfigArgs) -> anyhow::Result<Exit> {
         Err(e) => outln!("provider:   none: {e}"),
     }
     outln!("\nsettings:");
+    // Keys aligned to the longest one (`quotas.max_children_per_run`).
+    let key_width = cfg.settings.iter().map(|s| s.key.len()).max().unwrap_or(0);
     for s in &cfg.settings {
         outln!(
-            "  {:<24} = {:<40} # {}",
+            "  {:<key_width$} = {:<40} # {}",
             s.key,
             s.value.to_string(),
             s.source
