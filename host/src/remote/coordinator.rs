@@ -441,7 +441,11 @@ impl NatsExecutor {
             .ok()?;
         match Task::from_bytes(&msg.payload) {
             Ok(queued) if queued.key == task.key && queued.agent_id != task.agent_id => {
-                Some(AgentId::from_string(queued.agent_id))
+                // Only an agent this run recorded (the predecessor is): a task naming
+                // any other id widens nothing.
+                let id = AgentId::from_string(queued.agent_id);
+                let ours = hub.store.agent(&id).await.ok().flatten();
+                ours.is_some_and(|a| a.run_id == hub.run).then_some(id)
             }
             Ok(_) => None,
             Err(e) => {
