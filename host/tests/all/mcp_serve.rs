@@ -634,3 +634,79 @@ fn raw_lines_that_do_not_read_are_answered_under_their_id() {
     );
     assert!(answers[&6]["result"]["tools"].is_array(), "{answers:?}");
 }
+
+/// One raw HTTP/1.1 POST of `body` as JSON to the server at `url`, with its token:
+/// the status and the body of the answer.
+fn raw_post(url: &str, body: &[u8]) -> (u16, String) {
+    use std::io::{Read as _, Write as _};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (addr, path) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    // A server may answer (413) before it read the whole of a large body.
+    let _ = stream.write_all(body);
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let code = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {answer}"));
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_owned());
+    (code, body)
+}
+
+/// Over HTTP a body that is not a JSON-RPC message is `400` with a JSON-RPC error
+/// (the SDK alone answered `415` in plain text), one over 1 MiB is `413`, and the
+/// server keeps answering well-formed requests.
+#[test]
+fn http_answers_a_body_that_is_not_a_message_with_400_and_a_json_rpc_error() {
+    let dir = git_repo(|_| {});
+    let server = HttpServer::start(dir.path());
+    let error = |body: &[u8]| {
+        let (code, text) = raw_post(&server.url, body);
+        let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        (code, v)
+    };
+    let (code, v) = error(b"not json");
+    assert_eq!(
+        (code, v["error"]["code"].clone()),
+        (400, json!(-32700)),
+        "{v}"
+    );
+    assert_eq!(v["id"], Value::Null);
+    let deep = format!("{}{}", "[".repeat(300), "]".repeat(300));
+    let (code, v) = error(deep.as_bytes());
+    assert_eq!(
+        (code, v["error"]["code"].clone()),
+        (400, json!(-32700)),
+        "{v}"
+    );
+    let (code, v) = error(br#"{"jsonrpc":"2.0","id":7,"method":5}"#);
+    assert_eq!(
+        (code, v["error"]["code"].clone()),
+        (400, json!(-32600)),
+        "{v}"
+    );
+    assert_eq!(v["id"], 7, "{v}");
+    let (code, text) = raw_post(&server.url, &vec![b' '; 2 * 1024 * 1024]);
+    assert_eq!(code, 413, "{text}");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let (code, text) = raw_post(&server.url, init.to_string().as_bytes());
+    assert_eq!(code, 200, "{text}");
+    assert!(text.contains("\"serverInfo\""), "{text}");
+}

@@ -1,8 +1,11 @@
 //! Streamable HTTP (the SDK's server transport) on an address the user gave:
 //! loopback unless `--allow-remote`, and every request must carry
 //! `Authorization: Bearer TOKEN` with the token from the environment variable the
-//! user named (compared in constant time); anything else is `401`. Bodies over
-//! [`MAX_REQUEST_BYTES`](super::MAX_REQUEST_BYTES) are refused (`413`) by the SDK.
+//! user named (compared in constant time); anything else is `401`. A POST body is read
+//! here first, within [`MAX_REQUEST_BYTES`](super::MAX_REQUEST_BYTES) (over it: `413`),
+//! and one that is not a JSON-RPC message gets `400` with a JSON-RPC error (`-32700`
+//! when it is not JSON, `-32600` with its id when it is JSON of another shape), as
+//! the transport's specification asks; the SDK alone answered `415` in plain text.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -122,6 +125,51 @@ fn status(code: StatusCode, text: &'static str) -> Response<Body> {
     response
 }
 
+/// `400` with a JSON-RPC error for a body that is not one JSON-RPC message a client
+/// may send (`None` when it is): the parse error, or the shape error under the body's
+/// `id` when it has one.
+fn not_a_message(body: &[u8]) -> Option<Response<Body>> {
+    let e = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body).err()?;
+    let detail = |e: &serde_json::Error| {
+        crate::text::escape(&crate::text::cut_marked(&e.to_string(), 300, "…")).into_owned()
+    };
+    let (id, code, message) = match serde_json::from_slice::<serde_json::Value>(body) {
+        Err(parse) => (
+            serde_json::Value::Null,
+            -32700,
+            format!(
+                "request refused: it does not read as JSON ({})",
+                detail(&parse)
+            ),
+        ),
+        Ok(value) => {
+            let id = value
+                .get("id")
+                .filter(|id| id.is_string() || id.is_i64() || id.is_u64())
+                .cloned()
+                .unwrap_or(serde_json::Value::Null);
+            (
+                id,
+                -32600,
+                format!(
+                    "request refused: it is not a JSON-RPC message an MCP client sends ({})",
+                    detail(&e)
+                ),
+            )
+        }
+    };
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message},
+    });
+    let mut response = Response::new(Full::new(Bytes::from(answer.to_string())).boxed());
+    *response.status_mut() = StatusCode::BAD_REQUEST;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    Some(response)
+}
+
 /// Serves `server` on `addr` until `shutdown` is cancelled. Says where on stderr.
 pub async fn serve(
     server: Server,
@@ -181,7 +229,40 @@ pub async fn serve(
                     if req.uri().path() != PATH {
                         return Ok(status(StatusCode::NOT_FOUND, "not found: MCP is at /mcp\n"));
                     }
-                    Ok(mcp.handle(req).await)
+                    // Another method, or a body not sent as JSON (the SDK answers `415`).
+                    let json = req
+                        .headers()
+                        .get(hyper::header::CONTENT_TYPE)
+                        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+                    if req.method() != hyper::Method::POST || !json {
+                        return Ok(mcp.handle(req).await);
+                    }
+                    let (parts, body) = req.into_parts();
+                    let bytes = match http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
+                        .collect()
+                        .await
+                    {
+                        Ok(collected) => collected.to_bytes(),
+                        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                            return Ok(status(
+                                StatusCode::PAYLOAD_TOO_LARGE,
+                                "request refused: its body is over the limit of 1048576 bytes (1 MiB)\n",
+                            ));
+                        }
+                        Err(e) => {
+                            tracing::debug!(error = %e, "reading a request body failed");
+                            return Ok(status(
+                                StatusCode::BAD_REQUEST,
+                                "the request body could not be read\n",
+                            ));
+                        }
+                    };
+                    if let Some(refused) = not_a_message(&bytes) {
+                        return Ok(refused);
+                    }
+                    Ok(mcp
+                        .handle(Request::from_parts(parts, Full::new(bytes)))
+                        .await)
                 }
             });
             let conn = hyper::server::conn::http1::Builder::new()
