@@ -49,13 +49,14 @@ pub fn toml_error(e: &toml::de::Error, text: &str) -> String {
     const LINE: usize = 240;
     /// Bytes quoted each side of the column in a longer line.
     const NEAR: usize = 60;
-    let full = e.to_string().trim_end().to_owned();
-    let Some(span) = e.span() else { return full };
+    // Formatted only when it is kept: it quotes the whole line.
+    let full = || e.to_string().trim_end().to_owned();
+    let Some(span) = e.span() else { return full() };
     let at = text.floor_char_boundary(span.start.min(text.len()));
     let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
     let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
     if end - start <= LINE {
-        return full;
+        return full();
     }
     let line = text[..at].matches('\n').count() + 1;
     let column = text[start..at].chars().count() + 1;

@@ -792,11 +792,7 @@ impl Spawner for ChildSpawner {
         // that holds one differs on every run, so a replay of the run would diverge.
         // `mcp` is named only with servers to reach (an agent on a NATS worker has none):
         // the prompt says what the sub-agent can use, wherever it runs.
-        let usable = if spec.mcp.is_empty() {
-            perms.caps.without(Capability::Mcp)
-        } else {
-            perms.caps
-        };
+        let usable = super::prompt_caps(perms.caps, &spec.mcp);
         spec.system_prompt = format!(
             "{}\n\nYou are a sub-agent with role `{role}`, spawned by agent `{}`. Your tools: {}.",
             parent_spec.system_prompt,

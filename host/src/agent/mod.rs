@@ -22,3 +22,13 @@ pub fn cap_names(caps: permissions::CapSet) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// The capabilities an agent's prompt names as its tools: `caps`, with `mcp` only when
+/// the agent has MCP servers to reach (an agent on a NATS worker has none).
+pub fn prompt_caps(caps: permissions::CapSet, mcp: &[String]) -> permissions::CapSet {
+    if mcp.is_empty() {
+        caps.without(crate::vocab::Capability::Mcp)
+    } else {
+        caps
+    }
+}

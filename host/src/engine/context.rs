@@ -133,13 +133,6 @@ impl RunContext {
             false => CapSet::from(access),
         };
         let mcp = self.mcp_grant();
-        // `mcp` is named only with servers to reach, as in a sub-agent's prompt: the
-        // prompt says what the agent can use.
-        let usable = if mcp.is_empty() {
-            caps.without(Capability::Mcp)
-        } else {
-            caps
-        };
         AgentSpec {
             id: AgentId::new(),
             run_id: self.run_id.clone(),
@@ -147,7 +140,7 @@ impl RunContext {
             name: name.to_owned(),
             role: role.to_owned(),
             task: task.to_owned(),
-            system_prompt: system_prompt(role, &usable),
+            system_prompt: system_prompt(role, &crate::agent::prompt_caps(caps, &mcp)),
             perms: Permissions::root(caps),
             workspace: self.services.repo().to_path_buf(),
             quotas: self.quotas(),

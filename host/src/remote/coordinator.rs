@@ -272,9 +272,22 @@ impl NatsExecutor {
         };
         let hub = self.hub(&spec.run_id).await?;
         task.key = self.key_for(&hub, &task, &spec.id).await?;
-        let runs_as = self.queued_as(&hub, &task).await;
-        let rx = hub.wait(&task.key, &spec.id, &spec.name, runs_as);
-        self.publish_unless_known(&hub, &task).await?;
+        // A key first published in a run whose consumer this process made can be on the
+        // server neither as a task nor as a result: two lookups saved per agent.
+        let first = hub.new && hub.state().published.insert(task.key.clone());
+        let queued = if first {
+            None
+        } else {
+            self.queued(&hub, &task).await
+        };
+        let on_server = queued.is_some();
+        let runs_as = queued.and_then(|q| q.runs_as);
+        let rx = hub.wait(&task.key, &spec.id, &spec.name, runs_as.clone());
+        // The task is looked up before its result: a worker stores the result before it
+        // acks the task, so a task gone by then has its result there already.
+        if first || !self.take_known(&hub, &task, on_server).await? {
+            self.publish(&task).await?;
+        }
         let result = tokio::select! {
             r = rx => r.map_err(|_| EngineError::Internal(format!(
                 "the result consumer of run {} stopped", spec.run_id)))?,
@@ -282,16 +295,11 @@ impl NatsExecutor {
                 // The worker running it stops it too (its slot and its model calls are
                 // not spent on a run nobody waits for); its result, if one comes, is
                 // still recorded.
-                let on_worker = hub
-                    .state()
-                    .waiting
-                    .get(&task.key)
-                    .and_then(|w| w.runs_as.as_ref().map(ToString::to_string));
                 let order = Control {
                     v: WIRE_VERSION,
                     key: task.key.clone(),
                     run_id: task.run_id.clone(),
-                    agent_id: on_worker.unwrap_or_else(|| task.agent_id.clone()),
+                    agent_id: runs_as.map_or_else(|| task.agent_id.clone(), |a| a.to_string()),
                     order: Order::Stop,
                     message: None,
                 };
@@ -373,25 +381,14 @@ impl NatsExecutor {
         Ok(key)
     }
 
-    /// Publishes the task unless its result is on the server already (taken at once) or
-    /// the task itself still is (queued or running: awaited).
-    async fn publish_unless_known(
+    /// Takes the stored result of `task`, when the server has one (`Ok(true)` also when
+    /// the task itself was `on_server`: its result is awaited, nothing is published).
+    async fn take_known(
         &self,
         hub: &Arc<RunHub>,
         task: &Task,
-    ) -> Result<(), EngineError> {
-        // A key first published in a run whose consumer this process made can be on the
-        // server neither as a task nor as a result: two lookups saved per agent.
-        let first = hub.new && hub.state().published.insert(task.key.clone());
-        if !first && self.take_known(hub, task).await? {
-            return Ok(());
-        }
-        self.publish(task).await
-    }
-
-    /// Takes the stored result of `task`, when the server has one (`Ok(true)` also when
-    /// the task itself is still there: its result is awaited, nothing is published).
-    async fn take_known(&self, hub: &Arc<RunHub>, task: &Task) -> Result<bool, EngineError> {
+        on_server: bool,
+    ) -> Result<bool, EngineError> {
         let result_at = result_subject(&task.run_id, &task.key);
         if let Ok(msg) = self
             .results
@@ -412,34 +409,24 @@ impl NatsExecutor {
                 Err(e) => tracing::warn!(subject = %result_at, error = %e, "stored result refused"),
             }
         }
-        let subject = task_subject(&task.pool, &task.run_id, &task.key);
-        if self
-            .tasks
-            .get_last_raw_message_by_subject(&subject)
-            .await
-            .is_ok()
-        {
+        if on_server {
             tracing::info!(task = %task.key, "task still on the server; awaiting its result");
-            return Ok(true);
         }
-        Ok(false)
+        Ok(on_server)
     }
 
-    /// The agent id the copy of `task` on the server names, when it names another: the
+    /// The copy of `task` on the server (queued or running on a worker), if there is
+    /// one, with the agent id it names when that is another agent of this run: the
     /// predecessor a resumed step replaced, under which a worker runs it (its sub-agents
-    /// start under that id, and orders go to it). Read only for a run this process did
-    /// not start (in one it did, no copy of the task can be on the server yet).
-    async fn queued_as(&self, hub: &RunHub, task: &Task) -> Option<AgentId> {
-        if hub.new {
-            return None;
-        }
+    /// start under that id, and orders go to it).
+    async fn queued(&self, hub: &RunHub, task: &Task) -> Option<Queued> {
         let subject = task_subject(&task.pool, &task.run_id, &task.key);
         let msg = self
             .tasks
             .get_last_raw_message_by_subject(&subject)
             .await
             .ok()?;
-        match Task::from_bytes(&msg.payload) {
+        let runs_as = match Task::from_bytes(&msg.payload) {
             Ok(queued) if queued.key == task.key && queued.agent_id != task.agent_id => {
                 // Only an agent this run recorded (the predecessor is): a task naming
                 // any other id widens nothing.
@@ -452,7 +439,8 @@ impl NatsExecutor {
                 tracing::warn!(%subject, error = %e, "the task on the server does not read");
                 None
             }
-        }
+        };
+        Some(Queued { runs_as })
     }
 
     /// Publishes `task` (its key is the message id: the stream keeps one copy).
@@ -552,6 +540,12 @@ struct HubState {
     /// Sub-agents that agents on workers started, while their task runs → that task's
     /// key: an order for one goes to the worker running the task.
     started: HashMap<AgentId, String>,
+}
+
+/// A task's copy on the server, as [`NatsExecutor::queued`] found it.
+struct Queued {
+    /// The agent id it names, when that is another agent of this run.
+    runs_as: Option<AgentId>,
 }
 
 /// The agent waiting here for a task's result.

@@ -2394,34 +2394,53 @@ fn a_sub_agent_started_on_a_worker_is_steered_and_stopped_from_here() {
     stop_a_run_then_its_worker(&c, w, "stop my kid", "slow kid to stop", 3);
 }
 
+/// Starts a single run whose agent's task runs on a worker for 3 s, and says (as a
+/// hostile worker would) that it started a sub-agent, once that sub-agent is recorded:
+/// the worker, the run, its agent and its task's key.
+fn a_forged_kid_started(c: &Cluster) -> (Worker, Running, AgentRecord, String) {
+    c.script("[[reply]]\nagent = \"agent\"\nrepeat = true\ndelay_ms = 3000\ntext = \"done\"\n");
+    let w = c.worker("wa");
+    let run = single_run(c, "a task");
+    let agent = running_agent(c, "a task");
+    let key = queued_task_key(&c.nats.url(), &agent);
+    forge_a_kid(c, &agent, &key);
+    let db = c.store();
+    assert!(
+        wait_for(Duration::from_secs(10), || {
+            db.agents(&agent.run_id)
+                .iter()
+                .any(|a| a.name == "FORGED-kid")
+        }),
+        "the started sub-agent was not recorded"
+    );
+    (w, run, agent, key)
+}
+
+/// Publishes the first event of a sub-agent `agent` is said to have started for task
+/// `key`.
+fn forge_a_kid(c: &Cluster, agent: &AgentRecord, key: &str) {
+    publish_raw(
+        &c.nats.url(),
+        vec![(
+            format!("crewbox.out.{}.event.{key}", agent.run_id),
+            forged_start(key, &agent.run_id, &agent.id),
+        )],
+    );
+}
+
 /// A sub-agent recorded while it ran, which its parent's result then does not list
 /// (here one a worker said started; a result over the size bound lists fewer), does not
 /// stay running here once the task is over: it ends as an error saying why.
 #[test]
 fn a_started_sub_agent_its_result_does_not_list_ends_as_an_error() {
     let Some(c) = cluster(|_| {}) else { return };
-    c.script("[[reply]]\nagent = \"agent\"\nrepeat = true\ndelay_ms = 3000\ntext = \"done\"\n");
-    let w = c.worker("wa");
-    let run = single_run(&c, "a task");
-    let agent = running_agent(&c, "a task");
-    let key = queued_task_key(&c.nats.url(), &agent);
-    publish_raw(
-        &c.nats.url(),
-        vec![(
-            format!("crewbox.out.{}.event.{key}", agent.run_id),
-            forged_start(&key, &agent.run_id, &agent.id),
-        )],
-    );
+    let (w, run, agent, _) = a_forged_kid_started(&c);
     let db = c.store();
     let kid = || {
         db.agents(&agent.run_id)
             .into_iter()
             .find(|a| a.name == "FORGED-kid")
     };
-    assert!(
-        wait_for(Duration::from_secs(10), || kid().is_some()),
-        "the started sub-agent was not recorded"
-    );
     let done = report(&run.output());
     assert_eq!(done["status"], "completed", "{done}");
     let kid = kid().unwrap();
@@ -2442,41 +2461,13 @@ fn a_started_sub_agent_its_result_does_not_list_ends_as_an_error() {
 #[test]
 fn a_started_sub_agent_does_not_stay_running_across_a_coordinator_restart() {
     let Some(c) = cluster(|_| {}) else { return };
-    c.script("[[reply]]\nagent = \"agent\"\nrepeat = true\ndelay_ms = 3000\ntext = \"done\"\n");
-    let w = c.worker("wa");
-    let mut run = single_run(&c, "a task");
-    let agent = running_agent(&c, "a task");
-    let key = queued_task_key(&c.nats.url(), &agent);
-    publish_raw(
-        &c.nats.url(),
-        vec![(
-            format!("crewbox.out.{}.event.{key}", agent.run_id),
-            forged_start(&key, &agent.run_id, &agent.id),
-        )],
-    );
-    let db = c.store();
-    let kid = || {
-        db.agents(&agent.run_id)
-            .into_iter()
-            .find(|a| a.name == "FORGED-kid")
-    };
-    assert!(
-        wait_for(Duration::from_secs(10), || kid().is_some()),
-        "the started sub-agent was not recorded"
-    );
-    let mut coordinator = run.0.take().unwrap();
-    coordinator.kill().unwrap(); // SIGKILL
-    coordinator.wait().unwrap();
+    let (w, run, agent, key) = a_forged_kid_started(&c);
+    drop(run); // SIGKILL: `Running` kills and reaps its coordinator
     // Another one says it started while no coordinator listens, under the agent id its
     // task names (the resumed step's agent is a new one): the resumed run's consumer
     // takes it.
-    publish_raw(
-        &c.nats.url(),
-        vec![(
-            format!("crewbox.out.{}.event.{key}", agent.run_id),
-            forged_start(&key, &agent.run_id, &agent.id),
-        )],
-    );
+    forge_a_kid(&c, &agent, &key);
+    let db = c.store();
     let out = c
         .coordinator(&["resume", agent.run_id.as_str()])
         .output()
@@ -2510,11 +2501,9 @@ fn a_remote_agent_resumed_mid_task_is_steered_through_its_worker() {
     let Some(c) = cluster(|_| {}) else { return };
     let w = c.worker("wa");
     c.script(&STEER_ME.replace("delay_ms = 4000", "delay_ms = 8000"));
-    let mut run = single_run(&c, "steer me");
+    let run = single_run(&c, "steer me");
     let first = running_agent(&c, "steer me");
-    let mut coordinator = run.0.take().unwrap();
-    coordinator.kill().unwrap(); // SIGKILL
-    coordinator.wait().unwrap();
+    drop(run); // SIGKILL: `Running` kills and reaps its coordinator
     let resumed = Running(Some(
         c.coordinator(&["resume", first.run_id.as_str()])
             .stdout(Stdio::piped())

@@ -118,6 +118,8 @@ fn authorized<B>(req: &Request<B>, token: &str) -> bool {
 }
 
 type Body = BoxBody<Bytes, Infallible>;
+/// The SDK's streamable HTTP service of crewbox's server.
+type Mcp = StreamableHttpService<Server, LocalSessionManager>;
 
 fn status(code: StatusCode, text: &'static str) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
@@ -130,17 +132,11 @@ fn status(code: StatusCode, text: &'static str) -> Response<Body> {
 /// `id` when it has one.
 fn not_a_message(body: &[u8]) -> Option<Response<Body>> {
     let e = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body).err()?;
-    let detail = |e: &serde_json::Error| {
-        crate::text::escape(&crate::text::cut_marked(&e.to_string(), 300, "…")).into_owned()
-    };
     let (id, code, message) = match serde_json::from_slice::<serde_json::Value>(body) {
         Err(parse) => (
             serde_json::Value::Null,
             -32700,
-            format!(
-                "request refused: it does not read as JSON ({})",
-                detail(&parse)
-            ),
+            super::not_json(&parse.to_string()),
         ),
         Ok(value) => {
             let id = value
@@ -148,14 +144,11 @@ fn not_a_message(body: &[u8]) -> Option<Response<Body>> {
                 .filter(|id| id.is_string() || id.is_i64() || id.is_u64())
                 .cloned()
                 .unwrap_or(serde_json::Value::Null);
-            (
-                id,
-                -32600,
-                format!(
-                    "request refused: it is not a JSON-RPC message an MCP client sends ({})",
-                    detail(&e)
-                ),
-            )
+            let message = format!(
+                "request refused: it is not a JSON-RPC message an MCP client sends ({})",
+                super::detail(&e.to_string())
+            );
+            (id, -32600, message)
         }
     };
     let answer = serde_json::json!({
@@ -168,6 +161,46 @@ fn not_a_message(body: &[u8]) -> Option<Response<Body>> {
         hyper::header::HeaderValue::from_static("application/json"),
     );
     Some(response)
+}
+
+/// Hands an authorized request to the SDK; a POST body sent as JSON is read first,
+/// within [`MAX_REQUEST_BYTES`], and refused unless it is a JSON-RPC message.
+async fn handle(mcp: &Mcp, req: Request<hyper::body::Incoming>) -> Response<Body> {
+    // Another method, or a body not sent as JSON (the SDK answers `415`).
+    let json = req
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    if req.method() != hyper::Method::POST || !json {
+        return mcp.handle(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return status(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request refused: its body is over the limit of 1048576 bytes (1 MiB)\n",
+            );
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "reading a request body failed");
+            return status(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read\n",
+            );
+        }
+    };
+    match not_a_message(&bytes) {
+        Some(refused) => refused,
+        None => {
+            mcp.handle(Request::from_parts(parts, Full::new(bytes)))
+                .await
+        }
+    }
 }
 
 /// Serves `server` on `addr` until `shutdown` is cancelled. Says where on stderr.
@@ -191,7 +224,7 @@ pub async fn serve(
         // The bearer token guards it; a remote client names the host as it reaches it.
         config = config.disable_allowed_hosts();
     }
-    let mcp = StreamableHttpService::new(
+    let mcp: Mcp = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
         config,
@@ -229,40 +262,7 @@ pub async fn serve(
                     if req.uri().path() != PATH {
                         return Ok(status(StatusCode::NOT_FOUND, "not found: MCP is at /mcp\n"));
                     }
-                    // Another method, or a body not sent as JSON (the SDK answers `415`).
-                    let json = req
-                        .headers()
-                        .get(hyper::header::CONTENT_TYPE)
-                        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
-                    if req.method() != hyper::Method::POST || !json {
-                        return Ok(mcp.handle(req).await);
-                    }
-                    let (parts, body) = req.into_parts();
-                    let bytes = match http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
-                        .collect()
-                        .await
-                    {
-                        Ok(collected) => collected.to_bytes(),
-                        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-                            return Ok(status(
-                                StatusCode::PAYLOAD_TOO_LARGE,
-                                "request refused: its body is over the limit of 1048576 bytes (1 MiB)\n",
-                            ));
-                        }
-                        Err(e) => {
-                            tracing::debug!(error = %e, "reading a request body failed");
-                            return Ok(status(
-                                StatusCode::BAD_REQUEST,
-                                "the request body could not be read\n",
-                            ));
-                        }
-                    };
-                    if let Some(refused) = not_a_message(&bytes) {
-                        return Ok(refused);
-                    }
-                    Ok(mcp
-                        .handle(Request::from_parts(parts, Full::new(bytes)))
-                        .await)
+                    Ok(handle(&mcp, req).await)
                 }
             });
             let conn = hyper::server::conn::http1::Builder::new()

@@ -23,8 +23,6 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 pub const TOO_LARGE: &str = "crewbox/request_too_large";
 /// The method a request that does not read as JSON is replaced by.
 pub const UNREADABLE: &str = "crewbox/request_unreadable";
-/// The most of a parser's message passed on about an unreadable request.
-const MAX_DETAIL_BYTES: usize = 300;
 /// The longest top-level `id` value kept (a longer one counts as none).
 const MAX_ID_BYTES: usize = 512;
 /// The longest key compared with `id` (escapes such as `\u0069d` included).
@@ -243,59 +241,47 @@ where
         if end.is_none() {
             continue;
         }
-        match skipped.take() {
-            None => {
-                match unreadable(&line) {
-                    None => out.write_all(&line).await?,
-                    Some(detail) => {
-                        let mut scan = IdScan::default();
-                        line.iter().for_each(|&b| scan.push(b));
-                        match scan.id() {
-                            Some(id) => {
-                                let request = serde_json::json!({
-                                    "jsonrpc": "2.0", "id": id, "method": UNREADABLE,
-                                    "params": {"error": detail},
-                                });
-                                out.write_all(format!("{request}\n").as_bytes()).await?;
-                            }
-                            None => {
-                                let _ = std::io::Write::write_all(
-                                    &mut crate::text::stderr(),
-                                    format!(
-                                        "crewbox: a message of {} bytes that does not read as JSON, without an id, was dropped ({detail})\n",
-                                        line.len()
-                                    )
-                                    .as_bytes(),
-                                );
-                            }
-                        }
-                    }
-                }
-                out.flush().await?;
-                line.clear();
-            }
-            Some(s) => match replacement(&s) {
-                Some(text) => {
-                    out.write_all(text.as_bytes()).await?;
-                    out.flush().await?;
-                }
+        // A refused line becomes a request the server answers under its id; one without
+        // an id is dropped with a line on stderr.
+        let (refused, dropped) = match skipped.take() {
+            None => match unreadable(&line) {
                 None => {
-                    let _ = std::io::Write::write_all(
-                        &mut crate::text::stderr(),
-                        format!(
-                            "crewbox: a message of {} bytes without an id was dropped (the limit is {max})\n",
-                            s.total
-                        )
-                        .as_bytes(),
-                    );
+                    out.write_all(&line).await?;
+                    (None, String::new())
+                }
+                Some(detail) => {
+                    let mut scan = IdScan::default();
+                    line.iter().for_each(|&b| scan.push(b));
+                    let why = format!("does not read as JSON ({})", super::detail(&detail));
+                    (
+                        replacement(&scan, UNREADABLE, serde_json::json!({"error": detail})),
+                        format!("of {} bytes that {why}", line.len()),
+                    )
                 }
             },
+            Some(s) => (
+                replacement(&s.scan, TOO_LARGE, serde_json::json!({"bytes": s.total})),
+                format!("of {} bytes (the limit is {max})", s.total),
+            ),
+        };
+        line.clear();
+        match refused {
+            Some(text) => out.write_all(text.as_bytes()).await?,
+            None if !dropped.is_empty() => {
+                let _ = std::io::Write::write_all(
+                    &mut crate::text::stderr(),
+                    format!("crewbox: a message {dropped}, without an id, was dropped\n")
+                        .as_bytes(),
+                );
+            }
+            None => {}
         }
+        out.flush().await?;
     }
 }
 
-/// Why the complete line `line` does not read as JSON (bounded), or `None` when it does
-/// or is blank (whitespace the SDK skips).
+/// Why the complete line `line` does not read as JSON, or `None` when it does or is
+/// blank (whitespace the SDK skips).
 fn unreadable(line: &[u8]) -> Option<String> {
     if line.iter().all(u8::is_ascii_whitespace) {
         return None;
@@ -303,14 +289,14 @@ fn unreadable(line: &[u8]) -> Option<String> {
     // Read as a value (not skipped: skipping knows no depth limit, and the SDK's
     // parse stops at the same depth this one does).
     let e = serde_json::from_slice::<serde_json::Value>(line).err()?;
-    Some(crate::text::cut_marked(&e.to_string(), MAX_DETAIL_BYTES, "…").into_owned())
+    Some(e.to_string())
 }
 
-/// The request the oversized message `s` is replaced by, if it had an id.
-fn replacement(s: &Skipped) -> Option<String> {
-    let id = s.scan.id()?;
+/// The request for `method` with `params` that a refused message is replaced by,
+/// under the top-level id its `scan` found; `None` without one.
+fn replacement(scan: &IdScan, method: &str, params: serde_json::Value) -> Option<String> {
     let request = serde_json::json!({
-        "jsonrpc": "2.0", "id": id, "method": TOO_LARGE, "params": {"bytes": s.total},
+        "jsonrpc": "2.0", "id": scan.id()?, "method": method, "params": params,
     });
     Some(format!("{request}\n"))
 }
@@ -324,13 +310,7 @@ pub fn refusal(request: &CustomRequest) -> Option<ErrorData> {
             .and_then(|p| p.get("error"))
             .and_then(serde_json::Value::as_str)
             .unwrap_or("");
-        return Some(ErrorData::parse_error(
-            format!(
-                "request refused: it does not read as JSON ({})",
-                crate::text::escape(detail)
-            ),
-            None,
-        ));
+        return Some(ErrorData::parse_error(super::not_json(detail), None));
     }
     if request.method != TOO_LARGE {
         return None;
@@ -441,11 +421,7 @@ mod tests {
             let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
             assert_eq!(v["id"], id, "{out}");
             assert_eq!(v["method"], UNREADABLE, "{out}");
-            let error = v["params"]["error"].as_str().unwrap();
-            assert!(
-                !error.is_empty() && error.len() <= MAX_DETAIL_BYTES + 3,
-                "{error}"
-            );
+            assert!(v["params"]["error"].as_str().is_some_and(|e| !e.is_empty()));
             let request: CustomRequest = serde_json::from_value(serde_json::json!({
                 "method": UNREADABLE, "params": v["params"],
             }))

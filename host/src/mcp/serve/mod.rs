@@ -317,6 +317,24 @@ impl rmcp::ServerHandler for Server {
     }
 }
 
+/// The most of a parser's message an error passes on about a client's request.
+const MAX_DETAIL_BYTES: usize = 300;
+
+/// A parser's message about a client's request as an error passes it on: within
+/// [`MAX_DETAIL_BYTES`], escaped (it may quote what the client sent).
+fn detail(message: &str) -> String {
+    crate::text::escape(&crate::text::cut_marked(message, MAX_DETAIL_BYTES, "…")).into_owned()
+}
+
+/// The error message for a request that does not read as JSON, the parser's `message`
+/// passed on as [`detail`] does.
+fn not_json(message: &str) -> String {
+    format!(
+        "request refused: it does not read as JSON ({})",
+        detail(message)
+    )
+}
+
 /// The methods the protocol defines for a client's requests.
 const PROTOCOL_METHODS: &[&str] = &[
     "initialize",
@@ -365,7 +383,7 @@ fn malformed_params(request: &CustomRequest) -> Option<ErrorData> {
     Some(ErrorData::invalid_params(
         format!(
             "the params of `{method}` do not read: {}",
-            crate::text::escape(&crate::text::cut_marked(&detail, 300, "…"))
+            self::detail(&detail)
         ),
         None,
     ))
