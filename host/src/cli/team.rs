@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+use crate::cli::render::{columns, fit};
 use crate::cli::{Context, Exit};
 use crewbox::types::{Member, Team, TeamSource};
 
@@ -135,21 +136,24 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
                     "no teams (add one at .crewbox/teams/NAME.toml, or a .squad/ or .claude/agents/ pack; see the README)"
                 )?;
             } else {
-                for t in teams {
-                    let members: Vec<&str> = t.members.iter().map(|m| m.name.as_str()).collect();
-                    let shadows = match t.shadows.first() {
-                        Some(s) => format!(" (shadows {} {})", s.kind(), path_of(s)),
-                        None => String::new(),
-                    };
-                    writeln!(
-                        out,
-                        "{:<20} {:<12} {:<13} {:<40} {}{shadows}",
-                        t.name,
-                        t.mode,
-                        t.format.as_str(),
-                        members.join(", "),
-                        path_of(&t.source)
-                    )?;
+                let rows: Vec<Vec<String>> = teams
+                    .iter()
+                    .map(|t| {
+                        let shadows = match t.shadows.first() {
+                            Some(s) => format!(" (shadows {} {})", s.kind(), path_of(s)),
+                            None => String::new(),
+                        };
+                        vec![
+                            t.name.clone(),
+                            t.mode.to_string(),
+                            t.format.as_str().to_owned(),
+                            names_within(t.members.iter().map(|m| m.name.as_str()), MEMBERS_WIDTH),
+                            format!("{}{shadows}", path_of(&t.source)),
+                        ]
+                    })
+                    .collect();
+                for line in columns(&rows, "") {
+                    writeln!(out, "{line}")?;
                 }
             }
         }
@@ -212,6 +216,34 @@ pub async fn run(args: TeamArgs, ctx: &Context) -> anyhow::Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// The widest a member's role is shown in `team show` (the JSON has it whole).
+const ROLE_WIDTH: usize = 40;
+/// The widest the member names of a team are shown in `team list`.
+const MEMBERS_WIDTH: usize = 60;
+
+/// `names` joined with `, ` within about `width` characters, the rest counted: `a, b,
+/// c +17`. The first name is always shown (cut to fit).
+fn names_within<'a>(names: impl ExactSizeIterator<Item = &'a str>, width: usize) -> String {
+    let total = names.len();
+    let mut out = String::new();
+    for (i, name) in names.enumerate() {
+        let rest = total - i;
+        let sep = if i == 0 { "" } else { ", " };
+        let more = if rest > 1 {
+            format!(" +{}", rest - 1)
+        } else {
+            String::new()
+        };
+        if i > 0 && out.chars().count() + sep.len() + name.chars().count() + more.len() > width {
+            out.push_str(&format!(" +{rest}"));
+            return out;
+        }
+        out.push_str(sep);
+        out.push_str(&fit(name, width.saturating_sub(more.len()).max(1)));
+    }
+    out
+}
+
 fn show_text(out: &mut impl Write, t: &Team) -> std::io::Result<()> {
     writeln!(out, "team:   {}", t.name)?;
     writeln!(out, "mode:   {}", t.mode)?;
@@ -231,32 +263,72 @@ fn show_text(out: &mut impl Write, t: &Team) -> std::io::Result<()> {
         writeln!(out, "skipped: {what}: {}", s.reason)?;
     }
     writeln!(out, "members:")?;
-    for m in &t.members {
-        let model = match (&m.provider, &m.model) {
-            (Some(p), Some(md)) => format!("{p}/{md}"),
-            (Some(p), None) => p.clone(),
-            (None, Some(md)) => md.clone(),
-            (None, None) => "(run's model)".into(),
-        };
-        let access = if m.access == m.requested_access {
-            m.access.to_string()
-        } else {
-            format!("{} (asked {})", m.access, m.requested_access)
-        };
-        let name = if m.display == m.name {
-            m.name.clone()
-        } else {
-            format!("{} ({})", m.name, m.display)
-        };
-        let origin = match (&m.source, &t.source) {
-            (a, b) if a.kind() == b.kind() => String::new(),
-            (a, _) => format!(" [{}]", a.kind()),
-        };
-        writeln!(
-            out,
-            "  {name:<28} {:<24} {access:<24} {model}{origin}",
-            m.role
-        )?;
+    let rows: Vec<Vec<String>> = t
+        .members
+        .iter()
+        .map(|m| {
+            let model = match (&m.provider, &m.model) {
+                (Some(p), Some(md)) => format!("{p}/{md}"),
+                (Some(p), None) => p.clone(),
+                (None, Some(md)) => md.clone(),
+                (None, None) => "(run's model)".into(),
+            };
+            let access = if m.access == m.requested_access {
+                m.access.to_string()
+            } else {
+                format!("{} (asked {})", m.access, m.requested_access)
+            };
+            let name = if m.display == m.name {
+                m.name.clone()
+            } else {
+                format!("{} ({})", m.name, m.display)
+            };
+            let origin = match (&m.source, &t.source) {
+                (a, b) if a.kind() == b.kind() => String::new(),
+                (a, _) => format!(" [{}]", a.kind()),
+            };
+            vec![
+                name,
+                fit(&m.role, ROLE_WIDTH),
+                access,
+                format!("{model}{origin}"),
+            ]
+        })
+        .collect();
+    for line in columns(&rows, "  ") {
+        writeln!(out, "{line}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_within;
+
+    #[test]
+    fn member_names_past_the_width_are_counted() {
+        let few = ["alice", "bob"];
+        assert_eq!(names_within(few.into_iter(), 48), "alice, bob");
+        let many: Vec<String> = (0..20).map(|i| format!("member{i:02}")).collect();
+        let shown = names_within(many.iter().map(String::as_str), 48);
+        assert!(shown.chars().count() <= 48, "{shown}");
+        assert!(shown.starts_with("member00, member01"), "{shown}");
+        let listed = shown.matches("member").count();
+        assert!(shown.ends_with(&format!(" +{}", 20 - listed)), "{shown}");
+        // One name longer than the width is cut, never dropped.
+        let long = "n".repeat(100);
+        assert_eq!(
+            names_within([long.as_str()].into_iter(), 10)
+                .chars()
+                .count(),
+            10
+        );
+        // Cut to leave room for what follows it.
+        assert_eq!(
+            names_within([long.as_str(), "b"].into_iter(), 10),
+            "nnnnnn…, b"
+        );
+        let three = names_within([long.as_str(), "bb", "cc"].into_iter(), 10);
+        assert_eq!(three, "nnnnnn… +2");
+    }
 }

@@ -12,6 +12,8 @@ use super::model::{Activity, Dashboard, RunDetail, clean};
 use crewbox::types::{AgentRow, AgentState, RunRow};
 use crewbox::{RunStatus, Trend};
 
+use crate::cli::render::fit;
+
 /// What a frame needs besides the model.
 pub struct View<'a> {
     /// The repository shown.
@@ -148,7 +150,7 @@ fn draw_runs(
                 Span::raw(format!(
                     "{:<11} {:<8} {:>6} {:>7}{}",
                     r.mode.as_str(),
-                    truncate(&team, 8),
+                    fit(&team, 8),
                     elapsed(r.created_at, r.finished_at, view.now),
                     tokens(r.tokens.0 + r.tokens.1),
                     r.cost.map(|c| format!(" ${c:.2}")).unwrap_or_default(),
@@ -183,7 +185,7 @@ fn draw_schedules(
             };
             let mut spans = vec![Span::raw(format!(
                 "{:<14} {:<8} {:<12} runs {:<3} ",
-                truncate(&clean(&j.name), 14),
+                fit(&clean(&j.name), 14),
                 j.kind.as_str(),
                 next,
                 j.run_count
@@ -295,7 +297,7 @@ fn draw_detail(
                 Span::styled(
                     format!(
                         "{:<12} ",
-                        truncate(
+                        fit(
                             &t.agent
                                 .as_ref()
                                 .map_or_else(|| "run".into(), |a| clean(&d.name_of(a))),
@@ -512,16 +514,6 @@ fn short(id: &str) -> String {
     let tail = crewbox::types::MIN_TAIL;
     let start = id.char_indices().rev().nth(tail - 1).map_or(0, |(i, _)| i);
     id[start..].to_owned()
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_owned()
-    } else {
-        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
-        t.push('…');
-        t
-    }
 }
 
 fn elapsed(from: i64, to: Option<i64>, now: i64) -> String {
