@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams,
+};
 use rmcp::service::{MaybeSendFuture, NotificationContext, Peer, RoleClient, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ClientHandler, ServiceExt};
@@ -24,6 +26,13 @@ use crate::sandbox::{AgentSandbox, EnvPolicy, Program, SandboxedChild};
 /// transport, and the calls waiting when it arrived fail with [`McpError::TooLarge`]
 /// at once (rather than when their timeout fires).
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// The most `tools/list` pages read from one server.
+const MAX_LIST_PAGES: usize = 32;
+/// The most tools read from one server's listing (the offer keeps
+/// [`tools::MAX_TOOLS`] of them).
+const MAX_LISTED_TOOLS: usize = 4 * tools::MAX_TOOLS;
+/// The most bytes of tool definitions (JSON) read from one server's listing.
+const MAX_LISTED_BYTES: usize = 16 * 1024 * 1024;
 
 /// A stdio server's stdout, watched for lines over [`MAX_LINE_BYTES`]: each one bumps
 /// the counter the waiting calls watch. Reads pass through unchanged.
@@ -169,6 +178,31 @@ impl Client {
                 let host = host.as_ref().ok_or_else(|| {
                     fail("a stdio server needs a process sandbox to run in".into())
                 })?;
+                // A provider's key never reaches a server, whoever wrote its definition:
+                // not as a variable, not on its command line (which every process of
+                // the machine can read).
+                let sandbox = host.sandbox.sandbox();
+                if let Some(k) = env.iter().find(|(k, v)| sandbox.carries_key(k, v)) {
+                    return Err(fail(format!(
+                        "`env.{}` would give the server a model provider's key; crewbox never \
+                         passes one to an MCP server",
+                        crate::text::escape(&k.0)
+                    )));
+                }
+                if let Some(i) = std::iter::once(command)
+                    .chain(args)
+                    .position(|a| sandbox.carries_key("", a))
+                {
+                    let what = if i == 0 {
+                        "`command`".to_owned()
+                    } else {
+                        format!("`args[{}]`", i - 1)
+                    };
+                    return Err(fail(format!(
+                        "{what} holds a model provider's key; crewbox never passes one to an \
+                         MCP server"
+                    )));
+                }
                 let mut argv = vec![command.clone()];
                 argv.extend(args.iter().cloned());
                 let mut spawn = host
@@ -322,21 +356,61 @@ impl Client {
         Ok(client)
     }
 
+    /// Lists the server's tools, page after page, within [`MAX_LIST_PAGES`] pages and
+    /// [`MAX_LISTED_TOOLS`] tools of at most [`MAX_LISTED_BYTES`] in all: what a server
+    /// pages on past that is not read (a warning says so), so no server makes crewbox
+    /// hold more than that.
     async fn list(&self) -> Result<Offer, McpError> {
-        let listed = self
-            .service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| McpError::Start {
-                server: self.server.name.clone(),
-                message: crate::redact::clean_owned(format!("tools/list failed: {e}")),
-            })?;
-        let raw: Vec<Value> = listed
-            .iter()
-            .filter_map(|t| serde_json::to_value(t).ok())
-            .collect();
-        Ok(tools::offer(&self.server.name, &raw, |n| {
+        let failed = |message: String| McpError::Start {
+            server: self.server.name.clone(),
+            message: crate::redact::clean_owned(message),
+        };
+        let peer = self.service.peer();
+        let (mut raw, mut bytes, mut cut) = (Vec::<Value>::new(), 0usize, None);
+        let mut cursor: Option<String> = None;
+        let mut seen = std::collections::HashSet::new();
+        for page in 1..=MAX_LIST_PAGES {
+            let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+            let listed = peer
+                .list_tools(Some(params))
+                .await
+                .map_err(|e| failed(format!("tools/list failed: {e}")))?;
+            for tool in listed.tools {
+                let Ok(value) = serde_json::to_value(&tool) else {
+                    continue;
+                };
+                let len = serde_json::to_string(&value).map_or(0, |t| t.len());
+                if raw.len() >= MAX_LISTED_TOOLS || bytes + len > MAX_LISTED_BYTES {
+                    cut = Some(format!(
+                        "the server listed more than {MAX_LISTED_TOOLS} tools or \
+                         {} MiB of them; the rest were not read",
+                        MAX_LISTED_BYTES >> 20
+                    ));
+                    break;
+                }
+                bytes += len;
+                raw.push(value);
+            }
+            match listed.next_cursor {
+                Some(next) if cut.is_none() => {
+                    if !seen.insert(next.clone()) {
+                        cut = Some(
+                            "the server's tool pages go round in a circle; listing stopped".into(),
+                        );
+                        break;
+                    }
+                    if page == MAX_LIST_PAGES {
+                        cut = Some(format!(
+                            "the server lists its tools in more than {MAX_LIST_PAGES} pages; \
+                             the rest were not read"
+                        ));
+                    }
+                    cursor = Some(next);
+                }
+                _ => break,
+            }
+        }
+        Ok(tools::offer(&self.server.name, &raw, cut, |n| {
             self.server.tools.allows(n)
         }))
     }
@@ -346,10 +420,24 @@ impl Client {
         self.service.is_transport_closed() || self.service.is_closed()
     }
 
-    /// The tools offered, refreshed first if the server said they changed.
+    /// The tools offered, refreshed first if the server said they changed (within its
+    /// startup timeout, as the first listing).
     pub async fn offer(&mut self) -> Result<&Offer, McpError> {
         if self.changed.swap(false, Ordering::SeqCst) {
-            let offer = self.list().await?;
+            let within = self.server.startup_timeout;
+            let offer = tokio::time::timeout(within, self.list())
+                .await
+                .map_err(|_| McpError::Start {
+                    server: self.server.name.clone(),
+                    message: format!(
+                        "the server said its tools changed and did not list them within {} s \
+                         (`startup_timeout_s`)",
+                        within.as_secs()
+                    ),
+                })??;
+            for w in &offer.warnings {
+                tracing::warn!(server = %self.server.name, "{w}");
+            }
             self.offer = offer;
         }
         Ok(&self.offer)

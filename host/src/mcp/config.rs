@@ -177,32 +177,55 @@ impl McpServer {
         }
     }
 
-    /// A one-line summary without secrets (header values are never held here).
+    /// A one-line summary without secrets: what it runs or reaches, the names of the
+    /// variables it is given (never their values) and which variable each header comes
+    /// from; any key the redactor knows is masked.
     pub fn summary(&self) -> String {
-        match &self.transport {
-            Transport::Stdio { command, args, .. } => {
+        let mut s = match &self.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                pass_env,
+            } => {
                 let mut s = format!("stdio `{command}");
                 for a in args {
                     s.push(' ');
                     s.push_str(a);
                 }
                 s.push('`');
+                let names: Vec<&str> = env
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .chain(pass_env.iter().map(String::as_str))
+                    .collect();
+                if !names.is_empty() {
+                    s.push_str(&format!(", env {}", names.join(" ")));
+                }
                 if self.network {
                     s.push_str(", network");
                 }
-                if self.read_only {
-                    s.push_str(", read-only");
-                }
                 s
             }
-            Transport::Http { url, .. } => {
+            Transport::Http {
+                url,
+                headers,
+                bearer_token_env,
+            } => {
                 let mut s = format!("http {url}");
-                if self.read_only {
-                    s.push_str(", read-only");
+                if let Some(var) = bearer_token_env {
+                    s.push_str(&format!(", bearer token from ${var}"));
+                }
+                for (h, var) in headers {
+                    s.push_str(&format!(", header {h} from ${var}"));
                 }
                 s
             }
+        };
+        if self.read_only {
+            s.push_str(", read-only");
         }
+        crate::redact::clean_owned(s)
     }
 }
 

@@ -160,11 +160,14 @@ impl Connection {
         &self.server
     }
 
-    async fn start(&self) -> Result<Client, McpError> {
+    /// Starts the server for the `attempt`th time. Each start has a sandbox of its own
+    /// (its own private `/tmp` and home): a server that exited still has its tree's
+    /// directories removed while the next one starts.
+    async fn start(&self, attempt: u32) -> Result<Client, McpError> {
         let host = match self.server.transport {
             Transport::Stdio { .. } => Some(StdioHost {
                 sandbox: self.sandbox.agent(AgentScope {
-                    id: self.id.clone(),
+                    id: format!("{}-{attempt}", self.id),
                     workspace: Some(self.workspace.clone()),
                     writable: self.writable,
                     network: self.server.network,
@@ -195,7 +198,7 @@ impl Connection {
                 });
             }
             st.starts += 1;
-            match self.start().await {
+            match self.start(st.starts).await {
                 Ok(c) => st.client = Some(c),
                 Err(e) => {
                     st.last_error = Some(e.to_string());

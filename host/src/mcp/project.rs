@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::config::{ServerFile, ServerSource, check_server};
 use super::{McpServer, McpSettings};
+use crate::sandbox::env::Secrets;
 
 /// The file, relative to the repository root.
 pub const FILE: &str = ".mcp.json";
@@ -86,8 +87,12 @@ pub fn parse(text: &str) -> Result<Vec<(String, Value, String)>, String> {
         .collect())
 }
 
+/// Reads a variable for a definition: its value (None: unset), or why it may not be
+/// read (it is, or holds, a provider's key).
+type Lookup<'a> = &'a dyn Fn(&str) -> Result<Option<String>, String>;
+
 /// `${VAR}` and `${VAR:-default}` in `s`, from `env`.
-fn expand(s: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
+fn expand(s: &str, env: Lookup<'_>) -> Result<String, String> {
     let mut out = String::new();
     let mut rest = s;
     while let Some(i) = rest.find("${") {
@@ -95,18 +100,36 @@ fn expand(s: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
         let after = &rest[i + 2..];
         let Some(end) = after.find('}') else {
             out.push_str(&rest[i..]);
-            return out;
+            return Ok(out);
         };
         let inner = &after[..end];
         let (var, default) = match inner.split_once(":-") {
             Some((v, d)) => (v, Some(d)),
             None => (inner, None),
         };
-        out.push_str(&env(var).or(default.map(str::to_owned)).unwrap_or_default());
+        out.push_str(&env(var)?.or(default.map(str::to_owned)).unwrap_or_default());
         rest = &after[end + 1..];
     }
     out.push_str(rest);
-    out
+    Ok(out)
+}
+
+/// How a repository's definition reads the environment: as it is, except a variable a
+/// provider reads its key from, or whose value holds such a key (`keys`), which is
+/// refused by name — a repository's file never decides where a key goes.
+fn lookup(keys: &Secrets) -> impl Fn(&str) -> Result<Option<String>, String> + '_ {
+    move |var: &str| {
+        let value = std::env::var(var).ok();
+        if keys.is_secret(var, value.as_deref().unwrap_or_default()) {
+            Err(format!(
+                "`${{{}}}` is a model provider's key (or holds one): crewbox never gives a \
+                 provider key to a repository's MCP server",
+                crate::text::escape(var)
+            ))
+        } else {
+            Ok(value)
+        }
+    }
 }
 
 /// A header value that is exactly `${VAR}` (or `Bearer ${VAR}` for Authorization):
@@ -117,8 +140,8 @@ fn header_var(value: &str) -> Option<&str> {
 }
 
 /// One definition in crewbox's terms.
-fn to_server_file(def: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<ServerFile, String> {
-    let str_list = |k: &str| -> Vec<String> {
+fn to_server_file(def: &Value, env: Lookup<'_>) -> Result<ServerFile, String> {
+    let str_list = |k: &str| -> Result<Vec<String>, String> {
         def.get(k)
             .and_then(Value::as_array)
             .map(|a| {
@@ -127,7 +150,7 @@ fn to_server_file(def: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<S
                     .map(|s| expand(s, env))
                     .collect()
             })
-            .unwrap_or_default()
+            .unwrap_or(Ok(Vec::new()))
     };
     let str_map = |k: &str| -> BTreeMap<String, String> {
         def.get(k)
@@ -145,12 +168,13 @@ fn to_server_file(def: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<S
             command: def
                 .get("command")
                 .and_then(Value::as_str)
-                .map(|c| expand(c, env)),
-            args: str_list("args"),
+                .map(|c| expand(c, env))
+                .transpose()?,
+            args: str_list("args")?,
             env: str_map("env")
                 .into_iter()
-                .map(|(k, v)| (k, expand(&v, env)))
-                .collect(),
+                .map(|(k, v)| Ok((k, expand(&v, env)?)))
+                .collect::<Result<_, String>>()?,
             ..ServerFile::default()
         }),
         "http" | "streamable-http" => {
@@ -158,15 +182,18 @@ fn to_server_file(def: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<S
                 url: def
                     .get("url")
                     .and_then(Value::as_str)
-                    .map(|u| expand(u, env)),
+                    .map(|u| expand(u, env))
+                    .transpose()?,
                 ..ServerFile::default()
             };
             for (h, v) in str_map("headers") {
                 if h.eq_ignore_ascii_case("authorization")
                     && let Some(var) = v.strip_prefix("Bearer ").and_then(header_var)
                 {
+                    env(var)?;
                     f.bearer_token_env = Some(var.to_owned());
                 } else if let Some(var) = header_var(&v) {
+                    env(var)?;
                     f.headers.insert(h, var.to_owned());
                 } else {
                     return Err(format!(
@@ -185,11 +212,13 @@ fn to_server_file(def: &Value, env: &dyn Fn(&str) -> Option<String>) -> Result<S
 
 /// Reads the repository's `.mcp.json` and adds the servers the user approved to
 /// `settings` (only when `trusted`); returns every server with its state.
-/// `approved` maps a name to the digest the user approved.
+/// `approved` maps a name to the digest the user approved; `keys` are the providers'
+/// keys, which no definition may read.
 pub fn apply(
     root: &Path,
     trusted: bool,
     approved: &BTreeMap<String, String>,
+    keys: &Secrets,
     settings: &mut McpSettings,
 ) -> Vec<RepoServer> {
     let Ok(confined) = crate::trust::read::Confined::new(root) else {
@@ -213,7 +242,7 @@ pub fn apply(
             return Vec::new();
         }
     };
-    let env = |v: &str| std::env::var(v).ok();
+    let env = lookup(keys);
     let mut out = Vec::new();
     for (name, def, digest) in parsed {
         let mut error = None;
@@ -250,9 +279,8 @@ pub fn apply(
 }
 
 /// The server a definition would be (for `crewbox trust --mcp`, before approving).
-pub fn preview(name: &str, def: &Value) -> Result<McpServer, String> {
-    let env = |v: &str| std::env::var(v).ok();
-    let f = to_server_file(def, &env)?;
+pub fn preview(name: &str, def: &Value, keys: &Secrets) -> Result<McpServer, String> {
+    let f = to_server_file(def, &lookup(keys))?;
     check_server(name, &f, ServerSource::Repository).map_err(|e| e.message)
 }
 
@@ -269,7 +297,7 @@ mod tests {
         }}"#;
         let p = parse(text).unwrap();
         assert_eq!(p.len(), 3);
-        let env = |v: &str| (v == "TOK").then(|| "t0k".to_owned());
+        let env = |v: &str| Ok((v == "TOK").then(|| "t0k".to_owned()));
         let a = to_server_file(&p[0].1, &env).unwrap();
         assert_eq!(a.args, ["--home=/d"]);
         assert_eq!(a.env["T"], "t0k");
@@ -300,7 +328,14 @@ mod tests {
             )
             .unwrap(),
         );
-        let untrusted = apply(dir.path(), false, &BTreeMap::new(), &mut settings.clone());
+        let none = Secrets::default();
+        let untrusted = apply(
+            dir.path(),
+            false,
+            &BTreeMap::new(),
+            &none,
+            &mut settings.clone(),
+        );
         assert!(
             untrusted
                 .iter()
@@ -314,12 +349,62 @@ mod tests {
             ("b".to_owned(), "old".to_owned()),
             ("u".to_owned(), "x".to_owned()),
         ]);
-        let states = apply(dir.path(), true, &approved, &mut settings);
+        let states = apply(dir.path(), true, &approved, &none, &mut settings);
         let by: BTreeMap<_, _> = states.iter().map(|s| (s.name.as_str(), s.state)).collect();
         assert_eq!(by["a"], RepoServerState::Approved);
         assert_eq!(by["b"], RepoServerState::Changed);
         assert_eq!(by["u"], RepoServerState::Shadowed);
         assert_eq!(settings.servers["a"].source, ServerSource::Repository);
         assert_eq!(settings.servers["u"].source, ServerSource::User);
+    }
+
+    /// A definition may not read a provider's key, by its variable or by a variable
+    /// holding it, in any field: the definition is refused naming the variable, and the
+    /// key appears nowhere in the error.
+    #[test]
+    fn a_provider_key_is_never_read_into_a_definition() {
+        let host = |v: &str| match v {
+            "OPENAI_API_KEY" => Some("sk-test-SECRET123".to_owned()),
+            "COPY" => Some("Bearer sk-test-SECRET123".to_owned()),
+            "FINE" => Some("fine-value".to_owned()),
+            _ => None,
+        };
+        let keys = Secrets::new(["OPENAI_API_KEY"], host);
+        let env = |v: &str| -> Result<Option<String>, String> {
+            let value = host(v);
+            if keys.is_secret(v, value.as_deref().unwrap_or_default()) {
+                Err(format!("`${{{v}}}` is a key"))
+            } else {
+                Ok(value)
+            }
+        };
+        for def in [
+            r#"{"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer ${OPENAI_API_KEY}"}}"#,
+            r#"{"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"X-K": "${COPY}"}}"#,
+            r#"{"type": "http", "url": "http://127.0.0.1:1/mcp?k=${OPENAI_API_KEY}"}"#,
+            r#"{"command": "x", "args": ["${OPENAI_API_KEY}"]}"#,
+            r#"{"command": "x", "env": {"K": "${COPY}"}}"#,
+            r#"{"command": "${OPENAI_API_KEY}"}"#,
+        ] {
+            let def: Value = serde_json::from_str(def).unwrap();
+            let e = to_server_file(&def, &env).unwrap_err();
+            assert!(
+                e.contains("is a key") && !e.contains("SECRET123"),
+                "{def}: {e}"
+            );
+        }
+        let fine: Value =
+            serde_json::from_str(r#"{"command": "x", "args": ["${FINE}", "${UNSET:-d}"]}"#)
+                .unwrap();
+        assert_eq!(
+            to_server_file(&fine, &env).unwrap().args,
+            ["fine-value", "d"]
+        );
+        // The lookup apply uses names the variable and says why.
+        let e = lookup(&keys)("OPENAI_API_KEY").unwrap_err();
+        assert!(
+            e.contains("OPENAI_API_KEY") && e.contains("provider"),
+            "{e}"
+        );
     }
 }

@@ -76,13 +76,23 @@ fn cap_text(s: &str, max: usize) -> String {
 }
 
 /// The tools of `server` from its `tools/list` answer (raw MCP `Tool` objects), under
-/// `allows` and the caps.
-pub fn offer(server: &str, listed: &[Value], allows: impl Fn(&str) -> bool) -> Offer {
+/// `allows` and the caps. `cut` says why the listing was not read to its end (then the
+/// server offers more than `listed` holds).
+pub fn offer(
+    server: &str,
+    listed: &[Value],
+    cut: Option<String>,
+    allows: impl Fn(&str) -> bool,
+) -> Offer {
     let mut out = Offer::default();
     let mut seen = std::collections::BTreeSet::new();
     let mut allowed = 0usize;
     for t in listed {
-        let Some(tool) = t.get("name").and_then(Value::as_str) else {
+        let Some(tool) = t
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.trim().is_empty())
+        else {
             out.warnings
                 .push(format!("server `{server}` listed a tool without a name"));
             continue;
@@ -148,11 +158,14 @@ pub fn offer(server: &str, listed: &[Value], allows: impl Fn(&str) -> bool) -> O
         });
     }
     if allowed > MAX_TOOLS {
+        let more = if cut.is_some() { "more than " } else { "" };
         out.warnings.push(format!(
-            "server `{server}` offers {allowed} tools; only the first {MAX_TOOLS} are given to agents \
+            "server `{server}` offers {more}{allowed} tools; only the first {MAX_TOOLS} are given to agents \
              (choose with `enabled_tools`)"
         ));
     }
+    out.warnings
+        .extend(cut.map(|why| format!("server `{server}`: {why}")));
     out
 }
 
@@ -278,7 +291,7 @@ mod tests {
         let many: Vec<Value> = (0..10_000)
             .map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}}))
             .collect();
-        let o = offer("s", &many, |_| true);
+        let o = offer("s", &many, None, |_| true);
         assert_eq!(o.tools.len(), MAX_TOOLS);
         assert!(o.warnings[0].contains("10000 tools"), "{:?}", o.warnings);
 
@@ -288,14 +301,14 @@ mod tests {
             "inputSchema": {"type": "object", "properties": {"p": {"description": "x".repeat(1 << 20)}}},
             "annotations": {"readOnlyHint": true}
         })];
-        let o = offer("s", &big, |_| true);
+        let o = offer("s", &big, None, |_| true);
         let t = &o.tools[0];
         assert!(t.spec.description.len() < MAX_DESCRIPTION_BYTES + 400);
         assert_eq!(t.spec.parameters, json!({"type": "object"}));
         assert!(t.spec.description.contains("says this tool is read-only"));
         assert_eq!(t.read_only_hint, Some(true));
 
-        let o = offer("s", &many[..3], |n| n != "t1");
+        let o = offer("s", &many[..3], None, |n| n != "t1");
         assert_eq!(o.tools.len(), 2);
     }
 
@@ -318,5 +331,18 @@ mod tests {
         assert!(text.len() < RESULT_CAP_BYTES + 200);
         assert!(text.contains("bytes omitted"));
         assert_eq!(render_result(&json!({})).unwrap(), "(no content)");
+    }
+
+    #[test]
+    fn a_tool_with_an_empty_name_is_left_out() {
+        let listed = [
+            json!({"name": ""}),
+            json!({"name": "  "}),
+            json!({"name": "ok"}),
+        ];
+        let o = offer("s", &listed, None, |_| true);
+        let names: Vec<&str> = o.tools.iter().map(|t| t.agent_name.as_str()).collect();
+        assert_eq!(names, ["mcp__s__ok"]);
+        assert_eq!(o.warnings.len(), 2, "{:?}", o.warnings);
     }
 }

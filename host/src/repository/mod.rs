@@ -118,6 +118,7 @@ impl Repository {
             root.path(),
             trust.is_trusted(),
             &crate::trust::mcp_approvals(&root),
+            &provider_keys(&config.providers),
             &mut config.mcp,
         );
         crate::provider::config::register_secrets(&config.providers, &|v| std::env::var(v).ok());
@@ -329,13 +330,7 @@ impl Repository {
                         .map(Path::to_owned),
                 )
             },
-            key_vars: self
-                .config
-                .providers
-                .values()
-                .flat_map(|p| p.secret_vars())
-                .map(str::to_owned)
-                .collect(),
+            key_vars: key_vars(&self.config.providers),
             user_config,
         })
     }
@@ -389,6 +384,25 @@ impl Repository {
 }
 
 /// Whether this process's `main` starts crewbox's sandbox helper.
+/// The variables the providers read their keys from (and a `command` provider passes).
+fn key_vars(
+    providers: &std::collections::BTreeMap<String, crate::provider::config::ProviderConfig>,
+) -> Vec<String> {
+    providers
+        .values()
+        .flat_map(|p| p.secret_vars())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The providers' keys as they are set now: what no repository file may hand on.
+pub(crate) fn provider_keys(
+    providers: &std::collections::BTreeMap<String, crate::provider::config::ProviderConfig>,
+) -> crate::sandbox::env::Secrets {
+    let vars = key_vars(providers);
+    crate::sandbox::env::Secrets::new(vars.iter().map(String::as_str), |n| std::env::var(n).ok())
+}
+
 fn sandbox_helper_installed() -> bool {
     #[cfg(target_os = "linux")]
     {

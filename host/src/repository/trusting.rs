@@ -163,6 +163,13 @@ fn mcp_approvals(root: &Path, names: &[String]) -> Result<Approvals, TrustComman
         .and_then(|b| b.into_text(&root.join(file), MAX_FILE_BYTES))
         .map_err(|e| unreadable(e.to_string()))?;
     let parsed = crate::mcp::project::parse(&text).map_err(TrustCommandError::McpParse)?;
+    // The user's providers' keys, which no definition may read (a user config that
+    // does not load has none to name; the open that starts a server refuses it then).
+    let keys = super::provider_keys(
+        &crate::config::Config::load_user()
+            .map(|c| c.providers)
+            .unwrap_or_default(),
+    );
     let (mut digests, mut approved) = (Vec::new(), Vec::new());
     for name in names {
         let Some((_, def, digest)) = parsed.iter().find(|(n, _, _)| n == name) else {
@@ -172,7 +179,7 @@ fn mcp_approvals(root: &Path, names: &[String]) -> Result<Approvals, TrustComman
                 known: parsed.iter().map(|(n, _, _)| n.clone()).collect(),
             });
         };
-        let server = crate::mcp::project::preview(name, def).map_err(|why| {
+        let server = crate::mcp::project::preview(name, def, &keys).map_err(|why| {
             TrustCommandError::BadServer {
                 file,
                 name: name.clone(),

@@ -338,6 +338,12 @@ impl Sandbox {
         &self.shared.config
     }
 
+    /// Whether `name=value`, set for a process explicitly, would hand it a provider's
+    /// key (the variable a key is read from, or a value holding a key).
+    pub fn carries_key(&self, name: &str, value: &str) -> bool {
+        self.shared.secrets.is_secret(name, value)
+    }
+
     /// The sandbox of one agent, registered under its id until it is dropped.
     pub fn agent(&self, scope: AgentScope) -> Arc<AgentSandbox> {
         let id = scope.id.clone();

@@ -205,11 +205,20 @@ fn hostile_servers_are_bounded() {
 
     let many = json_of(&bin(d, &["mcp", "tools", "many", "--json"]));
     assert_eq!(many["tools"].as_array().unwrap().len(), 128);
+    // One page of 10,000: the first 512 are read, the rest said to be there.
     assert!(
         many["warnings"][0]
             .as_str()
             .unwrap()
-            .contains("10000 tools")
+            .contains("offers more than 512 tools"),
+        "{many}"
+    );
+    assert!(
+        many["warnings"][1]
+            .as_str()
+            .unwrap()
+            .contains("the rest were not read"),
+        "{many}"
     );
 
     let big = json_of(&bin(d, &["mcp", "tools", "bigdesc", "--json"]));
@@ -703,4 +712,179 @@ fn an_agent_uses_a_streamable_http_server_without_leaking_its_token() {
         assert!(!String::from_utf8_lossy(bytes).contains(TOKEN));
     }
     nowhere_in(&d.join("state"), TOKEN.as_bytes());
+}
+
+/// Runs `cmd` to its end, or kills it after `secs` (then `None`).
+fn output_within(mut cmd: std::process::Command, secs: u64) -> Option<std::process::Output> {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            return Some(child.wait_with_output().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// A server that lists its tools page after page without end is read for a bounded
+/// number of pages and tools: it starts with a warning, at once, instead of holding
+/// crewbox (and ever more of its memory) until its startup timeout. Shown failing with
+/// the SDK's `list_all_tools`, which read pages until the timeout.
+#[test]
+fn a_server_that_pages_forever_is_listed_within_bounds() {
+    let (dir, _) = setup(&timed("pages", "pages", 30, 5, ""));
+    let started = Instant::now();
+    let out = bin(dir.path(), &["mcp", "tools", "pages", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&out);
+    assert_eq!(v["tools"].as_array().unwrap().len(), 128, "{v}");
+    assert!(
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("the rest were not read")),
+        "{v}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+/// A server that says its tools changed and then never lists them does not hold the
+/// agent: the refresh is bounded by the server's startup timeout, the call fails naming
+/// it, and the run ends. Shown failing (the run hung) without the bound.
+#[test]
+fn a_server_that_never_lists_its_changed_tools_does_not_hold_the_agent() {
+    let (dir, _) = setup(&timed("h", "changing", 2, 5, ""));
+    let d = dir.path();
+    let script = toml::to_string(&json!({"reply": [
+        {"turn": 1, "tool_calls": [{"name": "mcp__h__echo", "args": {"text": "one"}}]},
+        {"turn": 2, "tool_calls": [{"name": "mcp__h__echo", "args": {"text": "two"}}]},
+        {"turn": 3, "text": "done"},
+    ]}))
+    .unwrap();
+    std::fs::write(d.join("script.toml"), &script).unwrap();
+    let script_path = d.join("script.toml");
+    let cmd = command(
+        d,
+        &[
+            "run",
+            "go",
+            "--mode",
+            "single",
+            "--mcp",
+            "h",
+            "--json",
+            "--script",
+            script_path.to_str().unwrap(),
+        ],
+    );
+    let out = output_within(cmd, 45).expect("the run hung on the server's tool list");
+    let report = json_of(&out);
+    assert_eq!(report["status"], "completed", "{report}");
+    let calls: Vec<Value> = events(d, report["run_id"].as_str().unwrap())
+        .into_iter()
+        .filter(|e| e["kind"] == "tool.call")
+        .map(|e| e["data"].clone())
+        .collect();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0]["ok"], true, "{calls:?}");
+    // The second call or the next turn's tool list (whichever sees the notification
+    // first) waited for the list, and said why it gave up.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("did not list them within 2 s")
+            || calls[1]["output"]
+                .as_str()
+                .unwrap()
+                .contains("did not list them within 2 s"),
+        "{calls:?} {err}"
+    );
+}
+
+/// A server that exits on every call is started again once, in a sandbox of its own,
+/// and the call is made again: the error is that it exited, never that the sandbox is
+/// unavailable. Shown failing (most tries) when the restart reused the first start's
+/// private directories, which that start's cleanup was removing.
+#[test]
+fn a_server_that_exits_is_started_once_more_in_a_fresh_sandbox() {
+    if crate::support::sandbox::disabled() {
+        return;
+    }
+    let (dir, _) = setup(&timed("x", "exitcall", 5, 5, ""));
+    for _ in 0..3 {
+        // Started, exits on the call, started again (the call is made once more), exits.
+        let v = call(dir.path(), "x", "echo", json!({"text": "hi"}));
+        assert_eq!(v["ok"], false, "{v}");
+        assert_eq!(v["content"], "MCP server `x` exited", "{v}");
+    }
+}
+
+/// SECURITY: a model provider's key never reaches an MCP server, whoever wrote the
+/// definition: a user server whose `env` holds the key does not start (the error names
+/// the variable, not the key); a repository's `.mcp.json` that reads the key's
+/// variable (`${OPENAI_API_KEY}`) into an argument, a variable or a bearer header of a
+/// server it picks cannot be approved, and the key is in no message. Shown failing
+/// without the checks: the server started with the key, the approvals went through.
+#[test]
+fn a_provider_key_never_reaches_an_mcp_server() {
+    const KEY: &str = "sk-test-mcp-KEY-0123456789";
+    let (dir, script) = setup(&server(
+        "lit",
+        "echo",
+        &format!("env = {{ K = \"{KEY}\" }}"),
+    ));
+    let d = dir.path();
+    let run = |args: &[&str]| {
+        command(d, args)
+            .env("OPENAI_API_KEY", KEY)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["mcp", "tools", "lit"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("`env.K` would give the server a model provider's key"),
+        "{err}"
+    );
+    assert!(!err.contains(KEY), "{err}");
+
+    let mcp_json = json!({"mcpServers": {
+        "arg": {"command": "python3", "args": [script.display().to_string(), "echo", "${OPENAI_API_KEY}"]},
+        "var": {"command": "python3", "args": [script.display().to_string(), "echo"], "env": {"T": "${OPENAI_API_KEY}"}},
+        "web": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer ${OPENAI_API_KEY}"}},
+        "fine": {"command": "python3", "args": [script.display().to_string(), "echo", "${HOME}"]},
+    }});
+    std::fs::write(d.join("repo/.mcp.json"), mcp_json.to_string()).unwrap();
+    assert!(run(&["trust"]).status.success());
+    for name in ["arg", "var", "web"] {
+        let out = run(&["trust", "--mcp", name]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name} was approved: {err}");
+        assert!(
+            err.contains("`${OPENAI_API_KEY}` is a model provider's key"),
+            "{name}: {err}"
+        );
+        assert!(!err.contains(KEY), "{err}");
+    }
+    let out = run(&["trust", "--mcp", "fine"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = json_of(&run(&["mcp", "list", "--json"]));
+    assert!(!listed.to_string().contains(KEY), "{listed}");
 }

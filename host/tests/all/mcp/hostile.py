@@ -9,6 +9,10 @@ on purpose. `hostile.py MODE`:
   bigdesc  one tool with a 1 MB description and a 1 MB schema
   silent   never answers `initialize`
   garbage  answers `initialize` with invalid JSON
+  pages    lists its tools 100 a page, with a next cursor every time (never ends)
+  changing as `echo`, but says its tools changed after every call and never answers
+           a `tools/list` after that
+  exitcall as `echo`, but exits on every `tools/call`
 """
 import glob
 import json
@@ -103,6 +107,8 @@ def call(mid, name, args):
         send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "unknown tool"}})
 
 
+LISTED = 0
+
 for line in sys.stdin:
     try:
         msg = json.loads(line)
@@ -123,9 +129,23 @@ for line in sys.stdin:
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "hostile", "version": "1"}}})
     elif method == "tools/list":
-        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": tools()}})
+        LISTED += 1
+        if MODE == "pages":
+            page = LISTED
+            send({"jsonrpc": "2.0", "id": mid, "result": {
+                "tools": [{"name": f"p{page}_{i}", "inputSchema": {"type": "object"}}
+                          for i in range(100)],
+                "nextCursor": f"c{page}"}})
+        elif MODE == "changing" and LISTED > 1:
+            pass
+        else:
+            send({"jsonrpc": "2.0", "id": mid, "result": {"tools": tools()}})
     elif method == "tools/call":
+        if MODE == "exitcall":
+            sys.exit(3)
         call(mid, msg["params"]["name"], msg["params"].get("arguments") or {})
+        if MODE == "changing":
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": mid, "result": {}})
     else:
