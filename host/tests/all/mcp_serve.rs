@@ -710,3 +710,152 @@ fn http_answers_a_body_that_is_not_a_message_with_400_and_a_json_rpc_error() {
     assert_eq!(code, 200, "{text}");
     assert!(text.contains("\"serverInfo\""), "{text}");
 }
+
+/// One raw HTTP/1.1 request to the server at `url` with its token, in session
+/// `session` (if any): the status, the session id the answer names, and its body.
+fn raw_http(
+    url: &str,
+    method: &str,
+    session: Option<&str>,
+    body: &Value,
+) -> (u16, Option<String>, String) {
+    use std::io::{Read as _, Write as _};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (addr, path) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    let body = body.to_string();
+    let session = session.map_or(String::new(), |s| format!("Mcp-Session-Id: {s}\r\n"));
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         {session}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {answer}"));
+    let id = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| v.trim().to_owned())
+    });
+    (code, id, body.to_owned())
+}
+
+/// A new raw HTTP session: its id.
+fn raw_session(url: &str) -> String {
+    let (code, id, body) = raw_http(
+        url,
+        "POST",
+        None,
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let id = id.unwrap_or_else(|| panic!("no session id: {body}"));
+    let (code, _, body) = raw_http(
+        url,
+        "POST",
+        Some(&id),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    assert_eq!(code, 202, "{body}");
+    id
+}
+
+/// Two HTTP sessions number their requests alike, and each one's cancellation is its
+/// own: sessions A and B each wait on a run under request id 1; B cancels its request,
+/// and B's run stops; A then cancels its own, and A's run stops too. A second call of
+/// id 1 in A while the first waits is refused (it could never be told apart) and
+/// starts nothing (the server is then left waiting on the first; the client broke the
+/// protocol). Shown failing when calls were kept per request id alone, for every
+/// session (B's call was refused as A's duplicate; before that refusal, B's call ending
+/// took request 1's record from A, whose cancellation then left its run going).
+#[test]
+fn each_sessions_cancellation_stops_its_own_run() {
+    let Some((dir, _)) = setup(&crew_script(20_000)) else {
+        return;
+    };
+    let d = dir.path();
+    let server = HttpServer::start(d);
+    let runs = || -> Vec<String> {
+        let out = bin(d, &["status", "--json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        v["runs"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|x| x["run_id"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let start = |session: &str| {
+        let (url, s) = (server.url.clone(), session.to_owned());
+        std::thread::spawn(move || {
+            raw_http(
+                &url,
+                "POST",
+                Some(&s),
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                    "name": "run",
+                    "arguments": {"prompt": "write gamma", "mode": "crew", "wait": true}}}),
+            )
+        })
+    };
+    let until_runs = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while runs().len() < n {
+            assert!(Instant::now() < deadline, "{n} runs never started");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let cancel = |session: &str| {
+        let (code, _, body) = raw_http(
+            &server.url,
+            "POST",
+            Some(session),
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 1}}),
+        );
+        assert_eq!(code, 202, "{body}");
+    };
+    let ended = |run: &str| {
+        status_until(d, run, "the run's end", |r| {
+            r["status"].as_str().is_some_and(|s| s != "running")
+        })["status"]
+            .clone()
+    };
+    let a = raw_session(&server.url);
+    let wait_a = start(&a);
+    until_runs(1);
+    let run_a = runs()[0].clone();
+    let b = raw_session(&server.url);
+    let wait_b = start(&b);
+    until_runs(2);
+    let run_b = runs().into_iter().find(|r| *r != run_a).unwrap();
+    cancel(&b);
+    assert_eq!(ended(&run_b), "cancelled");
+    let _ = wait_b.join();
+    cancel(&a);
+    assert_eq!(ended(&run_a), "cancelled");
+    let _ = wait_a.join();
+    // A session's second call of an id that waits is refused and starts nothing.
+    let c = raw_session(&server.url);
+    let _first = start(&c);
+    until_runs(3);
+    let (_, _, again) = start(&c).join().unwrap();
+    assert!(again.contains("waits already in this session"), "{again}");
+    assert_eq!(runs().len(), 3);
+}

@@ -225,7 +225,7 @@ pub async fn serve(
         config = config.disable_allowed_hosts();
     }
     let mcp: Mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.session()),
         Arc::new(LocalSessionManager::default()),
         config,
     );

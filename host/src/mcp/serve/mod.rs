@@ -57,12 +57,19 @@ pub enum ServeError {
     Http(#[from] http::HttpError),
 }
 
-/// The MCP server of one repository. Cheap to clone: clones (one per HTTP session)
-/// share the engine, the runs started here and the cancellations seen.
+/// The MCP server of one repository. Cheap to clone: clones share the engine, the
+/// runs started here and the cancellations seen; each HTTP session is served by one of
+/// [`session`](Self::session), whose cancellations are its own.
 #[derive(Clone)]
 pub struct Server {
     shared: Arc<Shared>,
+    /// The session this clone serves (0 over stdio, where there is one).
+    session: u64,
 }
+
+/// A waiting call: its session and its request id (two sessions number their requests
+/// alike; one's cancellation never reaches the other's call).
+type CallKey = (u64, RequestId);
 
 struct Shared {
     repo: Repository,
@@ -72,6 +79,8 @@ struct Shared {
     /// request whose context is cancelled without one was cut by a disconnect).
     cancelled: Mutex<Cancels>,
     cancelled_seen: Notify,
+    /// The last session number given out.
+    sessions: std::sync::atomic::AtomicU64,
 }
 
 impl Server {
@@ -86,8 +95,23 @@ impl Server {
                 runs: runs::InFlight::default(),
                 cancelled: Mutex::new(Cancels::default()),
                 cancelled_seen: Notify::new(),
+                sessions: std::sync::atomic::AtomicU64::new(0),
             }),
+            session: 0,
         })
+    }
+
+    /// A clone for a new session (HTTP): the same server, cancellations of its own.
+    pub fn session(&self) -> Self {
+        let n = self
+            .shared
+            .sessions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        Self {
+            shared: self.shared.clone(),
+            session: n,
+        }
     }
 
     /// The engine runs are started on.
@@ -139,7 +163,7 @@ impl Server {
     }
 
     fn take_cancelled(&self, id: &RequestId) -> bool {
-        self.cancels().cancelled.remove(id)
+        self.cancels().cancelled.remove(&(self.session, id.clone()))
     }
 
     fn cancels(&self) -> std::sync::MutexGuard<'_, Cancels> {
@@ -149,48 +173,54 @@ impl Server {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Marks call `id` as one that waits (a `run` or `resume` with `wait`) until the
-    /// guard drops: only such calls' cancellations are kept, and only while they last,
-    /// so the set never outgrows the calls in flight.
-    fn waiting(&self, id: RequestId) -> Waiting {
-        self.cancels().waiting.insert(id.clone());
-        Waiting {
-            server: self.clone(),
-            id,
+    /// Marks call `id` of this session as one that waits (a `run` or `resume` with
+    /// `wait`) until the guard drops: only such calls' cancellations are kept, and only
+    /// while they last, so the set never outgrows the calls in flight. `None` when a
+    /// call of this session with the same id waits already (JSON-RPC ids are unique
+    /// among a client's requests in flight; the second could never be told apart).
+    fn waiting(&self, id: RequestId) -> Option<Waiting> {
+        let key = (self.session, id);
+        if !self.cancels().waiting.insert(key.clone()) {
+            return None;
         }
+        Some(Waiting {
+            server: self.clone(),
+            key,
+        })
     }
 }
 
-/// The request ids of the calls that wait, and those of them a client cancelled.
+/// The calls that wait, and those of them their client cancelled.
 #[derive(Default)]
 struct Cancels {
-    waiting: HashSet<RequestId>,
-    cancelled: HashSet<RequestId>,
+    waiting: HashSet<CallKey>,
+    cancelled: HashSet<CallKey>,
 }
 
 impl Cancels {
-    /// Records a client's cancellation of `id`; whether it was kept (a cancellation
-    /// of a call that does not wait, has ended or never was is not).
-    fn note(&mut self, id: RequestId) -> bool {
-        self.waiting.contains(&id) && self.cancelled.insert(id)
+    /// Records a client's cancellation of `key`; whether it was kept (a cancellation
+    /// of a call that does not wait, has ended, never was or is another session's is
+    /// not).
+    fn note(&mut self, key: CallKey) -> bool {
+        self.waiting.contains(&key) && self.cancelled.insert(key)
     }
 
-    /// Call `id` ended: nothing of it is kept.
-    fn end(&mut self, id: &RequestId) {
-        self.waiting.remove(id);
-        self.cancelled.remove(id);
+    /// Call `key` ended: nothing of it is kept.
+    fn end(&mut self, key: &CallKey) {
+        self.waiting.remove(key);
+        self.cancelled.remove(key);
     }
 }
 
 /// A call that waits, until dropped (see [`Server::waiting`]).
 struct Waiting {
     server: Server,
-    id: RequestId,
+    key: CallKey,
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        self.server.cancels().end(&self.id);
+        self.server.cancels().end(&self.key);
     }
 }
 
@@ -309,7 +339,7 @@ impl rmcp::ServerHandler for Server {
         _context: NotificationContext<RoleServer>,
     ) {
         if let Some(id) = notification.request_id {
-            let kept = self.cancels().note(id);
+            let kept = self.cancels().note((self.session, id));
             if kept {
                 self.shared.cancelled_seen.notify_waiters();
             }
@@ -398,11 +428,13 @@ mod tests {
         let mut c = Cancels::default();
         // Thousands of cancellations of calls that do not wait keep nothing.
         for n in 0..10_000 {
-            assert!(!c.note(RequestId::Number(n)));
+            assert!(!c.note((1, RequestId::Number(n))));
         }
         assert!(c.cancelled.is_empty());
-        let id = RequestId::Number(7);
+        let id = (1, RequestId::Number(7));
         c.waiting.insert(id.clone());
+        // Another session's request of the same number is another call.
+        assert!(!c.note((2, RequestId::Number(7))));
         assert!(c.note(id.clone()));
         assert!(c.cancelled.contains(&id));
         c.end(&id);

@@ -86,7 +86,20 @@ pub async fn launch(
     context: RequestContext<RoleServer>,
 ) -> CallToolResult {
     // Registered first, so a cancellation that follows at once is kept.
-    let _waiting = wait.then(|| server.waiting(context.id.clone()));
+    let _waiting = if wait {
+        match server.waiting(context.id.clone()) {
+            Some(w) => Some(w),
+            None => {
+                return super::tool_error(format!(
+                    "a call with request id {} waits already in this session; request ids \
+                     must be unique among the calls in flight (nothing was started)",
+                    crate::text::escape(&context.id.to_string())
+                ));
+            }
+        }
+    } else {
+        None
+    };
     // Subscribed before the run starts, so no event of it is missed.
     let events = server.engine().subscribe();
     let guard = server.runs().enter();
