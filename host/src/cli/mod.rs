@@ -241,6 +241,9 @@ impl Command {
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
+/// How long blocking work may take to finish once a command returned.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     crewbox::secrets::register_secret_env();
@@ -259,8 +262,11 @@ pub fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(dispatch(cli));
-    // The runtime goes first: its tasks' spans end before the last ones are sent.
-    drop(runtime);
+    // The runtime goes first: its tasks' spans end before the last ones are sent. Its
+    // blocking work gets a bounded time to finish: a read of stdin that waits for a
+    // client who keeps the pipe open (`mcp serve` told to stop by a signal) never
+    // ends, and dropping the runtime would wait for it for good.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
     crewbox::flush_telemetry();
     match result {
         Ok(code) => code.into(),

@@ -859,3 +859,76 @@ fn each_sessions_cancellation_stops_its_own_run() {
     assert!(again.contains("waits already in this session"), "{again}");
     assert_eq!(runs().len(), 3);
 }
+
+/// SIGTERM stops a stdio server whose client keeps its stdin open: the run it started
+/// is left resumable and the process exits (within the shutdown grace), instead of
+/// waiting for an end of input that never comes. Shown failing (still alive after 30 s)
+/// when the runtime waited for its blocking read of stdin.
+#[test]
+fn sigterm_ends_a_stdio_server_whose_client_keeps_stdin_open() {
+    use std::io::Write as _;
+    let Some((dir, _)) = setup(&crew_script(30_000)) else {
+        return;
+    };
+    let d = dir.path();
+    let mut server = crate::support::repo::command(d, &["mcp", "serve"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = server.stdin.take().unwrap();
+    let stdout = server.stdout.take().unwrap();
+    std::thread::spawn(move || BufReader::new(stdout).lines().for_each(drop));
+    for msg in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "run", "arguments": {"prompt": "write gamma", "mode": "crew", "wait": true}}}),
+    ] {
+        writeln!(input, "{msg}").unwrap();
+    }
+    input.flush().unwrap();
+    let run = {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = bin(d, &["status", "--json"]);
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+            if let Some(id) = v["runs"][0]["run_id"].as_str() {
+                break id.to_owned();
+            }
+            assert!(Instant::now() < deadline, "the run never started: {v}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let pid = server.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let exited = loop {
+        if let Some(status) = server.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    drop(input);
+    if exited.is_none() {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    assert!(exited.is_some(), "still running 30 s after SIGTERM");
+    let report = status_until(d, &run, "the run left resumable", |r| {
+        r["interrupted"] == true
+    });
+    assert_eq!(report["status"], "running", "{report}");
+}
