@@ -459,6 +459,7 @@ fn a_cancelled_waiting_run_is_stopped() {
 
 #[test]
 fn hostile_input_gets_clear_errors_and_the_server_keeps_answering() {
+    // (The `network` refusal was shown failing without its check.)
     let Some((dir, python)) = setup(&crew_script(0)) else {
         return;
     };
@@ -479,6 +480,9 @@ fn hostile_input_gets_clear_errors_and_the_server_keeps_answering() {
             {"op": "call", "tool": "status", "args": {"run_id": "r-nope"}},
             {"op": "read", "uri": "crewbox://runs/../../etc/passwd"},
             {"op": "concurrent", "tool": "status", "args": {}, "n": 1000},
+            {"op": "call", "tool": "status", "args": {}},
+            // The network is the user's to give (`--allow-network`), not a client's.
+            {"op": "call", "tool": "run", "args": {"prompt": "x", "network": true}},
             {"op": "call", "tool": "status", "args": {}},
         ]),
     );
@@ -514,6 +518,14 @@ fn hostile_input_gets_clear_errors_and_the_server_keeps_answering() {
         0,
         "{}",
         r[11]
+    );
+    error(12, "`network: true` is refused");
+    error(12, "--allow-network");
+    assert_eq!(
+        body(&r[13])["runs"].as_array().unwrap().len(),
+        0,
+        "{}",
+        r[13]
     );
 }
 

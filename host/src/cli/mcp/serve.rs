@@ -25,6 +25,10 @@ pub struct ServeArgs {
     /// With --http: allow a non-loopback address.
     #[arg(long, requires = "http")]
     pub allow_remote: bool,
+    /// Let clients ask for the network for agents' commands (`run` with
+    /// `network: true`); without it such a run is refused.
+    #[arg(long)]
+    pub allow_network: bool,
     /// Write logs to this file (appended) instead of stderr.
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
@@ -64,7 +68,7 @@ pub async fn run(ctx: Context, args: ServeArgs) -> anyhow::Result<Exit> {
         return Ok(Exit::Usage);
     }
     let shutdown = CancellationToken::new();
-    let server = Server::open(ctx, shutdown.clone()).await?;
+    let server = Server::open_with(ctx, shutdown.clone(), args.allow_network).await?;
     if server.engine().sandbox().is_off() {
         errln!("crewbox: {}", server.engine().sandbox().off_warning());
     }

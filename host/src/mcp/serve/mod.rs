@@ -81,12 +81,26 @@ struct Shared {
     cancelled_seen: Notify,
     /// The last session number given out.
     sessions: std::sync::atomic::AtomicU64,
+    /// Whether a client may ask for the network for agents' commands (`run` with
+    /// `network: true`): the user's choice when starting the server, never a client's.
+    allow_network: bool,
 }
 
 impl Server {
     /// Opens the engine of `repo`. Runs in flight are left resumable when `shutdown`
     /// is cancelled.
     pub async fn open(repo: Repository, shutdown: CancellationToken) -> Result<Self, ServeError> {
+        Self::open_with(repo, shutdown, false).await
+    }
+
+    /// [`open`](Self::open), with whether clients may ask for the network for agents'
+    /// commands (`crewbox mcp serve --allow-network`); without it a `run` asking for it
+    /// is refused.
+    pub async fn open_with(
+        repo: Repository,
+        shutdown: CancellationToken,
+        allow_network: bool,
+    ) -> Result<Self, ServeError> {
         let engine = repo.engine(shutdown).await?;
         Ok(Self {
             shared: Arc::new(Shared {
@@ -96,6 +110,7 @@ impl Server {
                 cancelled: Mutex::new(Cancels::default()),
                 cancelled_seen: Notify::new(),
                 sessions: std::sync::atomic::AtomicU64::new(0),
+                allow_network,
             }),
             session: 0,
         })
@@ -112,6 +127,11 @@ impl Server {
             shared: self.shared.clone(),
             session: n,
         }
+    }
+
+    /// Whether clients may ask for the network for agents' commands.
+    pub fn allows_network(&self) -> bool {
+        self.shared.allow_network
     }
 
     /// The engine runs are started on.

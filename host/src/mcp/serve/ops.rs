@@ -129,6 +129,14 @@ async fn run(
     context: RequestContext<RoleServer>,
 ) -> OpResult {
     let wait = a.wait;
+    if a.network && !server.allows_network() {
+        return Err(OpError::Usage(
+            "`network: true` is refused: this server was not started with `crewbox mcp serve \
+             --allow-network` (whether agents' commands may reach the network is the user's \
+             choice, not a client's; your `[sandbox] network` setting still applies)"
+                .into(),
+        ));
+    }
     let req = usage(request(a))?;
     let engine = server.engine().clone();
     let (tx, rx) = tokio::sync::oneshot::channel();

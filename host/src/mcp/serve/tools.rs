@@ -147,7 +147,7 @@ impl ToolName {
                     "provider": {"type": "string", "description": "A provider from the user's config (default: the configured one)."},
                     "model": {"type": "string", "description": "A model instead of the provider's configured one."},
                     "read_only": {"type": "boolean", "description": "Every agent read-only (no writes, no commands)."},
-                    "network": {"type": "boolean", "description": "Let agents' commands use the network (off by default)."},
+                    "network": {"type": "boolean", "description": "Let agents' commands use the network (off by default; refused unless the user started this server with --allow-network)."},
                     "max_turns": {"type": "integer", "minimum": 1, "description": "Lower the user's per-agent turn limit for this run (never raises it)."},
                     "wait": {"type": "boolean", "description": "Wait for the run to end and return its report (default false: return the run_id at once)."}
                 }),
