@@ -944,3 +944,39 @@ fn sigterm_ends_a_stdio_server_whose_client_keeps_stdin_open() {
     });
     assert_eq!(report["status"], "running", "{report}");
 }
+
+/// A client cannot start runs without bound: past `MAX_RUNS` (16) going at once, a
+/// `run` call is refused, saying why, and starts nothing (1,000 calls made 1,000
+/// worktrees and ran the server out of file descriptors). Shown failing (20 started)
+/// without the bound.
+#[test]
+fn runs_started_through_the_server_are_bounded() {
+    let slow = "[[reply]]\nrepeat = true\ndelay_ms = 30000\ntext = \"done\"\n";
+    let Some((dir, python)) = setup(slow) else {
+        return;
+    };
+    let d = dir.path();
+    let r = stdio(
+        d,
+        &python,
+        json!([
+            {"op": "concurrent", "tool": "run", "n": 20,
+             "args": {"prompt": "wait", "mode": "single"}},
+            {"op": "call", "tool": "run", "args": {"prompt": "one more", "mode": "single"}},
+        ]),
+    );
+    assert_eq!(r[0]["answered"], 20, "{}", r[0]);
+    assert_eq!(r[0]["ok"], 16, "{}", r[0]);
+    assert_eq!(r[1]["is_error"], true, "{}", r[1]);
+    assert!(
+        r[1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("16 runs started through this server are still going"),
+        "{}",
+        r[1]
+    );
+    let out = bin(d, &["status", "--limit", "100", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["runs"].as_array().unwrap().len(), 16, "{v}");
+}

@@ -51,11 +51,20 @@ impl InFlight {
         }
     }
 
-    fn enter(&self) -> Guard {
-        self.count.fetch_add(1, Ordering::SeqCst);
-        Guard(self.clone())
+    /// Counts one more run, unless [`MAX_RUNS`] are going already.
+    fn try_enter(&self) -> Option<Guard> {
+        self.count
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_RUNS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Guard(self.clone()))
     }
 }
+
+/// The most runs one server keeps going at once (each holds a worktree, its agents and
+/// their model calls): a client that asks for more is told to wait for one to end.
+pub const MAX_RUNS: usize = 16;
 
 /// Counts one run until dropped.
 struct Guard(InFlight);
@@ -100,9 +109,14 @@ pub async fn launch(
     } else {
         None
     };
+    let Some(guard) = server.runs().try_enter() else {
+        return tool_error(format!(
+            "{MAX_RUNS} runs started through this server are still going; wait for one to \
+             end (`status`) or stop one (`stop`), then ask again (nothing was started)"
+        ));
+    };
     // Subscribed before the run starts, so no event of it is missed.
     let events = server.engine().subscribe();
-    let guard = server.runs().enter();
     let task = tokio::spawn(async move {
         let _guard = guard;
         work.await
