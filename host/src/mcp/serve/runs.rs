@@ -295,8 +295,12 @@ mod tests {
     #[tokio::test]
     async fn in_flight_drains_when_the_last_run_ends() {
         let runs = InFlight::default();
-        let guard = runs.enter();
+        let guard = runs.try_enter().unwrap();
         assert_eq!(runs.len(), 1);
+        // Up to the bound, then none.
+        let more: Vec<Guard> = (1..MAX_RUNS).map(|_| runs.try_enter().unwrap()).collect();
+        assert!(runs.try_enter().is_none());
+        drop(more);
         let waiter = tokio::spawn({
             let runs = runs.clone();
             async move { runs.drained().await }
