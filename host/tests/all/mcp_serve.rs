@@ -980,3 +980,44 @@ fn runs_started_through_the_server_are_bounded() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["runs"].as_array().unwrap().len(), 16, "{v}");
 }
+
+/// What a client reads is as inert as what the CLI prints: C1 controls (the 8-bit CSI
+/// U+009B) and bidi overrides from a model's reply or from the client's own arguments
+/// come back as escapes — in a run's report, `events`, a resource and an error echoing
+/// an argument — never raw. Shown failing (raw U+009B in the report) when the texts
+/// were only redacted.
+#[test]
+fn what_a_client_reads_holds_no_raw_control_or_bidi_characters() {
+    let script = "[[reply]]\nrepeat = true\ntext = \"done \\u009b31m \\u202e drow\"\n";
+    let Some((dir, python)) = setup(script) else {
+        return;
+    };
+    let d = dir.path();
+    let r = stdio(
+        d,
+        &python,
+        json!([
+            {"op": "call", "tool": "run", "args": {"prompt": "go", "mode": "single", "wait": true}},
+            {"op": "call", "tool": "events", "args": {"run_id": "$RUN"}},
+            {"op": "read", "uri": "crewbox://runs/$RUN"},
+            {"op": "call", "tool": "status", "args": {"run_id": "r-\u{9b}31m\u{202e}"}},
+        ]),
+    );
+    assert_eq!(r[0]["is_error"], false, "{}", r[0]);
+    assert_eq!(
+        body(&r[0])["result"],
+        "done \u{9b}31m \u{202e} drow",
+        "{}",
+        r[0]
+    );
+    assert_eq!(r[3]["is_error"], true, "{}", r[3]);
+    for (i, step) in r.iter().enumerate() {
+        let text = step["text"].as_str().unwrap_or_default();
+        assert!(!text.is_empty(), "step {i}: {step}");
+        assert!(
+            !text.contains(['\u{9b}', '\u{202e}']),
+            "step {i} holds a raw control or bidi character: {text}"
+        );
+        assert!(text.contains("\\u009b"), "step {i}: {text}");
+    }
+}

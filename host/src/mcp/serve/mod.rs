@@ -244,15 +244,23 @@ impl Drop for Waiting {
     }
 }
 
+/// Text for a client, as the CLI prints it: every secret masked, and every character
+/// that must not reach a terminal raw (C0 and C1 controls, bidi overrides, …) written as
+/// an escape (`\u009b`), newlines and tabs kept. In JSON text such an escape is a JSON
+/// escape of the same character (serde_json escapes C0 controls itself).
+pub(crate) fn inert(text: &str) -> String {
+    crate::text::escape_block(&crate::redact::clean(text)).into_owned()
+}
+
 /// A tool's error (`isError`), with the text the CLI prints.
 pub(crate) fn tool_error(text: impl Into<String>) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(crate::redact::clean(&text.into()))])
+    CallToolResult::error(vec![ContentBlock::text(inert(&text.into()))])
 }
 
 /// A tool's result: pretty JSON as text.
 pub(crate) fn tool_json(value: &serde_json::Value) -> CallToolResult {
     let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
-    CallToolResult::success(vec![ContentBlock::text(crate::redact::clean(&text))])
+    CallToolResult::success(vec![ContentBlock::text(inert(&text))])
 }
 
 impl rmcp::ServerHandler for Server {

@@ -89,8 +89,9 @@ fn parse(uri: &str) -> Option<Uri<'_>> {
 fn not_found(uri: &str, why: &str) -> ErrorData {
     ErrorData::resource_not_found(
         format!(
-            "no resource `{}`: {why}",
-            crate::text::escape(&super::tools::shown(uri))
+            "no resource `{}`: {}",
+            crate::text::escape(&super::tools::shown(uri)),
+            crate::text::escape(why)
         ),
         None,
     )
@@ -130,7 +131,7 @@ pub async fn read(server: &Server, uri: &str) -> Result<ReadResourceResult, Erro
     let contents = ResourceContents::TextResourceContents {
         uri: uri.to_owned(),
         mime_type: Some("application/json".into()),
-        text: crate::redact::clean(&text).into_owned(),
+        text: super::inert(&text),
         meta: None,
     };
     Ok(ReadResourceResult::new(vec![contents]))

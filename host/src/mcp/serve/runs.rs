@@ -241,7 +241,7 @@ async fn forward_progress(
             };
             step += 1;
             let note = ProgressNotificationParam::new(token.clone(), f64::from(step))
-                .with_message(crate::redact::clean(&message));
+                .with_message(super::inert(&message));
             if peer.notify_progress(note).await.is_err()
                 || matches!(e.event, Event::RunFinished { .. })
             {
