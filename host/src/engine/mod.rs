@@ -128,7 +128,19 @@ impl Engine {
     /// Finishes a run a crash or a signal left unfinished: stored steps are read back,
     /// only the rest runs again. Refused while a live process drives it.
     pub async fn resume(&self, id: &RunId) -> Result<RunReport, EngineError> {
-        run::resume(&self.inner, id).await
+        run::resume(&self.inner, id, None).await
+    }
+
+    /// [`resume`](Self::resume), telling `claimed` the run's id as soon as this process
+    /// holds the run (before anything of it runs again). A resume refused before that
+    /// (no such run, finished, driven by a live process) drops `claimed` unsent; the
+    /// refusal is the `Err`.
+    pub async fn resume_announced(
+        &self,
+        id: &RunId,
+        claimed: tokio::sync::oneshot::Sender<RunId>,
+    ) -> Result<RunReport, EngineError> {
+        run::resume(&self.inner, id, Some(claimed)).await
     }
 
     /// Runs dead letter `agent` (an agent that ended `error` or `aborted`) again inside

@@ -60,7 +60,7 @@ pub(super) async fn retry(
             .into(),
             other => EngineError::from(other),
         })?;
-    super::run::resume(engine, &dead.run_id).await
+    super::run::resume(engine, &dead.run_id, None).await
 }
 
 /// Agent `agent` as a dead letter, or why it is not one.

@@ -131,9 +131,13 @@ async fn start_in(
 
 /// Finishes a run a crashed or interrupted process left unfinished: stored steps are
 /// read back, only the rest runs again. Refused while a live process drives it.
-pub(super) async fn resume(engine: &Inner, id: &RunId) -> Result<RunReport, EngineError> {
+pub(super) async fn resume(
+    engine: &Inner,
+    id: &RunId,
+    claimed: Option<tokio::sync::oneshot::Sender<RunId>>,
+) -> Result<RunReport, EngineError> {
     let span = spans::run(Some(id));
-    let result = resume_in(engine, id, span.clone())
+    let result = resume_in(engine, id, span.clone(), claimed)
         .instrument(span.clone())
         .await;
     ended(&span, &result);
@@ -144,6 +148,7 @@ async fn resume_in(
     engine: &Inner,
     id: &RunId,
     span: tracing::Span,
+    claimed: Option<tokio::sync::oneshot::Sender<RunId>>,
 ) -> Result<RunReport, EngineError> {
     let services = &engine.services;
     let store = services.store();
@@ -163,6 +168,9 @@ async fn resume_in(
         }
         other => other.into(),
     })?;
+    if let Some(tx) = claimed {
+        let _ = tx.send(id.clone());
+    }
     let mut req = spec.request;
     let team = match &req.team {
         Some(name) => Some(

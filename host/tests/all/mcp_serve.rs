@@ -1021,3 +1021,30 @@ fn what_a_client_reads_holds_no_raw_control_or_bidi_characters() {
         assert!(text.contains("\\u009b"), "step {i}: {text}");
     }
 }
+
+/// A `resume` the engine refuses (the run has finished) is an error whether or not the
+/// call waits. Shown failing (`wait: false` answered "running", the run goes on) when a
+/// resumed run's id was taken as known before the engine held the run.
+#[test]
+fn a_refused_resume_is_an_error_without_wait_too() {
+    let Some((dir, python)) = setup("[[reply]]\nrepeat = true\ntext = \"done\"\n") else {
+        return;
+    };
+    let r = stdio(
+        dir.path(),
+        &python,
+        json!([
+            {"op": "call", "tool": "run", "args": {"prompt": "go", "mode": "single", "wait": true}},
+            {"op": "call", "tool": "resume", "args": {"run_id": "$RUN", "wait": false}},
+            {"op": "call", "tool": "resume", "args": {"run_id": "$RUN", "wait": true}},
+        ]),
+    );
+    assert_eq!(body(&r[0])["status"], "completed", "{}", r[0]);
+    for step in &r[1..] {
+        assert_eq!(step["is_error"], true, "{step}");
+        assert!(
+            step["text"].as_str().unwrap().contains("finished"),
+            "{step}"
+        );
+    }
+}

@@ -70,9 +70,12 @@ pub async fn call(
             let run = usage(control::find_run(store, &a.run_id).await?)?;
             let engine = server.engine().clone();
             let id = run.id.clone();
-            let started = super::runs::Started::Known(run.id);
-            let work = async move { engine.resume(&id).await };
-            Ok(super::runs::launch(server, work, started, a.wait, meta, context).await)
+            // Known once this process holds the run: a resume refused before (the run
+            // finished, a live process drives it) answers with the refusal, with or
+            // without `wait`.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let work = async move { engine.resume_announced(&id, tx).await };
+            Ok(super::runs::launch(server, work, rx, a.wait, meta, context).await)
         }
         ToolName::Branches => {
             let a: tools::BranchesArgs = usage(tools::parse(tool, args))?;
@@ -141,15 +144,7 @@ async fn run(
     let engine = server.engine().clone();
     let (tx, rx) = tokio::sync::oneshot::channel();
     let work = async move { engine.run_announced(req, tx).await };
-    Ok(super::runs::launch(
-        server,
-        work,
-        super::runs::Started::Pending(rx),
-        wait,
-        meta,
-        context,
-    )
-    .await)
+    Ok(super::runs::launch(server, work, rx, wait, meta, context).await)
 }
 
 async fn status(store: &Store, a: tools::StatusArgs) -> OpResult {

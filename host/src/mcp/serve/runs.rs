@@ -76,20 +76,14 @@ impl Drop for Guard {
     }
 }
 
-/// How the run's id becomes known.
-pub enum Started {
-    /// From the engine, once the run is recorded (dropped when it was refused).
-    Pending(oneshot::Receiver<RunId>),
-    /// Already (a resumed run).
-    Known(RunId),
-}
-
 /// Starts `work` in its own task and answers the call: the run id at once, or with
-/// `wait` its report.
+/// `wait` its report. `started` gets the run's id from the engine once the run is
+/// recorded (a new run) or held by this process (a resumed one); a run refused before
+/// drops it, and the engine's refusal is the answer.
 pub async fn launch(
     server: &Server,
     work: impl Future<Output = Result<RunReport, EngineError>> + Send + 'static,
-    started: Started,
+    started: oneshot::Receiver<RunId>,
     wait: bool,
     meta: &Option<RequestMetaObject>,
     context: RequestContext<RoleServer>,
@@ -121,13 +115,10 @@ pub async fn launch(
         let _guard = guard;
         work.await
     });
-    let run_id = match started {
-        Started::Known(id) => id,
-        Started::Pending(rx) => match rx.await {
-            Ok(id) => id,
-            // Refused before it was recorded: the engine's error is the answer.
-            Err(_) => return finished(task.await),
-        },
+    let run_id = match started.await {
+        Ok(id) => id,
+        // Refused before it was recorded (or held): the engine's error is the answer.
+        Err(_) => return finished(task.await),
     };
     if !wait {
         return tool_json(&json!({
