@@ -1048,3 +1048,57 @@ fn a_refused_resume_is_an_error_without_wait_too() {
         );
     }
 }
+
+/// Over HTTP a request from a web page of another origin is refused (`403`, before the
+/// token is looked at: the MCP transport asks servers to check `Origin` against DNS
+/// rebinding), a loopback origin is served, and a connection that never finishes its
+/// request's head is closed after the header timeout (10 s) instead of holding a
+/// descriptor for good. Shown failing without each: the foreign origin was served, the
+/// half-sent request stayed open.
+#[test]
+fn http_refuses_foreign_origins_and_drops_half_sent_requests() {
+    use std::io::{Read as _, Write as _};
+    let dir = git_repo(|_| {});
+    let server = HttpServer::start(dir.path());
+    let rest = server.url.strip_prefix("http://").unwrap();
+    let (addr, path) = rest.split_at(rest.find('/').unwrap());
+    let with_origin = |origin: &str| -> u16 {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        let body = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}})
+        .to_string();
+        write!(
+            stream,
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nOrigin: {origin}\r\n\
+             Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        answer
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(with_origin("http://evil.example.com"), 403);
+    assert_eq!(with_origin("null"), 403);
+    assert_eq!(with_origin("http://localhost:5173"), 200);
+
+    let mut half = std::net::TcpStream::connect(addr).unwrap();
+    write!(half, "POST {path} HTTP/1.1\r\nHost: {addr}\r\n").unwrap();
+    half.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = Vec::new();
+    let _ = half.read_to_end(&mut buf);
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "a half-sent request held its connection for {:?}",
+        started.elapsed()
+    );
+}

@@ -101,6 +101,35 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
+/// Whether the request's `Origin` (sent by browsers) may reach the server: none, or a
+/// loopback origin (`http://localhost:5173`, `http://127.0.0.1`, `http://[::1]`); any
+/// with `--allow-remote`, where the bearer token alone guards the server. A page a
+/// browser loaded from elsewhere (DNS rebinding, or the opaque `null` origin) is
+/// refused, as the MCP transport asks of servers.
+fn origin_allowed<B>(req: &Request<B>, allow_remote: bool) -> bool {
+    let Some(origin) = req.headers().get(hyper::header::ORIGIN) else {
+        return true;
+    };
+    if allow_remote {
+        return true;
+    }
+    let Some(url) = origin
+        .to_str()
+        .ok()
+        .and_then(|o| reqwest::Url::parse(o).ok())
+    else {
+        return false;
+    };
+    let host = url.host_str().unwrap_or_default();
+    matches!(url.scheme(), "http" | "https")
+        && (host.eq_ignore_ascii_case("localhost")
+            || host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback()))
+}
+
 /// Whether the request carries `Authorization: Bearer <token>`.
 fn authorized<B>(req: &Request<B>, token: &str) -> bool {
     let Some(value) = req.headers().get(hyper::header::AUTHORIZATION) else {
@@ -120,6 +149,9 @@ fn authorized<B>(req: &Request<B>, token: &str) -> bool {
 type Body = BoxBody<Bytes, Infallible>;
 /// The SDK's streamable HTTP service of crewbox's server.
 type Mcp = StreamableHttpService<Server, LocalSessionManager>;
+
+/// How long a connection may take to send a request's head.
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 fn status(code: StatusCode, text: &'static str) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())).boxed());
@@ -246,11 +278,18 @@ pub async fn serve(
             () = shutdown.cancelled() => break,
         };
         let (mcp, token, stop) = (mcp.clone(), token.clone(), shutdown.clone());
+        let allow_remote = opts.allow_remote;
         // Each connection ends with its client, or gracefully at shutdown.
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                 let (mcp, token) = (mcp.clone(), token.clone());
                 async move {
+                    if !origin_allowed(&req, allow_remote) {
+                        return Ok(status(
+                            StatusCode::FORBIDDEN,
+                            "forbidden: requests from a web page of another origin are refused\n",
+                        ));
+                    }
                     if !authorized(&req, &token) {
                         let mut r = status(StatusCode::UNAUTHORIZED, "unauthorized\n");
                         r.headers_mut().insert(
@@ -265,7 +304,11 @@ pub async fn serve(
                     Ok(handle(&mcp, req).await)
                 }
             });
+            // A client that does not send its request's head within the timeout is
+            // disconnected: idle half-open connections hold no descriptor for long.
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             tokio::pin!(conn);
             tokio::select! {
@@ -282,6 +325,36 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_loopback_origins_reach_a_loopback_server() {
+        let req = |o: Option<&str>| {
+            let mut b = Request::builder();
+            if let Some(o) = o {
+                b = b.header("origin", o);
+            }
+            b.body(()).unwrap()
+        };
+        for ok in [
+            None,
+            Some("http://localhost:5173"),
+            Some("http://127.0.0.1"),
+            Some("https://[::1]:8443"),
+        ] {
+            assert!(origin_allowed(&req(ok), false), "{ok:?}");
+        }
+        for bad in [
+            "http://evil.example.com",
+            "null",
+            "http://127.0.0.1.nip.io",
+            "http://localhost.evil.com",
+            "file:///etc",
+            "not a url",
+        ] {
+            assert!(!origin_allowed(&req(Some(bad)), false), "{bad}");
+            assert!(origin_allowed(&req(Some(bad)), true), "{bad}");
+        }
+    }
 
     #[test]
     fn tokens_compare_equal_only_when_identical() {
