@@ -329,6 +329,22 @@ impl Client {
                 (service, None)
             }
         };
+        // A version crewbox does not speak is refused, as the protocol asks of a
+        // client (the SDK took any string).
+        if let Some(info) = service.peer().peer_info()
+            && !rmcp::model::ProtocolVersion::KNOWN_VERSIONS.contains(&info.protocol_version)
+        {
+            let known: Vec<String> = rmcp::model::ProtocolVersion::KNOWN_VERSIONS
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            return Err(fail(format!(
+                "the server answered with protocol version `{}`, which crewbox does not speak \
+                 (it speaks {})",
+                crate::text::escape(&info.protocol_version.to_string()),
+                known.join(", ")
+            )));
+        }
         let mut client = Self {
             server: server.clone(),
             service,

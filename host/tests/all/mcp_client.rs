@@ -198,6 +198,7 @@ fn hostile_servers_are_bounded() {
         timed("silent", "silent", 2, 5, ""),
         timed("garbage", "garbage", 2, 5, ""),
         timed("echo", "echo", 5, 2, ""),
+        timed("badver", "badver", 5, 5, ""),
     ]
     .join("\n");
     let (dir, _) = setup(&servers);
@@ -237,6 +238,12 @@ fn hostile_servers_are_bounded() {
         );
         assert!(started.elapsed() < Duration::from_secs(20), "{name}");
     }
+
+    // A protocol version crewbox does not speak is refused, naming it (the SDK took it).
+    let out = bin(d, &["mcp", "tools", "badver"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("protocol version `1999-01-01`"), "{err}");
 
     let v = call(d, "echo", "big", json!({}));
     assert_eq!(v["ok"], true);

@@ -13,6 +13,7 @@ on purpose. `hostile.py MODE`:
   changing as `echo`, but says its tools changed after every call and never answers
            a `tools/list` after that
   exitcall as `echo`, but exits on every `tools/call`
+  badver   answers `initialize` with a protocol version no client speaks
 """
 import glob
 import json
@@ -125,7 +126,7 @@ for line in sys.stdin:
             sys.stdout.flush()
             continue
         send({"jsonrpc": "2.0", "id": mid, "result": {
-            "protocolVersion": msg["params"]["protocolVersion"],
+            "protocolVersion": "1999-01-01" if MODE == "badver" else msg["params"]["protocolVersion"],
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "hostile", "version": "1"}}})
     elif method == "tools/list":
