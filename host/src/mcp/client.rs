@@ -8,14 +8,24 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams,
 };
-use rmcp::service::{MaybeSendFuture, NotificationContext, Peer, RoleClient, RunningService};
+#[expect(
+    deprecated,
+    reason = "sampling and roots are counted (and refused), never served"
+)]
+use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, ListRootsResult};
+use rmcp::model::{CustomRequest, CustomResult, ElicitRequestParams, ElicitResult};
+use rmcp::service::{
+    MaybeSendFuture, NotificationContext, Peer, RequestContext, RoleClient, RunningService,
+};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
+use tokio_util::sync::CancellationToken;
 
 use super::McpError;
 use super::config::{McpServer, Transport};
@@ -26,6 +36,9 @@ use crate::sandbox::{AgentSandbox, EnvPolicy, Program, SandboxedChild};
 /// transport, and the calls waiting when it arrived fail with [`McpError::TooLarge`]
 /// at once (rather than when their timeout fires).
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// The most requests a server may make of crewbox in a connection's life (pings,
+/// sampling, roots, elicitation, its own methods): past it the connection is dropped.
+pub const MAX_SERVER_REQUESTS: u64 = 1_000;
 /// The most `tools/list` pages read from one server.
 const MAX_LIST_PAGES: usize = 32;
 /// The most tools read from one server's listing (the offer keeps
@@ -91,9 +104,72 @@ pub struct StdioHost {
 #[derive(Clone, Default)]
 struct Handler {
     changed: Arc<AtomicBool>,
+    /// Requests the server made of crewbox.
+    requests: Arc<std::sync::atomic::AtomicU64>,
+    /// Cancelled once the server made more than [`MAX_SERVER_REQUESTS`].
+    flooded: CancellationToken,
+}
+
+impl Handler {
+    /// Counts one request the server made of crewbox. crewbox answers none of them
+    /// with anything (no sampling, no roots, no elicitation), and each answer waits in
+    /// memory while the server does not read: past the bound the connection is done.
+    fn count(&self) {
+        if self.requests.fetch_add(1, Ordering::Relaxed) + 1 > MAX_SERVER_REQUESTS {
+            self.flooded.cancel();
+        }
+    }
 }
 
 impl ClientHandler for Handler {
+    fn ping(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<(), ErrorData>> + MaybeSendFuture + '_ {
+        self.count();
+        ClientHandler::ping(&(), context)
+    }
+
+    #[expect(deprecated, reason = "a request crewbox counts and refuses")]
+    fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<CreateMessageResult, ErrorData>> + MaybeSendFuture + '_ {
+        self.count();
+        ClientHandler::create_message(&(), params, context)
+    }
+
+    #[expect(
+        deprecated,
+        reason = "a request crewbox counts and answers as the SDK does"
+    )]
+    fn list_roots(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ListRootsResult, ErrorData>> + MaybeSendFuture + '_ {
+        self.count();
+        ClientHandler::list_roots(&(), context)
+    }
+
+    fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ElicitResult, ErrorData>> + MaybeSendFuture + '_ {
+        self.count();
+        ClientHandler::create_elicitation(&(), request, context)
+    }
+
+    fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<CustomResult, ErrorData>> + MaybeSendFuture + '_ {
+        self.count();
+        ClientHandler::on_custom_request(&(), request, context)
+    }
+
     fn on_tool_list_changed(
         &self,
         _context: NotificationContext<RoleClient>,
@@ -115,6 +191,7 @@ pub struct Client {
     server: Arc<McpServer>,
     service: RunningService<RoleClient, Handler>,
     changed: Arc<AtomicBool>,
+    flooded: CancellationToken,
     offer: Offer,
     /// The stdio server's process (its whole tree dies when this is dropped).
     #[expect(
@@ -162,6 +239,7 @@ impl Client {
         let timeout = server.startup_timeout;
         let handler = Handler::default();
         let changed = handler.changed.clone();
+        let flooded = handler.flooded.clone();
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let (oversized_tx, oversized) = tokio::sync::watch::channel(0u64);
         let fail = |message: String| McpError::Start {
@@ -349,6 +427,7 @@ impl Client {
             server: server.clone(),
             service,
             changed,
+            flooded,
             offer: Offer::default(),
             child,
             stderr,
@@ -431,9 +510,12 @@ impl Client {
         }))
     }
 
-    /// Whether the server is gone (its process ended or its transport closed).
+    /// Whether the server is gone (its process ended or its transport closed), or
+    /// done for (it made more requests of crewbox than [`MAX_SERVER_REQUESTS`]).
     pub fn is_gone(&mut self) -> bool {
-        self.service.is_transport_closed() || self.service.is_closed()
+        self.service.is_transport_closed()
+            || self.service.is_closed()
+            || self.flooded.is_cancelled()
     }
 
     /// The tools offered, refreshed first if the server said they changed (within its
@@ -464,11 +546,12 @@ impl Client {
         self.service.peer().clone()
     }
 
-    /// What a call waits on: the peer, and the count of oversized messages.
+    /// What a call waits on: the peer, the count of oversized messages and the flood.
     pub fn caller(&self) -> Caller {
         Caller {
             peer: self.peer(),
             oversized: self.oversized.clone(),
+            flooded: self.flooded.clone(),
         }
     }
 
@@ -478,10 +561,18 @@ impl Client {
     }
 }
 
-/// A connection's peer and its count of oversized messages, for one call.
+/// A connection's peer, its count of oversized messages and its flood, for one call.
 pub struct Caller {
     peer: Peer<RoleClient>,
     oversized: tokio::sync::watch::Receiver<u64>,
+    flooded: CancellationToken,
+}
+
+impl Caller {
+    /// Whether its server made more requests of crewbox than it may.
+    pub fn flooded(&self) -> bool {
+        self.flooded.is_cancelled()
+    }
 }
 
 /// Calls `tool` through `caller` within `server`'s call timeout. A timeout drops the
@@ -504,6 +595,16 @@ pub async fn call(
                 server: server.name.clone(),
                 tool: tool.to_owned(),
                 max_mib: MAX_LINE_BYTES >> 20,
+            });
+        }
+        () = caller.flooded.cancelled() => {
+            return Err(McpError::Tool {
+                server: server.name.clone(),
+                tool: tool.to_owned(),
+                message: format!(
+                    "the server made more than {MAX_SERVER_REQUESTS} requests of its own \
+                     (crewbox grants none: no sampling, roots or elicitation); it was stopped"
+                ),
             });
         }
     };

@@ -229,7 +229,20 @@ impl Connection {
             let mut st = self.state.lock().await;
             self.ensure(&mut st).await?.caller()
         };
-        match client::call(&self.server, &caller, tool, args.clone()).await {
+        let called = client::call(&self.server, &caller, tool, args.clone()).await;
+        if caller.flooded() {
+            // Dropped now, not at its next use: the answers it never reads are freed
+            // and its process tree ends.
+            let mut st = self.state.lock().await;
+            if st.client.take().is_some() {
+                st.last_error = Some(format!(
+                    "it made more than {} requests of its own",
+                    client::MAX_SERVER_REQUESTS
+                ));
+            }
+            return called;
+        }
+        match called {
             Err(McpError::Gone { .. }) => {
                 // Restarted once (if it has a start left), then the call is made again.
                 let caller = {

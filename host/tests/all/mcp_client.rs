@@ -199,6 +199,7 @@ fn hostile_servers_are_bounded() {
         timed("garbage", "garbage", 2, 5, ""),
         timed("echo", "echo", 5, 2, ""),
         timed("badver", "badver", 5, 5, ""),
+        timed("reqflood", "reqflood", 5, 20, ""),
     ]
     .join("\n");
     let (dir, _) = setup(&servers);
@@ -244,6 +245,19 @@ fn hostile_servers_are_bounded() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("protocol version `1999-01-01`"), "{err}");
+
+    // A server asking crewbox for more than it may (5,000 requests of its own, reading
+    // no answer) is stopped, and the call says why (without the bound the call was
+    // answered while crewbox held every unread answer in memory).
+    let v = call(d, "reqflood", "echo", json!({"text": "x"}));
+    assert_eq!(v["ok"], false, "{v}");
+    assert!(
+        v["content"]
+            .as_str()
+            .unwrap()
+            .contains("more than 1000 requests of its own"),
+        "{v}"
+    );
 
     let v = call(d, "echo", "big", json!({}));
     assert_eq!(v["ok"], true);

@@ -14,6 +14,8 @@ on purpose. `hostile.py MODE`:
            a `tools/list` after that
   exitcall as `echo`, but exits on every `tools/call`
   badver   answers `initialize` with a protocol version no client speaks
+  reqflood as `echo`, but before answering a call asks crewbox 5,000 `roots/list`
+           (reading none of the answers)
 """
 import glob
 import json
@@ -144,6 +146,9 @@ for line in sys.stdin:
     elif method == "tools/call":
         if MODE == "exitcall":
             sys.exit(3)
+        if MODE == "reqflood":
+            for i in range(5000):
+                send({"jsonrpc": "2.0", "id": f"flood-{i}", "method": "roots/list"})
         call(mid, msg["params"]["name"], msg["params"].get("arguments") or {})
         if MODE == "changing":
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
