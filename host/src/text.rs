@@ -80,6 +80,22 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// `bytes` as text: valid UTF-8 as it is, each byte that is not written `\xNN` (as the
+/// terminal sink writes it), never U+FFFD, which would hide what the bytes were.
+pub fn from_bytes(bytes: &[u8]) -> Cow<'_, str> {
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(bytes.len() + 16);
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// Whether `c` must not reach a sink raw: C0 controls but tab (newline too: where a
 /// layout needs it, the caller says so with [`Layout`]), DEL, C1 controls (the 8-bit
 /// CSI U+009B among them), the bidi embeddings, overrides, isolates and marks
@@ -308,6 +324,13 @@ mod tests {
     use std::io::Write as _;
 
     use super::*;
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_written_as_hex_escapes() {
+        assert_eq!(from_bytes(b"plain \xc3\xa9"), "plain \u{e9}");
+        assert_eq!(from_bytes(b"a\xff\x9bb"), "a\\xff\\x9bb");
+        assert!(matches!(from_bytes(b"ok"), Cow::Borrowed("ok")));
+    }
 
     #[test]
     fn a_toml_error_quotes_a_long_line_only_near_its_column() {

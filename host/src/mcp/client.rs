@@ -216,7 +216,7 @@ impl std::fmt::Debug for Client {
 
 fn stderr_tail(buf: &Mutex<Vec<u8>>) -> String {
     let b = buf.lock().unwrap_or_else(|e| e.into_inner());
-    let text = String::from_utf8_lossy(&b);
+    let text = crate::text::from_bytes(&b);
     let text = text.trim();
     if text.is_empty() {
         String::new()

@@ -49,6 +49,17 @@ pub enum HttpError {
         /// Its length.
         len: usize,
     },
+    /// The token cannot be a secret: whitespace or control characters (a header
+    /// cannot carry them as written), or too few different characters.
+    #[error(
+        "--token-env {var}: the token {why}; use a random one, e.g. `head -c 24 /dev/urandom | base64`"
+    )]
+    WeakToken {
+        /// The variable.
+        var: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// The address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -87,10 +98,25 @@ impl HttpOptions {
                 len: token.chars().count(),
             });
         }
+        let weak = |why| HttpError::WeakToken {
+            var: var.to_owned(),
+            why,
+        };
+        if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(weak("holds whitespace or control characters"));
+        }
+        let distinct: std::collections::BTreeSet<char> = token.chars().collect();
+        if distinct.len() < MIN_DISTINCT_TOKEN_CHARS {
+            return Err(weak("repeats too few different characters to be a secret"));
+        }
         crate::redact::register(&token);
         Ok(token)
     }
 }
+
+/// The fewest different characters a bearer token may have (`aaaaaaaaaaaaaaaa` is no
+/// secret; 24 random bytes in base64 have about 20).
+const MIN_DISTINCT_TOKEN_CHARS: usize = 8;
 
 /// Whether `a` and `b` are equal, in time that depends only on their lengths.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -354,6 +380,32 @@ mod tests {
             assert!(!origin_allowed(&req(Some(bad)), false), "{bad}");
             assert!(origin_allowed(&req(Some(bad)), true), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_token_that_is_no_secret_is_refused() {
+        let check = |token: &str| {
+            // SAFETY: a variable only this test reads, set before it is read.
+            unsafe { std::env::set_var("CREWBOX_TEST_WEAK_TOKEN", token) };
+            HttpOptions {
+                addr: "127.0.0.1:0".parse().unwrap(),
+                allow_remote: false,
+                token_env: Some("CREWBOX_TEST_WEAK_TOKEN".into()),
+            }
+            .check()
+        };
+        for weak in [
+            "                ",
+            "aaaaaaaaaaaaaaaa",
+            "abababababababab",
+            "abcdefgh ijklmnop",
+        ] {
+            assert!(
+                matches!(check(weak), Err(HttpError::WeakToken { .. })),
+                "{weak:?}"
+            );
+        }
+        assert!(check("s3cret-token-0123456789").is_ok());
     }
 
     #[test]
