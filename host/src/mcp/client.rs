@@ -9,15 +9,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::ErrorData;
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams,
+    ClientRequest, CustomRequest, CustomResult, ElicitRequestParams, ElicitResult, ServerResult,
 };
 #[expect(
     deprecated,
     reason = "sampling and roots are counted (and refused), never served"
 )]
 use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, ListRootsResult};
-use rmcp::model::{CustomRequest, CustomResult, ElicitRequestParams, ElicitResult};
 use rmcp::service::{
     MaybeSendFuture, NotificationContext, Peer, RequestContext, RoleClient, RunningService,
 };
@@ -460,20 +460,15 @@ impl Client {
             server: self.server.name.clone(),
             message: crate::redact::clean_owned(message),
         };
-        let peer = self.service.peer();
         let (mut raw, mut bytes, mut cut) = (Vec::<Value>::new(), 0usize, None);
         let mut cursor: Option<String> = None;
         let mut seen = std::collections::HashSet::new();
         for page in 1..=MAX_LIST_PAGES {
-            let params = PaginatedRequestParams::default().with_cursor(cursor.take());
-            let listed = peer
-                .list_tools(Some(params))
+            let (tools, next_cursor) = self
+                .list_page(cursor.take())
                 .await
                 .map_err(|e| failed(format!("tools/list failed: {e}")))?;
-            for tool in listed.tools {
-                let Ok(value) = serde_json::to_value(&tool) else {
-                    continue;
-                };
+            for value in tools {
                 let len = serde_json::to_string(&value).map_or(0, |t| t.len());
                 if raw.len() >= MAX_LISTED_TOOLS || bytes + len > MAX_LISTED_BYTES {
                     cut = Some(format!(
@@ -486,7 +481,7 @@ impl Client {
                 bytes += len;
                 raw.push(value);
             }
-            match listed.next_cursor {
+            match next_cursor {
                 Some(next) if cut.is_none() => {
                     if !seen.insert(next.clone()) {
                         cut = Some(
@@ -508,6 +503,41 @@ impl Client {
         Ok(tools::offer(&self.server.name, &raw, cut, |n| {
             self.server.tools.allows(n)
         }))
+    }
+
+    /// One page of `tools/list`, read as JSON rather than through the SDK's types: one
+    /// tool the SDK cannot type (no `inputSchema`, or a string for one — servers in the
+    /// wild send both) would fail the whole page, and with it every tool of the server.
+    /// Each tool is checked on its own when offered ([`tools::offer`]).
+    async fn list_page(
+        &self,
+        cursor: Option<String>,
+    ) -> Result<(Vec<Value>, Option<String>), String> {
+        let params = cursor.map(|c| serde_json::json!({ "cursor": c }));
+        let answer = self
+            .service
+            .peer()
+            .send_request(ClientRequest::CustomRequest(CustomRequest::new(
+                "tools/list",
+                params,
+            )))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut page = match answer {
+            ServerResult::CustomResult(CustomResult(v)) => v,
+            typed => serde_json::to_value(&typed).map_err(|e| e.to_string())?,
+        };
+        let Some(tools) = page.get_mut("tools").map(Value::take) else {
+            return Err("the answer has no `tools`".into());
+        };
+        let Value::Array(tools) = tools else {
+            return Err("`tools` is not a list".into());
+        };
+        let next = page
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Ok((tools, next))
     }
 
     /// Whether the server is gone (its process ended or its transport closed), or

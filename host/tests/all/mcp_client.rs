@@ -200,6 +200,7 @@ fn hostile_servers_are_bounded() {
         timed("echo", "echo", 5, 2, ""),
         timed("badver", "badver", 5, 5, ""),
         timed("reqflood", "reqflood", 5, 20, ""),
+        timed("badschema", "badschema", 5, 5, ""),
     ]
     .join("\n");
     let (dir, _) = setup(&servers);
@@ -239,6 +240,25 @@ fn hostile_servers_are_bounded() {
         );
         assert!(started.elapsed() < Duration::from_secs(20), "{name}");
     }
+
+    // Tools the SDK cannot type (no input schema; a string for one) are offered with
+    // the object schema, and the server's other tools stay usable (the SDK failed the
+    // whole listing: "Unexpected response type").
+    let bad = json_of(&bin(d, &["mcp", "tools", "badschema", "--json"]));
+    let names: Vec<&str> = bad["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"mcp__badschema__noschema")
+            && names.contains(&"mcp__badschema__strschema")
+            && names.contains(&"mcp__badschema__echo"),
+        "{bad}"
+    );
+    let v = call(d, "badschema", "echo", json!({"text": "still here"}));
+    assert_eq!(v["content"], "echo: still here", "{v}");
 
     // A protocol version crewbox does not speak is refused, naming it (the SDK took it).
     let out = bin(d, &["mcp", "tools", "badver"]);

@@ -16,6 +16,8 @@ on purpose. `hostile.py MODE`:
   badver   answers `initialize` with a protocol version no client speaks
   reqflood as `echo`, but before answering a call asks crewbox 5,000 `roots/list`
            (reading none of the answers)
+  badschema  as `echo`, with two more tools the SDK cannot type: one without an
+           `inputSchema`, one whose schema is a string
 """
 import glob
 import json
@@ -39,7 +41,11 @@ def tools():
         return [{"name": "big", "description": "d" * (1 << 20),
                  "inputSchema": {"type": "object", "properties": {"p": {"description": "x" * (1 << 20)}}}}]
     obj = {"type": "object"}
-    return [
+    extra = []
+    if MODE == "badschema":
+        extra = [{"name": "noschema", "description": "No schema."},
+                 {"name": "strschema", "inputSchema": "object"}]
+    return extra + [
         {"name": "echo", "description": "Echo `text` back.",
          "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
          "annotations": {"readOnlyHint": True}},
