@@ -444,9 +444,6 @@ impl Client {
                     timeout.as_secs()
                 ))
             })??;
-        for w in &offer.warnings {
-            tracing::warn!(server = %server.name, "{w}");
-        }
         client.offer = offer;
         Ok(client)
     }
@@ -500,9 +497,13 @@ impl Client {
                 _ => break,
             }
         }
-        Ok(tools::offer(&self.server.name, &raw, cut, |n| {
+        let offer = tools::offer(&self.server.name, &raw, cut, |n| {
             self.server.tools.allows(n)
-        }))
+        });
+        for w in &offer.warnings {
+            tracing::warn!(server = %self.server.name, "{w}");
+        }
+        Ok(offer)
     }
 
     /// One page of `tools/list`, read as JSON rather than through the SDK's types: one
@@ -563,9 +564,6 @@ impl Client {
                         within.as_secs()
                     ),
                 })??;
-            for w in &offer.warnings {
-                tracing::warn!(server = %self.server.name, "{w}");
-            }
             self.offer = offer;
         }
         Ok(&self.offer)

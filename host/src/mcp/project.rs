@@ -114,12 +114,15 @@ fn expand(s: &str, env: Lookup<'_>) -> Result<String, String> {
     Ok(out)
 }
 
-/// How a repository's definition reads the environment: as it is, except a variable a
+/// How a repository's definition reads the environment (`get`): as it is, except a variable a
 /// provider reads its key from, or whose value holds such a key (`keys`), which is
 /// refused by name — a repository's file never decides where a key goes.
-fn lookup(keys: &Secrets) -> impl Fn(&str) -> Result<Option<String>, String> + '_ {
+fn lookup<'a>(
+    keys: &'a Secrets,
+    get: impl Fn(&str) -> Option<String> + 'a,
+) -> impl Fn(&str) -> Result<Option<String>, String> + 'a {
     move |var: &str| {
-        let value = std::env::var(var).ok();
+        let value = get(var);
         if keys.is_secret(var, value.as_deref().unwrap_or_default()) {
             Err(format!(
                 "`${{{}}}` is a model provider's key (or holds one): crewbox never gives a \
@@ -242,7 +245,7 @@ pub fn apply(
             return Vec::new();
         }
     };
-    let env = lookup(keys);
+    let env = lookup(keys, |v| std::env::var(v).ok());
     let mut out = Vec::new();
     for (name, def, digest) in parsed {
         let mut error = None;
@@ -280,7 +283,7 @@ pub fn apply(
 
 /// The server a definition would be (for `crewbox trust --mcp`, before approving).
 pub fn preview(name: &str, def: &Value, keys: &Secrets) -> Result<McpServer, String> {
-    let f = to_server_file(def, &lookup(keys))?;
+    let f = to_server_file(def, &lookup(keys, |v| std::env::var(v).ok()))?;
     check_server(name, &f, ServerSource::Repository).map_err(|e| e.message)
 }
 
@@ -370,14 +373,7 @@ mod tests {
             _ => None,
         };
         let keys = Secrets::new(["OPENAI_API_KEY"], host);
-        let env = |v: &str| -> Result<Option<String>, String> {
-            let value = host(v);
-            if keys.is_secret(v, value.as_deref().unwrap_or_default()) {
-                Err(format!("`${{{v}}}` is a key"))
-            } else {
-                Ok(value)
-            }
-        };
+        let env = lookup(&keys, host);
         for def in [
             r#"{"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer ${OPENAI_API_KEY}"}}"#,
             r#"{"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"X-K": "${COPY}"}}"#,
@@ -389,7 +385,7 @@ mod tests {
             let def: Value = serde_json::from_str(def).unwrap();
             let e = to_server_file(&def, &env).unwrap_err();
             assert!(
-                e.contains("is a key") && !e.contains("SECRET123"),
+                e.contains("is a model provider's key") && !e.contains("SECRET123"),
                 "{def}: {e}"
             );
         }
@@ -400,11 +396,8 @@ mod tests {
             to_server_file(&fine, &env).unwrap().args,
             ["fine-value", "d"]
         );
-        // The lookup apply uses names the variable and says why.
-        let e = lookup(&keys)("OPENAI_API_KEY").unwrap_err();
-        assert!(
-            e.contains("OPENAI_API_KEY") && e.contains("provider"),
-            "{e}"
-        );
+        // The refusal names the variable and says why.
+        let e = env("COPY").unwrap_err();
+        assert!(e.contains("`${COPY}`") && e.contains("provider"), "{e}");
     }
 }

@@ -873,19 +873,19 @@ fn a_server_that_exits_is_started_once_more_in_a_fresh_sandbox() {
 }
 
 /// SECURITY: a model provider's key never reaches an MCP server, whoever wrote the
-/// definition: a user server whose `env` holds the key does not start (the error names
-/// the variable, not the key); a repository's `.mcp.json` that reads the key's
+/// definition: a user server whose `env` or command line holds the key does not start
+/// (the error names the variable or argument, not the key); a repository's `.mcp.json` that reads the key's
 /// variable (`${OPENAI_API_KEY}`) into an argument, a variable or a bearer header of a
 /// server it picks cannot be approved, and the key is in no message. Shown failing
 /// without the checks: the server started with the key, the approvals went through.
 #[test]
 fn a_provider_key_never_reaches_an_mcp_server() {
     const KEY: &str = "sk-test-mcp-KEY-0123456789";
-    let (dir, script) = setup(&server(
-        "lit",
-        "echo",
-        &format!("env = {{ K = \"{KEY}\" }}"),
-    ));
+    let servers = format!(
+        "{}\n[mcp.servers.litarg]\ncommand = \"python3\"\nargs = [\"HOSTILE\", \"echo\", \"--key={KEY}\"]\n",
+        server("lit", "echo", &format!("env = {{ K = \"{KEY}\" }}"))
+    );
+    let (dir, script) = setup(&servers);
     let d = dir.path();
     let run = |args: &[&str]| {
         command(d, args)
@@ -898,6 +898,14 @@ fn a_provider_key_never_reaches_an_mcp_server() {
     assert!(!out.status.success(), "{err}");
     assert!(
         err.contains("`env.K` would give the server a model provider's key"),
+        "{err}"
+    );
+    assert!(!err.contains(KEY), "{err}");
+    let out = run(&["mcp", "tools", "litarg"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("`args[2]` holds a model provider's key"),
         "{err}"
     );
     assert!(!err.contains(KEY), "{err}");

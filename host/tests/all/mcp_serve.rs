@@ -192,6 +192,41 @@ fn status_until(dir: &Path, run: &str, what: &str, done: impl Fn(&Value) -> bool
     }
 }
 
+/// The status `run` ended with (`crewbox status RUN` until it is not `running`).
+fn ended(dir: &Path, run: &str) -> Value {
+    status_until(dir, run, "the run's end", |r| {
+        r["status"].as_str().is_some_and(|s| s != "running")
+    })["status"]
+        .clone()
+}
+
+/// The ids of the repository's runs, newest first (at most 100).
+fn run_ids(dir: &Path) -> Vec<String> {
+    let out = bin(dir, &["status", "--limit", "100", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    v["runs"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .filter_map(|x| x["run_id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The run ids once there are at least `n` runs (a minute at most).
+fn until_runs(dir: &Path, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ids = run_ids(dir);
+        if ids.len() >= n {
+            return ids;
+        }
+        assert!(Instant::now() < deadline, "{n} runs never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn branch_file(dir: &Path, branch: &str, file: &str) -> String {
     let out = Command::new("git")
         .args(["show", &format!("{branch}:{file}")])
@@ -451,10 +486,7 @@ fn a_cancelled_waiting_run_is_stopped() {
         .as_str()
         .unwrap()
         .to_owned();
-    let report = status_until(d, &run, "the stop", |r| {
-        r["status"].as_str().is_some_and(|s| s != "running")
-    });
-    assert_eq!(report["status"], "cancelled", "{report}");
+    assert_eq!(ended(d, &run), "cancelled");
 }
 
 #[test]
@@ -801,18 +833,6 @@ fn each_sessions_cancellation_stops_its_own_run() {
     };
     let d = dir.path();
     let server = HttpServer::start(d);
-    let runs = || -> Vec<String> {
-        let out = bin(d, &["status", "--json"]);
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        v["runs"]
-            .as_array()
-            .map(|r| {
-                r.iter()
-                    .filter_map(|x| x["run_id"].as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     let start = |session: &str| {
         let (url, s) = (server.url.clone(), session.to_owned());
         std::thread::spawn(move || {
@@ -826,13 +846,6 @@ fn each_sessions_cancellation_stops_its_own_run() {
             )
         })
     };
-    let until_runs = |n: usize| {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while runs().len() < n {
-            assert!(Instant::now() < deadline, "{n} runs never started");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
     let cancel = |session: &str| {
         let (code, _, body) = raw_http(
             &server.url,
@@ -843,33 +856,25 @@ fn each_sessions_cancellation_stops_its_own_run() {
         );
         assert_eq!(code, 202, "{body}");
     };
-    let ended = |run: &str| {
-        status_until(d, run, "the run's end", |r| {
-            r["status"].as_str().is_some_and(|s| s != "running")
-        })["status"]
-            .clone()
-    };
     let a = raw_session(&server.url);
     let wait_a = start(&a);
-    until_runs(1);
-    let run_a = runs()[0].clone();
+    let run_a = until_runs(d, 1)[0].clone();
     let b = raw_session(&server.url);
     let wait_b = start(&b);
-    until_runs(2);
-    let run_b = runs().into_iter().find(|r| *r != run_a).unwrap();
+    let run_b = until_runs(d, 2).into_iter().find(|r| *r != run_a).unwrap();
     cancel(&b);
-    assert_eq!(ended(&run_b), "cancelled");
+    assert_eq!(ended(d, &run_b), "cancelled");
     let _ = wait_b.join();
     cancel(&a);
-    assert_eq!(ended(&run_a), "cancelled");
+    assert_eq!(ended(d, &run_a), "cancelled");
     let _ = wait_a.join();
     // A session's second call of an id that waits is refused and starts nothing.
     let c = raw_session(&server.url);
     let _first = start(&c);
-    until_runs(3);
+    until_runs(d, 3);
     let (_, _, again) = start(&c).join().unwrap();
     assert!(again.contains("waits already in this session"), "{again}");
-    assert_eq!(runs().len(), 3);
+    assert_eq!(run_ids(d).len(), 3);
 }
 
 /// SIGTERM stops a stdio server whose client keeps its stdin open: the run it started
@@ -903,18 +908,7 @@ fn sigterm_ends_a_stdio_server_whose_client_keeps_stdin_open() {
         writeln!(input, "{msg}").unwrap();
     }
     input.flush().unwrap();
-    let run = {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let out = bin(d, &["status", "--json"]);
-            let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-            if let Some(id) = v["runs"][0]["run_id"].as_str() {
-                break id.to_owned();
-            }
-            assert!(Instant::now() < deadline, "the run never started: {v}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
+    let run = until_runs(d, 1)[0].clone();
     let pid = server.id().to_string();
     assert!(
         Command::new("kill")
@@ -976,9 +970,7 @@ fn runs_started_through_the_server_are_bounded() {
         "{}",
         r[1]
     );
-    let out = bin(d, &["status", "--limit", "100", "--json"]);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["runs"].as_array().unwrap().len(), 16, "{v}");
+    assert_eq!(run_ids(d).len(), 16);
 }
 
 /// What a client reads is as inert as what the CLI prints: C1 controls (the 8-bit CSI

@@ -89,19 +89,15 @@ pub async fn launch(
     context: RequestContext<RoleServer>,
 ) -> CallToolResult {
     // Registered first, so a cancellation that follows at once is kept.
-    let _waiting = if wait {
-        match server.waiting(context.id.clone()) {
-            Some(w) => Some(w),
-            None => {
-                return super::tool_error(format!(
-                    "a call with request id {} waits already in this session; request ids \
-                     must be unique among the calls in flight (nothing was started)",
-                    crate::text::escape(&context.id.to_string())
-                ));
-            }
+    let _waiting = match wait.then(|| server.waiting(context.id.clone())) {
+        Some(None) => {
+            return tool_error(format!(
+                "a call with request id {} waits already in this session; request ids \
+                 must be unique among the calls in flight (nothing was started)",
+                crate::text::escape(&context.id.to_string())
+            ));
         }
-    } else {
-        None
+        waiting => waiting.flatten(),
     };
     let Some(guard) = server.runs().try_enter() else {
         return tool_error(format!(
