@@ -32,9 +32,9 @@ use super::config::{McpServer, Transport};
 use super::tools::{self, Offer};
 use crate::sandbox::{AgentSandbox, EnvPolicy, Program, SandboxedChild};
 
-/// The longest line read from a stdio server: a larger message is dropped by the
-/// transport, and the calls waiting when it arrived fail with [`McpError::TooLarge`]
-/// at once (rather than when their timeout fires).
+/// The longest line read from a stdio server: a larger answer fails the call waiting
+/// on it at once with [`McpError::TooLarge`] (see [`lines`](super::lines)); a larger
+/// message without an id is dropped.
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// The most requests a server may make of crewbox in a connection's life (pings,
 /// sampling, roots, elicitation, its own methods): past it the connection is dropped.
@@ -47,50 +47,6 @@ const MAX_LISTED_TOOLS: usize = 4 * tools::MAX_TOOLS;
 /// The most bytes of tool definitions (JSON) read from one server's listing.
 const MAX_LISTED_BYTES: usize = 16 * 1024 * 1024;
 
-/// A stdio server's stdout, watched for lines over [`MAX_LINE_BYTES`]: each one bumps
-/// the counter the waiting calls watch. Reads pass through unchanged.
-struct LineGuard<R> {
-    inner: R,
-    since_newline: usize,
-    tripped: bool,
-    oversized: tokio::sync::watch::Sender<u64>,
-}
-
-impl<R> LineGuard<R> {
-    fn saw(&mut self, bytes: &[u8]) {
-        let mut rest = bytes;
-        while let Some(at) = rest.iter().position(|b| *b == b'\n') {
-            self.grow(at);
-            self.since_newline = 0;
-            self.tripped = false;
-            rest = &rest[at + 1..];
-        }
-        self.grow(rest.len());
-    }
-
-    fn grow(&mut self, n: usize) {
-        self.since_newline = self.since_newline.saturating_add(n);
-        if self.since_newline > MAX_LINE_BYTES && !self.tripped {
-            self.tripped = true;
-            self.oversized.send_modify(|n| *n += 1);
-        }
-    }
-}
-
-impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for LineGuard<R> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        if polled.is_ready() {
-            self.saw(&buf.filled()[before..]);
-        }
-        polled
-    }
-}
 /// How much of a stdio server's stderr is kept for error messages.
 const STDERR_TAIL: usize = 4 * 1024;
 
@@ -200,9 +156,6 @@ pub struct Client {
     )]
     child: Option<SandboxedChild>,
     stderr: Arc<Mutex<Vec<u8>>>,
-    /// Counts the messages over [`MAX_LINE_BYTES`] the server sent (stdio).
-    oversized: tokio::sync::watch::Receiver<u64>,
-    _oversized_tx: tokio::sync::watch::Sender<u64>,
     _host: Option<StdioHost>,
 }
 
@@ -241,7 +194,8 @@ impl Client {
         let changed = handler.changed.clone();
         let flooded = handler.flooded.clone();
         let stderr = Arc::new(Mutex::new(Vec::new()));
-        let (oversized_tx, oversized) = tokio::sync::watch::channel(0u64);
+        // What a stdio server wrote on stdout that was no message crewbox could read.
+        let dropped = super::lines::Dropped::default();
         let fail = |message: String| McpError::Start {
             server: server.name.clone(),
             message: crate::redact::clean_owned(message),
@@ -310,14 +264,14 @@ impl Client {
                         }
                     });
                 }
-                let stdout = LineGuard {
-                    inner: stdout,
-                    since_newline: 0,
-                    tripped: false,
-                    oversized: oversized_tx.clone(),
-                };
+                let stdout = super::lines::bounded(
+                    stdout,
+                    MAX_LINE_BYTES,
+                    super::lines::Reader::Client(dropped.clone()),
+                );
+                // Past the bound above, every line is within it (or its replacement).
                 let transport = AsyncRwTransport::new_client(stdout, stdin)
-                    .with_max_line_length(MAX_LINE_BYTES);
+                    .with_max_line_length(MAX_LINE_BYTES + 1024);
                 let served = tokio::time::timeout(timeout, handler.serve(transport)).await;
                 match served {
                     Ok(Ok(service)) => (service, Some(child)),
@@ -340,7 +294,8 @@ impl Client {
                             ));
                         }
                         return Err(fail(format!(
-                            "`{command}` did not complete the MCP handshake: {e}{}",
+                            "`{command}` did not complete the MCP handshake: {e}{}{}",
+                            dropped.said(),
                             stderr_tail(&stderr)
                         )));
                     }
@@ -348,8 +303,9 @@ impl Client {
                         child.kill_tree();
                         return Err(fail(format!(
                             "`{command}` did not answer `initialize` within {} s \
-                             (`startup_timeout_s`){}",
+                             (`startup_timeout_s`){}{}",
                             timeout.as_secs(),
+                            dropped.said(),
                             stderr_tail(&stderr)
                         )));
                     }
@@ -431,8 +387,6 @@ impl Client {
             offer: Offer::default(),
             child,
             stderr,
-            oversized,
-            _oversized_tx: oversized_tx,
             _host: host,
         };
         let left = timeout.saturating_sub(started.elapsed());
@@ -574,11 +528,10 @@ impl Client {
         self.service.peer().clone()
     }
 
-    /// What a call waits on: the peer, the count of oversized messages and the flood.
+    /// What a call waits on: the peer and the flood.
     pub fn caller(&self) -> Caller {
         Caller {
             peer: self.peer(),
-            oversized: self.oversized.clone(),
             flooded: self.flooded.clone(),
         }
     }
@@ -589,10 +542,9 @@ impl Client {
     }
 }
 
-/// A connection's peer, its count of oversized messages and its flood, for one call.
+/// A connection's peer and its flood, for one call.
 pub struct Caller {
     peer: Peer<RoleClient>,
-    oversized: tokio::sync::watch::Receiver<u64>,
     flooded: CancellationToken,
 }
 
@@ -605,8 +557,8 @@ impl Caller {
 
 /// Calls `tool` through `caller` within `server`'s call timeout. A timeout drops the
 /// request, which sends `notifications/cancelled`; a progress notification extends
-/// nothing. A message over the size limit arriving while the call waits (the transport
-/// drops it, so it may well be this call's answer) fails the call at once.
+/// nothing. An answer over the size limit, or one that does not read as JSON, fails the
+/// call at once (see [`lines`](super::lines)), not when its timeout fires.
 pub async fn call(
     server: &McpServer,
     caller: &Caller,
@@ -614,17 +566,8 @@ pub async fn call(
     arguments: serde_json::Map<String, Value>,
 ) -> Result<String, McpError> {
     let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-    let mut oversized = caller.oversized.clone();
-    oversized.mark_unchanged();
     let answered = tokio::select! {
         a = tokio::time::timeout(server.call_timeout, caller.peer.call_tool(params)) => a,
-        Ok(()) = oversized.changed() => {
-            return Err(McpError::TooLarge {
-                server: server.name.clone(),
-                tool: tool.to_owned(),
-                max_mib: MAX_LINE_BYTES >> 20,
-            });
-        }
         () = caller.flooded.cancelled() => {
             return Err(McpError::Tool {
                 server: server.name.clone(),
@@ -647,10 +590,19 @@ pub async fn call(
             tool: tool.to_owned(),
             secs: server.call_timeout.as_secs(),
         }),
-        Ok(Err(rmcp::ServiceError::McpError(e))) => Err(tool_err(format!(
-            "the server answered with error {}: {}",
-            e.code.0, e.message
-        ))),
+        Ok(Err(rmcp::ServiceError::McpError(e))) => match super::lines::refused_by_crewbox(&e) {
+            Some(super::lines::TOO_LARGE_ANSWER) => Err(McpError::TooLarge {
+                server: server.name.clone(),
+                tool: tool.to_owned(),
+                max_mib: MAX_LINE_BYTES >> 20,
+            }),
+            // What crewbox said of an answer it could not read.
+            Some(_) => Err(tool_err(e.message.into_owned())),
+            None => Err(tool_err(format!(
+                "the server answered with error {}: {}",
+                e.code.0, e.message
+            ))),
+        },
         Ok(Err(rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_))) => {
             Err(McpError::Gone {
                 server: server.name.clone(),

@@ -10,11 +10,14 @@
 //!   granted it, restarted once.
 //! - [`project`]: a repository's `.mcp.json`, started only when the repository is
 //!   trusted and the user approved the server by name.
+//! - [`lines`]: the stdio framing read within bounds, both ways: an oversized or
+//!   unreadable message becomes an error under its id instead of a silent drop.
 //! - [`serve`]: the other direction, `crewbox mcp serve`: crewbox as an MCP server
 //!   any MCP client hands work to.
 
 pub mod client;
 pub mod config;
+pub mod lines;
 pub mod pool;
 pub mod project;
 pub mod serve;
@@ -67,11 +70,10 @@ pub enum McpError {
         /// The timeout.
         secs: u64,
     },
-    /// The server sent a message over the size limit while the call waited; the message
-    /// was dropped unread.
+    /// The server's answer to the call was over the size limit; it was dropped unread.
     #[error(
-        "MCP tool `{tool}` of server `{server}` failed: the server sent a message over the \
-         {max_mib} MiB limit while the call waited, and it was dropped"
+        "MCP tool `{tool}` of server `{server}` failed: its answer was over the {max_mib} MiB \
+         limit, and it was dropped unread"
     )]
     TooLarge {
         /// The server.

@@ -70,7 +70,7 @@ fn a_scripted_agent_lists_and_calls_mcp_tools() {
     let listed = json_of(&bin(d, &["mcp", "list", "--json"]));
     assert_eq!(listed["servers"][0]["name"], "echo");
     assert_eq!(listed["servers"][0]["state"], "ok", "{listed}");
-    assert_eq!(listed["servers"][0]["tools"], 8);
+    assert_eq!(listed["servers"][0]["tools"], 9);
     let tools = json_of(&bin(d, &["mcp", "tools", "echo", "--json"]));
     assert_eq!(tools["tools"][0]["name"], "mcp__echo__echo");
     assert!(
@@ -238,6 +238,10 @@ fn hostile_servers_are_bounded() {
             err.contains(&format!("MCP server `{name}` could not start")),
             "{err}"
         );
+        // What a server wrote on stdout that was no message is named.
+        if name == "garbage" {
+            assert!(err.contains("`{this is not json`"), "{err}");
+        }
         assert!(started.elapsed() < Duration::from_secs(20), "{name}");
     }
 
@@ -524,21 +528,28 @@ fn gone(marker: &str) -> bool {
     crate::support::procs::wait_for(Duration::from_secs(10), || with_marker(marker).is_empty())
 }
 
-/// A 50 MB answer (over the 16 MiB message limit) fails its call at once with an error
-/// that says so, not when the call times out; the server stays usable.
+/// A 50 MB answer (over the 16 MiB message limit), or one that does not read as JSON
+/// (the SDK drops either unread), fails its call at once with an error that says so,
+/// not when the call times out. The unreadable case was shown failing (a timeout after
+/// 60 s) when the SDK read the server's stdout directly.
 #[test]
-fn an_answer_over_the_message_limit_fails_its_call_at_once() {
+fn an_answer_over_the_message_limit_or_unreadable_fails_its_call_at_once() {
     let (dir, _) = setup(&timed("echo", "echo", 5, 60, ""));
-    let started = Instant::now();
-    let v = call(dir.path(), "echo", "huge", json!({}));
-    assert_eq!(v["ok"], false, "{v}");
-    let text = v["content"].as_str().unwrap();
-    assert!(text.contains("over the 16 MiB limit"), "{text}");
-    assert!(
-        started.elapsed() < Duration::from_secs(30),
-        "waited {:?} (the call timeout is 60 s)",
-        started.elapsed()
-    );
+    for (tool, says) in [
+        ("unreadable", "does not read as JSON"),
+        ("huge", "its answer was over the 16 MiB limit"),
+    ] {
+        let started = Instant::now();
+        let v = call(dir.path(), "echo", tool, json!({}));
+        assert_eq!(v["ok"], false, "{v}");
+        let text = v["content"].as_str().unwrap();
+        assert!(text.contains(says), "{tool}: {text}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{tool}: waited {:?} (the call timeout is 60 s)",
+            started.elapsed()
+        );
+    }
 }
 
 /// A server's grandchild in a session of its own dies with the server; so does the

@@ -140,10 +140,9 @@ async fn list(ctx: &Context, no_start: bool, json: bool) -> anyhow::Result<Exit>
 }
 
 async fn tools(ctx: &Context, name: &str, json: bool) -> anyhow::Result<Exit> {
+    // The listing logged its warnings (a cut listing, tools left out) on stderr once;
+    // `--json` carries them too.
     let (tools, warnings) = ctx.mcp_server(name)?.tools().await?;
-    for w in &warnings {
-        errln!("crewbox: warning: {w}");
-    }
     if json {
         let list: Vec<Value> = tools
             .iter()

@@ -18,7 +18,6 @@
 //! (`rmcp`); stdout carries only its messages.
 
 pub mod http;
-pub mod limit;
 pub mod ops;
 pub mod resources;
 pub mod runs;
@@ -37,6 +36,7 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::lines::{self, detail};
 use crate::engine::{Engine, EngineError};
 use crate::repository::Repository;
 
@@ -154,7 +154,7 @@ impl Server {
     pub async fn serve_stdio(&self) -> Result<(), ServeError> {
         use rmcp::ServiceExt as _;
         let (stdin, stdout) = rmcp::transport::stdio();
-        let stdin = limit::bounded(stdin, MAX_REQUEST_BYTES);
+        let stdin = lines::bounded(stdin, MAX_REQUEST_BYTES, lines::Reader::Server);
         let running = self
             .clone()
             .serve((stdin, stdout))
@@ -347,7 +347,7 @@ impl rmcp::ServerHandler for Server {
         request: CustomRequest,
         _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        Err(limit::refusal(&request)
+        Err(lines::refusal(&request)
             .or_else(|| malformed_params(&request))
             .unwrap_or_else(|| {
                 ErrorData::new(
@@ -375,18 +375,9 @@ impl rmcp::ServerHandler for Server {
     }
 }
 
-/// The most of a parser's message an error passes on about a client's request.
-const MAX_DETAIL_BYTES: usize = 300;
-
-/// A parser's message about a client's request as an error passes it on: within
-/// [`MAX_DETAIL_BYTES`], escaped (it may quote what the client sent).
-fn detail(message: &str) -> String {
-    crate::text::escape(&crate::text::cut_marked(message, MAX_DETAIL_BYTES, "…")).into_owned()
-}
-
 /// The error message for a request that does not read as JSON, the parser's `message`
 /// passed on as [`detail`] does.
-fn not_json(message: &str) -> String {
+pub(crate) fn not_json(message: &str) -> String {
     format!(
         "request refused: it does not read as JSON ({})",
         detail(message)

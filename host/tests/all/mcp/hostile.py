@@ -3,7 +3,8 @@ on purpose. `hostile.py MODE`:
 
   echo     well-behaved: `echo`, `fail` (isError), `rpc_error`, `probe` (what the
            sandbox lets it do), `big` (a 10 MB text result), `huge` (a 50 MB one, over
-           the message limit), `fork` (leaves a grandchild in a session of its own,
+           the message limit), `unreadable` (an answer that is not JSON: a byte that is
+           not UTF-8), `fork` (leaves a grandchild in a session of its own,
            named by the `marker` argument), `slow` (never answers)
   many     10,000 tools
   bigdesc  one tool with a 1 MB description and a 1 MB schema
@@ -54,6 +55,7 @@ def tools():
         {"name": "probe", "inputSchema": obj},
         {"name": "big", "inputSchema": obj},
         {"name": "huge", "inputSchema": obj},
+        {"name": "unreadable", "inputSchema": obj},
         {"name": "fork", "inputSchema": obj},
         {"name": "slow", "inputSchema": obj},
     ]
@@ -102,6 +104,12 @@ def call(mid, name, args):
         text("B" * (10 << 20))
     elif name == "huge":
         text("H" * (50 << 20))
+    elif name == "unreadable":
+        # Its answer, under its id, with a byte that is not UTF-8 in a string.
+        sys.stdout.flush()
+        sys.stdout.buffer.write(b'{"jsonrpc": "2.0", "id": %d, "result": {"content": '
+                                b'[{"type": "text", "text": "\xff"}]}}\n' % mid)
+        sys.stdout.buffer.flush()
     elif name == "fork":
         if os.fork() == 0:
             os.setsid()

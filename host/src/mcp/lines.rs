@@ -1,20 +1,29 @@
-//! Requests over [`MAX_REQUEST_BYTES`](super::MAX_REQUEST_BYTES) on stdio are
-//! refused with an error the client can match to its request, instead of being
-//! dropped silently (which leaves the client waiting) or buffered whole.
+//! The stdio framing of MCP (one JSON-RPC message per line) read within bounds, in
+//! both directions: `crewbox mcp serve` reading a client's requests and crewbox's
+//! MCP client reading a server's messages.
 //!
-//! Lines (the SDK's stdio framing: one message per line) pass through unchanged up to
-//! the limit. A longer one is not kept: it is scanned as it streams by (`IdScan`: the
-//! JSON structure, strings and escapes, in constant memory) for the `id` member of its
-//! top-level object — never an `"id"` inside `params` or a string — and replaced by a
-//! small request for [`TOO_LARGE`] with that id, which the server answers with an error
-//! (`refusal`). A message without one (a notification, or not a JSON object) is dropped
-//! with a line on stderr.
+//! Lines pass through unchanged up to the limit. A longer one is not kept: it is
+//! scanned as it streams by (`IdScan`: the JSON structure, strings and escapes, in
+//! constant memory) for the `id` member of its top-level object — never an `"id"`
+//! inside `params` or a string. A line within the limit that does not read as JSON
+//! (bytes that are not UTF-8 in a string, nesting past the parser's depth, a syntax
+//! error) is scanned the same way. The SDK would drop either without an answer (too
+//! long: past its own line limit; unreadable: by design, as the other SDKs do), leaving
+//! whoever waits on that id waiting until a timeout; here the message is replaced by
+//! one under the id the scan found, so the wait ends at once with an error saying
+//! what was wrong ([`Reader`]):
 //!
-//! A line within the limit that does not read as JSON (bytes that are not UTF-8 in a
-//! string, nesting past the parser's depth, a syntax error) would be dropped by the SDK
-//! without an answer, leaving its client waiting: it is replaced the same way, by a
-//! request for [`UNREADABLE`] under the id the scan finds, answered with a parse error
-//! saying what is wrong.
+//! - serving, a refused request becomes a request for [`TOO_LARGE`] or [`UNREADABLE`],
+//!   which the server answers with an error ([`refusal`]);
+//! - as a client, a server's refused answer becomes a JSON-RPC error answer under its
+//!   id, marked as crewbox's ([`refused_by_crewbox`]), which fails the call waiting on
+//!   it.
+//!
+//! A message without an id (a notification, a server's log line on stdout) is dropped:
+//! serving, with a line on stderr; as a client, noted in [`Dropped`], which the error
+//! of a server that never answers its start names.
+
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{CustomRequest, ErrorData};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -23,21 +32,160 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 pub const TOO_LARGE: &str = "crewbox/request_too_large";
 /// The method a request that does not read as JSON is replaced by.
 pub const UNREADABLE: &str = "crewbox/request_unreadable";
+/// The `data` member that marks an error answer crewbox made of a server's refused
+/// message (its value: [`TOO_LARGE_ANSWER`] or [`UNREADABLE_ANSWER`]).
+const MARK: &str = "crewbox_refused";
+/// [`MARK`] of an answer over the limit.
+pub const TOO_LARGE_ANSWER: &str = "too_large";
+/// [`MARK`] of an answer that does not read as JSON.
+pub const UNREADABLE_ANSWER: &str = "unreadable";
 /// The longest top-level `id` value kept (a longer one counts as none).
 const MAX_ID_BYTES: usize = 512;
 /// The longest key compared with `id` (escapes such as `\u0069d` included).
 const MAX_KEY_BYTES: usize = 32;
+/// The most of a parser's message passed on about a refused message.
+const MAX_DETAIL_BYTES: usize = 300;
+/// The most of a dropped line [`Dropped`] keeps.
+const MAX_DROPPED_SHOWN: usize = 120;
 
-/// `input` with every line longer than `max` bytes replaced (see the module docs).
-/// The copying task ends at end of input or when the returned reader is dropped.
-pub fn bounded<R>(input: R, max: usize) -> tokio::io::DuplexStream
+/// The messages without an id a server wrote that crewbox could not read: how many,
+/// and the last of them (cut, escaped).
+#[derive(Clone, Debug, Default)]
+pub struct Dropped(Arc<Mutex<(u64, String)>>);
+
+impl Dropped {
+    fn note(&self, what: String) {
+        let mut d = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        d.0 += 1;
+        d.1 = what;
+    }
+
+    /// `"; it wrote N line(s) that are not JSON-RPC messages crewbox can read, the
+    /// last: …"`, or nothing when it wrote none.
+    pub fn said(&self) -> String {
+        let d = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match d.0 {
+            0 => String::new(),
+            n => format!(
+                "; on stdout it wrote {n} line(s) that are no JSON-RPC message crewbox can read (stdout is for MCP messages only), the last {}",
+                d.1
+            ),
+        }
+    }
+}
+
+/// Who reads the lines: what a refused message becomes (see the module docs).
+#[derive(Clone, Debug)]
+pub enum Reader {
+    /// `crewbox mcp serve` reading a client's requests.
+    Server,
+    /// crewbox's MCP client reading a server's messages.
+    Client(Dropped),
+}
+
+/// Why a line was refused.
+enum Refused {
+    /// Over the limit: its length.
+    TooLarge { bytes: usize, max: usize },
+    /// It does not read as JSON: its length, the parser's message and how it starts
+    /// (cut, escaped).
+    Unreadable {
+        bytes: usize,
+        detail: String,
+        start: String,
+    },
+}
+
+impl Reader {
+    /// The line a refused message is replaced by, under the id `scan` found; `None`
+    /// without one (the message is dropped, and said to be).
+    fn replace(&self, scan: &IdScan, refused: &Refused) -> Option<String> {
+        let Some(id) = scan.id() else {
+            let what = match refused {
+                Refused::TooLarge { bytes, max } => {
+                    format!("of {bytes} bytes (the limit is {max})")
+                }
+                Refused::Unreadable { bytes, detail, .. } => format!(
+                    "of {bytes} bytes that does not read as JSON ({})",
+                    self::detail(detail)
+                ),
+            };
+            match self {
+                Self::Server => {
+                    let _ = std::io::Write::write_all(
+                        &mut crate::text::stderr(),
+                        format!("crewbox: a message {what}, without an id, was dropped\n")
+                            .as_bytes(),
+                    );
+                }
+                Self::Client(dropped) => {
+                    tracing::debug!("a server's message {what}, without an id, was dropped");
+                    let start = match refused {
+                        Refused::Unreadable { start, .. } => format!(": `{start}`"),
+                        Refused::TooLarge { .. } => String::new(),
+                    };
+                    dropped.note(format!("{what}{start}"));
+                }
+            }
+            return None;
+        };
+        let message = match (self, refused) {
+            (Self::Server, Refused::TooLarge { bytes, .. }) => serde_json::json!({
+                "jsonrpc": "2.0", "id": id, "method": TOO_LARGE,
+                "params": {"bytes": bytes},
+            }),
+            (Self::Server, Refused::Unreadable { detail, .. }) => serde_json::json!({
+                "jsonrpc": "2.0", "id": id, "method": UNREADABLE,
+                "params": {"error": detail},
+            }),
+            (Self::Client(_), Refused::TooLarge { bytes, max }) => serde_json::json!({
+                "jsonrpc": "2.0", "id": id, "error": {
+                    "code": rmcp::model::ErrorCode::INVALID_REQUEST.0,
+                    "message": format!(
+                        "the server's answer is {bytes} bytes, over the {} MiB limit; it was dropped unread",
+                        max >> 20
+                    ),
+                    "data": {MARK: TOO_LARGE_ANSWER},
+                },
+            }),
+            (Self::Client(_), Refused::Unreadable { detail, bytes, .. }) => serde_json::json!({
+                "jsonrpc": "2.0", "id": id, "error": {
+                    "code": rmcp::model::ErrorCode::PARSE_ERROR.0,
+                    "message": format!(
+                        "the server's answer ({bytes} bytes) does not read as JSON ({})",
+                        self::detail(detail)
+                    ),
+                    "data": {MARK: UNREADABLE_ANSWER},
+                },
+            }),
+        };
+        Some(format!("{message}\n"))
+    }
+}
+
+/// Which refusal of crewbox's (`TOO_LARGE_ANSWER`, `UNREADABLE_ANSWER`) an error
+/// answer a client received is, if any.
+pub fn refused_by_crewbox(error: &ErrorData) -> Option<&str> {
+    error.data.as_ref()?.get(MARK)?.as_str()
+}
+
+/// A parser's message about a refused message as an error passes it on: within
+/// [`MAX_DETAIL_BYTES`], escaped (it may quote what was sent).
+pub fn detail(message: &str) -> String {
+    crate::text::escape(&crate::text::cut_marked(message, MAX_DETAIL_BYTES, "…")).into_owned()
+}
+
+/// `input` as `reader` reads it: every line longer than `max` bytes, or not JSON,
+/// replaced (see the module docs). The copying task ends at end of input or when the
+/// returned reader is dropped.
+pub fn bounded<R>(input: R, max: usize, reader: Reader) -> tokio::io::DuplexStream
 where
     R: AsyncRead + Unpin + Send + 'static,
 {
     let (mut tx, rx) = tokio::io::duplex(64 * 1024);
     tokio::spawn(async move {
-        if let Err(e) = pump(input, &mut tx, max).await {
-            tracing::debug!(error = %e, "stdin closed");
+        if let Err(e) = pump(input, &mut tx, max, &reader).await {
+            tracing::debug!(error = %e, "input closed");
         }
         let _ = tx.shutdown().await;
     });
@@ -206,7 +354,7 @@ impl IdScan {
     }
 }
 
-async fn pump<R, W>(input: R, out: &mut W, max: usize) -> std::io::Result<()>
+async fn pump<R, W>(input: R, out: &mut W, max: usize, reader: &Reader) -> std::io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -241,40 +389,40 @@ where
         if end.is_none() {
             continue;
         }
-        // A refused line becomes a request the server answers under its id; one without
-        // an id is dropped with a line on stderr.
-        let (refused, dropped) = match skipped.take() {
+        let replaced = match skipped.take() {
             None => match unreadable(&line) {
                 None => {
                     out.write_all(&line).await?;
-                    (None, String::new())
+                    None
                 }
                 Some(detail) => {
                     let mut scan = IdScan::default();
                     line.iter().for_each(|&b| scan.push(b));
-                    let why = format!("does not read as JSON ({})", super::detail(&detail));
-                    (
-                        replacement(&scan, UNREADABLE, serde_json::json!({"error": detail})),
-                        format!("of {} bytes that {why}", line.len()),
-                    )
+                    let shown = &line[..line.len().min(MAX_DROPPED_SHOWN)];
+                    let start = crate::text::from_bytes(shown.trim_ascii_end());
+                    let refused = Refused::Unreadable {
+                        bytes: line.len(),
+                        detail,
+                        start: format!(
+                            "{}{}",
+                            crate::text::escape(&start),
+                            if line.len() > shown.len() { "…" } else { "" }
+                        ),
+                    };
+                    reader.replace(&scan, &refused)
                 }
             },
-            Some(s) => (
-                replacement(&s.scan, TOO_LARGE, serde_json::json!({"bytes": s.total})),
-                format!("of {} bytes (the limit is {max})", s.total),
+            Some(s) => reader.replace(
+                &s.scan,
+                &Refused::TooLarge {
+                    bytes: s.total,
+                    max,
+                },
             ),
         };
         line.clear();
-        match refused {
-            Some(text) => out.write_all(text.as_bytes()).await?,
-            None if !dropped.is_empty() => {
-                let _ = std::io::Write::write_all(
-                    &mut crate::text::stderr(),
-                    format!("crewbox: a message {dropped}, without an id, was dropped\n")
-                        .as_bytes(),
-                );
-            }
-            None => {}
+        if let Some(text) = replaced {
+            out.write_all(text.as_bytes()).await?;
         }
         out.flush().await?;
     }
@@ -292,15 +440,6 @@ fn unreadable(line: &[u8]) -> Option<String> {
     Some(e.to_string())
 }
 
-/// The request for `method` with `params` that a refused message is replaced by,
-/// under the top-level id its `scan` found; `None` without one.
-fn replacement(scan: &IdScan, method: &str, params: serde_json::Value) -> Option<String> {
-    let request = serde_json::json!({
-        "jsonrpc": "2.0", "id": scan.id()?, "method": method, "params": params,
-    });
-    Some(format!("{request}\n"))
-}
-
 /// The error answering a replaced request; `None` for any other custom method.
 pub fn refusal(request: &CustomRequest) -> Option<ErrorData> {
     if request.method == UNREADABLE {
@@ -310,7 +449,10 @@ pub fn refusal(request: &CustomRequest) -> Option<ErrorData> {
             .and_then(|p| p.get("error"))
             .and_then(serde_json::Value::as_str)
             .unwrap_or("");
-        return Some(ErrorData::parse_error(super::not_json(detail), None));
+        return Some(ErrorData::parse_error(
+            crate::mcp::serve::not_json(detail),
+            None,
+        ));
     }
     if request.method != TOO_LARGE {
         return None;
@@ -324,7 +466,7 @@ pub fn refusal(request: &CustomRequest) -> Option<ErrorData> {
     Some(ErrorData::invalid_request(
         format!(
             "request refused: it is {bytes} bytes; the limit is {} bytes (1 MiB)",
-            super::MAX_REQUEST_BYTES
+            crate::mcp::serve::MAX_REQUEST_BYTES
         ),
         None,
     ))
@@ -336,7 +478,7 @@ mod tests {
 
     async fn through(input: &[u8], max: usize) -> String {
         let mut out = Vec::new();
-        pump(input, &mut out, max).await.unwrap();
+        pump(input, &mut out, max, &Reader::Server).await.unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -447,5 +589,73 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
         assert_eq!(v["id"], 8, "{out}");
         assert_eq!(v["method"], TOO_LARGE);
+    }
+
+    async fn as_client(input: &[u8], max: usize) -> (String, Dropped) {
+        let dropped = Dropped::default();
+        let mut out = Vec::new();
+        pump(input, &mut out, max, &Reader::Client(dropped.clone()))
+            .await
+            .unwrap();
+        (String::from_utf8(out).unwrap(), dropped)
+    }
+
+    /// A server's answer that is too long or does not read becomes an error answer
+    /// under its id, marked as crewbox's, which the SDK hands to the waiting call;
+    /// a line without an id (a banner on stdout) is dropped and noted, with its start.
+    #[tokio::test]
+    async fn as_a_client_a_refused_answer_becomes_an_error_under_its_id() {
+        let mut bad =
+            br#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":""#.to_vec();
+        bad.extend_from_slice(b"\xff\"}]}}\n");
+        let big = format!(
+            "{{\"jsonrpc\":\"2.0\",\"result\":{{\"t\":\"{}\"}},\"id\":\"b\"}}\n",
+            "x".repeat(5000)
+        );
+        let ok = "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}\n";
+        let mut input = bad;
+        input.extend_from_slice(big.as_bytes());
+        input.extend_from_slice(b"Server \x1b[1mstarted\x1b[0m on stdio\n");
+        input.extend_from_slice(ok.as_bytes());
+        let (out, dropped) = as_client(&input, 1000).await;
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        let parse =
+            |l: &str| -> rmcp::model::ServerJsonRpcMessage { serde_json::from_str(l).unwrap() };
+        let error_of = |l: &str| match parse(l) {
+            rmcp::model::ServerJsonRpcMessage::Error(e) => e,
+            other => panic!("not an error answer: {other:?}"),
+        };
+        let unreadable = error_of(lines[0]);
+        assert_eq!(unreadable.id, Some(rmcp::model::NumberOrString::Number(4)));
+        assert_eq!(
+            refused_by_crewbox(&unreadable.error),
+            Some(UNREADABLE_ANSWER)
+        );
+        assert!(unreadable.error.message.contains("does not read as JSON"));
+        let large = error_of(lines[1]);
+        assert_eq!(
+            large.id,
+            Some(rmcp::model::NumberOrString::String("b".into()))
+        );
+        assert_eq!(refused_by_crewbox(&large.error), Some(TOO_LARGE_ANSWER));
+        assert_eq!(format!("{}\n", lines[2]), ok);
+        let said = dropped.said();
+        assert!(said.contains("1 line(s)"), "{said}");
+        // The banner, escaped: no raw escape sequence reaches an error message.
+        assert!(
+            said.contains(r"`Server \x1b[1mstarted\x1b[0m on stdio`"),
+            "{said}"
+        );
+        assert!(!said.contains('\x1b'), "{said}");
+        // Nothing dropped, nothing said.
+        assert_eq!(as_client(ok.as_bytes(), 1000).await.1.said(), "");
+        // A server's own error answer is not crewbox's.
+        let theirs = ErrorData::new(
+            rmcp::model::ErrorCode::PARSE_ERROR,
+            "bad",
+            Some(serde_json::json!({"other": 1})),
+        );
+        assert_eq!(refused_by_crewbox(&theirs), None);
     }
 }
