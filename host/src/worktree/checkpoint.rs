@@ -76,6 +76,7 @@ impl WorktreeManager {
             let wt = inner.acquire_from(agent_id, Some(base))?;
             let restored = (|| {
                 let checked = inner.checked_active(&wt)?;
+                super::git::clear_links(&wt.path)?;
                 let repo = &checked.repo;
                 let tree = repo
                     .find_commit(work)

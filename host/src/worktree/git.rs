@@ -92,8 +92,12 @@ pub(crate) fn add_worktree(
 
 /// `git reset --hard <commit>` plus `git clean -fdx`, detaching HEAD at `commit`.
 /// Checkout compares stat data first, so only files that differ are rewritten.
+///
+/// Every symlink, special file and hard link in the tree goes first ([`clear_links`]):
+/// the checkout writes files by path, following links, as the user.
 pub(crate) fn reset_clean(wt: &Checked, commit: Oid) -> Result<(), WorktreeError> {
     let (repo, path) = (&wt.repo, wt.path.as_path());
+    clear_links(path)?;
     let target = repo
         .find_commit(commit)
         .map_err(WorktreeError::git("find commit", path))?;
@@ -117,6 +121,27 @@ pub(crate) fn reset_clean(wt: &Checked, commit: Oid) -> Result<(), WorktreeError
         .map_err(WorktreeError::git("reset index", path))?;
     repo.cleanup_state()
         .map_err(WorktreeError::git("clean up merge state", path))?;
+    Ok(())
+}
+
+/// Removes every symlink, FIFO, socket, device and hard link in the worktree at `path`
+/// (not following any; its `.git` pointer is left to the integrity check), so that a
+/// checkout, which opens each file it rewrites by path with `O_TRUNC` and follows
+/// links, cannot be sent outside the worktree or made to wait on a FIFO. A tracked
+/// symlink is written back by the checkout that follows. An agent that replaced a
+/// tracked file with a link to `~/.bashrc`, or a tracked directory with one to
+/// `~/.ssh`, made crewbox's reset of its worktree write repository content there.
+pub(crate) fn clear_links(path: &Path) -> Result<(), WorktreeError> {
+    let swept = crate::fs::Root::open(path)
+        .and_then(|root| root.sweep())
+        .map_err(|e| WorktreeError::Io {
+            op: "clear links",
+            path: path.to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+    if swept.total() > 0 {
+        tracing::debug!(worktree = %path.display(), ?swept, "cleared links before a checkout");
+    }
     Ok(())
 }
 

@@ -639,3 +639,98 @@ fn a_trust_record_without_files_is_not_trusted_until_renewed() {
     );
     assert_eq!(trust_of(dir.path()).0, "trusted");
 }
+
+/// Commits everything in the repository (`git add -A`).
+fn commit_all(dir: &Path, message: &str) {
+    let repo = repo(dir);
+    let mut index = repo.index().unwrap();
+    index
+        .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+        .unwrap();
+    index.update_all(["*"], None).unwrap();
+    index.write().unwrap();
+    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+    let sig = git2::Signature::now("t", "t@localhost").unwrap();
+    let parent = repo.head().unwrap().peel_to_commit().unwrap();
+    repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])
+        .unwrap();
+}
+
+/// Regression (critical): an agent's sandboxed command replaced a tracked file with a
+/// symlink to a file outside every sandbox (`~/.bashrc`) and a tracked directory with
+/// one to a directory outside (`~/.ssh`). crewbox's own reset of the worktree as it
+/// went back to the pool (libgit2's forced checkout, as the user, outside the sandbox)
+/// then wrote repository content through both links and deleted a file in the outside
+/// directory; the links stayed in the pooled slot, where a later run in another
+/// process wrote through them again and committed them as its own agent's work. Shown
+/// failing without `clear_links`: the outside files held the repository's content.
+#[test]
+fn the_worktree_reset_never_writes_through_links_an_agent_planted() {
+    let dir = git_repo(|_| {});
+    let d = dir.path();
+    let victims = d.join("victims");
+    std::fs::create_dir_all(victims.join("dotssh")).unwrap();
+    std::fs::write(victims.join("bashrc"), "ORIGINAL\n").unwrap();
+    std::fs::write(victims.join("dotssh/authorized_keys"), "ORIGINAL\n").unwrap();
+    std::fs::write(victims.join("dotssh/id"), "UNRELATED\n").unwrap();
+    std::fs::write(d.join("repo/README.md"), "echo REPO-CONTENT\n").unwrap();
+    std::fs::create_dir_all(d.join("repo/keys")).unwrap();
+    std::fs::write(d.join("repo/keys/authorized_keys"), "attacker-key\n").unwrap();
+    std::fs::write(d.join("repo/keys/id"), "repo-id\n").unwrap();
+    commit_all(d, "content");
+    let untouched = |when: &str| {
+        for (file, text) in [
+            ("bashrc", "ORIGINAL\n"),
+            ("dotssh/authorized_keys", "ORIGINAL\n"),
+            ("dotssh/id", "UNRELATED\n"),
+        ] {
+            assert_eq!(
+                std::fs::read_to_string(victims.join(file)).ok().as_deref(),
+                Some(text),
+                "{when}: {file} outside the worktree was written or deleted"
+            );
+        }
+    };
+    let plant = format!(
+        "ln -sf '{v}/bashrc' README.md && rm -rf keys && ln -s '{v}/dotssh' keys && rm notes.txt && mkfifo notes.txt",
+        v = victims.display()
+    );
+    let (report, outputs) = run(d, &[("run_command", json!({"command": plant}))], &[]);
+    assert!(outputs[0].0, "{outputs:?}");
+    assert_eq!(report["status"], "completed", "{report:#}");
+    untouched("after the run that planted the links");
+
+    // The user's HEAD moves (the pooled slot is reset again when handed out), and a
+    // benign agent runs in a new process.
+    std::fs::write(d.join("repo/README.md"), "echo LATER\n").unwrap();
+    std::fs::remove_file(d.join("repo/keys/id")).unwrap();
+    commit_all(d, "later");
+    let (next, _) = run(
+        d,
+        &[(
+            "write_file",
+            json!({"path": "next.txt", "content": "next\n"}),
+        )],
+        &[],
+    );
+    assert_eq!(next["status"], "completed", "{next:#}");
+    untouched("after the next run");
+    // Its branch holds its own work on the new HEAD, none of the planted links.
+    let branch = branch_of(&next);
+    assert_eq!(
+        branch_files(d, &branch),
+        ["README.md", "keys/authorized_keys", "next.txt", "notes.txt"]
+    );
+    let git = repo(d);
+    let tree = git
+        .find_branch(&branch, git2::BranchType::Local)
+        .unwrap()
+        .get()
+        .peel_to_tree()
+        .unwrap();
+    assert_eq!(
+        tree.get_name("README.md").unwrap().filemode(),
+        0o100644,
+        "README.md is a link on the next agent's branch"
+    );
+}
