@@ -330,6 +330,18 @@ pub(crate) fn apply(conn: &Connection, w: &DeadWrite) -> Result<(), StoreError> 
     Ok(())
 }
 
+/// Whether steps `a` and `b` of a run in `mode` belong to one group whose members run
+/// side by side and never see each other's work: the workers of one orchestrated
+/// round (`worker/…`, `it2/worker/…`), and the members of a `broadcast` run.
+/// `sequential` members are not: each one reads the replies before it.
+fn same_group(mode: &str, a: &str, b: &str) -> bool {
+    let group = |k: &str| k.rsplit_once('/').map(|(g, _)| g.to_owned());
+    let (Some(ga), Some(gb)) = (group(a), group(b)) else {
+        return false;
+    };
+    ga == gb && (ga.ends_with("worker") || (ga == "member" && mode == "broadcast"))
+}
+
 fn retry(
     conn: &Connection,
     agent: &AgentId,
@@ -387,13 +399,37 @@ fn retry(
     };
     // Later steps took the failure in (a later member saw its reply, a synthesis
     // summed it up): they run again with the new result. Steps begun before it ended
-    // (the rest of its group, the run's base and workspace) stand.
-    let redone = conn
-        .execute(
-            "DELETE FROM steps WHERE run_id = ?1 AND key <> ?2 AND started_at >= ?3",
-            params![run.as_str(), step, ended],
+    // (the run's base and workspace), and the rest of its group whenever they began
+    // (a broadcast member or an orchestrated worker that waited for a free slot, or
+    // one a retry ran again), never saw it: they stand.
+    let mode: String = conn
+        .query_row(
+            "SELECT mode FROM runs WHERE id = ?1",
+            params![run.as_str()],
+            |r| r.get(0),
         )
-        .map_err(q("reopen later steps"))?;
+        .map_err(q("read run mode"))?;
+    let later: Vec<String> = {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT key FROM steps WHERE run_id = ?1 AND key <> ?2 AND started_at >= ?3",
+            )
+            .map_err(q("read later steps"))?;
+        let keys = stmt
+            .query_map(params![run.as_str(), step, ended], |r| r.get(0))
+            .map_err(q("read later steps"))?;
+        keys.collect::<rusqlite::Result<_>>()
+            .map_err(q("read later steps"))?
+    };
+    let mut redone = 0;
+    for key in later.iter().filter(|k| !same_group(&mode, step, k)) {
+        redone += conn
+            .execute(
+                "DELETE FROM steps WHERE run_id = ?1 AND key = ?2",
+                params![run.as_str(), key],
+            )
+            .map_err(q("reopen later steps"))?;
+    }
     super::writer::exec(
         conn,
         "UPDATE steps SET state = 'started', finished_at = NULL, conversation = NULL

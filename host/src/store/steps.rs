@@ -107,10 +107,13 @@ pub(crate) fn apply(conn: &Connection, w: &StepWrite) -> Result<(), StoreError> 
             data,
             at,
         } => {
-            // A done step is never demoted: its result is what a resume relies on.
+            // A done step is never demoted: its result is what a resume relies on. A
+            // step begun again (resumed, retried) keeps when it first began: its place
+            // in the run, which a retry of another step reads (what began after that
+            // one ended took its failure in; a step merely re-run later did not).
             super::writer::exec(conn,
                 "INSERT INTO steps (run_id, key, state, agent_id, data, started_at) VALUES (?1, ?2, 'started', ?3, ?4, ?5)
-                 ON CONFLICT (run_id, key) DO UPDATE SET agent_id = ?3, data = ?4, started_at = ?5 WHERE state <> 'done'",
+                 ON CONFLICT (run_id, key) DO UPDATE SET agent_id = ?3, data = ?4 WHERE state <> 'done'",
                 params![run_id.as_str(), key, agent_id, data, at],
             )
             .map_err(q("begin step"))?;

@@ -690,3 +690,110 @@ fn an_agent_whose_validator_faulted_is_a_plugin_dead_letter() {
     assert_eq!(letters[0]["retries"], 1);
     assert_eq!(letters[0]["class"], "plugin");
 }
+
+/// Alice and bob's provider is down; carol answers.
+const TWO_DOWN: &str = r#"
+[[reply]]
+agent = "synthesis"
+when = "BOB-OK"
+text = "SYNTHESIS with both"
+repeat = true
+
+[[reply]]
+agent = "synthesis"
+text = "SYNTHESIS so far"
+repeat = true
+
+[[reply]]
+agent = "orchestrator"
+text = "@worker:alice\nDo the alice part.\n@end\n@worker:bob\nDo the bob part.\n@end"
+repeat = true
+
+[[reply]]
+agent = "alice"
+error = "connection"
+repeat = true
+
+[[reply]]
+agent = "bob"
+error = "connection"
+repeat = true
+
+[[reply]]
+agent = "carol"
+text = "CAROL done"
+repeat = true
+"#;
+
+/// The provider both retries switch to.
+const TWO_OK: &str = r#"
+[[reply]]
+agent = "alice"
+text = "ALICE-OK"
+repeat = true
+
+[[reply]]
+agent = "bob"
+text = "BOB-OK"
+repeat = true
+"#;
+
+/// `crewbox retry AGENT --provider ok`: the run's report (it may end failed while
+/// another letter waits).
+fn retry_ok(dir: &Path, agent: &str) -> serde_json::Value {
+    json(&bin(dir, &["retry", agent, "--provider", "ok", "--json"]))
+}
+
+/// Regression: a second retry in one run ran again a member of the failed one's group
+/// that an earlier retry had completed: its step's start was taken as when the retry
+/// ran it, after the second letter ended, so it counted as a later step that had seen
+/// the failure. It ran twice: two conversations, two branches, the first result thrown
+/// away. Shown failing without the fix (bob completed twice). A member that waited for
+/// the one slot (carol) stands too: her step began with the others'.
+#[test]
+fn a_second_retry_never_runs_a_completed_member_of_its_group_again() {
+    const THREE: &str = "mode = \"broadcast\"\n[[members]]\nname = \"alice\"\n\
+                         [[members]]\nname = \"bob\"\n[[members]]\nname = \"carol\"\n";
+    // One slot: carol begins after alice and bob ended.
+    let dir = setup_with(THREE, "max_concurrent = 1\n", TWO_DOWN, TWO_OK);
+    let report = failed_run(dir.path());
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(states(&report, "carol"), ["completed"], "{report:#}");
+    let bob = letter_of(dir.path(), &run, "bob");
+    let after_bob = retry_ok(dir.path(), &bob);
+    assert_eq!(
+        states(&after_bob, "bob"),
+        ["error", "completed"],
+        "{after_bob:#}"
+    );
+    let alice = letter_of(dir.path(), &run, "alice");
+    let done = retry_ok(dir.path(), &alice);
+    assert_eq!(done["status"], "completed", "{done:#}");
+    assert_eq!(states(&done, "alice"), ["error", "completed"]);
+    assert_eq!(
+        states(&done, "bob"),
+        ["error", "completed"],
+        "bob ran again"
+    );
+    assert_eq!(states(&done, "carol"), ["completed"], "carol ran again");
+
+    // Orchestrated workers run side by side too; the synthesis, which read both, runs
+    // again after each retry.
+    let dir = setup_with(ORCHESTRATE, "", TWO_DOWN, TWO_OK);
+    let report = failed_run(dir.path());
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    let alice = letter_of(dir.path(), &run, "alice");
+    let after_alice = retry_ok(dir.path(), &alice);
+    assert_eq!(states(&after_alice, "alice"), ["error", "completed"]);
+    let bob = letter_of(dir.path(), &run, "bob");
+    let done = retry_ok(dir.path(), &bob);
+    assert_eq!(done["status"], "completed", "{done:#}");
+    assert_eq!(
+        states(&done, "alice"),
+        ["error", "completed"],
+        "alice ran again"
+    );
+    assert_eq!(states(&done, "bob"), ["error", "completed"]);
+    let result = done["result"].as_str().unwrap();
+    assert!(result.contains("SYNTHESIS with both"), "{result}");
+}
