@@ -373,16 +373,6 @@ async fn drive(
             Some(&outcome.result),
         )
         .await?;
-    store
-        .append_event(
-            &run_id,
-            None,
-            Event::RunFinished {
-                status: outcome.status,
-                exit_reason: outcome.reason,
-            },
-        )
-        .await?;
     let run = store
         .run(&run_id)
         .await?

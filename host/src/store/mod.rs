@@ -367,7 +367,7 @@ impl Store {
         self.write(Write::InsertRun(Box::new(run.clone()))).await
     }
 
-    /// Records how a run ended.
+    /// Records how a run ended, with its `run.finished` event, in one transaction.
     pub async fn finish_run(
         &self,
         id: &RunId,
@@ -381,6 +381,14 @@ impl Store {
             exit_reason,
             result: result.map(str::to_owned),
             at: now_ms(),
+            event: Self::event_write(
+                id,
+                None,
+                Event::RunFinished {
+                    status,
+                    exit_reason,
+                },
+            ),
         })
         .await
     }
@@ -573,17 +581,25 @@ impl Store {
         }
     }
 
-    /// The one place an event becomes a stored row (kind and data columns).
     fn event(run_id: &RunId, agent_id: Option<&AgentId>, event: Event) -> Write {
+        Write::Event(Self::event_write(run_id, agent_id, event))
+    }
+
+    /// The one place an event becomes a stored row (kind and data columns).
+    fn event_write(
+        run_id: &RunId,
+        agent_id: Option<&AgentId>,
+        event: Event,
+    ) -> Box<writer::EventWrite> {
         let (kind, data) = event.to_stored();
-        Write::Event(Box::new(writer::EventWrite {
+        Box::new(writer::EventWrite {
             run_id: run_id.clone(),
             agent_id: agent_id.cloned(),
             at: now_ms(),
             kind,
             data,
             event,
-        }))
+        })
     }
 
     /// Queues a steer or stop for an agent or run (picked up by the process running it).

@@ -34,12 +34,15 @@ const MAX_GROUP: usize = 512;
 #[derive(Debug)]
 pub(crate) enum Write {
     InsertRun(Box<RunRecord>),
+    /// The run's end and its `run.finished` event (audited), in one transaction: a
+    /// crash never leaves a finished run whose end no event or audit record tells.
     FinishRun {
         id: RunId,
         status: RunStatus,
         exit_reason: ExitReason,
         result: Option<String>,
         at: i64,
+        event: Box<EventWrite>,
     },
     SetRunPid {
         id: RunId,
@@ -161,7 +164,9 @@ fn run(
         for ((write, ack), result) in group.drain(..).zip(results) {
             // Published only once committed, so a subscriber never sees a lost event.
             let stored = match write {
-                Write::Event(e) | Write::Remote(RemoteWrite::Event { event: e, .. }) => Some(e),
+                Write::Event(e)
+                | Write::Remote(RemoteWrite::Event { event: e, .. })
+                | Write::FinishRun { event: e, .. } => Some(e),
                 _ => None,
             };
             if let (Some(_), Ok(Some(seq))) = (&stored, &result) {
@@ -550,6 +555,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
             exit_reason,
             result,
             at,
+            event,
         } => {
             // A run's result is usually one of its agents' results, stored already (up
             // to a reply's full size): then the run refers to that agent instead of
@@ -591,6 +597,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                 params![id.as_str()],
             )
             .map_err(q("release team lock"))?;
+            return insert_audited_event(conn, event).map(Some);
         }
         Write::SetRunPid { id, pid } => {
             exec(

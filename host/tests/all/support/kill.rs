@@ -51,6 +51,28 @@ impl Db {
     pub fn agents(&self, run: &RunId) -> Vec<AgentRecord> {
         self.rt.block_on(self.store.agents(run)).unwrap()
     }
+
+    /// The finished runs whose `run.finished` events are not exactly one.
+    pub fn ended_without_one_end_event(&self) -> Vec<(RunId, usize)> {
+        self.rt.block_on(async {
+            let mut out = Vec::new();
+            for run in self.store.recent_runs(100).await.unwrap() {
+                if run.status == crewbox::RunStatus::Running {
+                    continue;
+                }
+                let ends = self
+                    .store
+                    .events_of_kinds(&run.id, &["run.finished"])
+                    .await
+                    .unwrap()
+                    .len();
+                if ends != 1 {
+                    out.push((run.id, ends));
+                }
+            }
+            out
+        })
+    }
 }
 
 pub fn step<'a>(steps: &'a [StepRecord], key: &str) -> Option<&'a StepRecord> {
