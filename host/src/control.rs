@@ -22,6 +22,25 @@ pub enum Refused {
         /// How it ended.
         state: AgentState,
     },
+    /// A stop for a run that has finished, or for an agent of one.
+    #[error("run {run} has already finished ({status}); there is nothing to stop")]
+    RunEnded {
+        /// The run.
+        run: RunId,
+        /// How it ended.
+        status: crate::RunStatus,
+    },
+    /// A stop for a run no live process drives (or an agent of one): a stop queued
+    /// then would wait for the next `crewbox resume` and cut it short partway.
+    #[error(
+        "run {run} is not running: it was interrupted and no process drives it, so \
+         nothing would act on a stop now; `crewbox resume {run}` finishes it, or leave it \
+         unfinished"
+    )]
+    Interrupted {
+        /// The run.
+        run: RunId,
+    },
     /// A team message with nothing in it but whitespace.
     #[error("the message is empty")]
     EmptyMessage,
@@ -187,11 +206,23 @@ pub async fn stop_target(
     store: &Store,
     target: StopTarget<'_>,
 ) -> Result<Result<String, Refused>, StoreError> {
-    let id = match target {
+    let (id, run) = match target {
         StopTarget::Agent(agent) if agent.state.is_terminal() => return Ok(Err(ended(agent))),
-        StopTarget::Agent(agent) => agent.id.as_str(),
-        StopTarget::Run(run) => run.as_str(),
+        StopTarget::Agent(agent) => (agent.id.as_str(), &agent.run_id),
+        StopTarget::Run(run) => (run.as_str(), run),
     };
+    // Only a run a live process drives acts on a stop.
+    if let Some(record) = store.run(run).await? {
+        if record.status != crate::RunStatus::Running {
+            return Ok(Err(Refused::RunEnded {
+                run: run.clone(),
+                status: record.status,
+            }));
+        }
+        if record.is_interrupted() {
+            return Ok(Err(Refused::Interrupted { run: run.clone() }));
+        }
+    }
     store.push_control(id, ControlKind::Stop, None).await?;
     Ok(Ok(format!("stop requested for {id}")))
 }

@@ -1,9 +1,13 @@
 //! Facts about other processes.
 
-/// Whether a process with this pid exists (it may belong to another user).
+/// Whether a process with this pid exists and has not ended (it may belong to another
+/// user). A zombie — a process that ended and its parent has not reaped yet, such as a
+/// `crewbox` killed with SIGKILL under a shell or supervisor that has not waited for it
+/// — is not alive: it drives nothing, holds no file, and would otherwise keep its run
+/// from being resumed until its parent reaps it.
 #[cfg(unix)]
 pub fn pid_alive(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid)
+    let Some(raw) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
     else {
@@ -11,10 +15,26 @@ pub fn pid_alive(pid: u32) -> bool {
     };
     // Signal 0 sends nothing; it only checks that the pid exists (EPERM: it does, as
     // another user's).
-    match rustix::process::test_kill_process(pid) {
+    let exists = match rustix::process::test_kill_process(raw) {
         Ok(()) => true,
         Err(e) => e == rustix::io::Errno::PERM,
-    }
+    };
+    exists && !ended(pid)
+}
+
+/// Whether `/proc` says process `pid` has ended (state `Z` or `X`); `false` when it
+/// cannot tell.
+#[cfg(unix)]
+fn ended(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `pid (comm) S …`: the command name may hold anything, `)` too; the state follows
+    // the last `)`.
+    let Some(close) = stat.iter().rposition(|b| *b == b')') else {
+        return false;
+    };
+    matches!(stat.get(close + 2), Some(b'Z' | b'X'))
 }
 
 /// Whether a process with this pid exists; without a portable check, assume it does so
@@ -36,4 +56,28 @@ pub(crate) fn kill_self() -> ! {
 #[cfg(not(unix))]
 pub(crate) fn kill_self() -> ! {
     std::process::abort()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zombie_is_not_alive() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Ended, not reaped: a zombie until `wait`.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !ended(pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never became a zombie"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!pid_alive(pid));
+        child.wait().unwrap();
+        assert!(!pid_alive(pid));
+        assert!(pid_alive(std::process::id()));
+    }
 }

@@ -128,7 +128,9 @@ pub enum StoreError {
         status: String,
     },
     /// Another live process drives the run.
-    #[error("run {id} is still being driven by process {pid}; stop it first (crewbox stop {id})")]
+    #[error(
+        "run {id} is still being driven by process {pid}; wait for it to end, or stop the run with `crewbox stop {id}` (it then ends cancelled)"
+    )]
     RunBusy {
         /// The run id.
         id: String,

@@ -586,6 +586,8 @@ fn killed_between_reflect_iterations_resumes_at_the_second_plan() {
     assert_eq!(agents.len(), 10, "{agents:?}");
 }
 
+/// Resume (and stop) refuse a run a live process drives and a finished one; stop also
+/// refuses an interrupted run, which no process would act on.
 #[test]
 fn resume_refuses_a_live_run_and_a_finished_one() {
     let dir = repo();
@@ -617,9 +619,27 @@ fn resume_refuses_a_live_run_and_a_finished_one() {
     assert_eq!(db.unfinished(), std::slice::from_ref(&run), "still running");
 
     kill9(&mut child);
+    // No process drives it now: a stop would wait for the next resume and cut it short
+    // partway (a resume then did new work and ended `cancelled`). Refused,
+    // nothing queued.
+    let stop = bin(dir.path(), &["stop", run.as_str()]);
+    assert_eq!(stop.status.code(), Some(1), "{}", stderr(&stop));
+    assert!(
+        stderr(&stop).contains("is not running: it was interrupted"),
+        "{}",
+        stderr(&stop)
+    );
     let report = resume(dir.path(), &run);
+    assert_eq!(report["status"], "completed", "{report:#}");
     assert_eq!(report["result"], "SYNTHESIS: a queue with push/pop, tested");
     let agents = db.agents(&run).len();
+    let stop = bin(dir.path(), &["stop", run.as_str()]);
+    assert_eq!(stop.status.code(), Some(1), "{}", stderr(&stop));
+    assert!(
+        stderr(&stop).contains("has already finished (completed)"),
+        "{}",
+        stderr(&stop)
+    );
 
     let again = bin(dir.path(), &["resume", run.as_str(), "--json"]);
     assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));

@@ -1,6 +1,7 @@
 //! Every read command takes `--json` and prints one JSON document (and the control
 //! commands acknowledge in JSON with it).
 
+use crate::support::kill::{Db, spawn_run, wait_for};
 use crate::support::repo::{bin, crewbox, git_repo};
 
 #[test]
@@ -39,7 +40,6 @@ fn every_read_command_prints_json() {
         &["config"],
         &["dispatch", "explain", "fix the typo in the README"],
         &["plugin", "list"],
-        &["stop", run],
     ];
     for args in commands {
         let mut all = args.to_vec();
@@ -56,10 +56,32 @@ fn every_read_command_prints_json() {
             "{all:?} printed no JSON: {}",
             String::from_utf8_lossy(&out.stdout)
         );
-        if args[0] == "stop" {
-            let ack = parsed.unwrap();
-            assert_eq!(ack["queued"], true, "{ack}");
-            assert_eq!(ack["target"], run, "{ack}");
-        }
     }
+    // A stop acknowledges in JSON; it needs a run a live process drives (a finished
+    // one is refused).
+    let refused = bin(dir.path(), &["stop", run, "--json"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let db = Db::create(dir.path());
+    let mut child = spawn_run(
+        dir.path(),
+        "[[reply]]\nrepeat = true\ndelay_ms = 20000\ntext = \"done\"\n",
+        &["run", "say done slowly", "--mode", "single"],
+    );
+    let live = wait_for(
+        dir.path(),
+        &db,
+        &mut child,
+        "the agent runs",
+        |_, agents| !agents.is_empty(),
+    );
+    let out = bin(dir.path(), &["stop", live.as_str(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ack: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ack["queued"], true, "{ack}");
+    assert_eq!(ack["target"], live.as_str(), "{ack}");
+    let _ = child.wait();
 }
