@@ -206,9 +206,8 @@ impl RunWorkspace {
                 .iter()
                 .filter_map(|m| match &m.outcome {
                     MergeOutcome::Conflict { files } => Some(format!(
-                        "- {} (branch {}): merge-conflict in {}",
+                        "- {}: merge-conflict in {}",
                         m.member,
-                        m.branch,
                         files.join(", ")
                     )),
                     MergeOutcome::UpToDate
@@ -221,7 +220,9 @@ impl RunWorkspace {
         if head == self.base && conflicts.is_empty() {
             return Ok(None);
         }
-        let mut s = format!("\n## The work so far (branch `{}`)\n", self.branch);
+        // No branch or run id: they differ on every run of the same work (a replay
+        // asks what its recording asked), and the model can do nothing with them.
+        let mut s = String::from("\n## The work so far\n");
         if head != self.base {
             let diff = self
                 .manager

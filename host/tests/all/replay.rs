@@ -465,6 +465,45 @@ access = "full"
     );
 }
 
+/// An orchestrated team whose workers write replays to a match. Its synthesis prompt
+/// held each worker's wall-clock time (`alice (completed, 0.2s)`) and its progress
+/// section the run's integration branch (`crewbox/run/<run-id>`), both new in every
+/// replay, so every such replay reported `diverged`; shown failing without the fix.
+#[test]
+fn replay_reproduces_an_orchestrated_run_whose_workers_write() {
+    const DUO: &str = "mode = \"orchestrate\"\n[[members]]\nname = \"alice\"\naccess = \"full\"\n\
+                       [[members]]\nname = \"bob\"\naccess = \"full\"\n";
+    let dir = git_repo(|work| {
+        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
+        std::fs::write(work.join(".crewbox/teams/duo.toml"), DUO).unwrap();
+    });
+    assert!(bin(dir.path(), &["trust"]).status.success());
+    let script = format!(
+        "{}{}{}",
+        r#"
+[[reply]]
+agent = "synthesis"
+text = "SYNTHESIS: both files written"
+repeat = true
+
+[[reply]]
+agent = "orchestrator"
+text = "@worker:alice\nWrite a.txt.\n@end\n@worker:bob\nWrite b.txt.\n@end"
+repeat = true
+"#,
+        writes_then("alice", "a.txt", "a\n", 150, "ALICE: wrote a.txt"),
+        writes_then("bob", "b.txt", "b\n", 0, "BOB: wrote b.txt"),
+    );
+    let (out, original) = crewbox(dir.path(), &script, &["run", "write both", "--team", "duo"]);
+    assert!(out.status.success(), "{original:#}");
+    let run = original["run_id"].as_str().unwrap().to_owned();
+    let out = bin(dir.path(), &["replay", &run, "--json"]);
+    let replay = json(&out);
+    assert!(out.status.success(), "{replay:#}");
+    assert_eq!(replay["outcome"], "matched", "{replay:#}");
+    assert_eq!(replay["same_integration_tree"], true, "{replay:#}");
+}
+
 /// A plugin author tries a new validator on a past run: `--validator` replaces the
 /// recorded (none here) and its verdict is the replay's. The recorded run passed; a
 /// validator that rejects the same work makes the replayed run fail validation, with

@@ -306,11 +306,6 @@ impl MemberRun {
     pub(crate) fn succeeded(&self) -> bool {
         self.status == WorkerStatus::Completed
     }
-
-    /// How long it ran.
-    pub(crate) fn duration(&self) -> Duration {
-        Duration::from_millis(self.duration_ms)
-    }
 }
 
 /// How long a stored agent ran (from its row).

@@ -241,7 +241,6 @@ pub(crate) async fn orchestrate_round(
         .map(|((m, _), run)| WorkerResult {
             name: &m.name,
             status: run.status,
-            duration: run.duration(),
             output: &run.reply,
         })
         .collect();

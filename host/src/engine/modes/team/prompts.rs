@@ -2,7 +2,6 @@
 //! and snapshotted without a run.
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use super::eval::{COMPLETE_SENTINEL, Evaluation, NEEDS_ITERATION_SENTINEL};
 use crate::team::Member;
@@ -135,13 +134,13 @@ pub struct WorkerResult<'a> {
     pub name: &'a str,
     /// How it ended.
     pub status: WorkerStatus,
-    /// How long it ran.
-    pub duration: Duration,
     /// Its reply, or the error.
     pub output: &'a str,
 }
 
-/// The synthesis prompt: every worker's result with status and duration.
+/// The synthesis prompt: every worker's result with its status. Nothing that differs
+/// from one run of the same work to the next (a duration, a run's or agent's id) is in
+/// it, so a replay of the run asks what the recording asked.
 pub fn synthesis_prompt(
     request: &str,
     results: &[WorkerResult<'_>],
@@ -158,10 +157,9 @@ pub fn synthesis_prompt(
     for r in results {
         let _ = write!(
             p,
-            "\n### {} ({}, {:.1}s)\n{}\n",
+            "\n### {} ({})\n{}\n",
             r.name,
             r.status,
-            r.duration.as_secs_f64(),
             if r.output.trim().is_empty() {
                 "(no output)"
             } else {
@@ -405,34 +403,32 @@ mod tests {
     }
 
     #[test]
-    fn synthesis_shows_every_status_and_duration() {
+    fn synthesis_shows_every_status_and_no_duration() {
         let p = synthesis_prompt(
             "Ship it.",
             &[
                 WorkerResult {
                     name: "alice",
                     status: WorkerStatus::Completed,
-                    duration: Duration::from_millis(12_340),
                     output: "Done.",
                 },
                 WorkerResult {
                     name: "bob",
                     status: WorkerStatus::Failed,
-                    duration: Duration::from_secs(3),
                     output: "provider error: 500",
                 },
                 WorkerResult {
                     name: "carol",
                     status: WorkerStatus::TimedOut,
-                    duration: Duration::from_secs(600),
                     output: "",
                 },
             ],
             None,
         );
-        assert!(p.contains("### alice (completed, 12.3s)\nDone."), "{p}");
-        assert!(p.contains("### bob (failed, 3.0s)\nprovider error: 500"));
-        assert!(p.contains("### carol (timed-out, 600.0s)\n(no output)"));
+        assert!(p.contains("### alice (completed)\nDone."), "{p}");
+        assert!(p.contains("### bob (failed)\nprovider error: 500"));
+        assert!(p.contains("### carol (timed-out)\n(no output)"));
+        assert!(!p.contains("12.3"), "no duration: {p}");
     }
 
     #[test]
