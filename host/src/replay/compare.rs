@@ -166,22 +166,11 @@ pub(super) fn compare(
 /// Removes the replay's worktree registrations (those under `scratch`) and its
 /// branches from the repository at `repo`.
 pub(super) fn clean_up(repo: &Path, scratch: &Path, report: &RunReport) -> Result<(), ReplayError> {
-    let git_err = |e: git2::Error| ReplayError::Git(e.message().to_owned());
     let Ok(git) = git2::Repository::open(repo) else {
         // Not a git repository: the replay made no branch.
         return Ok(());
     };
-    let names = git.worktrees().map_err(git_err)?;
-    for name in names.iter().flatten().flatten() {
-        let Ok(wt) = git.find_worktree(name) else {
-            continue;
-        };
-        if wt.path().starts_with(scratch) {
-            let mut opts = git2::WorktreePruneOptions::new();
-            opts.valid(true).locked(true).working_tree(true);
-            wt.prune(Some(&mut opts)).map_err(git_err)?;
-        }
-    }
+    prune_worktrees(&git, scratch)?;
     let branches = report
         .agents
         .iter()
@@ -201,7 +190,35 @@ pub(super) fn clean_up(repo: &Path, scratch: &Path, report: &RunReport) -> Resul
                 .is_some()
                 .then(|| crate::engine::workspace::integration_branch(&report.run_id)),
         );
-    for name in branches {
+    delete_branches(&git, branches)
+}
+
+fn git_err(e: git2::Error) -> ReplayError {
+    ReplayError::Git(e.message().to_owned())
+}
+
+/// Prunes the worktrees registered in `git` whose directories are under `scratch`.
+pub(super) fn prune_worktrees(git: &git2::Repository, scratch: &Path) -> Result<(), ReplayError> {
+    let names = git.worktrees().map_err(git_err)?;
+    for name in names.iter().flatten().flatten() {
+        let Ok(wt) = git.find_worktree(name) else {
+            continue;
+        };
+        if wt.path().starts_with(scratch) {
+            let mut opts = git2::WorktreePruneOptions::new();
+            opts.valid(true).locked(true).working_tree(true);
+            wt.prune(Some(&mut opts)).map_err(git_err)?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the local branches `names` that exist.
+pub(super) fn delete_branches(
+    git: &git2::Repository,
+    names: impl IntoIterator<Item = String>,
+) -> Result<(), ReplayError> {
+    for name in names {
         if let Ok(mut b) = git.find_branch(&name, git2::BranchType::Local) {
             b.delete().map_err(git_err)?;
         }

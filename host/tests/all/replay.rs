@@ -504,6 +504,85 @@ repeat = true
     assert_eq!(replay["same_integration_tree"], true, "{replay:#}");
 }
 
+/// The worktrees registered in the repository whose directories are under the state
+/// directory's `replays/`, and the scratch directories there.
+fn replay_leftovers(dir: &Path) -> (Vec<String>, Vec<String>) {
+    let git = git2::Repository::open(dir.join("repo")).unwrap();
+    let worktrees = git
+        .worktrees()
+        .unwrap()
+        .iter()
+        .flatten()
+        .filter_map(|n| git.find_worktree(n?).ok())
+        .map(|w| w.path().display().to_string())
+        .filter(|p| p.contains("/replays/"))
+        .collect();
+    let scratch = std::fs::read_dir(crate::support::repo::state_dir(dir).join("replays"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    (worktrees, scratch)
+}
+
+/// A replay killed with SIGKILL (after any of its store's writes) leaves its scratch
+/// state, a worktree registration and its agents' branches behind; the next replay
+/// removes them, and its own, so the repository ends as it was. Shown failing without
+/// the sweep: the branches of dead replays stayed (listed as unmerged work).
+#[test]
+fn a_replay_killed_midway_leaves_nothing_once_another_replay_ran() {
+    const PAIR: &str = "mode = \"sequential\"\n[[members]]\nname = \"alice\"\naccess = \"full\"\n\
+                        [[members]]\nname = \"bob\"\naccess = \"full\"\n";
+    let dir = git_repo(|work| {
+        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
+        std::fs::write(work.join(".crewbox/teams/pair.toml"), PAIR).unwrap();
+    });
+    assert!(bin(dir.path(), &["trust"]).status.success());
+    let script = writes_then("alice", "a.txt", "a\n", 0, "ALICE: wrote a.txt")
+        + &writes_then("bob", "b.txt", "b\n", 0, "BOB: wrote b.txt");
+    let (out, original) = crewbox(
+        dir.path(),
+        &script,
+        &["run", "write both", "--team", "pair"],
+    );
+    assert!(out.status.success(), "{original:#}");
+    let run = original["run_id"].as_str().unwrap().to_owned();
+    let before = branches(dir.path());
+    let mut leaked = 0;
+    for n in (4..400).step_by(4) {
+        let status = command(dir.path(), &["replay", &run])
+            .env("CREWBOX_FAULT_AFTER_WRITES", n.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        if status.code().is_some() {
+            // Past the replay's last write: every point was tried.
+            break;
+        }
+        if branches(dir.path()) != before {
+            leaked += 1;
+        }
+    }
+    assert!(
+        leaked > 0,
+        "no kill left a branch behind: the test proves nothing"
+    );
+    let out = bin(dir.path(), &["replay", &run, "--json"]);
+    let replay = json(&out);
+    assert_eq!(replay["outcome"], "matched", "{replay:#}");
+    assert_eq!(
+        branches(dir.path()),
+        before,
+        "branches of dead replays stayed"
+    );
+    let (worktrees, scratch) = replay_leftovers(dir.path());
+    assert!(worktrees.is_empty(), "{worktrees:?}");
+    assert!(scratch.is_empty(), "{scratch:?}");
+}
+
 /// A plugin author tries a new validator on a past run: `--validator` replaces the
 /// recorded (none here) and its verdict is the replay's. The recorded run passed; a
 /// validator that rejects the same work makes the replayed run fail validation, with
