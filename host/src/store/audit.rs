@@ -62,6 +62,11 @@ pub enum Verdict {
         /// The number expected there.
         expected: i64,
     },
+    /// The chain has records but no head (the head was removed).
+    HeadMissing {
+        /// The last record present.
+        last: i64,
+    },
     /// The chain ends before its recorded head.
     Truncated {
         /// The last record present.
@@ -89,6 +94,10 @@ impl std::fmt::Display for Verdict {
             Self::Gap { seq, expected } => write!(
                 f,
                 "gap before record {seq}: record {expected} is missing or was replaced"
+            ),
+            Self::HeadMissing { last } => write!(
+                f,
+                "the chain's head is missing (it has {last} record(s)): it was removed"
             ),
             Self::Truncated { last, head } => write!(
                 f,
@@ -211,30 +220,44 @@ pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
     let mut rows = stmt.query([]).map_err(q)?;
     let (mut expected, mut prev) = (1i64, GENESIS.to_owned());
     while let Some(r) = rows.next().map_err(q)? {
-        let seq: i64 = r.get(0).map_err(q)?;
-        let at: i64 = r.get(1).map_err(q)?;
-        let run_id: Option<String> = r.get(2).map_err(q)?;
-        let agent_id: Option<String> = r.get(3).map_err(q)?;
-        let kind: String = r.get(4).map_err(q)?;
-        let data: String = r.get(5).map_err(q)?;
-        let stored_prev: String = r.get(6).map_err(q)?;
-        let stored_hash: String = r.get(7).map_err(q)?;
-        if seq != expected || stored_prev != prev {
+        // Read as the writer stores them; a value of another type (a text made a blob,
+        // a number made text) is an edit, never a reason to stop verifying.
+        let Some(seq) = integer(r.get_ref(0).map_err(q)?) else {
+            return Ok(Verdict::Gap {
+                seq: expected,
+                expected,
+            });
+        };
+        if seq != expected {
             return Ok(Verdict::Gap { seq, expected });
         }
-        let h = hash(
-            &stored_prev,
-            seq,
-            at,
-            run_id.as_deref(),
-            agent_id.as_deref(),
-            &kind,
-            &data,
-        );
+        let read = (|| {
+            Some((
+                integer(r.get_ref(1).ok()?)?,
+                optional_text(r.get_ref(2).ok()?)?,
+                optional_text(r.get_ref(3).ok()?)?,
+                text(r.get_ref(4).ok()?)?,
+                text(r.get_ref(5).ok()?)?,
+                text(r.get_ref(6).ok()?)?,
+                text(r.get_ref(7).ok()?)?,
+            ))
+        })();
+        let Some((at, run_id, agent_id, kind, data, stored_prev, stored_hash)) = read else {
+            return Ok(Verdict::BrokenLink { seq });
+        };
+        if stored_prev != prev {
+            return Ok(Verdict::Gap { seq, expected });
+        }
+        // The hash takes a missing id as empty text; crewbox never stores an empty one,
+        // so one is an edit the hash alone would not see.
+        if run_id == Some("") || agent_id == Some("") {
+            return Ok(Verdict::BrokenLink { seq });
+        }
+        let h = hash(stored_prev, seq, at, run_id, agent_id, kind, data);
         if h != stored_hash {
             return Ok(Verdict::BrokenLink { seq });
         }
-        prev = stored_hash;
+        prev = stored_hash.to_owned();
         expected += 1;
     }
     let last = expected - 1;
@@ -246,8 +269,30 @@ pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
         .map_err(q)?;
     match head {
         Some((head, hash)) if head != last || hash != prev => Ok(Verdict::Truncated { last, head }),
-        None if last > 0 => Ok(Verdict::Truncated { last, head: last }),
+        None if last > 0 => Ok(Verdict::HeadMissing { last }),
         _ => Ok(Verdict::Intact { records: last }),
+    }
+}
+
+fn integer(v: rusqlite::types::ValueRef<'_>) -> Option<i64> {
+    match v {
+        rusqlite::types::ValueRef::Integer(i) => Some(i),
+        _ => None,
+    }
+}
+
+fn text(v: rusqlite::types::ValueRef<'_>) -> Option<&str> {
+    match v {
+        rusqlite::types::ValueRef::Text(t) => std::str::from_utf8(t).ok(),
+        _ => None,
+    }
+}
+
+/// A text or NULL (`Some(None)`); anything else is `None`.
+fn optional_text(v: rusqlite::types::ValueRef<'_>) -> Option<Option<&str>> {
+    match v {
+        rusqlite::types::ValueRef::Null => Some(None),
+        other => text(other).map(Some),
     }
 }
 

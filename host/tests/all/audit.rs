@@ -121,6 +121,31 @@ fn a_runs_decisions_are_chained_and_tampering_is_found() {
         (Some(n - 2), Some(n))
     );
 
+    // A value of another type (a blob where text was) or an id made empty (the hash
+    // reads a missing id as empty) is an edit, named as one; verify did not stop with
+    // a store error or call it intact.
+    for sql in [
+        "UPDATE audit SET kind = CAST(kind AS BLOB) WHERE seq = 3;",
+        "UPDATE audit SET at = 'soon' WHERE seq = 3;",
+        "UPDATE audit SET agent_id = '' WHERE seq = 3 AND agent_id IS NULL;
+         UPDATE audit SET run_id = '' WHERE seq = 3 AND run_id IS NULL;
+         UPDATE audit SET agent_id = '' WHERE seq = 3;",
+    ] {
+        let (code, v) = tampered(dir.path(), &pristine, sql);
+        assert_eq!(
+            (code, &v["status"], v["seq"].as_i64()),
+            (1, &serde_json::json!("broken-link"), Some(3)),
+            "{sql}: {v}"
+        );
+    }
+    // The head removed: said so, not "ends at record N, but its head is record N".
+    let (code, v) = tampered(dir.path(), &pristine, "DELETE FROM audit_head;");
+    assert_eq!(
+        (code, &v["status"], v["last"].as_i64()),
+        (1, &serde_json::json!("head-missing"), Some(n)),
+        "{v}"
+    );
+
     // A record rewritten with a matching hash of its own still breaks the next link.
     let (code, v) = tampered(
         dir.path(),
