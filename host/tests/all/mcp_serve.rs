@@ -1094,3 +1094,30 @@ fn http_refuses_foreign_origins_and_drops_half_sent_requests() {
         started.elapsed()
     );
 }
+
+/// At most 256 HTTP sessions are open at once: the next `initialize` is refused with
+/// an error saying why, and once a client closes one (`DELETE`), a new one opens.
+/// Shown failing without the bound (the 257th session opened; a client opening
+/// sessions in a loop grew the server without end).
+#[test]
+fn http_sessions_are_bounded_and_a_closed_one_makes_room() {
+    let dir = git_repo(|_| {});
+    let server = HttpServer::start(dir.path());
+    let open: Vec<String> = (0..256).map(|_| raw_session(&server.url)).collect();
+    let (code, id, body) = raw_http(
+        &server.url,
+        "POST",
+        None,
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+    );
+    assert!(
+        id.is_none(),
+        "a session past the bound opened: {code} {body}"
+    );
+    assert!(body.contains("256 sessions are open"), "{code} {body}");
+    let (code, _, body) = raw_http(&server.url, "DELETE", Some(&open[0]), &json!({}));
+    assert!((200..300).contains(&code), "{code} {body}");
+    raw_session(&server.url);
+}

@@ -12,9 +12,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::Stream;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::{Request, Response, StatusCode};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError,
+};
+use rmcp::transport::streamable_http_server::session::{
+    ServerSseMessage, SessionId, SessionManager,
+};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
@@ -174,7 +181,95 @@ fn authorized<B>(req: &Request<B>, token: &str) -> bool {
 
 type Body = BoxBody<Bytes, Infallible>;
 /// The SDK's streamable HTTP service of crewbox's server.
-type Mcp = StreamableHttpService<Server, LocalSessionManager>;
+type Mcp = StreamableHttpService<Server, Sessions>;
+
+/// The most HTTP sessions open at once. A session ends when its client closes it
+/// (`DELETE`), after 5 minutes without a request, or with the server; past the bound a
+/// new `initialize` is refused until one ends (each session holds a task and its
+/// queues: a client opening sessions in a loop grew the server without bound).
+pub const MAX_SESSIONS: usize = 256;
+
+/// The SDK's in-memory sessions, at most [`MAX_SESSIONS`] of them.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    inner: LocalSessionManager,
+    /// Held while a session is counted and made, so two cannot pass the bound together.
+    creating: tokio::sync::Mutex<()>,
+}
+
+/// Why a session operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    /// [`MAX_SESSIONS`] are open.
+    #[error(
+        "{MAX_SESSIONS} sessions are open, the most this server keeps; close one (DELETE \
+         with its Mcp-Session-Id) or wait until an idle one ends"
+    )]
+    Full,
+    /// The SDK's own error.
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+}
+
+impl SessionManager for Sessions {
+    type Error = SessionsError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let _one = self.creating.lock().await;
+        if self.inner.sessions.read().await.len() >= MAX_SESSIONS {
+            return Err(SessionsError::Full);
+        }
+        Ok(self.inner.create_session().await?)
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        Ok(self.inner.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        Ok(self.inner.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        Ok(self.inner.close_session(id).await?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.create_stream(id, message).await?)
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        Ok(self.inner.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.create_standalone_stream(id).await?)
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.resume(id, last_event_id).await?)
+    }
+}
 
 /// How long a connection may take to send a request's head.
 const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -284,7 +379,7 @@ pub async fn serve(
     }
     let mcp: Mcp = StreamableHttpService::new(
         move || Ok(server.session()),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(Sessions::default()),
         config,
     );
     let _ = std::io::Write::write_all(
