@@ -124,6 +124,7 @@ fn tree_figures() -> anyhow::Result<serde_json::Value> {
             result: None,
             spec: serde_json::json!({}),
             pid: None,
+            pid_identity: None,
             created_at: 0,
             finished_at: None,
             details: None,

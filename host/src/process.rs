@@ -22,6 +22,46 @@ pub fn pid_alive(pid: u32) -> bool {
     exists && !ended(pid)
 }
 
+/// Who process `pid` is, beyond its number, which the kernel hands out again once it
+/// ended (and from 1 after a reboot): the boot it runs in and its start time in that
+/// boot, as `/proc` tells them. `None` where it cannot tell.
+#[cfg(unix)]
+pub fn identity(pid: u32) -> Option<String> {
+    static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let boot = BOOT
+        .get_or_init(|| {
+            std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .ok()
+                .map(|b| b.trim().to_owned())
+        })
+        .as_deref()?;
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let close = stat.iter().rposition(|b| *b == b')')?;
+    let rest = std::str::from_utf8(stat.get(close + 2..)?).ok()?;
+    // The fields after the command name start at field 3 (the state); the start time
+    // is field 22.
+    let start = rest.split(' ').nth(22 - 3)?;
+    Some(format!("{boot}:{start}"))
+}
+
+/// Without `/proc`, nothing more than the number is known.
+#[cfg(not(unix))]
+pub fn identity(_pid: u32) -> Option<String> {
+    None
+}
+
+/// Whether process `pid`, recorded as `recorded` ([`identity`]) when it took on some
+/// work, still runs: it is alive and, where both identities are known, the same
+/// process — not another one that got its number after it died (after a reboot, a
+/// stored pid is often some other process's).
+pub fn still_running(pid: u32, recorded: Option<&str>) -> bool {
+    pid_alive(pid)
+        && match (recorded, identity(pid)) {
+            (Some(then), Some(now)) => then == now,
+            _ => true,
+        }
+}
+
 /// Whether `/proc` says process `pid` has ended (state `Z` or `X`); `false` when it
 /// cannot tell.
 #[cfg(unix)]
@@ -79,5 +119,18 @@ mod tests {
         child.wait().unwrap();
         assert!(!pid_alive(pid));
         assert!(pid_alive(std::process::id()));
+    }
+
+    #[test]
+    fn a_process_is_told_from_another_with_its_number() {
+        let me = std::process::id();
+        let mine = identity(me).unwrap();
+        assert!(still_running(me, Some(&mine)));
+        assert!(still_running(me, None));
+        // Recorded for a process that started at another time, or in another boot.
+        assert!(!still_running(me, Some("another-boot:1")));
+        let (boot, start) = mine.rsplit_once(':').unwrap();
+        let later = format!("{boot}:{}", start.parse::<u64>().unwrap() + 1);
+        assert!(!still_running(me, Some(&later)));
     }
 }

@@ -365,18 +365,17 @@ fn retry(
             why: "it was dropped or retried meanwhile".into(),
         });
     }
-    let holder: Option<u32> = conn
+    let holder: Option<(Option<u32>, Option<String>)> = conn
         .query_row(
-            "SELECT pid FROM runs WHERE id = ?1",
+            "SELECT pid, pid_identity FROM runs WHERE id = ?1",
             params![run.as_str()],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()
-        .map_err(q("read run owner"))?
-        .flatten();
-    if let Some(pid) = holder
+        .map_err(q("read run owner"))?;
+    if let Some((Some(pid), identity)) = holder
         && pid != std::process::id()
-        && crate::process::pid_alive(pid)
+        && crate::process::still_running(pid, identity.as_deref())
     {
         return Err(StoreError::RunBusy {
             id: run.to_string(),
@@ -440,7 +439,7 @@ fn retry(
     super::writer::exec(
         conn,
         "UPDATE runs SET status = 'running', exit_reason = NULL, result = NULL,
-         result_agent = NULL, finished_at = NULL, pid = NULL WHERE id = ?1",
+         result_agent = NULL, finished_at = NULL, pid = NULL, pid_identity = NULL WHERE id = ?1",
         params![run.as_str()],
     )
     .map_err(q("reopen run"))?;

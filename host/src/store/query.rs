@@ -11,7 +11,7 @@ use crate::vocab::{AgentState, ExitReason, Mode, RunStatus};
 /// A run's result is its own, or (stored once) that of the agent it names.
 const RUN_COLS: &str = "id, mode, prompt, team, status, exit_reason, \
      COALESCE(result, (SELECT a.result FROM agents a WHERE a.id = runs.result_agent)), \
-     spec, pid, created_at, finished_at, details";
+     spec, pid, created_at, finished_at, details, pid_identity";
 const AGENT_COLS: &str = "id, run_id, parent_id, name, role, task, caps, depth, join_mode, state, turns, tool_calls, \
      tokens_in, tokens_out, cost, result, error, created_at, started_at, finished_at";
 
@@ -45,6 +45,7 @@ fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRecord> {
         details: r
             .get::<_, Option<String>>(11)?
             .and_then(|d| serde_json::from_str(&d).ok()),
+        pid_identity: r.get(12)?,
     })
 }
 
@@ -558,6 +559,8 @@ pub struct RunRow {
     pub exit_reason: Option<ExitReason>,
     /// The process driving it.
     pub pid: Option<u32>,
+    /// Who that process is beyond its pid, when known.
+    pub pid_identity: Option<String>,
     /// Creation time (ms).
     pub created_at: i64,
     /// When it ended (ms).
@@ -577,9 +580,10 @@ impl RunRow {
     /// [`RunRecord::is_interrupted`]).
     pub fn is_interrupted(&self) -> bool {
         self.status == RunStatus::Running
-            && self
-                .pid
-                .is_none_or(|pid| pid != std::process::id() && !crate::process::pid_alive(pid))
+            && self.pid.is_none_or(|pid| {
+                pid != std::process::id()
+                    && !crate::process::still_running(pid, self.pid_identity.as_deref())
+            })
     }
 }
 
@@ -630,7 +634,8 @@ impl Store {
                  (SELECT COUNT(*) FROM agents a WHERE a.run_id = r.id AND a.state = 'running'), \
                  (SELECT COALESCE(SUM(tokens_in), 0) FROM agents a WHERE a.run_id = r.id), \
                  (SELECT COALESCE(SUM(tokens_out), 0) FROM agents a WHERE a.run_id = r.id), \
-                 (SELECT SUM(cost) FROM agents a WHERE a.run_id = r.id) \
+                 (SELECT SUM(cost) FROM agents a WHERE a.run_id = r.id), \
+                 r.pid_identity \
                  FROM runs r ORDER BY r.created_at DESC, r.id DESC LIMIT ?1",
                 params![limit],
                 |r| {
@@ -654,6 +659,7 @@ impl Store {
                         running: r.get(10)?,
                         tokens: (r.get::<_, i64>(11)? as u64, r.get::<_, i64>(12)? as u64),
                         cost: r.get(13)?,
+                        pid_identity: r.get(14)?,
                     })
                 },
             )

@@ -36,6 +36,8 @@ pub struct RunRecord {
     pub spec: serde_json::Value,
     /// The process running it, while it runs.
     pub pid: Option<u32>,
+    /// Who that process is beyond its pid ([`crate::process::identity`]), when known.
+    pub pid_identity: Option<String>,
     /// Creation time (ms).
     pub created_at: i64,
     /// End time (ms).
@@ -57,6 +59,7 @@ impl RunRecord {
             result: None,
             spec,
             pid: Some(std::process::id()),
+            pid_identity: None,
             created_at: now_ms(),
             finished_at: None,
             details: None,
@@ -79,9 +82,10 @@ impl RunRecord {
     /// none is recorded): `crewbox resume` may take it over.
     pub fn is_interrupted(&self) -> bool {
         self.status == RunStatus::Running
-            && self
-                .pid
-                .is_none_or(|pid| pid != std::process::id() && !crate::process::pid_alive(pid))
+            && self.pid.is_none_or(|pid| {
+                pid != std::process::id()
+                    && !crate::process::still_running(pid, self.pid_identity.as_deref())
+            })
     }
 }
 

@@ -227,6 +227,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX model_exchanges_run ON model_exchanges(run_id, seq);
     CREATE INDEX model_exchanges_agent ON model_exchanges(agent_id, turn);
     "#,
+    // 15: who the process driving a run is beyond its pid (`process::identity`: the
+    // boot and its start time), so a pid the kernel gave another process after the
+    // driver died (after a reboot) does not keep the run from being resumed.
+    r#"
+    ALTER TABLE runs ADD COLUMN pid_identity TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -155,15 +155,15 @@ pub(crate) fn apply(conn: &Connection, w: &StepWrite) -> Result<(), StoreError> 
             }
         }
         StepWrite::ClaimRun { id, pid } => {
-            let row: Option<(String, Option<u32>)> = conn
+            let row: Option<(String, Option<u32>, Option<String>)> = conn
                 .query_row(
-                    "SELECT status, pid FROM runs WHERE id = ?1",
+                    "SELECT status, pid, pid_identity FROM runs WHERE id = ?1",
                     params![id.as_str()],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )
                 .optional()
                 .map_err(q("read run owner"))?;
-            let Some((status, holder)) = row else {
+            let Some((status, holder, holder_identity)) = row else {
                 return Err(StoreError::NoSuchRun { id: id.to_string() });
             };
             if status != "running" {
@@ -174,7 +174,7 @@ pub(crate) fn apply(conn: &Connection, w: &StepWrite) -> Result<(), StoreError> 
             }
             if let Some(holder) = holder
                 && holder != *pid
-                && crate::process::pid_alive(holder)
+                && crate::process::still_running(holder, holder_identity.as_deref())
             {
                 return Err(StoreError::RunBusy {
                     id: id.to_string(),
@@ -183,15 +183,15 @@ pub(crate) fn apply(conn: &Connection, w: &StepWrite) -> Result<(), StoreError> 
             }
             super::writer::exec(
                 conn,
-                "UPDATE runs SET pid = ?2 WHERE id = ?1",
-                params![id.as_str(), pid],
+                "UPDATE runs SET pid = ?2, pid_identity = ?3 WHERE id = ?1",
+                params![id.as_str(), pid, crate::process::identity(*pid)],
             )
             .map_err(q("claim run"))?;
         }
         StepWrite::ReleaseRun { id, pid } => {
             super::writer::exec(
                 conn,
-                "UPDATE runs SET pid = NULL WHERE id = ?1 AND pid = ?2",
+                "UPDATE runs SET pid = NULL, pid_identity = NULL WHERE id = ?1 AND pid = ?2",
                 params![id.as_str(), pid],
             )
             .map_err(q("release run"))?;

@@ -530,8 +530,8 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
         Write::InsertRun(r) => {
             exec(
             conn,
-                "INSERT INTO runs (id, mode, prompt, team, status, exit_reason, result, spec, pid, created_at, finished_at, details)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                "INSERT INTO runs (id, mode, prompt, team, status, exit_reason, result, spec, pid, created_at, finished_at, details, pid_identity)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                 params![
                     r.id.as_str(),
                     r.mode.as_str(),
@@ -544,7 +544,8 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                     r.pid,
                     r.created_at,
                     r.finished_at,
-                    r.details.as_ref().map(|d| d.to_string())
+                    r.details.as_ref().map(|d| d.to_string()),
+                    r.pid.and_then(crate::process::identity)
                 ],
             )
             .map_err(q("insert run"))?;
@@ -580,7 +581,7 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
             exec(
                 conn,
                 "UPDATE runs SET status = ?2, exit_reason = ?3, result = ?4, result_agent = ?5,
-                 finished_at = ?6, pid = NULL WHERE id = ?1",
+                 finished_at = ?6, pid = NULL, pid_identity = NULL WHERE id = ?1",
                 params![
                     id.as_str(),
                     status.as_str(),
@@ -602,8 +603,8 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
         Write::SetRunPid { id, pid } => {
             exec(
                 conn,
-                "UPDATE runs SET pid = ?2 WHERE id = ?1",
-                params![id.as_str(), pid],
+                "UPDATE runs SET pid = ?2, pid_identity = ?3 WHERE id = ?1",
+                params![id.as_str(), pid, pid.and_then(crate::process::identity)],
             )
             .map_err(q("set run pid"))?;
         }

@@ -675,3 +675,46 @@ fn resume_without_a_run_and_nothing_unfinished_says_so() {
     let reports: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(reports, serde_json::json!([]));
 }
+
+/// A run whose driver died, when the kernel gave its pid to another live process (as
+/// after a reboot), is interrupted and resumes: the run records who its driver was
+/// beyond the pid (boot and start time). Shown failing without that record: "still
+/// being driven by process N" for as long as the other process lived.
+#[test]
+fn a_dead_drivers_pid_taken_by_another_process_does_not_hold_the_run() {
+    let dir = repo();
+    let db = Db::create(dir.path());
+    let mut child = spawn_run(
+        dir.path(),
+        &orchestrate_script(SLOW_MS, SLOW_MS, 0),
+        &orchestrate_args(),
+    );
+    let run = wait_for(dir.path(), &db, &mut child, "plan stored", |steps, _| {
+        is(steps, "plan", StepState::Done)
+    });
+    kill9(&mut child);
+    // Another process now has the pid the run names.
+    let mut other = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let conn =
+        rusqlite::Connection::open(crate::support::repo::state_dir(dir.path()).join("crewbox.db"))
+            .unwrap();
+    conn.execute(
+        "UPDATE runs SET pid = ?1 WHERE id = ?2",
+        rusqlite::params![other.id(), run.as_str()],
+    )
+    .unwrap();
+    drop(conn);
+    let status = bin(dir.path(), &["status", "--state", "interrupted", "--json"]);
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains(run.as_str()),
+        "not listed as interrupted: {}",
+        String::from_utf8_lossy(&status.stdout)
+    );
+    let report = resume(dir.path(), &run);
+    assert_eq!(report["status"], "completed", "{report:#}");
+    let _ = other.kill();
+    let _ = other.wait();
+}

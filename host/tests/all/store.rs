@@ -18,6 +18,7 @@ fn run_record() -> RunRecord {
         result: None,
         spec: serde_json::json!({"provider": "scripted"}),
         pid: Some(1),
+        pid_identity: None,
         created_at: now_ms(),
         finished_at: None,
         details: None,

@@ -14,6 +14,7 @@ pub fn team_run(id: &str, mode: Mode) -> RunRow {
         status: RunStatus::Running,
         exit_reason: None,
         pid: Some(std::process::id()),
+        pid_identity: None,
         created_at: 0,
         finished_at: None,
         agents: 0,

@@ -612,6 +612,7 @@ mod tests {
             status: RunStatus::Completed,
             exit_reason: None,
             pid: None,
+            pid_identity: None,
             created_at: 0,
             finished_at: None,
             agents: 0,
