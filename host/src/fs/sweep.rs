@@ -32,12 +32,16 @@ pub struct Swept {
     /// Regular files with more than one name (a hard link shares its content with a
     /// file elsewhere, which a write in place would change).
     pub hard_links: usize,
+    /// Directories below the top holding a repository of their own (an entry named
+    /// like `.git`), removed whole: git's checkout leaves them, so they outlived a
+    /// reset.
+    pub nested_repositories: usize,
 }
 
 impl Swept {
     /// How many entries went.
     pub fn total(&self) -> usize {
-        self.links + self.special + self.hard_links
+        self.links + self.special + self.hard_links + self.nested_repositories
     }
 }
 
@@ -47,12 +51,15 @@ struct Level {
     dir: Root,
     rel: PathBuf,
     subdirs: Vec<OsString>,
+    /// It holds an entry named like `.git`.
+    repository: bool,
 }
 
 impl Root {
     /// Removes, beneath this directory and without following any link, every symbolic
-    /// link, FIFO, socket and device, and every regular file with more than one link.
-    /// Only the entries themselves go (a link, never what it points to). Entries named
+    /// link, FIFO, socket and device, every regular file with more than one link, and
+    /// every directory below the top that holds a repository of its own. Only the
+    /// entries themselves go (a link, never what it points to). The top's entries named
     /// like `.git` ([`name::is_git`]) are neither removed nor entered: a worktree's
     /// `.git` pointer is checked by whoever opens the repository. A tree deeper than
     /// [`MAX_SWEEP_DEPTH`] is an error, and so is anything that cannot be removed: the
@@ -95,7 +102,25 @@ impl Root {
                 Err(e) => return Err(FsError::io(&rel, "open", e)),
             };
             let path = level.dir.path.join(&name);
-            let next = Level::read(Root { fd, path }, rel, &mut swept)?;
+            let next = Level::read(
+                Root {
+                    fd,
+                    path: path.clone(),
+                },
+                rel.clone(),
+                &mut swept,
+            )?;
+            if next.repository {
+                drop(next);
+                // `remove_dir_all` never follows a link inside what it removes.
+                std::fs::remove_dir_all(&path).map_err(|source| FsError::Io {
+                    path: rel,
+                    op: "remove a nested repository",
+                    source,
+                })?;
+                swept.nested_repositories += 1;
+                continue;
+            }
             stack.push(next);
         }
         Ok(swept)
@@ -112,13 +137,18 @@ impl Level {
     fn read(dir: Root, rel: PathBuf, swept: &mut Swept) -> Result<Self, FsError> {
         let mut subdirs = Vec::new();
         let mut names = Vec::new();
+        let mut repository = false;
         {
             let mut listing =
                 rustix::fs::Dir::read_from(&dir.fd).map_err(|e| FsError::io(&rel, "list", e))?;
             while let Some(entry) = listing.read() {
                 let entry = entry.map_err(|e| FsError::io(&rel, "list", e))?;
                 let name = OsStr::from_bytes(entry.file_name().to_bytes());
-                if name == "." || name == ".." || name::is_git(name) {
+                if name == "." || name == ".." {
+                    continue;
+                }
+                if name::is_git(name) {
+                    repository = true;
                     continue;
                 }
                 names.push(name.to_owned());
@@ -129,7 +159,12 @@ impl Level {
                 subdirs.push(name);
             }
         }
-        Ok(Self { dir, rel, subdirs })
+        Ok(Self {
+            dir,
+            rel,
+            subdirs,
+            repository,
+        })
     }
 }
 
@@ -186,18 +221,23 @@ mod tests {
         symlink("nowhere", tree.join("a/b/c/dangling")).unwrap();
         super::super::make_fifo(&tree.join("a/fifo"));
         std::fs::hard_link(outside.join("file"), tree.join("a/b/hard")).unwrap();
-        // A worktree's `.git` pointer (and anything named so) is left to its checker.
+        // A worktree's `.git` pointer is left to its checker; a repository of its own
+        // below the top goes whole (without following its links).
         std::fs::write(tree.join(".git"), "gitdir: elsewhere\n").unwrap();
-        std::fs::create_dir(tree.join("a/.GIT")).unwrap();
-        symlink(outside.join("file"), tree.join("a/.GIT/link")).unwrap();
+        std::fs::create_dir_all(tree.join("a/nested/.GIT")).unwrap();
+        symlink(outside.join("file"), tree.join("a/nested/.GIT/link")).unwrap();
+        symlink(outside.join("dir"), tree.join("a/nested/out")).unwrap();
+        std::fs::write(tree.join("a/nested/f.txt"), "x").unwrap();
 
         let swept = Root::open(&tree).unwrap().sweep().unwrap();
         assert_eq!(
             swept,
             Swept {
-                links: 4,
+                // The nested repository's own link goes as it is read.
+                links: 5,
                 special: 1,
-                hard_links: 1
+                hard_links: 1,
+                nested_repositories: 1,
             }
         );
         for gone in [
@@ -207,13 +247,14 @@ mod tests {
             "a/b/c/dangling",
             "a/fifo",
             "a/b/hard",
+            "a/nested",
         ] {
             assert!(
                 tree.join(gone).symlink_metadata().is_err(),
                 "{gone} is still there"
             );
         }
-        for kept in ["a/b/c/kept.txt", "top.txt", ".git", "a/.GIT/link"] {
+        for kept in ["a/b/c/kept.txt", "top.txt", ".git"] {
             assert!(tree.join(kept).symlink_metadata().is_ok(), "{kept} went");
         }
         assert_eq!(

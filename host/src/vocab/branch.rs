@@ -36,6 +36,9 @@ pub enum LeftOutReason {
     },
     /// It is in `.crewbox/`, which agents may not change.
     Crewbox,
+    /// A git repository of its own inside the worktree (a `git init` or a clone the
+    /// agent made): its files are not part of the agent's commit.
+    NestedRepository,
 }
 
 impl std::fmt::Display for LeftOutReason {
@@ -51,6 +54,10 @@ impl std::fmt::Display for LeftOutReason {
             Self::Crewbox => write!(
                 f,
                 ".crewbox/ is read-only to agents (`[workspace] agents_write_crewbox`)"
+            ),
+            Self::NestedRepository => write!(
+                f,
+                "a git repository of its own inside the worktree; its files are not committed"
             ),
         }
     }

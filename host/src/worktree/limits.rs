@@ -94,7 +94,16 @@ impl<'a> Filter<'a> {
         if self.taken.contains(&key) {
             return 0;
         }
-        let size = std::fs::symlink_metadata(self.workdir.join(path)).map_or(0, |m| m.len());
+        let meta = std::fs::symlink_metadata(self.workdir.join(path));
+        // libgit2 offers a directory only when it holds a repository of its own (an
+        // agent's `git init` or clone), which it cannot add ("invalid path"): that
+        // failed the agent's whole commit, and with it the run.
+        if meta.as_ref().is_ok_and(|m| m.is_dir())
+            || path.as_os_str().as_encoded_bytes().ends_with(b"/")
+        {
+            return self.leave(path, LeftOutReason::NestedRepository);
+        }
+        let size = meta.map_or(0, |m| m.len());
         let limits = self.rules.limits;
         if size > limits.max_file_bytes {
             return self.leave(

@@ -734,3 +734,40 @@ fn the_worktree_reset_never_writes_through_links_an_agent_planted() {
         "README.md is a link on the next agent's branch"
     );
 }
+
+/// An agent that makes a repository of its own in its worktree (`git init`, a clone:
+/// agents do) failed its whole commit ("invalid path: 'sub/'"), and with it the run;
+/// and the nested repository outlived the worktree's reset into the next agent's
+/// checkout. Now it is left out of the commit, named, and removed by the reset. Shown
+/// failing without the fix (the run failed).
+#[test]
+fn a_repository_an_agent_makes_inside_its_worktree_is_left_out_and_cleaned() {
+    let dir = git_repo(|_| {});
+    let d = dir.path();
+    let command = "git init -q sub && echo hi > sub/f.txt && mkdir plain && echo x > plain/y.txt";
+    let (report, outputs) = run(d, &[("run_command", json!({"command": command}))], &[]);
+    assert!(outputs[0].0, "{outputs:?}");
+    assert_eq!(report["status"], "completed", "{report:#}");
+    assert_eq!(
+        branch_files(d, &branch_of(&report)),
+        ["notes.txt", "plain/y.txt"]
+    );
+    let left = &report["agents"][0]["left_out"];
+    assert!(
+        left.as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["path"].as_str().unwrap().starts_with("sub")
+                && l["why"] == "nested-repository"),
+        "{left:#}"
+    );
+    // The pooled worktree holds no trace of it.
+    let worktrees = crate::support::repo::state_dir(d).join("worktrees");
+    for slot in std::fs::read_dir(&worktrees).unwrap().flatten() {
+        assert!(
+            !slot.path().join("sub").exists(),
+            "the nested repository outlived the reset in {}",
+            slot.path().display()
+        );
+    }
+}
