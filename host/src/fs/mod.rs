@@ -33,8 +33,8 @@
 //!   synced and renamed over it, keeping its permissions: a reader sees the old file or
 //!   the new one, and a write never goes through or replaces a symlink.
 //! - Before crewbox writes by path into a tree someone else controlled (git's checkout
-//!   in an agent's worktree), [`Root::sweep`] removes every link, special file and hard
-//!   link in it, walking from descriptors without following any.
+//!   in an agent's worktree), [`Root::sweep`] removes every link, special file and
+//!   nested repository in it, walking from descriptors without following any.
 
 pub mod name;
 mod read;

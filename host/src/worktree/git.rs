@@ -93,7 +93,7 @@ pub(crate) fn add_worktree(
 /// `git reset --hard <commit>` plus `git clean -fdx`, detaching HEAD at `commit`.
 /// Checkout compares stat data first, so only files that differ are rewritten.
 ///
-/// Every symlink, special file and hard link in the tree goes first ([`clear_links`]):
+/// Every symlink and special file in the tree goes first ([`clear_links`]):
 /// the checkout writes files by path, following links, as the user.
 pub(crate) fn reset_clean(wt: &Checked, commit: Oid) -> Result<(), WorktreeError> {
     let (repo, path) = (&wt.repo, wt.path.as_path());
@@ -124,8 +124,9 @@ pub(crate) fn reset_clean(wt: &Checked, commit: Oid) -> Result<(), WorktreeError
     Ok(())
 }
 
-/// Removes every symlink, FIFO, socket, device and hard link in the worktree at `path`
-/// (not following any; its `.git` pointer is left to the integrity check), so that a
+/// Removes every symlink, FIFO, socket and device, and every repository of its own, in
+/// the worktree at `path` (not following any link; its `.git` pointer is left to the
+/// integrity check), so that a
 /// checkout, which opens each file it rewrites by path with `O_TRUNC` and follows
 /// links, cannot be sent outside the worktree or made to wait on a FIFO. A tracked
 /// symlink is written back by the checkout that follows. An agent that replaced a
