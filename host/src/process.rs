@@ -7,6 +7,15 @@
 /// from being resumed until its parent reaps it.
 #[cfg(unix)]
 pub fn pid_alive(pid: u32) -> bool {
+    still_running(pid, None)
+}
+
+/// Whether process `pid`, recorded as `recorded` ([`identity`]) when it took on some
+/// work, still runs: it is alive (see [`pid_alive`]) and, where both identities are
+/// known, the same process — not another one that got its number after it died (after
+/// a reboot, a stored pid is often some other process's).
+#[cfg(unix)]
+pub fn still_running(pid: u32, recorded: Option<&str>) -> bool {
     let Some(raw) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
@@ -15,11 +24,20 @@ pub fn pid_alive(pid: u32) -> bool {
     };
     // Signal 0 sends nothing; it only checks that the pid exists (EPERM: it does, as
     // another user's).
-    let exists = match rustix::process::test_kill_process(raw) {
-        Ok(()) => true,
-        Err(e) => e == rustix::io::Errno::PERM,
+    match rustix::process::test_kill_process(raw) {
+        Ok(()) => {}
+        Err(e) if e == rustix::io::Errno::PERM => {}
+        Err(_) => return false,
+    }
+    // Without `/proc` to say more, the number is all there is.
+    let Some(stat) = Stat::read(pid) else {
+        return true;
     };
-    exists && !ended(pid)
+    !stat.ended()
+        && match (recorded, stat.identity()) {
+            (Some(then), Some(now)) => then == now,
+            _ => true,
+        }
 }
 
 /// Who process `pid` is, beyond its number, which the kernel hands out again once it
@@ -27,21 +45,7 @@ pub fn pid_alive(pid: u32) -> bool {
 /// boot, as `/proc` tells them. `None` where it cannot tell.
 #[cfg(unix)]
 pub fn identity(pid: u32) -> Option<String> {
-    static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let boot = BOOT
-        .get_or_init(|| {
-            std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-                .ok()
-                .map(|b| b.trim().to_owned())
-        })
-        .as_deref()?;
-    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let close = stat.iter().rposition(|b| *b == b')')?;
-    let rest = std::str::from_utf8(stat.get(close + 2..)?).ok()?;
-    // The fields after the command name start at field 3 (the state); the start time
-    // is field 22.
-    let start = rest.split(' ').nth(22 - 3)?;
-    Some(format!("{boot}:{start}"))
+    Stat::read(pid)?.identity()
 }
 
 /// Without `/proc`, nothing more than the number is known.
@@ -50,31 +54,46 @@ pub fn identity(_pid: u32) -> Option<String> {
     None
 }
 
-/// Whether process `pid`, recorded as `recorded` ([`identity`]) when it took on some
-/// work, still runs: it is alive and, where both identities are known, the same
-/// process — not another one that got its number after it died (after a reboot, a
-/// stored pid is often some other process's).
-pub fn still_running(pid: u32, recorded: Option<&str>) -> bool {
-    pid_alive(pid)
-        && match (recorded, identity(pid)) {
-            (Some(then), Some(now)) => then == now,
-            _ => true,
-        }
+/// What `/proc/<pid>/stat` says of a process, read once.
+#[cfg(unix)]
+struct Stat {
+    /// Its state (`R`, `S`, `Z`, …).
+    state: u8,
+    /// Its start time in clock ticks since boot (field 22).
+    start: String,
 }
 
-/// Whether `/proc` says process `pid` has ended (state `Z` or `X`); `false` when it
-/// cannot tell.
 #[cfg(unix)]
-fn ended(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // `pid (comm) S …`: the command name may hold anything, `)` too; the state follows
-    // the last `)`.
-    let Some(close) = stat.iter().rposition(|b| *b == b')') else {
-        return false;
-    };
-    matches!(stat.get(close + 2), Some(b'Z' | b'X'))
+impl Stat {
+    fn read(pid: u32) -> Option<Self> {
+        let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+        // `pid (comm) S …`: the command name may hold anything, `)` too; the fields
+        // after the last `)` start at field 3 (the state).
+        let close = stat.iter().rposition(|b| *b == b')')?;
+        let rest = std::str::from_utf8(stat.get(close + 2..)?).ok()?;
+        let mut fields = rest.split(' ');
+        let state = *fields.next()?.as_bytes().first()?;
+        let start = fields.nth(22 - 4)?.to_owned();
+        Some(Self { state, start })
+    }
+
+    /// It ended (a zombie, or dead).
+    fn ended(&self) -> bool {
+        matches!(self.state, b'Z' | b'X')
+    }
+
+    /// The boot and its start time ([`identity`]).
+    fn identity(&self) -> Option<String> {
+        static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        let boot = BOOT
+            .get_or_init(|| {
+                std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                    .ok()
+                    .map(|b| b.trim().to_owned())
+            })
+            .as_deref()?;
+        Some(format!("{boot}:{}", self.start))
+    }
 }
 
 /// Whether a process with this pid exists; without a portable check, assume it does so
@@ -82,6 +101,12 @@ fn ended(pid: u32) -> bool {
 #[cfg(not(unix))]
 pub fn pid_alive(_pid: u32) -> bool {
     true
+}
+
+/// As [`pid_alive`]: without `/proc`, nothing more than the number is known.
+#[cfg(not(unix))]
+pub fn still_running(pid: u32, _recorded: Option<&str>) -> bool {
+    pid_alive(pid)
 }
 
 /// Kills this process with SIGKILL (the `CREWBOX_FAULT_AFTER_WRITES` test hook): no
@@ -108,7 +133,7 @@ mod tests {
         let pid = child.id();
         // Ended, not reaped: a zombie until `wait`.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !ended(pid) {
+        while !Stat::read(pid).is_some_and(|s| s.ended()) {
             assert!(
                 std::time::Instant::now() < deadline,
                 "never became a zombie"

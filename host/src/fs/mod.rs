@@ -36,6 +36,7 @@
 //!   in an agent's worktree), [`Root::sweep`] removes every link, special file and
 //!   nested repository in it, walking from descriptors without following any.
 
+pub mod held;
 pub mod name;
 mod read;
 mod resolve;

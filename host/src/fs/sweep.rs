@@ -161,11 +161,8 @@ impl Level {
             // worktree took 9 ms more with one); asked for only where the file system
             // does not say.
             let kind = match kind {
-                FileType::Unknown => match remove_unsafe(&dir, &rel, &name, swept)? {
-                    Some(kind) => kind,
-                    None => continue,
-                },
                 FileType::Directory | FileType::RegularFile => kind,
+                // A link or a special file, or what the listing did not say.
                 _ => match remove_unsafe(&dir, &rel, &name, swept)? {
                     Some(kind) => kind,
                     None => continue,

@@ -119,63 +119,39 @@ pub async fn save(cassette: Cassette, path: PathBuf) -> Result<(), ReplayError> 
     Ok(())
 }
 
-/// A scratch state directory, removed when dropped, and locked (`flock` on its
-/// [`SCRATCH_LOCK`]) while its replay lives: a replay killed with SIGKILL leaves it
-/// behind with its lock free, and the next replay of the repository removes it with
-/// the branches and worktree registrations it left ([`sweep_abandoned`]). A directory
-/// is made under another name, locked, then renamed into place, so no sweep ever sees
-/// one whose lock is not taken yet.
+/// A scratch state directory, removed when dropped, and held ([`HeldDir`]) while its
+/// replay lives: a replay killed with SIGKILL leaves it behind with its lock free, and
+/// the next replay of the repository removes it with the branches and worktree
+/// registrations it left ([`sweep_abandoned`]).
 pub struct Scratch {
-    path: PathBuf,
-    _lock: std::fs::File,
+    dir: crate::fs::held::HeldDir,
 }
 
 /// The lock file in each scratch directory.
 const SCRATCH_LOCK: &str = "replay.lock";
-/// Where scratch directories are made first.
-const STAGING_PREFIX: &str = "new-";
 
 impl Scratch {
     fn create(parent: &Path) -> Result<Self, ReplayError> {
-        let name = uuid::Uuid::now_v7().simple().to_string();
         let replays = parent.join("replays");
-        let staging = replays.join(format!("{STAGING_PREFIX}{name}"));
-        let path = replays.join(name);
-        let err = |source| ReplayError::Scratch {
-            path: path.clone(),
-            source,
-        };
-        std::fs::create_dir_all(&staging).map_err(err)?;
-        let locked = (|| {
-            let lock = std::fs::File::create_new(staging.join(SCRATCH_LOCK))?;
-            lock.try_lock().map_err(|e| match e {
-                std::fs::TryLockError::Error(e) => e,
-                std::fs::TryLockError::WouldBlock => {
-                    std::io::Error::other("a new lock file is held already")
-                }
-            })?;
-            std::fs::rename(&staging, &path)?;
-            Ok(lock)
-        })();
-        match locked {
-            Ok(lock) => Ok(Self { path, _lock: lock }),
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&staging);
-                Err(err(e))
-            }
-        }
+        let name = uuid::Uuid::now_v7().simple().to_string();
+        crate::fs::held::HeldDir::create(&replays, &name, SCRATCH_LOCK)
+            .map(|dir| Self { dir })
+            .map_err(|source| ReplayError::Scratch {
+                path: replays.join(name),
+                source,
+            })
     }
 
     /// The directory.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.dir.path()
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            tracing::warn!(path = %self.path.display(), error = %e, "replay scratch state not removed");
+        if let Err(e) = std::fs::remove_dir_all(self.path()) {
+            tracing::warn!(path = %self.path().display(), error = %e, "replay scratch state not removed");
         }
     }
 }
@@ -185,56 +161,56 @@ impl Drop for Scratch {
 /// registrations and the branches of its agents and runs, as its own store names them
 /// — and returns how many were removed. What cannot be told for sure (no lock file, a
 /// held lock) is left alone; a failure is logged, never fatal to the replay at hand.
-pub fn sweep_abandoned(repo: &Path, state_dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(state_dir.join("replays")) else {
-        return 0;
-    };
+pub async fn sweep_abandoned(repo: &Path, state_dir: &Path) -> usize {
+    let replays = state_dir.join("replays");
+    let found = tokio::task::spawn_blocking(move || {
+        crate::fs::held::abandoned(&replays, "", SCRATCH_LOCK, |_| false)
+    })
+    .await
+    .unwrap_or_default();
     let mut removed = 0;
-    for entry in entries.flatten() {
-        // `file_type` does not follow a link.
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let dir = entry.path();
-        let Ok(lock) = std::fs::File::open(dir.join(SCRATCH_LOCK)) else {
-            continue;
-        };
-        if lock.try_lock().is_err() {
-            continue;
-        }
-        if let Err(e) = forget_scratch(repo, &dir) {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot clean up after a dead replay");
-            continue;
-        }
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => removed += 1,
+    for (dir, held) in found {
+        let names = match branches_in(&dir.join("state")).await {
+            Ok(names) => names,
             Err(e) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a dead replay's scratch state")
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot read a dead replay's store");
+                continue;
             }
+        };
+        let repo = repo.to_path_buf();
+        let forgotten = tokio::task::spawn_blocking(move || {
+            let forgotten = forget_scratch(&repo, &dir, names)
+                .and_then(|()| {
+                    std::fs::remove_dir_all(&dir).map_err(|source| ReplayError::Scratch {
+                        path: dir.clone(),
+                        source,
+                    })
+                })
+                .map_err(|e| (dir, e));
+            // Held until its directory is gone.
+            drop(held);
+            forgotten
+        })
+        .await;
+        match forgotten {
+            Ok(Ok(())) => removed += 1,
+            Ok(Err((dir, e))) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot clean up after a dead replay")
+            }
+            Err(e) => tracing::warn!(error = %e, "cleaning up after a dead replay failed"),
         }
     }
     removed
 }
 
-/// Prunes the worktrees under scratch directory `dir` and deletes the branches of the
-/// agents and runs its store holds (each agent's `crewbox/<agent-id>`, suffixed or
-/// not, and each run's integration branch): ids that exist only in that store.
-fn forget_scratch(repo: &Path, dir: &Path) -> Result<(), ReplayError> {
+/// Prunes the worktrees under scratch directory `dir` and deletes the branches `names`
+/// (each agent's `crewbox/<agent-id>`, suffixed or not, and each run's integration
+/// branch).
+fn forget_scratch(repo: &Path, dir: &Path, names: Vec<String>) -> Result<(), ReplayError> {
     let Ok(git) = git2::Repository::open(repo) else {
         return Ok(());
     };
     compare::prune_worktrees(&git, dir)?;
-    let state = dir.join("state");
-    if !state.join(crate::store::DB_FILE).is_file() {
-        return Ok(());
-    }
-    let names = std::thread::scope(|scope| {
-        scope
-            .spawn(|| branches_in(&state))
-            .join()
-            .unwrap_or_else(|_| Err("the store reader panicked".into()))
-    })
-    .map_err(ReplayError::Git)?;
     // An agent's branch is `crewbox/<agent-id>`, or that with a suffix when the name
     // was taken.
     let mut doomed = Vec::new();
@@ -258,27 +234,30 @@ fn forget_scratch(repo: &Path, dir: &Path) -> Result<(), ReplayError> {
     compare::delete_branches(&git, doomed)
 }
 
-/// The branches the scratch store at `state` names (read on a runtime of its own: the
-/// caller may be on one already).
-fn branches_in(state: &Path) -> Result<Vec<String>, String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async {
-        let store = Store::open_existing(state).map_err(|e| e.to_string())?;
-        let mut names = Vec::new();
-        for run in store.recent_runs(1_000).await.map_err(|e| e.to_string())? {
-            names.push(crate::engine::workspace::integration_branch(&run.id));
-            for agent in store.agents(&run.id).await.map_err(|e| e.to_string())? {
-                names.push(format!(
-                    "crewbox/{}",
-                    crate::worktree::sanitize_branch_component(agent.id.as_str())
-                ));
-            }
+/// The branches the scratch store at `state` names: its agents' and runs' ids exist
+/// only in that store. None when it has no store.
+async fn branches_in(state: &Path) -> Result<Vec<String>, StoreError> {
+    if !state.join(crate::store::DB_FILE).is_file() {
+        return Ok(Vec::new());
+    }
+    let opened = state.to_path_buf();
+    let store = tokio::task::spawn_blocking(move || Store::open_existing(&opened))
+        .await
+        .map_err(|e| StoreError::Sqlite {
+            op: "open a dead replay's store",
+            detail: e.to_string(),
+        })??;
+    let mut names = Vec::new();
+    for run in store.recent_runs(1_000).await? {
+        names.push(crate::engine::workspace::integration_branch(&run.id));
+        for agent in store.agents(&run.id).await? {
+            names.push(format!(
+                "crewbox/{}",
+                crate::worktree::sanitize_branch_component(agent.id.as_str())
+            ));
         }
-        Ok(names)
-    })
+    }
+    Ok(names)
 }
 
 /// A replay ready to run: the scratch repository (open its engine and run `request`),
@@ -316,10 +295,7 @@ pub async fn plan(
     }
     let cassette = cassette(store, &run).await?;
     let recorded = cassette.exchanges.len();
-    let (root, state) = (repo.root().to_path_buf(), repo.state_dir().to_path_buf());
-    let swept = tokio::task::spawn_blocking(move || sweep_abandoned(&root, &state))
-        .await
-        .unwrap_or(0);
+    let swept = sweep_abandoned(repo.root(), repo.state_dir()).await;
     if swept > 0 {
         tracing::info!(swept, "removed what replays that died left behind");
     }

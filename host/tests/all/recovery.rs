@@ -586,10 +586,14 @@ fn killed_between_reflect_iterations_resumes_at_the_second_plan() {
     assert_eq!(agents.len(), 10, "{agents:?}");
 }
 
-/// Resume (and stop) refuse a run a live process drives and a finished one; stop also
-/// refuses an interrupted run, which no process would act on.
-#[test]
-fn resume_refuses_a_live_run_and_a_finished_one() {
+/// A slow orchestrate run in the background, once its plan is stored: the repository,
+/// its store, the process and the run.
+fn planned() -> (
+    tempfile::TempDir,
+    Db,
+    std::process::Child,
+    crewbox::unstable::ids::RunId,
+) {
     let dir = repo();
     let db = Db::create(dir.path());
     let mut child = spawn_run(
@@ -600,6 +604,14 @@ fn resume_refuses_a_live_run_and_a_finished_one() {
     let run = wait_for(dir.path(), &db, &mut child, "plan stored", |steps, _| {
         is(steps, "plan", StepState::Done)
     });
+    (dir, db, child, run)
+}
+
+/// Resume (and stop) refuse a run a live process drives and a finished one; stop also
+/// refuses an interrupted run, which no process would act on.
+#[test]
+fn resume_refuses_a_live_run_and_a_finished_one() {
+    let (dir, db, mut child, run) = planned();
 
     // While its process lives, the run is not resumed, neither by id nor as an orphan.
     let busy = bin(dir.path(), &["resume", run.as_str(), "--json"]);
@@ -682,16 +694,7 @@ fn resume_without_a_run_and_nothing_unfinished_says_so() {
 /// being driven by process N" for as long as the other process lived.
 #[test]
 fn a_dead_drivers_pid_taken_by_another_process_does_not_hold_the_run() {
-    let dir = repo();
-    let db = Db::create(dir.path());
-    let mut child = spawn_run(
-        dir.path(),
-        &orchestrate_script(SLOW_MS, SLOW_MS, 0),
-        &orchestrate_args(),
-    );
-    let run = wait_for(dir.path(), &db, &mut child, "plan stored", |steps, _| {
-        is(steps, "plan", StepState::Done)
-    });
+    let (dir, _db, mut child, run) = planned();
     kill9(&mut child);
     // Another process now has the pid the run names.
     let mut other = std::process::Command::new("sleep")

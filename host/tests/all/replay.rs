@@ -422,33 +422,34 @@ fn cassettes_carry_no_key_and_hostile_ones_are_refused() {
     assert!(stderr.contains("exactly one of `run`"), "{stderr}");
 }
 
-#[test]
-fn replay_reproduces_a_team_run_with_its_integration_branch() {
-    const PAIR: &str = r#"
-mode = "sequential"
-
-[[members]]
-name = "alice"
-access = "full"
-
-[[members]]
-name = "bob"
-access = "full"
-"#;
+/// A trusted repository whose team `pair` (alice and bob, both writing) runs in
+/// `mode`, and the run of it on `script` ("write both"), which must succeed: the
+/// repository, the run's id and its report.
+fn recorded_pair_run(mode: &str, script: &str) -> (tempfile::TempDir, String, Value) {
+    let team = format!(
+        "mode = \"{mode}\"\n[[members]]\nname = \"alice\"\naccess = \"full\"\n\
+         [[members]]\nname = \"bob\"\naccess = \"full\"\n"
+    );
     let dir = git_repo(|work| {
         std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
-        std::fs::write(work.join(".crewbox/teams/pair.toml"), PAIR).unwrap();
+        std::fs::write(work.join(".crewbox/teams/pair.toml"), team).unwrap();
     });
     assert!(bin(dir.path(), &["trust"]).status.success());
-    let script = writes_then("alice", "a.txt", "a\n", 0, "ALICE: wrote a.txt")
-        + &writes_then("bob", "b.txt", "b\n", 0, "BOB: wrote b.txt");
-    let (out, original) = crewbox(
-        dir.path(),
-        &script,
-        &["run", "write both", "--team", "pair"],
-    );
+    let (out, original) = crewbox(dir.path(), script, &["run", "write both", "--team", "pair"]);
     assert!(out.status.success(), "{original:#}");
     let run = original["run_id"].as_str().unwrap().to_owned();
+    (dir, run, original)
+}
+
+/// Alice writes a.txt, bob b.txt (alice's answer after `alice_ms`).
+fn both_write(alice_ms: u64) -> String {
+    writes_then("alice", "a.txt", "a\n", alice_ms, "ALICE: wrote a.txt")
+        + &writes_then("bob", "b.txt", "b\n", 0, "BOB: wrote b.txt")
+}
+
+#[test]
+fn replay_reproduces_a_team_run_with_its_integration_branch() {
+    let (dir, run, original) = recorded_pair_run("sequential", &both_write(0));
     let before = branches(dir.path());
     let out = bin(dir.path(), &["replay", &run, "--json"]);
     let replay = json(&out);
@@ -471,15 +472,8 @@ access = "full"
 /// replay, so every such replay reported `diverged`; shown failing without the fix.
 #[test]
 fn replay_reproduces_an_orchestrated_run_whose_workers_write() {
-    const DUO: &str = "mode = \"orchestrate\"\n[[members]]\nname = \"alice\"\naccess = \"full\"\n\
-                       [[members]]\nname = \"bob\"\naccess = \"full\"\n";
-    let dir = git_repo(|work| {
-        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
-        std::fs::write(work.join(".crewbox/teams/duo.toml"), DUO).unwrap();
-    });
-    assert!(bin(dir.path(), &["trust"]).status.success());
     let script = format!(
-        "{}{}{}",
+        "{}{}",
         r#"
 [[reply]]
 agent = "synthesis"
@@ -491,12 +485,9 @@ agent = "orchestrator"
 text = "@worker:alice\nWrite a.txt.\n@end\n@worker:bob\nWrite b.txt.\n@end"
 repeat = true
 "#,
-        writes_then("alice", "a.txt", "a\n", 150, "ALICE: wrote a.txt"),
-        writes_then("bob", "b.txt", "b\n", 0, "BOB: wrote b.txt"),
+        both_write(150),
     );
-    let (out, original) = crewbox(dir.path(), &script, &["run", "write both", "--team", "duo"]);
-    assert!(out.status.success(), "{original:#}");
-    let run = original["run_id"].as_str().unwrap().to_owned();
+    let (dir, run, _) = recorded_pair_run("orchestrate", &script);
     let out = bin(dir.path(), &["replay", &run, "--json"]);
     let replay = json(&out);
     assert!(out.status.success(), "{replay:#}");
@@ -533,22 +524,7 @@ fn replay_leftovers(dir: &Path) -> (Vec<String>, Vec<String>) {
 /// the sweep: the branches of dead replays stayed (listed as unmerged work).
 #[test]
 fn a_replay_killed_midway_leaves_nothing_once_another_replay_ran() {
-    const PAIR: &str = "mode = \"sequential\"\n[[members]]\nname = \"alice\"\naccess = \"full\"\n\
-                        [[members]]\nname = \"bob\"\naccess = \"full\"\n";
-    let dir = git_repo(|work| {
-        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
-        std::fs::write(work.join(".crewbox/teams/pair.toml"), PAIR).unwrap();
-    });
-    assert!(bin(dir.path(), &["trust"]).status.success());
-    let script = writes_then("alice", "a.txt", "a\n", 0, "ALICE: wrote a.txt")
-        + &writes_then("bob", "b.txt", "b\n", 0, "BOB: wrote b.txt");
-    let (out, original) = crewbox(
-        dir.path(),
-        &script,
-        &["run", "write both", "--team", "pair"],
-    );
-    assert!(out.status.success(), "{original:#}");
-    let run = original["run_id"].as_str().unwrap().to_owned();
+    let (dir, run, _) = recorded_pair_run("sequential", &both_write(0));
     let before = branches(dir.path());
     let mut leaked = 0;
     for n in (4..400).step_by(4) {

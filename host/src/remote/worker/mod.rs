@@ -185,7 +185,7 @@ pub async fn serve(
     // redelivered to a restarted worker starts clean.
     let (swept, own) = {
         let dir = worker_dir.clone();
-        tokio::task::spawn_blocking(move || (own::sweep(&dir), own::OwnDir::create(&dir)))
+        tokio::task::spawn_blocking(move || (own::sweep(&dir), own::create(&dir)))
             .await
             .map_err(std::io::Error::other)?
     };

@@ -10,9 +10,9 @@
 //! under another name, locked, then renamed into place, so no worker ever sees a
 //! `run-` directory whose lock is not taken yet.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::fs::held::{self, HeldDir};
 
 /// The lock file in each directory.
 const LOCK: &str = "worker.lock";
@@ -20,72 +20,25 @@ const LOCK: &str = "worker.lock";
 const PREFIX: &str = "run-";
 
 /// This process's directory, locked for as long as this value lives.
-#[derive(Debug)]
-pub(super) struct OwnDir {
-    path: PathBuf,
-    _lock: File,
-}
+pub(super) type OwnDir = HeldDir;
 
-impl OwnDir {
-    /// Creates and locks a new directory in `worker_dir` (created if missing).
-    pub(super) fn create(worker_dir: &Path) -> io::Result<Self> {
-        std::fs::create_dir_all(worker_dir)?;
-        let name = format!(
-            "{PREFIX}{}-{}",
-            std::process::id(),
-            uuid::Uuid::now_v7().simple()
-        );
-        let staging = worker_dir.join(format!("new-{name}"));
-        std::fs::create_dir(&staging)?;
-        let path = worker_dir.join(name);
-        let locked = || -> io::Result<File> {
-            let lock = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(staging.join(LOCK))?;
-            lock.try_lock().map_err(|e| match e {
-                TryLockError::Error(e) => e,
-                TryLockError::WouldBlock => io::Error::other("a new lock file is held already"),
-            })?;
-            std::fs::rename(&staging, &path)?;
-            Ok(lock)
-        };
-        match locked() {
-            Ok(lock) => Ok(Self { path, _lock: lock }),
-            Err(e) => {
-                // Nothing is left under a name no sweep looks at.
-                let _ = std::fs::remove_dir_all(&staging);
-                Err(e)
-            }
-        }
-    }
-
-    /// The directory.
-    pub(super) fn path(&self) -> &Path {
-        &self.path
-    }
+/// Creates and locks a new directory in `worker_dir` (created if missing).
+pub(super) fn create(worker_dir: &Path) -> std::io::Result<OwnDir> {
+    let name = format!(
+        "{PREFIX}{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    );
+    HeldDir::create(worker_dir, &name, LOCK)
 }
 
 /// Deletes the directories in `worker_dir` that no live worker holds; returns how many.
 /// Entries that are not such directories (other names, files, symbolic links) are left
 /// alone, and so is anything that cannot be told for sure.
 pub(super) fn sweep(worker_dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(worker_dir) else {
-        return 0;
-    };
     let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        // `file_type` does not follow a symbolic link.
-        if !name.starts_with(PREFIX) || !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let dir = entry.path();
-        // Held while the directory goes, so a worker sweeping at the same time skips it.
-        let Some(_held) = abandoned(&dir, name) else {
-            continue;
-        };
+    // Each is held while it goes, so a worker sweeping at the same time skips it.
+    for (dir, _held) in held::abandoned(worker_dir, PREFIX, LOCK, from_before_locks) {
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => removed += 1,
             Err(e) => {
@@ -96,22 +49,12 @@ pub(super) fn sweep(worker_dir: &Path) -> usize {
     removed
 }
 
-/// `Some` (with the lock taken, when there is one) when `dir` belongs to no live
-/// worker.
-fn abandoned(dir: &Path, name: &str) -> Option<Option<File>> {
-    match File::open(dir.join(LOCK)) {
-        Ok(f) => match f.try_lock() {
-            Ok(()) => Some(Some(f)),
-            Err(_) => None,
-        },
-        // Without a lock file (a worker of an earlier version): by the pid in its name,
-        // which must be gone.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let pid = name.strip_prefix(PREFIX)?.split('-').next()?.parse().ok()?;
-            (!crate::process::pid_alive(pid)).then_some(None)
-        }
-        Err(_) => None,
-    }
+/// Whether the directory `name`, without a lock file (a worker of an earlier version),
+/// is abandoned: by the pid in its name, which must be gone.
+fn from_before_locks(name: &str) -> bool {
+    name.strip_prefix(PREFIX)
+        .and_then(|rest| rest.split('-').next()?.parse().ok())
+        .is_some_and(|pid| !crate::process::pid_alive(pid))
 }
 
 #[cfg(test)]
@@ -122,11 +65,11 @@ mod tests {
     fn a_dead_workers_directory_goes_and_a_held_one_or_anything_else_stays() {
         let base = tempfile::tempdir().unwrap();
         let dir = base.path().join("worker");
-        let live = OwnDir::create(&dir).unwrap();
+        let live = create(&dir).unwrap();
         assert!(live.path().join(LOCK).is_file());
         // A worker that died: its directory, its lock free.
         let dead = {
-            let d = OwnDir::create(&dir).unwrap();
+            let d = create(&dir).unwrap();
             std::fs::write(d.path().join("crewbox.db"), "x").unwrap();
             d.path().to_path_buf()
         };
