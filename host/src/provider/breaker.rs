@@ -63,6 +63,9 @@ pub fn counts_as_failure(err: &ProviderError) -> bool {
         | ProviderError::Server { .. }
         | ProviderError::Connection(_)
         | ProviderError::BadResponse(_) => true,
+        // A CLI that fails for its own reasons (a bad flag, no login) says nothing
+        // about the service behind it.
+        ProviderError::CommandFailed(exit) => exit.transient,
         // A reply over our own size cap says more about the request than the server.
         ProviderError::ReplyTooLarge { .. }
         | ProviderError::Rejected { .. }

@@ -352,17 +352,12 @@ impl Provider for CommandProvider {
             )));
         }
         if !status.success() {
-            let code = status
-                .code()
-                .map(|c| c.to_string())
-                .unwrap_or_else(|| "a signal".into());
+            use std::os::unix::process::ExitStatusExt;
             // The CLI may echo a key it was given: masked before it becomes an error.
-            return Err(ProviderError::Server {
-                status: 500,
-                message: crate::redact::clean_owned(format!(
-                    "command `{program}` exited with {code}: {stderr}"
-                )),
-            });
+            let stderr = crate::redact::clean_owned(stderr);
+            return Err(ProviderError::CommandFailed(Box::new(
+                super::CommandExit::new(&program, status.code(), status.signal(), stderr),
+            )));
         }
         if truncated {
             tracing::warn!(provider = %self.name, "command output exceeded {MAX_OUTPUT} bytes; truncated");

@@ -341,6 +341,11 @@ pub enum ProviderError {
         /// What the server said (truncated, never contains our credentials).
         message: String,
     },
+    /// A `command` provider's CLI exited unsuccessfully. Retried only when it says
+    /// so ([`CommandExit::transient`]): most CLI failures (a bad flag, no login, a
+    /// spent quota) fail the same way again.
+    #[error("command `{}` exited with {}{}", .0.program, .0.exit, colon(&.0.stderr))]
+    CommandFailed(Box<CommandExit>),
     /// The connection failed or dropped. Retried.
     #[error("connection to the model server failed: {0}")]
     Connection(String),
@@ -410,6 +415,7 @@ impl ProviderError {
             | Self::Overloaded { .. }
             | Self::Server { .. }
             | Self::Connection(_) => true,
+            Self::CommandFailed(exit) => exit.transient,
             Self::BadResponse(_)
             | Self::Rejected { .. }
             | Self::ReplyTooLarge { .. }
@@ -429,6 +435,7 @@ impl ProviderError {
             }
             Self::Timeout(_)
             | Self::Server { .. }
+            | Self::CommandFailed(_)
             | Self::Connection(_)
             | Self::BadResponse(_)
             | Self::Rejected { .. }
@@ -440,6 +447,61 @@ impl ProviderError {
             | Self::Diverged(_) => None,
         }
     }
+}
+
+/// How a `command` provider's CLI ended when it did not succeed.
+#[derive(Debug)]
+pub struct CommandExit {
+    /// The program (argv[0]).
+    pub program: String,
+    /// `1`, or `signal 9`.
+    pub exit: String,
+    /// The tail of what it wrote on stderr (redacted).
+    pub stderr: String,
+    /// Whether trying again may help: the CLI was killed by a signal (by the kernel's
+    /// OOM killer, by someone else) or its stderr names a transient condition (rate
+    /// limit, overload, timeout, a dropped connection).
+    pub transient: bool,
+}
+
+impl CommandExit {
+    /// Classifies an unsuccessful exit: `signal` is the signal that killed the CLI.
+    pub fn new(program: &str, code: Option<i32>, signal: Option<i32>, stderr: String) -> Self {
+        let exit = match (code, signal) {
+            (Some(c), _) => c.to_string(),
+            (None, Some(s)) => format!("signal {s}"),
+            (None, None) => "an unknown status".to_owned(),
+        };
+        let transient = signal.is_some() || says_transient(&stderr);
+        Self {
+            program: program.to_owned(),
+            exit,
+            stderr,
+            transient,
+        }
+    }
+}
+
+/// Whether a CLI's error text names a condition that passes with time.
+fn says_transient(stderr: &str) -> bool {
+    const MARKS: [&str; 14] = [
+        "rate limit",
+        "rate-limit",
+        "ratelimit",
+        "too many requests",
+        "429",
+        "overloaded",
+        "503",
+        "529",
+        "timed out",
+        "timeout",
+        "connection reset",
+        "connection refused",
+        "temporarily unavailable",
+        "try again",
+    ];
+    let lower = stderr.to_ascii_lowercase();
+    MARKS.iter().any(|m| lower.contains(m))
 }
 
 fn retry_after_text(after: Option<Duration>) -> String {

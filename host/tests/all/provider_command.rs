@@ -130,11 +130,31 @@ async fn non_zero_exit_reports_the_stderr_tail() {
     );
     let err = p.complete(&request(None, first_turn())).await.unwrap_err();
     let msg = err.to_string();
-    assert!(matches!(err, ProviderError::Server { .. }), "{msg}");
-    assert!(
-        msg.contains("exited with 3") && msg.contains("model quota exceeded"),
-        "{msg}"
-    );
+    // Named as the command's failure, not a model server's, and not retried: a CLI
+    // that failed for its own reasons fails the same way again.
+    assert!(matches!(err, ProviderError::CommandFailed(_)), "{msg}");
+    assert!(!err.is_retryable(), "{msg}");
+    assert_eq!(msg, "command `sh` exited with 3: model quota exceeded");
+}
+
+#[tokio::test]
+async fn a_command_that_says_it_was_rate_limited_or_was_killed_is_retried() {
+    let c = cli();
+    for (script, exit) in [
+        ("echo 'Error: 429 Too Many Requests' >&2; exit 1", "1"),
+        ("kill -9 $$", "signal 9"),
+    ] {
+        let p = c.provider(&format!(
+            "kind = \"command\"\ncommand = [\"sh\", \"-c\", \"{script}\"]\n"
+        ));
+        let err = p.complete(&request(None, first_turn())).await.unwrap_err();
+        assert!(matches!(err, ProviderError::CommandFailed(_)), "{err}");
+        assert!(err.is_retryable(), "{err}");
+        assert!(
+            err.to_string().contains(&format!("exited with {exit}")),
+            "{err}"
+        );
+    }
 }
 
 #[tokio::test]
