@@ -8,7 +8,12 @@
 //! `audit_head` holds the last record's number and hash: `verify` finds an edited
 //! record (its hash no longer matches), a removed one (a gap in the numbers, or a
 //! record whose `prev` is not its predecessor's hash) and a truncated tail (the head
-//! names a record that is gone).
+//! names a record that is gone). `audit_origin` holds when the chain began: every
+//! agent stored since then must have its `spawn` record, and every finished merge step
+//! must hold what its last `merge` record says, so a chain emptied with its head, or a
+//! merge result edited in `steps`, is found too.
+
+use std::collections::{HashMap, HashSet};
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
@@ -67,6 +72,23 @@ pub enum Verdict {
         /// The last record present.
         last: i64,
     },
+    /// The record of when the chain began was removed.
+    OriginMissing,
+    /// An agent stored since the chain began has no `spawn` record: records were
+    /// removed and the chain rewritten (or emptied), or the agent was added.
+    Unrecorded {
+        /// The agent.
+        agent: String,
+        /// Its run.
+        run: String,
+    },
+    /// A finished merge step does not hold what its last `merge` record says.
+    StepEdited {
+        /// The run.
+        run: String,
+        /// The step (`merge/…`).
+        step: String,
+    },
     /// The chain ends before its recorded head.
     Truncated {
         /// The last record present.
@@ -98,6 +120,18 @@ impl std::fmt::Display for Verdict {
             Self::HeadMissing { last } => write!(
                 f,
                 "the chain's head is missing (it has {last} record(s)): it was removed"
+            ),
+            Self::OriginMissing => write!(
+                f,
+                "the record of when the chain began is missing: it was removed"
+            ),
+            Self::Unrecorded { agent, run } => write!(
+                f,
+                "agent {agent} of run {run} is stored but no record names its spawn: records were removed (or the agent was added)"
+            ),
+            Self::StepEdited { run, step } => write!(
+                f,
+                "step {step} of run {run} does not hold what the chain recorded for it (edited)"
             ),
             Self::Truncated { last, head } => write!(
                 f,
@@ -219,6 +253,9 @@ pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
         .map_err(q)?;
     let mut rows = stmt.query([]).map_err(q)?;
     let (mut expected, mut prev) = (1i64, GENESIS.to_owned());
+    // What the chain says about stored facts, checked against them once it holds.
+    let mut spawned = HashSet::new();
+    let mut merges: HashMap<(String, String), serde_json::Value> = HashMap::new();
     while let Some(r) = rows.next().map_err(q)? {
         // Read as the writer stores them; a value of another type (a text made a blob,
         // a number made text) is an edit, never a reason to stop verifying.
@@ -257,6 +294,20 @@ pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
         if h != stored_hash {
             return Ok(Verdict::BrokenLink { seq });
         }
+        match (kind, run_id, agent_id) {
+            ("spawn", _, Some(agent)) => {
+                spawned.insert(agent.to_owned());
+            }
+            ("merge", Some(run), _) => {
+                let mut merge: serde_json::Value =
+                    serde_json::from_str(data).unwrap_or(serde_json::Value::Null);
+                if let Some(step) = merge["step"].as_str() {
+                    let key = (run.to_owned(), step.to_owned());
+                    merges.insert(key, merge["merged"].take());
+                }
+            }
+            _ => {}
+        }
         prev = stored_hash.to_owned();
         expected += 1;
     }
@@ -268,10 +319,59 @@ pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
         .optional()
         .map_err(q)?;
     match head {
-        Some((head, hash)) if head != last || hash != prev => Ok(Verdict::Truncated { last, head }),
-        None if last > 0 => Ok(Verdict::HeadMissing { last }),
-        _ => Ok(Verdict::Intact { records: last }),
+        Some((head, hash)) if head != last || hash != prev => {
+            return Ok(Verdict::Truncated { last, head });
+        }
+        None if last > 0 => return Ok(Verdict::HeadMissing { last }),
+        _ => {}
     }
+    // A dropped table reads as a removed row.
+    let origin: Option<i64> = conn
+        .query_row("SELECT at FROM audit_origin WHERE id = 1", [], |r| r.get(0))
+        .optional()
+        .unwrap_or(None);
+    let Some(origin) = origin else {
+        return Ok(Verdict::OriginMissing);
+    };
+    let mut stmt = conn
+        .prepare("SELECT id, run_id FROM agents WHERE created_at >= ?1 ORDER BY created_at, id")
+        .map_err(q)?;
+    let mut agents = stmt.query(params![origin]).map_err(q)?;
+    while let Some(r) = agents.next().map_err(q)? {
+        let agent: String = r.get(0).map_err(q)?;
+        if !spawned.contains(&agent) {
+            return Ok(Verdict::Unrecorded {
+                agent,
+                run: r.get(1).map_err(q)?,
+            });
+        }
+    }
+    let mut stmt = conn
+        .prepare("SELECT run_id, key, data FROM steps WHERE key LIKE 'merge/%' AND state = 'done' ORDER BY run_id, key")
+        .map_err(q)?;
+    let mut steps = stmt.query([]).map_err(q)?;
+    while let Some(r) = steps.next().map_err(q)? {
+        let key: (String, String) = (r.get(0).map_err(q)?, r.get(1).map_err(q)?);
+        let Some(recorded) = merges.get(&key) else {
+            // Merges finished before the chain began have no record.
+            continue;
+        };
+        let stored = match r.get_ref(2).map_err(q)? {
+            rusqlite::types::ValueRef::Text(t) => std::str::from_utf8(t)
+                .ok()
+                .and_then(|t| serde_json::from_str(t).ok())
+                .unwrap_or(serde_json::Value::Null),
+            rusqlite::types::ValueRef::Null => serde_json::Value::Null,
+            _ => serde_json::Value::Bool(false),
+        };
+        if &stored != recorded {
+            return Ok(Verdict::StepEdited {
+                run: key.0,
+                step: key.1,
+            });
+        }
+    }
+    Ok(Verdict::Intact { records: last })
 }
 
 fn integer(v: rusqlite::types::ValueRef<'_>) -> Option<i64> {

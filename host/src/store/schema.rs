@@ -233,6 +233,19 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE runs ADD COLUMN pid_identity TEXT;
     "#,
+    // 16: when the audit chain began (ms): every agent stored since then has its
+    // `spawn` record, which `audit verify` checks, so a chain emptied together with
+    // its head no longer verifies as intact. A store that had a chain takes its first
+    // record's time; one upgraded from before the chain, the time of this upgrade.
+    r#"
+    CREATE TABLE audit_origin (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        at INTEGER NOT NULL
+    );
+    INSERT INTO audit_origin (id, at) VALUES (1, COALESCE(
+        (SELECT MIN(at) FROM audit),
+        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)));
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -161,3 +161,70 @@ fn a_runs_decisions_are_chained_and_tampering_is_found() {
     let text = bin(dir.path(), &["audit", "verify"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("intact"));
 }
+
+/// What the chain says is checked against the store's facts: a chain emptied together
+/// with its head leaves agents no record names (it verified as "intact: 0 records"
+/// before), the record of when the chain began may not go, and a merge result edited
+/// in `steps` (what a resume reads back as the truth) no longer matches its `merge`
+/// record.
+#[test]
+fn a_chain_emptied_or_a_merge_result_edited_is_found() {
+    let (dir, run, _) =
+        crate::replay::recorded_pair_run("broadcast", &crate::replay::both_write(0));
+    let (code, v) = verify(dir.path());
+    assert_eq!((code, v["status"].as_str()), (0, Some("intact")), "{v}");
+    let conn = rusqlite::Connection::open(db(dir.path())).unwrap();
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .unwrap();
+    let merges: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM steps WHERE key LIKE 'merge/%' AND state = 'done'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(merges > 0, "the run merged nothing");
+    drop(conn);
+    let pristine = dir.path().join("pristine.db");
+    std::fs::copy(db(dir.path()), &pristine).unwrap();
+
+    let (code, v) = tampered(
+        dir.path(),
+        &pristine,
+        "DELETE FROM audit; DELETE FROM audit_head;",
+    );
+    assert_eq!(
+        (code, &v["status"], v["run"].as_str()),
+        (1, &serde_json::json!("unrecorded"), Some(run.as_str())),
+        "{v}"
+    );
+    for sql in [
+        "DELETE FROM audit; DELETE FROM audit_head; DELETE FROM audit_origin;",
+        "DROP TABLE audit_origin;",
+    ] {
+        let (code, v) = tampered(dir.path(), &pristine, sql);
+        assert_eq!(
+            (code, &v["status"]),
+            (1, &serde_json::json!("origin-missing")),
+            "{sql}: {v}"
+        );
+    }
+    let (code, v) = tampered(
+        dir.path(),
+        &pristine,
+        "UPDATE steps SET data = '{\"merged\":[\"forged\"]}'
+         WHERE rowid = (SELECT MIN(rowid) FROM steps WHERE key LIKE 'merge/%');",
+    );
+    assert_eq!(
+        (code, &v["status"], v["run"].as_str()),
+        (1, &serde_json::json!("step-edited"), Some(run.as_str())),
+        "{v}"
+    );
+    assert!(
+        v["step"].as_str().is_some_and(|s| s.starts_with("merge/")),
+        "{v}"
+    );
+
+    std::fs::copy(&pristine, db(dir.path())).unwrap();
+    assert_eq!(verify(dir.path()).0, 0);
+}

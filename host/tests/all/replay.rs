@@ -425,7 +425,7 @@ fn cassettes_carry_no_key_and_hostile_ones_are_refused() {
 /// A trusted repository whose team `pair` (alice and bob, both writing) runs in
 /// `mode`, and the run of it on `script` ("write both"), which must succeed: the
 /// repository, the run's id and its report.
-fn recorded_pair_run(mode: &str, script: &str) -> (tempfile::TempDir, String, Value) {
+pub(crate) fn recorded_pair_run(mode: &str, script: &str) -> (tempfile::TempDir, String, Value) {
     let team = format!(
         "mode = \"{mode}\"\n[[members]]\nname = \"alice\"\naccess = \"full\"\n\
          [[members]]\nname = \"bob\"\naccess = \"full\"\n"
@@ -442,7 +442,7 @@ fn recorded_pair_run(mode: &str, script: &str) -> (tempfile::TempDir, String, Va
 }
 
 /// Alice writes a.txt, bob b.txt (alice's answer after `alice_ms`).
-fn both_write(alice_ms: u64) -> String {
+pub(crate) fn both_write(alice_ms: u64) -> String {
     writes_then("alice", "a.txt", "a\n", alice_ms, "ALICE: wrote a.txt")
         + &writes_then("bob", "b.txt", "b\n", 0, "BOB: wrote b.txt")
 }
