@@ -221,18 +221,25 @@ pub(crate) fn apply(conn: &Connection, w: &StepWrite) -> Result<(), StoreError> 
                 )
                 .map_err(q("read team lock"))?;
             if holder_run != run_id.as_str() {
-                let status: Option<String> = conn
+                let run: Option<(String, Option<u32>, Option<String>)> = conn
                     .query_row(
-                        "SELECT status FROM runs WHERE id = ?1",
+                        "SELECT status, pid, pid_identity FROM runs WHERE id = ?1",
                         params![holder_run],
-                        |r| r.get(0),
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                     )
                     .optional()
                     .map_err(q("read team lock run"))?;
                 // A holder still counts while its run is unfinished and its process
-                // lives (or its run row is not written yet, by a live process).
-                let unfinished = status.as_deref().is_none_or(|s| s == "running");
-                let alive = holder_pid == *pid || crate::process::pid_alive(holder_pid);
+                // lives (or its run row is not written yet, by a live process). The
+                // run's driver is the holder: its recorded identity tells a pid the
+                // kernel gave another process since from the holder.
+                let unfinished = run.as_ref().is_none_or(|(s, _, _)| s == "running");
+                let identity = run
+                    .as_ref()
+                    .filter(|(_, driver, _)| *driver == Some(holder_pid))
+                    .and_then(|(_, _, identity)| identity.as_deref());
+                let alive =
+                    holder_pid == *pid || crate::process::still_running(holder_pid, identity);
                 if unfinished && alive {
                     return Err(StoreError::TeamBusy {
                         team: team.clone(),

@@ -462,3 +462,74 @@ fn stop_ends_a_reflect_loop_as_cancelled() {
     assert_eq!(report["status"], "cancelled", "{report}");
     assert_eq!(report["exit_reason"], "cancelled");
 }
+
+/// A reflect loop's process killed with -9 whose pid the kernel gave another process
+/// does not hold the team: the lock is judged by the identity its run recorded (boot
+/// and start time), not by the pid alone, so the next loop on the team starts. Shown
+/// failing (exit 2, "already has a reflect loop running") with the pid alone.
+#[test]
+fn a_dead_loops_pid_taken_by_another_process_does_not_hold_the_team() {
+    let dir = repo(WITH_EVALUATOR);
+    let script = [
+        "\n[[reply]]\nagent = \"synthesis\"\ndelay_ms = 30000\ntext = \"v1\"\n".to_owned(),
+        plan(1, BOTH),
+        evaluation("SCORE: 1"),
+        WORKERS.to_owned(),
+    ]
+    .concat();
+    let mut child = spawn_run(dir.path(), &script);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !bin(dir.path(), &["send", "--team", "duo", "hello"])
+        .status
+        .success()
+    {
+        assert!(Instant::now() < deadline, "the loop never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut other = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let conn =
+        rusqlite::Connection::open(crate::support::repo::state_dir(dir.path()).join("crewbox.db"))
+            .unwrap();
+    conn.execute_batch(&format!(
+        "UPDATE runs SET pid = {0}; UPDATE team_locks SET pid = {0};",
+        other.id()
+    ))
+    .unwrap();
+    drop(conn);
+    let second = [
+        synthesis("v2"),
+        plan(1, BOTH),
+        evaluation("SCORE: 1"),
+        WORKERS.to_owned(),
+    ]
+    .concat();
+    let path = dir.path().join("second.toml");
+    std::fs::write(&path, second).unwrap();
+    let out = bin(
+        dir.path(),
+        &[
+            "run",
+            "again",
+            "--team",
+            "duo",
+            "--json",
+            "--script",
+            path.to_str().unwrap(),
+        ],
+    );
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["result"], "v2", "{report}");
+}
