@@ -356,7 +356,7 @@ impl Provider for CommandProvider {
             // The CLI may echo a key it was given: masked before it becomes an error.
             let stderr = crate::redact::clean_owned(stderr);
             return Err(ProviderError::CommandFailed(Box::new(
-                super::CommandExit::new(&program, status.code(), status.signal(), stderr),
+                super::CommandExit::new(program, status.code(), status.signal(), stderr),
             )));
         }
         if truncated {

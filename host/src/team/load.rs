@@ -186,7 +186,10 @@ pub fn load_packs(
                 Err(why) => notes.push(note(squad::TEAM_NAME, why)),
             },
             Ok(None) => {}
-            Err(e) => problems.push(pack_err(repo.join(".squad"), e)),
+            Err(e) => notes.push(note(
+                squad::TEAM_NAME,
+                format!("no squad team: {}", squad::describe(&e)),
+            )),
         }
     }
     let user_layer = user_claude.and_then(|dir| match PackDir::at(dir) {

@@ -80,6 +80,19 @@ pub enum ReadError {
 }
 
 impl ReadError {
+    /// The path the error is about, as written.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Absolute { path }
+            | Self::Escapes { path }
+            | Self::NotRegular { path, .. }
+            | Self::Git { path }
+            | Self::TooLarge { path, .. }
+            | Self::NotText { path }
+            | Self::Io { path, .. } => path,
+        }
+    }
+
     /// Whether the file does not exist (callers often treat that as "not configured").
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)

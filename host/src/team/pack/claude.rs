@@ -73,7 +73,7 @@ pub fn read_layer(dir: &PackDir, shown: &Path, source: fn(PathBuf) -> TeamSource
             .warning(&shown_file, MAX_FILE_BYTES)
             .into_iter()
             .collect();
-        match parse_agent(&text.text, text.truncated, &mut notes) {
+        match parse_agent(&text.cleaned(), text.truncated, &mut notes) {
             Ok(mut m) => {
                 if let Some(first) = layer.members.iter().find(|o| o.name == m.name) {
                     let first = first.file.clone().unwrap_or_default();
@@ -181,6 +181,9 @@ const READ_KEYS: &[&str] = &[
     "permissionMode",
     "maxTurns",
 ];
+
+/// The keys that decide what a subagent may do.
+const ACCESS_KEYS: &[&str] = &["tools", "disallowedTools", "permissionMode"];
 
 /// What a tool name asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -298,6 +301,7 @@ pub fn first_sentence(description: &str) -> String {
                     .chars()
                     .next()
                     .is_none_or(|n| n == ' ')
+                && !(c == '.' && ends_with_abbreviation(&flat[..i]))
         })
         .map_or(flat.len(), |(i, c)| if c == '.' { i } else { i + 1 });
     let sentence = flat[..end].trim();
@@ -307,6 +311,17 @@ pub fn first_sentence(description: &str) -> String {
     } else {
         sentence.to_owned()
     }
+}
+
+/// Whether `text` ends with an abbreviation whose period ends no sentence (`e.g`).
+fn ends_with_abbreviation(text: &str) -> bool {
+    const ABBREVIATIONS: [&str; 8] = ["e.g", "i.e", "etc", "vs", "cf", "incl", "approx", "esp"];
+    let word = text
+        .rsplit(' ')
+        .next()
+        .unwrap_or(text)
+        .trim_start_matches('(');
+    ABBREVIATIONS.iter().any(|a| word.eq_ignore_ascii_case(a))
 }
 
 fn scalar(v: Option<&Value>) -> Option<&str> {
@@ -347,7 +362,22 @@ pub fn parse_agent(text: &str, cut: bool, notes: &mut Vec<String>) -> Result<Mem
         .filter(|m| !m.is_empty() && !m.eq_ignore_ascii_case("inherit"))
         .map(str::to_owned);
     let mode = scalar(fm.get("permissionMode"));
-    let requested = requested_access(fm.get("tools"), fm.get("disallowedTools"), mode, notes);
+    let mut requested = requested_access(fm.get("tools"), fm.get("disallowedTools"), mode, notes);
+    // A key that decides access and could not be read for certain (given twice, an
+    // unclosed list, misaligned items, `tools:Read`) never widens it: the member asks
+    // for read-only access, as a file that lists only reading tools would.
+    let doubtful: Vec<&str> = ACCESS_KEYS
+        .iter()
+        .copied()
+        .filter(|k| fm.is_doubtful(k))
+        .collect();
+    if !doubtful.is_empty() && requested != Access::ReadOnly {
+        notes.push(format!(
+            "`{}` could not be read for certain; the member asks for read-only access rather than guess",
+            doubtful.join("`, `")
+        ));
+        requested = Access::ReadOnly;
+    }
     let mut ignored: Vec<String> = fm
         .entries
         .iter()
@@ -488,6 +518,59 @@ mod tests {
         )
     }
 
+    /// The access a whole agent file asks for, and its notes.
+    fn file_access(front: &str) -> (Access, Vec<String>) {
+        let mut notes = Vec::new();
+        let m = parse_agent(
+            &format!("---\nname: a\n{front}---\nbody\n"),
+            false,
+            &mut notes,
+        )
+        .unwrap();
+        (m.requested_access, notes)
+    }
+
+    /// Lists as YAML writes them, and front matter that cannot be read for certain:
+    /// a restriction is never lost. A `disallowedTools` list at the key's column was
+    /// read as empty, so a reviewer whose file forbids writing asked for (and, as the
+    /// user's own agent, got) full access.
+    #[test]
+    fn a_tool_restriction_is_never_lost_to_how_it_is_written() {
+        use Access::{Full, ReadOnly};
+        let forbid = "disallowedTools:\n- Write\n- Edit\n- MultiEdit\n- NotebookEdit\n- Bash\n";
+        assert_eq!(
+            file_access(forbid).0,
+            ReadOnly,
+            "{:?}",
+            file_access(forbid).1
+        );
+        assert_eq!(file_access("tools:\n- Read\n- Bash\n").0, Full);
+        let cases = [
+            // A flow list continued at column 0 (valid YAML).
+            "disallowedTools: [Write, Edit, MultiEdit,\nNotebookEdit, Bash]\n",
+            // Misaligned items: not YAML; every item is read, and access is in doubt.
+            "disallowedTools:\n    - Write\n    - Edit\n    - MultiEdit\n  - NotebookEdit\n  - Bash\n",
+            // No space after the colon: no key to YAML, but it meant `tools`.
+            "tools:Read\n",
+            // A key given twice.
+            "tools: Bash\ntools: Read\n",
+            "disallowedTools: Bash\ndisallowedTools: Read\n",
+            // Unclosed.
+            "tools: [Read, Bash\n",
+        ];
+        for front in cases {
+            let (access, notes) = file_access(front);
+            assert_eq!(access, ReadOnly, "{front:?}: {notes:?}");
+        }
+        let (_, notes) = file_access("tools:Read\n");
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("could not be read for certain")),
+            "{notes:?}"
+        );
+    }
+
     #[test]
     fn tools_to_access() {
         use Access::{Full, ReadOnly};
@@ -559,6 +642,10 @@ mod tests {
             "Use this agent when reviewing v1.2 code!"
         );
         assert_eq!(first_sentence("No period"), "No period");
+        assert_eq!(
+            first_sentence("Reviews code, e.g. Rust and Go. Use it often."),
+            "Reviews code, e.g. Rust and Go"
+        );
         assert_eq!(first_sentence(&"x".repeat(300)).chars().count(), 160);
     }
 

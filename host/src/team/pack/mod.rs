@@ -67,8 +67,43 @@ impl Text {
         }
     }
 
-    /// One warning for what was cut or replaced, naming `shown`.
+    /// The text as a prompt takes it: without a leading byte order mark, CRLF line
+    /// endings as LF (a `\r` is nothing a model should read). The text itself stays
+    /// as read, so a pack written back keeps its line endings.
+    pub fn cleaned(&self) -> String {
+        let t = self.text.strip_prefix('\u{feff}').unwrap_or(&self.text);
+        t.replace("\r\n", "\n")
+    }
+
+    /// What [`Self::cleaned`] leaves out, in words, if anything.
+    fn unclean(&self) -> Option<&'static str> {
+        match (
+            self.text.starts_with('\u{feff}'),
+            self.text.contains("\r\n"),
+        ) {
+            (false, false) => None,
+            (true, false) => Some("a byte order mark"),
+            (false, true) => Some("CRLF line endings"),
+            (true, true) => Some("a byte order mark and CRLF line endings"),
+        }
+    }
+
+    /// One warning for what was cut, replaced or cleaned, naming `shown`.
     pub fn warning(&self, shown: &Path, cap: u64) -> Option<String> {
+        let cut = self.cut_warning(shown, cap);
+        let unclean = self.unclean().map(|what| {
+            format!(
+                "{} has {what} (read as LF, without the mark)",
+                shown.display()
+            )
+        });
+        match (cut, unclean) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn cut_warning(&self, shown: &Path, cap: u64) -> Option<String> {
         match (self.truncated, self.lossy) {
             (false, false) => None,
             (true, false) => Some(format!(
@@ -129,15 +164,9 @@ impl PackDir {
     pub fn at(dir: &Path) -> Result<Option<Self>, ReadError> {
         match Confined::new(dir) {
             Ok(confined) if confined.root().is_dir() => Ok(Some(Self { confined })),
-            Ok(_) => Err(ReadError::NotRegular {
-                path: dir.to_owned(),
-                kind: "file where a directory was expected",
-            }),
+            Ok(_) => Err(not_a_directory(dir)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Err(ReadError::NotRegular {
-                path: dir.to_owned(),
-                kind: "file where a directory was expected",
-            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Err(not_a_directory(dir)),
             Err(source) => Err(ReadError::Io {
                 path: dir.to_owned(),
                 source,
@@ -166,7 +195,13 @@ impl PackDir {
             source,
         };
         let mut out = Vec::new();
-        for entry in std::fs::read_dir(&dir).map_err(io)?.take(MAX_DIR_ENTRIES) {
+        // Names are gathered well past the cap and sorted before it applies, so which
+        // entries are read does not depend on the file system's order (up to 16 times
+        // the cap).
+        for entry in std::fs::read_dir(&dir)
+            .map_err(io)?
+            .take(16 * MAX_DIR_ENTRIES)
+        {
             let entry = entry.map_err(io)?;
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
@@ -180,6 +215,7 @@ impl PackDir {
             out.push(Entry { name, kind });
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
+        out.truncate(MAX_DIR_ENTRIES);
         Ok(out)
     }
 
@@ -192,6 +228,16 @@ impl PackDir {
             .find(|e| e.name == name)
             .or_else(|| entries.iter().find(|e| e.name.eq_ignore_ascii_case(name)))
             .cloned())
+    }
+}
+
+fn not_a_directory(dir: &Path) -> ReadError {
+    ReadError::Io {
+        path: dir.to_owned(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            "not a directory (a pack is a directory)",
+        ),
     }
 }
 

@@ -27,10 +27,11 @@
 //! - Squad declares no tools, so every member asks for read-only access; what it
 //!   gets is the user's pack ceiling (read-only unless raised), which raises it.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::markdown::{self, Doc, Table};
-use super::{EntryKind, PackDir, Text, slug};
+use super::{Entry, EntryKind, PackDir, Text, slug};
 use crate::team::file::{
     DEFAULT_WORKER_TIMEOUT, Member, Skipped, SkippedWhat, Team, TeamFormat, TeamSource, valid_name,
 };
@@ -116,25 +117,35 @@ pub struct SquadPack {
 pub fn find(repo: &Confined) -> Result<Option<SquadPack>, ReadError> {
     let mut warnings = Vec::new();
     let mut chosen: Option<SquadPack> = None;
+    // A layout that cannot be read never hides one that can: its error is a warning
+    // once another is chosen, and the error only when none is.
+    let mut refused: Option<ReadError> = None;
     for (rel, format) in LAYOUTS {
         match open(repo, Path::new(rel), format) {
             Ok(None) => {}
-            Ok(Some(_)) if chosen.is_some() => {
-                let first = chosen.as_ref().map(|c| c.rel.display().to_string());
-                warnings.push(format!(
+            Ok(Some(pack)) => match &chosen {
+                // One directory under two names (`.squad -> .ai-team`) is one pack.
+                Some(first) if first.dir.root() == pack.dir.root() => {}
+                Some(first) => warnings.push(format!(
                     "both {0}/ and {rel}/ hold a team.md; {0}/ is used and {rel}/ ignored",
-                    first.unwrap_or_default()
-                ));
+                    first.rel.display()
+                )),
+                None => chosen = Some(pack),
+            },
+            Err(e) => {
+                warnings.push(format!("{rel}/ is ignored: {}", describe(&e)));
+                refused.get_or_insert(e);
             }
-            Ok(Some(pack)) => chosen = Some(pack),
-            Err(e) if chosen.is_some() => warnings.push(format!("{rel}/ is ignored: {e}")),
-            Err(e) => return Err(e),
         }
     }
-    Ok(chosen.map(|mut p| {
-        p.warnings = warnings;
-        p
-    }))
+    match (chosen, refused) {
+        (Some(mut p), _) => {
+            p.warnings = warnings;
+            Ok(Some(p))
+        }
+        (None, Some(e)) => Err(e),
+        (None, None) => Ok(None),
+    }
 }
 
 /// The Squad pack in directory `rel` of the repository, when it holds a `team.md`.
@@ -158,6 +169,16 @@ pub fn open(
         team_md,
         warnings: Vec::new(),
     }))
+}
+
+/// Why a Squad layout could not be read: its directory is judged against the
+/// repository, its `team.md` against the pack.
+pub fn describe(e: &ReadError) -> String {
+    if e.path().file_name().is_some_and(|n| n == "team.md") {
+        super::refusal(e, e.path())
+    } else {
+        e.to_string()
+    }
 }
 
 fn relabel(e: ReadError, rel: &str) -> ReadError {
@@ -367,6 +388,37 @@ fn charter_target(cell: &str) -> Result<Option<(String, String)>, String> {
     })
 }
 
+/// The entries of a pack's `agents/`, listed once, found by name as
+/// [`PackDir::find`] finds them (an exact match first, then ignoring ASCII case).
+struct AgentDirs {
+    exact: HashMap<String, Entry>,
+    folded: HashMap<String, Entry>,
+}
+
+impl AgentDirs {
+    fn new(dir: &PackDir) -> Self {
+        let mut out = Self {
+            exact: HashMap::new(),
+            folded: HashMap::new(),
+        };
+        // Sorted by name: the first of names equal but for case wins, as in `find`.
+        for e in dir.list(Path::new("agents")).unwrap_or_default() {
+            out.folded
+                .entry(e.name.to_ascii_lowercase())
+                .or_insert_with(|| e.clone());
+            out.exact.insert(e.name.clone(), e);
+        }
+        out
+    }
+
+    fn find(&self, name: &str) -> Option<Entry> {
+        self.exact
+            .get(name)
+            .or_else(|| self.folded.get(&name.to_ascii_lowercase()))
+            .cloned()
+    }
+}
+
 impl SquadPack {
     /// Where `team.md` is, for messages (relative to the repository).
     pub fn team_md_shown(&self) -> PathBuf {
@@ -382,7 +434,11 @@ impl SquadPack {
             warning,
         } = roster_found(&doc)?;
         let mut rows = Vec::with_capacity(table.rows.len());
-        let mut taken: Vec<String> = Vec::new();
+        // Each name taken, in lowercase, with its row.
+        let mut taken: HashMap<String, usize> = HashMap::new();
+        // `agents/` is listed once for all rows (a row per listing made a roster of
+        // thousands of rows take a minute).
+        let agents = AgentDirs::new(&self.dir);
         for (i, row) in table.rows.iter().enumerate() {
             let cell = |c: Option<usize>| {
                 c.and_then(|c| row.cells.get(c))
@@ -407,17 +463,29 @@ impl SquadPack {
                 rows.push(out);
                 continue;
             }
-            match self.resolve(&display, cell(columns.charter)) {
+            // Rows past what a team could hold (with room for members whose charter
+            // is refused later) are not resolved: the roster is bounded by the team's
+            // size, not by the file's.
+            if taken.len() >= 2 * MAX_MEMBERS {
+                out.skip = Some(format!("more than {MAX_MEMBERS} members"));
+                rows.push(out);
+                continue;
+            }
+            match self.resolve(&agents, &display, cell(columns.charter)) {
                 Ok((name, charter)) => {
-                    if let Some(first) = taken.iter().position(|t| t.eq_ignore_ascii_case(&name)) {
-                        out.skip = Some(format!(
-                            "member name `{name}` is already taken by row {}",
-                            first + 1
-                        ));
-                    } else {
-                        taken.push(name.clone());
-                        out.name = Some(name);
-                        out.charter = charter;
+                    let n = taken.len();
+                    match taken.entry(name.to_ascii_lowercase()) {
+                        std::collections::hash_map::Entry::Occupied(first) => {
+                            out.skip = Some(format!(
+                                "member name `{name}` is already taken by row {}",
+                                first.get() + 1
+                            ));
+                        }
+                        std::collections::hash_map::Entry::Vacant(slot) => {
+                            slot.insert(n);
+                            out.name = Some(name);
+                            out.charter = charter;
+                        }
                     }
                 }
                 Err(why) => out.skip = Some(why),
@@ -435,6 +503,7 @@ impl SquadPack {
     /// A member's name and charter file from its display name and Charter cell.
     fn resolve(
         &self,
+        agents_dir: &AgentDirs,
         display: &str,
         charter_cell: &str,
     ) -> Result<(String, Option<PathBuf>), String> {
@@ -447,7 +516,7 @@ impl SquadPack {
             return Err("its name has no letters or digits to make a member name of".into());
         }
         let agents = Path::new("agents");
-        let on_disk = self.dir.find(agents, &dir_name).ok().flatten();
+        let on_disk = agents_dir.find(&dir_name);
         let dir = match &on_disk {
             Some(e) if e.kind == EntryKind::Dir || e.kind == EntryKind::Symlink => e.name.clone(),
             _ => dir_name.clone(),
@@ -611,7 +680,7 @@ impl SquadPack {
             }
         };
         warnings.extend(read.warning(&shown, MAX_FILE_BYTES));
-        let mut text = read.text;
+        let mut text = read.cleaned();
         let mut cut = cap_chars(&mut text, MAX_CHARTER_CHARS);
         if read.truncated && !cut {
             text.push_str("\n[truncated]");
@@ -633,7 +702,7 @@ impl SquadPack {
         match self.dir.read(Path::new(file), MAX_FILE_BYTES) {
             Ok(t) => {
                 warnings.extend(t.warning(&shown, MAX_FILE_BYTES));
-                Some(t.text).filter(|t| !t.trim().is_empty())
+                Some(t.cleaned()).filter(|t| !t.trim().is_empty())
             }
             Err(e) if e.is_not_found() => None,
             Err(e) => {
@@ -657,7 +726,8 @@ impl SquadPack {
             .iter()
             .position(|h| markdown::words(&h.text) == "project context")
         {
-            let body = doc.text_of(doc.section(h)).trim();
+            let body = doc.text_of(doc.section(h)).replace("\r\n", "\n");
+            let body = body.trim();
             if !body.is_empty() {
                 parts.push(format!("## Project Context\n{body}"));
             }

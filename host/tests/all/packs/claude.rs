@@ -188,3 +188,44 @@ fn no_usable_subagent_names_each_skipped_file_and_why() {
         }
     }
 }
+
+/// The user's own reviewer whose file forbids writing, with the list at the key's
+/// column as YAML emitters write it: it asks for (and gets) read-only access. Its
+/// list was read as empty, so it asked for — and, as the user's own agent, got —
+/// full access, and wrote files and ran commands in a run. A file with CRLF line
+/// endings and a byte order mark reaches the prompt without either, with a warning.
+#[test]
+fn a_users_agent_that_forbids_writing_in_a_column_list_is_read_only() {
+    let fx = Fx::new(|_| {});
+    Fx::write(
+        &fx.home(),
+        ".claude/agents/safe-reviewer.md",
+        "\u{feff}---\r\nname: safe-reviewer\r\ndescription: Read-only reviewer, e.g. for diffs. Never edits.\r\n\
+         disallowedTools:\r\n- Write\r\n- Edit\r\n- MultiEdit\r\n- NotebookEdit\r\n- Bash\r\n---\r\n\
+         You review code.\r\nNever modify anything.\r\n",
+    );
+    let t = fx.show("claude");
+    let m = member(&t, "safe-reviewer");
+    assert_eq!(
+        (m["requested_access"].as_str(), m["access"].as_str()),
+        (Some("read-only"), Some("read-only")),
+        "{t:#}"
+    );
+    assert_eq!(m["role"], "Read-only reviewer, e.g. for diffs");
+    // "You review code.\nNever modify anything.": no `\r` counted.
+    assert_eq!(m["charter_chars"], 39, "{m:#}");
+    assert!(
+        warnings(&t)
+            .iter()
+            .any(|w| w.contains("safe-reviewer.md has a byte order mark and CRLF")),
+        "{:?}",
+        warnings(&t)
+    );
+    assert!(
+        !warnings(&t)
+            .iter()
+            .any(|w| w.contains("not a `key: value`")),
+        "{:?}",
+        warnings(&t)
+    );
+}

@@ -179,3 +179,39 @@ fn huge_and_numerous_files_are_capped_with_warnings() {
         .count();
     assert_eq!(over, 128 - 64);
 }
+
+/// A `.squad/team.md` that cannot be read (a link to the legacy pack's, a FIFO) no
+/// longer hides a valid `.ai-team/` pack: it is ignored with a warning that names the
+/// pack as the boundary it leaves (it said "the repository"). And `.squad` as a link
+/// to `.ai-team` is one pack, not "both hold a team.md".
+#[test]
+fn an_unreadable_squad_team_md_never_hides_the_legacy_pack() {
+    let fx = Fx::new(|work| {
+        fixtures::legacy(work);
+        std::fs::create_dir_all(work.join(".squad")).unwrap();
+        std::os::unix::fs::symlink("../.ai-team/team.md", work.join(".squad/team.md")).unwrap();
+    });
+    let t = fx.show("squad");
+    assert_eq!(t["format"], "squad-legacy", "{t:#}");
+    assert_eq!(names(&t), ["coulson", "romanoff"]);
+    assert!(
+        warnings(&t)
+            .iter()
+            .any(|w| w.contains(".squad/ is ignored") && w.contains("leads outside its pack")),
+        "{:?}",
+        warnings(&t)
+    );
+    let squad = fx.repo().join(".squad");
+    std::fs::remove_file(squad.join("team.md")).unwrap();
+    mkfifo(&squad.join("team.md"));
+    assert_eq!(names(&fx.show("squad")), ["coulson", "romanoff"]);
+    std::fs::remove_dir_all(&squad).unwrap();
+    std::os::unix::fs::symlink(".ai-team", &squad).unwrap();
+    let t = fx.show("squad");
+    assert_eq!(t["format"], "squad", "{t:#}");
+    assert!(
+        !warnings(&t).iter().any(|w| w.contains("both")),
+        "{:?}",
+        warnings(&t)
+    );
+}

@@ -237,6 +237,16 @@ fn crlf_bom_and_invalid_utf8_are_read_with_warnings() {
     let t = fx.show("squad");
     assert_eq!(names(&t), ["flight", "mcmanus", "fact-checker", "eecom"]);
     assert_eq!(member(&t, "mcmanus")["role"], "Backend Dev");
+    // Neither a `\r` nor the mark reaches a prompt; each file says what it had.
+    // "# EECOM\n\nCore \u{fffd}\u{fffd} runtime.\n\n": no `\r` counted (31 with them).
+    assert_eq!(member(&t, "eecom")["charter_chars"], 27, "{t:#}");
+    assert!(
+        warnings(&t)
+            .iter()
+            .any(|w| w.contains(".squad/team.md has a byte order mark and CRLF line endings")),
+        "{:?}",
+        warnings(&t)
+    );
     assert!(
         warnings(&t)
             .iter()
