@@ -100,6 +100,8 @@ async fn start_in(
     );
     run.team = parts.team.as_ref().map(|t| t.team.name.clone());
     let run_id = run.id.clone();
+    // A new id: no one else in this process drives it.
+    let _driving = Driving::take(&run_id);
     // One reflect loop per team: refused before the run is recorded.
     if decision.mode == Mode::Reflect
         && let Some(team) = &run.team
@@ -162,6 +164,12 @@ async fn resume_in(
         .ok_or_else(|| not_resumable("no such run".into()))?;
     let spec: RunSpec = serde_json::from_value(run.spec.clone())
         .map_err(|e| not_resumable(format!("its stored request does not read ({e})")))?;
+    // The store's claim tells drivers apart by pid; within this process (`mcp serve`
+    // and the daemon drive many runs), this does.
+    let _driving = Driving::take(id).ok_or_else(|| StoreError::RunBusy {
+        id: id.to_string(),
+        pid: std::process::id(),
+    })?;
     store.claim_run(id).await.map_err(|e| match e {
         StoreError::NoSuchRun { .. } | StoreError::RunFinished { .. } => {
             not_resumable(e.to_string())
@@ -387,6 +395,31 @@ async fn settle(engine: &Inner, run: &RunId) {
         .is_err()
     {
         tracing::warn!(run_id = %run, "agents of the stopped run did not end in time");
+    }
+}
+
+/// The runs this process drives (started or resumed, until `drive` returns): a
+/// second driver in the same process is refused as one in another process is.
+static DRIVEN: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<RunId>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// This process drives a run while one of these lives.
+struct Driving(RunId);
+
+impl Driving {
+    /// `None` when this process drives `id` already.
+    fn take(id: &RunId) -> Option<Self> {
+        let mut driven = DRIVEN.lock().unwrap_or_else(|p| p.into_inner());
+        driven.insert(id.clone()).then(|| Self(id.clone()))
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        DRIVEN
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.0);
     }
 }
 

@@ -1121,3 +1121,46 @@ fn http_sessions_are_bounded_and_a_closed_one_makes_room() {
     assert!((200..300).contains(&code), "{code} {body}");
     raw_session(&server.url);
 }
+
+/// A `resume` of a run the serving process itself drives is refused: the store's
+/// claim tells drivers apart by pid, and one long-lived server drives many runs. It was
+/// accepted: the live agent was marked interrupted while it went on, a second agent
+/// redid its step, and the run finished twice. Shown failing without the fix.
+#[test]
+fn a_resume_of_a_run_this_server_drives_is_refused() {
+    let Some((dir, python)) = setup("[[reply]]\nrepeat = true\ndelay_ms = 2500\ntext = \"done\"\n")
+    else {
+        return;
+    };
+    let r = stdio(
+        dir.path(),
+        &python,
+        json!([
+            {"op": "call", "tool": "run", "args": {"prompt": "go", "mode": "single", "wait": false}},
+            {"op": "call", "tool": "resume", "args": {"run_id": "$RUN", "wait": false}},
+            {"op": "call", "tool": "resume", "args": {"run_id": "$RUN", "wait": true}},
+            {"op": "sleep", "seconds": 4},
+        ]),
+    );
+    for step in &r[1..3] {
+        assert_eq!(step["is_error"], true, "{step}");
+        assert!(
+            step["text"]
+                .as_str()
+                .unwrap()
+                .contains("still being driven by process"),
+            "{step}"
+        );
+    }
+    let run = body(&r[0])["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(ended(dir.path(), &run), "completed");
+    let report = status_until(dir.path(), &run, "the run's report", |_| true);
+    let agents = report["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 1, "{report}");
+    assert_eq!(agents[0]["state"], "completed", "{report}");
+    let events = bin(dir.path(), &["events", &run]);
+    let finished = String::from_utf8_lossy(&events.stdout)
+        .matches("run.finished")
+        .count();
+    assert_eq!(finished, 1, "{}", String::from_utf8_lossy(&events.stdout));
+}

@@ -17,6 +17,7 @@ Steps:
   {"op": "cancel", "tool": T, "args": {...}, "after": SECONDS}
   {"op": "concurrent", "tool": T, "args": {...}, "n": N}
   {"op": "list_resources"} / {"op": "templates"} / {"op": "read", "uri": U}
+  {"op": "sleep", "seconds": S}   (the session stays open meanwhile)
 """
 
 import json
@@ -35,6 +36,9 @@ def text_of(result):
 
 async def step(session, s):
     op = s["op"]
+    if op == "sleep":
+        await anyio.sleep(s["seconds"])
+        return {"slept": s["seconds"]}
     if op == "list_tools":
         tools = (await session.list_tools()).tools
         return {
