@@ -221,6 +221,17 @@ impl Client {
                         crate::text::escape(&k.0)
                     )));
                 }
+                // Said, not silently left out: the listing would name it as passed.
+                if let Some(name) = pass_env.iter().find(|name| {
+                    let value = std::env::var(name.as_str()).unwrap_or_default();
+                    sandbox.carries_key(name, &value)
+                }) {
+                    return Err(fail(format!(
+                        "`pass_env` names `{}`, a model provider's key variable (or one that \
+                         holds a key); crewbox never passes one to an MCP server",
+                        crate::text::escape(name)
+                    )));
+                }
                 if let Some(i) = std::iter::once(command)
                     .chain(args)
                     .position(|a| sandbox.carries_key("", a))

@@ -277,6 +277,7 @@ impl<'a> Spawn<'a> {
                 extra_read: &self.read,
                 extra_files: &self.files,
                 shm_size: self.agent.sandbox.shared.config.limits.shm_size,
+                extra_write: self.agent.scope.writable,
             },
         );
         let mut env = self.environment();

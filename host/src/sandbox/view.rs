@@ -112,6 +112,9 @@ pub struct AgentView<'a> {
     pub extra_files: &'a [(PathBuf, PathBuf)],
     /// The size of its `/dev/shm`, bytes.
     pub shm_size: u64,
+    /// Whether it may write the user's `[sandbox] write` paths: only a process of an
+    /// agent that may write (a read-only agent's servers and calls see them read-only).
+    pub extra_write: bool,
 }
 
 /// The view's mounts plus the paths the process may write beneath / to.
@@ -232,9 +235,11 @@ pub fn plan(host: &HostLayout, agent: &AgentView<'_>) -> Plan {
         visible.push(path.clone());
     }
     for path in &host.extra_write {
-        entries.push((Layer::Extra, bind(path, path, true)));
+        entries.push((Layer::Extra, bind(path, path, agent.extra_write)));
         visible.push(path.clone());
-        writable.push(path.clone());
+        if agent.extra_write {
+            writable.push(path.clone());
+        }
     }
     for (path, source) in agent.extra_files {
         entries.push((Layer::Extra, bind(path, source, false)));
@@ -352,6 +357,7 @@ mod tests {
             extra_read: &[],
             extra_files: &[],
             shm_size: 64 << 20,
+            extra_write: true,
         }
     }
 
@@ -360,6 +366,27 @@ mod tests {
             .iter()
             .position(|m| m.path() == Path::new(path))
             .unwrap_or_else(|| panic!("{path} not in the view: {:#?}", plan.mounts))
+    }
+
+    #[test]
+    fn the_users_write_paths_are_read_only_for_a_process_that_may_not_write() {
+        let mut h = host();
+        h.extra_write = vec!["/cache".into()];
+        for may in [true, false] {
+            let mut a = agent(None, false);
+            a.extra_write = may;
+            let plan = plan(&h, &a);
+            let mount = plan
+                .mounts
+                .iter()
+                .find(|m| m.path() == Path::new("/cache"))
+                .unwrap();
+            assert!(
+                matches!(mount, Mount::Bind { write, .. } if *write == may),
+                "{mount:?}"
+            );
+            assert_eq!(plan.writable.contains(&PathBuf::from("/cache")), may);
+        }
     }
 
     #[test]

@@ -893,8 +893,9 @@ fn a_server_that_exits_is_started_once_more_in_a_fresh_sandbox() {
 fn a_provider_key_never_reaches_an_mcp_server() {
     const KEY: &str = "sk-test-mcp-KEY-0123456789";
     let servers = format!(
-        "{}\n[mcp.servers.litarg]\ncommand = \"python3\"\nargs = [\"HOSTILE\", \"echo\", \"--key={KEY}\"]\n",
-        server("lit", "echo", &format!("env = {{ K = \"{KEY}\" }}"))
+        "{}\n[mcp.servers.litarg]\ncommand = \"python3\"\nargs = [\"HOSTILE\", \"echo\", \"--key={KEY}\"]\n\n{}",
+        server("lit", "echo", &format!("env = {{ K = \"{KEY}\" }}")),
+        server("passed", "echo", "pass_env = [\"OPENAI_API_KEY\"]"),
     );
     let (dir, script) = setup(&servers);
     let d = dir.path();
@@ -917,6 +918,16 @@ fn a_provider_key_never_reaches_an_mcp_server() {
     assert!(!out.status.success(), "{err}");
     assert!(
         err.contains("`args[2]` holds a model provider's key"),
+        "{err}"
+    );
+    assert!(!err.contains(KEY), "{err}");
+    // Named in `pass_env`: refused, not silently left out while the listing names it
+    // as passed.
+    let out = run(&["mcp", "tools", "passed"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("`pass_env` names `OPENAI_API_KEY`, a model provider's key variable"),
         "{err}"
     );
     assert!(!err.contains(KEY), "{err}");
@@ -947,4 +958,53 @@ fn a_provider_key_never_reaches_an_mcp_server() {
     );
     let listed = json_of(&run(&["mcp", "list", "--json"]));
     assert!(!listed.to_string().contains(KEY), "{listed}");
+}
+
+/// SECURITY: a read-only agent's server sees the user's `[sandbox] write` paths
+/// read-only: `read_only = true` trusts the server's tools, it grants the agent no
+/// writes. A writable agent's server writes there. Shown failing without the fix: the
+/// read-only agent's server wrote the shared cache.
+#[test]
+fn a_read_only_agents_server_cannot_write_the_users_write_paths() {
+    let (dir, _) = setup(&server("safe", "echo", "read_only = true"));
+    let d = dir.path();
+    let cache = d.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let cfg = d.join("config/crewbox/config.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap().replacen(
+        "[sandbox]\n",
+        &format!(
+            "[sandbox]\nwrite = [{}]\n",
+            toml::Value::String(cache.display().to_string())
+        ),
+        1,
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let probe = |file: &str, read_only: bool| -> Value {
+        let script = toml::to_string(&json!({"reply": [
+            {"turn": 1, "text": "probing", "tool_calls": [
+                {"name": "mcp__safe__probe", "args": {
+                    "outside": cache.join(file).display().to_string(), "port": 9}},
+            ]},
+            {"turn": 2, "text": "done"},
+        ]}))
+        .unwrap();
+        let mut args = vec!["run", "go", "--mode", "single", "--mcp", "safe"];
+        if read_only {
+            args.push("--read-only");
+        }
+        let (_, report) = crewbox(d, &script, &args);
+        let run = report["run_id"].as_str().unwrap();
+        let call = events(d, run)
+            .into_iter()
+            .find(|e| e["kind"] == "tool.call")
+            .unwrap_or_else(|| panic!("no call: {report:#}"));
+        assert_eq!(call["data"]["ok"], true, "{call}");
+        serde_json::from_str(call["data"]["output"].as_str().unwrap()).unwrap()
+    };
+    let ro = probe("read-only.txt", true);
+    assert_eq!(ro["wrote_outside"], false, "{ro}");
+    assert!(!cache.join("read-only.txt").exists());
+    let rw = probe("writable.txt", false);
+    assert_eq!(rw["wrote_outside"], true, "{rw}");
 }
