@@ -143,12 +143,24 @@ impl std::io::Write for LogSink {
 
 /// A formatted log line as it may reach the terminal: escaped, keeping the formatter's
 /// colours when they are on.
+/// One event is one line: a line break a logged value carried (an id a hostile MCP
+/// server chose, a peer's message) shows as `\n`, so no value can forge a line of its
+/// own.
 fn log_line(text: &str, colour: bool) -> std::borrow::Cow<'_, str> {
     let layout = match colour {
         true => crate::text::Layout::ColouredLog,
         false => crate::text::Layout::Block,
     };
-    crate::text::escape_as(text, layout)
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    if !body.contains('\n') {
+        return crate::text::escape_as(text, layout);
+    }
+    let one = body.replace('\n', "\\n");
+    let mut shown = crate::text::escape_as(&one, layout).into_owned();
+    if body.len() < text.len() {
+        shown.push('\n');
+    }
+    std::borrow::Cow::Owned(shown)
 }
 
 /// Whether log lines may carry colour codes (<https://no-color.org>: any non-empty
@@ -177,7 +189,7 @@ mod tests {
         let layer = tracing_subscriber::fmt::layer()
             .with_ansi(colour)
             .with_writer(make);
-        let hostile = "x\x1b]0;title\x07 \u{9b}2J \u{202e}rev\rforged";
+        let hostile = "x\x1b]0;title\x07 \u{9b}2J \u{202e}rev\rforged\nERROR crewbox: forged line";
         let emit = || {
             let span = tracing::info_span!("agent", agent_name = %hostile);
             let _in = span.enter();
