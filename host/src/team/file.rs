@@ -252,6 +252,14 @@ pub enum TeamProblem {
         /// The name as written.
         name: String,
     },
+    /// A member named as one of crewbox's own agents in team runs.
+    #[error(
+        "member name `{name}` is the name of crewbox's own {name} in team runs (reports, the tree and script `agent` filters could not tell them apart); rename the member"
+    )]
+    ReservedName {
+        /// The name as written.
+        name: String,
+    },
     /// `name` differs from the file stem.
     #[error(
         "`name = \"{name}\"` does not match the file name `{stem}.toml`; rename one or drop `name`"
@@ -351,6 +359,14 @@ pub enum TeamError {
         /// The second file.
         second: PathBuf,
     },
+}
+
+/// The names of crewbox's own agents in team runs, which no member may take.
+pub const RESERVED_NAMES: [&str; 3] = ["orchestrator", "synthesis", "evaluator"];
+
+/// Whether `name` is one of [`RESERVED_NAMES`] (ignoring ASCII case).
+pub fn reserved_name(name: &str) -> bool {
+    RESERVED_NAMES.iter().any(|r| r.eq_ignore_ascii_case(name))
 }
 
 /// Checks a team or member name.
@@ -454,6 +470,9 @@ pub fn parse_team_with(
                 what: "member",
                 name: m.name,
             }));
+        }
+        if reserved_name(&m.name) {
+            return Err(invalid(TeamProblem::ReservedName { name: m.name }));
         }
         let folded = m.name.to_ascii_lowercase();
         if seen.contains(&folded) {
@@ -693,6 +712,12 @@ name = "alice"
     #[test]
     fn rules() {
         assert_eq!(problem("mode = \"broadcast\"\n"), TeamProblem::NoMembers);
+        assert_eq!(
+            problem("mode = \"reflect\"\n[[members]]\nname = \"Evaluator\"\n"),
+            TeamProblem::ReservedName {
+                name: "Evaluator".into()
+            }
+        );
         assert_eq!(
             problem(
                 "mode = \"broadcast\"\n[[members]]\nname = \"Bob\"\n[[members]]\nname = \"bob\"\n"

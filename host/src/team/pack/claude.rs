@@ -346,6 +346,11 @@ pub fn parse_agent(text: &str, cut: bool, notes: &mut Vec<String>) -> Result<Mem
     let fm = frontmatter::parse(front);
     notes.extend(fm.warnings.iter().map(|w| format!("front matter {w}")));
     let name = match scalar(fm.get("name")) {
+        Some(n) if crate::team::file::reserved_name(n) => {
+            return Err(format!(
+                "`name: {n}` is the name of crewbox's own {n} in team runs; rename the subagent"
+            ));
+        }
         Some(n) if valid_agent_name(n) => n.to_owned(),
         Some(n) => {
             return Err(format!(
@@ -562,6 +567,17 @@ mod tests {
             let (access, notes) = file_access(front);
             assert_eq!(access, ReadOnly, "{front:?}: {notes:?}");
         }
+        let reserved = parse_agent(
+            "---\nname: orchestrator\n---\nbody\n",
+            false,
+            &mut Vec::new(),
+        );
+        assert!(
+            reserved
+                .as_ref()
+                .is_err_and(|e| e.contains("crewbox's own orchestrator")),
+            "{reserved:?}"
+        );
         let (_, notes) = file_access("tools:Read\n");
         assert!(
             notes

@@ -529,6 +529,11 @@ impl SquadPack {
         if !valid_name(&name) {
             return Err(format!("`{dir}` cannot be a member name"));
         }
+        if crate::team::file::reserved_name(&name) {
+            return Err(format!(
+                "member name `{name}` is the name of crewbox's own {name} in team runs; rename it"
+            ));
+        }
         let charter = match &on_disk {
             Some(_) => {
                 let rel = agents.join(&dir);
