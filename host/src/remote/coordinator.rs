@@ -316,7 +316,12 @@ impl NatsExecutor {
             }
         };
         if let Some(b) = &result.branch {
-            git::fetch_branch(repo, &self.remote, &b.branch)
+            let claimed = git::ClaimedBranch {
+                base: &b.base,
+                tip: b.commits.last().unwrap_or(&b.base),
+                crewbox_writable: self.services.config().workspace.agents_write_crewbox,
+            };
+            git::fetch_branch(repo, &self.remote, &b.branch, &claimed)
                 .await
                 .map_err(RemoteError::from)?;
         }
@@ -533,13 +538,12 @@ struct HubState {
     /// Keys this process has published (or is publishing), kept for a new run only
     /// ([`RunHub::new`]): there they say which keys can have anything on the server.
     published: HashSet<String>,
-    /// Agent ids an event was about, and whether they may be (of this run, or not
-    /// stored: a worker's sub-agent): ids are unique, so the answer never changes and
-    /// the store is read once per agent, not once per event. Bounded.
-    checked: HashMap<AgentId, bool>,
     /// Sub-agents that agents on workers started, while their task runs → that task's
     /// key: an order for one goes to the worker running the task.
     started: HashMap<AgentId, String>,
+    /// What those sub-agents were started with (capabilities, depth): what one they
+    /// start may have at most.
+    started_grants: HashMap<AgentId, (Vec<String>, u32)>,
 }
 
 /// A task's copy on the server, as [`NatsExecutor::queued`] found it.
@@ -566,9 +570,6 @@ struct Admitted {
     event: Event,
     started: Option<Box<StartedAgent>>,
 }
-
-/// Agent ids [`HubState::checked`] remembers before it starts over.
-const CHECKED_AGENTS: usize = 10_000;
 
 /// Why a worker's message was not taken.
 #[derive(Debug)]
@@ -655,29 +656,71 @@ impl RunHub {
         rx
     }
 
-    /// Whether agent id `named` (from a worker's message about task `key`) may be the
-    /// task's agent: the one waiting here, or an agent of this run (the predecessor a
-    /// resumed step replaced, whose task is still the one on the server). An agent of
-    /// another run never is.
-    async fn is_task_agent(&self, waiter: &AgentId, named: &str) -> Result<bool, EngineError> {
-        if waiter.as_str() == named {
-            return Ok(true);
+    /// Whether agent id `named` (from a worker's message about task `key`) is the
+    /// task's agent: the one waiting here, or the predecessor a resumed step replaced,
+    /// under which the task on the server runs (`runs_as`). No other agent, of this run
+    /// or another, ever is.
+    fn is_task_agent(waiter: &AgentId, runs_as: Option<&AgentId>, named: &str) -> bool {
+        waiter.as_str() == named || runs_as.is_some_and(|r| r.as_str() == named)
+    }
+
+    /// Whether the sub-agents a result lists are this task's to report: each of this
+    /// run; one already recorded here must have been recorded under this task's agent
+    /// (or another sub-agent the result lists) — its stored parent counts, not the one
+    /// the message names — and may not be waiting for a task of its own; a new one
+    /// must name such a parent. (A result listing another task's agent as its child
+    /// overwrote that agent's row, and its real result was then lost.)
+    async fn children_are_the_tasks(
+        &self,
+        key: &str,
+        waiter: &AgentId,
+        runs_as: Option<&AgentId>,
+        result: &TaskResult,
+    ) -> Result<Option<String>, Refusal> {
+        let listed: HashSet<&str> = result.children.iter().map(|c| c.id.as_str()).collect();
+        let parent_ok = |p: &str| Self::is_task_agent(waiter, runs_as, p) || listed.contains(p);
+        for c in &result.children {
+            let refused = |why: &str| {
+                Some(format!(
+                    "the result of task {key} lists sub-agent {}, {why}",
+                    c.id
+                ))
+            };
+            if c.run_id != self.run || Self::is_task_agent(waiter, runs_as, c.id.as_str()) {
+                return Ok(refused("which is not a sub-agent of this run's task"));
+            }
+            let elsewhere =
+                self.state().waiting.iter().any(|(k, w)| {
+                    k != key && (w.agent == c.id || w.runs_as.as_ref() == Some(&c.id))
+                });
+            if elsewhere {
+                return Ok(refused("which is another task's agent"));
+            }
+            let claimed = c.parent.as_ref().map(AgentId::as_str);
+            match self.store.agent(&c.id).await? {
+                Some(stored) => {
+                    let stored_parent = stored.parent.as_ref().map(AgentId::as_str);
+                    if stored.run_id != self.run
+                        || stored_parent != claimed
+                        || !stored_parent.is_some_and(&parent_ok)
+                    {
+                        return Ok(refused("which was not started under this task's agent"));
+                    }
+                }
+                None if claimed.is_some_and(&parent_ok) => {}
+                None => return Ok(refused("under a parent that is not this task's agent")),
+            }
         }
-        let named = AgentId::from_string(named);
-        Ok(self
-            .store
-            .agent(&named)
-            .await?
-            .is_some_and(|a| a.run_id == self.run))
+        Ok(None)
     }
 
     /// Records a result for the agent waiting for its task and hands it on; a duplicate
     /// changes nothing in the store.
     async fn take_result(&self, mut result: TaskResult) -> Result<(), Refusal> {
-        let (waiter, name) = {
+        let (waiter, runs_as, name) = {
             let state = self.state();
             match state.waiting.get(&result.key) {
-                Some(w) => (w.agent.clone(), w.name.clone()),
+                Some(w) => (w.agent.clone(), w.runs_as.clone(), w.name.clone()),
                 None if state.answered.contains(&result.key) => return Ok(()),
                 None => {
                     return Err(Refusal::Unclaimed(format!(
@@ -687,23 +730,17 @@ impl RunHub {
                 }
             }
         };
-        if !self.is_task_agent(&waiter, &result.agent_id).await? {
+        if !Self::is_task_agent(&waiter, runs_as.as_ref(), &result.agent_id) {
             return Err(Refusal::Refused(format!(
                 "the result of task {} names agent {}, which is not this task's agent ({waiter})",
                 result.key, result.agent_id
             )));
         }
-        let parents: HashSet<&str> = [waiter.as_str(), result.agent_id.as_str()].into();
-        if let Some(c) = result.children.iter().find(|c| {
-            c.run_id != self.run
-                || !c.parent.as_ref().is_some_and(|p| {
-                    parents.contains(p.as_str()) || result.children.iter().any(|o| o.id == *p)
-                })
-        }) {
-            return Err(Refusal::Refused(format!(
-                "the result of task {} lists sub-agent {} that is not of this run or of this task's agent",
-                result.key, c.id
-            )));
+        if let Some(why) = self
+            .children_are_the_tasks(&result.key, &waiter, runs_as.as_ref(), &result)
+            .await?
+        {
+            return Err(Refusal::Refused(why));
         }
         self.check_exchanges(&waiter, name, &result).await?;
         // Its last events first: they commit with (or before) the result.
@@ -734,6 +771,12 @@ impl RunHub {
         state.answered.insert(result.key.clone());
         // Its sub-agents ended with it: no order goes to them now.
         state.started.retain(|_, k| *k != result.key);
+        let HubState {
+            started,
+            started_grants,
+            ..
+        } = &mut *state;
+        started_grants.retain(|a, _| started.contains_key(a));
         if let Some(w) = state.waiting.remove(&result.key) {
             let _ = w.result.send(result);
         }
@@ -864,10 +907,14 @@ impl RunHub {
         let kind = crate::text::escape(&e.kind).into_owned();
         let task = crate::text::escape(key);
         let started = e.started.take();
-        if let Some(s) = &started
-            && let Err(why) = self.may_start(key, s)
-        {
-            return Ok(Err(format!("event `{kind}` of task {task}: {why}")));
+        if let Some(s) = &started {
+            let checked = match self.may_start(key, s) {
+                Ok(()) => self.within_parent(&s.agent).await?,
+                Err(why) => Err(why),
+            };
+            if let Err(why) = checked {
+                return Ok(Err(format!("event `{kind}` of task {task}: {why}")));
+            }
         }
         let event = Event::from_parts(e.kind, e.data);
         if !event.is_about_an_agent() {
@@ -879,35 +926,36 @@ impl RunHub {
             return Ok(Err(format!("event of task {task} names no agent")));
         };
         let agent = AgentId::from_string(named);
-        let waiting_elsewhere = self
+        let Some((task_agent, runs_as)) = self
             .state()
             .waiting
-            .iter()
-            .any(|(k, w)| w.agent == agent && k != key);
-        let cached = self.state().checked.get(&agent).copied();
-        let of_this_run = match cached {
-            Some(ok) => ok,
-            None => {
-                let ok = self
-                    .store
-                    .agent(&agent)
-                    .await?
-                    .is_none_or(|a| a.run_id == self.run);
-                let mut state = self.state();
-                if state.checked.len() >= CHECKED_AGENTS {
-                    state.checked.clear();
-                }
-                state.checked.insert(agent.clone(), ok);
-                ok
-            }
+            .get(key)
+            .map(|w| (w.agent.clone(), w.runs_as.clone()))
+        else {
+            return Ok(Err(format!(
+                "event `{kind}` of task {task}: the task has been answered; its events came with its result"
+            )));
         };
-        if !of_this_run || waiting_elsewhere {
+        // The task's agent, a sub-agent its worker started for it (recorded here, or
+        // being started by this very event), or — after this process started again —
+        // one the store records under such a parent. Never another agent of the run.
+        let ours = Self::is_task_agent(&task_agent, runs_as.as_ref(), agent.as_str())
+            || self.state().started.get(&agent).is_some_and(|k| k == key)
+            || started.as_ref().is_some_and(|s| s.agent.id == agent)
+            || self
+                .started_before(key, &agent, &task_agent, runs_as.as_ref())
+                .await?;
+        if !ours {
             return Ok(Err(format!(
                 "event `{kind}` of task {task} is about agent {agent}, which is not this task's"
             )));
         }
-        if started.is_some() {
-            self.state().started.insert(agent.clone(), key.to_owned());
+        if let Some(s) = &started {
+            let mut state = self.state();
+            state.started.insert(agent.clone(), key.to_owned());
+            state
+                .started_grants
+                .insert(agent.clone(), (s.agent.caps.clone(), s.agent.depth));
         }
         Ok(Ok(Admitted {
             agent,
@@ -915,6 +963,69 @@ impl RunHub {
             event,
             started,
         }))
+    }
+
+    /// Whether `agent` is a sub-agent the store records under task `key`'s agent (or
+    /// under one recorded for the task here): one started before this process took the
+    /// run over. Remembered for the task when it is.
+    async fn started_before(
+        &self,
+        key: &str,
+        agent: &AgentId,
+        task_agent: &AgentId,
+        runs_as: Option<&AgentId>,
+    ) -> Result<bool, Refusal> {
+        let Some(stored) = self.store.agent(agent).await? else {
+            return Ok(false);
+        };
+        let under = stored.run_id == self.run
+            && stored.parent.as_ref().is_some_and(|p| {
+                Self::is_task_agent(task_agent, runs_as, p.as_str())
+                    || self.state().started.get(p).is_some_and(|k| k == key)
+            });
+        if under {
+            self.state().started.insert(agent.clone(), key.to_owned());
+        }
+        Ok(under)
+    }
+
+    /// Whether a sub-agent a worker says was started holds no more than its parent
+    /// could give: capabilities among the parent's, one level deeper. (It was
+    /// recorded, and audited, exactly as the worker described it.)
+    async fn within_parent(&self, a: &AgentRecord) -> Result<Result<(), String>, Refusal> {
+        let Some(parent) = &a.parent else {
+            return Ok(Err(format!(
+                "it says agent {} started under no parent",
+                a.id
+            )));
+        };
+        let known = self.state().started_grants.get(parent).cloned();
+        let (caps, depth) = match known {
+            Some(grant) => grant,
+            None => match self.store.agent(parent).await? {
+                Some(p) => (p.caps, p.depth),
+                None => {
+                    return Ok(Err(format!(
+                        "it says agent {} started under {parent}, which is not recorded",
+                        a.id
+                    )));
+                }
+            },
+        };
+        if let Some(extra) = a.caps.iter().find(|c| !caps.contains(c)) {
+            return Ok(Err(format!(
+                "it says agent {} started with capability `{}`, which its parent does not hold",
+                a.id,
+                crate::text::escape(extra)
+            )));
+        }
+        if a.depth != depth + 1 {
+            return Ok(Err(format!(
+                "it says agent {} started at depth {} under a parent at depth {depth}",
+                a.id, a.depth
+            )));
+        }
+        Ok(Ok(()))
     }
 
     /// Whether a worker may say that the agent of task `key` (or one it started) started

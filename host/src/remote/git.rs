@@ -205,24 +205,89 @@ pub async fn push_commit(
 }
 
 /// Fetches branch `branch` from `remote` into the same local branch of `repo`.
-pub async fn fetch_branch(repo: &Path, remote: &str, branch: &str) -> Result<(), GitError> {
-    let spec = format!("+refs/heads/{branch}:refs/heads/{branch}");
-    git(
-        repo,
-        &[
+pub async fn fetch_branch(
+    repo: &Path,
+    remote: &str,
+    branch: &str,
+    claimed: &ClaimedBranch<'_>,
+) -> Result<(), GitError> {
+    // Fetched aside first: the branch is set only once what arrived is what the
+    // result names, so a worker can never move a branch to something else.
+    let aside = format!("refs/crewbox-fetch/{branch}");
+    let spec = format!("+refs/heads/{branch}:{aside}");
+    let fail = |detail: String| GitError {
+        op: "fetch".into(),
+        remote: remote.to_owned(),
+        detail,
+    };
+    let fetched = async {
+        git(
+            repo,
+            &[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                UPLOAD_PACK,
+                "--",
+                remote,
+                &spec,
+            ],
             "fetch",
-            "--quiet",
-            "--no-tags",
-            UPLOAD_PACK,
-            "--",
             remote,
-            &spec,
-        ],
-        "fetch",
-        remote,
-    )
-    .await?;
-    Ok(())
+        )
+        .await?;
+        let tip = git(
+            repo,
+            &["rev-parse", "--verify", "--quiet", &format!("{aside}^{{commit}}")],
+            "fetch",
+            remote,
+        )
+        .await?;
+        if tip != claimed.tip {
+            return Err(fail(format!(
+                "the worker's branch {branch} holds commit {tip}, not the {} its result names",
+                claimed.tip
+            )));
+        }
+        if !claimed.crewbox_writable {
+            let changed = git(
+                repo,
+                &["diff", "--name-only", "--no-renames", claimed.base, claimed.tip, "--"],
+                "fetch",
+                remote,
+            )
+            .await?;
+            if let Some(path) = changed
+                .lines()
+                .find(|p| *p == ".crewbox" || p.starts_with(".crewbox/"))
+            {
+                return Err(fail(format!(
+                    "the worker's branch {branch} changes `{}`: .crewbox/ is read-only to agents here (`[workspace] agents_write_crewbox`)",
+                    crate::text::escape(path)
+                )));
+            }
+        }
+        git(
+            repo,
+            &["update-ref", &format!("refs/heads/{branch}"), claimed.tip],
+            "fetch",
+            remote,
+        )
+        .await
+    }
+    .await;
+    let _ = git(repo, &["update-ref", "-d", &aside], "fetch", remote).await;
+    fetched.map(|_| ())
+}
+
+/// What a result says its branch holds, and whether it may change `.crewbox/`.
+pub struct ClaimedBranch<'a> {
+    /// The commit the agent's work started from.
+    pub base: &'a str,
+    /// The branch's last commit (the base when it made none).
+    pub tip: &'a str,
+    /// This coordinator's user lets agents change `.crewbox/`.
+    pub crewbox_writable: bool,
 }
 
 /// A worker's clone of `url` under `cache`, created on first use (one directory per

@@ -611,7 +611,10 @@ impl Versioned for TaskResult {
             if !b
                 .branch
                 .strip_prefix("crewbox/")
-                .is_some_and(|rest| rest.starts_with(&self.agent_id) && is_token(rest))
+                .and_then(|rest| rest.strip_prefix(self.agent_id.as_str()))
+                .is_some_and(|suffix| {
+                    suffix.is_empty() || suffix.starts_with('-') && is_token(suffix)
+                })
             {
                 return Err(WireError::Field {
                     what: RESULT,
