@@ -1,6 +1,10 @@
 //! `crewbox daemon`: resumes runs a crash left unfinished, then fires scheduled jobs
 //! until SIGTERM or SIGINT.
 
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use crewbox::AgentId;
 use tokio_util::sync::CancellationToken;
 
 use super::{Context, Exit};
@@ -97,6 +101,8 @@ pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
 
 /// How often the daemon looks for transient dead letters to retry.
 const RETRY_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+/// The longest a dead letter whose retry was refused is held back.
+const RETRY_HOLD_MAX: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Retries each transient dead letter up to `limit` times, the nth retry waiting the
 /// reflect loop's backoff after the failure (2 s, 4 s, 8 s, … capped at 60 s), until
@@ -105,8 +111,18 @@ async fn retry_transient(engine: crewbox::Engine, limit: u32, stop: Cancellation
     if limit == 0 {
         return;
     }
+    // Letters whose retry was refused (their run is driven, here or elsewhere), each
+    // held back for a while that doubles with every refusal (at most a minute): a
+    // refusal does not use a letter up, and retrying it again at once spun the loop.
+    let mut held: HashMap<AgentId, (u32, Instant)> = HashMap::new();
     loop {
-        let due = match engine.due_retry(limit).await {
+        let now = Instant::now();
+        let holding: HashSet<AgentId> = held
+            .iter()
+            .filter(|(_, (_, until))| *until > now)
+            .map(|(a, _)| a.clone())
+            .collect();
+        let due = match engine.due_retry(limit, &holding).await {
             Ok(due) => due,
             Err(e) => {
                 errln!("crewbox daemon: cannot list dead letters: {e}");
@@ -116,14 +132,22 @@ async fn retry_transient(engine: crewbox::Engine, limit: u32, stop: Cancellation
         if let Some(d) = due {
             let overrides = crewbox::types::RetryOverrides::default();
             match engine.retry(&d.agent_id, &overrides).await {
-                Ok(report) => say(format_args!(
-                    "retry agent={} run={} attempt={} status={}",
-                    d.agent_id,
-                    d.run_id,
-                    d.retries + 1,
-                    report.status
-                )),
+                Ok(report) => {
+                    held.remove(&d.agent_id);
+                    say(format_args!(
+                        "retry agent={} run={} attempt={} status={}",
+                        d.agent_id,
+                        d.run_id,
+                        d.retries + 1,
+                        report.status
+                    ))
+                }
                 Err(e) => {
+                    let refusals = held.get(&d.agent_id).map_or(0, |(n, _)| *n) + 1;
+                    let wait = RETRY_POLL
+                        .saturating_mul(1 << refusals.min(6))
+                        .min(RETRY_HOLD_MAX);
+                    held.insert(d.agent_id.clone(), (refusals, Instant::now() + wait));
                     say(format_args!(
                         "retry agent={} run={} attempt={} status=error",
                         d.agent_id,

@@ -49,6 +49,10 @@ pub(super) async fn retry(
             &override_request(overrides, run_provider.as_ref()),
         )?;
     }
+    // Held from before the retry is recorded to the end of the resume: a run this
+    // process still drives (a daemon's retry of one member while the others work) is
+    // refused before anything is written, not after its letter was consumed.
+    let driving = super::run::Driving::take_or_busy(&dead.run_id)?;
     store
         .retry_dead(&dead, overrides)
         .await
@@ -60,7 +64,7 @@ pub(super) async fn retry(
             .into(),
             other => EngineError::from(other),
         })?;
-    super::run::resume(engine, &dead.run_id, None).await
+    super::run::resume_driving(engine, &dead.run_id, None, Some(driving)).await
 }
 
 /// Agent `agent` as a dead letter, or why it is not one.

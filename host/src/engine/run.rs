@@ -138,8 +138,19 @@ pub(super) async fn resume(
     id: &RunId,
     claimed: Option<tokio::sync::oneshot::Sender<RunId>>,
 ) -> Result<RunReport, EngineError> {
+    resume_driving(engine, id, claimed, None).await
+}
+
+/// [`resume`], this process already holding the run (`driving`: a retry takes it
+/// before it records anything).
+pub(super) async fn resume_driving(
+    engine: &Inner,
+    id: &RunId,
+    claimed: Option<tokio::sync::oneshot::Sender<RunId>>,
+    driving: Option<Driving>,
+) -> Result<RunReport, EngineError> {
     let span = spans::run(Some(id));
-    let result = resume_in(engine, id, span.clone(), claimed)
+    let result = resume_in(engine, id, span.clone(), claimed, driving)
         .instrument(span.clone())
         .await;
     ended(&span, &result);
@@ -151,6 +162,7 @@ async fn resume_in(
     id: &RunId,
     span: tracing::Span,
     claimed: Option<tokio::sync::oneshot::Sender<RunId>>,
+    driving: Option<Driving>,
 ) -> Result<RunReport, EngineError> {
     let services = &engine.services;
     let store = services.store();
@@ -166,10 +178,10 @@ async fn resume_in(
         .map_err(|e| not_resumable(format!("its stored request does not read ({e})")))?;
     // The store's claim tells drivers apart by pid; within this process (`mcp serve`
     // and the daemon drive many runs), this does.
-    let _driving = Driving::take(id).ok_or_else(|| StoreError::RunBusy {
-        id: id.to_string(),
-        pid: std::process::id(),
-    })?;
+    let _driving = match driving {
+        Some(held) => held,
+        None => Driving::take_or_busy(id)?,
+    };
     store.claim_run(id).await.map_err(|e| match e {
         StoreError::NoSuchRun { .. } | StoreError::RunFinished { .. } => {
             not_resumable(e.to_string())
@@ -404,13 +416,21 @@ static DRIVEN: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<Ru
     std::sync::LazyLock::new(Default::default);
 
 /// This process drives a run while one of these lives.
-struct Driving(RunId);
+pub(super) struct Driving(RunId);
 
 impl Driving {
     /// `None` when this process drives `id` already.
     fn take(id: &RunId) -> Option<Self> {
         let mut driven = DRIVEN.lock().unwrap_or_else(|p| p.into_inner());
         driven.insert(id.clone()).then(|| Self(id.clone()))
+    }
+
+    /// [`Self::take`], or the error a second driver gets.
+    pub(super) fn take_or_busy(id: &RunId) -> Result<Self, StoreError> {
+        Self::take(id).ok_or_else(|| StoreError::RunBusy {
+            id: id.to_string(),
+            pid: std::process::id(),
+        })
     }
 }
 

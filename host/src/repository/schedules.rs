@@ -246,11 +246,17 @@ impl Engine {
     /// The first transient dead letter due for an automatic retry: retried fewer than
     /// `limit` times, with a step to retry, and whose wait has passed — the nth retry
     /// waits the reflect loop's backoff after the failure (2 s, 4 s, 8 s, … capped at
-    /// 60 s).
-    pub async fn due_retry(&self, limit: u32) -> Result<Option<DeadLetter>, StoreError> {
+    /// 60 s). Letters in `held` (ones whose retry was just refused) are passed over.
+    pub async fn due_retry(
+        &self,
+        limit: u32,
+        held: &std::collections::HashSet<crate::ids::AgentId>,
+    ) -> Result<Option<DeadLetter>, StoreError> {
         let dead = self.store().dead_letters(None).await?;
         let now = now_ms();
-        Ok(dead.into_iter().find(|d| retry_due(d, limit, now)))
+        Ok(dead
+            .into_iter()
+            .find(|d| !held.contains(&d.agent_id) && retry_due(d, limit, now)))
     }
 }
 

@@ -797,3 +797,69 @@ fn a_second_retry_never_runs_a_completed_member_of_its_group_again() {
     let result = done["result"].as_str().unwrap();
     assert!(result.contains("SYNTHESIS with both"), "{result}");
 }
+
+/// The daemon never retries a dead letter of a run it still drives: alice's transient
+/// failure comes due while bob still works. The retry is refused before anything is
+/// recorded and held back (not tried again at once, which spun the loop), then runs
+/// once the run has ended: alice is tried 1 + 2 times, the run ends, and no retry was
+/// lost. Shown failing without the fix: the retry was recorded, then refused — its
+/// letter used up, the run left `interrupted` while the daemon drove it.
+#[test]
+fn the_daemon_never_retries_a_run_it_still_drives() {
+    let slow_bob = DOWN.replace(
+        "agent = \"bob\"\ntext = \"BOB alone\"",
+        "agent = \"bob\"\ndelay_ms = 5000\ntext = \"BOB alone\"",
+    );
+    assert_ne!(slow_bob, DOWN);
+    let dir = setup_with(BROADCAST, "retry_transient = 2\n", &slow_bob, OK);
+    let add = bin(
+        dir.path(),
+        &["schedule", "add", "--in", "1s", "--team", "pair", "do it"],
+    );
+    assert!(
+        add.status.success(),
+        "{}",
+        String::from_utf8_lossy(&add.stderr)
+    );
+    let daemon = command(dir.path(), &["daemon"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let alice_tries = |status: &serde_json::Value| states(status, "alice").len();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut seen_interrupted = false;
+    let mut last = serde_json::Value::Null;
+    let status = loop {
+        let runs = json(&bin(dir.path(), &["status", "--json"]));
+        let run = runs["runs"]
+            .as_array()
+            .and_then(|r| r.first())
+            .and_then(|r| r["run_id"].as_str())
+            .map(str::to_owned);
+        if let Some(run) = run {
+            let status = json(&bin(dir.path(), &["status", &run, "--json"]));
+            seen_interrupted |= status["status"] == "interrupted" || status["interrupted"] == true;
+            if status["status"] != "running" && alice_tries(&status) == 3 {
+                break status;
+            }
+            last = status;
+        }
+        if Instant::now() > deadline {
+            break last;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // SAFETY: kill(2) on the child this test spawned and has not waited for.
+    let rc = unsafe { libc::kill(daemon.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let out = daemon.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(!status.is_null(), "no run\n{log}");
+    assert_eq!(alice_tries(&status), 3, "{status:#}\n{log}");
+    assert!(!seen_interrupted, "shown interrupted while driven\n{log}");
+    assert!(
+        log.matches("status=error").count() < 10,
+        "refused retries were tried again at once:\n{log}"
+    );
+}
