@@ -17,7 +17,7 @@ pub struct RetryArgs {
     #[arg(long)]
     pub provider: Option<String>,
     /// Another model for the new attempt.
-    #[arg(long)]
+    #[arg(long, value_parser = super::run::parse_model)]
     pub model: Option<String>,
     /// The new attempt's turn limit.
     #[arg(long)]

@@ -23,7 +23,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub provider: Option<String>,
     /// Model to use instead of the provider's configured one.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_model)]
     pub model: Option<String>,
     /// Use the scripted provider with this script file.
     #[arg(long, value_name = "FILE")]
@@ -88,6 +88,20 @@ fn parse_isolation(s: &str) -> Result<Isolation, String> {
 fn parse_strategy(s: &str) -> Result<Strategy, String> {
     Strategy::parse(s)
         .ok_or_else(|| format!("unknown strategy `{s}` (live, quorum, vote, merge or batch)"))
+}
+
+/// A model name as given on the command line: 1 to 256 characters, no whitespace or
+/// control characters (it is printed in listings and sent to servers as it is).
+pub fn parse_model(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.chars().count() > 256 {
+        return Err("a model name has 1 to 256 characters".into());
+    }
+    if s.chars()
+        .any(|c| c.is_whitespace() || c.is_control() || crate::text::is_unsafe(c))
+    {
+        return Err("a model name has no spaces or control characters".into());
+    }
+    Ok(s.to_owned())
 }
 
 /// Parses `auto` or a mode name for clap.

@@ -93,7 +93,7 @@ pub struct AddArgs {
     #[arg(long)]
     pub provider: Option<String>,
     /// Model to use instead of the provider's configured one.
-    #[arg(long)]
+    #[arg(long, value_parser = super::run::parse_model)]
     pub model: Option<String>,
     /// Runs missed while the daemon was down: skip them, or run once for all.
     #[arg(long, value_parser = parse_catch_up, default_value = "once")]

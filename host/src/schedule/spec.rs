@@ -42,6 +42,8 @@ pub const MIN_INTERVAL: Duration = Duration::from_secs(60);
 pub const MAX_INTERVAL: Duration = Duration::from_secs(365 * 86_400);
 /// The longest prompt a job may carry, in characters.
 pub const MAX_PROMPT_CHARS: usize = 20_000;
+/// The longest cron expression accepted, in bytes.
+pub const MAX_CRON_BYTES: usize = 512;
 /// The longest job name, in characters.
 pub const MAX_JOB_NAME_LEN: usize = 64;
 
@@ -68,6 +70,11 @@ impl ScheduleSpec {
             Some(name) => parse_time_zone(name)?,
             None => Tz::UTC,
         };
+        // A real expression is a few dozen bytes; the daemon evaluates every job's on
+        // each tick, so a huge one is refused here, before it is stored.
+        if expr.len() > MAX_CRON_BYTES {
+            return Err(ScheduleError::CronTooLong { bytes: expr.len() });
+        }
         cron_check::compile(expr)?;
         let spec = Self::Cron {
             expr: expr.split_whitespace().collect::<Vec<_>>().join(" "),
@@ -475,6 +482,12 @@ pub enum ScheduleError {
         /// The name as written.
         name: String,
     },
+    /// A cron expression over [`MAX_CRON_BYTES`].
+    #[error("cron expression is {bytes} bytes; at most {MAX_CRON_BYTES} allowed")]
+    CronTooLong {
+        /// Its length in bytes.
+        bytes: usize,
+    },
     /// A prompt over 20,000 characters.
     #[error("prompt has {chars} characters; at most {MAX_PROMPT_CHARS} allowed")]
     PromptTooLong {
@@ -801,6 +814,11 @@ mod tests {
         assert_eq!(validate_prompt("  \n"), Err(ScheduleError::EmptyPrompt));
         // Characters, not bytes: 20,000 two-byte characters are fine.
         assert_eq!(validate_prompt(&"é".repeat(MAX_PROMPT_CHARS)), Ok(()));
+        let long = format!("0 0 * * {}", vec!["1"; 300].join(","));
+        assert!(matches!(
+            ScheduleSpec::cron(&long, None),
+            Err(ScheduleError::CronTooLong { .. })
+        ));
         assert_eq!(
             validate_prompt(&"a".repeat(MAX_PROMPT_CHARS + 1)),
             Err(ScheduleError::PromptTooLong {

@@ -360,7 +360,27 @@ fn schedule_add_refuses_bad_input_with_usage_errors() {
         String::from_utf8_lossy(&ok.stderr)
     );
     let long = "x".repeat(20_001);
-    let cases: [(&[&str], &str); 9] = [
+    let long_cron = format!("0 0 * * {}", vec!["1"; 300].join(","));
+    let cases: [(&[&str], &str); 11] = [
+        // A cron expression the daemon would evaluate every tick, however long.
+        (
+            &["schedule", "add", "--cron", &long_cron, "--prompt", "p"],
+            "at most 512 allowed",
+        ),
+        // A model name with a line break forged a line of `schedule list`.
+        (
+            &[
+                "schedule",
+                "add",
+                "--every",
+                "5m",
+                "--model",
+                "m\nFORGED",
+                "--prompt",
+                "p",
+            ],
+            "no spaces or control characters",
+        ),
         (
             &[
                 "schedule", "add", "--every", "5m", "--prompt", "p", "--name", "dup",
