@@ -215,7 +215,7 @@ async fn list(ctx: &Context, as_json: bool) -> anyhow::Result<Exit> {
                     "next_fire": rfc3339(j.next_fire),
                     "last_fire": rfc3339(j.last_fire),
                     "last_run": j.last_run, "last_status": j.last_status,
-                    "run_count": j.run_count, "paused": j.paused,
+                    "run_count": j.run_count, "paused": j.paused, "queued": j.queued,
                 })
             })
             .collect();

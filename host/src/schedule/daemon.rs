@@ -85,6 +85,16 @@ impl Daemon {
     /// Fires jobs until `stop` is cancelled, then waits for the runs in flight.
     pub async fn run(self, stop: CancellationToken) -> Result<(), DaemonError> {
         let mut jobs = Jobs::default();
+        // Fires queued behind a run when the last daemon stopped (or was killed) are
+        // queued again: each starts once its job is free.
+        if self.enabled {
+            match self.store.schedules().await {
+                Ok(list) => jobs
+                    .queued
+                    .extend(list.into_iter().filter(|j| j.queued).map(|j| j.name)),
+                Err(e) => tracing::warn!(error = %e, "cannot read queued fires"),
+            }
+        }
         let mut ticker = tokio::time::interval(TICK);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut broken = HashSet::new();

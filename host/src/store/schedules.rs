@@ -113,6 +113,9 @@ pub struct ScheduleRecord {
     pub run_count: u32,
     /// The next fire (ms); `None` when the job has ended.
     pub next_fire: Option<i64>,
+    /// A fire waits behind the job's running run (`--overlap queue`).
+    #[serde(default)]
+    pub queued: bool,
 }
 
 impl ScheduleRecord {
@@ -150,6 +153,7 @@ impl ScheduleRecord {
             run_count: 0,
             next_fire: crate::schedule::next_fire::next_fire(spec, now)
                 .map(|t| t.timestamp_millis()),
+            queued: false,
         }
     }
 
@@ -178,7 +182,7 @@ impl ScheduleRecord {
 }
 
 const COLS: &str = "name, kind, spec, tz, prompt, mode, team, provider, model, catch_up, overlap, \
-     paused, created_at, last_fire, last_run, last_status, run_count, next_fire, last_error";
+     paused, created_at, last_fire, last_run, last_status, run_count, next_fire, last_error, queued";
 
 fn bad(what: &'static str, text: &str) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(
@@ -218,6 +222,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<ScheduleRecord> {
         run_count: r.get(16)?,
         next_fire: r.get(17)?,
         last_error: r.get(18)?,
+        queued: r.get(19)?,
     })
 }
 
@@ -229,7 +234,7 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
             let done = super::writer::exec(
                 conn,
                 &format!(
-                    "INSERT INTO schedules ({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)"
+                    "INSERT INTO schedules ({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
                 ),
                 params![
                     s.name,
@@ -250,7 +255,8 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
                     s.last_status.map(FireStatus::as_str),
                     s.run_count,
                     s.next_fire,
-                    s.last_error
+                    s.last_error,
+                    s.queued
                 ],
             );
             return match done {
@@ -301,7 +307,8 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
                     conn,
                     "UPDATE schedules SET last_fire = COALESCE(?2, last_fire), next_fire = ?3,
                      last_status = ?4, run_count = run_count + ?5,
-                     last_run = CASE WHEN ?5 = 1 THEN NULL ELSE last_run END
+                     last_run = CASE WHEN ?5 = 1 THEN NULL ELSE last_run END,
+                     queued = CASE WHEN ?4 = 'queued' THEN 1 WHEN ?5 = 1 THEN 0 ELSE queued END
                      WHERE name = ?1",
                     params![name, due, next, status.as_str(), started],
                 )

@@ -246,6 +246,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         (SELECT MIN(at) FROM audit),
         CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)));
     "#,
+    // 17: a job's fire queued behind its running run (`--overlap queue`), kept until
+    // it starts: a daemon stopped (or killed) meanwhile starts it when it comes back.
+    r#"
+    ALTER TABLE schedules ADD COLUMN queued INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The schema version this build writes.

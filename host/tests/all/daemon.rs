@@ -182,6 +182,8 @@ impl Watched {
 #[derive(Debug)]
 struct Fire {
     job: String,
+    /// `-` for a fire that was queued behind a run.
+    due: String,
     missed: u32,
     status: String,
 }
@@ -196,6 +198,7 @@ impl Fire {
         };
         Some(Self {
             job: field("job")?,
+            due: field("due")?,
             missed: field("missed")?.parse().ok()?,
             status: field("status")?,
         })
@@ -675,4 +678,63 @@ text = "tests written"
     assert_eq!(named("bob"), ["error", "completed"], "bob ran again");
     assert_eq!(named("orchestrator").len(), 1, "the stored plan was reused");
     assert!(report["resumed_steps"].as_u64().unwrap() >= 3, "{report}");
+}
+
+/// A fire queued behind its job's running run (`--overlap queue`) outlives the daemon
+/// that queued it: killed with -9, the next daemon starts it (its line says `due=-`, a
+/// fire from the queue). It was kept in memory only, lost to a kill and dropped
+/// without a word at SIGTERM. Shown failing without the fix.
+#[test]
+fn a_queued_fire_outlives_the_daemon_that_queued_it() {
+    let env = setup();
+    std::fs::write(
+        env.repo.join(".crewbox/s.toml"),
+        "[[reply]]\nrepeat = true\ndelay_ms = 4000\ntext = \"ok\"\n",
+    )
+    .unwrap();
+    // Due two seconds from now and the second after (that fire is queued behind the
+    // first's 4 s run), then not again for a minute: a fire after the restart is the
+    // queued one.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let cron = format!("{},{} * * * * *", (now + 2) % 60, (now + 3) % 60);
+    let args = [
+        "schedule",
+        "add",
+        "--cron",
+        &cron,
+        "--overlap",
+        "queue",
+        "--prompt",
+        "slow",
+        "--name",
+        "q",
+        "--mode",
+        "single",
+    ];
+    let add = crewbox(&env, &args);
+    assert!(
+        add.status.success(),
+        "{}",
+        String::from_utf8_lossy(&add.stderr)
+    );
+    let first = Watched::start(&env);
+    first.wait_for(
+        "a fire queued behind the run",
+        Duration::from_secs(10),
+        |f| f.iter().any(|f| f.job == "q" && f.status == "queued"),
+    );
+    let fires = first.crash();
+    assert_eq!(started(&fires, "q").len(), 1, "{fires:?}");
+    let jobs = json(&crewbox(&env, &["schedule", "list", "--json"]));
+    assert_eq!(jobs[0]["queued"], true, "{jobs:#}");
+    let second = Watched::start(&env);
+    second.wait_for("the queued fire started", Duration::from_secs(10), |f| {
+        !started(f, "q").is_empty()
+    });
+    let (status, stderr, fires) = second.stop();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(started(&fires, "q")[0].due, "-", "{fires:?}");
 }
