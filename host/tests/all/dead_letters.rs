@@ -725,8 +725,13 @@ text = "CAROL done"
 repeat = true
 "#;
 
-/// The provider both retries switch to.
+/// The provider both retries switch to (and carol's).
 const TWO_OK: &str = r#"
+[[reply]]
+agent = "carol"
+text = "CAROL done"
+repeat = true
+
 [[reply]]
 agent = "alice"
 text = "ALICE-OK"
@@ -753,8 +758,12 @@ fn retry_ok(dir: &Path, agent: &str) -> serde_json::Value {
 #[test]
 fn a_second_retry_never_runs_a_completed_member_of_its_group_again() {
     const THREE: &str = "mode = \"broadcast\"\n[[members]]\nname = \"alice\"\n\
-                         [[members]]\nname = \"bob\"\n[[members]]\nname = \"carol\"\n";
-    // One slot: carol begins after alice and bob ended.
+                         [[members]]\nname = \"bob\"\n[[members]]\nname = \"carol\"\n\
+                         provider = \"ok\"\n";
+    // One slot: carol begins after alice and bob ended, or between them. She answers
+    // on the provider that stays up: on the down one, alice's and bob's failed attempts
+    // opened its circuit breaker before her turn whenever she went last, and she
+    // failed too.
     let dir = setup_with(THREE, "max_concurrent = 1\n", TWO_DOWN, TWO_OK);
     let report = failed_run(dir.path());
     let run = report["run_id"].as_str().unwrap().to_owned();
