@@ -179,6 +179,16 @@ impl Watched {
     }
 }
 
+/// A test that fails before it stops its daemon does not leave it running.
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Fire {
     job: String,
