@@ -220,29 +220,22 @@ pub async fn fetch_branch(
         remote: remote.to_owned(),
         detail,
     };
+    // The repository's own settings are looked up once for every step below.
+    let neutral = neutral_config(repo).await.map_err(fail)?;
     let fetched = async {
-        git(
-            repo,
-            &[
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                UPLOAD_PACK,
-                "--",
-                remote,
-                &spec,
-            ],
+        let fetch = [
             "fetch",
+            "--quiet",
+            "--no-tags",
+            UPLOAD_PACK,
+            "--",
             remote,
-        )
-        .await?;
-        let tip = git(
-            repo,
-            &["rev-parse", "--verify", "--quiet", &format!("{aside}^{{commit}}")],
-            "fetch",
-            remote,
-        )
-        .await?;
+            &spec,
+        ];
+        run_git(repo, &fetch, &neutral).await.map_err(fail)?;
+        let commit = format!("{aside}^{{commit}}");
+        let verify = ["rev-parse", "--verify", "--quiet", &commit];
+        let tip = run_git(repo, &verify, &neutral).await.map_err(fail)?;
         if tip != claimed.tip {
             return Err(fail(format!(
                 "the worker's branch {branch} holds commit {tip}, not the {} its result names",
@@ -250,33 +243,33 @@ pub async fn fetch_branch(
             )));
         }
         if !claimed.crewbox_writable {
-            let changed = git(
-                repo,
-                &["diff", "--name-only", "--no-renames", claimed.base, claimed.tip, "--"],
-                "fetch",
-                remote,
-            )
-            .await?;
+            let diff = [
+                "diff",
+                "--name-only",
+                "--no-renames",
+                claimed.base,
+                claimed.tip,
+                "--",
+            ];
+            let changed = run_git(repo, &diff, &neutral).await.map_err(fail)?;
             if let Some(path) = changed
                 .lines()
                 .find(|p| *p == ".crewbox" || p.starts_with(".crewbox/"))
             {
                 return Err(fail(format!(
-                    "the worker's branch {branch} changes `{}`: .crewbox/ is read-only to agents here (`[workspace] agents_write_crewbox`)",
+                    "the worker's branch {branch} changes `{}`: .crewbox/ is read-only to \
+                     agents here (`[workspace] agents_write_crewbox`)",
                     crate::text::escape(path)
                 )));
             }
         }
-        git(
-            repo,
-            &["update-ref", &format!("refs/heads/{branch}"), claimed.tip],
-            "fetch",
-            remote,
-        )
-        .await
+        let head = format!("refs/heads/{branch}");
+        run_git(repo, &["update-ref", &head, claimed.tip], &neutral)
+            .await
+            .map_err(fail)
     }
     .await;
-    let _ = git(repo, &["update-ref", "-d", &aside], "fetch", remote).await;
+    let _ = run_git(repo, &["update-ref", "-d", &aside], &neutral).await;
     fetched.map(|_| ())
 }
 

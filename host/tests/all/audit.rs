@@ -23,6 +23,17 @@ fn verify(dir: &Path) -> (i32, serde_json::Value) {
     (out.status.code().unwrap(), v)
 }
 
+/// A pristine copy of the store of `dir`, every write of it in the main file.
+fn pristine_copy(dir: &Path) -> PathBuf {
+    rusqlite::Connection::open(db(dir))
+        .unwrap()
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+        .unwrap();
+    let pristine = dir.join("pristine.db");
+    std::fs::copy(db(dir), &pristine).unwrap();
+    pristine
+}
+
 /// Restores the pristine copy, then tampers with it through `sql`.
 fn tampered(dir: &Path, pristine: &Path, sql: &str) -> (i32, serde_json::Value) {
     std::fs::copy(pristine, db(dir)).unwrap();
@@ -79,13 +90,7 @@ fn a_runs_decisions_are_chained_and_tampering_is_found() {
     assert_eq!((code, v["status"].as_str()), (0, Some("intact")), "{v}");
     assert_eq!(v["records"], n);
 
-    // A pristine copy of the store, every write of it in the main file.
-    let conn = rusqlite::Connection::open(db(dir.path())).unwrap();
-    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
-        .unwrap();
-    drop(conn);
-    let pristine = dir.path().join("pristine.db");
-    std::fs::copy(db(dir.path()), &pristine).unwrap();
+    let pristine = pristine_copy(dir.path());
 
     let (code, v) = tampered(
         dir.path(),
@@ -173,9 +178,8 @@ fn a_chain_emptied_or_a_merge_result_edited_is_found() {
         crate::replay::recorded_pair_run("broadcast", &crate::replay::both_write(0));
     let (code, v) = verify(dir.path());
     assert_eq!((code, v["status"].as_str()), (0, Some("intact")), "{v}");
-    let conn = rusqlite::Connection::open(db(dir.path())).unwrap();
-    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
-        .unwrap();
+    let pristine = pristine_copy(dir.path());
+    let conn = rusqlite::Connection::open(&pristine).unwrap();
     let merges: i64 = conn
         .query_row(
             "SELECT COUNT(*) FROM steps WHERE key LIKE 'merge/%' AND state = 'done'",
@@ -185,8 +189,6 @@ fn a_chain_emptied_or_a_merge_result_edited_is_found() {
         .unwrap();
     assert!(merges > 0, "the run merged nothing");
     drop(conn);
-    let pristine = dir.path().join("pristine.db");
-    std::fs::copy(db(dir.path()), &pristine).unwrap();
 
     let (code, v) = tampered(
         dir.path(),

@@ -697,19 +697,10 @@ fn a_dead_drivers_pid_taken_by_another_process_does_not_hold_the_run() {
     let (dir, _db, mut child, run) = planned();
     kill9(&mut child);
     // Another process now has the pid the run names.
-    let mut other = std::process::Command::new("sleep")
-        .arg("60")
-        .spawn()
-        .unwrap();
-    let conn =
-        rusqlite::Connection::open(crate::support::repo::state_dir(dir.path()).join("crewbox.db"))
-            .unwrap();
-    conn.execute(
-        "UPDATE runs SET pid = ?1 WHERE id = ?2",
-        rusqlite::params![other.id(), run.as_str()],
-    )
-    .unwrap();
-    drop(conn);
+    let _other = crate::support::procs::StandIn::taking_over(
+        dir.path(),
+        &format!("UPDATE runs SET pid = {{pid}} WHERE id = '{run}';"),
+    );
     let status = bin(dir.path(), &["status", "--state", "interrupted", "--json"]);
     assert!(
         String::from_utf8_lossy(&status.stdout).contains(run.as_str()),
@@ -718,6 +709,4 @@ fn a_dead_drivers_pid_taken_by_another_process_does_not_hold_the_run() {
     );
     let report = resume(dir.path(), &run);
     assert_eq!(report["status"], "completed", "{report:#}");
-    let _ = other.kill();
-    let _ = other.wait();
 }

@@ -488,19 +488,10 @@ fn a_dead_loops_pid_taken_by_another_process_does_not_hold_the_team() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let mut other = std::process::Command::new("sleep")
-        .arg("60")
-        .spawn()
-        .unwrap();
-    let conn =
-        rusqlite::Connection::open(crate::support::repo::state_dir(dir.path()).join("crewbox.db"))
-            .unwrap();
-    conn.execute_batch(&format!(
-        "UPDATE runs SET pid = {0}; UPDATE team_locks SET pid = {0};",
-        other.id()
-    ))
-    .unwrap();
-    drop(conn);
+    let other = crate::support::procs::StandIn::taking_over(
+        dir.path(),
+        "UPDATE runs SET pid = {pid}; UPDATE team_locks SET pid = {pid};",
+    );
     let second = [
         synthesis("v2"),
         plan(1, BOTH),
@@ -522,8 +513,7 @@ fn a_dead_loops_pid_taken_by_another_process_does_not_hold_the_team() {
             path.to_str().unwrap(),
         ],
     );
-    let _ = other.kill();
-    let _ = other.wait();
+    drop(other);
     assert!(
         out.status.success(),
         "{}{}",

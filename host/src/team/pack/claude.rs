@@ -567,6 +567,17 @@ mod tests {
             let (access, notes) = file_access(front);
             assert_eq!(access, ReadOnly, "{front:?}: {notes:?}");
         }
+        let (_, notes) = file_access("tools:Read\n");
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("could not be read for certain")),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn the_names_of_crewboxs_own_agents_are_refused() {
         let reserved = parse_agent(
             "---\nname: orchestrator\n---\nbody\n",
             false,
@@ -577,13 +588,6 @@ mod tests {
                 .as_ref()
                 .is_err_and(|e| e.contains("crewbox's own orchestrator")),
             "{reserved:?}"
-        );
-        let (_, notes) = file_access("tools:Read\n");
-        assert!(
-            notes
-                .iter()
-                .any(|n| n.contains("could not be read for certain")),
-            "{notes:?}"
         );
     }
 

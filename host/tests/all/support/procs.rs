@@ -73,3 +73,31 @@ pub fn kill(marker: &str) {
             .status();
     }
 }
+
+/// A live process that is not crewbox (`sleep 60`), killed when dropped: what a dead
+/// driver's pid may belong to once the kernel hands it out again.
+pub struct StandIn(std::process::Child);
+
+impl StandIn {
+    /// Starts one and runs `sql` (`{pid}`: its pid) on the store of repository `dir`,
+    /// giving it what the dead driver held.
+    pub fn taking_over(dir: &std::path::Path, sql: &str) -> Self {
+        let child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let store = super::repo::state_dir(dir).join("crewbox.db");
+        rusqlite::Connection::open(store)
+            .unwrap()
+            .execute_batch(&sql.replace("{pid}", &child.id().to_string()))
+            .unwrap();
+        Self(child)
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
