@@ -15,6 +15,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::{self, stream};
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -53,6 +54,8 @@ pub struct NatsExecutor {
     /// Commit ids already resolved here (a commit id names the same commit for good, so
     /// agents of one batch on one base pay one `git rev-parse`, not one each).
     commits: Mutex<HashSet<String>>,
+    /// How often a task waited for is looked after ([`NatsExecutor::watch`]).
+    watch_every: std::time::Duration,
 }
 
 /// One push of a base ref, which every agent at that base waits for.
@@ -91,6 +94,7 @@ impl NatsExecutor {
             pushed: Mutex::new(HashMap::new()),
             url: tokio::sync::Mutex::new(None),
             commits: Mutex::new(HashSet::new()),
+            watch_every: (settings.ack_wait * 3).clamp(WATCH_MIN, WATCH_MAX),
         })
     }
 
@@ -288,31 +292,45 @@ impl NatsExecutor {
         if first || !self.take_known(&hub, &task, on_server).await? {
             self.publish(&task).await?;
         }
-        let result = tokio::select! {
-            r = rx => r.map_err(|_| EngineError::Internal(format!(
-                "the result consumer of run {} stopped", spec.run_id)))?,
-            _ = stop.run_stopped() => {
-                // The worker running it stops it too (its slot and its model calls are
-                // not spent on a run nobody waits for); its result, if one comes, is
-                // still recorded.
-                let order = Control {
-                    v: WIRE_VERSION,
-                    key: task.key.clone(),
-                    run_id: task.run_id.clone(),
-                    agent_id: runs_as.map_or_else(|| task.agent_id.clone(), |a| a.to_string()),
-                    order: Order::Stop,
-                    message: None,
-                };
-                let client = self.js.client();
-                let subject = control_subject(&self.pool, &task.run_id, &task.key);
-                tokio::spawn(async move {
-                    for _ in 0..STOP_TRIES {
-                        if send_control(&client, &subject, &order).await {
-                            return;
-                        }
+        let mut rx = rx;
+        let mut watch = tokio::time::interval_at(
+            tokio::time::Instant::now() + self.watch_every,
+            self.watch_every,
+        );
+        watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut lost = 0;
+        let result = loop {
+            tokio::select! {
+                r = &mut rx => break r.map_err(|_| EngineError::Internal(format!(
+                    "the result consumer of run {} stopped", spec.run_id)))?,
+                _ = watch.tick() => {
+                    if let Some(n) = self.watch(&hub, &task, lost).await? {
+                        lost = n;
                     }
-                });
-                return Err(EngineError::Stopped(spec.run_id.clone()));
+                }
+                _ = stop.run_stopped() => {
+                    // The worker running it stops it too (its slot and its model calls are
+                    // not spent on a run nobody waits for); its result, if one comes, is
+                    // still recorded.
+                    let order = Control {
+                        v: WIRE_VERSION,
+                        key: task.key.clone(),
+                        run_id: task.run_id.clone(),
+                        agent_id: runs_as.map_or_else(|| task.agent_id.clone(), |a| a.to_string()),
+                        order: Order::Stop,
+                        message: None,
+                    };
+                    let client = self.js.client();
+                    let subject = control_subject(&self.pool, &task.run_id, &task.key);
+                    tokio::spawn(async move {
+                        for _ in 0..STOP_TRIES {
+                            if send_control(&client, &subject, &order).await {
+                                return;
+                            }
+                        }
+                    });
+                    return Err(EngineError::Stopped(spec.run_id.clone()));
+                }
             }
         };
         if let Some(b) = &result.branch {
@@ -344,8 +362,60 @@ impl NatsExecutor {
         })
     }
 
-    /// The task's key; a repeat of a step whose earlier agent ended well here (the same
-    /// ask twice in one run) gets a key of its own, so it runs again.
+    /// Looks after a task still unanswered after a while: one that left the server
+    /// without a result (a worker stores the result before it acks the task, so only
+    /// one that acked or dropped it without answering, or an operator's purge, does
+    /// that) is published again under a new message id (the server would take the old
+    /// one as a duplicate for two minutes), at most [`LOST_REPUBLISHES`] times; after
+    /// that the agent ends with an error saying so. Anything short of a definite "not
+    /// there" from the server changes nothing (a task published twice may run twice).
+    /// Returns the new count of losses when there was one.
+    async fn watch(
+        &self,
+        hub: &Arc<RunHub>,
+        task: &Task,
+        lost: u32,
+    ) -> Result<Option<u32>, EngineError> {
+        let subject = task_subject(&task.pool, &task.run_id, &task.key);
+        match self.tasks.get_last_raw_message_by_subject(&subject).await {
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {}
+            _ => return Ok(None),
+        }
+        // Its result may have come meanwhile (it is handed to the waiting agent).
+        if self.take_known(hub, task, false).await? {
+            return Ok(None);
+        }
+        let lost = lost + 1;
+        if lost > LOST_REPUBLISHES {
+            let why = format!(
+                "task {} left the server {lost} times without a result (a worker acked or \
+                 dropped it without answering, or the task stream was purged)",
+                task.key
+            );
+            tracing::warn!(task = %task.key, %why, "task given up");
+            let exec = uuid::Uuid::now_v7().simple().to_string();
+            match hub
+                .take_result(TaskResult::failure(task, &exec, NO_WORKER, why))
+                .await
+            {
+                Ok(()) => {}
+                Err(Refusal::Store(e)) => return Err(e),
+                Err(Refusal::Refused(why) | Refusal::Unclaimed(why)) => {
+                    tracing::warn!(task = %task.key, %why, "lost task's failure not taken");
+                }
+            }
+            return Ok(Some(lost));
+        }
+        tracing::warn!(task = %task.key, lost, "task left the server without a result; publishing it again");
+        self.publish_as(task, &format!("{}.{lost}", task.key))
+            .await?;
+        Ok(Some(lost))
+    }
+
+    /// The task's key; a repeat of a step whose earlier agent ended here (the same ask
+    /// twice in one run, or a retry of one that failed with no conversation to continue)
+    /// gets a key of its own, so it runs again instead of being answered by the earlier
+    /// agent's result.
     async fn key_for(
         &self,
         hub: &RunHub,
@@ -375,11 +445,11 @@ impl NatsExecutor {
             if &earlier == agent {
                 continue;
             }
-            let ended_well = store
+            let ended = store
                 .agent(&earlier)
                 .await?
-                .is_some_and(|a| a.state.is_success());
-            if ended_well {
+                .is_some_and(|a| a.state.is_terminal());
+            if ended {
                 return Ok(short_hash(format!("{key}/{agent}").as_bytes()));
             }
         }
@@ -450,6 +520,11 @@ impl NatsExecutor {
 
     /// Publishes `task` (its key is the message id: the stream keeps one copy).
     async fn publish(&self, task: &Task) -> Result<(), EngineError> {
+        self.publish_as(task, &task.key).await
+    }
+
+    /// Publishes `task` with message id `id`.
+    async fn publish_as(&self, task: &Task, id: &str) -> Result<(), EngineError> {
         let subject = task_subject(&task.pool, &task.run_id, &task.key);
         let payload: bytes::Bytes = task.to_bytes().map_err(RemoteError::from)?.into();
         // A publish whose ack is late (a loaded server) is sent again: the task key is its
@@ -463,7 +538,7 @@ impl NatsExecutor {
         loop {
             let publish = jetstream::message::PublishMessage::build()
                 .payload(payload.clone())
-                .message_id(&task.key);
+                .message_id(id);
             let sent = match self.js.send_publish(subject.clone(), publish).await {
                 Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
@@ -599,6 +674,15 @@ impl From<crate::store::StoreError> for Refusal {
 
 /// Deliveries of a message no agent here claims before it is dropped.
 const UNCLAIMED_DELIVERIES: i64 = 12;
+
+/// How often a task waited for is looked after: three ack waits, within these bounds.
+const WATCH_MIN: std::time::Duration = std::time::Duration::from_secs(5);
+const WATCH_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+/// Times a task that left the server without a result is published again before its
+/// agent ends with an error.
+const LOST_REPUBLISHES: u32 = 2;
+/// The worker recorded for a result no worker sent (a task given up here).
+const NO_WORKER: &str = "(none)";
 
 /// One run's consumer of events and results, and who waits for which result.
 ///

@@ -24,8 +24,17 @@ pub const RESULTS: &str = "CREWBOX_RESULTS";
 pub const TASKS_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 /// How long results and events are kept.
 pub const RESULTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
-/// Deliveries of one task before it is given up (a task that kills every worker).
-pub const MAX_DELIVER: i64 = 5;
+/// Deliveries of one task that run it. A later delivery is answered with an error
+/// result naming the count instead (each worker that took it stopped before answering:
+/// killed, or the task crashes workers), so its run goes on and the agent is a dead
+/// letter that `crewbox retry` can run again. The pool consumer of an older crewbox
+/// delivers 5 times, so the fifth delivery answers on it too.
+pub const RUN_DELIVERIES: i64 = 4;
+/// Deliveries of one task in all: those past [`RUN_DELIVERIES`] only answer it, and
+/// more than one is allowed, so a worker killed while answering does not leave the
+/// task undeliverable (a task JetStream gives up on stays in the work queue, never
+/// delivered, and its run would wait for it for ever).
+pub const MAX_DELIVER: i64 = 10;
 /// A run's consumer goes away after this long without its coordinator.
 pub const RUN_CONSUMER_IDLE: Duration = Duration::from_secs(7 * 24 * 3600);
 

@@ -677,6 +677,33 @@ impl ForwardedEvent {
 }
 
 impl TaskResult {
+    /// An error result for `task` naming why it could not run (`exec` is this attempt's
+    /// id, `worker` who answers).
+    pub fn failure(task: &Task, exec: &str, worker: &str, why: String) -> Self {
+        Self {
+            v: WIRE_VERSION,
+            key: task.key.clone(),
+            exec: exec.to_owned(),
+            agent_id: task.agent_id.clone(),
+            worker: worker.to_owned(),
+            state: AgentState::Error,
+            stats: AgentStats::default(),
+            result: String::new(),
+            error: Some(why),
+            exceeded: None,
+            reason: Some(FailReason::Internal),
+            history: Vec::new(),
+            changed: Vec::new(),
+            diff: String::new(),
+            branch: None,
+            validation: ValidationStatus::Skipped,
+            rounds: Vec::new(),
+            children: Vec::new(),
+            events: Vec::new(),
+            exchanges: Vec::new(),
+        }
+    }
+
     /// Reads a result message.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, WireError> {
         read(RESULT, bytes, MAX_RESULT_BYTES)

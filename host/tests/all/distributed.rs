@@ -226,6 +226,24 @@ impl Running {
     fn output(mut self) -> std::process::Output {
         self.0.take().unwrap().wait_with_output().unwrap()
     }
+
+    /// Its output once it ended, or a failure naming `what` when it is still running
+    /// after `most` (it is killed).
+    fn output_within(mut self, most: Duration, what: &str) -> std::process::Output {
+        let child = std::cell::RefCell::new(self.0.as_mut().unwrap());
+        let ended = wait_for(most, || {
+            child.borrow_mut().try_wait().ok().flatten().is_some()
+        });
+        if !ended {
+            let _ = child.into_inner().kill();
+            let out = self.0.take().unwrap().wait_with_output().unwrap();
+            panic!(
+                "{what}: the coordinator still waited after {most:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        self.output()
+    }
 }
 
 impl Drop for Running {
@@ -2637,4 +2655,139 @@ fn a_tasks_messages_speak_only_for_its_own_agent_within_a_run() {
     let audit = String::from_utf8_lossy(&cli_ok(&c, &["audit", r, "--json"]).stdout).into_owned();
     assert!(!audit.contains("FORGED"), "{audit}");
     assert_eq!(wa.stop().ran + wb.stop().ran, 3);
+}
+
+/// Takes deliveries of the pool's tasks as a worker that never answers: each is
+/// answered with `kind` (a nak brings the next delivery at once, as five workers
+/// killed one after another would, without their ack waits) until a delivery numbered
+/// `last` was taken. Returns the last delivery number seen.
+fn take_deliveries(url: &str, last: i64, kind: async_nats::jetstream::AckKind) -> i64 {
+    use futures::StreamExt;
+    let rt = runtime();
+    rt.block_on(async move {
+        let client = async_nats::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(client.clone());
+        let stream = js.get_stream("CREWBOX_TASKS").await.unwrap();
+        let consumer: async_nats::jetstream::consumer::PullConsumer = stream
+            .get_consumer(&format!("crewbox-pool-{POOL}"))
+            .await
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut seen = 0;
+        while seen < last && std::time::Instant::now() < deadline {
+            let mut batch = consumer
+                .fetch()
+                .max_messages(1)
+                .expires(Duration::from_millis(500))
+                .messages()
+                .await
+                .unwrap();
+            while let Some(Ok(m)) = batch.next().await {
+                seen = m.info().unwrap().delivered;
+                m.ack_with(kind).await.unwrap();
+            }
+        }
+        // Acks are not awaited by the server: sent before the connection goes.
+        client.flush().await.unwrap();
+        seen
+    })
+}
+
+/// A cluster whose pool consumer exists (a worker started and stopped, as the first
+/// worker of a pool makes it), with no worker running.
+fn cluster_with_pool(reply: &str) -> Option<Cluster> {
+    let c = cluster(|_| {})?;
+    c.script(&format!("[[reply]]\nrepeat = true\ntext = \"{reply}\"\n"));
+    c.worker("first").stop();
+    Some(c)
+}
+
+#[test]
+fn a_task_every_worker_dropped_fails_its_agent_instead_of_hanging_and_retries() {
+    let Some(c) = cluster_with_pool("DONE AT LAST") else {
+        return;
+    };
+    let run = single_run(&c, "crash them all");
+    // Five workers took it and died before answering: JetStream stopped at five
+    // deliveries before, and the task stayed in the work queue, never delivered again.
+    assert_eq!(
+        take_deliveries(
+            c.nats.url().as_str(),
+            5,
+            async_nats::jetstream::AckKind::Nak(None)
+        ),
+        5
+    );
+    let w = c.worker("healthy");
+    let out = run.output_within(Duration::from_secs(40), "a task past its deliveries");
+    let failed = report(&out);
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let run_id = run_id(&failed);
+    let agents = c.store().agents(&run_id);
+    assert_eq!(agents.len(), 1, "{agents:?}");
+    let error = agents[0].error.clone().unwrap_or_default();
+    assert!(error.contains("given up on its delivery 6"), "{error}");
+    // A dead letter: retried, it runs (under a key of its own: the failure stored for
+    // the first agent does not answer it, nor does the server take its task as a
+    // duplicate of the first).
+    let out = command(c.path(), &["dead", "--json"]).output().unwrap();
+    let letters: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(letters.len(), 1, "{letters:#?}");
+    assert_eq!(
+        letters[0]["agent_id"],
+        agents[0].id.as_str(),
+        "{letters:#?}"
+    );
+    let out = command(c.path(), &["retry", agents[0].id.as_str(), "--json"])
+        .env("RUST_LOG", "crewbox=warn")
+        .output()
+        .unwrap();
+    let retried = report(&out);
+    assert_eq!(retried["status"], "completed", "{retried}");
+    assert_eq!(retried["result"], "DONE AT LAST", "{retried}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("left the server"), "{stderr}");
+    assert_eq!(
+        w.stop(),
+        Tally {
+            ran: 1,
+            skipped: 0,
+            refused: 1
+        },
+        "the sixth delivery answered, the retry ran"
+    );
+}
+
+#[test]
+fn a_task_acked_without_a_result_is_published_again_and_runs_once() {
+    let Some(c) = cluster_with_pool("RAN AFTER ALL") else {
+        return;
+    };
+    let run = Running(Some(
+        c.coordinator(&["run", "--mode", "single", "eat my task"])
+            .env("RUST_LOG", "crewbox=warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    // A broken or hostile puller acks the task without answering: it leaves the work
+    // queue, and no result ever comes.
+    assert_eq!(
+        take_deliveries(
+            c.nats.url().as_str(),
+            1,
+            async_nats::jetstream::AckKind::Ack
+        ),
+        1
+    );
+    let w = c.worker("healthy");
+    let out = run.output_within(Duration::from_secs(40), "a task acked without a result");
+    let done = report(&out);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"], "RAN AFTER ALL", "{done}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("publishing it again"), "{stderr}");
+    assert_eq!(c.store().agents(&run_id(&done)).len(), 1);
+    assert_eq!(w.stop().ran, 1);
 }

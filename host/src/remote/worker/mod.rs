@@ -12,7 +12,9 @@
 //!
 //! Delivery: a task is acked only after its result's PubAck; an in-progress ack goes
 //! every third of the ack wait, so a long agent is not redelivered; a task whose result
-//! is already on the server is acked without running again.
+//! is already on the server is acked without running again; a delivery past
+//! [`streams::RUN_DELIVERIES`] is answered with an error instead of run (the workers
+//! before stopped without answering), so its run goes on.
 
 mod forward;
 mod own;
@@ -41,8 +43,8 @@ use crate::engine::services::Services;
 use crate::engine::validate::ValidatorEntry;
 use crate::engine::{EngineError, RunRequest};
 use crate::ids::{AgentId, RunId};
-use crate::store::{AgentRecord, AgentStats, Store};
-use crate::vocab::{AgentState, Capability, Isolation};
+use crate::store::{AgentRecord, Store};
+use crate::vocab::{Capability, Isolation};
 use forward::Forwarder;
 use pull::Puller;
 
@@ -364,7 +366,18 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) -> Option<Ran> {
             shared.name, task.remote
         ))
     } else {
-        None
+        msg.info()
+            .ok()
+            .map(|i| i.delivered)
+            .filter(|n| *n > streams::RUN_DELIVERIES)
+            .map(|n| {
+                format!(
+                    "task given up on its delivery {n}: it was delivered {} times to run and \
+                     no worker answered (each stopped first: killed, or the task makes workers \
+                     crash)",
+                    streams::RUN_DELIVERIES
+                )
+            })
     };
     // A first delivery has no result yet: a task is published again only when its
     // result is not on the server. A redelivery may (a worker died between storing it
@@ -401,7 +414,7 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) -> Option<Ran> {
             Some(why) => {
                 tracing::warn!(task = %task.key, %why, "task refused");
                 bump(shared, |s| s.refused += 1);
-                failure(&task, &exec, &shared.name, why)
+                TaskResult::failure(&task, &exec, &shared.name, why)
             }
             None => {
                 let heartbeat = CancellationToken::new();
@@ -423,7 +436,7 @@ async fn handle(shared: &Arc<Shared>, msg: jetstream::Message) -> Option<Ran> {
                 });
                 let r = match run_task(shared, &task, &exec).await {
                     Ok(r) => r,
-                    Err(e) => failure(&task, &exec, &shared.name, e.to_string()),
+                    Err(e) => TaskResult::failure(&task, &exec, &shared.name, e.to_string()),
                 };
                 // The answer holds what the coordinator keeps of the agent: nothing
                 // reads this store's rows of it again (a redelivery is answered from
@@ -553,32 +566,6 @@ async fn publish_result(
         .await
         .map_err(|e| fail(e.to_string()))?;
     Ok(())
-}
-
-/// An error result naming why the task could not run.
-fn failure(task: &Task, exec: &str, worker: &str, why: String) -> TaskResult {
-    TaskResult {
-        v: WIRE_VERSION,
-        key: task.key.clone(),
-        exec: exec.to_owned(),
-        agent_id: task.agent_id.clone(),
-        worker: worker.to_owned(),
-        state: AgentState::Error,
-        stats: AgentStats::default(),
-        result: String::new(),
-        error: Some(why),
-        exceeded: None,
-        reason: Some(crate::vocab::FailReason::Internal),
-        history: Vec::new(),
-        changed: Vec::new(),
-        diff: String::new(),
-        branch: None,
-        validation: crate::event::ValidationStatus::Skipped,
-        rounds: Vec::new(),
-        children: Vec::new(),
-        events: Vec::new(),
-        exchanges: Vec::new(),
-    }
 }
 
 /// The engine services of the clone of the task's remote (cloned and opened on first
