@@ -281,7 +281,7 @@ pub mod unstable {
     /// The SQLite store.
     pub mod store {
         pub use crate::store::{
-            AgentRecord, AgentStats, AgentWorker, ControlKind, DB_FILE, ExchangeWrite,
+            AgentRecord, AgentStats, AgentWorker, ControlKind, DB_FILE, ExchangeWrite, FireStatus,
             RemoteResult, RunRecord, SCHEMA_VERSION, StepRecord, StepState, Store, StoreError,
             now_ms,
         };

@@ -45,21 +45,30 @@ pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
                 .due
                 .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
                 .unwrap_or_else(|| "-".into());
-            say(format_args!(
-                "fire job={} due={} missed={} status={}",
-                n.job, due, n.missed, n.status
-            ));
+            let run = n.run.as_deref().unwrap_or("-");
+            if n.resumed {
+                say(format_args!("resume job={} run={run}", n.job));
+            } else {
+                say(format_args!(
+                    "fire job={} due={} missed={} status={} run={run}",
+                    n.job, due, n.missed, n.status
+                ));
+            }
         }
     });
     if !ctx.config().scheduling {
         errln!("crewbox: scheduling is disabled in the configuration; no job will fire");
     }
+    let scheduler = engine.scheduler(tx);
     // Runs a crash left unfinished are finished first (alongside the scheduler), even
     // with scheduling disabled. Worktrees they held were pruned when the engine started.
+    // A job's run is the scheduler's to resume: as that job's, which stays busy meanwhile.
+    let job_runs = scheduler.job_runs().await?;
     let resumed: Vec<_> = engine
         .orphaned_runs()
         .await?
         .into_iter()
+        .filter(|run| !job_runs.contains(run.id.as_str()))
         .map(|run| {
             let engine = engine.clone();
             tokio::spawn(async move {
@@ -85,7 +94,6 @@ pub async fn run(ctx: Context, args: DaemonArgs) -> anyhow::Result<Exit> {
         ctx.config().retry_transient,
         stop.clone(),
     ));
-    let scheduler = engine.scheduler(tx);
     errln!("crewbox daemon: running (pid {})", std::process::id());
     let result = scheduler.run(stop).await;
     for r in resumed {

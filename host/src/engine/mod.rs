@@ -111,7 +111,7 @@ impl Engine {
     /// that says so; an `Err` means the run could not be carried out (or, for
     /// [`EngineError::Interrupted`], was left resumable by a shutdown).
     pub async fn run(&self, req: RunRequest) -> Result<RunReport, EngineError> {
-        run::start(&self.inner, req, None).await
+        run::start(&self.inner, req, None, None).await
     }
 
     /// [`run`](Self::run), telling `started` the run's id as soon as the run is
@@ -122,7 +122,7 @@ impl Engine {
         req: RunRequest,
         started: tokio::sync::oneshot::Sender<RunId>,
     ) -> Result<RunReport, EngineError> {
-        run::start(&self.inner, req, Some(started)).await
+        run::start(&self.inner, req, Some(started), None).await
     }
 
     /// Finishes a run a crash or a signal left unfinished: stored steps are read back,
@@ -192,10 +192,8 @@ impl crate::schedule::daemon::JobRunner for Engine {
     fn run_job(
         &self,
         job: crate::store::ScheduleRecord,
+        run: RunId,
     ) -> futures::future::BoxFuture<'static, crate::schedule::daemon::JobOutcome> {
-        use crate::schedule::daemon::JobOutcome;
-        use crate::store::FireStatus;
-        use crate::vocab::RunStatus;
         let engine = self.clone();
         Box::pin(async move {
             let req = RunRequest {
@@ -206,33 +204,86 @@ impl crate::schedule::daemon::JobRunner for Engine {
                 team: job.team.clone(),
                 ..RunRequest::default()
             };
-            match engine.run(req).await {
-                Ok(report) => {
-                    let status = match report.status {
-                        RunStatus::Completed => FireStatus::Completed,
-                        RunStatus::Failed | RunStatus::Diverged => FireStatus::Failed,
-                        RunStatus::Cancelled => FireStatus::Cancelled,
-                        RunStatus::Running => FireStatus::Running,
-                    };
-                    let error = (status != FireStatus::Completed).then(|| {
-                        let reason = report.exit_reason.map_or("-", |r| r.as_str());
-                        format!("run {} {} ({reason})", report.run_id, report.status)
-                    });
-                    JobOutcome {
-                        run_id: Some(report.run_id.to_string()),
-                        status,
-                        error,
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(job = %job.name, error = %e, "scheduled run could not start");
-                    JobOutcome {
-                        run_id: None,
-                        status: FireStatus::Error,
-                        error: Some(e.to_string()),
-                    }
+            let ended = run::start(&engine.inner, req, None, Some(run.clone())).await;
+            if let Err(e) = &ended {
+                tracing::warn!(job = %job.name, run = %run, error = %e, "scheduled run failed");
+            }
+            engine.job_outcome(&run, ended).await
+        })
+    }
+
+    fn resume_job(
+        &self,
+        run: RunId,
+    ) -> futures::future::BoxFuture<'static, crate::schedule::daemon::JobOutcome> {
+        let engine = self.clone();
+        Box::pin(async move {
+            let ended = engine.resume(&run).await;
+            if let Err(e) = &ended {
+                tracing::warn!(run = %run, error = %e, "scheduled run not resumed");
+            }
+            engine.job_outcome(&run, ended).await
+        })
+    }
+}
+
+impl Engine {
+    /// How a job's run `run` went, from its report or, when it did not end with one,
+    /// from what the store says of it.
+    async fn job_outcome(
+        &self,
+        run: &RunId,
+        ended: Result<RunReport, EngineError>,
+    ) -> crate::schedule::daemon::JobOutcome {
+        use crate::schedule::daemon::JobOutcome;
+        use crate::store::FireStatus;
+        use crate::vocab::RunStatus;
+        let fire_status = |s: RunStatus| match s {
+            RunStatus::Completed => FireStatus::Completed,
+            RunStatus::Failed | RunStatus::Diverged => FireStatus::Failed,
+            RunStatus::Cancelled => FireStatus::Cancelled,
+            RunStatus::Running => FireStatus::Running,
+        };
+        let failure =
+            |status: FireStatus, s: RunStatus, reason: Option<crate::vocab::ExitReason>| {
+                (status != FireStatus::Completed)
+                    .then(|| format!("run {run} {s} ({})", reason.map_or("-", |r| r.as_str())))
+            };
+        match ended {
+            Ok(report) => {
+                let status = fire_status(report.status);
+                JobOutcome {
+                    started: true,
+                    status,
+                    error: failure(status, report.status, report.exit_reason),
                 }
             }
-        })
+            Err(e) => match self.store().run(run).await {
+                // It was never created: it could not start.
+                Ok(None) => JobOutcome {
+                    started: false,
+                    status: FireStatus::Error,
+                    error: Some(e.to_string()),
+                },
+                // Created: it ended (a resume of one that had), or it is left
+                // unfinished (`Running`: a later daemon resumes it as the job's).
+                Ok(Some(record)) => {
+                    let status = fire_status(record.status);
+                    JobOutcome {
+                        started: true,
+                        status,
+                        error: failure(status, record.status, record.exit_reason),
+                    }
+                }
+                Err(read) => {
+                    tracing::warn!(run = %run, error = %read, "cannot read a scheduled run");
+                    JobOutcome {
+                        started: true,
+                        status: FireStatus::Running,
+                        error: None,
+                    }
+                }
+            },
+        }
     }
 }

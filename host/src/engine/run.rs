@@ -34,9 +34,10 @@ pub(super) async fn start(
     engine: &Inner,
     req: RunRequest,
     started: Option<tokio::sync::oneshot::Sender<RunId>>,
+    id: Option<RunId>,
 ) -> Result<RunReport, EngineError> {
     let span = spans::run(None);
-    let result = start_in(engine, req, span.clone(), started)
+    let result = start_in(engine, req, span.clone(), started, id)
         .instrument(span.clone())
         .await;
     ended(&span, &result);
@@ -62,6 +63,7 @@ async fn start_in(
     mut req: RunRequest,
     span: tracing::Span,
     started: Option<tokio::sync::oneshot::Sender<RunId>>,
+    id: Option<RunId>,
 ) -> Result<RunReport, EngineError> {
     let services = &engine.services;
     for name in &req.mcp {
@@ -99,9 +101,13 @@ async fn start_in(
         serde_json::to_value(&spec).unwrap_or_default(),
     );
     run.team = parts.team.as_ref().map(|t| t.team.name.clone());
+    if let Some(id) = id {
+        run.id = id;
+    }
     let run_id = run.id.clone();
-    // A new id: no one else in this process drives it.
-    let _driving = Driving::take(&run_id);
+    // A new id (or one chosen for it, which the store refuses twice): no one else in
+    // this process drives it.
+    let _driving = Driving::take_or_busy(&run_id)?;
     // One reflect loop per team: refused before the run is recorded.
     if decision.mode == Mode::Reflect
         && let Some(team) = &run.team

@@ -229,6 +229,13 @@ impl Scheduler {
     pub async fn run(self, stop: CancellationToken) -> Result<(), DaemonError> {
         self.0.run(stop).await
     }
+
+    /// The runs of job fires that [`Scheduler::run`] takes over when it starts (each
+    /// resumed as its job's, or started when a killed daemon never created it): the
+    /// ones a caller resuming orphaned runs beside it leaves alone.
+    pub async fn job_runs(&self) -> Result<std::collections::HashSet<String>, StoreError> {
+        Daemon::job_runs(&self.0.store).await
+    }
 }
 
 impl Engine {

@@ -13,21 +13,25 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{OverlapAction, plan_fires};
+use crate::ids::RunId;
 use crate::store::{FireStatus, ScheduleRecord, Store, StoreError, now_ms};
 
 /// Runs a fired job as an ordinary run (the engine implements it; the scheduler never
 /// depends on how runs are carried out).
 pub trait JobRunner: Send + Sync {
-    /// Runs `job` to its end.
-    fn run_job(&self, job: ScheduleRecord) -> BoxFuture<'static, JobOutcome>;
+    /// Runs `job` to its end as run `run` (its id is chosen, and recorded with the
+    /// fire, before the run is created).
+    fn run_job(&self, job: ScheduleRecord, run: RunId) -> BoxFuture<'static, JobOutcome>;
+    /// Finishes run `run` of a job, which a daemon stopped or killed left unfinished.
+    fn resume_job(&self, run: RunId) -> BoxFuture<'static, JobOutcome>;
 }
 
 /// How a job's run ended.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobOutcome {
-    /// The run's id (None when it could not start).
-    pub run_id: Option<String>,
-    /// How the fire ended.
+    /// Whether the run was created (else it could not start).
+    pub started: bool,
+    /// How the fire ended (`Running`: its run is left unfinished, to be resumed).
     pub status: FireStatus,
     /// Why it failed (what `schedule list` shows as the job's last error).
     pub error: Option<String>,
@@ -61,6 +65,11 @@ pub struct FireNotice {
     pub missed: u32,
     /// What happened.
     pub status: FireStatus,
+    /// The run a `running` decision starts (or resumes).
+    pub run: Option<String>,
+    /// The decision is resuming the job's run a stopped or killed daemon left
+    /// unfinished, not a fire.
+    pub resumed: bool,
 }
 
 /// The scheduler.
@@ -77,23 +86,44 @@ pub struct Daemon {
 
 #[derive(Default)]
 struct Jobs {
-    running: HashMap<String, JoinHandle<()>>,
+    /// Each job's run going here, by job name, with the run's id: a job is busy while
+    /// its stored `active_run` is that run (one removed and added again under the same
+    /// name is another job, not busy with the first one's run).
+    running: HashMap<String, (String, JoinHandle<()>)>,
+    /// Runs of jobs removed (or replaced) while they went: waited for at the end.
+    detached: Vec<JoinHandle<()>>,
     queued: HashSet<String>,
 }
 
 impl Daemon {
+    /// The runs of job fires a daemon stopped or killed left behind (the job's
+    /// `active_run`): what `crewbox daemon` does not resume as a plain orphan, because
+    /// [`Daemon::run`] resumes each as its job's.
+    pub async fn job_runs(store: &Store) -> Result<HashSet<String>, StoreError> {
+        Ok(store
+            .schedules()
+            .await?
+            .into_iter()
+            .filter_map(|j| j.active_run)
+            .collect())
+    }
+
     /// Fires jobs until `stop` is cancelled, then waits for the runs in flight.
     pub async fn run(self, stop: CancellationToken) -> Result<(), DaemonError> {
         let mut jobs = Jobs::default();
-        // Fires queued behind a run when the last daemon stopped (or was killed) are
-        // queued again: each starts once its job is free.
-        if self.enabled {
-            match self.store.schedules().await {
-                Ok(list) => jobs
-                    .queued
-                    .extend(list.into_iter().filter(|j| j.queued).map(|j| j.name)),
-                Err(e) => tracing::warn!(error = %e, "cannot read queued fires"),
+        match self.store.schedules().await {
+            Ok(list) => {
+                for job in &list {
+                    self.adopt(job, &mut jobs).await;
+                }
+                // Fires queued behind a run when the last daemon stopped (or was
+                // killed) are queued again: each starts once its job is free.
+                if self.enabled {
+                    jobs.queued
+                        .extend(list.into_iter().filter(|j| j.queued).map(|j| j.name));
+                }
             }
+            Err(e) => tracing::warn!(error = %e, "cannot read the jobs' runs and queued fires"),
         }
         let mut ticker = tokio::time::interval(TICK);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -103,7 +133,8 @@ impl Daemon {
                 _ = stop.cancelled() => break Ok(()),
                 _ = ticker.tick() => {}
             }
-            jobs.running.retain(|_, h| !h.is_finished());
+            jobs.running.retain(|_, (_, h)| !h.is_finished());
+            jobs.detached.retain(|h| !h.is_finished());
             if !self.enabled {
                 continue;
             }
@@ -125,11 +156,92 @@ impl Daemon {
                 break Err(e);
             }
         };
-        for (name, handle) in jobs.running.drain() {
+        for (name, (_, handle)) in jobs.running.drain() {
             tracing::info!(job = %name, "waiting for the job's run to finish");
             let _ = handle.await;
         }
+        for handle in jobs.detached.drain(..) {
+            let _ = handle.await;
+        }
         outcome
+    }
+
+    /// Takes over the run a job's fire started when the last daemon stopped or was
+    /// killed: one still unfinished is resumed as the job's (the job busy meanwhile, its
+    /// end recorded on the job); one that ended has its end recorded; one never created
+    /// (killed between the fire's record and the run's) is started now, once — the fire
+    /// was recorded, so no due time fires twice, and none is lost.
+    async fn adopt(&self, job: &ScheduleRecord, jobs: &mut Jobs) {
+        let Some(run) = job.active_run.clone() else {
+            return;
+        };
+        let id = RunId::from_string(run.clone());
+        let stored = match self.store.run(&id).await {
+            Ok(stored) => stored,
+            Err(e) => {
+                tracing::warn!(job = %job.name, run = %run, error = %e, "cannot read the job's run");
+                return;
+            }
+        };
+        let handle = match stored {
+            Some(r) if r.status != crate::vocab::RunStatus::Running => {
+                let outcome = JobOutcome {
+                    started: true,
+                    status: match r.status {
+                        crate::vocab::RunStatus::Completed => FireStatus::Completed,
+                        crate::vocab::RunStatus::Cancelled => FireStatus::Cancelled,
+                        _ => FireStatus::Failed,
+                    },
+                    error: (r.status != crate::vocab::RunStatus::Completed)
+                        .then(|| format!("run {run} {}", r.status)),
+                };
+                finished(&self.store, &job.name, &run, outcome).await;
+                return;
+            }
+            Some(_) => {
+                tracing::info!(job = %job.name, run = %run, "resuming the job's run");
+                if let Some(tx) = &self.notices {
+                    let _ = tx.send(FireNotice {
+                        job: job.name.clone(),
+                        due: None,
+                        missed: 0,
+                        status: FireStatus::Running,
+                        run: Some(run.clone()),
+                        resumed: true,
+                    });
+                }
+                let (runner, store, name) =
+                    (self.runner.clone(), self.store.clone(), job.name.clone());
+                let r = run.clone();
+                tokio::spawn(async move {
+                    let outcome = runner.resume_job(RunId::from_string(r.clone())).await;
+                    finished(&store, &name, &r, outcome).await;
+                })
+            }
+            // Starting a run is firing: not with scheduling off (the fire stays
+            // recorded, and a daemon with it on starts it).
+            None if !self.enabled => return,
+            None => {
+                tracing::warn!(job = %job.name, run = %run, "the job's last fire was recorded but its run never created; starting it");
+                if let Some(tx) = &self.notices {
+                    let _ = tx.send(FireNotice {
+                        job: job.name.clone(),
+                        due: None,
+                        missed: 0,
+                        status: FireStatus::Running,
+                        run: Some(run.clone()),
+                        resumed: false,
+                    });
+                }
+                tokio::spawn(start_run(
+                    self.runner.clone(),
+                    self.store.clone(),
+                    job.clone(),
+                    run.clone(),
+                ))
+            }
+        };
+        jobs.running.insert(job.name.clone(), (run, handle));
     }
 
     async fn tick_job(
@@ -155,7 +267,10 @@ impl Daemon {
                 return Ok(());
             }
         };
-        let busy = jobs.running.contains_key(&job.name);
+        let busy = jobs
+            .running
+            .get(&job.name)
+            .is_some_and(|(run, _)| job.active_run.as_ref() == Some(run));
         if !busy && jobs.queued.remove(&job.name) {
             let next = job.next_fire.and_then(DateTime::from_timestamp_millis);
             self.fire(job, None, next, 0, FireStatus::Running, jobs)
@@ -192,9 +307,12 @@ impl Daemon {
         status: FireStatus,
         jobs: &mut Jobs,
     ) -> Result<(), DaemonError> {
+        // The run's id is chosen now and recorded with the fire: a daemon killed before
+        // the run is created starts it when it comes back (see `adopt`).
+        let run = (status == FireStatus::Running).then(|| RunId::new().to_string());
         match self
             .store
-            .record_schedule_fire(&job.name, due, next, status)
+            .record_schedule_fire(&job.name, due, next, status, run.as_deref())
             .await
         {
             Ok(()) => {}
@@ -214,43 +332,64 @@ impl Daemon {
                 due,
                 missed,
                 status,
+                run: run.clone(),
+                resumed: false,
             });
         }
-        match status {
-            FireStatus::Running => {
+        match (status, run) {
+            (FireStatus::Running, Some(run)) => {
                 let handle = tokio::spawn(start_run(
                     self.runner.clone(),
                     self.store.clone(),
                     job.clone(),
+                    run.clone(),
                 ));
-                jobs.running.insert(job.name.clone(), handle);
+                if let Some((_, earlier)) = jobs.running.insert(job.name.clone(), (run, handle)) {
+                    // The run of a job removed and added again under this name.
+                    jobs.detached.push(earlier);
+                }
             }
-            FireStatus::Queued => {
+            (FireStatus::Running, None) => {}
+            (FireStatus::Queued, _) => {
                 jobs.queued.insert(job.name.clone());
             }
-            FireStatus::Completed
-            | FireStatus::Failed
-            | FireStatus::Cancelled
-            | FireStatus::Error
-            | FireStatus::Skipped => {}
+            (
+                FireStatus::Completed
+                | FireStatus::Failed
+                | FireStatus::Cancelled
+                | FireStatus::Error
+                | FireStatus::Skipped,
+                _,
+            ) => {}
         }
         Ok(())
     }
 }
 
-async fn start_run(runner: Arc<dyn JobRunner>, store: Store, job: ScheduleRecord) {
+async fn start_run(runner: Arc<dyn JobRunner>, store: Store, job: ScheduleRecord, run: String) {
     let name = job.name.clone();
-    let outcome = runner.run_job(job).await;
+    let outcome = runner.run_job(job, RunId::from_string(run.clone())).await;
+    finished(&store, &name, &run, outcome).await;
+}
+
+/// Records how run `run` of job `name` ended, unless it is left unfinished (a later
+/// daemon resumes it as the job's).
+async fn finished(store: &Store, name: &str, run: &str, outcome: JobOutcome) {
+    if outcome.status == FireStatus::Running {
+        tracing::warn!(job = %name, run = %run, "the job's run is left unfinished");
+        return;
+    }
     if let Err(e) = store
         .record_schedule_finished(
-            &name,
-            outcome.run_id.as_deref(),
+            name,
+            run,
+            outcome.started,
             outcome.status,
             outcome.error.as_deref(),
         )
         .await
     {
-        // The job may have been removed while its run was going.
+        // The job may have been removed (or added again) while its run was going.
         tracing::debug!(job = %name, error = %e, "run end not recorded on the job");
     }
 }

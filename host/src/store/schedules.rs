@@ -27,10 +27,15 @@ pub(crate) enum ScheduleWrite {
         due: Option<i64>,
         next: Option<i64>,
         status: FireStatus,
+        /// The run a `running` fire starts.
+        run: Option<String>,
     },
     Finished {
         name: String,
-        run_id: Option<String>,
+        /// The fire's run.
+        run_id: String,
+        /// Whether that run was created (else it could not start).
+        started: bool,
         status: FireStatus,
         error: Option<String>,
     },
@@ -116,6 +121,10 @@ pub struct ScheduleRecord {
     /// A fire waits behind the job's running run (`--overlap queue`).
     #[serde(default)]
     pub queued: bool,
+    /// The run of its latest fire while that run has not ended (chosen and recorded
+    /// with the fire, before the run itself is created).
+    #[serde(default)]
+    pub active_run: Option<String>,
 }
 
 impl ScheduleRecord {
@@ -154,6 +163,7 @@ impl ScheduleRecord {
             next_fire: crate::schedule::next_fire::next_fire(spec, now)
                 .map(|t| t.timestamp_millis()),
             queued: false,
+            active_run: None,
         }
     }
 
@@ -182,7 +192,7 @@ impl ScheduleRecord {
 }
 
 const COLS: &str = "name, kind, spec, tz, prompt, mode, team, provider, model, catch_up, overlap, \
-     paused, created_at, last_fire, last_run, last_status, run_count, next_fire, last_error, queued";
+     paused, created_at, last_fire, last_run, last_status, run_count, next_fire, last_error, queued, active_run";
 
 fn bad(what: &'static str, text: &str) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(
@@ -223,6 +233,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<ScheduleRecord> {
         next_fire: r.get(17)?,
         last_error: r.get(18)?,
         queued: r.get(19)?,
+        active_run: r.get(20)?,
     })
 }
 
@@ -234,7 +245,7 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
             let done = super::writer::exec(
                 conn,
                 &format!(
-                    "INSERT INTO schedules ({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
+                    "INSERT INTO schedules ({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
                 ),
                 params![
                     s.name,
@@ -256,7 +267,8 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
                     s.run_count,
                     s.next_fire,
                     s.last_error,
-                    s.queued
+                    s.queued,
+                    s.active_run
                 ],
             );
             return match done {
@@ -299,6 +311,7 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
             due,
             next,
             status,
+            run,
         } => {
             let started = i64::from(*status == FireStatus::Running);
             (
@@ -307,26 +320,31 @@ pub(crate) fn apply(conn: &Connection, write: &ScheduleWrite) -> Result<(), Stor
                     conn,
                     "UPDATE schedules SET last_fire = COALESCE(?2, last_fire), next_fire = ?3,
                      last_status = ?4, run_count = run_count + ?5,
-                     last_run = CASE WHEN ?5 = 1 THEN NULL ELSE last_run END,
+                     last_run = CASE WHEN ?5 = 1 THEN ?6 ELSE last_run END,
+                     active_run = CASE WHEN ?5 = 1 THEN ?6 ELSE active_run END,
                      queued = CASE WHEN ?4 = 'queued' THEN 1 WHEN ?5 = 1 THEN 0 ELSE queued END
                      WHERE name = ?1",
-                    params![name, due, next, status.as_str(), started],
+                    params![name, due, next, status.as_str(), started, run],
                 )
                 .map_err(q("record schedule fire"))?,
             )
         }
+        // Only on the job whose fire started that run: not on one removed and added
+        // again under its name meanwhile.
         ScheduleWrite::Finished {
             name,
             run_id,
+            started,
             status,
             error,
         } => (
             name,
             super::writer::exec(
                 conn,
-                "UPDATE schedules SET last_run = COALESCE(?2, last_run), last_status = ?3,
-                 last_error = ?4 WHERE name = ?1",
-                params![name, run_id, status.as_str(), error],
+                "UPDATE schedules SET last_run = CASE WHEN ?3 THEN ?2 ELSE NULL END,
+                 active_run = NULL, last_status = ?4, last_error = ?5
+                 WHERE name = ?1 AND active_run = ?2",
+                params![name, run_id, started, status.as_str(), error],
             )
             .map_err(q("record schedule end"))?,
         ),
@@ -386,27 +404,33 @@ impl Store {
         due: Option<DateTime<Utc>>,
         next: Option<DateTime<Utc>>,
         status: FireStatus,
+        run: Option<&str>,
     ) -> Result<(), StoreError> {
         self.write(Write::Schedule(ScheduleWrite::Fire {
             name: name.to_owned(),
             due: due.map(|t| t.timestamp_millis()),
             next: next.map(|t| t.timestamp_millis()),
             status,
+            run: run.map(str::to_owned),
         }))
         .await
     }
 
-    /// Records how a job's run ended (which run it was, and why it failed).
+    /// Records how the run `run_id` of a job's fire ended (`started`: it was created;
+    /// else it could not start) and why it failed; [`StoreError::NoSuchSchedule`] when
+    /// the job is gone or its latest fire started another run.
     pub async fn record_schedule_finished(
         &self,
         name: &str,
-        run_id: Option<&str>,
+        run_id: &str,
+        started: bool,
         status: FireStatus,
         error: Option<&str>,
     ) -> Result<(), StoreError> {
         self.write(Write::Schedule(ScheduleWrite::Finished {
             name: name.to_owned(),
-            run_id: run_id.map(str::to_owned),
+            run_id: run_id.to_owned(),
+            started,
             status,
             error: error.map(str::to_owned),
         }))
@@ -502,15 +526,36 @@ mod tests {
         let due = at("2030-01-01T00:05:00Z");
         let next = at("2030-01-01T00:10:00Z");
         store
-            .record_schedule_fire("five", Some(due), Some(next), FireStatus::Running)
+            .record_schedule_fire(
+                "five",
+                Some(due),
+                Some(next),
+                FireStatus::Running,
+                Some("r-1"),
+            )
             .await
             .unwrap();
+        let firing = store.schedule("five").await.unwrap().unwrap();
+        assert_eq!(
+            firing.active_run.as_deref(),
+            Some("r-1"),
+            "recorded with the fire"
+        );
         store
-            .record_schedule_fire("five", None, Some(next), FireStatus::Skipped)
+            .record_schedule_fire("five", None, Some(next), FireStatus::Skipped, None)
             .await
             .unwrap();
+        // Only the end of the run its fire started is recorded on a job.
+        let other = store
+            .record_schedule_finished("five", "r-0", true, FireStatus::Failed, None)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(other, StoreError::NoSuchSchedule { .. }),
+            "{other}"
+        );
         store
-            .record_schedule_finished("five", Some("r-1"), FireStatus::Completed, None)
+            .record_schedule_finished("five", "r-1", true, FireStatus::Completed, None)
             .await
             .unwrap();
         store.set_schedule_paused("five", true).await.unwrap();
@@ -521,13 +566,14 @@ mod tests {
         assert_eq!(five.next_fire, Some(next.timestamp_millis()));
         assert_eq!(five.last_run.as_deref(), Some("r-1"));
         assert_eq!(five.last_status, Some(FireStatus::Completed));
+        assert_eq!(five.active_run, None, "its run ended");
         assert!(five.paused);
 
         store.remove_schedule("five").await.unwrap();
         let gone = store.remove_schedule("five").await.unwrap_err();
         assert!(matches!(gone, StoreError::NoSuchSchedule { .. }), "{gone}");
         let missing = store
-            .record_schedule_fire("five", None, None, FireStatus::Running)
+            .record_schedule_fire("five", None, None, FireStatus::Running, Some("r-2"))
             .await
             .unwrap_err();
         assert!(matches!(missing, StoreError::NoSuchSchedule { .. }));

@@ -251,6 +251,14 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE schedules ADD COLUMN queued INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 18: the run a job's fire started, from the fire's record until the run's end is
+    // recorded on the job (the run's id is chosen before either is written): a daemon
+    // that comes back finds the run of each job that was going, resumes it as that
+    // job's (its end recorded on the job, the job busy meanwhile), and starts the run
+    // of a fire that was recorded when it was killed before the run was created.
+    r#"
+    ALTER TABLE schedules ADD COLUMN active_run TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -195,22 +195,38 @@ struct Fire {
     /// `-` for a fire that was queued behind a run.
     due: String,
     missed: u32,
+    /// `resumed` for a `resume job=… run=…` line (a job's run a daemon left).
     status: String,
+    /// The run it starts or resumes (`-`: none).
+    run: String,
 }
 
 impl Fire {
     fn parse(line: &str) -> Option<Self> {
-        let rest = line.strip_prefix("fire ")?;
+        let (resume, rest) = match line.strip_prefix("fire ") {
+            Some(rest) => (false, rest),
+            None => (true, line.strip_prefix("resume job=").map(|_| line)?),
+        };
         let field = |key: &str| {
             rest.split(' ')
                 .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
                 .map(str::to_owned)
         };
+        if resume {
+            return Some(Self {
+                job: field("job")?,
+                due: "-".into(),
+                missed: 0,
+                status: "resumed".into(),
+                run: field("run")?,
+            });
+        }
         Some(Self {
             job: field("job")?,
             due: field("due")?,
             missed: field("missed")?.parse().ok()?,
             status: field("status")?,
+            run: field("run")?,
         })
     }
 }
@@ -747,4 +763,198 @@ fn a_queued_fire_outlives_the_daemon_that_queued_it() {
     let (status, stderr, fires) = second.stop();
     assert!(status.success(), "{stderr}");
     assert_eq!(started(&fires, "q")[0].due, "-", "{fires:?}");
+}
+
+/// `schedule add ARGS` in `env`, which must succeed.
+fn add_job(env: &Env, args: &[&str]) {
+    let mut all = vec!["schedule", "add"];
+    all.extend_from_slice(args);
+    let add = crewbox(env, &all);
+    assert!(
+        add.status.success(),
+        "{}",
+        String::from_utf8_lossy(&add.stderr)
+    );
+}
+
+/// A run's stored status (`running` until it ends).
+fn run_status(env: &Env, run: &str) -> String {
+    let report = json(&crewbox(env, &["status", run, "--json"]));
+    report["status"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The job `name` as `schedule list --json` shows it.
+fn job(env: &Env, name: &str) -> serde_json::Value {
+    let jobs = json(&crewbox(env, &["schedule", "list", "--json"]));
+    jobs.as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no job {name}: {jobs:#}"))
+}
+
+/// A job's run that a kill -9 left is the job's when the next daemon resumes it: the
+/// job stays busy (`--overlap skip` drops its fires) until that run ends, and the end is
+/// recorded on the job. Before, the daemon resumed it as a plain orphan beside the
+/// scheduler: a new fire ran at once next to it, and its end never reached the job.
+/// Shown failing without the fix.
+#[test]
+fn a_jobs_run_a_crash_left_stays_the_jobs_when_resumed() {
+    let env = setup();
+    std::fs::write(
+        env.repo.join(".crewbox/s.toml"),
+        "[[reply]]\nrepeat = true\ndelay_ms = 3000\ntext = \"slow ok\"\n",
+    )
+    .unwrap();
+    add_job(
+        &env,
+        &[
+            "--cron",
+            "* * * * * *",
+            "--prompt",
+            "slow",
+            "--name",
+            "tick",
+            "--mode",
+            "single",
+        ],
+    );
+    let first = Watched::start(&env);
+    first.wait_for("a first fire", Duration::from_secs(10), |f| {
+        !started(f, "tick").is_empty()
+    });
+    // Killed while that run goes (its agent waits 3 s on the model).
+    std::thread::sleep(Duration::from_millis(800));
+    let fires = first.crash();
+    let left = started(&fires, "tick")[0].run.clone();
+    assert_eq!(run_status(&env, &left), "running", "{fires:?}");
+
+    let second = Watched::start(&env);
+    second.wait_for(
+        "the left run resumed, then a new fire",
+        Duration::from_secs(20),
+        |f| !started(f, "tick").is_empty(),
+    );
+    // The next run started only once the resumed one had ended: meanwhile the job was
+    // busy, its fires dropped.
+    assert_eq!(run_status(&env, &left), "completed");
+    let (status, stderr, fires) = second.stop();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(fires[0].status, "resumed", "{fires:?}");
+    assert_eq!(fires[0].run, left, "{fires:?}");
+    assert!(
+        fires
+            .iter()
+            .any(|f| f.job == "tick" && f.status == "skipped"),
+        "{fires:?}"
+    );
+    let runs: Vec<_> = started(&fires, "tick")
+        .iter()
+        .map(|f| f.run.clone())
+        .collect();
+    assert!(!runs.contains(&left), "{fires:?}");
+    // Its end was recorded on the job before the next fire replaced it.
+    assert!(
+        !stderr.contains("resuming run"),
+        "the job's run is not also resumed as an orphan: {stderr}"
+    );
+    let tick = job(&env, "tick");
+    assert_eq!(tick["active_run"], serde_json::Value::Null, "{tick:#}");
+    assert_eq!(tick["last_status"], "completed", "{tick:#}");
+}
+
+/// A fire recorded just before a kill that came before its run was created (the
+/// daemon records the fire, with its run's id, first) is started by the next daemon,
+/// once, under that id: a one-shot job said `running` for ever with no run.
+#[test]
+fn a_fire_whose_run_was_never_created_is_started_when_the_daemon_comes_back() {
+    let env = setup();
+    add_job(
+        &env,
+        &[
+            "--in", "1h", "--prompt", "once", "--name", "shot", "--mode", "single",
+        ],
+    );
+    // What the killed daemon left: the fire recorded (the one-shot spent), no run.
+    let run = crewbox::unstable::ids::RunId::new().to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = crewbox::unstable::store::Store::open(&crate::support::repo::repo_state_dir(
+        &env.state, &env.repo,
+    ))
+    .unwrap();
+    rt.block_on(store.record_schedule_fire(
+        "shot",
+        Some(chrono::Utc::now()),
+        None,
+        crewbox::unstable::store::FireStatus::Running,
+        Some(&run),
+    ))
+    .unwrap();
+    drop(store);
+    assert_eq!(job(&env, "shot")["last_status"], "running");
+
+    let daemon = Watched::start(&env);
+    daemon.wait_for("the fire's run", Duration::from_secs(10), |f| {
+        !started(f, "shot").is_empty()
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while job(&env, "shot")["last_status"] == "running" {
+        assert!(Instant::now() < deadline, "{:#}", job(&env, "shot"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (status, stderr, fires) = daemon.stop();
+    assert!(status.success(), "{stderr}");
+    let shot = job(&env, "shot");
+    assert_eq!(shot["last_status"], "completed", "{shot:#}");
+    assert_eq!(shot["last_run"], run.as_str(), "{shot:#}");
+    assert_eq!(shot["run_count"], 1, "{shot:#}");
+    assert_eq!(started(&fires, "shot").len(), 1, "{fires:?}");
+    assert_eq!(started(&fires, "shot")[0].run, run, "{fires:?}");
+    assert_eq!(run_status(&env, &run), "completed");
+}
+
+/// A job removed and added again under the same name while the first one's run goes
+/// is another job: it fires (it is not busy with that run) and the first run's end is
+/// not recorded on it. Shown failing without the fix.
+#[test]
+fn a_job_added_again_under_its_name_is_not_busy_with_the_old_ones_run() {
+    let env = setup();
+    std::fs::write(
+        env.repo.join(".crewbox/s.toml"),
+        "[[reply]]\nrepeat = true\ndelay_ms = 4000\ntext = \"slow ok\"\n",
+    )
+    .unwrap();
+    let every_second = ["--cron", "* * * * * *", "--name", "a", "--mode", "single"];
+    let with = |prompt: &'static str| {
+        let mut args = every_second.to_vec();
+        args.extend(["--prompt", prompt]);
+        args
+    };
+    add_job(&env, &with("old prompt"));
+    let daemon = Watched::start(&env);
+    daemon.wait_for("the old job's fire", Duration::from_secs(10), |f| {
+        !started(f, "a").is_empty()
+    });
+    let old = started(&daemon.fires.lock().unwrap(), "a")[0].run.clone();
+    assert!(crewbox(&env, &["schedule", "rm", "a"]).status.success());
+    add_job(&env, &with("new prompt"));
+    // The old run takes 4 s; the new job fires within the next seconds.
+    daemon.wait_for("the new job's fire", Duration::from_secs(3), |f| {
+        started(f, "a").len() >= 2
+    });
+    assert_eq!(run_status(&env, &old), "running");
+    let (status, stderr, fires) = daemon.stop();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(
+        run_status(&env, &old),
+        "completed",
+        "waited for at the stop"
+    );
+    let a = job(&env, "a");
+    assert_ne!(a["last_run"], old.as_str(), "{a:#} {fires:?}");
+    assert_eq!(a["prompt"], "new prompt", "{a:#}");
 }
