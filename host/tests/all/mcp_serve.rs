@@ -645,6 +645,9 @@ fn raw_lines_that_do_not_read_are_answered_under_their_id() {
     lines.push(br#"{"jsonrpc":"2.0","id":4,"method":"tools/list",}"#.to_vec());
     lines.push(br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":7}}"#.to_vec());
     lines.push(br#"{"jsonrpc":"2.0","id":6,"method":"tools/list"}"#.to_vec());
+    // Not JSON-RPC 2.0 (another version, or none), with a readable id.
+    lines.push(br#"{"jsonrpc":"1.0","id":7,"method":"ping"}"#.to_vec());
+    lines.push(br#"{"id":"eight","method":"ping"}"#.to_vec());
     for mut line in lines {
         line.push(b'\n');
         input.write_all(&line).unwrap();
@@ -652,11 +655,13 @@ fn raw_lines_that_do_not_read_are_answered_under_their_id() {
     input.flush().unwrap();
     let mut answers = std::collections::BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while answers.len() < 6 {
+    while answers.len() < 8 {
         let left = deadline.saturating_duration_since(Instant::now());
         let Ok(v) = rx.recv_timeout(left) else { break };
         if let Some(id) = v["id"].as_i64() {
             answers.insert(id, v);
+        } else if v["id"] == "eight" {
+            answers.insert(8, v);
         }
     }
     drop(input);
@@ -677,6 +682,130 @@ fn raw_lines_that_do_not_read_are_answered_under_their_id() {
         "{answers:?}"
     );
     assert!(answers[&6]["result"]["tools"].is_array(), "{answers:?}");
+    for id in [7, 8] {
+        assert_eq!(code(id), Some(json!(-32600)), "{id}: {answers:?}");
+        let message = answers[&id]["error"]["message"].as_str().unwrap();
+        assert!(message.contains("not a JSON-RPC message"), "{message}");
+    }
+}
+
+/// A raw stdio client of `crewbox mcp serve` in `dir` (initialized): send lines with
+/// `send`, read answers with `answer`.
+struct RawStdio {
+    server: std::process::Child,
+    input: std::process::ChildStdin,
+    answers: std::sync::mpsc::Receiver<Value>,
+}
+
+impl RawStdio {
+    fn start(dir: &Path) -> Self {
+        let mut server = crate::support::repo::command(dir, &["mcp", "serve"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let input = server.stdin.take().unwrap();
+        let (tx, answers) = std::sync::mpsc::channel::<Value>();
+        let stdout = server.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    let _ = tx.send(v);
+                }
+            }
+        });
+        let mut raw = Self {
+            server,
+            input,
+            answers,
+        };
+        raw.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        );
+        assert!(raw.answer(&json!(0)).get("result").is_some());
+        raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        raw
+    }
+
+    fn send(&mut self, message: &Value) {
+        use std::io::Write as _;
+        writeln!(self.input, "{message}").unwrap();
+        self.input.flush().unwrap();
+    }
+
+    /// The next answer under `id` (within `most`), or `None`; others are dropped.
+    fn answer_within(&self, id: &Value, most: Duration) -> Option<Value> {
+        let deadline = Instant::now() + most;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let v = self.answers.recv_timeout(left).ok()?;
+            if v["id"] == *id && v.get("method").is_none() {
+                return Some(v);
+            }
+        }
+    }
+
+    fn answer(&self, id: &Value) -> Value {
+        self.answer_within(id, Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("no answer under id {id}"))
+    }
+}
+
+impl Drop for RawStdio {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+/// A request reusing the id of a waiting `run` call is answered with an error at once
+/// and never reaches the SDK: the first call's report still comes under the id, and a
+/// later cancellation of the id still stops its run. The SDK kept one cancellation
+/// token per id, so the duplicate took the first call's place: its report was never
+/// sent, and its cancellation found nothing. Shown failing without the fix.
+#[test]
+fn a_request_reusing_an_id_in_flight_leaves_the_first_call_whole() {
+    let Some((dir, _)) = setup(&crew_script(3_000)) else {
+        return;
+    };
+    let d = dir.path();
+    let mut raw = RawStdio::start(d);
+    let run = |id: i64, prompt: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "run", "arguments": {"prompt": prompt, "mode": "crew", "wait": true}}})
+    };
+    raw.send(&run(42, "write gamma"));
+    until_runs(d, 1);
+    raw.send(&json!({"jsonrpc": "2.0", "id": 42, "method": "tools/call",
+                      "params": {"name": "status", "arguments": {}}}));
+    let refused = raw.answer(&json!(42));
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("still in flight"), "{refused}");
+    let report = raw.answer(&json!(42));
+    assert_eq!(
+        body(&report["result"]["content"][0])["status"],
+        "completed",
+        "the first call's report came: {report}"
+    );
+
+    // The same, then the id cancelled: the first call's run stops.
+    let mut raw = RawStdio::start(d);
+    raw.send(&run(7, "write gamma again"));
+    let first = until_runs(d, 2)[0].clone();
+    raw.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
+    assert!(raw.answer(&json!(7))["error"].is_object());
+    raw.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": 7, "reason": "changed my mind"}}),
+    );
+    assert_eq!(ended(d, &first), "cancelled");
+    // The id is free again once cancelled.
+    raw.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
+    assert!(raw.answer(&json!(7))["result"].is_object());
 }
 
 /// One raw HTTP/1.1 POST of `body` as JSON to the server at `url`, with its token:
@@ -873,8 +1002,24 @@ fn each_sessions_cancellation_stops_its_own_run() {
     let _first = start(&c);
     until_runs(d, 3);
     let (_, _, again) = start(&c).join().unwrap();
-    assert!(again.contains("waits already in this session"), "{again}");
+    assert!(again.contains("still in flight in this session"), "{again}");
     assert_eq!(run_ids(d).len(), 3);
+    // The refused duplicate did not take the first call's place: cancelling the id
+    // still stops the first call's run (the SDK had kept the second's token under the
+    // id, then dropped it, so this cancellation found nothing and the run went on).
+    cancel(&c);
+    let run_c = run_ids(d)
+        .into_iter()
+        .find(|r| *r != run_a && *r != run_b)
+        .unwrap();
+    assert_eq!(ended(d, &run_c), "cancelled");
+    // Closing a session that is not open is `404`, as any request naming it.
+    let (code, _, _) = raw_http(&server.url, "DELETE", Some(&c), &json!({}));
+    assert_eq!(code, 202);
+    let (code, _, body) = raw_http(&server.url, "DELETE", Some(&c), &json!({}));
+    assert_eq!(code, 404, "{body}");
+    let (code, _, body) = raw_http(&server.url, "DELETE", Some("no-such-session"), &json!({}));
+    assert_eq!(code, 404, "{body}");
 }
 
 /// SIGTERM stops a stdio server whose client keeps its stdin open: the run it started

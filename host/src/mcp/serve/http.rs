@@ -25,6 +25,7 @@ use rmcp::transport::streamable_http_server::session::{
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use super::ids::{self, Admit, InFlight};
 use super::{MAX_REQUEST_BYTES, Server};
 
 /// The path the MCP endpoint is served at.
@@ -189,12 +190,39 @@ type Mcp = StreamableHttpService<Server, Sessions>;
 /// queues: a client opening sessions in a loop grew the server without bound).
 pub const MAX_SESSIONS: usize = 256;
 
-/// The SDK's in-memory sessions, at most [`MAX_SESSIONS`] of them.
+/// The SDK's in-memory sessions, at most [`MAX_SESSIONS`] of them, with each
+/// session's request ids in flight ([`super::ids`]): a request reusing the id of one
+/// whose response stream is open is answered with an error and never reaches the SDK.
 #[derive(Debug, Default)]
 pub struct Sessions {
     inner: LocalSessionManager,
     /// Held while a session is counted and made, so two cannot pass the bound together.
     creating: tokio::sync::Mutex<()>,
+    flights: std::sync::Mutex<std::collections::HashMap<SessionId, Arc<InFlight>>>,
+}
+
+impl Sessions {
+    fn flight(&self, id: &SessionId) -> Arc<InFlight> {
+        self.flights
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(id.clone())
+            .or_default()
+            .clone()
+    }
+}
+
+/// A request in flight while its response stream lasts.
+struct Flying {
+    flight: Arc<InFlight>,
+    key: String,
+    generation: u64,
+}
+
+impl Drop for Flying {
+    fn drop(&mut self) {
+        self.flight.end(&self.key, Some(self.generation));
+    }
 }
 
 /// Why a session operation failed.
@@ -217,9 +245,16 @@ impl SessionManager for Sessions {
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let _one = self.creating.lock().await;
-        if self.inner.sessions.read().await.len() >= MAX_SESSIONS {
+        let open = self.inner.sessions.read().await;
+        if open.len() >= MAX_SESSIONS {
             return Err(SessionsError::Full);
         }
+        // Sessions the SDK ended (idle) keep no ids here.
+        self.flights
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|id, _| open.contains_key(id));
+        drop(open);
         Ok(self.inner.create_session().await?)
     }
 
@@ -236,6 +271,10 @@ impl SessionManager for Sessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.flights
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
         Ok(self.inner.close_session(id).await?)
     }
 
@@ -244,7 +283,34 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.inner.create_stream(id, message).await?)
+        use futures::StreamExt as _;
+        let flying = match &message {
+            ClientJsonRpcMessage::Request(request) => {
+                let flight = self.flight(id);
+                let key = ids::key(&request.id);
+                match flight.admit(&key) {
+                    Admit::Yes(generation) => Some(Flying {
+                        flight,
+                        key,
+                        generation,
+                    }),
+                    refused => {
+                        let answer = ServerJsonRpcMessage::error(
+                            ids::refusal(refused, &key),
+                            Some(request.id.clone()),
+                        );
+                        let one = ServerSseMessage::from_message(answer);
+                        return Ok(futures::future::Either::Left(futures::stream::iter([one])));
+                    }
+                }
+            }
+            _ => None,
+        };
+        let stream = self.inner.create_stream(id, message).await?;
+        Ok(futures::future::Either::Right(stream.map(move |m| {
+            let _in_flight = &flying;
+            m
+        })))
     }
 
     async fn accept_message(
@@ -252,7 +318,21 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
-        Ok(self.inner.accept_message(id, message).await?)
+        let cancelled = match &message {
+            ClientJsonRpcMessage::Notification(n) => match &n.notification {
+                rmcp::model::ClientNotification::CancelledNotification(c) => {
+                    c.params.request_id.as_ref().map(ids::key)
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        self.inner.accept_message(id, message).await?;
+        // Passed on first: the SDK cancels the call before its id may be used again.
+        if let Some(key) = cancelled {
+            self.flight(id).end(&key, None);
+        }
+        Ok(())
     }
 
     async fn create_standalone_stream(
@@ -318,7 +398,25 @@ fn not_a_message(body: &[u8]) -> Option<Response<Body>> {
 
 /// Hands an authorized request to the SDK; a POST body sent as JSON is read first,
 /// within [`MAX_REQUEST_BYTES`], and refused unless it is a JSON-RPC message.
-async fn handle(mcp: &Mcp, req: Request<hyper::body::Incoming>) -> Response<Body> {
+async fn handle(
+    mcp: &Mcp,
+    sessions: &Sessions,
+    req: Request<hyper::body::Incoming>,
+) -> Response<Body> {
+    // Closing a session that is not open (never was, or closed already): `404`, as
+    // for any other request naming it (the SDK answered `202`).
+    if req.method() == hyper::Method::DELETE
+        && let Some(id) = req
+            .headers()
+            .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+        && !sessions
+            .has_session(&id.to_owned().into())
+            .await
+            .unwrap_or(true)
+    {
+        return status(StatusCode::NOT_FOUND, "not found: no such session\n");
+    }
     // Another method, or a body not sent as JSON (the SDK answers `415`).
     let json = req
         .headers()
@@ -377,11 +475,9 @@ pub async fn serve(
         // The bearer token guards it; a remote client names the host as it reaches it.
         config = config.disable_allowed_hosts();
     }
-    let mcp: Mcp = StreamableHttpService::new(
-        move || Ok(server.session()),
-        Arc::new(Sessions::default()),
-        config,
-    );
+    let sessions = Arc::new(Sessions::default());
+    let mcp: Mcp =
+        StreamableHttpService::new(move || Ok(server.session()), sessions.clone(), config);
     let _ = std::io::Write::write_all(
         &mut crate::text::stderr(),
         format!("crewbox: serving MCP on http://{local}{PATH}\n").as_bytes(),
@@ -399,11 +495,12 @@ pub async fn serve(
             () = shutdown.cancelled() => break,
         };
         let (mcp, token, stop) = (mcp.clone(), token.clone(), shutdown.clone());
+        let sessions = sessions.clone();
         let allow_remote = opts.allow_remote;
         // Each connection ends with its client, or gracefully at shutdown.
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                let (mcp, token) = (mcp.clone(), token.clone());
+                let (mcp, token, sessions) = (mcp.clone(), token.clone(), sessions.clone());
                 async move {
                     if !origin_allowed(&req, allow_remote) {
                         return Ok(status(
@@ -422,7 +519,7 @@ pub async fn serve(
                     if req.uri().path() != PATH {
                         return Ok(status(StatusCode::NOT_FOUND, "not found: MCP is at /mcp\n"));
                     }
-                    Ok(handle(&mcp, req).await)
+                    Ok(handle(&mcp, &sessions, req).await)
                 }
             });
             // A client that does not send its request's head within the timeout is

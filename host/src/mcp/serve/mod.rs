@@ -12,12 +12,14 @@
 //!   progress notifications; a cancelled wait stops the run, a disconnect does not.
 //! - [`resources`]: `crewbox://runs/{run_id}` and `crewbox://runs/{run_id}/events`.
 //! - [`limit`]: stdio requests over [`MAX_REQUEST_BYTES`] are refused with an error.
+//! - [`ids`]: a request reusing the id of one in flight is refused in front of the SDK.
 //! - [`http`]: streamable HTTP on loopback with a bearer token.
 //!
 //! The JSON-RPC framing, the handshake and both transports are the official SDK's
 //! (`rmcp`); stdout carries only its messages.
 
 pub mod http;
+pub mod ids;
 pub mod ops;
 pub mod resources;
 pub mod runs;
@@ -155,16 +157,23 @@ impl Server {
         use rmcp::ServiceExt as _;
         let (stdin, stdout) = rmcp::transport::stdio();
         let stdin = lines::bounded(stdin, MAX_REQUEST_BYTES, lines::Reader::Server);
-        let running = self
-            .clone()
-            .serve((stdin, stdout))
-            .await
-            .map_err(|e| ServeError::Transport(e.to_string()))?;
-        running
-            .waiting()
-            .await
-            .map_err(|e| ServeError::Transport(e.to_string()))?;
-        Ok(())
+        let guarded = ids::stdio(stdin, stdout);
+        let served = async {
+            let running = self
+                .clone()
+                .serve((guarded.input, guarded.output))
+                .await
+                .map_err(|e| ServeError::Transport(e.to_string()))?;
+            running
+                .waiting()
+                .await
+                .map_err(|e| ServeError::Transport(e.to_string()))
+        }
+        .await;
+        // The SDK's side is closed now: its last lines are written, then reading ends.
+        let _ = guarded.written.await;
+        guarded.reading.abort();
+        served.map(|_| ())
     }
 
     /// Whether the client cancelled request `id` (rather than disconnecting): waits a
