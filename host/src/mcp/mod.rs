@@ -20,6 +20,7 @@ pub mod config;
 pub mod lines;
 pub mod pool;
 pub mod project;
+pub mod schema;
 pub mod serve;
 pub mod tools;
 

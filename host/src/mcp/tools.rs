@@ -100,6 +100,19 @@ pub fn offer(
         if !allows(tool) {
             continue;
         }
+        // A tool that runs only as a task (MCP 2025-11-25) fails every plain call.
+        let task_only = t
+            .get("execution")
+            .and_then(|e| e.get("taskSupport"))
+            .and_then(Value::as_str)
+            == Some("required");
+        if task_only {
+            out.warnings.push(format!(
+                "server `{server}`: tool `{tool}` left out: it runs only as a task \
+                 (`execution.taskSupport: \"required\"`), which crewbox does not ask for"
+            ));
+            continue;
+        }
         allowed += 1;
         if out.tools.len() >= MAX_TOOLS {
             continue;
@@ -132,10 +145,17 @@ pub fn offer(
             obj.insert("type".into(), json!("object"));
         }
         let size = serde_json::to_string(&schema).map(|s| s.len()).unwrap_or(0);
-        if size > MAX_SCHEMA_BYTES || schema.get("type") != Some(&json!("object")) {
+        let refused = if size > MAX_SCHEMA_BYTES {
+            Some(format!("{size} bytes, over {MAX_SCHEMA_BYTES}"))
+        } else if schema.get("type") != Some(&json!("object")) {
+            Some("not an object schema".to_owned())
+        } else {
+            super::schema::problem(&schema)
+        };
+        if let Some(why) = refused {
             schema = json!({"type": "object"});
             description.push_str(&format!(
-                " [The server's input schema ({size} bytes) was not passed on; send the arguments as a JSON object.]"
+                " [The server's input schema was not passed on ({why}); send the arguments as a JSON object.]"
             ));
         }
         description.push_str(&format!(" (MCP server `{server}`"));
@@ -310,6 +330,35 @@ mod tests {
 
         let o = offer("s", &many[..3], None, |n| n != "t1");
         assert_eq!(o.tools.len(), 2);
+    }
+
+    #[test]
+    fn a_malformed_schema_or_a_task_only_tool_is_not_offered_as_is() {
+        let listed = vec![
+            json!({"name": "bad", "inputSchema":
+                {"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}, "required": 5}}),
+            json!({"name": "research", "inputSchema": {"type": "object"},
+                   "execution": {"taskSupport": "required"}}),
+            json!({"name": "maybe", "inputSchema": {"type": "object"},
+                   "execution": {"taskSupport": "optional"}}),
+        ];
+        let o = offer("s", &listed, None, |_| true);
+        let names: Vec<&str> = o.tools.iter().map(|t| t.tool.as_str()).collect();
+        assert_eq!(names, ["bad", "maybe"]);
+        assert_eq!(o.tools[0].spec.parameters, json!({"type": "object"}));
+        assert!(
+            o.tools[0]
+                .spec
+                .description
+                .contains("was not passed on (`$ref` #/nowhere"),
+            "{}",
+            o.tools[0].spec.description
+        );
+        assert!(
+            o.warnings[0].contains("`research` left out"),
+            "{:?}",
+            o.warnings
+        );
     }
 
     #[test]

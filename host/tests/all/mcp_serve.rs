@@ -516,6 +516,10 @@ fn hostile_input_gets_clear_errors_and_the_server_keeps_answering() {
             // The network is the user's to give (`--allow-network`), not a client's.
             {"op": "call", "tool": "run", "args": {"prompt": "x", "network": true}},
             {"op": "call", "tool": "status", "args": {}},
+            // Out of the range each schema declares (they were clamped silently).
+            {"op": "call", "tool": "status", "args": {"limit": 0}},
+            {"op": "call", "tool": "events", "args": {"run_id": "r-nope", "limit": 501}},
+            {"op": "call", "tool": "diff", "args": {"run_id": "r-nope", "max_bytes": 0}},
         ]),
     );
     let error = |i: usize, want: &str| {
@@ -559,6 +563,9 @@ fn hostile_input_gets_clear_errors_and_the_server_keeps_answering() {
         "{}",
         r[13]
     );
+    error(14, "`status`: `limit` must be 1..=100 (got 0)");
+    error(15, "`events`: `limit` must be 1..=500 (got 501)");
+    error(16, "`diff`: `max_bytes` must be 1..=524288 (got 0)");
 }
 
 /// The official conformance suite (`scripts/mcp-conformance.sh`, server mode) against

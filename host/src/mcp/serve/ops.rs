@@ -39,6 +39,21 @@ fn usage<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T, OpError> {
     r.map_err(|e| OpError::Usage(e.to_string()))
 }
 
+/// `value` of argument `name` of `tool`, checked against the `1..=max` its input
+/// schema declares (clamping it silently answered `limit: 0` with a full page).
+fn in_range<T>(tool: ToolName, name: &str, value: Option<T>, max: T) -> Result<Option<T>, OpError>
+where
+    T: Copy + PartialOrd + From<u8> + std::fmt::Display,
+{
+    match value {
+        Some(v) if v < T::from(1) || v > max => Err(OpError::Usage(format!(
+            "`{}`: `{name}` must be 1..={max} (got {v})",
+            tool.as_str()
+        ))),
+        v => Ok(v),
+    }
+}
+
 /// Serves one call of `tool` with `args`.
 pub async fn call(
     server: &Server,
@@ -153,7 +168,8 @@ async fn status(store: &Store, a: tools::StatusArgs) -> OpResult {
         let report = RunReport::load(store, run).await?;
         return Ok(tool_json(&report_json(store, &report).await?));
     }
-    let limit = a.limit.unwrap_or(10).clamp(1, tools::MAX_STATUS_LIMIT);
+    let limit =
+        in_range(ToolName::Status, "limit", a.limit, tools::MAX_STATUS_LIMIT)?.unwrap_or(10);
     let runs = store.recent_runs_in(None, limit).await?;
     let runs: Vec<Value> = runs.iter().map(RunRecord::summary).collect();
     Ok(tool_json(
@@ -187,9 +203,10 @@ pub async fn events_page(
 }
 
 async fn events(store: &Store, a: tools::EventsArgs) -> OpResult {
+    let limit = in_range(ToolName::Events, "limit", a.limit, tools::MAX_EVENTS_PAGE)?;
     let run = usage(control::find_run(store, &a.run_id).await?)?;
     let since = i64::try_from(a.since).unwrap_or(i64::MAX);
-    let page = events_page(store, &run.id, since, a.limit.unwrap_or(100)).await?;
+    let page = events_page(store, &run.id, since, limit.unwrap_or(100)).await?;
     Ok(tool_json(&page))
 }
 
@@ -245,6 +262,13 @@ fn run_branch(report: &RunReport) -> Option<&BranchArtifact> {
 }
 
 async fn diff(server: &Server, a: tools::DiffArgs) -> OpResult {
+    let max = in_range(
+        ToolName::Diff,
+        "max_bytes",
+        a.max_bytes,
+        tools::DIFF_MAX_BYTES,
+    )?
+    .unwrap_or(tools::DIFF_DEFAULT_BYTES);
     let store = server.engine().store();
     let run = usage(control::find_run(store, &a.run_id).await?)?;
     let report = RunReport::load(store, run).await?;
@@ -262,10 +286,6 @@ async fn diff(server: &Server, a: tools::DiffArgs) -> OpResult {
             "note": "this run left no branch (nothing changed, or it has not finished)",
         })));
     };
-    let max = a
-        .max_bytes
-        .unwrap_or(tools::DIFF_DEFAULT_BYTES)
-        .clamp(1, tools::DIFF_MAX_BYTES);
     let root = server.repo().root().to_path_buf();
     let b = branch.clone();
     let text = tokio::task::spawn_blocking(move || crate::worktree::branches::diff(&root, &b, max))
