@@ -93,6 +93,11 @@ struct Jobs {
     /// Runs of jobs removed (or replaced) while they went: waited for at the end.
     detached: Vec<JoinHandle<()>>,
     queued: HashSet<String>,
+    /// Jobs whose run a stopped or killed daemon left, resumed here: each is not
+    /// looked at until that run ends, then the due times that passed meanwhile are
+    /// missed fires like those of the time the daemon was down (its `--catch-up`
+    /// applies), not fires during a run (its `--overlap`).
+    resuming: HashSet<String>,
 }
 
 impl Daemon {
@@ -135,6 +140,10 @@ impl Daemon {
             }
             jobs.running.retain(|_, (_, h)| !h.is_finished());
             jobs.detached.retain(|h| !h.is_finished());
+            let Jobs {
+                running, resuming, ..
+            } = &mut jobs;
+            resuming.retain(|name| running.contains_key(name));
             if !self.enabled {
                 continue;
             }
@@ -167,8 +176,8 @@ impl Daemon {
     }
 
     /// Takes over the run a job's fire started when the last daemon stopped or was
-    /// killed: one still unfinished is resumed as the job's (the job busy meanwhile, its
-    /// end recorded on the job); one that ended has its end recorded; one never created
+    /// killed: one still unfinished is resumed as the job's (the job fires nothing
+    /// meanwhile, see [`Jobs::resuming`]; the run's end is recorded on the job); one that ended has its end recorded; one never created
     /// (killed between the fire's record and the run's) is started now, once — the fire
     /// was recorded, so no due time fires twice, and none is lost.
     async fn adopt(&self, job: &ScheduleRecord, jobs: &mut Jobs) {
@@ -213,6 +222,7 @@ impl Daemon {
                 let (runner, store, name) =
                     (self.runner.clone(), self.store.clone(), job.name.clone());
                 let r = run.clone();
+                jobs.resuming.insert(job.name.clone());
                 tokio::spawn(async move {
                     let outcome = runner.resume_job(RunId::from_string(r.clone())).await;
                     finished(&store, &name, &r, outcome).await;
@@ -250,7 +260,7 @@ impl Daemon {
         jobs: &mut Jobs,
         broken: &mut HashSet<String>,
     ) -> Result<(), DaemonError> {
-        if job.paused {
+        if job.paused || jobs.resuming.contains(&job.name) {
             return Ok(());
         }
         // A job that does not read back (or can never fire) is said once and not read
