@@ -619,6 +619,11 @@ struct HubState {
     /// What those sub-agents were started with (capabilities, depth): what one they
     /// start may have at most.
     started_grants: HashMap<AgentId, (Vec<String>, u32)>,
+    /// Tokens the task's agent spent, by task key and by the execution that sent its
+    /// `model.reply` events, while the task waits: an execution killed before its
+    /// result (its task then redelivered) spent them too, and the result counts only
+    /// its own.
+    spent: HashMap<String, HashMap<String, crate::vocab::Usage>>,
 }
 
 /// A task's copy on the server, as [`NatsExecutor::queued`] found it.
@@ -830,6 +835,23 @@ impl RunHub {
         // Its last events first: they commit with (or before) the result.
         let events = std::mem::take(&mut result.events);
         let (events, _) = self.queue_events(&result.key, &result.exec, events).await?;
+        // What executions of the task killed before their result spent is the agent's.
+        let other: Option<crate::vocab::Usage> =
+            self.state().spent.remove(&result.key).map(|by_exec| {
+                by_exec
+                    .into_iter()
+                    .filter(|(exec, _)| *exec != result.exec)
+                    .fold(crate::vocab::Usage::default(), |mut sum, (_, u)| {
+                        sum.input += u.input;
+                        sum.output += u.output;
+                        sum
+                    })
+            });
+        if let Some(u) = other.filter(|u| u.input + u.output > 0) {
+            tracing::debug!(task = %result.key, input = u.input, output = u.output, "tokens of earlier executions counted");
+            result.stats.tokens_in += u.input;
+            result.stats.tokens_out += u.output;
+        }
         record(&self.store, &self.run, &waiter, &result).await?;
         for pending in events {
             pending.committed().await?;
@@ -957,6 +979,9 @@ impl RunHub {
             let seq = e.seq;
             match self.admit(key, e).await? {
                 Ok(a) => {
+                    if let Event::ModelReply { usage, .. } = &a.event {
+                        self.tally(key, exec, &a.agent, *usage);
+                    }
                     // Recorded before its first event (in order with it).
                     if let Some(s) = a.started {
                         let StartedAgent { worker, agent } = *s;
@@ -977,6 +1002,26 @@ impl RunHub {
             }
         }
         Ok((stored, refused))
+    }
+
+    /// Counts `usage` of a model reply of `agent` sent by execution `exec` of task `key`,
+    /// when that agent is the task's and the task still waits.
+    fn tally(&self, key: &str, exec: &str, agent: &AgentId, usage: crate::vocab::Usage) {
+        let mut state = self.state();
+        let ours = state
+            .waiting
+            .get(key)
+            .is_some_and(|w| Self::is_task_agent(&w.agent, w.runs_as.as_ref(), agent.as_str()));
+        if ours {
+            let spent = state
+                .spent
+                .entry(key.to_owned())
+                .or_default()
+                .entry(exec.to_owned())
+                .or_default();
+            spent.input += usage.input;
+            spent.output += usage.output;
+        }
     }
 
     /// Whether event `e` of task `key` may be stored: about an agent, and that agent the

@@ -2791,3 +2791,73 @@ fn a_task_acked_without_a_result_is_published_again_and_runs_once() {
     assert_eq!(c.store().agents(&run_id(&done)).len(), 1);
     assert_eq!(w.stop().ran, 1);
 }
+
+/// Tokens a worker's execution spent before it was killed (its `model.reply` events
+/// reached the coordinator) count in the agent's totals with those of the execution
+/// that finished the task: the result counted only its own. Shown failing without
+/// the fix.
+#[test]
+fn tokens_of_an_execution_killed_mid_task_count_in_the_agents_totals() {
+    let Some(c) = cluster(|r| std::fs::write(r.join("notes.txt"), "hello\n").unwrap()) else {
+        return;
+    };
+    // A quick first turn (a read), then a slow second one: the first worker is killed
+    // during the second, after its first reply was forwarded.
+    c.script(
+        r#"
+[[reply]]
+turn = 1
+repeat = true
+text = "Reading the notes first."
+[[reply.tool_calls]]
+name = "read_file"
+args = { path = "notes.txt" }
+
+[[reply]]
+turn = 2
+repeat = true
+delay_ms = 3000
+text = "NOTES READ"
+"#,
+    );
+    let first = c.worker("wa");
+    let run = single_run(&c, "read the notes");
+    let db = c.store();
+    let replied = wait_for(Duration::from_secs(30), || {
+        db.unfinished().first().is_some_and(|r| {
+            db.rt
+                .block_on(db.store.events(Some(r), 0, 1000))
+                .unwrap()
+                .iter()
+                .any(|e| matches!(e.event, Event::ModelReply { .. }))
+        })
+    });
+    assert!(replied, "the first execution's reply never arrived");
+    first.kill9();
+    let second = c.worker("wb");
+    let report = report(&run.output());
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["result"], "NOTES READ", "{report}");
+    let run = run_id(&report);
+    let agents = db.agents(&run);
+    assert_eq!(agents.len(), 1, "{agents:?}");
+    let (mut input, mut output, mut replies) = (0, 0, 0);
+    for e in db
+        .rt
+        .block_on(db.store.events(Some(&run), 0, 1000))
+        .unwrap()
+    {
+        if let Event::ModelReply { usage, .. } = e.event {
+            input += usage.input;
+            output += usage.output;
+            replies += 1;
+        }
+    }
+    assert_eq!(
+        replies, 3,
+        "one reply of the killed execution, two of the second"
+    );
+    assert_eq!(agents[0].stats.tokens_in, input, "{agents:?}");
+    assert_eq!(agents[0].stats.tokens_out, output, "{agents:?}");
+    assert_eq!(second.stop().ran, 1);
+}
