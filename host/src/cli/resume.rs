@@ -1,9 +1,10 @@
 //! `crewbox resume [RUN]`: finishes runs a crash (`kill -9`, power loss) or a signal
 //! left unfinished. Steps stored as done are read back; only the rest runs again.
 
+use futures::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 
-use crewbox::RunStatus;
+use crewbox::{EngineError, ErrorClass, RunStatus};
 
 use super::{Context, Exit};
 
@@ -20,6 +21,9 @@ pub struct ResumeArgs {
     #[arg(long, value_enum)]
     pub executor: Option<super::choices::ExecutorChoice>,
 }
+
+/// Runs resumed at once without RUN.
+const AT_ONCE: usize = 4;
 
 /// Resumes one run or every orphaned one and prints the reports.
 pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
@@ -46,30 +50,72 @@ pub async fn run(ctx: Context, args: ResumeArgs) -> anyhow::Result<Exit> {
     let engine = super::context::engine(&ctx, shutdown.clone()).await?;
     let mut reports = Vec::with_capacity(runs.len());
     let mut exit = Exit::Ok;
-    for run in runs {
-        if !args.json {
-            errln!("crewbox: resuming run {} ({})", run.id, run.mode);
-        }
-        let report =
-            match super::run::drive(&engine, &shutdown, args.json, engine.resume(&run.id)).await? {
-                Ok(report) => report,
-                Err(code) => {
-                    // A run another process drives, or one that cannot be rebuilt, does
-                    // not stop the others from being resumed.
-                    exit = code;
-                    if code == Exit::Interrupted {
+    // Up to `AT_ONCE` runs at a time, each printed as it ends: a run that waits long
+    // (for a worker, a slow model) does not hold back the others.
+    let resumes = futures::stream::iter(runs.into_iter().enumerate())
+        .map(|(i, run)| {
+            let engine = engine.clone();
+            async move {
+                if !args.json {
+                    errln!("crewbox: resuming run {} ({})", run.id, run.mode);
+                }
+                (i, engine.resume(&run.id).await)
+            }
+        })
+        .buffer_unordered(AT_ONCE);
+    let ended = super::run::drive(&engine, &shutdown, args.json, async {
+        let mut ended = Vec::new();
+        futures::pin_mut!(resumes);
+        while let Some((i, result)) = resumes.next().await {
+            match result {
+                Ok(report) => {
+                    if !args.json {
+                        // A reader that went away does not stop the others' resumes.
+                        let _ = std::io::Write::write_all(
+                            &mut crate::text::stdout(),
+                            report.render_text().as_bytes(),
+                        );
+                    }
+                    ended.push((i, Ok(report)));
+                }
+                Err(e) => {
+                    errln!("crewbox: {e}");
+                    let interrupted = e.class() == ErrorClass::Interrupted;
+                    ended.push((i, Err(e)));
+                    if interrupted {
                         break;
                     }
-                    continue;
                 }
-            };
-        if report.status != RunStatus::Completed && exit == Exit::Ok {
-            exit = Exit::of_report(&report);
+            }
         }
-        if !args.json {
-            out!("{}", report.render_text());
+        Ok::<_, EngineError>(ended)
+    })
+    .await?;
+    let Ok(mut ended) = ended else {
+        unreachable!("the future above never fails")
+    };
+    ended.sort_by_key(|(i, _)| *i);
+    for (_, result) in ended {
+        match result {
+            Ok(report) => {
+                if report.status != RunStatus::Completed && exit == Exit::Ok {
+                    exit = Exit::of_report(&report);
+                }
+                reports.push(report);
+            }
+            // A run another process drives, or one that cannot be rebuilt, does not
+            // stop the others from being resumed.
+            Err(e) => {
+                let code = match e.class() {
+                    ErrorClass::Usage => Exit::Usage,
+                    ErrorClass::PluginFault => Exit::PluginFault,
+                    ErrorClass::Interrupted => Exit::Interrupted,
+                };
+                if exit != Exit::Interrupted {
+                    exit = code;
+                }
+            }
         }
-        reports.push(report);
     }
     if args.json {
         if args.run.is_some() && reports.len() == 1 {

@@ -4,9 +4,7 @@ use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
 
-use crewbox::{
-    Engine, EngineError, ErrorClass, Isolation, ModeChoice, RunReport, RunRequest, Strategy,
-};
+use crewbox::{Engine, EngineError, ErrorClass, Isolation, ModeChoice, RunRequest, Strategy};
 
 use super::{Context, Exit, progress};
 
@@ -153,12 +151,12 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
 
 /// Drives a run (new or resumed) with progress on a terminal and Ctrl-C handling;
 /// engine refusals become an exit code with the message on stderr.
-pub(super) async fn drive(
+pub(super) async fn drive<T>(
     engine: &Engine,
     shutdown: &CancellationToken,
     json: bool,
-    run: impl std::future::Future<Output = Result<RunReport, EngineError>>,
-) -> anyhow::Result<Result<RunReport, Exit>> {
+    run: impl std::future::Future<Output = Result<T, EngineError>>,
+) -> anyhow::Result<Result<T, Exit>> {
     let show_progress = !json && crate::text::stderr_is_terminal();
     let progress = show_progress.then(|| progress::spawn(engine, shutdown.child_token()));
     let mut terminate = super::signals::Terminate::install();

@@ -8,6 +8,7 @@ use crate::support::kill::{
     step, wait_for,
 };
 use crate::support::repo::{bin, crewbox, git_repo};
+use std::time::{Duration, Instant};
 
 use crewbox::unstable::agent::AgentState;
 use crewbox::unstable::store::{AgentRecord, StepRecord, StepState};
@@ -709,4 +710,70 @@ fn a_dead_drivers_pid_taken_by_another_process_does_not_hold_the_run() {
     );
     let report = resume(dir.path(), &run);
     assert_eq!(report["status"], "completed", "{report:#}");
+}
+
+/// `crewbox resume` without a run resumes the orphaned runs side by side (a few at a
+/// time): one that waits long (on a slow model, or a worker) does not hold back the
+/// others. They were resumed one after another, oldest first, so a run that never
+/// ended kept every later one unfinished. Shown failing without the fix.
+#[test]
+fn resume_without_a_run_does_not_hold_the_others_behind_a_slow_one() {
+    let dir = repo();
+    let d = dir.path();
+    let db = Db::create(d);
+    let script = "[[reply]]\nwhen = \"SLOWJOB\"\nrepeat = true\ndelay_ms = 60000\ntext = \"slow done\"\n\n\
+                  [[reply]]\nrepeat = true\ndelay_ms = 1500\ntext = \"quick done\"\n";
+    let running = |prompt: &'static str| {
+        move |_: &[StepRecord], agents: &[AgentRecord]| {
+            agents
+                .iter()
+                .any(|a| a.task.contains(prompt) && a.state == AgentState::Running)
+        }
+    };
+    // The slow run is the older one: resumed first when runs went one by one.
+    let mut slow = spawn_run(d, script, &["run", "SLOWJOB", "--mode", "single"]);
+    let slow_run = wait_for(
+        d,
+        &db,
+        &mut slow,
+        "the slow agent running",
+        running("SLOWJOB"),
+    );
+    kill9(&mut slow);
+    let mut quick = spawn_run(d, script, &["run", "QUICKJOB", "--mode", "single"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let quick_run = loop {
+        let found = db.unfinished().into_iter().find(|r| {
+            *r != slow_run && db.agents(r).iter().any(|a| a.state == AgentState::Running)
+        });
+        if let Some(run) = found {
+            break run;
+        }
+        assert!(Instant::now() < deadline, "the quick run never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    kill9(&mut quick);
+
+    let mut resume = spawn(d, &["resume", "--json"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while db.unfinished().contains(&quick_run) {
+        assert!(
+            Instant::now() < deadline,
+            "the quick run waited behind the slow one: {}",
+            std::fs::read_to_string(d.join("run.stderr")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        db.unfinished().contains(&slow_run),
+        "the slow run still waits on its model"
+    );
+    let quick_agents = db.agents(&quick_run);
+    assert!(
+        quick_agents
+            .iter()
+            .any(|a| a.state == AgentState::Completed && a.result.as_deref() == Some("quick done")),
+        "{quick_agents:?}"
+    );
+    kill9(&mut resume);
 }
