@@ -3,8 +3,8 @@
 //! left out — never read, never hashed (a 3 GiB sparse file costs a `stat`) — and
 //! named, so the report can say what did not reach the branch and why.
 
-use std::collections::BTreeSet;
-use std::path::Path;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +57,25 @@ pub(crate) struct Filter<'a> {
     taken: BTreeSet<Vec<u8>>,
     left: Vec<LeftOut>,
     seen: BTreeSet<String>,
+    /// Directories looked at for the layout of a git directory, and what was found.
+    git_dirs: HashMap<PathBuf, bool>,
+}
+
+/// Whether `dir` has the layout by which git takes a directory for a repository of
+/// its own (`HEAD`, `objects/`, `refs/`): an agent's `git init --bare`, or its files
+/// written one by one. Its `config` is then read by any git run in it (`core.fsmonitor`,
+/// `core.hooksPath` name programs), so such a directory is never committed.
+fn is_git_dir(dir: &Path) -> bool {
+    let is = |name: &str, dir_wanted: bool| {
+        std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| {
+            if dir_wanted {
+                m.is_dir()
+            } else {
+                m.is_file() || m.file_type().is_symlink()
+            }
+        })
+    };
+    is("HEAD", false) && is("objects", true) && is("refs", true)
 }
 
 impl<'a> Filter<'a> {
@@ -69,7 +88,29 @@ impl<'a> Filter<'a> {
             taken: BTreeSet::new(),
             left: Vec::new(),
             seen: BTreeSet::new(),
+            git_dirs: HashMap::new(),
         }
+    }
+
+    /// The directory of `path` (one of its parents, the worktree's root excluded) that
+    /// has a git directory's layout, if any.
+    fn in_git_dir(&mut self, path: &Path) -> Option<PathBuf> {
+        let mut found = None;
+        for dir in path.ancestors().skip(1) {
+            if dir.as_os_str().is_empty() {
+                break;
+            }
+            let workdir = self.workdir;
+            let is = *self
+                .git_dirs
+                .entry(dir.to_path_buf())
+                .or_insert_with(|| is_git_dir(&workdir.join(dir)));
+            if is {
+                // The outermost one is named.
+                found = Some(dir.to_path_buf());
+            }
+        }
+        found
     }
 
     fn leave(&mut self, path: &Path, reason: LeftOutReason) -> i32 {
@@ -102,6 +143,13 @@ impl<'a> Filter<'a> {
             || path.as_os_str().as_encoded_bytes().ends_with(b"/")
         {
             return self.leave(path, LeftOutReason::NestedRepository);
+        }
+        // A repository without a `.git` entry (a bare one, or its files written one by
+        // one): libgit2 offers its files as ordinary ones.
+        if let Some(repo) = self.in_git_dir(path) {
+            let mut shown = repo.into_os_string();
+            shown.push("/");
+            return self.leave(Path::new(&shown), LeftOutReason::NestedRepository);
         }
         let size = meta.map_or(0, |m| m.len());
         let limits = self.rules.limits;

@@ -18,6 +18,9 @@ const EMPTY_COMPONENT: &str = "agent";
 /// subject is pasted into a terminal); turns every run of whitespace, newlines included,
 /// into one space; trims; and cuts at [`MAX_MESSAGE_CHARS`] characters.
 pub fn sanitize_message(s: &str) -> String {
+    // A commit message leaves crewbox with its branch: no secret in it.
+    let s = crate::redact::clean(s);
+    let s = s.as_ref();
     let mut out = String::with_capacity(s.len().min(MAX_MESSAGE_CHARS * 4));
     let mut pending_space = false;
     let mut kept = 0usize;

@@ -771,3 +771,77 @@ fn a_repository_an_agent_makes_inside_its_worktree_is_left_out_and_cleaned() {
         );
     }
 }
+
+/// A repository without a `.git` entry — a bare one an agent made, its `config` naming
+/// a program (`core.fsmonitor`) — is left out of the commit like one with a `.git`: on
+/// the agent's branch, any git the user ran in that directory after checking it out
+/// ran the agent's program outside the sandbox. Shown failing without the fix.
+#[test]
+fn a_bare_repository_an_agent_makes_is_left_out_too() {
+    let dir = git_repo(|_| {});
+    let d = dir.path();
+    let command = "mkdir -p docs/tool && git init -q --bare docs/tool \
+                   && git -C docs/tool config core.fsmonitor 'touch PWNED; false' \
+                   && touch docs/tool/objects/.keep docs/tool/refs/.keep \
+                   && echo hi > docs/readme.md";
+    let (report, outputs) = run(d, &[("run_command", json!({"command": command}))], &[]);
+    assert!(outputs[0].0, "{outputs:?}");
+    assert_eq!(report["status"], "completed", "{report:#}");
+    assert_eq!(
+        branch_files(d, &branch_of(&report)),
+        ["docs/readme.md", "notes.txt"]
+    );
+    let left = &report["agents"][0]["left_out"];
+    assert!(
+        left.as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["path"] == "docs/tool/" && l["why"] == "nested-repository"),
+        "{left:#}"
+    );
+}
+
+/// A secret in what an agent says (its finish summary, its last reply) does not reach
+/// its branch's commit message, which leaves crewbox with the branch: the store, events
+/// and report were redacted, the message was not. Shown failing without the fix.
+#[test]
+fn a_commit_message_carries_no_secret() {
+    const SECRET: &str = "sk-canary-commit-5be1d0c4";
+    let dir = git_repo(|_| {});
+    let d = dir.path();
+    let script = format!(
+        "[[reply]]\nturn = 1\ntext = \"writing\"\n[[reply.tool_calls]]\nname = \"write_file\"\n\
+         args = {{ path = \"out.txt\", content = \"x\\n\" }}\n\n\
+         [[reply.tool_calls]]\nname = \"finish\"\nargs = {{ summary = \"used {SECRET} to do it\" }}\n"
+    );
+    std::fs::write(d.join("script.toml"), &script).unwrap();
+    let out = crate::support::repo::command(
+        d,
+        &[
+            "run",
+            "go",
+            "--mode",
+            "single",
+            "--script",
+            d.join("script.toml").to_str().unwrap(),
+            "--json",
+        ],
+    )
+    .env("CANARY_API_KEY", SECRET)
+    .output()
+    .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(report["status"], "completed", "{report:#}");
+    let branch = branch_of(&report);
+    let git = repo(d);
+    let commit = git
+        .find_branch(&branch, git2::BranchType::Local)
+        .unwrap()
+        .get()
+        .peel_to_commit()
+        .unwrap();
+    let message = commit.message().unwrap_or_default().to_owned();
+    assert!(!message.contains(SECRET), "{message}");
+    assert!(message.contains("[redacted]"), "{message}");
+}
