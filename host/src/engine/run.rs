@@ -114,15 +114,16 @@ async fn start_in(
     {
         services.store().claim_team(team, &run_id).await?;
     }
-    services.store().insert_run(&run).await?;
-    services.store().log_event(
-        &run_id,
-        None,
-        Event::RunStarted {
-            mode: decision.mode,
-            provider: provider_name,
-        },
-    );
+    services
+        .store()
+        .start_run(
+            &run,
+            Event::RunStarted {
+                mode: decision.mode,
+                provider: provider_name,
+            },
+        )
+        .await?;
     if let Some(started) = started {
         // Nobody listening any more is fine: the run goes on.
         let _ = started.send(run_id.clone());

@@ -74,6 +74,35 @@ pub enum Verdict {
     },
     /// The record of when the chain began was removed.
     OriginMissing,
+    /// The record of when the chain began was moved: it lies in the future, or after
+    /// the start of a run the chain recorded.
+    OriginMoved {
+        /// When it says the chain began (ms).
+        origin: i64,
+    },
+    /// A run stored since the chain began (or one whose agents the chain names) has no
+    /// `run.started` record.
+    RunUnrecorded {
+        /// The run.
+        run: String,
+    },
+    /// A record names an agent the store no longer holds (it was removed).
+    FactMissing {
+        /// The record.
+        seq: i64,
+        /// The agent it names.
+        agent: String,
+    },
+    /// The head holds the last record's number but not its hash (it was edited).
+    HeadEdited {
+        /// The last record.
+        last: i64,
+    },
+    /// SQLite finds the store file damaged: nothing read from it can be vouched for.
+    StoreDamaged {
+        /// What SQLite's check said first.
+        detail: String,
+    },
     /// An agent stored since the chain began has no `spawn` record: records were
     /// removed and the chain rewritten (or emptied), or the agent was added.
     Unrecorded {
@@ -124,6 +153,27 @@ impl std::fmt::Display for Verdict {
             Self::OriginMissing => write!(
                 f,
                 "the record of when the chain began is missing: it was removed"
+            ),
+            Self::OriginMoved { origin } => write!(
+                f,
+                "the record of when the chain began ({origin} ms) was moved: it lies in the \
+                 future or after a run the chain recorded"
+            ),
+            Self::RunUnrecorded { run } => write!(
+                f,
+                "run {run} is stored but no record names its start: records were removed (or the run was added)"
+            ),
+            Self::FactMissing { seq, agent } => write!(
+                f,
+                "record {seq} names agent {agent}, which is not stored: it was removed"
+            ),
+            Self::HeadEdited { last } => write!(
+                f,
+                "the chain's head names record {last} with another hash: it was edited"
+            ),
+            Self::StoreDamaged { detail } => write!(
+                f,
+                "the store file is damaged ({detail}): the chain cannot be vouched for"
             ),
             Self::Unrecorded { agent, run } => write!(
                 f,
@@ -245,16 +295,30 @@ pub(crate) fn records(
     rows.collect::<Result<Vec<_>, _>>().map_err(q)
 }
 
+/// How far in the future the chain's origin may lie (clocks of one machine).
+const ORIGIN_SLACK_MS: i64 = 60_000;
+
 /// Walks the whole chain and reports the first thing wrong with it.
 pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
     let q = |e: rusqlite::Error| StoreError::sqlite("verify audit chain", &e);
+    // A damaged file reads back whatever its pages hold: said first.
+    let check: String = conn
+        .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
+        .unwrap_or_else(|e| e.to_string());
+    if check != "ok" {
+        return Ok(Verdict::StoreDamaged {
+            detail: crate::text::escape(&crate::text::cut_marked(&check, 200, "…")).into_owned(),
+        });
+    }
     let mut stmt = conn
         .prepare("SELECT seq, at, run_id, agent_id, kind, data, prev, hash FROM audit ORDER BY seq")
         .map_err(q)?;
     let mut rows = stmt.query([]).map_err(q)?;
     let (mut expected, mut prev) = (1i64, GENESIS.to_owned());
     // What the chain says about stored facts, checked against them once it holds.
-    let mut spawned = HashSet::new();
+    let mut spawned: HashMap<String, (i64, Option<String>)> = HashMap::new();
+    // Runs the chain saw start, and when (the record's time).
+    let mut started_runs: HashMap<String, i64> = HashMap::new();
     let mut merges: HashMap<(String, String), serde_json::Value> = HashMap::new();
     while let Some(r) = rows.next().map_err(q)? {
         // Read as the writer stores them; a value of another type (a text made a blob,
@@ -295,8 +359,11 @@ pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
             return Ok(Verdict::BrokenLink { seq });
         }
         match (kind, run_id, agent_id) {
-            ("spawn", _, Some(agent)) => {
-                spawned.insert(agent.to_owned());
+            ("spawn", run, Some(agent)) => {
+                spawned.insert(agent.to_owned(), (seq, run.map(str::to_owned)));
+            }
+            ("run.started", Some(run), _) => {
+                started_runs.insert(run.to_owned(), at);
             }
             ("merge", Some(run), _) => {
                 let mut merge: serde_json::Value =
@@ -319,9 +386,10 @@ pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
         .optional()
         .map_err(q)?;
     match head {
-        Some((head, hash)) if head != last || hash != prev => {
+        Some((head, _)) if head != last => {
             return Ok(Verdict::Truncated { last, head });
         }
+        Some((_, hash)) if hash != prev => return Ok(Verdict::HeadEdited { last }),
         None if last > 0 => return Ok(Verdict::HeadMissing { last }),
         _ => {}
     }
@@ -333,18 +401,61 @@ pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
     let Some(origin) = origin else {
         return Ok(Verdict::OriginMissing);
     };
+    // The origin is no hash's part: moved later, it would put every fact before the
+    // chain began. It is never in the future, nor after a run the chain saw start.
+    if origin > super::now_ms() + ORIGIN_SLACK_MS {
+        return Ok(Verdict::OriginMoved { origin });
+    }
+    // Agents: each one stored since the origin, or of a run the chain saw start, has
+    // its spawn recorded.
     let mut stmt = conn
-        .prepare("SELECT id, run_id FROM agents WHERE created_at >= ?1 ORDER BY created_at, id")
+        .prepare("SELECT id, run_id, created_at FROM agents ORDER BY created_at, id")
         .map_err(q)?;
-    let mut agents = stmt.query(params![origin]).map_err(q)?;
+    let mut agents = stmt.query([]).map_err(q)?;
+    let mut stored_agents = HashSet::new();
     while let Some(r) = agents.next().map_err(q)? {
         let agent: String = r.get(0).map_err(q)?;
-        if !spawned.contains(&agent) {
-            return Ok(Verdict::Unrecorded {
-                agent,
-                run: r.get(1).map_err(q)?,
-            });
+        let run: String = r.get(1).map_err(q)?;
+        let created: i64 = r.get(2).map_err(q)?;
+        if !spawned.contains_key(&agent) && (created >= origin || started_runs.contains_key(&run)) {
+            return Ok(Verdict::Unrecorded { agent, run });
         }
+        stored_agents.insert(agent);
+    }
+    // Runs: each one stored since the origin has its start recorded, and no run the
+    // chain saw start began before the origin. A worker's own runs (kept for its tasks,
+    // without a spec) record nothing.
+    let mut stmt = conn
+        .prepare("SELECT id, created_at FROM runs WHERE spec IS NOT NULL AND spec != 'null' ORDER BY created_at, id")
+        .map_err(q)?;
+    let mut runs = stmt.query([]).map_err(q)?;
+    let mut stored_runs = HashSet::new();
+    while let Some(r) = runs.next().map_err(q)? {
+        let run: String = r.get(0).map_err(q)?;
+        let created: i64 = r.get(1).map_err(q)?;
+        match started_runs.get(&run) {
+            Some(&at) if at < origin => return Ok(Verdict::OriginMoved { origin }),
+            None if created >= origin => return Ok(Verdict::RunUnrecorded { run }),
+            _ => {}
+        }
+        stored_runs.insert(run);
+    }
+    // And each spawn recorded in such a run names a stored agent.
+    let mut missing: Vec<(&String, &(i64, Option<String>))> = spawned
+        .iter()
+        .filter(|(agent, (_, run))| {
+            !stored_agents.contains(*agent)
+                && run
+                    .as_ref()
+                    .is_some_and(|r| started_runs.contains_key(r) && stored_runs.contains(r))
+        })
+        .collect();
+    missing.sort_by_key(|(_, (seq, _))| *seq);
+    if let Some((agent, (seq, _))) = missing.first() {
+        return Ok(Verdict::FactMissing {
+            seq: *seq,
+            agent: (*agent).clone(),
+        });
     }
     let mut stmt = conn
         .prepare("SELECT run_id, key, data FROM steps WHERE key LIKE 'merge/%' AND state = 'done' ORDER BY run_id, key")

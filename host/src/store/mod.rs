@@ -369,6 +369,15 @@ impl Store {
         self.write(Write::InsertRun(Box::new(run.clone()))).await
     }
 
+    /// Records a new run with its `run.started` event (audited), in one transaction.
+    pub async fn start_run(&self, run: &RunRecord, event: Event) -> Result<(), StoreError> {
+        self.write(Write::StartRun {
+            run: Box::new(run.clone()),
+            event: Self::event_write(&run.id, None, event),
+        })
+        .await
+    }
+
     /// Records how a run ended, with its `run.finished` event, in one transaction.
     pub async fn finish_run(
         &self,

@@ -34,6 +34,12 @@ const MAX_GROUP: usize = 512;
 #[derive(Debug)]
 pub(crate) enum Write {
     InsertRun(Box<RunRecord>),
+    /// A new run with its `run.started` event (audited), in one transaction: a crash
+    /// never leaves a run the chain does not say started (`audit verify` checks it).
+    StartRun {
+        run: Box<RunRecord>,
+        event: Box<EventWrite>,
+    },
     /// The run's end and its `run.finished` event (audited), in one transaction: a
     /// crash never leaves a finished run whose end no event or audit record tells.
     FinishRun {
@@ -166,7 +172,8 @@ fn run(
             let stored = match write {
                 Write::Event(e)
                 | Write::Remote(RemoteWrite::Event { event: e, .. })
-                | Write::FinishRun { event: e, .. } => Some(e),
+                | Write::FinishRun { event: e, .. }
+                | Write::StartRun { event: e, .. } => Some(e),
                 _ => None,
             };
             if let (Some(_), Ok(Some(seq))) = (&stored, &result) {
@@ -239,7 +246,7 @@ fn redact(write: &mut Write, redactor: &crate::redact::Redactor) {
         }
     };
     match write {
-        Write::InsertRun(r) => {
+        Write::InsertRun(r) | Write::StartRun { run: r, .. } => {
             clean(&mut r.prompt);
             opt(&mut r.result);
             redact_value(&mut r.spec, redactor);
@@ -524,32 +531,39 @@ fn insert_event(conn: &Connection, e: &EventWrite) -> Result<i64, StoreError> {
     Ok(conn.last_insert_rowid())
 }
 
+fn insert_run(conn: &Connection, r: &RunRecord) -> Result<(), StoreError> {
+    exec(
+        conn,
+        "INSERT INTO runs (id, mode, prompt, team, status, exit_reason, result, spec, pid, created_at, finished_at, details, pid_identity)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        params![
+            r.id.as_str(),
+            r.mode.as_str(),
+            r.prompt,
+            r.team,
+            r.status.as_str(),
+            r.exit_reason.map(|e| e.as_str()),
+            r.result,
+            r.spec.to_string(),
+            r.pid,
+            r.created_at,
+            r.finished_at,
+            r.details.as_ref().map(|d| d.to_string()),
+            r.pid.and_then(crate::process::identity)
+        ],
+    )
+    .map_err(|e| StoreError::sqlite("insert run", &e))?;
+    Ok(())
+}
+
 fn apply(conn: &Connection, write: &Write) -> Applied {
     let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
     match write {
-        Write::InsertRun(r) => {
-            exec(
-            conn,
-                "INSERT INTO runs (id, mode, prompt, team, status, exit_reason, result, spec, pid, created_at, finished_at, details, pid_identity)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                params![
-                    r.id.as_str(),
-                    r.mode.as_str(),
-                    r.prompt,
-                    r.team,
-                    r.status.as_str(),
-                    r.exit_reason.map(|e| e.as_str()),
-                    r.result,
-                    r.spec.to_string(),
-                    r.pid,
-                    r.created_at,
-                    r.finished_at,
-                    r.details.as_ref().map(|d| d.to_string()),
-                    r.pid.and_then(crate::process::identity)
-                ],
-            )
-            .map_err(q("insert run"))?;
+        Write::StartRun { run, event } => {
+            insert_run(conn, run)?;
+            return insert_audited_event(conn, event).map(Some);
         }
+        Write::InsertRun(r) => insert_run(conn, r)?,
         Write::FinishRun {
             id,
             status,

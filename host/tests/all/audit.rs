@@ -227,6 +227,90 @@ fn a_chain_emptied_or_a_merge_result_edited_is_found() {
         "{v}"
     );
 
+    // The origin is no hash's part: moved later, it hid an emptied chain ("intact: 0
+    // records"); it may lie neither in the future nor after a run the chain recorded.
+    for sql in [
+        "DELETE FROM audit; DELETE FROM audit_head; UPDATE audit_origin SET at = at + 100000000000;",
+        "UPDATE audit_origin SET at = (SELECT MAX(at) FROM audit WHERE kind = 'run.started') + 1;",
+    ] {
+        let (code, v) = tampered(dir.path(), &pristine, sql);
+        assert_eq!(
+            (code, &v["status"]),
+            (1, &serde_json::json!("origin-moved")),
+            "{sql}: {v}"
+        );
+    }
+    // Facts the chain names, removed with it or alone.
+    let (code, v) = tampered(
+        dir.path(),
+        &pristine,
+        "DELETE FROM audit; DELETE FROM audit_head; DELETE FROM agents;",
+    );
+    assert_eq!(
+        (code, &v["status"], v["run"].as_str()),
+        (1, &serde_json::json!("run-unrecorded"), Some(run.as_str())),
+        "{v}"
+    );
+    let (code, v) = tampered(
+        dir.path(),
+        &pristine,
+        "DELETE FROM agents WHERE rowid = (SELECT MAX(rowid) FROM agents);",
+    );
+    assert_eq!(
+        (code, &v["status"]),
+        (1, &serde_json::json!("fact-missing")),
+        "{v}"
+    );
+    let (code, v) = tampered(
+        dir.path(),
+        &pristine,
+        "UPDATE audit_head SET hash = 'beef';",
+    );
+    assert_eq!(
+        (code, &v["status"]),
+        (1, &serde_json::json!("head-edited")),
+        "{v}"
+    );
+    // A forged agent dated before the origin, in a run the chain recorded.
+    let (code, v) = tampered(
+        dir.path(),
+        &pristine,
+        "INSERT INTO agents (id, run_id, parent_id, name, role, task, caps, depth, state, created_at)
+         SELECT 'a-forged', run_id, NULL, 'ghost', 'executor', 'x', '[]', 0, 'completed', 1
+         FROM agents LIMIT 1;",
+    );
+    assert_eq!(
+        (code, &v["status"], v["agent"].as_str()),
+        (1, &serde_json::json!("unrecorded"), Some("a-forged")),
+        "{v}"
+    );
+
     std::fs::copy(&pristine, db(dir.path())).unwrap();
     assert_eq!(verify(dir.path()).0, 0);
+}
+
+/// A store file SQLite finds damaged is not vouched for: the chain read back from it
+/// verified as intact while `status` failed on the same file.
+#[test]
+fn a_damaged_store_file_is_not_called_intact() {
+    let (dir, _run, _) =
+        crate::replay::recorded_pair_run("broadcast", &crate::replay::both_write(0));
+    let pristine = pristine_copy(dir.path());
+    let mut bytes = std::fs::read(&pristine).unwrap();
+    let page = 4096;
+    assert!(bytes.len() > 6 * page, "{} bytes", bytes.len());
+    // A page in the middle of the file, past the schema: its b-tree header overwritten.
+    let at = (bytes.len() / page / 2) * page;
+    bytes[at..at + 64].fill(0xff);
+    std::fs::write(db(dir.path()), &bytes).unwrap();
+    let out = bin(dir.path(), &["audit", "verify", "--json"]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{v} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(v["status"], "store-damaged", "{v}");
 }

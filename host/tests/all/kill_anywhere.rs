@@ -312,6 +312,15 @@ fn check_mode(case: &Case, offset: u64) {
 
         let report = resume(dir.path(), &run);
         assert_eq!(report["status"], "completed", "{at}: {report}");
+        // A kill and its resume leave a chain that verifies (every run's start, every
+        // agent's spawn recorded with it).
+        let verified = crate::support::repo::bin(dir.path(), &["audit", "verify", "--json"]);
+        assert_eq!(
+            verified.status.code(),
+            Some(0),
+            "{at}: {}",
+            String::from_utf8_lossy(&verified.stdout)
+        );
         // Never run again: a step begun by a completed agent ends with that agent.
         let steps = db.steps(&run);
         for before in &steps_before {
