@@ -328,7 +328,10 @@ pub async fn plan(
     if let Some(d) = opts.dispatcher {
         scratch = scratch.with_dispatcher(d);
     }
-    let original = RunReport::load(store, run).await?;
+    let mut original = RunReport::load(store, run).await?;
+    // Attempts a later one replaced are not the run's: a replay runs each step once.
+    let superseded = store.superseded_agents(&original.run_id).await?;
+    original.agents.retain(|a| !superseded.contains(&a.id));
     Ok(ReplayPlan {
         scratch,
         request,

@@ -279,6 +279,37 @@ impl Store {
     }
 }
 
+/// The agents of `run` a later attempt replaced: those a resume found interrupted,
+/// and dead letters retried.
+pub(crate) const SUPERSEDED_SQL: &str =
+    "SELECT id FROM agents WHERE run_id = ?1 AND fail_reason = 'interrupted'
+     UNION SELECT agent_id FROM dead_letters WHERE run_id = ?1 AND disposition = 'retried'";
+
+impl Store {
+    /// The agents of `run` a later attempt of their step replaced (found interrupted
+    /// by a resume, or retried as dead letters): what a comparison of the run with a
+    /// replay of it leaves out (a replay runs each step once).
+    pub async fn superseded_agents(
+        &self,
+        run: &RunId,
+    ) -> Result<std::collections::HashSet<AgentId>, StoreError> {
+        let run = run.clone();
+        self.read(move |c| {
+            let op = "read replaced agents";
+            let mut stmt = c
+                .prepare_cached(SUPERSEDED_SQL)
+                .map_err(|e| StoreError::sqlite(op, &e))?;
+            let rows = stmt
+                .query_map(params![run.as_str()], |r| r.get::<_, String>(0))
+                .map_err(|e| StoreError::sqlite(op, &e))?;
+            rows.map(|r| r.map(AgentId::from_string))
+                .collect::<rusqlite::Result<_>>()
+                .map_err(|e| StoreError::sqlite(op, &e))
+        })
+        .await
+    }
+}
+
 /// How often `step` of `run` was retried.
 fn retries(c: &Connection, run: &RunId, step: Option<&str>) -> Result<u32, StoreError> {
     let Some(step) = step else { return Ok(0) };

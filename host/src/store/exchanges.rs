@@ -162,8 +162,15 @@ fn read_run<Q: DeserializeOwned, R: DeserializeOwned>(
     let q = |op: &'static str| move |e: rusqlite::Error| StoreError::sqlite(op, &e);
     let mut stmt = c
         .prepare_cached(
-            "SELECT agent_name, turn, request, reply FROM model_exchanges
-             WHERE run_id = ?1 ORDER BY seq",
+            // The calls of attempts a later one replaced (an agent a resume found
+            // interrupted, a dead letter retried) last: a replay answers a name, turn and
+            // request from the first unused call that has them, which must be the
+            // attempt that went on, not the one cut short.
+            &format!(
+                "SELECT agent_name, turn, request, reply FROM model_exchanges
+                 WHERE run_id = ?1 ORDER BY (agent_id IN ({})), seq",
+                super::dead::SUPERSEDED_SQL
+            ),
         )
         .map_err(q("prepare model exchanges"))?;
     let rows = stmt

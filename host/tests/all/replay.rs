@@ -689,3 +689,68 @@ fn a_run_whose_agent_starts_a_sub_agent_replays_to_a_match() {
     assert_eq!(replay["recorded_calls"], 4, "{replay:#}");
     assert_eq!(replay["answered_calls"], 4, "{replay:#}");
 }
+
+/// A run whose failed agent was retried replays to a match, and reproduces it: the
+/// comparison leaves out the attempt the retry replaced (a replay runs each step once;
+/// it was paired with the replay's agent by position, so the run never came out
+/// identical), and the recorded calls of the attempt that went on answer first.
+/// Shown failing without the fix.
+#[test]
+fn a_run_whose_agent_was_retried_replays_identical() {
+    let dir = git_repo(|r| std::fs::write(r.join("notes.txt"), "hello\n").unwrap());
+    let d = dir.path();
+    let down = d.join("down.toml");
+    std::fs::write(
+        &down,
+        "[[reply]]\nturn = 1\ntext = \"Reading first.\"\n[[reply.tool_calls]]\nname = \"read_file\"\n\
+         args = { path = \"notes.txt\" }\n\n[[reply]]\nturn = 2\nrepeat = true\nerror = \"connection\"\n",
+    )
+    .unwrap();
+    // The retry starts afresh and its first turn answers otherwise than the failed
+    // attempt's: a replay must take the first turn of the attempt that went on.
+    let ok = d.join("ok.toml");
+    std::fs::write(
+        &ok,
+        "[[reply]]\nturn = 1\ntext = \"Looking at the notes.\"\n[[reply.tool_calls]]\nname = \"read_file\"\n\
+         args = { path = \"notes.txt\" }\n\n[[reply]]\nturn = 2\ntext = \"NOTES READ\"\n",
+    )
+    .unwrap();
+    write_user_config(
+        d,
+        &format!(
+            "[providers.down]\nkind = \"scripted\"\nscript = {:?}\n\
+             [providers.ok]\nkind = \"scripted\"\nscript = {:?}\n",
+            down.display().to_string(),
+            ok.display().to_string()
+        ),
+    );
+    let failed = json(&bin(
+        d,
+        &[
+            "run",
+            "read the notes",
+            "--mode",
+            "single",
+            "--provider",
+            "down",
+            "--json",
+        ],
+    ));
+    assert_eq!(failed["status"], "failed", "{failed:#}");
+    let run = failed["run_id"].as_str().unwrap().to_owned();
+    let letters = json(&bin(d, &["dead", "--json"]));
+    let agent = letters[0]["agent_id"].as_str().unwrap().to_owned();
+    let retried = json(&bin(
+        d,
+        &["retry", &agent, "--provider", "ok", "--fresh", "--json"],
+    ));
+    assert_eq!(retried["status"], "completed", "{retried:#}");
+    assert_eq!(retried["result"], "NOTES READ", "{retried:#}");
+
+    let out = bin(d, &["replay", &run, "--json"]);
+    let replay = json(&out);
+    assert_eq!(replay["outcome"], "matched", "{replay:#}");
+    assert_eq!(replay["identical"], true, "{replay:#}");
+    assert_eq!(replay["agents"].as_array().unwrap().len(), 1, "{replay:#}");
+    assert_eq!(out.status.code(), Some(0), "{replay:#}");
+}
