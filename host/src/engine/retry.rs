@@ -79,7 +79,28 @@ async fn dead_letter(engine: &Inner, agent: &AgentId) -> Result<DeadLetter, Engi
         Some(a) if !matches!(a.state.as_str(), "error" | "aborted") => {
             format!("it ended {} and no validator faulted on its work", a.state)
         }
-        Some(_) => "it was dropped or retried already, or a resume ran its step again".into(),
+        Some(a) => {
+            // A retry whose process stopped before the run ended: the run is what
+            // is left to finish, not the letter.
+            let retried = store
+                .retry_plans(&a.run_id)
+                .await?
+                .iter()
+                .any(|p| p.agent_id == *agent);
+            let unfinished = store
+                .run(&a.run_id)
+                .await?
+                .is_some_and(|r| r.status == crate::vocab::RunStatus::Running);
+            if retried && unfinished {
+                format!(
+                    "it was retried already, and that retry's run {} did not finish (its \
+                     process stopped): `crewbox resume {}` finishes it",
+                    a.run_id, a.run_id
+                )
+            } else {
+                "it was dropped or retried already, or a resume ran its step again".into()
+            }
+        }
     };
     Err(UsageError::NotDead {
         agent: agent.clone(),

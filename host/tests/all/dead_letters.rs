@@ -872,3 +872,43 @@ fn the_daemon_never_retries_a_run_it_still_drives() {
         "refused retries were tried again at once:\n{log}"
     );
 }
+
+/// A retry killed before its run ended leaves the run to `crewbox resume`: a second
+/// `retry` of the letter says so, naming the command (it said only "dropped or retried
+/// already"), and the resume finishes the run.
+#[test]
+fn a_second_retry_after_a_killed_one_points_to_resume() {
+    const SLOW_OK: &str =
+        "[[reply]]\nagent = \"alice\"\ndelay_ms = 30000\ntext = \"ALICE-OK late\"\nrepeat = true\n";
+    let dir = setup_with(BROADCAST, "", DOWN, SLOW_OK);
+    let d = dir.path();
+    let report = failed_run(d);
+    let run = report["run_id"].as_str().unwrap().to_owned();
+    let alice = dead(d, &[]).remove(0)["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut retry = command(d, &["retry", &alice, "--provider", "ok", "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once the retry was recorded (the letter is used) and its agent waits.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !dead(d, &[]).is_empty()
+        || json(&bin(d, &["status", &run, "--json"]))["status"] != "running"
+    {
+        assert!(Instant::now() < deadline, "the retry never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    retry.kill().unwrap();
+    retry.wait().unwrap();
+    let again = bin(d, &["retry", &alice, "--provider", "ok"]);
+    assert_eq!(again.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.contains(&format!("`crewbox resume {run}` finishes it")),
+        "{stderr}"
+    );
+}
