@@ -39,6 +39,11 @@ pub enum LeftOutReason {
     /// A git repository of its own inside the worktree (a `git init` or a clone the
     /// agent made): its files are not part of the agent's commit.
     NestedRepository,
+    /// A directory nested deeper than git's library walks (its whole content).
+    PathTooDeep {
+        /// The deepest nesting taken.
+        limit: u32,
+    },
 }
 
 impl std::fmt::Display for LeftOutReason {
@@ -58,6 +63,10 @@ impl std::fmt::Display for LeftOutReason {
             Self::NestedRepository => write!(
                 f,
                 "a git repository of its own inside the worktree; its files are not committed"
+            ),
+            Self::PathTooDeep { limit } => write!(
+                f,
+                "nested deeper than {limit} directories, more than git's library walks; its files are not committed"
             ),
         }
     }

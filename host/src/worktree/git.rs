@@ -160,6 +160,9 @@ pub(crate) struct Snapshot {
     pub left_out: Vec<LeftOut>,
 }
 
+/// The deepest directory nesting a snapshot walks (libgit2 stops at 100).
+const DEEPEST_DIR: usize = 90;
+
 pub(crate) fn snapshot(
     wt: &Checked,
     base: Oid,
@@ -174,11 +177,28 @@ pub(crate) fn snapshot(
             .map_err(WorktreeError::git("read index", path))?;
         // The callbacks run before libgit2 reads a file, so a file left out is never
         // read or hashed.
-        let mut offer = |p: &Path, _: &[u8]| filter.offer(p);
-        index
-            .add_all(["*"], IndexAddOption::DEFAULT, Some(&mut offer))
-            .and_then(|()| index.update_all(["*"], Some(&mut offer)))
-            .map_err(WorktreeError::git("add --all", path))?;
+        let add = |index: &mut git2::Index, filter: &mut Filter<'_>| {
+            let mut offer = |p: &Path, _: &[u8]| filter.offer(p);
+            index
+                .add_all(["*"], IndexAddOption::DEFAULT, Some(&mut offer))
+                .and_then(|()| index.update_all(["*"], Some(&mut offer)))
+        };
+        let added = match add(&mut index, &mut filter) {
+            // libgit2 walks at most 100 directories deep and refused the whole commit
+            // (and with it, in one mode, the run): the deeper directories are left out.
+            Err(e) if e.message().contains("nesting too deep") => {
+                for dir in super::limits::dirs_at_depth(path, DEEPEST_DIR) {
+                    repo.add_ignore_rule(&super::limits::ignore_exactly(&dir))
+                        .map_err(WorktreeError::git("leave out a deep directory", path))?;
+                    filter.too_deep(&dir, DEEPEST_DIR as u32);
+                }
+                let again = add(&mut index, &mut filter);
+                let _ = repo.clear_ignore_rules();
+                again
+            }
+            other => other,
+        };
+        added.map_err(WorktreeError::git("add --all", path))?;
         index
             .write_tree()
             .map_err(WorktreeError::git("write-tree", path))?

@@ -184,6 +184,13 @@ impl<'a> Filter<'a> {
         0
     }
 
+    /// Notes that directory `dir` was left out whole for its depth.
+    pub(crate) fn too_deep(&mut self, dir: &Path, limit: u32) {
+        let mut shown = dir.as_os_str().to_owned();
+        shown.push("/");
+        self.leave(Path::new(&shown), LeftOutReason::PathTooDeep { limit });
+    }
+
     /// Notes that the root's `.crewbox` entry differed from the base and was put back
     /// (changes that reached HEAD without passing [`Filter::offer`]).
     pub(crate) fn restored_crewbox(&mut self, name: &str) {
@@ -196,9 +203,81 @@ impl<'a> Filter<'a> {
     }
 }
 
+/// Directories of the worktree at `root` nested at depth `limit` (relative, `/`
+/// separated), not followed through links nor into the root's `.git`, at most
+/// `MAX_DEEP_SCAN` entries looked at: what a snapshot leaves out whole when libgit2
+/// refuses to walk that deep ("directory nesting too deep").
+pub(crate) fn dirs_at_depth(root: &Path, limit: usize) -> Vec<PathBuf> {
+    const MAX_DEEP_SCAN: usize = 200_000;
+    let mut found = Vec::new();
+    let mut seen = 0usize;
+    let mut stack = vec![(PathBuf::new(), 0usize)];
+    while let Some((rel, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(root.join(&rel)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MAX_DEEP_SCAN {
+                return found;
+            }
+            if depth == 0 && crate::fs::name::is_git(&entry.file_name()) {
+                continue;
+            }
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let child = rel.join(entry.file_name());
+            if depth + 1 == limit {
+                found.push(child);
+            } else {
+                stack.push((child, depth + 1));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// A gitignore pattern matching exactly the directory `dir` (relative to the root):
+/// every byte a pattern treats specially escaped.
+pub(crate) fn ignore_exactly(dir: &Path) -> String {
+    let mut out = String::from("/");
+    for (i, part) in dir.components().enumerate() {
+        if i > 0 {
+            out.push('/');
+        }
+        let text = part.as_os_str().to_string_lossy();
+        for c in text.chars() {
+            if matches!(c, '\\' | '*' | '?' | '[' | ']' | '!' | '#' | ' ') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+    }
+    out.push('/');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deep_directories_are_found_and_matched_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("a/b/c/d");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::create_dir_all(dir.path().join("a/x y*/z")).unwrap();
+        std::fs::create_dir_all(dir.path().join(".git/q/r")).unwrap();
+        let found = dirs_at_depth(dir.path(), 3);
+        assert_eq!(
+            found,
+            [PathBuf::from("a/b/c"), PathBuf::from("a/x y*/z")],
+            "the root's .git is not walked"
+        );
+        assert_eq!(ignore_exactly(Path::new("a/x y*/z")), "/a/x\\ y\\*/z/");
+    }
 
     #[test]
     fn limits_take_files_until_a_limit_and_name_the_rest() {

@@ -845,3 +845,30 @@ fn a_commit_message_carries_no_secret() {
     assert!(!message.contains(SECRET), "{message}");
     assert!(message.contains("[redacted]"), "{message}");
 }
+
+/// A directory tree deeper than git's library walks (100) is left out, named, and the
+/// rest of the agent's work is committed: libgit2 refused the whole commit, and in
+/// `single` the run failed with every change lost. Shown failing without the fix.
+#[test]
+fn a_tree_nested_deeper_than_git_walks_is_left_out_not_the_run() {
+    let dir = git_repo(|_| {});
+    let d = dir.path();
+    let command = "p=deep; for i in $(seq 150); do p=$p/d; done; mkdir -p $p \
+                   && echo bottom > $p/f.txt && echo kept > kept.txt";
+    let (report, outputs) = run(d, &[("run_command", json!({"command": command}))], &[]);
+    assert!(outputs[0].0, "{outputs:?}");
+    assert_eq!(report["status"], "completed", "{report:#}");
+    assert_eq!(
+        branch_files(d, &branch_of(&report)),
+        ["kept.txt", "notes.txt"]
+    );
+    let left = &report["agents"][0]["left_out"];
+    assert!(
+        left.as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["why"] == "path-too-deep"
+                && l["path"].as_str().is_some_and(|p| p.starts_with("deep/d/"))),
+        "{left:#}"
+    );
+}
