@@ -435,7 +435,11 @@ pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
         let created: i64 = r.get(1).map_err(q)?;
         match started_runs.get(&run) {
             Some(&at) if at < origin => return Ok(Verdict::OriginMoved { origin }),
-            None if created >= origin => return Ok(Verdict::RunUnrecorded { run }),
+            // The engine stores a run with its start, event and record together: a run
+            // whose start event is stored without its record lost the record.
+            None if created >= origin && start_event(conn, &run).map_err(q)? => {
+                return Ok(Verdict::RunUnrecorded { run });
+            }
             _ => {}
         }
         stored_runs.insert(run);
@@ -483,6 +487,15 @@ pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
         }
     }
     Ok(Verdict::Intact { records: last })
+}
+
+/// Whether run `run` has its `run.started` event stored.
+fn start_event(conn: &Connection, run: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM events WHERE run_id = ?1 AND kind = 'run.started')",
+        params![run],
+        |r| r.get(0),
+    )
 }
 
 fn integer(v: rusqlite::types::ValueRef<'_>) -> Option<i64> {

@@ -1073,7 +1073,12 @@ fn a_sub_agent_spawned_on_a_worker_is_audited_once() {
     rt.block_on(async {
         let store = Store::open(dir.path()).unwrap();
         let run = RunRecord::started(crewbox::Mode::Single, "p", serde_json::json!({}));
-        store.insert_run(&run).await.unwrap();
+        // As the engine records a run: with its `run.started` event (and audit record).
+        let started = Event::RunStarted {
+            mode: crewbox::Mode::Single,
+            provider: "scripted".into(),
+        };
+        store.start_run(&run, started).await.unwrap();
         let record = |parent: Option<crewbox::unstable::ids::AgentId>, name: &str| AgentRecord {
             parent,
             name: name.into(),
