@@ -813,6 +813,21 @@ fn a_request_reusing_an_id_in_flight_leaves_the_first_call_whole() {
     // The id is free again once cancelled.
     raw.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
     assert!(raw.answer(&json!(7))["result"].is_object());
+    // A session is initialized once.
+    raw.send(
+        &json!({"jsonrpc": "2.0", "id": 8, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "again", "version": "1"}}}),
+    );
+    let again = raw.answer(&json!(8));
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("initialized already")),
+        "{again}"
+    );
+    raw.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}));
+    assert!(raw.answer(&json!(9))["result"].is_object());
 }
 
 /// One raw HTTP/1.1 POST of `body` as JSON to the server at `url`, with its token:

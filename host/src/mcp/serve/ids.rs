@@ -212,6 +212,9 @@ async fn inbound<R, W>(
 {
     let mut input = BufReader::new(input);
     let mut line = Vec::new();
+    // A session is initialised once: a second `initialize` was answered as a fresh
+    // handshake in the middle of the session.
+    let mut initialized = false;
     loop {
         line.clear();
         match input.read_until(b'\n', &mut line).await {
@@ -226,11 +229,18 @@ async fn inbound<R, W>(
             if let Some(id) = head.id() {
                 let refusal = match not_a_message(&line) {
                     Some(why) => Some(ErrorData::new(ErrorCode::INVALID_REQUEST, why, None)),
+                    None if method == "initialize" && initialized => Some(ErrorData::new(
+                        ErrorCode::INVALID_REQUEST,
+                        "request refused: this session is initialized already (one \
+                         `initialize` per session; start another session for another)",
+                        None,
+                    )),
                     None => match inflight.admit(&id) {
                         Admit::Yes(_) => None,
                         refused => Some(self::refusal(refused, &id)),
                     },
                 };
+                initialized |= refusal.is_none() && method == "initialize";
                 if let Some(error) = refusal {
                     if refused.send(answer(&id, &error)).is_err() {
                         break;
