@@ -322,7 +322,23 @@ fn a_message_sent_to_the_team_reaches_the_next_iteration_and_a_second_loop_is_re
     ]
     .concat();
     let child = spawn_run(dir.path(), &script);
-    // Wait until the loop holds the team.
+    // Wait until iteration 1 took its messages (its plan's agent exists): a message sent
+    // earlier, as soon as the loop held the team, went to iteration 1 instead (seen once
+    // under `.ci/run`'s load).
+    let run = running_run(dir.path());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = bin(dir.path(), &["status", &run, "--json"]);
+        let planning = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .ok()
+            .and_then(|r| r["agents"].as_array().cloned())
+            .is_some_and(|a| a.iter().any(|a| a["name"] == "orchestrator"));
+        if planning {
+            break;
+        }
+        assert!(Instant::now() < deadline, "iteration 1 never planned");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let out = bin(
