@@ -763,8 +763,15 @@ fn a_second_retry_never_runs_a_completed_member_of_its_group_again() {
     // One slot: carol begins after alice and bob ended, or between them. She answers
     // on the provider that stays up: on the down one, alice's and bob's failed attempts
     // opened its circuit breaker before her turn whenever she went last, and she
-    // failed too.
+    // failed too. A team file's provider choice counts only in a trusted repository
+    // (an untrusted one's is dropped, and she was on the down provider after all).
     let dir = setup_with(THREE, "max_concurrent = 1\n", TWO_DOWN, TWO_OK);
+    let trusted = bin(dir.path(), &["trust"]);
+    assert!(
+        trusted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&trusted.stderr)
+    );
     let report = failed_run(dir.path());
     let run = report["run_id"].as_str().unwrap().to_owned();
     assert_eq!(states(&report, "carol"), ["completed"], "{report:#}");
