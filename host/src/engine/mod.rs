@@ -237,27 +237,8 @@ impl Engine {
     ) -> crate::schedule::daemon::JobOutcome {
         use crate::schedule::daemon::JobOutcome;
         use crate::store::FireStatus;
-        use crate::vocab::RunStatus;
-        let fire_status = |s: RunStatus| match s {
-            RunStatus::Completed => FireStatus::Completed,
-            RunStatus::Failed | RunStatus::Diverged => FireStatus::Failed,
-            RunStatus::Cancelled => FireStatus::Cancelled,
-            RunStatus::Running => FireStatus::Running,
-        };
-        let failure =
-            |status: FireStatus, s: RunStatus, reason: Option<crate::vocab::ExitReason>| {
-                (status != FireStatus::Completed)
-                    .then(|| format!("run {run} {s} ({})", reason.map_or("-", |r| r.as_str())))
-            };
         match ended {
-            Ok(report) => {
-                let status = fire_status(report.status);
-                JobOutcome {
-                    started: true,
-                    status,
-                    error: failure(status, report.status, report.exit_reason),
-                }
-            }
+            Ok(report) => JobOutcome::of_run(run.as_str(), report.status, report.exit_reason),
             Err(e) => match self.store().run(run).await {
                 // It was never created: it could not start.
                 Ok(None) => JobOutcome {
@@ -268,12 +249,7 @@ impl Engine {
                 // Created: it ended (a resume of one that had), or it is left
                 // unfinished (`Running`: a later daemon resumes it as the job's).
                 Ok(Some(record)) => {
-                    let status = fire_status(record.status);
-                    JobOutcome {
-                        started: true,
-                        status,
-                        error: failure(status, record.status, record.exit_reason),
-                    }
+                    JobOutcome::of_run(run.as_str(), record.status, record.exit_reason)
                 }
                 Err(read) => {
                     tracing::warn!(run = %run, error = %read, "cannot read a scheduled run");

@@ -37,6 +37,34 @@ pub struct JobOutcome {
     pub error: Option<String>,
 }
 
+impl JobOutcome {
+    /// A created run that is at `status` (for `Running`: left unfinished), with its
+    /// exit `reason` in the error of one that did not complete.
+    pub fn of_run(
+        run: &str,
+        status: crate::vocab::RunStatus,
+        reason: Option<crate::vocab::ExitReason>,
+    ) -> Self {
+        use crate::vocab::RunStatus;
+        let fire = match status {
+            RunStatus::Completed => FireStatus::Completed,
+            RunStatus::Failed | RunStatus::Diverged => FireStatus::Failed,
+            RunStatus::Cancelled => FireStatus::Cancelled,
+            RunStatus::Running => FireStatus::Running,
+        };
+        Self {
+            started: true,
+            status: fire,
+            error: (fire != FireStatus::Completed).then(|| {
+                format!(
+                    "run {run} {status} ({})",
+                    reason.map_or("-", |r| r.as_str())
+                )
+            }),
+        }
+    }
+}
+
 /// How often the daemon looks at the jobs.
 pub const TICK: Duration = Duration::from_millis(250);
 
@@ -175,6 +203,13 @@ impl Daemon {
         outcome
     }
 
+    /// Sends `notice` to whoever prints the daemon's decisions.
+    fn notify(&self, notice: FireNotice) {
+        if let Some(tx) = &self.notices {
+            let _ = tx.send(notice);
+        }
+    }
+
     /// Takes over the run a job's fire started when the last daemon stopped or was
     /// killed: one still unfinished is resumed as the job's (the job fires nothing
     /// meanwhile, see [`Jobs::resuming`]; the run's end is recorded on the job); one that ended has its end recorded; one never created
@@ -194,31 +229,20 @@ impl Daemon {
         };
         let handle = match stored {
             Some(r) if r.status != crate::vocab::RunStatus::Running => {
-                let outcome = JobOutcome {
-                    started: true,
-                    status: match r.status {
-                        crate::vocab::RunStatus::Completed => FireStatus::Completed,
-                        crate::vocab::RunStatus::Cancelled => FireStatus::Cancelled,
-                        _ => FireStatus::Failed,
-                    },
-                    error: (r.status != crate::vocab::RunStatus::Completed)
-                        .then(|| format!("run {run} {}", r.status)),
-                };
+                let outcome = JobOutcome::of_run(&run, r.status, r.exit_reason);
                 finished(&self.store, &job.name, &run, outcome).await;
                 return;
             }
             Some(_) => {
                 tracing::info!(job = %job.name, run = %run, "resuming the job's run");
-                if let Some(tx) = &self.notices {
-                    let _ = tx.send(FireNotice {
-                        job: job.name.clone(),
-                        due: None,
-                        missed: 0,
-                        status: FireStatus::Running,
-                        run: Some(run.clone()),
-                        resumed: true,
-                    });
-                }
+                self.notify(FireNotice {
+                    job: job.name.clone(),
+                    due: None,
+                    missed: 0,
+                    status: FireStatus::Running,
+                    run: Some(run.clone()),
+                    resumed: true,
+                });
                 let (runner, store, name) =
                     (self.runner.clone(), self.store.clone(), job.name.clone());
                 let r = run.clone();
@@ -233,16 +257,14 @@ impl Daemon {
             None if !self.enabled => return,
             None => {
                 tracing::warn!(job = %job.name, run = %run, "the job's last fire was recorded but its run never created; starting it");
-                if let Some(tx) = &self.notices {
-                    let _ = tx.send(FireNotice {
-                        job: job.name.clone(),
-                        due: None,
-                        missed: 0,
-                        status: FireStatus::Running,
-                        run: Some(run.clone()),
-                        resumed: false,
-                    });
-                }
+                self.notify(FireNotice {
+                    job: job.name.clone(),
+                    due: None,
+                    missed: 0,
+                    status: FireStatus::Running,
+                    run: Some(run.clone()),
+                    resumed: false,
+                });
                 tokio::spawn(start_run(
                     self.runner.clone(),
                     self.store.clone(),
@@ -336,16 +358,14 @@ impl Daemon {
             }
         }
         tracing::info!(job = %job.name, ?due, missed, status = %status, "scheduled fire");
-        if let Some(tx) = &self.notices {
-            let _ = tx.send(FireNotice {
-                job: job.name.clone(),
-                due,
-                missed,
-                status,
-                run: run.clone(),
-                resumed: false,
-            });
-        }
+        self.notify(FireNotice {
+            job: job.name.clone(),
+            due,
+            missed,
+            status,
+            run: run.clone(),
+            resumed: false,
+        });
         match (status, run) {
             (FireStatus::Running, Some(run)) => {
                 let handle = tokio::spawn(start_run(
