@@ -22,6 +22,11 @@
 //!   is waiting for a slot (1,000 agents on 4 slots per worker).
 //! - `*_exec_p50_ms`: from its start to its end as the agent reported them (on the
 //!   worker for NATS): what a slot spends on one agent.
+//! - `local_cpu_ms_per_agent` / `nats_cpu_ms_per_agent`: CPU time (user and system,
+//!   from `/proc`) spent per agent of the 1,000-agent batch: locally by this process;
+//!   over NATS by the coordinator (this process), the workers together and the
+//!   nats-server. On one machine the ratio is bounded by these: the two sides share
+//!   the same cores.
 //! - `worker_store_agents` / `worker_store_kb`: the agent rows and the size (database
 //!   and WAL) of the workers' own stores at the end of the round. A worker forgets the
 //!   agents of answered tasks in batches of 64 or within a second, so the rows stay
@@ -294,7 +299,9 @@ async fn main() {
         let state = dir.path().join(format!("state-{workers}"));
         let opened = Repository::open(Some(&repo), Some(&state)).unwrap();
         let engine = opened.engine(CancellationToken::new()).await.unwrap();
+        let before = cpu_ms(std::process::id());
         let mut local = measure(&engine, &req, engine.store()).await;
+        let local_cpu = cpu_ms(std::process::id()) - before;
         let mut local_dispatch = dispatch_latency(&engine, &probe, engine.store(), 10).await;
         drop(engine);
         let opened = Repository::open(Some(&repo), Some(&state))
@@ -304,7 +311,14 @@ async fn main() {
         if let (Some(ts), true) = (&taskset, pinned) {
             pin_self(ts, "0");
         }
+        let pids = CpuOf {
+            coordinator: vec![std::process::id()],
+            workers: procs.0.iter().map(Child::id).collect(),
+            nats_server: vec![children.0[0].id()],
+        };
+        let before = pids.read();
         let mut nats = measure(&engine, &req, engine.store()).await;
+        let nats_cpu = pids.read().since(&before, agents);
         let mut nats_dispatch = dispatch_latency(&engine, &probe, engine.store(), 10).await;
         if let (Some(ts), true) = (&taskset, pinned) {
             pin_self(ts, &format!("0-{}", cores - 1));
@@ -333,6 +347,8 @@ async fn main() {
             "nats_dispatch_p99_ms": percentile(&mut nats_dispatch, 0.99),
             "nats_queued_p50_ms": percentile(&mut nats.dispatch, 0.5),
             "nats_exec_p50_ms": percentile(&mut nats.exec, 0.5),
+            "local_cpu_ms_per_agent": (local_cpu / agents * 1000.0).round() / 1000.0,
+            "nats_cpu_ms_per_agent": nats_cpu,
             "worker_store_agents": kept_agents,
             "worker_store_kb": kept_kb,
         });
@@ -390,6 +406,54 @@ fn own_stores(base: &Path) -> (i64, u64) {
             .unwrap();
     }
     (agents, bytes / 1024)
+}
+
+/// The CPU time (user and system, all threads) process `pid` has spent, in ms.
+fn cpu_ms(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command name (in parentheses, which may hold spaces): the state is
+    // field 3, utime and stime fields 14 and 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf reads a constant.
+    let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks * 1000.0 / per_s
+}
+
+/// The processes of a NATS round, by part.
+struct CpuOf {
+    coordinator: Vec<u32>,
+    workers: Vec<u32>,
+    nats_server: Vec<u32>,
+}
+
+/// CPU ms of each part of a [`CpuOf`].
+struct CpuSpent([f64; 3]);
+
+impl CpuOf {
+    fn read(&self) -> CpuSpent {
+        let sum = |pids: &[u32]| pids.iter().map(|&p| cpu_ms(p)).sum();
+        CpuSpent([
+            sum(&self.coordinator),
+            sum(&self.workers),
+            sum(&self.nats_server),
+        ])
+    }
+}
+
+impl CpuSpent {
+    /// Per agent since `before`, as JSON.
+    fn since(&self, before: &CpuSpent, agents: f64) -> serde_json::Value {
+        let per = |i: usize| ((self.0[i] - before.0[i]) / agents * 1000.0).round() / 1000.0;
+        serde_json::json!({
+            "coordinator": per(0),
+            "workers": per(1),
+            "nats_server": per(2),
+            "all": ((0..3).map(|i| self.0[i] - before.0[i]).sum::<f64>() / agents * 1000.0)
+                .round() / 1000.0,
+        })
+    }
 }
 
 /// Sets the CPU affinity of every thread of this process.

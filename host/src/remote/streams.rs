@@ -111,14 +111,25 @@ pub async fn ensure(
     Ok((tasks, results))
 }
 
-/// The durable consumer the workers of `pool` share.
+/// The durable consumer the workers of `pool` share, and the ack wait it has.
+///
+/// The first worker of a pool makes it with its `ack_wait`; a later worker gets it as
+/// it is, and the server redelivers a task after the *consumer's* ack wait, whatever
+/// the worker's own setting: a worker must beat at that pace, so it is returned (a
+/// worker beating at its own, longer pace had its tasks redelivered to another worker
+/// and run twice). A consumer an older crewbox made allows fewer deliveries than
+/// [`MAX_DELIVER`]: it is raised in place (nothing else of it changes).
 pub async fn pool_consumer(
     tasks: &stream::Stream,
     pool: &str,
     ack_wait: Duration,
-) -> Result<consumer::PullConsumer, RemoteError> {
+) -> Result<(consumer::PullConsumer, Duration), RemoteError> {
     let name = format!("crewbox-pool-{pool}");
-    tasks
+    let fail = |e: String| RemoteError::Stream {
+        stream: TASKS,
+        detail: format!("consumer {name}: {e}"),
+    };
+    let mut consumer: consumer::PullConsumer = tasks
         .get_or_create_consumer(
             &name,
             consumer::pull::Config {
@@ -133,10 +144,38 @@ pub async fn pool_consumer(
             },
         )
         .await
-        .map_err(|e| RemoteError::Stream {
-            stream: TASKS,
-            detail: format!("consumer {name}: {e}"),
-        })
+        .map_err(|e| fail(e.to_string()))?;
+    let found = consumer.cached_info().config.clone();
+    if (0..MAX_DELIVER).contains(&found.max_deliver) {
+        tracing::info!(
+            consumer = %name,
+            from = found.max_deliver,
+            to = MAX_DELIVER,
+            "raising the deliveries of a pool consumer an earlier crewbox made"
+        );
+        // A create with the durable's name and a changed editable field updates it
+        // (nats-server 2.9 and later).
+        let raised = consumer::pull::Config {
+            max_deliver: MAX_DELIVER,
+            ..consumer::FromConsumer::try_from_consumer_config(found)
+                .map_err(|e| fail(e.to_string()))?
+        };
+        consumer = tasks
+            .create_consumer(raised)
+            .await
+            .map_err(|e| fail(format!("raising its deliveries to {MAX_DELIVER}: {e}")))?;
+    }
+    let theirs = consumer.cached_info().config.ack_wait;
+    if theirs != ack_wait {
+        tracing::warn!(
+            consumer = %name,
+            consumer_ack_wait_s = theirs.as_secs_f64(),
+            own_ack_wait_s = ack_wait.as_secs_f64(),
+            "the pool's consumer has another ack wait than `[nats] ack_wait_s`: it counts \
+             (the first worker of the pool set it); tasks are kept alive at its pace"
+        );
+    }
+    Ok((consumer, theirs))
 }
 
 /// The durable consumer of one run's events and results (it survives the coordinator,

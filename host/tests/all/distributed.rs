@@ -2866,3 +2866,96 @@ text = "NOTES READ"
     assert_eq!(agents[0].stats.tokens_out, output, "{agents:?}");
     assert_eq!(second.stop().ran, 1);
 }
+
+/// The pool's consumer as `(max_deliver, ack_wait)` says it is on the server.
+fn pool_consumer_config(url: &str) -> (i64, Duration) {
+    runtime().block_on(async move {
+        let client = async_nats::connect(url).await.unwrap();
+        let js = async_nats::jetstream::new(client);
+        let mut consumer: async_nats::jetstream::consumer::PullConsumer = js
+            .get_stream("CREWBOX_TASKS")
+            .await
+            .unwrap()
+            .get_consumer(&format!("crewbox-pool-{POOL}"))
+            .await
+            .unwrap();
+        let info = consumer.info().await.unwrap();
+        (info.config.max_deliver, info.config.ack_wait)
+    })
+}
+
+/// The pool's consumer as an earlier crewbox made it (5 deliveries), with an ack wait
+/// (1 s) shorter than the workers' own `ack_wait_s` (30): the server redelivers after
+/// the consumer's, so workers that kept their tasks alive at their own pace had a
+/// running task redelivered — to the other worker, which ran it a second time — and a
+/// task past 5 deliveries was never answered. Now its deliveries are raised and the
+/// workers beat at its pace. Shown failing without the fix (a second run, or a
+/// redelivery of the running task; `max_deliver` 5).
+#[test]
+fn a_pool_consumer_made_elsewhere_is_raised_and_kept_alive_at_its_own_pace() {
+    use async_nats::jetstream::consumer;
+    let Some(mut c) = cluster(|_| {}) else { return };
+    c.script("[[reply]]\nagent = \"agent\"\ndelay_ms = 3500\ntext = \"SLOW DONE\"\n");
+    c.worker("first").stop();
+    let url = c.nats.url();
+    runtime().block_on({
+        let url = url.clone();
+        async move {
+            let client = async_nats::connect(url).await.unwrap();
+            let js = async_nats::jetstream::new(client);
+            let tasks = js.get_stream("CREWBOX_TASKS").await.unwrap();
+            let name = format!("crewbox-pool-{POOL}");
+            tasks.delete_consumer(&name).await.unwrap();
+            tasks
+                .create_consumer(consumer::pull::Config {
+                    durable_name: Some(name),
+                    filter_subject: format!("crewbox.task.{POOL}.>"),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ack_wait: Duration::from_secs(1),
+                    max_deliver: 5,
+                    max_ack_pending: 10_000,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+        }
+    });
+    // The workers' machine says 30 s.
+    let wconfig = c.path().join("wconfig");
+    std::fs::create_dir_all(wconfig.join("crewbox")).unwrap();
+    let config = std::fs::read_to_string(c.path().join("config/crewbox/config.toml")).unwrap();
+    std::fs::write(
+        wconfig.join("crewbox/config.toml"),
+        config.replace("ack_wait_s = 2", "ack_wait_s = 30"),
+    )
+    .unwrap();
+    c.worker_env = vec![("XDG_CONFIG_HOME".into(), wconfig.display().to_string())];
+    let wa = c.worker("wa");
+    assert_eq!(
+        pool_consumer_config(url.as_str()),
+        (10, Duration::from_secs(1)),
+        "the deliveries raised, the ack wait left as it was"
+    );
+    let run = single_run(&c, "slow");
+    let db = c.store();
+    let running = wait_for(Duration::from_secs(30), || {
+        db.unfinished().first().is_some_and(|run| {
+            db.agents(run)
+                .iter()
+                .any(|a| a.state == AgentState::Running)
+        })
+    });
+    assert!(running, "the agent never ran");
+    let wb = c.worker("wb");
+    let report = report(&run.output());
+    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(report["result"], "SLOW DONE", "{report}");
+    let logs = [&wa.log, &wb.log].map(|l| std::fs::read_to_string(l).unwrap());
+    assert!(
+        logs.iter()
+            .all(|l| !l.contains("redelivered while running")),
+        "{logs:#?}"
+    );
+    let ran = wa.stop().ran + wb.stop().ran;
+    assert_eq!(ran, 1, "{logs:#?}");
+}

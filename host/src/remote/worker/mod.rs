@@ -175,7 +175,7 @@ pub async fn serve(
     .await?;
     let js = jetstream::new(client);
     let (tasks, results) = streams::ensure(&js).await?;
-    let consumer = streams::pool_consumer(&tasks, &pool, settings.ack_wait).await?;
+    let (consumer, ack_wait) = streams::pool_consumer(&tasks, &pool, settings.ack_wait).await?;
     let state_base = match opts.state_base.clone().or(config.state_dir.clone()) {
         Some(b) => b,
         None => crate::paths::user_state_dir().ok_or(WorkerError::NoStateHome)?,
@@ -205,7 +205,7 @@ pub async fn serve(
         results,
         pool,
         name,
-        ack_wait: settings.ack_wait,
+        ack_wait,
         state_base,
         clones: worker_dir.join("clones"),
         store,
