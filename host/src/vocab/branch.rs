@@ -39,6 +39,10 @@ pub enum LeftOutReason {
     /// A git repository of its own inside the worktree (a `git init` or a clone the
     /// agent made): its files are not part of the agent's commit.
     NestedRepository,
+    /// A name git keeps for its own directory on some file system (`.git` in a
+    /// subdirectory, `git~1`, `.git.`, `.git:x`, `.git` with a character HFS+ ignores): git refuses to commit
+    /// it, and checked out elsewhere it would be a repository's directory.
+    GitName,
     /// A directory nested deeper than git's library walks (its whole content).
     PathTooDeep {
         /// The deepest nesting taken.
@@ -63,6 +67,10 @@ impl std::fmt::Display for LeftOutReason {
             Self::NestedRepository => write!(
                 f,
                 "a git repository of its own inside the worktree; its files are not committed"
+            ),
+            Self::GitName => write!(
+                f,
+                "a name git keeps for its own directory on some file system; never committed"
             ),
             Self::PathTooDeep { limit } => write!(
                 f,

@@ -57,8 +57,17 @@ pub(crate) struct Filter<'a> {
     taken: BTreeSet<Vec<u8>>,
     left: Vec<LeftOut>,
     seen: BTreeSet<String>,
-    /// Directories looked at for the layout of a git directory, and what was found.
-    git_dirs: HashMap<PathBuf, bool>,
+    /// Directories looked at, and what was found in them.
+    git_dirs: HashMap<PathBuf, Looked>,
+}
+
+/// What [`Filter`] found in one directory of the worktree.
+#[derive(Clone, Copy)]
+struct Looked {
+    /// It has a git directory's layout (see [`is_git_dir`]).
+    git_layout: bool,
+    /// It holds a `.git` entry, which libgit2 passes over without offering it.
+    dot_git: bool,
 }
 
 /// Whether `dir` has the layout by which git takes a directory for a repository of
@@ -93,7 +102,8 @@ impl<'a> Filter<'a> {
     }
 
     /// The directory of `path` (one of its parents, the worktree's root excluded) that
-    /// has a git directory's layout, if any.
+    /// has a git directory's layout, if any. A `.git` entry met in one of them (libgit2
+    /// passes over it in silence) is noted as left out.
     fn in_git_dir(&mut self, path: &Path) -> Option<PathBuf> {
         let mut found = None;
         for dir in path.ancestors().skip(1) {
@@ -101,13 +111,18 @@ impl<'a> Filter<'a> {
                 break;
             }
             let workdir = self.workdir;
-            let is = *self
-                .git_dirs
-                .entry(dir.to_path_buf())
-                .or_insert_with(|| is_git_dir(&workdir.join(dir)));
-            if is {
+            let looked = *self.git_dirs.entry(dir.to_path_buf()).or_insert_with(|| {
+                let full = workdir.join(dir);
+                Looked {
+                    git_layout: is_git_dir(&full),
+                    dot_git: std::fs::symlink_metadata(full.join(".git")).is_ok(),
+                }
+            });
+            if looked.git_layout {
                 // The outermost one is named.
                 found = Some(dir.to_path_buf());
+            } else if looked.dot_git {
+                self.leave(&dir.join(".git"), LeftOutReason::GitName);
             }
         }
         found
@@ -130,6 +145,14 @@ impl<'a> Filter<'a> {
     pub(crate) fn offer(&mut self, path: &Path) -> i32 {
         if !self.rules.crewbox_writable && in_crewbox(path) {
             return self.leave(path, LeftOutReason::Crewbox);
+        }
+        // libgit2 refuses to add such a name ("invalid path"), which failed the agent's
+        // whole commit, and with it a `single` run.
+        if path
+            .components()
+            .any(|c| crate::fs::name::is_git(c.as_os_str()))
+        {
+            return self.leave(path, LeftOutReason::GitName);
         }
         let key = path.as_os_str().as_encoded_bytes().to_vec();
         if self.taken.contains(&key) {

@@ -872,3 +872,52 @@ fn a_tree_nested_deeper_than_git_walks_is_left_out_not_the_run() {
         "{left:#}"
     );
 }
+
+/// Names git keeps for its own directory, written by an agent anywhere in its worktree:
+/// the NTFS spellings libgit2 refuses to add (`git~1`, `.git.`, `.git:x`) failed the
+/// agent's whole commit ("invalid path"), and with it the run; a `.git` file in a
+/// directory the base tracks was passed over without a word. Now each is left out and
+/// named, and the rest is committed. Shown failing without the fix (the run failed).
+#[test]
+fn names_git_keeps_for_itself_are_left_out_named_and_the_rest_committed() {
+    let dir = git_repo(|_| {});
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("repo/docs")).unwrap();
+    std::fs::write(d.join("repo/docs/a.md"), "a\n").unwrap();
+    commit_all(d, "docs");
+    let command = "echo y > docs/git~1 && echo z > .git. && echo w > 'docs/.git:x' \
+                   && printf 'gitdir: /nowhere\\n' > docs/.git && echo b > docs/b.md";
+    let (report, outputs) = run(d, &[("run_command", json!({"command": command}))], &[]);
+    assert!(outputs[0].0, "{outputs:?}");
+    assert_eq!(report["status"], "completed", "{report:#}");
+    assert_eq!(
+        branch_files(d, &branch_of(&report)),
+        ["docs/a.md", "docs/b.md", "notes.txt"]
+    );
+    let mut left: Vec<(String, String)> = report["agents"][0]["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["path"].as_str().unwrap().into(),
+                l["why"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    left.sort();
+    let want = [".git.", "docs/.git", "docs/.git:x", "docs/git~1"]
+        .map(|p| (p.to_owned(), "git-name".to_owned()));
+    assert_eq!(left, want);
+    // The pooled worktree holds none of them for the next agent.
+    let worktrees = crate::support::repo::state_dir(d).join("worktrees");
+    for slot in std::fs::read_dir(&worktrees).unwrap().flatten() {
+        for name in [".git.", "docs/.git", "docs/.git:x", "docs/git~1"] {
+            assert!(
+                std::fs::symlink_metadata(slot.path().join(name)).is_err(),
+                "{name} outlived the reset in {}",
+                slot.path().display()
+            );
+        }
+    }
+}
