@@ -40,8 +40,9 @@ pub enum LeftOutReason {
     /// agent made): its files are not part of the agent's commit.
     NestedRepository,
     /// A name git keeps for its own directory on some file system (`.git` in a
-    /// subdirectory, `git~1`, `.git.`, `.git:x`, `.git` with a character HFS+ ignores): git refuses to commit
-    /// it, and checked out elsewhere it would be a repository's directory.
+    /// subdirectory, `git~1`, `.git.`, `.git:x`, `.git` with a character HFS+
+    /// ignores): git refuses to commit it, and checked out elsewhere it would be a
+    /// repository's directory.
     GitName,
     /// A directory nested deeper than git's library walks (its whole content).
     PathTooDeep {

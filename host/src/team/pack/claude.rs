@@ -48,13 +48,24 @@ pub struct Layer {
     pub skipped: Vec<Skipped>,
     /// What was noticed (one line each, naming the file).
     pub warnings: Vec<String>,
+    /// The directory read, and how messages name it.
+    place: (PathBuf, PathBuf),
 }
+
+/// `README.md` files (any case) read beside [`MAX_PACK_FILES`] agent files: collections
+/// keep one per folder, and they are no agents unless they have front matter.
+const MAX_READMES: usize = 32;
+/// Files not read for the limits that are named one by one (the rest are counted).
+const MAX_NAMED_UNREAD: usize = 128;
 
 /// Reads every `*.md` below `dir` (at most [`MAX_DEPTH`] levels, [`MAX_PACK_FILES`]
 /// files), each beneath the directory. `shown` names the directory in messages;
 /// `source` makes each member's source from its file.
 pub fn read_layer(dir: &PackDir, shown: &Path, source: fn(PathBuf) -> TeamSource) -> Layer {
-    let mut layer = Layer::default();
+    let mut layer = Layer {
+        place: (dir.root().to_path_buf(), shown.to_path_buf()),
+        ..Layer::default()
+    };
     let files = walk(dir, shown, &mut layer);
     for rel in files {
         let shown_file = shown.join(&rel);
@@ -103,7 +114,9 @@ pub fn read_layer(dir: &PackDir, shown: &Path, source: fn(PathBuf) -> TeamSource
 /// The `*.md` files below the root, by path; symlinked directories are not followed.
 fn walk(dir: &PackDir, shown: &Path, layer: &mut Layer) -> Vec<PathBuf> {
     let mut files = Vec::new();
+    let mut readmes = 0usize;
     let mut queue: Vec<(PathBuf, usize)> = vec![(PathBuf::new(), 0)];
+    let mut unread: Vec<PathBuf> = Vec::new();
     let mut more = 0usize;
     while let Some((rel, depth)) = queue.pop() {
         let entries = match dir.list(&rel) {
@@ -129,10 +142,17 @@ fn walk(dir: &PackDir, shown: &Path, layer: &mut Layer) -> Vec<PathBuf> {
                     shown.join(&path).display()
                 )),
                 EntryKind::File | EntryKind::Symlink if is_md => {
-                    if files.len() < MAX_PACK_FILES {
+                    let readme = e.name.eq_ignore_ascii_case("readme.md");
+                    if readme && readmes < MAX_READMES {
+                        readmes += 1;
+                        files.push(path);
+                    } else if !readme && files.len() - readmes < MAX_PACK_FILES {
                         files.push(path);
                     } else {
                         more += 1;
+                        if unread.len() < MAX_NAMED_UNREAD {
+                            unread.push(path);
+                        }
                     }
                 }
                 EntryKind::Symlink if !is_md => layer.skipped.push(Skipped {
@@ -152,10 +172,23 @@ fn walk(dir: &PackDir, shown: &Path, layer: &mut Layer) -> Vec<PathBuf> {
         }
     }
     if more > 0 {
+        let named = if more > unread.len() {
+            format!("the first {} are named in what was skipped", unread.len())
+        } else {
+            "each is named in what was skipped".to_owned()
+        };
         layer.warnings.push(format!(
-            "{}: more than {MAX_PACK_FILES} agent files; {more} were not read",
+            "{}: more than {MAX_PACK_FILES} agent files; {more} were not read ({named})",
             shown.display()
         ));
+        for path in unread {
+            layer.skipped.push(Skipped {
+                what: SkippedWhat::File(shown.join(&path)),
+                reason: format!(
+                    "not read: past the limit of {MAX_PACK_FILES} agent files (taken in path order)"
+                ),
+            });
+        }
     }
     files.sort();
     files
@@ -296,14 +329,20 @@ pub fn first_sentence(description: &str) -> String {
     let end = flat
         .char_indices()
         .find(|&(i, c)| {
-            matches!(c, '.' | '!' | '?')
-                && flat[i + c.len_utf8()..]
-                    .chars()
-                    .next()
-                    .is_none_or(|n| n == ' ')
-                && !(c == '.' && ends_with_abbreviation(&flat[..i]))
+            // The full-width marks of Chinese and Japanese text end a sentence with no
+            // space after them.
+            matches!(c, '。' | '！' | '？' | '｡')
+                || matches!(c, '.' | '!' | '?')
+                    && flat[i + c.len_utf8()..]
+                        .chars()
+                        .next()
+                        .is_none_or(|n| n == ' ')
+                    && !(c == '.' && ends_with_abbreviation(&flat[..i]))
         })
-        .map_or(flat.len(), |(i, c)| if c == '.' { i } else { i + 1 });
+        .map_or(flat.len(), |(i, c)| match c {
+            '.' | '。' | '｡' => i,
+            _ => i + c.len_utf8(),
+        });
     let sentence = flat[..end].trim();
     if sentence.chars().count() > 160 {
         let cut: String = sentence.chars().take(159).collect();
@@ -357,6 +396,9 @@ pub fn parse_agent(text: &str, cut: bool, notes: &mut Vec<String>) -> Result<Mem
                 "`name: {n}` is not a valid subagent name (lowercase letters, digits and `-`)"
             ));
         }
+        None if fm.get("name").is_some() => {
+            return Err("an empty `name` in its front matter".into());
+        }
         None => return Err("no `name` in its front matter".into()),
     };
     let role = scalar(fm.get("description"))
@@ -369,14 +411,15 @@ pub fn parse_agent(text: &str, cut: bool, notes: &mut Vec<String>) -> Result<Mem
     let mode = scalar(fm.get("permissionMode"));
     let mut requested = requested_access(fm.get("tools"), fm.get("disallowedTools"), mode, notes);
     // A key that decides access and could not be read for certain (given twice, an
-    // unclosed list, misaligned items, `tools:Read`) never widens it: the member asks
-    // for read-only access, as a file that lists only reading tools would.
+    // unclosed list, misaligned items, `tools:Read`, a mapping where a list belongs)
+    // never widens it: the member asks for read-only access, as a file that lists only
+    // reading tools would.
     let doubtful: Vec<&str> = ACCESS_KEYS
         .iter()
         .copied()
-        .filter(|k| fm.is_doubtful(k))
+        .filter(|k| fm.is_doubtful(k) || fm.get(k) == Some(&Value::Nested))
         .collect();
-    if !doubtful.is_empty() && requested != Access::ReadOnly {
+    if !doubtful.is_empty() {
         notes.push(format!(
             "`{}` could not be read for certain; the member asks for read-only access rather than guess",
             doubtful.join("`, `")
@@ -450,6 +493,18 @@ pub fn team(
     let mut skipped = Vec::new();
     let mut members: Vec<Member> = Vec::new();
     let (repo_layer, user_layer) = (repo.map(|r| r.0), user.map(|u| u.0));
+    let places: Vec<(PathBuf, PathBuf)> = [&repo_layer, &user_layer]
+        .into_iter()
+        .flatten()
+        .map(|l| l.place.clone())
+        .collect();
+    // A member's file as the messages of its layer name it.
+    let shown_file = |file: PathBuf| {
+        places
+            .iter()
+            .find_map(|(root, shown)| file.strip_prefix(root).ok().map(|rel| shown.join(rel)))
+            .unwrap_or(file)
+    };
     for layer in [&repo_layer, &user_layer].into_iter().flatten() {
         warnings.extend(layer.warnings.iter().cloned());
         skipped.extend(layer.skipped.iter().cloned());
@@ -471,7 +526,7 @@ pub fn team(
     if members.len() > MAX_MEMBERS {
         for m in members.drain(MAX_MEMBERS..) {
             skipped.push(Skipped {
-                what: SkippedWhat::File(m.file.unwrap_or_default()),
+                what: SkippedWhat::File(shown_file(m.file.unwrap_or_default())),
                 reason: format!("more than {MAX_MEMBERS} members"),
             });
         }
@@ -667,6 +722,43 @@ mod tests {
             "Reviews code, e.g. Rust and Go"
         );
         assert_eq!(first_sentence(&"x".repeat(300)).chars().count(), 160);
+        assert_eq!(
+            first_sentence("Python/PyTorch/ML 代码审查。检查代码质量、数值安全。"),
+            "Python/PyTorch/ML 代码审查"
+        );
+        assert_eq!(first_sentence("本当ですか？はい。"), "本当ですか？");
+    }
+
+    #[test]
+    fn a_description_and_tools_below_their_keys_and_tools_as_a_mapping() {
+        let mut notes = Vec::new();
+        let m = parse_agent(
+            "---\nname: fullstack-developer\ndescription:\n  End-to-end feature owner. Delivers.\n\
+             tools:\n  Read, Write, MultiEdit, Bash\n---\nYou build.\n",
+            false,
+            &mut notes,
+        )
+        .unwrap();
+        assert_eq!(m.role, "End-to-end feature owner");
+        assert_eq!(m.requested_access, Access::Full, "{notes:?}");
+        // A mapping where the list belongs is not read as "no tools" in silence.
+        let mut notes = Vec::new();
+        let m = parse_agent(
+            "---\nname: odd\ndescription: Odd.\ndisallowedTools:\n  Write: true\n---\nx\n",
+            false,
+            &mut notes,
+        )
+        .unwrap();
+        assert_eq!(m.requested_access, Access::ReadOnly);
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("`disallowedTools` could not be read")),
+            "{notes:?}"
+        );
+        let mut notes = Vec::new();
+        let e = parse_agent("---\nname:\ndescription: x\n---\nbody", false, &mut notes);
+        assert_eq!(e.unwrap_err(), "an empty `name` in its front matter");
     }
 
     #[test]

@@ -297,7 +297,7 @@ impl Lines<'_> {
             return (Value::Empty, next);
         };
         if !first.trim_start().starts_with('-') {
-            return (Value::Nested, next);
+            return self.value_below(i, first, key, next, warnings);
         }
         let base = indent(first);
         let mut items = Vec::new();
@@ -329,6 +329,78 @@ impl Lines<'_> {
             ));
         }
         (Value::List(items), next)
+    }
+
+    /// The value of a key written on the indented lines below it (line `i`), whose first
+    /// line is `first` and which end before `next`: a nested mapping when that line is
+    /// a `key: value` one; else a scalar or flow list as it would read after the colon
+    /// (YAML allows it there, and formatters such as Prettier put a long description or
+    /// tool list on the next line). A plain scalar's lines are folded with spaces, a
+    /// blank line between them kept as a line break.
+    fn value_below(
+        &self,
+        i: usize,
+        first: &str,
+        key: &str,
+        next: usize,
+        warnings: &mut Vec<String>,
+    ) -> (Value, usize) {
+        let text = first.trim();
+        if key_of(text).is_some() || text.starts_with('{') {
+            return (Value::Nested, next);
+        }
+        let at = i
+            + 1
+            + self.lines[i + 1..next]
+                .iter()
+                .position(|l| !is_blank_or_comment(l))
+                .unwrap_or(0);
+        let line_no = at + 2;
+        match text.chars().next() {
+            Some(q @ ('"' | '\'')) => {
+                let (text, end, closed) = self.quoted(at, text, q);
+                if !closed {
+                    warnings.push(format!(
+                        "line {line_no}: `{key}` has an unclosed quote; {DOUBT}"
+                    ));
+                }
+                (Value::Scalar(text), end.max(next))
+            }
+            Some('[') => {
+                let (items, end, closed) = self.flow_list(at, text);
+                if !closed {
+                    warnings.push(format!(
+                        "line {line_no}: `{key}` has an unclosed `[`; {DOUBT}"
+                    ));
+                }
+                (Value::List(items), end.max(next))
+            }
+            _ => {
+                let mut out = String::new();
+                let mut blank = false;
+                for l in &self.lines[at..next] {
+                    let t = l.trim();
+                    if t.is_empty() {
+                        blank = true;
+                        continue;
+                    }
+                    if t.starts_with('#') {
+                        continue;
+                    }
+                    if !out.is_empty() {
+                        out.push(if blank { '\n' } else { ' ' });
+                    }
+                    blank = false;
+                    out.push_str(strip_comment(t));
+                }
+                if out.contains(": ") {
+                    warnings.push(format!(
+                        "line {line_no}: `{key}` holds an unquoted `: ` (not strict YAML); read as text"
+                    ));
+                }
+                (Value::Scalar(out), next)
+            }
+        }
     }
 
     /// The end of a block list written at column 0, starting with the item on line
@@ -631,6 +703,35 @@ mod tests {
         assert_eq!(fm.warnings.len(), 2, "{:?}", fm.warnings);
         assert!(fm.warnings[0].contains("unquoted `: `"));
         assert!(fm.warnings[1].contains("duplicate key `tools`"));
+    }
+
+    /// Values written on the indented lines below their key, as Prettier formats a long
+    /// description or tool list (they were read as a nested mapping: the role became
+    /// the name, and the tools read-only, without a word).
+    #[test]
+    fn values_on_the_lines_below_their_key() {
+        let fm = parse(
+            "name: fullstack-developer\n\
+             description:\n  End-to-end feature owner. Delivers complete\n  solutions.\n\n  Second paragraph.\n\
+             tools:\n  Read, Write, MultiEdit, Bash\n\
+             quoted:\n  \"a: b\n  c\"\n\
+             flow:\n  [Read,\n   Grep]\n\
+             nested:\n  key: value\n  other: 2\n\
+             model: sonnet\n",
+        );
+        assert_eq!(
+            scalar(&fm, "description"),
+            "End-to-end feature owner. Delivers complete solutions.\nSecond paragraph."
+        );
+        assert_eq!(scalar(&fm, "tools"), "Read, Write, MultiEdit, Bash");
+        assert_eq!(scalar(&fm, "quoted"), "a: b c");
+        assert_eq!(list(&fm, "flow"), ["Read", "Grep"]);
+        assert_eq!(fm.get("nested"), Some(&Value::Nested));
+        assert_eq!(scalar(&fm, "model"), "sonnet");
+        assert!(fm.warnings.is_empty(), "{:?}", fm.warnings);
+        assert!(fm.doubtful.is_empty(), "{:?}", fm.doubtful);
+        let fm = parse("tools:\n  \"Read, Write\nmodel: x\n");
+        assert!(fm.is_doubtful("tools"), "{fm:?}");
     }
 
     #[test]

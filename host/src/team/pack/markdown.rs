@@ -64,6 +64,26 @@ pub struct Table {
 }
 
 impl Table {
+    /// Whether column `col` is padded to one width on every row that has it (header
+    /// included; `text` is the document the spans index).
+    pub fn aligned(&self, col: usize, text: &str) -> bool {
+        let mut widths = std::iter::once(&self.header)
+            .chain(&self.rows)
+            .filter_map(|r| r.cells.get(col))
+            .map(|c| text.get(c.span.clone()).map_or(0, |t| t.chars().count()));
+        let Some(first) = widths.next() else {
+            return false;
+        };
+        let mut rows = 1;
+        for w in widths {
+            if w != first {
+                return false;
+            }
+            rows += 1;
+        }
+        rows > 1
+    }
+
     /// The column whose header, reduced to its words, is `name` (ignoring case).
     pub fn column(&self, name: &str) -> Option<usize> {
         self.header
@@ -338,6 +358,9 @@ pub fn plain(text: &str) -> String {
         .replace("\\|", "|")
         .chars()
         .filter(|c| !matches!(c, '*' | '`' | '~'))
+        // A control character (a lone `\r` a script left in the line) is no part of a
+        // name or role: a space.
+        .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
     text.trim_matches(|c: char| {
         c.is_whitespace() || c == '_' || !(c.is_alphanumeric() || c.is_ascii_punctuation())
@@ -364,13 +387,14 @@ pub fn is_blank(text: &str) -> bool {
 }
 
 /// Replaces `cell`'s text by `new` inside `line`, keeping the padding: as wide as
-/// before when `new` fits, else one space either side.
-pub fn cell_replacement(original: &str, new: &str) -> String {
+/// before when its column is `aligned` (see [`Table::aligned`]) and `new` fits, else
+/// one space either side (a compact table stays compact).
+pub fn cell_replacement(original: &str, new: &str, aligned: bool) -> String {
     let width = original.chars().count();
     let lead = original.chars().take_while(|c| *c == ' ').count().min(1);
     let body = format!("{}{new}", " ".repeat(lead));
     let len = body.chars().count();
-    if len < width {
+    if aligned && len < width {
         format!("{body}{}", " ".repeat(width - len))
     } else {
         format!("{body} ")
@@ -455,11 +479,26 @@ mod tests {
 
     #[test]
     fn replacement_keeps_width_when_it_can() {
-        assert_eq!(cell_replacement(" Tester       ", "QA"), " QA           ");
         assert_eq!(
-            cell_replacement(" Tester ", "Quality Owner"),
+            cell_replacement(" Tester       ", "QA", true),
+            " QA           "
+        );
+        assert_eq!(
+            cell_replacement(" Tester ", "Quality Owner", true),
             " Quality Owner "
         );
-        assert_eq!(cell_replacement("x", "y"), "y ");
+        assert_eq!(cell_replacement("x", "y", true), "y ");
+        // A compact table stays compact.
+        assert_eq!(
+            cell_replacement(" Aspire Generalist ", "Aspire Lead", false),
+            " Aspire Lead "
+        );
+        let text = "| Name | Role |\n|---|---|\n| A | Backend Dev |\n| Bo | QA |\n";
+        let t = Doc::parse(text).table_in(0..4).unwrap();
+        assert!(!t.aligned(1, text));
+        let text =
+            "| Name | Role        |\n|---|---|\n| A    | Backend Dev |\n| Bo   | QA          |\n";
+        let t = Doc::parse(text).table_in(0..4).unwrap();
+        assert!(t.aligned(0, text) && t.aligned(1, text));
     }
 }

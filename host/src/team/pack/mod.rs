@@ -68,23 +68,34 @@ impl Text {
     }
 
     /// The text as a prompt takes it: without a leading byte order mark, CRLF line
-    /// endings as LF (a `\r` is nothing a model should read). The text itself stays
-    /// as read, so a pack written back keeps its line endings.
+    /// endings and lone carriage returns (old Mac line endings, or one a script left
+    /// in a line) as LF — a `\r` is nothing a model should read, and one in a prompt
+    /// can hide the text before it on a terminal. The text itself stays as read, so a
+    /// pack written back keeps its line endings.
     pub fn cleaned(&self) -> String {
         let t = self.text.strip_prefix('\u{feff}').unwrap_or(&self.text);
-        t.replace("\r\n", "\n")
+        t.replace("\r\n", "\n").replace('\r', "\n")
     }
 
     /// What [`Self::cleaned`] leaves out, in words, if anything.
-    fn unclean(&self) -> Option<&'static str> {
-        match (
-            self.text.starts_with('\u{feff}'),
-            self.text.contains("\r\n"),
-        ) {
-            (false, false) => None,
-            (true, false) => Some("a byte order mark"),
-            (false, true) => Some("CRLF line endings"),
-            (true, true) => Some("a byte order mark and CRLF line endings"),
+    fn unclean(&self) -> Option<String> {
+        let crlf = self.text.contains("\r\n");
+        let lone = self
+            .text
+            .match_indices('\r')
+            .any(|(i, _)| self.text.as_bytes().get(i + 1) != Some(&b'\n'));
+        let parts: Vec<&str> = [
+            (self.text.starts_with('\u{feff}'), "a byte order mark"),
+            (crlf, "CRLF line endings"),
+            (lone, "carriage returns without a line feed"),
+        ]
+        .into_iter()
+        .filter_map(|(has, what)| has.then_some(what))
+        .collect();
+        match parts.as_slice() {
+            [] => None,
+            [one] => Some((*one).to_owned()),
+            [init @ .., last] => Some(format!("{} and {last}", init.join(", "))),
         }
     }
 
@@ -309,6 +320,20 @@ pub fn shown(root: &Path, path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lone_carriage_return_never_reaches_a_prompt() {
+        let t = Text {
+            text: "\u{feff}a\r\nthe tool is \runSubagent\r".into(),
+            truncated: false,
+            lossy: false,
+        };
+        assert_eq!(t.cleaned(), "a\nthe tool is \nunSubagent\n");
+        assert_eq!(
+            t.unclean().as_deref(),
+            Some("a byte order mark, CRLF line endings and carriage returns without a line feed")
+        );
+    }
 
     #[test]
     fn a_skipped_note_names_the_first_five_and_counts_the_rest() {

@@ -51,17 +51,17 @@ pub fn resolve(
     let id = canonical(declared, aliases);
     let unknown = |kind: &str| {
         Err(format!(
-            "model `{declared}` is not one a {kind} provider serves; its default model is used"
+            "model `{declared}` is not one {kind} provider serves; its default model is used"
         ))
     };
     match provider {
         ProviderConfig::Anthropic(_) if id.starts_with("claude-") => Ok(id),
-        ProviderConfig::Anthropic(_) => unknown("anthropic"),
+        ProviderConfig::Anthropic(_) => unknown("an Anthropic"),
         ProviderConfig::Openai(_) if is_openai(&id) => Ok(id),
-        ProviderConfig::Openai(_) => unknown("openai"),
-        ProviderConfig::Scripted(_) => unknown("scripted"),
-        ProviderConfig::Command(_) => unknown("command"),
-        ProviderConfig::Replay(_) => unknown("replay"),
+        ProviderConfig::Openai(_) => unknown("an OpenAI"),
+        ProviderConfig::Scripted(_) => unknown("the scripted"),
+        ProviderConfig::Command(_) => unknown("a command"),
+        ProviderConfig::Replay(_) => unknown("the replay"),
     }
 }
 

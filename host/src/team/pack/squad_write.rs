@@ -124,7 +124,14 @@ pub fn plan(team: &Team, pack: Option<&SquadPack>, rel: &Path) -> Result<Plan, S
             match roster.columns.role.and_then(|c| cells.get(c)) {
                 Some(cell) => edits.push((
                     cell.span.clone(),
-                    markdown::cell_replacement(&text[cell.span.clone()], &escape(&m.role)),
+                    markdown::cell_replacement(
+                        &text[cell.span.clone()],
+                        &escape(&m.role),
+                        roster
+                            .columns
+                            .role
+                            .is_some_and(|c| roster.table.aligned(c, text)),
+                    ),
                 )),
                 None => plan.notes.push(format!(
                     "member `{}`: the roster has no Role column; its role is not written",
@@ -136,7 +143,11 @@ pub fn plan(team: &Team, pack: Option<&SquadPack>, rel: &Path) -> Result<Plan, S
             let cell = &cells[roster.columns.name];
             edits.push((
                 cell.span.clone(),
-                markdown::cell_replacement(&text[cell.span.clone()], &escape(&m.display)),
+                markdown::cell_replacement(
+                    &text[cell.span.clone()],
+                    &escape(&m.display),
+                    roster.table.aligned(roster.columns.name, text),
+                ),
             ));
         }
         let charter_rel = row

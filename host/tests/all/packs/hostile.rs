@@ -145,6 +145,9 @@ fn huge_and_numerous_files_are_capped_with_warnings() {
             ".claude/agents/1/2/3/4/5/deep.md",
             "---\nname: deep\n---\ntoo deep\n",
         );
+        // A collection's folder READMEs take none of the 128 agent files' places.
+        Fx::write(work, ".claude/agents/README.md", "# Agents\n");
+        Fx::write(work, ".claude/agents/1/Readme.md", "# More\n");
     });
     let t = fx.show("squad");
     assert_eq!(names(&t), ["flight", "mcmanus", "fact-checker", "eecom"]);
@@ -173,11 +176,34 @@ fn huge_and_numerous_files_are_capped_with_warnings() {
         w.iter().any(|w| w.contains("deeper than 4 levels")),
         "{w:?}"
     );
-    let over = skipped(&c)
-        .iter()
+    let over: Vec<String> = skipped(&c)
+        .into_iter()
         .filter(|(_, r)| r.contains("more than 64 members"))
-        .count();
-    assert_eq!(over, 128 - 64);
+        .map(|(f, _)| f)
+        .collect();
+    assert_eq!(over.len(), 128 - 64);
+    // Named as every other skipped file is, from the repository's root.
+    assert!(
+        over.iter().all(|f| f.starts_with(".claude/agents/a")),
+        "{over:?}"
+    );
+    // The 72 files past the limit are each named (they were only counted).
+    let unread: Vec<String> = skipped(&c)
+        .into_iter()
+        .filter(|(_, r)| r.contains("past the limit of 128 agent files"))
+        .map(|(f, _)| f)
+        .collect();
+    assert_eq!(unread.len(), 200 - 128, "{unread:?}");
+    assert_eq!(unread[0], ".claude/agents/a128.md");
+    for readme in [".claude/agents/README.md", ".claude/agents/1/Readme.md"] {
+        assert!(
+            skipped(&c)
+                .iter()
+                .any(|(f, r)| f == readme && r.contains("no front matter")),
+            "{readme}: {:?}",
+            skipped(&c)
+        );
+    }
 }
 
 /// A `.squad/team.md` that cannot be read (a link to the legacy pack's, a FIFO) no
