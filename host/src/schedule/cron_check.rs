@@ -5,8 +5,6 @@
 //! its position as the user typed it and the reason. `croner` still parses the
 //! result, so anything these checks let through is caught there.
 
-use std::str::FromStr;
-
 use super::spec::{CronField, FieldProblem, ScheduleError};
 
 /// Month names accepted in the month field, January first.
@@ -27,8 +25,23 @@ pub(crate) const ALIASES: [(&str, &str); 7] = [
     ("@hourly", "0 * * * *"),
 ];
 
+/// A checked cron expression, ready to evaluate.
+pub(crate) struct Compiled {
+    /// The evaluator.
+    pub cron: croner::Cron,
+    /// Neither its minute nor its hour field starts with `*`: a job at fixed times of
+    /// day, which runs by the wall clock across DST changes (cron(8): once when the
+    /// clock goes back, right after the gap when it goes forward), where one with a
+    /// wildcard minute or hour follows real time.
+    pub wall_clock: bool,
+}
+
 /// Checks `expr` and compiles it into the evaluator, reporting the first bad field.
-pub(crate) fn compile(expr: &str) -> Result<croner::Cron, ScheduleError> {
+///
+/// Day of month and day of week combine as in Vixie cron: when both are restricted
+/// (neither starts with `*`) a day matching either runs; when one starts with `*` —
+/// `*/7` included, which `croner` alone takes as restricted — a day must match both.
+pub(crate) fn compile(expr: &str) -> Result<Compiled, ScheduleError> {
     let trimmed = expr.trim();
     let expanded = if trimmed.starts_with('@') {
         ALIASES
@@ -67,9 +80,19 @@ pub(crate) fn compile(expr: &str) -> Result<croner::Cron, ScheduleError> {
     } else {
         fields.join(" ")
     };
-    croner::Cron::from_str(&full).map_err(|err| ScheduleError::CronRejected {
-        expr: expr.to_owned(),
-        message: err.to_string(),
+    let all: Vec<&str> = full.split_whitespace().collect();
+    let (minute, hour, dom, dow) = (all[1], all[2], all[3], all[5]);
+    let cron = croner::parser::CronParser::builder()
+        .dom_and_dow(dom.starts_with('*') || dow.starts_with('*'))
+        .build()
+        .parse(&full)
+        .map_err(|err| ScheduleError::CronRejected {
+            expr: expr.to_owned(),
+            message: err.to_string(),
+        })?;
+    Ok(Compiled {
+        cron,
+        wall_clock: !minute.starts_with('*') && !hour.starts_with('*'),
     })
 }
 

@@ -10,7 +10,8 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, NaiveDateTime, TimeDelta, TimeZone as _, Timelike as _, Utc};
+use chrono_tz::Tz;
 
 use super::cron_check;
 use super::spec::ScheduleSpec;
@@ -94,8 +95,12 @@ pub struct FirePlan {
 pub fn next_fire(spec: &ScheduleSpec, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
     match spec {
         ScheduleSpec::Cron { expr, tz } => {
-            let cron = cron_check::compile(expr).ok()?;
-            cron.find_next_occurrence(&after.with_timezone(tz), false)
+            let c = cron_check::compile(expr).ok()?;
+            if c.wall_clock {
+                return wall_clock_next(&c.cron, tz, after);
+            }
+            c.cron
+                .find_next_occurrence(&after.with_timezone(tz), false)
                 .ok()
                 .map(|t| t.with_timezone(&Utc))
                 // Guards the contract even if the evaluator ever returned an
@@ -105,6 +110,70 @@ pub fn next_fire(spec: &ScheduleSpec, after: DateTime<Utc>) -> Option<DateTime<U
         ScheduleSpec::Every(interval) => next_fire_every(after, *interval, after),
         ScheduleSpec::At(at) => (*at > after).then_some(*at),
     }
+}
+
+/// Wall-clock times a job at fixed times of day may skip while looking for its next
+/// instant (the seconds of one fixed minute repeated by a fall-back: at most a few
+/// thousand).
+const MAX_WALL_STEPS: usize = 10_000;
+
+/// The instant wall-clock time `wall` in `tz` stands for, for a job at fixed times of
+/// day: the first pass of a repeated time, and the first instant after the gap for a
+/// time the clock skips.
+fn wall_instant(tz: &Tz, wall: NaiveDateTime) -> Option<DateTime<Utc>> {
+    use chrono::offset::LocalResult;
+    match tz.from_local_datetime(&wall) {
+        LocalResult::Single(t) | LocalResult::Ambiguous(t, _) => Some(t.with_timezone(&Utc)),
+        LocalResult::None => {
+            // Gaps start and end on a minute: the first minute that exists is the end.
+            let mut m = wall.with_second(0)?.with_nanosecond(0)?;
+            for _ in 0..48 * 60 {
+                m += TimeDelta::minutes(1);
+                if let Some(t) = tz.from_local_datetime(&m).earliest() {
+                    return Some(t.with_timezone(&Utc));
+                }
+            }
+            None
+        }
+    }
+}
+
+/// The first fire strictly after `after` of a job at fixed times of day: its times are
+/// found on the wall clock (the evaluator walks a clock without DST), each then made
+/// an instant by [`wall_instant`]; a time that made an instant not after `after` (the
+/// second pass of a repeated hour) is passed over.
+fn wall_clock_next(cron: &croner::Cron, tz: &Tz, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let mut wall = after.with_timezone(tz).naive_local();
+    for _ in 0..MAX_WALL_STEPS {
+        wall = cron
+            .find_next_occurrence(&Utc.from_utc_datetime(&wall), false)
+            .ok()?
+            .naive_utc();
+        match wall_instant(tz, wall) {
+            Some(t) if t > after => return Some(t),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The latest fire at or before `upto` of a job at fixed times of day (see
+/// [`wall_clock_next`]).
+fn wall_clock_latest(cron: &croner::Cron, tz: &Tz, upto: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let mut wall = upto.with_timezone(tz).naive_local();
+    let mut inclusive = true;
+    for _ in 0..MAX_WALL_STEPS {
+        wall = cron
+            .find_previous_occurrence(&Utc.from_utc_datetime(&wall), inclusive)
+            .ok()?
+            .naive_utc();
+        inclusive = false;
+        match wall_instant(tz, wall) {
+            Some(t) if t <= upto => return Some(t),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The first `anchor + k * interval` (k ≥ 1) strictly after `after`.
@@ -193,15 +262,18 @@ fn due_between(
             (u32::try_from(k).unwrap_or(u32::MAX), latest)
         }
         ScheduleSpec::Cron { expr, tz } => {
-            let Ok(cron) = cron_check::compile(expr) else {
+            let Ok(c) = cron_check::compile(expr) else {
                 return (0, None);
             };
-            let local_now = now.with_timezone(tz);
-            let latest = cron
-                .find_previous_occurrence(&local_now, true)
-                .ok()
-                .map(|t| t.with_timezone(&Utc))
-                .filter(|t| *t > last && *t <= now);
+            let latest = if c.wall_clock {
+                wall_clock_latest(&c.cron, tz, now)
+            } else {
+                c.cron
+                    .find_previous_occurrence(&now.with_timezone(tz), true)
+                    .ok()
+                    .map(|t| t.with_timezone(&Utc))
+            }
+            .filter(|t| *t > last && *t <= now);
             let Some(latest) = latest else {
                 return (0, None);
             };
@@ -355,6 +427,91 @@ mod tests {
         assert_eq!(
             next_fire(&spec, utc(2024, 10, 27, 1, 15, 0)),
             Some(utc(2024, 10, 28, 1, 30, 0))
+        );
+    }
+
+    /// Vixie cron's rule: a job whose minute and hour fields do not start with `*` runs
+    /// by the wall clock, lists and ranges included (croner applies it only to single
+    /// values, so these fired twice on the fall-back day and lost the fire in the gap).
+    #[test]
+    fn lists_and_ranges_of_fixed_times_run_by_the_wall_clock_across_dst() {
+        // 2027-11-07 New York: 02:00 EDT goes back to 01:00 EST (06:00 UTC).
+        let spec = cron("30 1,13 * * *", "America/New_York");
+        assert_eq!(
+            fires(&spec, utc(2027, 11, 6, 20, 0, 0), 3),
+            vec![
+                // 01:30 EDT, once; 13:30 EST; 01:30 EST the day after.
+                utc(2027, 11, 7, 5, 30, 0),
+                utc(2027, 11, 7, 18, 30, 0),
+                utc(2027, 11, 8, 6, 30, 0)
+            ]
+        );
+        let spec = cron("0,30 1 * * *", "America/New_York");
+        assert_eq!(
+            fires(&spec, utc(2027, 11, 6, 20, 0, 0), 3),
+            vec![
+                utc(2027, 11, 7, 5, 0, 0),
+                utc(2027, 11, 7, 5, 30, 0),
+                utc(2027, 11, 8, 6, 0, 0)
+            ]
+        );
+        // 2027-03-14: 02:00 EST jumps to 03:00 EDT (07:00 UTC): 02:30 runs at 03:00.
+        let spec = cron("30 2,14 * * *", "America/New_York");
+        assert_eq!(
+            fires(&spec, utc(2027, 3, 13, 20, 0, 0), 2),
+            vec![utc(2027, 3, 14, 7, 0, 0), utc(2027, 3, 14, 18, 30, 0)]
+        );
+        let spec = cron("30 2-3 * * *", "America/New_York");
+        assert_eq!(
+            fires(&spec, utc(2027, 3, 13, 20, 0, 0), 2),
+            vec![utc(2027, 3, 14, 7, 0, 0), utc(2027, 3, 14, 7, 30, 0)]
+        );
+        // Several seconds of one skipped minute run once, at the gap's end.
+        let spec = cron("*/20 30 2 * * *", "America/New_York");
+        assert_eq!(
+            fires(&spec, utc(2027, 3, 13, 20, 0, 0), 2),
+            vec![utc(2027, 3, 14, 7, 0, 0), utc(2027, 3, 15, 6, 30, 0)]
+        );
+        // Lord Howe moves by 30 minutes (2027-04-04 02:00 back to 01:30, 15:00 UTC).
+        let spec = cron("45 1,5 * * *", "Australia/Lord_Howe");
+        assert_eq!(
+            fires(&spec, utc(2027, 4, 3, 12, 0, 0), 2),
+            vec![utc(2027, 4, 3, 14, 45, 0), utc(2027, 4, 3, 19, 15, 0)]
+        );
+        // The latest due time of a catch-up follows the same rule.
+        let (n, latest) = due_between(
+            &cron("30 2,14 * * *", "America/New_York"),
+            utc(2027, 3, 13, 20, 0, 0),
+            utc(2027, 3, 14, 8, 0, 0),
+        );
+        assert_eq!((n, latest), (1, Some(utc(2027, 3, 14, 7, 0, 0))));
+    }
+
+    /// Day of month and day of week: both restricted, either matches; one starting
+    /// with `*` (`*/7` too, as cron(8) reads it), both must.
+    #[test]
+    fn a_day_field_starting_with_a_star_means_both_day_fields_must_match() {
+        // The first Sunday of the month.
+        let spec = cron("0 9 1-7 * */7", "UTC");
+        assert_eq!(
+            next_fire(&spec, utc(2026, 12, 7, 0, 0, 0)),
+            Some(utc(2027, 1, 3, 9, 0, 0))
+        );
+        // Mondays only.
+        let spec = cron("0 9 */1 * 1", "UTC");
+        assert_eq!(
+            next_fire(&spec, utc(2026, 12, 8, 0, 0, 0)),
+            Some(utc(2026, 12, 14, 9, 0, 0))
+        );
+        // Both restricted: the 1st or any Monday.
+        let spec = cron("0 9 1 * 1", "UTC");
+        assert_eq!(
+            next_fire(&spec, utc(2026, 12, 8, 0, 0, 0)),
+            Some(utc(2026, 12, 14, 9, 0, 0))
+        );
+        assert_eq!(
+            next_fire(&spec, utc(2026, 12, 29, 0, 0, 0)),
+            Some(utc(2027, 1, 1, 9, 0, 0))
         );
     }
 
