@@ -13,9 +13,9 @@ use crate::schedule::daemon::{Daemon, DaemonError, FireNotice};
 use crate::schedule::lock::{DaemonLock, LockError};
 use crate::schedule::spec::ScheduleError;
 use crate::schedule::{
-    CatchUp, Overlap, ScheduleSpec, parse_time_zone, validate_job_name, validate_prompt,
+    CatchUp, Overlap, ScheduleSpec, parse_time_zone, plan_fires, validate_job_name, validate_prompt,
 };
-use crate::store::{DeadLetter, ScheduleRecord, StoreError, now_ms};
+use crate::store::{DeadLetter, FireStatus, ScheduleRecord, StoreError, now_ms};
 use crate::team::FindTeamError;
 use crate::vocab::{DeadClass, ModeChoice};
 
@@ -135,6 +135,10 @@ impl Repository {
         }?;
         if let Some(tz) = &job.tz {
             parse_time_zone(tz)?;
+            // Stored without it, it would be dropped in silence.
+            if !matches!(job.timing, JobTiming::Cron(_)) {
+                return Err(ScheduleError::ZoneWithoutCron.into());
+            }
         }
         self.check_job(&job).await?;
         validate_prompt(&job.prompt)?;
@@ -188,10 +192,28 @@ impl Repository {
     }
 
     /// Pauses job `name` (no fire until resumed), or resumes it.
+    ///
+    /// The due times of a repeating job that passed while it was paused are not missed
+    /// fires: resuming records them as one skipped fire (its last due time, so an
+    /// interval keeps its grid) before the job is unpaused, so the daemon neither runs
+    /// a catch-up for them nor shows a next fire in the past. A one-shot job whose
+    /// time passed while paused fires once on resume (skipping it would lose it).
     pub async fn pause_schedule(&self, name: &str, paused: bool) -> Result<(), StoreError> {
-        self.job_store(name)?
-            .set_schedule_paused(name, paused)
-            .await
+        let store = self.job_store(name)?;
+        if !paused
+            && let Some(job) = store.schedule(name).await?
+            && job.paused
+            && let Ok(spec) = job.schedule()
+            && !spec.is_one_shot()
+        {
+            let plan = plan_fires(&spec, job.anchor(), Utc::now(), CatchUp::Skip);
+            if let Some(due) = plan.due {
+                store
+                    .record_schedule_fire(name, Some(due), plan.next, FireStatus::Skipped, None)
+                    .await?;
+            }
+        }
+        store.set_schedule_paused(name, paused).await
     }
 
     /// Makes the daemon fire job `name` at its next tick (the schedule is kept).

@@ -82,6 +82,12 @@ pub(crate) fn compile(expr: &str) -> Result<Compiled, ScheduleError> {
     };
     let all: Vec<&str> = full.split_whitespace().collect();
     let (minute, hour, dom, dow) = (all[1], all[2], all[3], all[5]);
+    let full = all
+        .iter()
+        .zip(CronField::ALL)
+        .map(|(text, field)| normalize(text, field))
+        .collect::<Vec<_>>()
+        .join(" ");
     let cron = croner::parser::CronParser::builder()
         .dom_and_dow(dom.starts_with('*') || dow.starts_with('*'))
         .build()
@@ -94,6 +100,41 @@ pub(crate) fn compile(expr: &str) -> Result<Compiled, ScheduleError> {
         cron,
         wall_clock: !minute.starts_with('*') && !hour.starts_with('*'),
     })
+}
+
+/// A checked field as the evaluator takes it: in a list, `*` and `*/n` items become
+/// the field's whole range (`*,5`, which cron(8) accepts, was refused by `croner` with a
+/// message naming no field), and a day-of-week range closed by Sunday as `0` closes
+/// with `7` (`6-0`, as `SAT-SUN` is read).
+fn normalize(text: &str, field: CronField) -> String {
+    let (min, max) = match field {
+        CronField::DayOfWeek => (0, 6),
+        other => other.range(),
+    };
+    let list = text.contains(',');
+    text.split(',')
+        .map(|item| {
+            let (base, step) = match item.split_once('/') {
+                Some((base, step)) => (base, Some(step)),
+                None => (item, None),
+            };
+            let base = if list && base == "*" {
+                format!("{min}-{max}")
+            } else if field == CronField::DayOfWeek
+                && let Some((start, "0")) = base.split_once('-')
+                && start != "0"
+            {
+                format!("{start}-7")
+            } else {
+                base.to_owned()
+            };
+            match step {
+                Some(step) => format!("{base}/{step}"),
+                None => base,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Checks one field: a comma-separated list of `*`, values, ranges and steps.

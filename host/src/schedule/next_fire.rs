@@ -515,6 +515,33 @@ mod tests {
         );
     }
 
+    /// cron(8) takes `*` as one item of a list, and Sunday as `0` closing a range.
+    #[test]
+    fn a_star_in_a_list_and_sunday_closing_a_range_as_zero() {
+        let spec = cron("*,5 0 * * *", "UTC");
+        assert_eq!(
+            fires(&spec, utc(2026, 12, 7, 23, 0, 0), 2),
+            vec![utc(2026, 12, 8, 0, 0, 0), utc(2026, 12, 8, 0, 1, 0)]
+        );
+        let spec = cron("0 12 * * 1,*/3", "UTC");
+        // Monday, and Sunday, Wednesday, Saturday: 2026-12-07 is a Monday.
+        assert_eq!(
+            fires(&spec, utc(2026, 12, 7, 0, 0, 0), 3),
+            vec![
+                utc(2026, 12, 7, 12, 0, 0),
+                utc(2026, 12, 9, 12, 0, 0),
+                utc(2026, 12, 12, 12, 0, 0)
+            ]
+        );
+        for expr in ["0 0 * * 6-0", "0 0 * * SAT-SUN", "0 0 * * 6-7"] {
+            assert_eq!(
+                fires(&cron(expr, "UTC"), utc(2026, 12, 7, 0, 0, 0), 2),
+                vec![utc(2026, 12, 12, 0, 0, 0), utc(2026, 12, 13, 0, 0, 0)],
+                "{expr}"
+            );
+        }
+    }
+
     #[test]
     fn fall_back_hourly_follows_real_hours() {
         // A wildcard-hour job runs in both passes of the repeated hour: real time

@@ -390,7 +390,26 @@ fn schedule_add_refuses_bad_input_with_usage_errors() {
     );
     let long = "x".repeat(20_001);
     let long_cron = format!("0 0 * * {}", vec!["1"; 300].join(","));
-    let cases: [(&[&str], &str); 11] = [
+    let cases: [(&[&str], &str); 13] = [
+        // A zone for a timing that has none was stored without it, in silence.
+        (
+            &[
+                "schedule",
+                "add",
+                "--every",
+                "1h",
+                "--tz",
+                "Europe/Berlin",
+                "--prompt",
+                "p",
+            ],
+            "--tz applies to --cron only",
+        ),
+        // `*/7` makes both day fields count: the 30th of February and a Sunday.
+        (
+            &["schedule", "add", "--cron", "0 0 30 2 */7", "--prompt", "p"],
+            "can never fire",
+        ),
         // A cron expression the daemon would evaluate every tick, however long.
         (
             &["schedule", "add", "--cron", &long_cron, "--prompt", "p"],
@@ -953,4 +972,53 @@ fn a_job_added_again_under_its_name_is_not_busy_with_the_old_ones_run() {
     let a = job(&env, "a");
     assert_ne!(a["last_run"], old.as_str(), "{a:#} {fires:?}");
     assert_eq!(a["prompt"], "new prompt", "{a:#}");
+}
+
+/// A job resumed after a pause does not count the due times of the pause as missed:
+/// it ran a catch-up at once (`missed=N`, an unrequested run), and `schedule list`
+/// showed a next fire in the past until then. Shown failing without the fix.
+#[test]
+fn a_resumed_job_does_not_catch_up_the_fires_its_pause_skipped() {
+    let env = setup();
+    add_job(
+        &env,
+        &[
+            "--cron",
+            "* * * * * *",
+            "--prompt",
+            "tick",
+            "--name",
+            "tick",
+            "--mode",
+            "single",
+        ],
+    );
+    let out = crewbox(&env, &["schedule", "pause", "tick"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(3500));
+    let out = crewbox(&env, &["schedule", "resume", "tick"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = job(&env, "tick");
+    assert_eq!(listed["paused"], false, "{listed:#}");
+    assert_eq!(listed["last_status"], "skipped", "{listed:#}");
+    let next = chrono::DateTime::parse_from_rfc3339(listed["next_fire"].as_str().unwrap()).unwrap();
+    assert!(
+        next > chrono::Utc::now() - chrono::TimeDelta::seconds(1),
+        "a next fire in the past: {listed:#}"
+    );
+    let daemon = Watched::start(&env);
+    daemon.wait_for("two fires", Duration::from_secs(10), |f| {
+        started(f, "tick").len() >= 2
+    });
+    let (_, _, fires) = daemon.stop();
+    let ticks = started(&fires, "tick");
+    assert!(ticks.iter().all(|t| t.missed == 0), "{fires:?}");
 }
