@@ -135,10 +135,6 @@ impl Repository {
         }?;
         if let Some(tz) = &job.tz {
             parse_time_zone(tz)?;
-            // Stored without it, it would be dropped in silence.
-            if !matches!(job.timing, JobTiming::Cron(_)) {
-                return Err(ScheduleError::ZoneWithoutCron.into());
-            }
         }
         self.check_job(&job).await?;
         validate_prompt(&job.prompt)?;

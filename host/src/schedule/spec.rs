@@ -421,12 +421,6 @@ pub enum ScheduleError {
         /// How many fields it has.
         found: usize,
     },
-    /// A zone given for a timing that is no cron expression.
-    #[error(
-        "--tz applies to --cron only: an interval counts real time from when the job was \
-         added, and --at carries its own offset"
-    )]
-    ZoneWithoutCron,
     /// An `@alias` that is not supported.
     #[error(
         "unknown cron alias `{alias}`; supported: @yearly, @annually, @monthly, @weekly, \
