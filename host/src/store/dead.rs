@@ -467,11 +467,16 @@ fn retry(
         params![run.as_str(), step],
     )
     .map_err(q("reopen step"))?;
+    // The process retrying drives the run from here on (engine::retry resumes it at
+    // once): recorded with the reopening, so the run is never seen `running` with no
+    // driver — `status` showed it interrupted until the resume claimed it, and another
+    // process could have taken it over.
+    let pid = std::process::id();
     super::writer::exec(
         conn,
         "UPDATE runs SET status = 'running', exit_reason = NULL, result = NULL,
-         result_agent = NULL, finished_at = NULL, pid = NULL, pid_identity = NULL WHERE id = ?1",
-        params![run.as_str()],
+         result_agent = NULL, finished_at = NULL, pid = ?2, pid_identity = ?3 WHERE id = ?1",
+        params![run.as_str(), pid, crate::process::identity(pid)],
     )
     .map_err(q("reopen run"))?;
     super::writer::exec(
