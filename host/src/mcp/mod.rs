@@ -45,6 +45,17 @@ pub enum McpError {
         /// The server.
         server: String,
     },
+    /// The server went away while a call was in flight: the call is not made again.
+    #[error(
+        "MCP server `{server}` exited during the call of `{tool}`; the call was not made \
+         again (it may have run in part); the server is started again for the next call"
+    )]
+    ExitedDuringCall {
+        /// The server.
+        server: String,
+        /// The tool called.
+        tool: String,
+    },
     /// The server was started as often as allowed and is gone.
     #[error(
         "MCP server `{server}` is unavailable for the rest of this run (started {starts} times; \

@@ -229,7 +229,7 @@ impl Connection {
             let mut st = self.state.lock().await;
             self.ensure(&mut st).await?.caller()
         };
-        let called = client::call(&self.server, &caller, tool, args.clone()).await;
+        let called = client::call(&self.server, &caller, tool, args).await;
         if caller.flooded() {
             // Dropped now, not at its next use: the answers it never reads are freed
             // and its process tree ends.
@@ -244,15 +244,18 @@ impl Connection {
         }
         match called {
             Err(McpError::Gone { .. }) => {
-                // Restarted once (if it has a start left), then the call is made again.
-                let caller = {
-                    let mut st = self.state.lock().await;
-                    if let Some(c) = st.client.take() {
-                        st.last_error = Some(format!("the server exited{}", c.stderr_note()));
-                    }
-                    self.ensure(&mut st).await?.caller()
-                };
-                client::call(&self.server, &caller, tool, args).await
+                // Never made again: the call may have run in part before the server
+                // went (a tool that writes, or one that crashes its server each time,
+                // ran twice and used up the restart). The next call starts the server
+                // again, if it has a start left.
+                let mut st = self.state.lock().await;
+                if let Some(c) = st.client.take() {
+                    st.last_error = Some(format!("the server exited{}", c.stderr_note()));
+                }
+                Err(McpError::ExitedDuringCall {
+                    server: self.server.name.clone(),
+                    tool: tool.to_owned(),
+                })
             }
             other => other,
         }

@@ -244,7 +244,11 @@ pub fn render_result(result: &Value) -> Result<String, String> {
     if text.is_empty()
         && let Some(s) = result.get("structuredContent").filter(|s| !s.is_null())
     {
-        text = serde_json::to_string(s).unwrap_or_default();
+        // The media a server repeats there (server-filesystem's `read_media_file` puts
+        // its image in both) is dropped as it is from `content`: no base64 for the model.
+        let mut s = s.clone();
+        drop_media(&mut s, 0);
+        text = serde_json::to_string(&s).unwrap_or_default();
     }
     let mut out = cap_result(&text);
     for n in notes.iter().take(20) {
@@ -264,6 +268,35 @@ pub fn render_result(result: &Value) -> Result<String, String> {
         Err(out)
     } else {
         Ok(out)
+    }
+}
+
+/// Replaces each image or audio object (`"type": "image"|"audio"` with `data`) inside
+/// `v` by a note, down to a bounded depth.
+fn drop_media(v: &mut Value, depth: usize) {
+    if depth > 64 {
+        return;
+    }
+    match v {
+        Value::Object(o) => {
+            let kind = o.get("type").and_then(Value::as_str);
+            if let Some(kind @ ("image" | "audio")) = kind
+                && o.get("data").is_some_and(Value::is_string)
+            {
+                let mime = o.get("mimeType").and_then(Value::as_str).unwrap_or("?");
+                *v = Value::String(format!("[{kind} content ({mime}) dropped]"));
+                return;
+            }
+            for x in o.values_mut() {
+                drop_media(x, depth + 1);
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                drop_media(x, depth + 1);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -380,6 +413,31 @@ mod tests {
         assert!(text.len() < RESULT_CAP_BYTES + 200);
         assert!(text.contains("bytes omitted"));
         assert_eq!(render_result(&json!({})).unwrap(), "(no content)");
+    }
+
+    /// server-filesystem's `read_media_file` repeats its image in `structuredContent`,
+    /// which is what the model gets when `content` has no text: the base64 reached the
+    /// model (16,610 input tokens for one call).
+    #[test]
+    fn media_repeated_in_structured_content_is_dropped_too() {
+        let data = "iVBORw0KGgo".repeat(1000);
+        let r = json!({
+            "content": [{"type": "image", "data": data, "mimeType": "image/png"}],
+            "structuredContent": {"content": [
+                {"type": "image", "data": data, "mimeType": "image/png"},
+                {"type": "text", "text": "caption"}
+            ], "size": 3}
+        });
+        let text = render_result(&r).unwrap();
+        assert!(!text.contains("iVBORw0KGgo"), "{text}");
+        assert!(
+            text.contains("[image content (image/png) dropped]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("caption") && text.contains("\"size\":3"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -865,22 +865,57 @@ fn a_server_that_never_lists_its_changed_tools_does_not_hold_the_agent() {
     );
 }
 
-/// A server that exits on every call is started again once, in a sandbox of its own,
-/// and the call is made again: the error is that it exited, never that the sandbox is
-/// unavailable. Shown failing (most tries) when the restart reused the first start's
-/// private directories, which that start's cleanup was removing.
+/// A server that exits during a call is started again once, in a sandbox of its own,
+/// for the *next* call: the call it was on is never made again (it may have run in
+/// part: a tool that writes ran twice, and one that crashes its server each time used
+/// up the restart on one call). The error says so, never that the sandbox is
+/// unavailable. Shown failing without the fix (the first error said only that it
+/// exited, after the call was sent to the restarted server). Shown failing earlier (most
+/// tries) when the restart reused the first start's private directories, which that
+/// start's cleanup was removing.
 #[test]
-fn a_server_that_exits_is_started_once_more_in_a_fresh_sandbox() {
+fn a_server_that_exits_mid_call_is_started_again_for_the_next_call_only() {
     if crate::support::sandbox::disabled() {
         return;
     }
     let (dir, _) = setup(&timed("x", "exitcall", 5, 5, ""));
-    for _ in 0..3 {
-        // Started, exits on the call, started again (the call is made once more), exits.
-        let v = call(dir.path(), "x", "echo", json!({"text": "hi"}));
-        assert_eq!(v["ok"], false, "{v}");
-        assert_eq!(v["content"], "MCP server `x` exited", "{v}");
+    let d = dir.path();
+    let v = call(d, "x", "echo", json!({"text": "hi"}));
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(
+        v["content"],
+        "MCP server `x` exited during the call of `echo`; the call was not made again (it \
+         may have run in part); the server is started again for the next call",
+        "{v}"
+    );
+    // In one run: the first call ends the first start, the second the restart, and the
+    // third finds the server unavailable.
+    let script = toml::to_string(&json!({"reply": [
+        {"turn": 1, "text": "1", "tool_calls": [{"name": "mcp__x__echo", "args": {"text": "a"}}]},
+        {"turn": 2, "text": "2", "tool_calls": [{"name": "mcp__x__echo", "args": {"text": "b"}}]},
+        {"turn": 3, "text": "3", "tool_calls": [{"name": "mcp__x__echo", "args": {"text": "c"}}]},
+        {"turn": 4, "text": "done"},
+    ]}))
+    .unwrap();
+    let (_, report) = crewbox(d, &script, &["run", "go", "--mode", "single", "--mcp", "x"]);
+    assert_eq!(report["status"], "completed", "{report}");
+    let run = report["run_id"].as_str().unwrap();
+    let outputs: Vec<String> = events(d, run)
+        .into_iter()
+        .filter(|e| e["kind"] == "tool.call")
+        .map(|e| e["data"]["output"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(outputs.len(), 3, "{outputs:?}");
+    for o in &outputs[..2] {
+        assert!(
+            o.contains("exited during the call of `echo`"),
+            "{outputs:?}"
+        );
     }
+    assert!(
+        outputs[2].contains("unavailable for the rest of this run"),
+        "{outputs:?}"
+    );
 }
 
 /// SECURITY: a model provider's key never reaches an MCP server, whoever wrote the
