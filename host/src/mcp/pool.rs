@@ -164,7 +164,7 @@ impl Connection {
     /// (its own private `/tmp` and home): a server that exited still has its tree's
     /// directories removed while the next one starts.
     async fn start(&self, attempt: u32) -> Result<Client, McpError> {
-        let host = match self.server.transport {
+        let host = match &self.server.transport {
             Transport::Stdio { .. } => Some(StdioHost {
                 sandbox: self.sandbox.agent(AgentScope {
                     id: format!("{}-{attempt}", self.id),
@@ -173,7 +173,30 @@ impl Connection {
                     network: self.server.network,
                 }),
             }),
-            Transport::Http { .. } => None,
+            Transport::Http {
+                headers,
+                bearer_token_env,
+                ..
+            } => {
+                // As for a stdio server: a provider's key is never sent to an MCP server,
+                // not as a header either (a `bearer_token_env` copied from a provider's
+                // `api_key_env` sent it off the machine without a word).
+                let vars = headers.iter().map(|(_, v)| v).chain(bearer_token_env);
+                for name in vars {
+                    let value = std::env::var(name).unwrap_or_default();
+                    if self.sandbox.carries_key(name, &value) {
+                        return Err(McpError::Start {
+                            server: self.server.name.clone(),
+                            message: format!(
+                                "`{}` is a model provider's key variable (or holds a key); \
+                                 crewbox never sends one to an MCP server",
+                                crate::text::escape(name)
+                            ),
+                        });
+                    }
+                }
+                None
+            }
         };
         Client::connect(self.server.clone(), host).await
     }

@@ -928,7 +928,9 @@ fn a_server_that_exits_mid_call_is_started_again_for_the_next_call_only() {
 fn a_provider_key_never_reaches_an_mcp_server() {
     const KEY: &str = "sk-test-mcp-KEY-0123456789";
     let servers = format!(
-        "{}\n[mcp.servers.litarg]\ncommand = \"python3\"\nargs = [\"HOSTILE\", \"echo\", \"--key={KEY}\"]\n\n{}",
+        "{}\n[mcp.servers.litarg]\ncommand = \"python3\"\nargs = [\"HOSTILE\", \"echo\", \"--key={KEY}\"]\n\n{}\n\
+         [mcp.servers.webkey]\nurl = \"http://127.0.0.1:9/mcp\"\nbearer_token_env = \"OPENAI_API_KEY\"\n\n\
+         [mcp.servers.webhead]\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = {{ \"X-Key\" = \"OPENAI_API_KEY\" }}\n",
         server("lit", "echo", &format!("env = {{ K = \"{KEY}\" }}")),
         server("passed", "echo", "pass_env = [\"OPENAI_API_KEY\"]"),
     );
@@ -966,6 +968,18 @@ fn a_provider_key_never_reaches_an_mcp_server() {
         "{err}"
     );
     assert!(!err.contains(KEY), "{err}");
+    // Nor as an HTTP server's bearer token or header, which crewbox sent (the server
+    // need not exist: nothing is sent).
+    for name in ["webkey", "webhead"] {
+        let out = run(&["mcp", "tools", name]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains("`OPENAI_API_KEY` is a model provider's key variable"),
+            "{name}: {err}"
+        );
+        assert!(!err.contains(KEY), "{err}");
+    }
 
     let mcp_json = json!({"mcpServers": {
         "arg": {"command": "python3", "args": [script.display().to_string(), "echo", "${OPENAI_API_KEY}"]},
