@@ -462,9 +462,33 @@ impl Client {
                 _ => break,
             }
         }
-        let offer = tools::offer(&self.server.name, &raw, cut, |n| {
+        let mut offer = tools::offer(&self.server.name, &raw, cut.clone(), |n| {
             self.server.tools.allows(n)
         });
+        // A name in `enabled_tools` or `disabled_tools` the server does not list (a typo
+        // left a server with no tools in silence); not said of a listing cut short.
+        if cut.is_none() {
+            let listed: std::collections::HashSet<&str> = raw
+                .iter()
+                .filter_map(|t| t.get("name").and_then(Value::as_str))
+                .collect();
+            let filter = &self.server.tools;
+            for (key, names) in [
+                (
+                    "enabled_tools",
+                    filter.enabled.as_deref().unwrap_or_default(),
+                ),
+                ("disabled_tools", filter.disabled.as_slice()),
+            ] {
+                for name in names.iter().filter(|n| !listed.contains(n.as_str())) {
+                    offer.warnings.push(format!(
+                        "server `{}`: `{key}` names `{}`, which the server does not list",
+                        self.server.name,
+                        crate::text::escape(name)
+                    ));
+                }
+            }
+        }
         for w in &offer.warnings {
             tracing::warn!(server = %self.server.name, "{w}");
         }

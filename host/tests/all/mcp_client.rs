@@ -1057,3 +1057,37 @@ fn a_read_only_agents_server_cannot_write_the_users_write_paths() {
     let rw = probe("writable.txt", false);
     assert_eq!(rw["wrote_outside"], true, "{rw}");
 }
+
+/// A name in `enabled_tools` or `disabled_tools` that the server does not list is said:
+/// a typo in `enabled_tools` left a server with no tools in silence (MCP probe).
+/// Shown failing without the warning.
+#[test]
+fn a_tool_filter_naming_no_listed_tool_is_said() {
+    let (dir, _) = setup(&server(
+        "f",
+        "echo",
+        "enabled_tools = [\"echo\", \"ecoh\"]\ndisabled_tools = [\"nope\"]",
+    ));
+    let listed = json_of(&bin(dir.path(), &["mcp", "tools", "f", "--json"]));
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["echo"], "{listed:#}");
+    let warnings: Vec<&str> = listed["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "server `f`: `enabled_tools` names `ecoh`, which the server does not list",
+            "server `f`: `disabled_tools` names `nope`, which the server does not list",
+        ],
+        "{listed:#}"
+    );
+}
