@@ -2937,15 +2937,7 @@ fn a_pool_consumer_made_elsewhere_is_raised_and_kept_alive_at_its_own_pace() {
         "the deliveries raised, the ack wait left as it was"
     );
     let run = single_run(&c, "slow");
-    let db = c.store();
-    let running = wait_for(Duration::from_secs(30), || {
-        db.unfinished().first().is_some_and(|run| {
-            db.agents(run)
-                .iter()
-                .any(|a| a.state == AgentState::Running)
-        })
-    });
-    assert!(running, "the agent never ran");
+    running_agent(&c, "slow");
     let wb = c.worker("wb");
     let report = report(&run.output());
     assert_eq!(report["status"], "completed", "{report}");

@@ -355,25 +355,11 @@ impl Lines<'_> {
                 .iter()
                 .position(|l| !is_blank_or_comment(l))
                 .unwrap_or(0);
-        let line_no = at + 2;
         match text.chars().next() {
-            Some(q @ ('"' | '\'')) => {
-                let (text, end, closed) = self.quoted(at, text, q);
-                if !closed {
-                    warnings.push(format!(
-                        "line {line_no}: `{key}` has an unclosed quote; {DOUBT}"
-                    ));
-                }
-                (Value::Scalar(text), end.max(next))
-            }
-            Some('[') => {
-                let (items, end, closed) = self.flow_list(at, text);
-                if !closed {
-                    warnings.push(format!(
-                        "line {line_no}: `{key}` has an unclosed `[`; {DOUBT}"
-                    ));
-                }
-                (Value::List(items), end.max(next))
+            // Read as it would be after the colon, from the line it starts on.
+            Some('"' | '\'' | '[') => {
+                let (value, end) = self.value(at, text, key, warnings);
+                (value, end.max(next))
             }
             _ => {
                 let mut out = String::new();
@@ -395,7 +381,8 @@ impl Lines<'_> {
                 }
                 if out.contains(": ") {
                     warnings.push(format!(
-                        "line {line_no}: `{key}` holds an unquoted `: ` (not strict YAML); read as text"
+                        "line {}: `{key}` holds an unquoted `: ` (not strict YAML); read as text",
+                        at + 2
                     ));
                 }
                 (Value::Scalar(out), next)
