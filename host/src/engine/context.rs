@@ -169,18 +169,12 @@ impl RunContext {
     /// The MCP servers of the run's agents: the user's `[mcp] default`, the request's
     /// `--mcp` and the team's `mcp`, each once.
     fn mcp_grant(&self) -> Vec<String> {
-        let mut names = self.services.config().mcp.default.clone();
         let team = self
             .team
             .as_ref()
             .map(|t| t.team.mcp.as_slice())
             .unwrap_or(&[]);
-        for n in self.req.mcp.iter().chain(team) {
-            if !names.contains(n) {
-                names.push(n.clone());
-            }
-        }
-        names
+        mcp_grant(&self.services.config().mcp.default, &self.req.mcp, team)
     }
 
     /// How the run's writing agents execute: the request's isolation, validators and
@@ -270,4 +264,16 @@ pub(crate) fn system_prompt(role: &str, caps: &CapSet) -> String {
          or call `finish`.",
         crate::agent::cap_names(*caps).join(", ")
     )
+}
+
+/// The MCP servers granted to a run's agents: the user's `[mcp] default`, then the
+/// request's `--mcp`, then the team's `mcp`, each once.
+pub(crate) fn mcp_grant(default: &[String], requested: &[String], team: &[String]) -> Vec<String> {
+    let mut names = default.to_vec();
+    for n in requested.iter().chain(team) {
+        if !names.contains(n) {
+            names.push(n.clone());
+        }
+    }
+    names
 }

@@ -84,6 +84,22 @@ async fn start_in(
         }
         None => None,
     };
+    if req.read_only {
+        // A read-only run's agents reach only the servers marked `read_only = true`:
+        // say which granted ones they will not see, rather than leave the model to
+        // find their tools missing.
+        let config = services.config();
+        let team_mcp = team.as_ref().map(|t| t.mcp.as_slice()).unwrap_or(&[]);
+        for name in super::context::mcp_grant(&config.mcp.default, &req.mcp, team_mcp) {
+            if config.mcp.servers.get(&name).is_some_and(|s| !s.read_only) {
+                tracing::warn!(
+                    server = %name,
+                    "MCP server `{name}` is left out of this read-only run: only servers \
+                     marked `read_only = true` in your config reach read-only agents"
+                );
+            }
+        }
+    }
     // Resolve everything that can be wrong before anything is recorded.
     let (provider_name, parts) = prepare(engine, &req, team).await?;
     let choice = req.mode.unwrap_or(services.config().default_mode);

@@ -96,16 +96,20 @@ impl ClientHandler for Handler {
         ClientHandler::create_message(&(), params, context)
     }
 
-    #[expect(
-        deprecated,
-        reason = "a request crewbox counts and answers as the SDK does"
-    )]
+    /// crewbox declares no `roots` capability, so `roots/list` is a method it does not
+    /// have (the SDK answered an empty list, which a server may read as "no directory
+    /// allowed" rather than "none declared"). A server's directory is its sandbox's.
+    #[expect(deprecated, reason = "a request crewbox counts and refuses")]
     fn list_roots(
         &self,
-        context: RequestContext<RoleClient>,
+        _context: RequestContext<RoleClient>,
     ) -> impl Future<Output = Result<ListRootsResult, ErrorData>> + MaybeSendFuture + '_ {
         self.count();
-        ClientHandler::list_roots(&(), context)
+        std::future::ready(Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            "roots/list: crewbox declares no roots capability",
+            None,
+        )))
     }
 
     fn create_elicitation(
@@ -370,7 +374,7 @@ impl Client {
                             timeout.as_secs()
                         ))
                     })?
-                    .map_err(|e| fail(format!("{url}: {e}")))?;
+                    .map_err(|e| fail(format!("{url}: {}", super::http_error::start_error(&e))))?;
                 (service, None)
             }
         };
@@ -405,10 +409,12 @@ impl Client {
             .await
             .map_err(|_| {
                 fail(format!(
-                    "the server did not list its tools within {} s (`startup_timeout_s`)",
-                    timeout.as_secs()
+                    "the server did not list its tools within {} s (`startup_timeout_s`){}",
+                    timeout.as_secs(),
+                    stderr_tail(&client.stderr)
                 ))
-            })??;
+            })?
+            .map_err(|why| fail(format!("{why}{}", stderr_tail(&client.stderr))))?;
         client.offer = offer;
         Ok(client)
     }
@@ -417,11 +423,9 @@ impl Client {
     /// [`MAX_LISTED_TOOLS`] tools of at most [`MAX_LISTED_BYTES`] in all: what a server
     /// pages on past that is not read (a warning says so), so no server makes crewbox
     /// hold more than that.
-    async fn list(&self) -> Result<Offer, McpError> {
-        let failed = |message: String| McpError::Start {
-            server: self.server.name.clone(),
-            message: crate::redact::clean_owned(message),
-        };
+    /// `Err` says why the listing failed (redacted).
+    async fn list(&self) -> Result<Offer, String> {
+        let failed = |message: String| crate::redact::clean_owned(message);
         let (mut raw, mut bytes, mut cut) = (Vec::<Value>::new(), 0usize, None);
         let mut cursor: Option<String> = None;
         let mut seen = std::collections::HashSet::new();
@@ -539,21 +543,35 @@ impl Client {
     }
 
     /// The tools offered, refreshed first if the server said they changed (within its
-    /// startup timeout, as the first listing).
+    /// startup timeout, as the first listing). A server that does not list them again
+    /// keeps offering the tools it listed before, with a warning saying why (its old
+    /// tools still answer, as servers go); one that went away meanwhile fails.
     pub async fn offer(&mut self) -> Result<&Offer, McpError> {
         if self.changed.swap(false, Ordering::SeqCst) {
             let within = self.server.startup_timeout;
-            let offer = tokio::time::timeout(within, self.list())
-                .await
-                .map_err(|_| McpError::Start {
-                    server: self.server.name.clone(),
-                    message: format!(
-                        "the server said its tools changed and did not list them within {} s \
-                         (`startup_timeout_s`)",
-                        within.as_secs()
-                    ),
-                })??;
-            self.offer = offer;
+            let why = match tokio::time::timeout(within, self.list()).await {
+                Ok(Ok(offer)) => {
+                    self.offer = offer;
+                    return Ok(&self.offer);
+                }
+                Ok(Err(_)) if self.is_gone() => {
+                    return Err(McpError::Gone {
+                        server: self.server.name.clone(),
+                    });
+                }
+                Ok(Err(why)) => why,
+                Err(_) => format!(
+                    "it did not list them within {} s (`startup_timeout_s`)",
+                    within.as_secs()
+                ),
+            };
+            tracing::warn!(
+                server = %self.server.name,
+                "MCP server `{}` said its tools changed, and listing them again failed: {why}; \
+                 its earlier tools are offered{}",
+                self.server.name,
+                stderr_tail(&self.stderr)
+            );
         }
         Ok(&self.offer)
     }

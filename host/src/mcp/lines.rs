@@ -390,12 +390,19 @@ where
             continue;
         }
         let replaced = match skipped.take() {
-            None => match unreadable(&line) {
-                None => {
-                    out.write_all(&line).await?;
+            None => match read(&line) {
+                Ok(value) => {
+                    let kept = match (reader, value) {
+                        (Reader::Client(_), Some(mut v)) => keep_execution(&mut v).then_some(v),
+                        _ => None,
+                    };
+                    match kept {
+                        Some(v) => out.write_all(format!("{v}\n").as_bytes()).await?,
+                        None => out.write_all(&line).await?,
+                    }
                     None
                 }
-                Some(detail) => {
+                Err(detail) => {
                     let mut scan = IdScan::default();
                     line.iter().for_each(|&b| scan.push(b));
                     let shown = &line[..line.len().min(MAX_DROPPED_SHOWN)];
@@ -428,16 +435,53 @@ where
     }
 }
 
-/// Why the complete line `line` does not read as JSON, or `None` when it does or is
-/// blank (whitespace the SDK skips).
-fn unreadable(line: &[u8]) -> Option<String> {
+/// The complete line `line` read as JSON (`None` when it is blank: whitespace the SDK
+/// skips), or why it does not read as JSON.
+fn read(line: &[u8]) -> Result<Option<serde_json::Value>, String> {
     if line.iter().all(u8::is_ascii_whitespace) {
-        return None;
+        return Ok(None);
     }
     // Read as a value (not skipped: skipping knows no depth limit, and the SDK's
     // parse stops at the same depth this one does).
-    let e = serde_json::from_slice::<serde_json::Value>(line).err()?;
-    Some(e.to_string())
+    serde_json::from_slice(line)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// Where a listed tool's `execution` is kept for crewbox through the SDK's types
+/// (`_meta` of the tool): the SDK's `Tool` has no `execution` and drops it from a
+/// listing it can type, and with it the mark of a tool that runs only as a task.
+pub const EXECUTION_META: &str = "crewbox/execution";
+
+/// Copies each listed tool's `execution` into its `_meta` ([`EXECUTION_META`]) when
+/// `message` answers with a listing of tools; whether anything was copied. A `_meta`
+/// that is not an object is left alone (the SDK cannot type such a tool, and crewbox
+/// then reads the listing tool by tool, `execution` with it).
+fn keep_execution(message: &mut serde_json::Value) -> bool {
+    let Some(tools) = message
+        .get_mut("result")
+        .and_then(|r| r.get_mut("tools"))
+        .and_then(serde_json::Value::as_array_mut)
+    else {
+        return false;
+    };
+    let mut kept = false;
+    for tool in tools
+        .iter_mut()
+        .filter_map(serde_json::Value::as_object_mut)
+    {
+        let Some(execution) = tool.get("execution").cloned() else {
+            continue;
+        };
+        let meta = tool
+            .entry("_meta")
+            .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(EXECUTION_META.to_owned(), execution);
+            kept = true;
+        }
+    }
+    kept
 }
 
 /// The error answering a replaced request; `None` for any other custom method.
@@ -657,5 +701,47 @@ mod tests {
             Some(serde_json::json!({"other": 1})),
         );
         assert_eq!(refused_by_crewbox(&theirs), None);
+    }
+
+    /// A listed tool's `execution`, which the SDK's `Tool` has no field for, reaches
+    /// crewbox through the SDK's types in `_meta`; other messages pass unchanged.
+    #[tokio::test]
+    async fn a_listed_tools_execution_survives_the_sdks_types() {
+        let listing = r#"{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"t","inputSchema":{"type":"object"},"execution":{"taskSupport":"required"}},{"name":"u","inputSchema":{"type":"object"},"_meta":{"k":1}}]}}"#;
+        let (out, _) = as_client(format!("{listing}\n").as_bytes(), 100_000).await;
+        let typed: rmcp::model::ServerJsonRpcMessage = serde_json::from_str(out.trim()).unwrap();
+        let rmcp::model::ServerJsonRpcMessage::Response(r) = typed else {
+            panic!("{out}")
+        };
+        let rmcp::model::ServerResult::ListToolsResult(list) = r.result else {
+            panic!("not typed as a listing: {out}")
+        };
+        let meta = list.tools[0].meta.as_ref().expect("no _meta");
+        assert_eq!(
+            meta.get(EXECUTION_META),
+            Some(&serde_json::json!({"taskSupport": "required"}))
+        );
+        assert!(
+            list.tools[1]
+                .meta
+                .as_ref()
+                .unwrap()
+                .get(EXECUTION_META)
+                .is_none()
+        );
+        let other = r#"{"jsonrpc":"2.0","id":3,"result":{"content":[],"execution":1}}"#;
+        let (out, _) = as_client(format!("{other}\n").as_bytes(), 100_000).await;
+        assert_eq!(out, format!("{other}\n"));
+        // Serving, a client's lines are never rewritten.
+        let mut served = Vec::new();
+        pump(
+            format!("{listing}\n").as_bytes(),
+            &mut served,
+            100_000,
+            &Reader::Server,
+        )
+        .await
+        .unwrap();
+        assert_eq!(String::from_utf8(served).unwrap(), format!("{listing}\n"));
     }
 }

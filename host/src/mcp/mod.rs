@@ -17,6 +17,7 @@
 
 pub mod client;
 pub mod config;
+mod http_error;
 pub mod lines;
 pub mod pool;
 pub mod project;

@@ -101,8 +101,13 @@ pub fn offer(
             continue;
         }
         // A tool that runs only as a task (MCP 2025-11-25) fails every plain call.
+        // `execution` as listed, or as the stdio reader kept it through the SDK's types.
         let task_only = t
             .get("execution")
+            .or_else(|| {
+                t.get("_meta")
+                    .and_then(|m| m.get(super::lines::EXECUTION_META))
+            })
             .and_then(|e| e.get("taskSupport"))
             .and_then(Value::as_str)
             == Some("required");
@@ -189,11 +194,23 @@ pub fn offer(
     out
 }
 
-/// A tool result (a raw MCP `CallToolResult`) as the model reads it; `Err` for an
-/// `isError` result. Redacted, capped.
+/// The most notes (dropped media, links, binary resources) one result holds; the
+/// rest are counted.
+const MAX_NOTES: usize = 20;
+
+/// A tool result (a raw MCP `CallToolResult`) as the model reads it: its text blocks
+/// and, each in the place of the block it stands for, a note for what is not text (so
+/// "the image above" still reads right); `Err` for an `isError` result. Redacted,
+/// capped.
 pub fn render_result(result: &Value) -> Result<String, String> {
-    let mut text = String::new();
-    let mut notes: Vec<String> = Vec::new();
+    let mut parts: Vec<String> = Vec::new();
+    let (mut has_text, mut notes) = (false, 0usize);
+    let mut note = |parts: &mut Vec<String>, n: String| {
+        notes += 1;
+        if notes <= MAX_NOTES {
+            parts.push(n);
+        }
+    };
     let empty = Vec::new();
     let content = result
         .get("content")
@@ -202,64 +219,60 @@ pub fn render_result(result: &Value) -> Result<String, String> {
     for block in content {
         match block.get("type").and_then(Value::as_str) {
             Some("text") => {
-                if !text.is_empty() {
-                    text.push('\n');
-                }
-                text.push_str(block.get("text").and_then(Value::as_str).unwrap_or(""));
+                has_text = true;
+                parts.push(
+                    block
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
+                );
             }
             Some(kind @ ("image" | "audio")) => {
                 let mime = block
                     .get("mimeType")
                     .and_then(Value::as_str)
                     .unwrap_or("unknown type");
-                notes.push(format!(
-                    "[{kind} content ({}) dropped: crewbox passes only text to the model]",
-                    mime
-                ));
+                note(
+                    &mut parts,
+                    format!(
+                        "[{kind} content ({mime}) dropped: crewbox passes only text to the model]"
+                    ),
+                );
             }
             Some("resource_link") => {
                 let uri = block.get("uri").and_then(Value::as_str).unwrap_or("?");
                 let name = block.get("name").and_then(Value::as_str).unwrap_or("");
-                notes.push(format!("[resource link: {uri} {name}]"));
+                note(&mut parts, format!("[resource link: {uri} {name}]"));
             }
             Some("resource") => {
                 let r = block.get("resource").unwrap_or(&Value::Null);
                 let uri = r.get("uri").and_then(Value::as_str).unwrap_or("?");
                 match r.get("text").and_then(Value::as_str) {
                     Some(t) => {
-                        if !text.is_empty() {
-                            text.push('\n');
-                        }
-                        text.push_str(&format!("[resource {uri}]\n{t}"));
+                        has_text = true;
+                        parts.push(format!("[resource {uri}]\n{t}"));
                     }
-                    None => notes.push(format!("[binary resource {uri} dropped]")),
+                    None => note(&mut parts, format!("[binary resource {uri} dropped]")),
                 }
             }
-            other => notes.push(format!(
-                "[content of type `{}` dropped]",
-                other.unwrap_or("?")
-            )),
+            other => note(
+                &mut parts,
+                format!("[content of type `{}` dropped]", other.unwrap_or("?")),
+            ),
         }
     }
-    if text.is_empty()
-        && let Some(s) = result.get("structuredContent").filter(|s| !s.is_null())
-    {
+    if notes > MAX_NOTES {
+        parts.push(format!("[{} more notes left out]", notes - MAX_NOTES));
+    }
+    if !has_text && let Some(s) = result.get("structuredContent").filter(|s| !s.is_null()) {
         // The media a server repeats there (server-filesystem's `read_media_file` puts
         // its image in both) is dropped as it is from `content`: no base64 for the model.
         let mut s = s.clone();
         drop_media(&mut s, 0);
-        text = serde_json::to_string(&s).unwrap_or_default();
+        parts.insert(0, serde_json::to_string(&s).unwrap_or_default());
     }
-    let mut out = cap_result(&text);
-    for n in notes.iter().take(20) {
-        if !out.is_empty() {
-            out.push('\n');
-        }
-        out.push_str(n);
-    }
-    if notes.len() > 20 {
-        out.push_str(&format!("\n[{} more notes left out]", notes.len() - 20));
-    }
+    let mut out = cap_result(&parts.join("\n"));
     if out.is_empty() {
         out.push_str("(no content)");
     }
@@ -413,6 +426,40 @@ mod tests {
         assert!(text.len() < RESULT_CAP_BYTES + 200);
         assert!(text.contains("bytes omitted"));
         assert_eq!(render_result(&json!({})).unwrap(), "(no content)");
+    }
+
+    /// server-everything's `get-tiny-image`: text, image, text. The note stands where
+    /// the image stood, so "the image above" reads right; notes past 20 are counted,
+    /// and a server's endless link is capped with the rest.
+    #[test]
+    fn notes_stand_in_place_of_their_blocks() {
+        let r = json!({"content": [
+            {"type": "text", "text": "Here's the image you requested:"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+            {"type": "text", "text": "The image above is the MCP logo."}
+        ]});
+        assert_eq!(
+            render_result(&r).unwrap(),
+            "Here's the image you requested:\n\
+             [image content (image/png) dropped: crewbox passes only text to the model]\n\
+             The image above is the MCP logo."
+        );
+        let mut content: Vec<Value> = (0..25)
+            .map(|i| json!({"type": "resource_link", "uri": format!("file:///{i}"), "name": "n"}))
+            .collect();
+        content.push(json!({"type": "text", "text": "end"}));
+        let text = render_result(&json!({ "content": content })).unwrap();
+        assert!(
+            text.contains("file:///19 n") && !text.contains("file:///20 "),
+            "{text}"
+        );
+        assert!(text.ends_with("end\n[5 more notes left out]"), "{text}");
+        let long = format!("file:///{}", "u".repeat(1 << 20));
+        let text = render_result(&json!({"content": [
+            {"type": "resource_link", "uri": long, "name": "n"}
+        ]}))
+        .unwrap();
+        assert!(text.len() < RESULT_CAP_BYTES + 200, "{}", text.len());
     }
 
     /// server-filesystem's `read_media_file` repeats its image in `structuredContent`,

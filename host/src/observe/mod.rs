@@ -12,8 +12,12 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
+/// The log filter without `RUST_LOG`: warnings, none of the MCP SDK's own (they name
+/// its Rust types; crewbox says what went wrong with a server itself).
+pub const DEFAULT_LOG: &str = "warn,rmcp=off";
+
 /// Installs the global subscriber: log lines on stderr (`RUST_LOG` filters, default
-/// `warn`; JSON on request; through the redactor; colour only on a terminal and without
+/// [`DEFAULT_LOG`]; JSON on request; through the redactor; colour only on a terminal and without
 /// `NO_COLOR`), and span export when the user configured an OTLP endpoint (`telemetry`:
 /// the user's `[telemetry]` table; the `OTEL_*` variables are read here).
 pub fn init_tracing(
@@ -21,7 +25,7 @@ pub fn init_tracing(
     colour_choice: Option<bool>,
     telemetry: &crate::config::user::TelemetryFile,
 ) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG));
     let ansi = !json
         && colour_choice.unwrap_or_else(|| {
             colour(

@@ -58,6 +58,7 @@ def tools():
         {"name": "unreadable", "inputSchema": obj},
         {"name": "fork", "inputSchema": obj},
         {"name": "slow", "inputSchema": obj},
+        {"name": "roots", "inputSchema": obj},
     ]
 
 
@@ -120,6 +121,14 @@ def call(mid, name, args):
         text("forked")
     elif name == "slow":
         pass
+    elif name == "roots":
+        # Asks crewbox for its roots and returns the answer as the call's text.
+        send({"jsonrpc": "2.0", "id": "roots-1", "method": "roots/list"})
+        for answer in sys.stdin:
+            got = json.loads(answer)
+            if got.get("id") == "roots-1":
+                text(json.dumps(got))
+                break
     else:
         send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "unknown tool"}})
 
