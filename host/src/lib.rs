@@ -198,7 +198,7 @@ pub mod types {
     pub use crate::schedule::lock::{DaemonLock, LockError};
     pub use crate::schedule::spec::ScheduleError;
     pub use crate::schedule::{CatchUp, Overlap};
-    pub use crate::store::audit::{AuditRecord, Verdict as AuditVerdict};
+    pub use crate::store::audit::{Anchor as AuditAnchor, AuditRecord, Verdict as AuditVerdict};
     pub use crate::store::{
         AgentCounts, AgentNode, AgentWorker, RetryOverrides, RunRecord, StoreError,
     };

@@ -24,10 +24,16 @@ pub struct AuditArgs {
 pub enum AuditCommand {
     /// Check every link of the chain: reports the first edited record (broken link),
     /// missing record (gap) or cut-off tail (truncation). Exits 1 when one is found.
+    /// An intact chain's head (`SEQ:HASH`) is printed: keep it elsewhere, and pass it
+    /// back with `--anchor` to check the chain was not rewritten since.
     Verify {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// A head an earlier `verify` printed (`SEQ:HASH`), kept elsewhere: the chain
+        /// must still hold that record with that hash.
+        #[arg(long, value_name = "SEQ:HASH")]
+        anchor: Option<crewbox::types::AuditAnchor>,
     },
 }
 
@@ -35,7 +41,7 @@ impl AuditArgs {
     /// Whether the output is JSON.
     pub fn json(&self) -> bool {
         match &self.command {
-            Some(AuditCommand::Verify { json }) => *json || self.json,
+            Some(AuditCommand::Verify { json, .. }) => *json || self.json,
             None => self.json,
         }
     }
@@ -52,9 +58,17 @@ pub async fn run(ctx: Context, args: AuditArgs) -> anyhow::Result<Exit> {
         }
         Ok(Exit::Ok)
     };
-    if let Some(AuditCommand::Verify { .. }) = args.command {
-        let verdict = match ctx.verify_audit().await {
+    if let Some(AuditCommand::Verify { anchor, .. }) = args.command {
+        let anchored = anchor.as_ref().map(|a| a.seq);
+        let verdict = match ctx.verify_audit(anchor).await {
             Ok(verdict) => verdict,
+            // No store at all: an anchor past the empty chain is lost with it.
+            Err(ReadError::NoRuns) if anchored.is_some_and(|seq| seq > 0) => {
+                crewbox::types::AuditVerdict::AnchorLost {
+                    seq: anchored.unwrap_or_default(),
+                    found: None,
+                }
+            }
             Err(ReadError::NoRuns) => return nothing_ran(),
             Err(e) => return Err(e.into()),
         };

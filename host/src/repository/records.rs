@@ -8,7 +8,7 @@ use crate::control::{self, NotStoppable, Refused};
 use crate::ids::{AgentId, RunId};
 use crate::provider::breaker::{BreakerStatus, Breakers};
 use crate::sandbox::ProbeReport;
-use crate::store::audit::{AuditRecord, Verdict as AuditVerdict};
+use crate::store::audit::{Anchor as AuditAnchor, AuditRecord, Verdict as AuditVerdict};
 use crate::store::{AgentRecord, DeadLetter, RunRecord, Store, StoreError};
 use crate::vocab::AgentState;
 
@@ -195,11 +195,18 @@ impl Repository {
         Ok(store.audit_records(run.as_ref()).await?)
     }
 
-    /// Checks every link of the audit trail: intact, or the first place it is broken.
-    /// Nothing has run here: [`ReadError::NoRuns`].
-    pub async fn verify_audit(&self) -> Result<AuditVerdict, ReadError> {
+    /// Checks every link of the audit trail: intact, or the first place it is broken
+    /// (with `anchor`, a record kept elsewhere that it must still hold). Nothing has run
+    /// here: [`ReadError::NoRuns`].
+    pub async fn verify_audit(
+        &self,
+        anchor: Option<AuditAnchor>,
+    ) -> Result<AuditVerdict, ReadError> {
         let store = self.store_if_exists()?.ok_or(ReadError::NoRuns)?;
-        Ok(store.audit_verify().await?)
+        Ok(match anchor {
+            Some(a) => store.audit_verify_anchored(a).await?,
+            None => store.audit_verify().await?,
+        })
     }
 
     /// Queues `message` for the running agent `agent` names (an id, a unique prefix or

@@ -53,6 +53,19 @@ pub enum Verdict {
     Intact {
         /// Records checked.
         records: i64,
+        /// The last record as `SEQ:HASH` ([`GENESIS`] after `0:` for an empty chain):
+        /// kept elsewhere, it is an [`Anchor`] a later `verify` checks the chain still
+        /// holds (someone who can write the store can rewrite the whole chain and its
+        /// head, not what was kept elsewhere).
+        head: String,
+    },
+    /// The chain does not hold the record an [`Anchor`] names with the hash kept: the
+    /// chain was rewritten, emptied or cut back since.
+    AnchorLost {
+        /// The anchored record.
+        seq: i64,
+        /// What the chain holds there now (`None`: no such record).
+        found: Option<String>,
     },
     /// A record's stored hash is not the hash of its contents (it was edited).
     BrokenLink {
@@ -137,7 +150,23 @@ impl Verdict {
 impl std::fmt::Display for Verdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Intact { records } => write!(f, "intact: {records} record(s), every link holds"),
+            Self::Intact { records, head } => write!(
+                f,
+                "intact: {records} record(s), every link holds; head {head}"
+            ),
+            Self::AnchorLost { seq, found: None } => write!(
+                f,
+                "the anchored record {seq} is not in the chain: the chain was emptied, cut \
+                 back or rewritten since the anchor was taken"
+            ),
+            Self::AnchorLost {
+                seq,
+                found: Some(_),
+            } => write!(
+                f,
+                "record {seq} does not hold the anchored hash: the chain was rewritten since \
+                 the anchor was taken"
+            ),
             Self::BrokenLink { seq } => write!(
                 f,
                 "broken link at record {seq}: its hash does not match its contents (edited)"
@@ -295,11 +324,45 @@ pub(crate) fn records(
     rows.collect::<Result<Vec<_>, _>>().map_err(q)
 }
 
+/// A record of the chain as `crewbox audit verify` printed it once (`SEQ:HASH`), kept
+/// elsewhere: [`verify`] checks the chain still holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Anchor {
+    /// The record's number (0: the empty chain, whose hash is [`GENESIS`]).
+    pub seq: i64,
+    /// Its hash (64 lowercase hex digits).
+    pub hash: String,
+}
+
+impl std::str::FromStr for Anchor {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            format!(
+                "`{}` is no audit anchor: expected SEQ:HASH as `crewbox audit verify` prints \
+                 its head (a record number, a colon, 64 hex digits)",
+                crate::text::escape(&crate::text::cut_marked(s, 100, "…"))
+            )
+        };
+        let (seq, hash) = s.trim().split_once(':').ok_or_else(bad)?;
+        let seq: i64 = seq.parse().ok().filter(|n| *n >= 0).ok_or_else(bad)?;
+        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        Ok(Self {
+            seq,
+            hash: hash.to_ascii_lowercase(),
+        })
+    }
+}
+
 /// How far in the future the chain's origin may lie (clocks of one machine).
 const ORIGIN_SLACK_MS: i64 = 60_000;
 
-/// Walks the whole chain and reports the first thing wrong with it.
-pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
+/// Walks the whole chain and reports the first thing wrong with it, `anchor` included
+/// (the chain must still hold that record with that hash).
+pub(crate) fn verify(conn: &Connection, anchor: Option<&Anchor>) -> Result<Verdict, StoreError> {
     let q = |e: rusqlite::Error| StoreError::sqlite("verify audit chain", &e);
     // A damaged file reads back whatever its pages hold: said first.
     let check: String = conn
@@ -358,6 +421,14 @@ pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
         if h != stored_hash {
             return Ok(Verdict::BrokenLink { seq });
         }
+        if let Some(a) = anchor.filter(|a| a.seq == seq)
+            && a.hash != stored_hash
+        {
+            return Ok(Verdict::AnchorLost {
+                seq,
+                found: Some(stored_hash.to_owned()),
+            });
+        }
         match (kind, run_id, agent_id) {
             ("spawn", run, Some(agent)) => {
                 spawned.insert(agent.to_owned(), (seq, run.map(str::to_owned)));
@@ -391,6 +462,21 @@ pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
         }
         Some((_, hash)) if hash != prev => return Ok(Verdict::HeadEdited { last }),
         None if last > 0 => return Ok(Verdict::HeadMissing { last }),
+        _ => {}
+    }
+    match anchor {
+        Some(a) if a.seq > last => {
+            return Ok(Verdict::AnchorLost {
+                seq: a.seq,
+                found: None,
+            });
+        }
+        Some(a) if a.seq == 0 && a.hash != GENESIS => {
+            return Ok(Verdict::AnchorLost {
+                seq: 0,
+                found: Some(GENESIS.to_owned()),
+            });
+        }
         _ => {}
     }
     // A dropped table reads as a removed row.
@@ -486,7 +572,10 @@ pub(crate) fn verify(conn: &Connection) -> Result<Verdict, StoreError> {
             });
         }
     }
-    Ok(Verdict::Intact { records: last })
+    Ok(Verdict::Intact {
+        records: last,
+        head: format!("{last}:{prev}"),
+    })
 }
 
 /// Whether run `run` has its `run.started` event stored.
@@ -523,6 +612,29 @@ fn optional_text(v: rusqlite::types::ValueRef<'_>) -> Option<Option<&str>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_anchor_reads_as_verify_prints_it() {
+        let hash = "AB".repeat(32);
+        let a: Anchor = format!(" 7:{hash}\n").parse().unwrap();
+        assert_eq!((a.seq, a.hash), (7, "ab".repeat(32)));
+        let empty: Anchor = format!("0:{GENESIS}").parse().unwrap();
+        assert_eq!(empty.seq, 0);
+        for bad in [
+            "",
+            "7",
+            "7:",
+            "-1:00",
+            "x:00",
+            &format!("7:{}", "g".repeat(64)),
+        ] {
+            assert!(bad.parse::<Anchor>().is_err(), "{bad}");
+        }
+        assert!(
+            format!("-1:{}", "a".repeat(64)).parse::<Anchor>().is_err(),
+            "a negative record number"
+        );
+    }
 
     #[test]
     fn hashes_depend_on_every_field_and_the_link() {

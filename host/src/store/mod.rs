@@ -557,7 +557,15 @@ impl Store {
 
     /// Walks the audit chain: the first broken link, gap or truncation, if any.
     pub async fn audit_verify(&self) -> Result<audit::Verdict, StoreError> {
-        self.read(audit::verify).await
+        self.read(|c| audit::verify(c, None)).await
+    }
+
+    /// [`Store::audit_verify`], and the chain must still hold `anchor`.
+    pub async fn audit_verify_anchored(
+        &self,
+        anchor: audit::Anchor,
+    ) -> Result<audit::Verdict, StoreError> {
+        self.read(move |c| audit::verify(c, Some(&anchor))).await
     }
 
     /// An agent's final conversation (JSON), when its end stored one.

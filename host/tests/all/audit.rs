@@ -176,8 +176,12 @@ fn a_runs_decisions_are_chained_and_tampering_is_found() {
 fn a_chain_emptied_or_a_merge_result_edited_is_found() {
     let (dir, run, _) =
         crate::replay::recorded_pair_run("broadcast", &crate::replay::both_write(0));
-    let (code, v) = verify(dir.path());
-    assert_eq!((code, v["status"].as_str()), (0, Some("intact")), "{v}");
+    let (code, v_intact) = verify(dir.path());
+    assert_eq!(
+        (code, v_intact["status"].as_str()),
+        (0, Some("intact")),
+        "{v_intact}"
+    );
     let pristine = pristine_copy(dir.path());
     let conn = rusqlite::Connection::open(&pristine).unwrap();
     let merges: i64 = conn
@@ -285,8 +289,57 @@ fn a_chain_emptied_or_a_merge_result_edited_is_found() {
         "{v}"
     );
 
+    // What no check inside the file can see: the chain emptied with its head and the
+    // origin moved to after the last run (and before now). The head an earlier verify
+    // printed, kept elsewhere, finds it; as it finds a chain rewritten with hashes of
+    // its own.
+    let head = v_intact["head"].as_str().unwrap().to_owned();
+    let anchored = |sql: &str| {
+        std::fs::copy(&pristine, db(dir.path())).unwrap();
+        let conn = rusqlite::Connection::open(db(dir.path())).unwrap();
+        conn.execute_batch(sql).unwrap();
+        drop(conn);
+        let (code, plain) = verify(dir.path());
+        let out = bin(
+            dir.path(),
+            &["audit", "verify", "--json", "--anchor", head.as_str()],
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (code, plain, out.status.code().unwrap(), v)
+    };
+    let (code, plain, anchored_code, v) = anchored(
+        "DELETE FROM audit; DELETE FROM audit_head;
+         UPDATE audit_origin SET at = MAX((SELECT MAX(created_at) FROM runs),
+                                          (SELECT MAX(created_at) FROM agents)) + 1;",
+    );
+    assert_eq!((code, plain["records"].as_i64()), (0, Some(0)), "{plain}");
+    assert_eq!(
+        (anchored_code, &v["status"], v["found"].is_null()),
+        (1, &serde_json::json!("anchor-lost"), true),
+        "{v}"
+    );
+    let seq: i64 = head.split_once(':').unwrap().0.parse().unwrap();
+    let (_, _, anchored_code, v) = anchored(&format!(
+        "UPDATE audit SET hash = '{}' WHERE seq = {seq}; UPDATE audit_head SET hash = '{}';",
+        "ab".repeat(32),
+        "ab".repeat(32)
+    ));
+    // (The forged last hash is a broken link before it is a lost anchor.)
+    assert_eq!(anchored_code, 1, "{v}");
+
     std::fs::copy(&pristine, db(dir.path())).unwrap();
     assert_eq!(verify(dir.path()).0, 0);
+    // The chain grown by a later run still holds the anchored record: what anchoring
+    // is for.
+    let script = writes_then("agent", "later.txt", "later\n", 0, "wrote later.txt");
+    let (out, report) = crewbox(dir.path(), &script, &["run", "later", "--mode", "single"]);
+    assert!(out.status.success(), "{report}");
+    let out = bin(dir.path(), &["audit", "verify", "--anchor", head.as_str()]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("intact") && !text.contains(&head), "{text}");
+    let bad = bin(dir.path(), &["audit", "verify", "--anchor", "3:nothex"]);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
 }
 
 /// A store file SQLite finds damaged is not vouched for: the chain read back from it
