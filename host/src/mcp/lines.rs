@@ -17,7 +17,8 @@
 //!   which the server answers with an error ([`refusal`]);
 //! - as a client, a server's refused answer becomes a JSON-RPC error answer under its
 //!   id, marked as crewbox's ([`refused_by_crewbox`]), which fails the call waiting on
-//!   it.
+//!   it; an over-long one as soon as its id has been read past the limit (the rest is
+//!   skipped as it comes), so the call does not wait for a line that may never end.
 //!
 //! A message without an id (a notification, a server's log line on stdout) is dropped:
 //! serving, with a line on stderr; as a client, noted in [`Dropped`], which the error
@@ -85,8 +86,13 @@ pub enum Reader {
 
 /// Why a line was refused.
 enum Refused {
-    /// Over the limit: its length.
-    TooLarge { bytes: usize, max: usize },
+    /// Over the limit: its length (`complete`: the whole line; else what was read of it
+    /// when its id was found, and the rest is skipped unread).
+    TooLarge {
+        bytes: usize,
+        max: usize,
+        complete: bool,
+    },
     /// It does not read as JSON: its length, the parser's message and how it starts
     /// (cut, escaped).
     Unreadable {
@@ -102,7 +108,7 @@ impl Reader {
     fn replace(&self, scan: &IdScan, refused: &Refused) -> Option<String> {
         let Some(id) = scan.id() else {
             let what = match refused {
-                Refused::TooLarge { bytes, max } => {
+                Refused::TooLarge { bytes, max, .. } => {
                     format!("of {bytes} bytes (the limit is {max})")
                 }
                 Refused::Unreadable { bytes, detail, .. } => format!(
@@ -138,11 +144,19 @@ impl Reader {
                 "jsonrpc": "2.0", "id": id, "method": UNREADABLE,
                 "params": {"error": detail},
             }),
-            (Self::Client(_), Refused::TooLarge { bytes, max }) => serde_json::json!({
+            (
+                Self::Client(_),
+                Refused::TooLarge {
+                    bytes,
+                    max,
+                    complete,
+                },
+            ) => serde_json::json!({
                 "jsonrpc": "2.0", "id": id, "error": {
                     "code": rmcp::model::ErrorCode::INVALID_REQUEST.0,
                     "message": format!(
-                        "the server's answer is {bytes} bytes, over the {} MiB limit; it was dropped unread",
+                        "the server's answer is {}{bytes} bytes, over the {} MiB limit; it was dropped unread",
+                        if *complete { "" } else { "more than " },
                         max >> 20
                     ),
                     "data": {MARK: TOO_LARGE_ANSWER},
@@ -197,6 +211,9 @@ where
 struct Skipped {
     total: usize,
     scan: IdScan,
+    /// Its refusal was sent as soon as its id was known (a client's wait ends then,
+    /// not when the server ends the line, which may be never).
+    answered: bool,
 }
 
 impl Skipped {
@@ -387,6 +404,22 @@ where
         let n = chunk.len();
         input.consume(n);
         if end.is_none() {
+            // Past the limit, a server's answer is refused as soon as its id is read.
+            if let (Some(s), Reader::Client(_)) = (&mut skipped, reader)
+                && !s.answered
+                && s.scan.found.is_some()
+            {
+                s.answered = true;
+                let refused = Refused::TooLarge {
+                    bytes: s.total,
+                    max,
+                    complete: false,
+                };
+                if let Some(text) = reader.replace(&s.scan, &refused) {
+                    out.write_all(text.as_bytes()).await?;
+                    out.flush().await?;
+                }
+            }
             continue;
         }
         let replaced = match skipped.take() {
@@ -419,11 +452,13 @@ where
                     reader.replace(&scan, &refused)
                 }
             },
+            Some(s) if s.answered => None,
             Some(s) => reader.replace(
                 &s.scan,
                 &Refused::TooLarge {
                     bytes: s.total,
                     max,
+                    complete: true,
                 },
             ),
         };
@@ -743,5 +778,44 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(String::from_utf8(served).unwrap(), format!("{listing}\n"));
+    }
+
+    /// An over-long answer whose line does not end (a server stuck writing, or one
+    /// that never writes the newline) fails its call as soon as its id is read past
+    /// the limit, not when (if ever) the line ends; the rest of it is skipped, and the
+    /// next message passes. Shown failing without the early answer (timed out).
+    #[tokio::test]
+    async fn an_endless_oversized_answer_is_refused_once_its_id_is_read() {
+        use tokio::io::AsyncReadExt as _;
+        let (mut server, input) = tokio::io::duplex(1 << 16);
+        let dropped = Dropped::default();
+        let mut out = bounded(input, 1000, Reader::Client(dropped));
+        server
+            .write_all(br#"{"jsonrpc":"2.0","id":"big-1","result":{"content":[{"type":"text","text":""#)
+            .await
+            .unwrap();
+        server.write_all(&[b'x'; 5000]).await.unwrap();
+        let mut got = vec![0u8; 4096];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(5), out.read(&mut got))
+            .await
+            .expect("the refusal waited for the end of the line")
+            .unwrap();
+        let first: rmcp::model::ServerJsonRpcMessage =
+            serde_json::from_slice(&got[..n]).unwrap();
+        let rmcp::model::ServerJsonRpcMessage::Error(e) = first else {
+            panic!("{}", String::from_utf8_lossy(&got[..n]))
+        };
+        assert_eq!(e.id, Some(rmcp::model::NumberOrString::String("big-1".into())));
+        assert_eq!(refused_by_crewbox(&e.error), Some(TOO_LARGE_ANSWER));
+        assert!(e.error.message.contains("more than"), "{}", e.error.message);
+        // The line's end is skipped without a second answer; the next message passes.
+        server.write_all(&[b'x'; 3000]).await.unwrap();
+        let next = "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}\n";
+        server.write_all(b"\"}]}}\n").await.unwrap();
+        server.write_all(next.as_bytes()).await.unwrap();
+        drop(server);
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).await.unwrap();
+        assert_eq!(rest, next);
     }
 }
