@@ -791,7 +791,9 @@ mod tests {
         let dropped = Dropped::default();
         let mut out = bounded(input, 1000, Reader::Client(dropped));
         server
-            .write_all(br#"{"jsonrpc":"2.0","id":"big-1","result":{"content":[{"type":"text","text":""#)
+            .write_all(
+                br#"{"jsonrpc":"2.0","id":"big-1","result":{"content":[{"type":"text","text":""#,
+            )
             .await
             .unwrap();
         server.write_all(&[b'x'; 5000]).await.unwrap();
@@ -800,12 +802,14 @@ mod tests {
             .await
             .expect("the refusal waited for the end of the line")
             .unwrap();
-        let first: rmcp::model::ServerJsonRpcMessage =
-            serde_json::from_slice(&got[..n]).unwrap();
+        let first: rmcp::model::ServerJsonRpcMessage = serde_json::from_slice(&got[..n]).unwrap();
         let rmcp::model::ServerJsonRpcMessage::Error(e) = first else {
             panic!("{}", String::from_utf8_lossy(&got[..n]))
         };
-        assert_eq!(e.id, Some(rmcp::model::NumberOrString::String("big-1".into())));
+        assert_eq!(
+            e.id,
+            Some(rmcp::model::NumberOrString::String("big-1".into()))
+        );
         assert_eq!(refused_by_crewbox(&e.error), Some(TOO_LARGE_ANSWER));
         assert!(e.error.message.contains("more than"), "{}", e.error.message);
         // The line's end is skipped without a second answer; the next message passes.

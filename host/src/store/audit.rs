@@ -99,6 +99,19 @@ pub enum Verdict {
         /// The run.
         run: String,
     },
+    /// A `run.started` record names a run the store no longer holds (it was removed,
+    /// with or without its agents).
+    RunMissing {
+        /// The record.
+        seq: i64,
+        /// The run it names.
+        run: String,
+    },
+    /// A table of the chain, or of the facts it is checked against, is gone (dropped).
+    TableMissing {
+        /// The table.
+        table: String,
+    },
     /// A record names an agent the store no longer holds (it was removed).
     FactMissing {
         /// The record.
@@ -171,6 +184,11 @@ impl std::fmt::Display for Verdict {
                 f,
                 "broken link at record {seq}: its hash does not match its contents (edited)"
             ),
+            Self::Gap { seq, expected } if seq == expected => write!(
+                f,
+                "gap before record {seq}: its link names another record than the one before \
+                 it (a record was removed, replaced or moved)"
+            ),
             Self::Gap { seq, expected } => write!(
                 f,
                 "gap before record {seq}: record {expected} is missing or was replaced"
@@ -192,6 +210,13 @@ impl std::fmt::Display for Verdict {
                 f,
                 "run {run} is stored but no record names its start: records were removed (or the run was added)"
             ),
+            Self::RunMissing { seq, run } => write!(
+                f,
+                "record {seq} names run {run}, which is not stored: it was removed"
+            ),
+            Self::TableMissing { table } => {
+                write!(f, "the store's table `{table}` is missing: it was dropped")
+            }
             Self::FactMissing { seq, agent } => write!(
                 f,
                 "record {seq} names agent {agent}, which is not stored: it was removed"
@@ -369,9 +394,26 @@ pub(crate) fn verify(conn: &Connection, anchor: Option<&Anchor>) -> Result<Verdi
         .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
         .unwrap_or_else(|e| e.to_string());
     if check != "ok" {
+        let check = check.split_whitespace().collect::<Vec<_>>().join(" ");
         return Ok(Verdict::StoreDamaged {
             detail: crate::text::escape(&crate::text::cut_marked(&check, 200, "…")).into_owned(),
         });
+    }
+    // A dropped table is tampering like deleted rows, not a failure to read (the
+    // origin's table: `origin-missing`, below).
+    for table in ["audit", "audit_head", "runs", "agents", "steps", "events"] {
+        let exists: bool = conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+                params![table],
+                |r| r.get(0),
+            )
+            .map_err(q)?;
+        if !exists {
+            return Ok(Verdict::TableMissing {
+                table: table.to_owned(),
+            });
+        }
     }
     let mut stmt = conn
         .prepare("SELECT seq, at, run_id, agent_id, kind, data, prev, hash FROM audit ORDER BY seq")
@@ -381,7 +423,7 @@ pub(crate) fn verify(conn: &Connection, anchor: Option<&Anchor>) -> Result<Verdi
     // What the chain says about stored facts, checked against them once it holds.
     let mut spawned: HashMap<String, (i64, Option<String>)> = HashMap::new();
     // Runs the chain saw start, and when (the record's time).
-    let mut started_runs: HashMap<String, i64> = HashMap::new();
+    let mut started_runs: HashMap<String, (i64, i64)> = HashMap::new();
     let mut merges: HashMap<(String, String), serde_json::Value> = HashMap::new();
     while let Some(r) = rows.next().map_err(q)? {
         // Read as the writer stores them; a value of another type (a text made a blob,
@@ -434,7 +476,7 @@ pub(crate) fn verify(conn: &Connection, anchor: Option<&Anchor>) -> Result<Verdi
                 spawned.insert(agent.to_owned(), (seq, run.map(str::to_owned)));
             }
             ("run.started", Some(run), _) => {
-                started_runs.insert(run.to_owned(), at);
+                started_runs.insert(run.to_owned(), (at, seq));
             }
             ("merge", Some(run), _) => {
                 let mut merge: serde_json::Value =
@@ -520,7 +562,7 @@ pub(crate) fn verify(conn: &Connection, anchor: Option<&Anchor>) -> Result<Verdi
         let run: String = r.get(0).map_err(q)?;
         let created: i64 = r.get(1).map_err(q)?;
         match started_runs.get(&run) {
-            Some(&at) if at < origin => return Ok(Verdict::OriginMoved { origin }),
+            Some(&(at, _)) if at < origin => return Ok(Verdict::OriginMoved { origin }),
             // The engine stores a run with its start, event and record together: a run
             // whose start event is stored without its record lost the record.
             None if created >= origin && start_event(conn, &run).map_err(q)? => {
@@ -529,6 +571,27 @@ pub(crate) fn verify(conn: &Connection, anchor: Option<&Anchor>) -> Result<Verdi
             _ => {}
         }
         stored_runs.insert(run);
+    }
+    // Each run the chain saw start is still stored (whatever else of it was removed
+    // with it: a run deleted with its agents left no agent to miss).
+    let all_runs: HashSet<String> = conn
+        .prepare("SELECT id FROM runs")
+        .map_err(q)?
+        .query_map([], |r| r.get(0))
+        .map_err(q)?
+        .collect::<Result<_, _>>()
+        .map_err(q)?;
+    let mut gone: Vec<(&String, i64)> = started_runs
+        .iter()
+        .filter(|(run, _)| !all_runs.contains(*run))
+        .map(|(run, (_, seq))| (run, *seq))
+        .collect();
+    gone.sort_by_key(|(_, seq)| *seq);
+    if let Some((run, seq)) = gone.first() {
+        return Ok(Verdict::RunMissing {
+            seq: *seq,
+            run: (*run).clone(),
+        });
     }
     // And each spawn recorded in such a run names a stored agent.
     let mut missing: Vec<(&String, &(i64, Option<String>))> = spawned

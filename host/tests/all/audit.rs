@@ -255,6 +255,27 @@ fn a_chain_emptied_or_a_merge_result_edited_is_found() {
         (1, &serde_json::json!("run-unrecorded"), Some(run.as_str())),
         "{v}"
     );
+    // A whole run removed, its agents with it (it left no agent to miss), or every
+    // run; a table dropped.
+    for sql in [
+        "DELETE FROM agents; DELETE FROM runs;",
+        "DELETE FROM agents; DELETE FROM runs; DELETE FROM steps; DELETE FROM events;",
+    ] {
+        let (code, v) = tampered(dir.path(), &pristine, sql);
+        assert_eq!(
+            (code, &v["status"], v["run"].as_str()),
+            (1, &serde_json::json!("run-missing"), Some(run.as_str())),
+            "{sql}: {v}"
+        );
+    }
+    for table in ["audit", "audit_head", "agents"] {
+        let (code, v) = tampered(dir.path(), &pristine, &format!("DROP TABLE {table};"));
+        assert_eq!(
+            (code, &v["status"], v["table"].as_str()),
+            (1, &serde_json::json!("table-missing"), Some(table)),
+            "{table}: {v}"
+        );
+    }
     let (code, v) = tampered(
         dir.path(),
         &pristine,
