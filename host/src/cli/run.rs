@@ -136,6 +136,7 @@ pub async fn run(ctx: Context, args: RunArgs) -> anyhow::Result<Exit> {
         read_only: args.read_only,
         mcp: args.mcp,
         max_turns: args.max_turns,
+        base: None,
     };
     let report = match drive(&engine, &shutdown, args.json, engine.run(req)).await? {
         Ok(report) => report,

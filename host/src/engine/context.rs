@@ -209,6 +209,13 @@ impl RunContext {
     /// once work has been merged (before that, HEAD and the head are the same tree).
     async fn place(&self, mut job: Job) -> Job {
         let Some(ws) = &self.workspace else {
+            // Outside a team, the run's own start (a replay's recorded one) stands in
+            // for HEAD.
+            if let (Placement::Isolated { base: base @ None }, Some(start)) =
+                (&mut job.placement, &self.req.base)
+            {
+                *base = Some(start.clone());
+            }
             return job;
         };
         if let Placement::Isolated { base: None } = &job.placement {

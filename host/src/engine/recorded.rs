@@ -229,9 +229,12 @@ impl RunContext {
         let Some(manager) = self.services().worktrees() else {
             return Ok(None);
         };
-        let head = manager.head().await.map_err(|e| {
-            EngineError::Internal(format!("the base commit of run {}: {e}", self.run_id))
-        })?;
+        let head = match &self.req.base {
+            Some(base) => base.clone(),
+            None => manager.head().await.map_err(|e| {
+                EngineError::Internal(format!("the base commit of run {}: {e}", self.run_id))
+            })?,
+        };
         self.journal
             .finish(&StepKey::Base, None, &head, Vec::new())
             .await?;

@@ -74,6 +74,10 @@ pub struct RunRequest {
     /// Lowers `[quotas] max_turns` for the run's agents (never raises it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
+    /// The commit the run's worktrees start from instead of HEAD (a replay: the
+    /// commit the recorded run started from). Journaled like HEAD would be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
 }
 
 impl RunRequest {

@@ -315,7 +315,7 @@ async fn drive(
         async move { manager.control_loop(vec![run], stop).await }
     }));
     let workspace = if decision.mode.runs_a_team() && req.isolation() == Isolation::Worktree {
-        RunWorkspace::open(services, &journal, &run_id).await?
+        RunWorkspace::open(services, &journal, &run_id, req.base.as_deref()).await?
     } else {
         None
     };

@@ -87,12 +87,14 @@ fn git(run: &RunId) -> impl Fn(WorktreeError) -> EngineError + '_ {
 
 impl RunWorkspace {
     /// The workspace of run `run_id`, when its agents work in worktrees: the base
-    /// commit is read from the journal (or taken from HEAD now and journaled), the head
-    /// from the integration branch when a resumed run had already moved it.
+    /// commit is read from the journal (or taken from `start`, else HEAD, now and
+    /// journaled), the head from the integration branch when a resumed run had already
+    /// moved it.
     pub(crate) async fn open(
         services: &Services,
         journal: &Journal,
         run_id: &RunId,
+        start: Option<&str>,
     ) -> Result<Option<Self>, EngineError> {
         let Some(manager) = services.worktrees().cloned() else {
             return Ok(None);
@@ -100,7 +102,10 @@ impl RunWorkspace {
         let base = match journal.done::<String>(&StepKey::Workspace) {
             Some(base) => base,
             None => {
-                let base = manager.head().await.map_err(git(run_id))?;
+                let base = match start {
+                    Some(commit) => commit.to_owned(),
+                    None => manager.head().await.map_err(git(run_id))?,
+                };
                 journal
                     .finish(&StepKey::Workspace, None, &base, Vec::new())
                     .await?;

@@ -20,6 +20,7 @@ use crate::config::ExecutorKind;
 use crate::engine::RunReport;
 use crate::engine::RunRequest;
 use crate::engine::request::RunSpec;
+use crate::ids::RunId;
 use crate::provider::Completion;
 use crate::provider::config::{ProviderConfig, ReplayConfig};
 use crate::provider::replay::{Cassette, CassetteError, Exchange, RecordedRun, RequestDigest};
@@ -84,6 +85,49 @@ pub enum ReplayError {
     /// Reading or cleaning up branches failed.
     #[error("replay: git: {0}")]
     Git(String),
+    /// The commit the run started from is no longer in the repository.
+    #[error(
+        "run {run} started from commit {commit}, which is no longer in the repository; a replay starts where the run started"
+    )]
+    BaseGone {
+        /// The run.
+        run: String,
+        /// Its base commit.
+        commit: String,
+    },
+}
+
+/// The commit the recorded run's worktrees started from, as its journal holds it
+/// (`base`: single and swarm; `workspace`: team modes; `crew/worktree`: crew), so a
+/// replay starts there too, not at a HEAD that moved since.
+async fn recorded_base(store: &Store, run: &RunId) -> Result<Option<String>, StoreError> {
+    for key in ["base", "workspace", "crew/worktree"] {
+        let Some(step) = store.step(run, key).await? else {
+            continue;
+        };
+        let base = match &step.data {
+            serde_json::Value::String(s) => Some(s.clone()),
+            v => v
+                .get("base")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned),
+        };
+        if base.is_some() {
+            return Ok(base);
+        }
+    }
+    Ok(None)
+}
+
+/// Whether `commit` names a commit of the repository at `repo`.
+fn has_commit(repo: &Path, commit: &str) -> bool {
+    git2::Repository::open(repo)
+        .ok()
+        .and_then(|r| {
+            let oid = git2::Oid::from_str(commit).ok()?;
+            r.find_commit(oid).ok().map(|_| ())
+        })
+        .is_some()
 }
 
 /// The cassette of a stored run: its request and every model exchange.
@@ -302,6 +346,20 @@ pub async fn plan(
     let dir = Scratch::create(repo.state_dir())?;
     let file = dir.path().join("cassette.json");
     save(cassette, file.clone()).await?;
+    // Where the run started, whatever HEAD is now.
+    request.base = recorded_base(store, &run.id).await?;
+    if let Some(commit) = &request.base {
+        let (root, commit) = (repo.root().to_path_buf(), commit.clone());
+        let found = tokio::task::spawn_blocking(move || has_commit(&root, &commit))
+            .await
+            .unwrap_or(false);
+        if !found {
+            return Err(ReplayError::BaseGone {
+                run: run.id.to_string(),
+                commit: request.base.take().unwrap_or_default(),
+            });
+        }
+    }
     request.provider = Some(REPLAY_PROVIDER.into());
     request.model = None;
     request.script = None;

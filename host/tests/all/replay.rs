@@ -466,6 +466,43 @@ fn replay_reproduces_a_team_run_with_its_integration_branch() {
     );
 }
 
+/// A replay starts where the recorded run started, not at a HEAD that moved since:
+/// after a commit that adds `b.txt` (which bob's tool then replaced instead of
+/// creating: a different tool result) the team run still replays identical, and so
+/// does a single run after an unrelated commit. Shown failing without the fix
+/// (`diverged` at bob's tool result; the single run "did not reproduce").
+#[test]
+fn a_replay_starts_at_the_recorded_runs_base_not_at_head() {
+    let (dir, run, _) = recorded_pair_run("sequential", &both_write(0));
+    let script = crate::support::script::writes_then("agent", "c.txt", "c\n", 0, "wrote c.txt");
+    let (out, single) = crewbox(dir.path(), &script, &["run", "write c", "--mode", "single"]);
+    assert!(out.status.success(), "{single:#}");
+    let d = dir.path();
+    let work = d.join("repo");
+    std::fs::write(work.join("b.txt"), "moved on\n").unwrap();
+    std::fs::write(work.join("other.txt"), "unrelated\n").unwrap();
+    for args in [
+        &["add", "b.txt", "other.txt"][..],
+        &["commit", "-qm", "later work"],
+    ] {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&work)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    for id in [run.as_str(), single["run_id"].as_str().unwrap()] {
+        let out = bin(d, &["replay", id, "--json"]);
+        let replay = json(&out);
+        assert!(out.status.success(), "{id}: {replay:#}");
+        assert_eq!(replay["outcome"], "matched", "{id}: {replay:#}");
+        assert_eq!(replay["identical"], true, "{id}: {replay:#}");
+    }
+}
+
 /// An orchestrated team whose workers write replays to a match. Its synthesis prompt
 /// held each worker's wall-clock time (`alice (completed, 0.2s)`) and its progress
 /// section the run's integration branch (`crewbox/run/<run-id>`), both new in every

@@ -71,7 +71,8 @@ impl Held {
                 reopen(ctx, exec_spec, &stored, work.as_deref()).await?
             }
             None => {
-                let held = worktrees::acquire(ctx.services(), exec_spec, None).await?;
+                let held =
+                    worktrees::acquire(ctx.services(), exec_spec, ctx.req.base.as_deref()).await?;
                 let stored = StoredWorktree {
                     agent_id: exec_spec.id.to_string(),
                     base: held.1.base_commit(),
