@@ -106,12 +106,15 @@ const DEAD_COLS: &str = "a.id, a.run_id, a.name, a.role, a.state, a.fail_reason,
 /// An agent is a dead letter while it ended badly — `error`, `aborted`, or its work
 /// unjudged because a validator faulted —, nobody dropped or retried it, and it
 /// still stands for its work: it is its step's agent (a resume that ran the step again
-/// superseded it) or a child another agent spawned.
+/// superseded it) or a child another agent spawned that failed on its own (a child
+/// found interrupted is redone with the step of the agent that spawned it — an
+/// orchestrated or reflect worker whose step a resume ran again with a new agent, a
+/// sub-agent — and retrying it is refused).
 const DEAD_WHERE: &str = "(a.state IN ('error', 'aborted') OR (a.state IN ('completed', 'steered') \
           AND EXISTS (SELECT 1 FROM events e WHERE e.run_id = a.run_id AND e.agent_id = a.id \
               AND e.kind = 'agent.validation' AND json_extract(e.data, '$.status') = 'faulted'))) \
      AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.agent_id = a.id) \
-     AND (a.parent_id IS NOT NULL \
+     AND ((a.parent_id IS NOT NULL AND COALESCE(a.fail_reason, '') <> 'interrupted') \
           OR EXISTS (SELECT 1 FROM steps s WHERE s.run_id = a.run_id AND s.agent_id = a.id))";
 
 fn dead_row(r: &Row<'_>) -> rusqlite::Result<DeadLetter> {

@@ -360,6 +360,17 @@ fn check_mode(case: &Case, offset: u64) {
         integrity_ok(dir.path());
         let left = left_running(dir.path());
         assert!(left.is_empty(), "{at}: still running: {left:?}");
+        // The attempts the resume replaced are not dead letters: the run completed,
+        // and retrying one would be refused (orchestrate and reflect workers, children
+        // of their planner, were listed once interrupted).
+        let dead =
+            crate::support::repo::bin(dir.path(), &["dead", "--run", run.as_str(), "--json"]);
+        let dead: serde_json::Value = serde_json::from_slice(&dead.stdout).unwrap();
+        assert_eq!(
+            dead,
+            serde_json::json!([]),
+            "{at}: dead letters left: {dead}"
+        );
     }
     assert!(points > 1, "{}: the fault hook never fired", case.mode);
 }
