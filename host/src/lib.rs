@@ -73,7 +73,7 @@ pub use engine::{
     ErrorClass, EvaluatorKind, IntegrationReport, MemberEntry, MembersDetails, MergeRecord,
     ModeDetails, OrchestrateDetails, PluginLoadError, PluginStep, ReflectDetails, RoleCall,
     RunDetails, RunFault, RunReport, RunRequest, SingleDetails, SwarmDetails, Tokens, UsageError,
-    VoteGroup,
+    VoteGroup, check_model_name,
 };
 pub use event::{Event, EventKind, EventRecord};
 pub use ids::{AgentId, RunId};

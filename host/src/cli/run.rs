@@ -91,15 +91,9 @@ fn parse_strategy(s: &str) -> Result<Strategy, String> {
 /// A model name as given on the command line: 1 to 256 characters, no whitespace or
 /// control characters (it is printed in listings and sent to servers as it is).
 pub fn parse_model(s: &str) -> Result<String, String> {
-    if s.is_empty() || s.chars().count() > 256 {
-        return Err("a model name has 1 to 256 characters".into());
-    }
-    if s.chars()
-        .any(|c| c.is_whitespace() || c.is_control() || crate::text::is_unsafe(c))
-    {
-        return Err("a model name has no spaces or control characters".into());
-    }
-    Ok(s.to_owned())
+    crewbox::check_model_name(s)
+        .map(|()| s.to_owned())
+        .map_err(str::to_owned)
 }
 
 /// Parses `auto` or a mode name for clap.

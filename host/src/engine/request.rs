@@ -80,6 +80,20 @@ pub struct RunRequest {
     pub base: Option<String>,
 }
 
+/// Checks a model name a user or a client gives: 1 to 256 characters, no whitespace
+/// or control characters (it is printed in listings and sent to servers as it is).
+pub fn check_model_name(s: &str) -> Result<(), &'static str> {
+    if s.is_empty() || s.chars().count() > 256 {
+        return Err("a model name has 1 to 256 characters");
+    }
+    if s.chars()
+        .any(|c| c.is_whitespace() || c.is_control() || crate::text::is_unsafe(c))
+    {
+        return Err("a model name has no spaces or control characters");
+    }
+    Ok(())
+}
+
 impl RunRequest {
     /// A request for `prompt` with every option at its default.
     pub fn new(prompt: impl Into<String>) -> Self {

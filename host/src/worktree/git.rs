@@ -319,7 +319,9 @@ pub(crate) fn diff(
     print_capped(&diff, max_bytes, &wt.path)
 }
 
-/// `diff` as a unified patch, cut at `max_bytes` with a `[diff truncated]` line.
+/// `diff` as a unified patch, cut at `max_bytes` with a `[diff truncated]` line (the
+/// line alone when `max_bytes` cannot hold it: an empty diff would read as "no
+/// changes").
 pub(crate) fn print_capped(
     diff: &git2::Diff<'_>,
     max_bytes: usize,
@@ -344,9 +346,11 @@ pub(crate) fn print_capped(
     if truncated {
         let keep = max_bytes.saturating_sub(TRUNCATED.len());
         out.truncate(out.floor_char_boundary(keep));
-        if max_bytes >= TRUNCATED.len() {
-            out.push_str(TRUNCATED);
-        }
+        out.push_str(if out.is_empty() {
+            TRUNCATED.trim_start()
+        } else {
+            TRUNCATED
+        });
     } else {
         printed.map_err(WorktreeError::git("diff --patch", path))?;
     }

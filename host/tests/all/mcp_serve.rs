@@ -520,6 +520,11 @@ fn hostile_input_gets_clear_errors_and_the_server_keeps_answering() {
             {"op": "call", "tool": "status", "args": {"limit": 0}},
             {"op": "call", "tool": "events", "args": {"run_id": "r-nope", "limit": 501}},
             {"op": "call", "tool": "diff", "args": {"run_id": "r-nope", "max_bytes": 0}},
+            // A model name the CLI refuses (it was stored with the run as given).
+            {"op": "call", "tool": "run", "args": {"prompt": "x", "model": "bad model"}},
+            {"op": "call", "tool": "run", "args": {"prompt": "x", "model": "\u{1b}[31mred"}},
+            {"op": "call", "tool": "run", "args": {"prompt": "x", "model": ""}},
+            {"op": "call", "tool": "status", "args": {}},
         ]),
     );
     let error = |i: usize, want: &str| {
@@ -566,6 +571,21 @@ fn hostile_input_gets_clear_errors_and_the_server_keeps_answering() {
     error(14, "`status`: `limit` must be 1..=100 (got 0)");
     error(15, "`events`: `limit` must be 1..=500 (got 501)");
     error(16, "`diff`: `max_bytes` must be 1..=524288 (got 0)");
+    error(
+        17,
+        "`model`: a model name has no spaces or control characters",
+    );
+    error(
+        18,
+        "`model`: a model name has no spaces or control characters",
+    );
+    error(19, "`model`: a model name has 1 to 256 characters");
+    assert_eq!(
+        body(&r[20])["runs"].as_array().unwrap().len(),
+        0,
+        "{}",
+        r[20]
+    );
 }
 
 /// The official conformance suite (`scripts/mcp-conformance.sh`, server mode) against
@@ -805,6 +825,16 @@ fn a_request_reusing_an_id_in_flight_leaves_the_first_call_whole() {
     let first = until_runs(d, 2)[0].clone();
     raw.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
     assert!(raw.answer(&json!(7))["error"].is_object());
+    // The same id written `7.0`, which the SDK reads as 7: refused as well (it passed
+    // the guard, and its answer under 7 took the run call's place).
+    raw.send(&json!({"jsonrpc": "2.0", "id": 7.0, "method": "ping"}));
+    let refused = raw.answer(&json!(7));
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("still in flight")),
+        "{refused}"
+    );
     raw.send(
         &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                       "params": {"requestId": 7, "reason": "changed my mind"}}),
@@ -828,6 +858,32 @@ fn a_request_reusing_an_id_in_flight_leaves_the_first_call_whole() {
     );
     raw.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}));
     assert!(raw.answer(&json!(9))["result"].is_object());
+    // A batch, and ids that are no string or integer, are answered with `"id": null`
+    // (JSON-RPC's rule; the answers had no id member).
+    for (message, says) in [
+        (
+            json!([{"jsonrpc": "2.0", "id": 10, "method": "ping"}]),
+            "batches",
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}),
+            "neither a string nor an integer",
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": true, "method": "ping"}),
+            "neither a string nor an integer",
+        ),
+    ] {
+        raw.send(&message);
+        let answer = raw.answer(&Value::Null);
+        assert_eq!(answer.get("id"), Some(&Value::Null), "{message}: {answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(says)),
+            "{message}: {answer}"
+        );
+    }
 }
 
 /// One raw HTTP/1.1 POST of `body` as JSON to the server at `url`, with its token:

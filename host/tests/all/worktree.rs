@@ -200,6 +200,12 @@ async fn changes_are_committed_to_an_agent_branch_with_sanitised_message_and_ide
         short.len() <= 60 && short.ends_with("[diff truncated]\n"),
         "{short:?}"
     );
+    // A cap that cannot hold the marker still says the diff was cut (an empty diff
+    // read as "no changes").
+    for tiny in [0, 1, 17] {
+        let cut = m.diff(&wt, tiny).await.unwrap();
+        assert_eq!(cut, "[diff truncated]\n", "{tiny}");
+    }
 
     let base = fx.head();
     let artifact = committed(

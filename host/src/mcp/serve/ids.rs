@@ -139,12 +139,32 @@ impl Head {
         }
     }
 
-    /// The id of a request or response: a string or an integer.
+    /// The id of a request or response: a string or an integer, as its key (an
+    /// integer written with a zero fraction, `5.0`, is the integer: the SDK reads it
+    /// so and answers under `5`).
     fn id(&self) -> Option<String> {
-        self.id
-            .as_ref()
-            .filter(|id| id.is_string() || id.is_i64() || id.is_u64())
-            .map(|id| id.to_string())
+        self.id.as_ref().and_then(id_key)
+    }
+
+    /// Whether the message has an `id` member that is no string or integer (`1.5`,
+    /// `true`, an object, `null`, an integer past 64 bits).
+    fn bad_id(&self) -> bool {
+        self.id.as_ref().is_some_and(|id| id_key(id).is_none())
+    }
+}
+
+/// The key of a JSON-RPC id: its JSON text for a string or an integer, an integral
+/// number written with a fraction (`5.0`) as that integer; `None` for anything else.
+fn id_key(id: &serde_json::Value) -> Option<String> {
+    match id {
+        serde_json::Value::String(_) => Some(id.to_string()),
+        serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => Some(id.to_string()),
+        serde_json::Value::Number(n) => n
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+            // Exact: |f| below 2^53.
+            .map(|f| format!("{}", f as i64)),
+        _ => None,
     }
 }
 
@@ -221,6 +241,25 @@ async fn inbound<R, W>(
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
+        // A batch, or a request whose id is no string or integer, is answered here
+        // with `"id": null` (the SDK answered without an id member, which JSON-RPC
+        // does not allow).
+        let unanswerable = match line.trim_ascii_start().first() {
+            Some(b'[') => Some(
+                "request refused: JSON-RPC batches (a JSON array) are not accepted; send \
+                 each request on its own line",
+            ),
+            _ => Head::read(&line)
+                .filter(|h| h.method.is_some() && h.bad_id())
+                .map(|_| "request refused: its id is neither a string nor an integer"),
+        };
+        if let Some(why) = unanswerable {
+            let error = ErrorData::new(ErrorCode::INVALID_REQUEST, why, None);
+            if refused.send(answer("null", &error)).is_err() {
+                break;
+            }
+            continue;
+        }
         let head = Head::read(&line);
         let mut cancelled = None;
         if let Some(head) = &head
@@ -252,8 +291,7 @@ async fn inbound<R, W>(
                     .params
                     .as_ref()
                     .and_then(|p| p.request_id.as_ref())
-                    .filter(|id| id.is_string() || id.is_i64() || id.is_u64())
-                    .map(|id| id.to_string());
+                    .and_then(id_key);
             }
         }
         if to_sdk.write_all(&line).await.is_err() || to_sdk.flush().await.is_err() {

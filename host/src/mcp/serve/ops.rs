@@ -127,6 +127,9 @@ pub fn request(a: tools::RunArgs) -> Result<RunRequest, String> {
     if a.max_turns == Some(0) {
         return Err("max_turns must be at least 1".into());
     }
+    if let Some(model) = &a.model {
+        crate::engine::check_model_name(model).map_err(|why| format!("`model`: {why}"))?;
+    }
     Ok(RunRequest {
         prompt: a.prompt,
         mode,
