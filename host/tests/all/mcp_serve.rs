@@ -1091,9 +1091,25 @@ fn each_sessions_cancellation_stops_its_own_run() {
         .find(|r| *r != run_a && *r != run_b)
         .unwrap();
     assert_eq!(ended(d, &run_c), "cancelled");
-    // Closing a session that is not open is `404`, as any request naming it.
+    // A session is initialized once, over HTTP as over stdio (it was answered as a
+    // fresh handshake in the middle of the session).
+    let (code, _, body) = raw_http(
+        &server.url,
+        "POST",
+        Some(&c),
+        &json!({"jsonrpc": "2.0", "id": 77, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "again", "version": "0"}}}),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains("initialized already") && body.contains("\"id\":77"),
+        "{body}"
+    );
+    // Closing a session: `200` (the SDK's `202` made the Python SDK warn that closing
+    // failed); closing one that is not open is `404`, as any request naming it.
     let (code, _, _) = raw_http(&server.url, "DELETE", Some(&c), &json!({}));
-    assert_eq!(code, 202);
+    assert_eq!(code, 200);
     let (code, _, body) = raw_http(&server.url, "DELETE", Some(&c), &json!({}));
     assert_eq!(code, 404, "{body}");
     let (code, _, body) = raw_http(&server.url, "DELETE", Some("no-such-session"), &json!({}));
@@ -1340,6 +1356,10 @@ fn http_sessions_are_bounded_and_a_closed_one_makes_room() {
         "a session past the bound opened: {code} {body}"
     );
     assert!(body.contains("256 sessions are open"), "{code} {body}");
+    // A refusal a client can tell from a crash (the SDK's `500`), as JSON-RPC.
+    assert_eq!(code, 503, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["id"], 0, "{body}");
     let (code, _, body) = raw_http(&server.url, "DELETE", Some(&open[0]), &json!({}));
     assert!((200..300).contains(&code), "{code} {body}");
     raw_session(&server.url);

@@ -384,16 +384,67 @@ fn not_a_message(body: &[u8]) -> Option<Response<Body>> {
             (id, -32600, message)
         }
     };
+    Some(json_error(StatusCode::BAD_REQUEST, id, code, &message))
+}
+
+/// `code` with a JSON-RPC error under `id` as its body.
+fn json_error(
+    code: StatusCode,
+    id: serde_json::Value,
+    error: i64,
+    message: &str,
+) -> Response<Body> {
     let answer = serde_json::json!({
-        "jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message},
+        "jsonrpc": "2.0", "id": id, "error": {"code": error, "message": message},
     });
     let mut response = Response::new(Full::new(Bytes::from(answer.to_string())).boxed());
-    *response.status_mut() = StatusCode::BAD_REQUEST;
+    *response.status_mut() = code;
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/json"),
     );
-    Some(response)
+    response
+}
+
+/// The refusal of an `initialize` that cannot open a session here, or `None`: one
+/// inside a session (`400`, as over stdio: the SDK answered it as a fresh handshake in
+/// the middle of the session), or one past [`MAX_SESSIONS`] (`503`: the SDK's `500`
+/// read like a crash).
+async fn refused_initialize(
+    sessions: &Sessions,
+    in_session: bool,
+    body: &[u8],
+) -> Option<Response<Body>> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        #[serde(default)]
+        id: Option<serde_json::Value>,
+        #[serde(default)]
+        method: Option<String>,
+    }
+    let head: Head = serde_json::from_slice(body).ok()?;
+    if head.method.as_deref() != Some("initialize") {
+        return None;
+    }
+    let id = head.id.unwrap_or(serde_json::Value::Null);
+    if in_session {
+        return Some(json_error(
+            StatusCode::BAD_REQUEST,
+            id,
+            -32600,
+            "request refused: this session is initialized already (one `initialize` per \
+             session; open another session without Mcp-Session-Id)",
+        ));
+    }
+    if sessions.inner.sessions.read().await.len() >= MAX_SESSIONS {
+        return Some(json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            id,
+            -32000,
+            &format!("request refused: {}", SessionsError::Full),
+        ));
+    }
+    None
 }
 
 /// Hands an authorized request to the SDK; a POST body sent as JSON is read first,
@@ -403,6 +454,10 @@ async fn handle(
     sessions: &Sessions,
     req: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
+    let session = req
+        .headers()
+        .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
+        .is_some();
     // Closing a session that is not open (never was, or closed already): `404`, as
     // for any other request naming it (the SDK answered `202`).
     if req.method() == hyper::Method::DELETE
@@ -422,6 +477,15 @@ async fn handle(
         .headers()
         .get(hyper::header::CONTENT_TYPE)
         .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    if req.method() == hyper::Method::DELETE {
+        // A session closed: `200` (the SDK's `202` is a failure to clients that take
+        // only `200` and `204`, as the Python SDK does, which warned on every exit).
+        let mut response = mcp.handle(req).await;
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::OK;
+        }
+        return response;
+    }
     if req.method() != hyper::Method::POST || !json {
         return mcp.handle(req).await;
     }
@@ -445,6 +509,9 @@ async fn handle(
             );
         }
     };
+    if let Some(refused) = refused_initialize(sessions, session, &bytes).await {
+        return refused;
+    }
     match not_a_message(&bytes) {
         Some(refused) => refused,
         None => {
