@@ -23,7 +23,7 @@ use crate::event::Event;
 use crate::ids::RunId;
 use crate::observe::spans;
 use crate::store::{RunRecord, StoreError};
-use crate::vocab::{ExitReason, Isolation, Mode, ModeChoice, RunStatus};
+use crate::vocab::{AgentState, ExitReason, FailReason, Isolation, Mode, ModeChoice, RunStatus};
 
 /// How long a stopped or interrupted run waits for its agents to record their end.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -240,6 +240,20 @@ async fn resume_in(
     for agent in store.agents(id).await? {
         if !agent.state.is_terminal() {
             store.finish_interrupted(&agent.id, agent.stats).await?;
+            // Its end, told as every agent's is: a follower of the events saw it
+            // `running` last, then only the run's resumption.
+            store
+                .append_event(
+                    id,
+                    Some(&agent.id),
+                    Event::AgentState {
+                        state: AgentState::Error,
+                        error: Some(crate::store::INTERRUPTED_ERROR.to_owned()),
+                        exceeded: None,
+                        reason: Some(FailReason::Interrupted),
+                    },
+                )
+                .await?;
             interrupted += 1;
         }
     }

@@ -232,6 +232,9 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// The error of an agent the process driving its run left unfinished.
+pub const INTERRUPTED_ERROR: &str = "interrupted: the process driving its run stopped";
+
 impl Store {
     /// Opens (creating and migrating if needed) the store in `state_dir`.
     pub fn open(state_dir: &Path) -> Result<Self, StoreError> {
@@ -494,14 +497,13 @@ impl Store {
         id: &AgentId,
         stats: AgentStats,
     ) -> Result<(), StoreError> {
-        let error = "interrupted: the process driving its run stopped";
         let reason = Some(FailReason::Interrupted);
         let write = finish_write(
             id,
             AgentState::Error,
             stats,
             None,
-            Some(error),
+            Some(INTERRUPTED_ERROR),
             reason,
             None,
         );

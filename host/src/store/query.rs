@@ -2,6 +2,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use super::records::driver_gone;
 use super::records::{AgentRecord, AgentStats, ControlKind, ControlRecord, RunRecord};
 use super::{Store, StoreError};
 use crate::event::{Event, EventKind, EventRecord};
@@ -321,15 +322,39 @@ impl Store {
         .await
     }
 
-    /// How many agents are queued and running across all runs.
+    /// How many agents are queued and running across all runs, those of interrupted
+    /// runs left out: no process runs them (a resume marks them interrupted and runs
+    /// their steps again).
     pub async fn agent_counts(&self) -> Result<AgentCounts, StoreError> {
         self.read(|c| {
-            c.query_row(
-                "SELECT COALESCE(SUM(state = 'queued'), 0), COALESCE(SUM(state = 'running'), 0) FROM agents WHERE state IN ('queued', 'running')",
-                [],
-                |r| Ok(AgentCounts { queued: r.get::<_, i64>(0)? as u64, running: r.get::<_, i64>(1)? as u64 }),
-            )
-            .map_err(|e| StoreError::sqlite("count agents", &e))
+            let q = |e: rusqlite::Error| StoreError::sqlite("count agents", &e);
+            let mut stmt = c
+                .prepare_cached(
+                    "SELECT a.state = 'queued', r.status, r.pid, r.pid_identity, COUNT(*)
+                     FROM agents a JOIN runs r ON r.id = a.run_id
+                     WHERE a.state IN ('queued', 'running')
+                     GROUP BY a.run_id, a.state",
+                )
+                .map_err(q)?;
+            let mut rows = stmt.query([]).map_err(q)?;
+            let mut counts = AgentCounts::default();
+            while let Some(r) = rows.next().map_err(q)? {
+                let status: String = r.get(1).map_err(q)?;
+                let pid: Option<u32> = r.get(2).map_err(q)?;
+                let identity: Option<String> = r.get(3).map_err(q)?;
+                let driven = RunStatus::parse(&status) != Some(RunStatus::Running)
+                    || !driver_gone(pid, identity.as_deref());
+                if !driven {
+                    continue;
+                }
+                let n = r.get::<_, i64>(4).map_err(q)?.max(0) as u64;
+                if r.get::<_, bool>(0).map_err(q)? {
+                    counts.queued += n;
+                } else {
+                    counts.running += n;
+                }
+            }
+            Ok(counts)
         })
         .await
     }
@@ -579,11 +604,7 @@ impl RunRow {
     /// Running in the store, with no live process driving it (see
     /// [`RunRecord::is_interrupted`]).
     pub fn is_interrupted(&self) -> bool {
-        self.status == RunStatus::Running
-            && self.pid.is_none_or(|pid| {
-                pid != std::process::id()
-                    && !crate::process::still_running(pid, self.pid_identity.as_deref())
-            })
+        self.status == RunStatus::Running && driver_gone(self.pid, self.pid_identity.as_deref())
     }
 }
 

@@ -81,12 +81,14 @@ impl RunRecord {
     /// Unfinished, and no live process drives it (another process's pid is gone, or
     /// none is recorded): `crewbox resume` may take it over.
     pub fn is_interrupted(&self) -> bool {
-        self.status == RunStatus::Running
-            && self.pid.is_none_or(|pid| {
-                pid != std::process::id()
-                    && !crate::process::still_running(pid, self.pid_identity.as_deref())
-            })
+        self.status == RunStatus::Running && driver_gone(self.pid, self.pid_identity.as_deref())
     }
+}
+
+/// Whether the process a `running` run names as its driver (`pid`, with its start
+/// identity) is gone: none named, or not this process and no longer alive.
+pub(crate) fn driver_gone(pid: Option<u32>, identity: Option<&str>) -> bool {
+    pid.is_none_or(|pid| pid != std::process::id() && !crate::process::still_running(pid, identity))
 }
 
 /// One dispatch decision, explicit or automatic.

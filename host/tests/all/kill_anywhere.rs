@@ -309,6 +309,20 @@ fn check_mode(case: &Case, offset: u64) {
             .collect();
         let steps_before = db.steps(&run);
         let replies_before = replies(dir.path(), &run);
+        // No process runs the killed run's agents: none is counted as running or
+        // queued (they were, until a resume).
+        let health = crate::support::repo::bin(dir.path(), &["health", "--json"]);
+        let health: serde_json::Value = serde_json::from_slice(&health.stdout).unwrap();
+        assert_eq!(
+            (&health["agents"]["running"], &health["agents"]["queued"]),
+            (&serde_json::json!(0), &serde_json::json!(0)),
+            "{at}: {health}"
+        );
+        let unfinished: Vec<String> = agents
+            .iter()
+            .filter(|a| !a.state.is_terminal())
+            .map(|a| a.id.to_string())
+            .collect();
 
         let report = resume(dir.path(), &run);
         assert_eq!(report["status"], "completed", "{at}: {report}");
@@ -355,6 +369,18 @@ fn check_mode(case: &Case, offset: u64) {
             assert!(
                 branch_has(dir.path(), &branch, file),
                 "{at}: {file} not on {branch}"
+            );
+        }
+        // Each agent the resume found unfinished has its end told in the events.
+        let ended_events: BTreeSet<String> = crate::support::repo::events(dir.path(), run.as_str())
+            .into_iter()
+            .filter(|e| e["kind"] == "agent.state" && e["data"]["reason"] == "interrupted")
+            .filter_map(|e| e["agent_id"].as_str().map(str::to_owned))
+            .collect();
+        for agent in &unfinished {
+            assert!(
+                ended_events.contains(agent),
+                "{at}: no end event for {agent}"
             );
         }
         integrity_ok(dir.path());
