@@ -625,20 +625,22 @@ fn conformance_server_scenarios_that_apply_pass() {
     }
 }
 
-/// Lines a client's SDK could never produce, written raw to `crewbox mcp serve` over
-/// stdio: each with an id gets an answer under that id (the SDK alone dropped the first
-/// three without one, leaving the client waiting), and the server keeps answering.
-#[test]
-fn raw_lines_that_do_not_read_are_answered_under_their_id() {
-    use std::io::Write as _;
-    let dir = git_repo(|_| {});
-    let mut server = crate::support::repo::command(dir.path(), &["mcp", "serve"])
+/// `crewbox mcp serve` over stdio in `dir`: the process, its stdin, and each line of
+/// its stdout that reads as JSON.
+fn raw_serve(
+    dir: &Path,
+) -> (
+    Child,
+    std::process::ChildStdin,
+    std::sync::mpsc::Receiver<Value>,
+) {
+    let mut server = crate::support::repo::command(dir, &["mcp", "serve"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut input = server.stdin.take().unwrap();
+    let input = server.stdin.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<Value>();
     let stdout = server.stdout.take().unwrap();
     std::thread::spawn(move || {
@@ -649,6 +651,17 @@ fn raw_lines_that_do_not_read_are_answered_under_their_id() {
             }
         }
     });
+    (server, input, rx)
+}
+
+/// Lines a client's SDK could never produce, written raw to `crewbox mcp serve` over
+/// stdio: each with an id gets an answer under that id (the SDK alone dropped the first
+/// three without one, leaving the client waiting), and the server keeps answering.
+#[test]
+fn raw_lines_that_do_not_read_are_answered_under_their_id() {
+    use std::io::Write as _;
+    let dir = git_repo(|_| {});
+    let (mut server, mut input, rx) = raw_serve(dir.path());
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "1"}}});
@@ -1342,6 +1355,21 @@ fn http_refuses_foreign_origins_and_drops_half_sent_requests() {
 fn http_sessions_are_bounded_and_a_closed_one_makes_room() {
     let dir = git_repo(|_| {});
     let server = HttpServer::start(dir.path());
+    // A request outside any session is refused, saying what to do (the SDK served
+    // one carrying its protocol fields in `_meta`, around the bound below).
+    let (code, _, body) = raw_http(
+        &server.url,
+        "POST",
+        None,
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2025-11-25",
+            "io.modelcontextprotocol/clientCapabilities": {}}}}),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains("no session") && body.contains("\"id\":3"),
+        "{body}"
+    );
     let open: Vec<String> = (0..256).map(|_| raw_session(&server.url)).collect();
     let (code, id, body) = raw_http(
         &server.url,
@@ -1406,4 +1434,72 @@ fn a_resume_of_a_run_this_server_drives_is_refused() {
         .matches("run.finished")
         .count();
     assert_eq!(finished, 1, "{}", String::from_utf8_lossy(&events.stdout));
+}
+
+/// Over stdio only `initialize` and `ping` come before the handshake (a request
+/// carrying protocol fields in `_meta` was served without one, and others were refused
+/// naming those fields), and params of a shape no MCP method takes are `-32602` naming
+/// the method (they were `-32600`, "not a JSON-RPC message").
+#[test]
+fn stdio_requests_wait_for_initialize_and_bad_params_name_their_method() {
+    use std::io::Write as _;
+    let dir = git_repo(|_| {});
+    let (mut server, mut input, rx) = raw_serve(dir.path());
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2025-11-25",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "status", "arguments": {}, "_meta": meta}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": [1]}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+               "params": {"name": "status", "_meta": "garbage"}}),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}),
+    ];
+    for line in lines {
+        writeln!(input, "{line}").unwrap();
+    }
+    input.flush().unwrap();
+    let mut answers = std::collections::BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while answers.len() < 6 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(v) = rx.recv_timeout(left) else { break };
+        if let Some(id) = v["id"].as_i64() {
+            answers.insert(id, v);
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let error = |id: i64| {
+        answers
+            .get(&id)
+            .map(|a| a["error"].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(error(1)["code"], -32600, "{answers:?}");
+    assert!(
+        error(1)["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("send `initialize` first"),
+        "{answers:?}"
+    );
+    assert!(answers[&2]["result"].is_object(), "{answers:?}");
+    assert!(answers[&3]["result"].is_object(), "{answers:?}");
+    for id in [4, 5] {
+        assert_eq!(error(id)["code"], -32602, "{id}: {answers:?}");
+        assert!(
+            error(id)["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("`tools/"),
+            "{id}: {answers:?}"
+        );
+    }
+    assert!(answers[&6]["result"]["tools"].is_array(), "{answers:?}");
 }

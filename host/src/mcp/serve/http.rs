@@ -377,11 +377,17 @@ fn not_a_message(body: &[u8]) -> Option<Response<Body>> {
                 .filter(|id| id.is_string() || id.is_i64() || id.is_u64())
                 .cloned()
                 .unwrap_or(serde_json::Value::Null);
-            let message = format!(
-                "request refused: it is not a JSON-RPC message an MCP client sends ({})",
-                super::detail(&e.to_string())
-            );
-            (id, -32600, message)
+            match super::params_error(&value) {
+                Some(why) => (id, -32602, why),
+                None => (
+                    id,
+                    -32600,
+                    format!(
+                        "request refused: it is not a JSON-RPC message an MCP client sends ({})",
+                        super::detail(&e.to_string())
+                    ),
+                ),
+            }
         }
     };
     Some(json_error(StatusCode::BAD_REQUEST, id, code, &message))
@@ -406,10 +412,11 @@ fn json_error(
     response
 }
 
-/// The refusal of an `initialize` that cannot open a session here, or `None`: one
-/// inside a session (`400`, as over stdio: the SDK answered it as a fresh handshake in
-/// the middle of the session), or one past [`MAX_SESSIONS`] (`503`: the SDK's `500`
-/// read like a crash).
+/// The refusal of a request the session rules do not let through, or `None`: a
+/// request other than `initialize` outside a session (`400`), an `initialize` inside
+/// one (`400`, as over stdio: the SDK answered it as a fresh handshake in the middle of
+/// the session), or one past [`MAX_SESSIONS`] (`503`: the SDK's `500` read like a
+/// crash).
 async fn refused_initialize(
     sessions: &Sessions,
     in_session: bool,
@@ -424,7 +431,19 @@ async fn refused_initialize(
     }
     let head: Head = serde_json::from_slice(body).ok()?;
     if head.method.as_deref() != Some("initialize") {
-        return None;
+        // A request outside any session: crewbox serves in sessions (their bound and
+        // cancellation are per session; the SDK served a request that carried its own
+        // protocol fields in `_meta` without one, around both).
+        return match (&head.id, head.method.is_some(), in_session) {
+            (Some(id), true, false) => Some(json_error(
+                StatusCode::BAD_REQUEST,
+                id.clone(),
+                -32600,
+                "request refused: no session (Mcp-Session-Id): send `initialize` first, then \
+                 each request with the session id it answered",
+            )),
+            _ => None,
+        };
     }
     let id = head.id.unwrap_or(serde_json::Value::Null);
     if in_session {

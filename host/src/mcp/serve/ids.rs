@@ -177,12 +177,24 @@ fn answer(id: &str, error: &ErrorData) -> Vec<u8> {
 }
 
 /// Why `line` (a request with an id) is not a JSON-RPC message a client sends, or
-/// `None` when it is one.
-fn not_a_message(line: &[u8]) -> Option<String> {
+/// `None` when it is one: params of a shape no MCP method takes (`-32602`), anything
+/// else (`-32600`).
+fn not_a_message(line: &[u8]) -> Option<ErrorData> {
     let e = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(line).err()?;
-    Some(format!(
-        "request refused: it is not a JSON-RPC message an MCP client sends ({})",
-        super::detail(&e.to_string())
+    if let Some(why) = serde_json::from_slice::<serde_json::Value>(line)
+        .ok()
+        .as_ref()
+        .and_then(super::params_error)
+    {
+        return Some(ErrorData::new(ErrorCode::INVALID_PARAMS, why, None));
+    }
+    Some(ErrorData::new(
+        ErrorCode::INVALID_REQUEST,
+        format!(
+            "request refused: it is not a JSON-RPC message an MCP client sends ({})",
+            super::detail(&e.to_string())
+        ),
+        None,
     ))
 }
 
@@ -267,7 +279,18 @@ async fn inbound<R, W>(
         {
             if let Some(id) = head.id() {
                 let refusal = match not_a_message(&line) {
-                    Some(why) => Some(ErrorData::new(ErrorCode::INVALID_REQUEST, why, None)),
+                    Some(error) => Some(error),
+                    // Only `initialize` and `ping` come before the handshake (the SDK
+                    // served a request that carried its own protocol fields in `_meta`
+                    // without one, and refused others naming those fields).
+                    None if !initialized && method != "initialize" && method != "ping" => {
+                        Some(ErrorData::new(
+                            ErrorCode::INVALID_REQUEST,
+                            "request refused: send `initialize` first (only `ping` may come \
+                             before it)",
+                            None,
+                        ))
+                    }
                     None if method == "initialize" && initialized => Some(ErrorData::new(
                         ErrorCode::INVALID_REQUEST,
                         "request refused: this session is initialized already (one \

@@ -393,6 +393,29 @@ pub(crate) fn not_json(message: &str) -> String {
     )
 }
 
+/// Why a request that is JSON-RPC in form (`jsonrpc` 2.0, a string `method`) has
+/// params no MCP method takes — a list, a scalar, a `_meta` that is no object — for an
+/// `-32602` naming the method (JSON-RPC allows list params; the SDK's types refused
+/// the whole message as no JSON-RPC message, `-32600`); `None` otherwise.
+pub(crate) fn params_error(message: &serde_json::Value) -> Option<String> {
+    if message.get("jsonrpc").and_then(serde_json::Value::as_str) != Some("2.0") {
+        return None;
+    }
+    let method = message.get("method")?.as_str()?;
+    let params = message.get("params")?;
+    let shown = crate::text::escape(&crate::text::cut_marked(method, 64, "…")).into_owned();
+    match params {
+        serde_json::Value::Object(o) if o.get("_meta").is_some_and(|m| !m.is_object()) => Some(
+            format!("invalid params of `{shown}`: `_meta` must be an object"),
+        ),
+        serde_json::Value::Object(_) | serde_json::Value::Null => None,
+        _ => Some(format!(
+            "invalid params of `{shown}`: MCP params are an object (named members), not a \
+             list or a value"
+        )),
+    }
+}
+
 /// The methods the protocol defines for a client's requests.
 const PROTOCOL_METHODS: &[&str] = &[
     "initialize",
