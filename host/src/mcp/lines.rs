@@ -40,6 +40,8 @@ const MARK: &str = "crewbox_refused";
 pub const TOO_LARGE_ANSWER: &str = "too_large";
 /// [`MARK`] of an answer that does not read as JSON.
 pub const UNREADABLE_ANSWER: &str = "unreadable";
+/// The UTF-8 byte-order mark, dropped from the start of a line.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// The longest top-level `id` value kept (a longer one counts as none).
 const MAX_ID_BYTES: usize = 512;
 /// The longest key compared with `id` (escapes such as `\u0069d` included).
@@ -421,6 +423,11 @@ where
                 }
             }
             continue;
+        }
+        // A byte-order mark some writers put before a line is no part of the message
+        // (the line read as no JSON, without an id, and was dropped unanswered).
+        if skipped.is_none() && line.starts_with(BOM) {
+            line.drain(..BOM.len());
         }
         let replaced = match skipped.take() {
             None => match read(&line) {
@@ -821,5 +828,17 @@ mod tests {
         let mut rest = String::new();
         out.read_to_string(&mut rest).await.unwrap();
         assert_eq!(rest, next);
+    }
+
+    /// A line that starts with a byte-order mark reads as the message after it, both
+    /// ways (it was dropped as a line without an id, its request never answered).
+    #[tokio::test]
+    async fn a_byte_order_mark_before_a_line_is_dropped() {
+        let line = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n";
+        let mut input = BOM.to_vec();
+        input.extend_from_slice(line.as_bytes());
+        assert_eq!(through(&input, 1000).await, line);
+        let (out, dropped) = as_client(&input, 1000).await;
+        assert_eq!((out.as_str(), dropped.said()), (line, String::new()));
     }
 }
