@@ -256,14 +256,19 @@ async fn inbound<R, W>(
         // A batch, or a request whose id is no string or integer, is answered here
         // with `"id": null` (the SDK answered without an id member, which JSON-RPC
         // does not allow).
-        let unanswerable = match line.trim_ascii_start().first() {
-            Some(b'[') => Some(
+        let head = Head::read(&line);
+        let unanswerable = if line.trim_ascii_start().first() == Some(&b'[') {
+            Some(
                 "request refused: JSON-RPC batches (a JSON array) are not accepted; send \
                  each request on its own line",
-            ),
-            _ => Head::read(&line)
-                .filter(|h| h.method.is_some() && h.bad_id())
-                .map(|_| "request refused: its id is neither a string nor an integer"),
+            )
+        } else if head
+            .as_ref()
+            .is_some_and(|h| h.method.is_some() && h.bad_id())
+        {
+            Some("request refused: its id is neither a string nor an integer")
+        } else {
+            None
         };
         if let Some(why) = unanswerable {
             let error = ErrorData::new(ErrorCode::INVALID_REQUEST, why, None);
@@ -272,7 +277,6 @@ async fn inbound<R, W>(
             }
             continue;
         }
-        let head = Head::read(&line);
         let mut cancelled = None;
         if let Some(head) = &head
             && let Some(method) = &head.method
