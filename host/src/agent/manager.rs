@@ -427,6 +427,13 @@ impl Manager {
                 outcome.stats = add_stats(stats, outcome.stats);
             }
         }
+        // The agent is done with its tools: its MCP servers end now, their process
+        // trees waited for, so nothing they started runs while crewbox seals, commits
+        // or resets the worktree as the user (a background process could swap a
+        // directory for a link to the host under the commit's walk).
+        if let Some(mcp) = &env.mcp {
+            mcp.close().await;
+        }
         if let Some(seal) = &opts.seal {
             // Sealing commits its worktree: an effect, so its start is stored first.
             if let Err(why) = started.confirmed().await {

@@ -153,11 +153,8 @@ pub struct Client {
     changed: Arc<AtomicBool>,
     flooded: CancellationToken,
     offer: Offer,
-    /// The stdio server's process (its whole tree dies when this is dropped).
-    #[expect(
-        dead_code,
-        reason = "held for its drop, which ends the server's process tree"
-    )]
+    /// The stdio server's process (its whole tree dies when this is dropped, or is
+    /// ended and waited for by [`Client::close`]).
     child: Option<SandboxedChild>,
     stderr: Arc<Mutex<Vec<u8>>>,
     _host: Option<StdioHost>,
@@ -170,6 +167,9 @@ impl std::fmt::Debug for Client {
             .finish()
     }
 }
+
+/// How long [`Client::close`] waits for a killed server's process tree to be gone.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn stderr_tail(buf: &Mutex<Vec<u8>>) -> String {
     let b = buf.lock().unwrap_or_else(|e| e.into_inner());
@@ -532,6 +532,26 @@ impl Client {
             .and_then(Value::as_str)
             .map(str::to_owned);
         Ok((tools, next))
+    }
+
+    /// Ends a stdio server's whole process tree and waits (within [`CLOSE_WAIT`]) until
+    /// it is gone: what its tools started in the background dies with it before
+    /// crewbox works on the agent's worktree as the user (a process left running could
+    /// swap a directory for a link to the host while crewbox committed the worktree).
+    pub async fn close(mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill_tree();
+            if tokio::time::timeout(CLOSE_WAIT, child.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    server = %self.server.name,
+                    "MCP server's processes did not end within {} s of being killed",
+                    CLOSE_WAIT.as_secs()
+                );
+            }
+        }
     }
 
     /// Whether the server is gone (its process ended or its transport closed), or

@@ -290,6 +290,20 @@ pub struct AgentMcp {
     conns: Vec<Arc<Connection>>,
 }
 
+impl AgentMcp {
+    /// Ends the servers only this agent uses (others' agents keep theirs), each
+    /// server's whole process tree waited for: called when the agent is done with its
+    /// tools, before crewbox seals, commits or resets its worktree.
+    pub async fn close(&self) {
+        for c in self.conns.iter().filter(|c| Arc::strong_count(c) == 1) {
+            let client = c.state.lock().await.client.take();
+            if let Some(client) = client {
+                client.close().await;
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for AgentMcp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()

@@ -70,7 +70,7 @@ fn a_scripted_agent_lists_and_calls_mcp_tools() {
     let listed = json_of(&bin(d, &["mcp", "list", "--json"]));
     assert_eq!(listed["servers"][0]["name"], "echo");
     assert_eq!(listed["servers"][0]["state"], "ok", "{listed}");
-    assert_eq!(listed["servers"][0]["tools"], 10);
+    assert_eq!(listed["servers"][0]["tools"], 11);
     let tools = json_of(&bin(d, &["mcp", "tools", "echo", "--json"]));
     assert_eq!(tools["tools"][0]["name"], "mcp__echo__echo");
     assert!(
@@ -1183,4 +1183,55 @@ fn roots_are_not_declared_and_not_answered_as_empty() {
     let answer: Value = serde_json::from_str(v["content"].as_str().unwrap()).unwrap();
     assert_eq!(answer["error"]["code"], -32601, "{answer}");
     assert!(answer.get("result").is_none(), "{answer}");
+}
+
+/// SECURITY: what an agent's MCP server started in the background is gone before
+/// crewbox commits the agent's worktree as the user. Such a process, alive during the
+/// commit, swapped a directory for a link to the host under the commit's walk (the
+/// commit listed a host directory and opened its files: probe). Here the process
+/// writes the time every 2 ms; its last write comes before the commit's artifact.
+/// Shown failing without the fix (it wrote until after the commit).
+#[test]
+fn an_mcp_servers_background_processes_end_before_the_commit() {
+    let (dir, _) = setup(&server("bg", "echo", ""));
+    let d = dir.path();
+    let out = d.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let cfg = d.join("config/crewbox/config.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap().replacen(
+        "[sandbox]\n",
+        &format!(
+            "[sandbox]\nwrite = [{}]\n",
+            toml::Value::String(out.display().to_string())
+        ),
+        1,
+    );
+    std::fs::write(&cfg, text).unwrap();
+    let log = out.join("bg.log");
+    let script = toml::to_string(&json!({"reply": [
+        {"turn": 1, "text": "starting", "tool_calls": [
+            {"name": "mcp__bg__bg", "args": {"out": log.display().to_string()}},
+            {"name": "write_file", "args": {"path": "made.txt", "content": "made\n"}},
+        ]},
+        {"turn": 2, "text": "done", "delay_ms": 100},
+    ]}))
+    .unwrap();
+    let (_, report) = crewbox(
+        d,
+        &script,
+        &["run", "go", "--mode", "single", "--mcp", "bg"],
+    );
+    assert_eq!(report["status"], "completed", "{report:#}");
+    let run = report["run_id"].as_str().unwrap();
+    let committed = events(d, run)
+        .into_iter()
+        .find(|e| e["kind"] == "agent.artifact")
+        .unwrap_or_else(|| panic!("no artifact: {report:#}"));
+    let committed_at = committed["at"].as_i64().unwrap();
+    let written = std::fs::read_to_string(&log).unwrap();
+    let last: i64 = written.lines().last().unwrap().parse().unwrap();
+    assert!(
+        last < committed_at,
+        "the background process wrote at {last}, after the commit at {committed_at}"
+    );
 }

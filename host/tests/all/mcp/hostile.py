@@ -59,6 +59,7 @@ def tools():
         {"name": "fork", "inputSchema": obj},
         {"name": "slow", "inputSchema": obj},
         {"name": "roots", "inputSchema": obj},
+        {"name": "bg", "inputSchema": obj},
     ]
 
 
@@ -121,6 +122,19 @@ def call(mid, name, args):
         text("forked")
     elif name == "slow":
         pass
+    elif name == "bg":
+        # Leaves a detached process behind that writes the time (ms) to `out` every
+        # 2 ms, for as long as it lives.
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                out = args["out"]
+                while True:
+                    with open(out, "a") as f:
+                        f.write("%d\n" % int(time.time() * 1000))
+                    time.sleep(0.002)
+            os._exit(0)
+        text("started")
     elif name == "roots":
         # Asks crewbox for its roots and returns the answer as the call's text.
         send({"jsonrpc": "2.0", "id": "roots-1", "method": "roots/list"})
