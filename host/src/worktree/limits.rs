@@ -129,7 +129,9 @@ impl<'a> Filter<'a> {
     }
 
     fn leave(&mut self, path: &Path, reason: LeftOutReason) -> i32 {
-        let shown = path.to_string_lossy().into_owned();
+        // A byte that is not UTF-8 is named `\xNN`, as everywhere crewbox shows one
+        // (U+FFFD named a file that is not there, and two such names as one).
+        let shown = crate::text::from_bytes(path.as_os_str().as_encoded_bytes()).into_owned();
         if self.seen.insert(shown.clone()) {
             self.left.push(LeftOut {
                 path: shown,
@@ -300,6 +302,21 @@ mod tests {
             "the root's .git is not walked"
         );
         assert_eq!(ignore_exactly(Path::new("a/x y*/z")), "/a/x\\ y\\*/z/");
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_left_out_as_it_is_spelled() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = Filter::new(dir.path(), CommitRules::default());
+        for name in [&b"x\x9bRED"[..], b"x\xffRED", b".git\x9b/x"] {
+            f.leave(
+                Path::new(std::ffi::OsStr::from_bytes(name)),
+                LeftOutReason::GitName,
+            );
+        }
+        let shown: Vec<&str> = f.left.iter().map(|l| l.path.as_str()).collect();
+        assert_eq!(shown, [r"x\x9bRED", r"x\xffRED", r".git\x9b/x"]);
     }
 
     #[test]
