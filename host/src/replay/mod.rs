@@ -119,17 +119,6 @@ async fn recorded_base(store: &Store, run: &RunId) -> Result<Option<String>, Sto
     Ok(None)
 }
 
-/// Whether `commit` names a commit of the repository at `repo`.
-fn has_commit(repo: &Path, commit: &str) -> bool {
-    git2::Repository::open(repo)
-        .ok()
-        .and_then(|r| {
-            let oid = git2::Oid::from_str(commit).ok()?;
-            r.find_commit(oid).ok().map(|_| ())
-        })
-        .is_some()
-}
-
 /// The cassette of a stored run: its request and every model exchange.
 pub async fn cassette(store: &Store, run: &RunRecord) -> Result<Cassette, ReplayError> {
     let exchanges: Vec<Exchange> = store
@@ -350,9 +339,12 @@ pub async fn plan(
     request.base = recorded_base(store, &run.id).await?;
     if let Some(commit) = &request.base {
         let (root, commit) = (repo.root().to_path_buf(), commit.clone());
-        let found = tokio::task::spawn_blocking(move || has_commit(&root, &commit))
-            .await
-            .unwrap_or(false);
+        let found = tokio::task::spawn_blocking(move || {
+            use crate::store::RepoIdentity as _;
+            crate::trust::RepoRoot::from_canonical(root).has_commit(&commit)
+        })
+        .await
+        .unwrap_or(false);
         if !found {
             return Err(ReplayError::BaseGone {
                 run: run.id.to_string(),

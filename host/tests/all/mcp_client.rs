@@ -46,6 +46,24 @@ fn timed(name: &str, mode: &str, startup: u64, call: u64, extra: &str) -> String
     )
 }
 
+/// A directory `name` in the test's temp dir that the user's config (made by [`setup`])
+/// lets sandboxed processes write (`[sandbox] write`).
+fn user_write_path(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(&path).unwrap();
+    let cfg = dir.join("config/crewbox/config.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap().replacen(
+        "[sandbox]\n",
+        &format!(
+            "[sandbox]\nwrite = [{}]\n",
+            toml::Value::String(path.display().to_string())
+        ),
+        1,
+    );
+    std::fs::write(&cfg, text).unwrap();
+    path
+}
+
 fn json_of(out: &std::process::Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -1046,18 +1064,7 @@ fn a_provider_key_never_reaches_an_mcp_server() {
 fn a_read_only_agents_server_cannot_write_the_users_write_paths() {
     let (dir, _) = setup(&server("safe", "echo", "read_only = true"));
     let d = dir.path();
-    let cache = d.join("cache");
-    std::fs::create_dir_all(&cache).unwrap();
-    let cfg = d.join("config/crewbox/config.toml");
-    let text = std::fs::read_to_string(&cfg).unwrap().replacen(
-        "[sandbox]\n",
-        &format!(
-            "[sandbox]\nwrite = [{}]\n",
-            toml::Value::String(cache.display().to_string())
-        ),
-        1,
-    );
-    std::fs::write(&cfg, text).unwrap();
+    let cache = user_write_path(d, "cache");
     let probe = |file: &str, read_only: bool| -> Value {
         let script = toml::to_string(&json!({"reply": [
             {"turn": 1, "text": "probing", "tool_calls": [
@@ -1195,18 +1202,7 @@ fn roots_are_not_declared_and_not_answered_as_empty() {
 fn an_mcp_servers_background_processes_end_before_the_commit() {
     let (dir, _) = setup(&server("bg", "echo", ""));
     let d = dir.path();
-    let out = d.join("out");
-    std::fs::create_dir_all(&out).unwrap();
-    let cfg = d.join("config/crewbox/config.toml");
-    let text = std::fs::read_to_string(&cfg).unwrap().replacen(
-        "[sandbox]\n",
-        &format!(
-            "[sandbox]\nwrite = [{}]\n",
-            toml::Value::String(out.display().to_string())
-        ),
-        1,
-    );
-    std::fs::write(&cfg, text).unwrap();
+    let out = user_write_path(d, "out");
     let log = out.join("bg.log");
     let script = toml::to_string(&json!({"reply": [
         {"turn": 1, "text": "starting", "tool_calls": [

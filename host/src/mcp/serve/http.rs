@@ -417,7 +417,7 @@ fn json_error(
 /// one (`400`, as over stdio: the SDK answered it as a fresh handshake in the middle of
 /// the session), or one past [`MAX_SESSIONS`] (`503`: the SDK's `500` read like a
 /// crash).
-async fn refused_initialize(
+async fn session_refusal(
     sessions: &Sessions,
     in_session: bool,
     body: &[u8],
@@ -528,7 +528,7 @@ async fn handle(
             );
         }
     };
-    if let Some(refused) = refused_initialize(sessions, session, &bytes).await {
+    if let Some(refused) = session_refusal(sessions, session, &bytes).await {
         return refused;
     }
     match not_a_message(&bytes) {
