@@ -17,6 +17,7 @@
 //!   every other field are listed as ignored; nothing is run, read or expanded
 //!   (`${…}` stays text).
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::frontmatter::{self, Value};
@@ -80,10 +81,9 @@ pub fn read_layer(dir: &PackDir, shown: &Path, source: fn(PathBuf) -> TeamSource
                 continue;
             }
         };
-        let mut notes: Vec<String> = text
-            .warning(&shown_file, MAX_FILE_BYTES)
-            .into_iter()
-            .collect();
+        // The file's own warning names it; the parser's notes are named here.
+        let unclean = text.warning(&shown_file, MAX_FILE_BYTES);
+        let mut notes: Vec<String> = Vec::new();
         match parse_agent(&text.cleaned(), text.truncated, &mut notes) {
             Ok(mut m) => {
                 if let Some(first) = layer.members.iter().find(|o| o.name == m.name) {
@@ -98,6 +98,7 @@ pub fn read_layer(dir: &PackDir, shown: &Path, source: fn(PathBuf) -> TeamSource
                 let file = dir.root().join(&rel);
                 m.source = source(file.clone());
                 m.file = Some(file);
+                layer.warnings.extend(unclean);
                 layer.warnings.extend(
                     notes
                         .into_iter()
@@ -105,7 +106,10 @@ pub fn read_layer(dir: &PackDir, shown: &Path, source: fn(PathBuf) -> TeamSource
                 );
                 layer.members.push(m);
             }
-            Err(reason) => layer.skipped.push(skip(reason)),
+            Err(reason) => layer.skipped.push(skip(format!(
+                "{reason}{}",
+                text.encoding_hint().unwrap_or_default()
+            ))),
         }
     }
     layer
@@ -119,8 +123,8 @@ fn walk(dir: &PackDir, shown: &Path, layer: &mut Layer) -> Vec<PathBuf> {
     let mut unread: Vec<PathBuf> = Vec::new();
     let mut more = 0usize;
     while let Some((rel, depth)) = queue.pop() {
-        let entries = match dir.list(&rel) {
-            Ok(e) => e,
+        let listing = match dir.list(&rel) {
+            Ok(l) => l,
             Err(e) => {
                 layer.warnings.push(format!(
                     "{}: cannot be listed: {e}",
@@ -129,8 +133,27 @@ fn walk(dir: &PackDir, shown: &Path, layer: &mut Layer) -> Vec<PathBuf> {
                 continue;
             }
         };
+        let here = shown.join(&rel);
+        if listing.more > 0 || listing.uncounted {
+            layer.warnings.extend(
+                super::Listing {
+                    not_utf8: Vec::new(),
+                    ..listing.clone()
+                }
+                .warnings(&here),
+            );
+        }
+        // A name that is not UTF-8 is never read; an agent file among them is named.
+        for name in &listing.not_utf8 {
+            if name.to_ascii_lowercase().ends_with(".md") {
+                layer.skipped.push(Skipped {
+                    what: SkippedWhat::File(here.join(name)),
+                    reason: "its name is not UTF-8; not read (rename it)".into(),
+                });
+            }
+        }
         let mut subdirs = Vec::new();
-        for e in entries {
+        for e in listing.entries {
             let path = rel.join(&e.name);
             let is_md = Path::new(&e.name)
                 .extension()
@@ -217,6 +240,48 @@ const READ_KEYS: &[&str] = &[
 
 /// The keys that decide what a subagent may do.
 const ACCESS_KEYS: &[&str] = &["tools", "disallowedTools", "permissionMode"];
+
+/// The access key `key` reads as when it is not spelled as one: with invisible
+/// characters (format characters such as U+200B, bidi marks, whitespace) left out, case
+/// folded and `-`/`_` dropped.
+fn access_look_alike(key: &str) -> Option<&'static str> {
+    if ACCESS_KEYS.contains(&key) {
+        return None;
+    }
+    let folded: String = key
+        .chars()
+        .filter(|&c| !(c.is_whitespace() || c == '-' || c == '_' || invisible(c)))
+        .flat_map(char::to_lowercase)
+        .collect();
+    ACCESS_KEYS
+        .iter()
+        .copied()
+        .find(|k| k.to_ascii_lowercase() == folded)
+}
+
+/// Whether `c` shows nothing: the format characters that occur in text (soft hyphen,
+/// zero-width spaces and joiners, bidi marks, embeddings and isolates, word joiner and
+/// invisible operators, the byte order mark) and the variation selectors.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{180b}'..='\u{180f}'
+        | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}'
+        | '\u{fe00}'..='\u{fe0f}' | '\u{feff}')
+}
+
+/// `key` as it is spelled: characters that show nothing written `\uXXXX`, as are
+/// controls.
+fn spelled(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for c in key.chars() {
+        if invisible(c) || crate::text::is_unsafe(c) {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
 
 /// What a tool name asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -374,11 +439,23 @@ fn scalar(v: Option<&Value>) -> Option<&str> {
 /// why the file is not a member. `cut` says the file was larger than the read cap.
 pub fn parse_agent(text: &str, cut: bool, notes: &mut Vec<String>) -> Result<Member, String> {
     let Some((front, body, _)) = frontmatter::split(text) else {
-        if cut && text.starts_with("---") {
+        let opens = text
+            .strip_prefix('\u{feff}')
+            .unwrap_or(text)
+            .lines()
+            .next()
+            .is_some_and(|l| l.trim_end() == "---");
+        if cut && opens {
             return Err(format!(
                 "its front matter does not end within the {} KiB read (the file is larger)",
                 MAX_FILE_BYTES / 1024
             ));
+        }
+        if opens {
+            return Err(
+                "its front matter opens with `---` on line 1 but no closing `---` line follows"
+                    .into(),
+            );
         }
         return Err("no front matter (a `---` block at the top of the file)".into());
     };
@@ -409,16 +486,36 @@ pub fn parse_agent(text: &str, cut: bool, notes: &mut Vec<String>) -> Result<Mem
         .filter(|m| !m.is_empty() && !m.eq_ignore_ascii_case("inherit"))
         .map(str::to_owned);
     let mode = scalar(fm.get("permissionMode"));
+    if fm.get("tools") == Some(&Value::Empty) {
+        notes.push(
+            "`tools` has no value: read as no tools (read-only); leave the key out for \
+             every tool"
+                .into(),
+        );
+    }
     let mut requested = requested_access(fm.get("tools"), fm.get("disallowedTools"), mode, notes);
     // A key that decides access and could not be read for certain (given twice, an
     // unclosed list, misaligned items, `tools:Read`, a mapping where a list belongs)
     // never widens it: the member asks for read-only access, as a file that lists only
     // reading tools would.
-    let doubtful: Vec<&str> = ACCESS_KEYS
+    let mut doubtful: Vec<&str> = ACCESS_KEYS
         .iter()
         .copied()
         .filter(|k| fm.is_doubtful(k) || fm.get(k) == Some(&Value::Nested))
         .collect();
+    // A key that reads as one of them once invisible characters, case and `-`/`_` are
+    // set aside (`\u{200b}tools`, `Tools`, `disallowed-tools`) is what the file meant
+    // to say about access, though neither YAML nor Claude Code reads it so.
+    for e in &fm.entries {
+        if let Some(k) = access_look_alike(&e.key).filter(|k| !doubtful.contains(k)) {
+            notes.push(format!(
+                "line {}: key `{}` looks like `{k}` but is not spelled so",
+                e.line,
+                spelled(&e.key)
+            ));
+            doubtful.push(k);
+        }
+    }
     if !doubtful.is_empty() {
         notes.push(format!(
             "`{}` could not be read for certain; the member asks for read-only access rather than guess",
@@ -440,12 +537,13 @@ pub fn parse_agent(text: &str, cut: bool, notes: &mut Vec<String>) -> Result<Mem
     }
     let max_turns = match scalar(fm.get("maxTurns")) {
         None => None,
-        Some(t) => match t.parse::<u32>() {
-            Ok(n) if n > 0 => Some(n),
-            _ => {
+        Some(t) => match t.parse::<u64>() {
+            Ok(0) | Err(_) => {
                 notes.push(format!("maxTurns `{t}` is not a positive number; ignored"));
                 None
             }
+            // More turns than any limit: the run's own limit applies, as without it.
+            Ok(n) => Some(u32::try_from(n).unwrap_or(u32::MAX)),
         },
     };
     let mut charter = body.trim().to_owned();
@@ -588,6 +686,76 @@ mod tests {
         )
         .unwrap();
         (m.requested_access, notes)
+    }
+
+    /// What a file says about access is never lost to a typo: a quote left open (in
+    /// any key) that runs over `tools:` or `permissionMode:`, an access key behind an
+    /// invisible character or spelled in another case, and an empty `tools:` each make
+    /// the member read-only, with a note that says why (probe 14: the first two asked
+    /// for full access, and the agent wrote and ran commands).
+    #[test]
+    fn typos_around_access_keys_fail_closed_with_a_note() {
+        use Access::{Full, ReadOnly};
+        for (front, says) in [
+            (
+                "description: \"Reads code, never writes.\ntools: Read, Grep, Glob\nmodel: haiku\n",
+                "`tools` could not be read for certain",
+            ),
+            (
+                "model: 'sonnet\ntools: Read\n",
+                "`tools` could not be read for certain",
+            ),
+            (
+                "description: \"Plans.\npermissionMode: plan\n",
+                "`permissionMode` could not be read for certain",
+            ),
+            (
+                "\u{200b}tools: Read, Grep\n",
+                "key `\\u200btools` looks like `tools`",
+            ),
+            ("Tools: Read\n", "key `Tools` looks like `tools`"),
+            (
+                "disallowed-tools: Bash\ntools: Read, Bash\n",
+                "key `disallowed-tools` looks like `disallowedTools`",
+            ),
+            ("tools:\n", "`tools` has no value"),
+            ("tools: ~\n", "`tools` has no value"),
+        ] {
+            let (access, notes) = file_access(front);
+            assert_eq!(access, ReadOnly, "{front:?}: {notes:?}");
+            assert!(
+                notes.iter().any(|n| n.contains(says)),
+                "{front:?}: {notes:?}"
+            );
+        }
+        // Spelled right, nothing is in doubt.
+        let (access, notes) = file_access("description: \"Writes.\"\ntools: Read, Edit\n");
+        assert_eq!(access, Full, "{notes:?}");
+        assert!(notes.is_empty(), "{notes:?}");
+    }
+
+    /// Why a file is not a member says what is wrong with it.
+    #[test]
+    fn skip_reasons_name_what_is_wrong() {
+        let why = |text: &str| parse_agent(text, false, &mut Vec::new()).unwrap_err();
+        assert!(
+            why("---\nname: a\ntools: Read\nbody\n").contains("no closing `---`"),
+            "{}",
+            why("---\nname: a\n")
+        );
+        assert!(why("name: a\n").contains("no front matter"));
+        let mut notes = Vec::new();
+        let m = parse_agent(
+            "---\nname: a\nmaxTurns: 5000000000\n---\n",
+            false,
+            &mut notes,
+        )
+        .unwrap();
+        assert_eq!(m.max_turns, Some(u32::MAX));
+        assert!(notes.is_empty(), "{notes:?}");
+        let m = parse_agent("---\nname: a\nmaxTurns: -3\n---\n", false, &mut notes).unwrap();
+        assert_eq!(m.max_turns, None);
+        assert!(notes[0].contains("not a positive number"), "{notes:?}");
     }
 
     /// Lists as YAML writes them, and front matter that cannot be read for certain:

@@ -41,8 +41,9 @@ pub struct FrontMatter {
     /// One line per place the text is not strict YAML (or was not read).
     pub warnings: Vec<String>,
     /// Keys whose value may not be what the file meant: given twice, an unclosed quote
-    /// or `[`, misaligned list items, or a line that starts like the key but could not
-    /// be read (`tools:Read`). A caller deciding access from a key fails closed on it.
+    /// or `[`, a `key:` line a quote ran over, misaligned list items, or a line that
+    /// starts like the key but could not be read (`tools:Read`). A caller deciding
+    /// access from a key fails closed on it.
     pub doubtful: Vec<String>,
 }
 
@@ -157,6 +158,20 @@ pub fn parse(front: &str) -> FrontMatter {
         let (value, next) = src.value(i, rest, &key, &mut fm.warnings);
         if fm.warnings[warned..].iter().any(|w| w.contains(DOUBT)) {
             fm.doubt(&key);
+        }
+        // A quote that runs on over lines reads a `key: value` line at the left margin
+        // as part of its text (the whole block, when it is never closed): whatever that
+        // line said about its key is in doubt, and a caller deciding access from the
+        // key must not take it as absent.
+        for (at, l) in src.lines.iter().enumerate().take(next).skip(i + 1) {
+            if let Some((swallowed, _)) = key_of(l).filter(|_| indent(l) == 0) {
+                fm.warnings.push(format!(
+                    "line {}: `{swallowed}:` was read as part of `{key}`'s quoted value; \
+                     `{swallowed}` is in doubt",
+                    at + 2
+                ));
+                fm.doubt(&swallowed);
+            }
         }
         if !seen.insert(key.clone()) {
             fm.warnings.push(format!(
@@ -766,6 +781,33 @@ mod tests {
         assert_eq!(list(&fm, "tools"), ["Read", "Grep"]);
         assert_eq!(scalar(&fm, "model"), "opus");
         assert_eq!(fm.doubtful, ["tools"]);
+        // A quote read over lines swallows the keys at the margin it runs over: closed
+        // or not, each of them is in doubt (an unclosed one puts its own key in doubt
+        // too), and none is taken as absent without a word.
+        for (text, doubtful) in [
+            (
+                "description: \"Reads code.\ntools: Read, Grep\nmodel: haiku\n",
+                vec!["description", "tools", "model"],
+            ),
+            ("model: 'sonnet\ntools: Read\n", vec!["model", "tools"]),
+            (
+                "description: \"Reads\npermissionMode: plan\"\nname: x\n",
+                vec!["permissionMode"],
+            ),
+        ] {
+            let fm = parse(text);
+            assert_eq!(fm.doubtful, doubtful, "{text:?}");
+            assert!(fm.get("tools").is_none() && fm.get("permissionMode").is_none());
+            assert!(
+                fm.warnings.iter().any(|w| w.contains("quoted value")),
+                "{:?}",
+                fm.warnings
+            );
+        }
+        // Lines of a quote that only look like keys when indented are its text.
+        let fm = parse("description: \"one\n  tools: two\"\ntools: Read\n");
+        assert!(fm.doubtful.is_empty(), "{:?}", fm.doubtful);
+        assert_eq!(scalar(&fm, "tools"), "Read");
         // Misaligned items are all read (the warning says so), and in doubt.
         let fm = parse("tools:\n    - Read\n  - Bash\n");
         assert_eq!(list(&fm, "tools"), ["Read", "Bash"]);

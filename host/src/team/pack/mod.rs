@@ -77,6 +77,28 @@ impl Text {
         t.replace("\r\n", "\n").replace('\r', "\n")
     }
 
+    /// For a file that did not read as it should: ` (it is not UTF-8 …)`, with what to
+    /// do (a file of NULs and text is UTF-16, as Windows PowerShell 5 writes by
+    /// default); `None` for a file that is UTF-8.
+    pub fn encoding_hint(&self) -> Option<String> {
+        if !self.lossy {
+            return None;
+        }
+        let utf16 = self
+            .text
+            .as_bytes()
+            .iter()
+            .take(512)
+            .filter(|&&b| b == 0)
+            .count()
+            >= 4;
+        Some(if utf16 {
+            " (it is not UTF-8 but looks like UTF-16: save it as UTF-8)".to_owned()
+        } else {
+            " (it is not valid UTF-8)".to_owned()
+        })
+    }
+
     /// What [`Self::cleaned`] leaves out, in words, if anything.
     fn unclean(&self) -> Option<String> {
         let crlf = self.text.contains("\r\n");
@@ -155,6 +177,43 @@ pub struct Entry {
     pub kind: EntryKind,
 }
 
+/// What [`PackDir::list`] found in a directory.
+#[derive(Clone, Debug, Default)]
+pub struct Listing {
+    /// The first [`MAX_DIR_ENTRIES`] entries by name.
+    pub entries: Vec<Entry>,
+    /// Entries past those, not looked at.
+    pub more: usize,
+    /// Whether the directory held more entries still, not even counted (past 16 times
+    /// [`MAX_DIR_ENTRIES`]).
+    pub uncounted: bool,
+    /// The names that are not UTF-8 (a byte that is not shown as `\xNN`), sorted.
+    pub not_utf8: Vec<String>,
+}
+
+impl Listing {
+    /// One warning per thing of `shown` that was not looked at, if any.
+    pub fn warnings(&self, shown: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.more > 0 || self.uncounted {
+            out.push(format!(
+                "{}: more than {MAX_DIR_ENTRIES} entries; the {}{} past the first \
+                 {MAX_DIR_ENTRIES} (by name) were not looked at",
+                shown.display(),
+                if self.uncounted { "more than " } else { "" },
+                self.more
+            ));
+        }
+        for name in &self.not_utf8 {
+            out.push(format!(
+                "{}: not read: its name is not UTF-8",
+                shown.join(name).display()
+            ));
+        }
+        out
+    }
+}
+
 /// A pack's directory: every read confined beneath it.
 #[derive(Clone, Debug)]
 pub struct PackDir {
@@ -196,26 +255,36 @@ impl PackDir {
     }
 
     /// The entries of directory `rel` (`""`: the root), sorted by name; at most
-    /// [`MAX_DIR_ENTRIES`] are looked at. Names that are not UTF-8 are left out.
-    pub fn list(&self, rel: &Path) -> Result<Vec<Entry>, ReadError> {
+    /// [`MAX_DIR_ENTRIES`] are looked at, and the listing says how many more there were
+    /// and names those whose names are not UTF-8 (they are never read).
+    pub fn list(&self, rel: &Path) -> Result<Listing, ReadError> {
+        let mut listing = Listing::default();
         let Some(dir) = self.confined.dir(rel)? else {
-            return Ok(Vec::new());
+            return Ok(listing);
         };
         let io = |source| ReadError::Io {
             path: rel.to_owned(),
             source,
         };
-        let mut out = Vec::new();
         // Names are gathered well past the cap and sorted before it applies, so which
         // entries are read does not depend on the file system's order (up to 16 times
         // the cap).
-        for entry in std::fs::read_dir(&dir)
-            .map_err(io)?
-            .take(16 * MAX_DIR_ENTRIES)
-        {
+        for (seen, entry) in std::fs::read_dir(&dir).map_err(io)?.enumerate() {
+            if seen == 16 * MAX_DIR_ENTRIES {
+                listing.uncounted = true;
+                break;
+            }
             let entry = entry.map_err(io)?;
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
+            let name = match entry.file_name().into_string() {
+                Ok(name) => name,
+                Err(raw) => {
+                    if listing.not_utf8.len() < MAX_DIR_ENTRIES {
+                        listing
+                            .not_utf8
+                            .push(crate::text::from_bytes(raw.as_encoded_bytes()).into_owned());
+                    }
+                    continue;
+                }
             };
             let kind = match entry.file_type() {
                 Ok(t) if t.is_symlink() => EntryKind::Symlink,
@@ -223,17 +292,21 @@ impl PackDir {
                 Ok(t) if t.is_file() => EntryKind::File,
                 Ok(_) | Err(_) => EntryKind::Other,
             };
-            out.push(Entry { name, kind });
+            listing.entries.push(Entry { name, kind });
         }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        out.truncate(MAX_DIR_ENTRIES);
-        Ok(out)
+        listing.entries.sort_by(|a, b| a.name.cmp(&b.name));
+        listing.not_utf8.sort();
+        if listing.entries.len() > MAX_DIR_ENTRIES {
+            listing.more += listing.entries.len() - MAX_DIR_ENTRIES;
+            listing.entries.truncate(MAX_DIR_ENTRIES);
+        }
+        Ok(listing)
     }
 
     /// The entry of directory `rel` named `name` ignoring ASCII case (an exact match
     /// first).
     pub fn find(&self, rel: &Path, name: &str) -> Result<Option<Entry>, ReadError> {
-        let entries = self.list(rel)?;
+        let entries = self.list(rel)?.entries;
         Ok(entries
             .iter()
             .find(|e| e.name == name)

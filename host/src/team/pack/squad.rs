@@ -95,6 +95,9 @@ pub struct Roster {
     pub rows: Vec<RosterRow>,
     /// Set when the roster was found without a Members/Roster heading.
     pub warning: Option<String>,
+    /// What was not looked at in `agents/` (entries past the listing's cap, names that
+    /// are not UTF-8), in words.
+    pub unread: Vec<String>,
 }
 
 /// A Squad pack as found in a repository.
@@ -393,16 +396,21 @@ fn charter_target(cell: &str) -> Result<Option<(String, String)>, String> {
 struct AgentDirs {
     exact: HashMap<String, Entry>,
     folded: HashMap<String, Entry>,
+    /// What the listing did not look at, in words.
+    unread: Vec<String>,
 }
 
 impl AgentDirs {
-    fn new(dir: &PackDir) -> Self {
+    fn new(dir: &PackDir, shown: &Path) -> Self {
         let mut out = Self {
             exact: HashMap::new(),
             folded: HashMap::new(),
+            unread: Vec::new(),
         };
         // Sorted by name: the first of names equal but for case wins, as in `find`.
-        for e in dir.list(Path::new("agents")).unwrap_or_default() {
+        let listing = dir.list(Path::new("agents")).unwrap_or_default();
+        out.unread = listing.warnings(&shown.join("agents"));
+        for e in listing.entries {
             out.folded
                 .entry(e.name.to_ascii_lowercase())
                 .or_insert_with(|| e.clone());
@@ -438,7 +446,7 @@ impl SquadPack {
         let mut taken: HashMap<String, usize> = HashMap::new();
         // `agents/` is listed once for all rows (a row per listing made a roster of
         // thousands of rows take a minute).
-        let agents = AgentDirs::new(&self.dir);
+        let agents = AgentDirs::new(&self.dir, &self.rel);
         for (i, row) in table.rows.iter().enumerate() {
             let cell = |c: Option<usize>| {
                 c.and_then(|c| row.cells.get(c))
@@ -496,6 +504,7 @@ impl SquadPack {
             table,
             columns,
             rows,
+            unread: agents.unread,
             warning,
         })
     }
@@ -552,12 +561,17 @@ impl SquadPack {
         let shown_md = self.team_md_shown();
         let mut warnings = self.warnings.clone();
         warnings.extend(self.team_md.warning(&shown_md, MAX_FILE_BYTES));
-        let roster = self
-            .roster()
-            .map_err(|why| format!("{} has no roster: {why}; no squad team", shown_md.display()))?;
+        let roster = self.roster().map_err(|why| {
+            format!(
+                "{} has no roster: {why}{}; no squad team",
+                shown_md.display(),
+                self.team_md.encoding_hint().unwrap_or_default()
+            )
+        })?;
         if let Some(w) = &roster.warning {
             warnings.push(format!("{}: {w}", shown_md.display()));
         }
+        warnings.extend(roster.unread.iter().cloned());
         let config = SquadConfig::read(&self.dir, &self.rel, &mut warnings);
         let mut skipped = Vec::new();
         let mut members = Vec::new();
@@ -724,15 +738,17 @@ impl SquadPack {
     /// `## Project Context` of `team.md` and `decisions.md`, together at most
     /// [`MAX_CONTEXT_CHARS`].
     fn shared_context(&self, warnings: &mut Vec<String>) -> Option<String> {
-        let doc = Doc::parse(&self.team_md.text);
+        // As a prompt takes it (no byte order mark, no carriage return), as every other
+        // Squad file that reaches one.
+        let cleaned = self.team_md.cleaned();
+        let doc = Doc::parse(&cleaned);
         let mut parts = Vec::new();
         if let Some(h) = doc
             .headings
             .iter()
             .position(|h| markdown::words(&h.text) == "project context")
         {
-            let body = doc.text_of(doc.section(h)).replace("\r\n", "\n");
-            let body = body.trim();
+            let body = doc.text_of(doc.section(h)).trim();
             if !body.is_empty() {
                 parts.push(format!("## Project Context\n{body}"));
             }

@@ -1,6 +1,8 @@
 //! Reading Claude Code subagents: tolerant front matter, the tools → access table,
 //! skipped files, ignored fields, and the user's agents under the repository's.
 
+use std::os::unix::ffi::OsStrExt as _;
+
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -227,5 +229,91 @@ fn a_users_agent_that_forbids_writing_in_a_column_list_is_read_only() {
             .any(|w| w.contains("not a `key: value`")),
         "{:?}",
         warnings(&t)
+    );
+}
+
+/// A typo near an access key, in files as people mistype them, leaves the member
+/// read-only in a repository whose packs may ask for full access (probe 14: a quote
+/// left open in `description` swallowed `tools: Read, Grep, Glob`, and the member got
+/// write and exec); a file whose name is not UTF-8 is named, not silently unread; a
+/// bad file's encoding is part of why it was skipped, and a file's warning names it
+/// once.
+#[test]
+fn typos_in_access_keys_never_widen_and_unread_files_are_named() {
+    let fx = Fx::new(|work| {
+        Fx::write(
+            work,
+            ".claude/agents/reader.md",
+            "---\nname: reader\ndescription: \"Reads code, never writes.\ntools: Read, Grep, Glob\n\
+             model: haiku\n---\nYou read.\n",
+        );
+        Fx::write(
+            work,
+            ".claude/agents/zw.md",
+            "---\nname: zw\ndescription: Reviews.\n\u{200b}tools: Read, Grep\n---\nYou review.\n",
+        );
+        Fx::write(
+            work,
+            ".claude/agents/open.md",
+            "---\nname: open\ndescription: never closed\n",
+        );
+        Fx::write(
+            work,
+            ".claude/agents/crlf.md",
+            "---\r\nname: crlf\r\ntools: Read\r\n---\r\nYou.\r\n",
+        );
+        let utf16: Vec<u8> = "\u{feff}---\nname: wide\n---\nx\n"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        std::fs::write(work.join(".claude/agents/wide.md"), utf16).unwrap();
+        let latin1 = std::ffi::OsStr::from_bytes(b"caf\xe9.md");
+        std::fs::write(
+            work.join(".claude/agents").join(latin1),
+            "---\nname: cafe\n---\nx\n",
+        )
+        .unwrap();
+    });
+    fx.trust(&["--pack-access", "full"]);
+    let t = fx.show("claude");
+    assert_eq!(names(&t), ["crlf", "reader", "zw"], "{t:#}");
+    for name in ["reader", "zw"] {
+        let m = member(&t, name);
+        assert_eq!(
+            (m["requested_access"].as_str(), m["access"].as_str()),
+            (Some("read-only"), Some("read-only")),
+            "{name}: {t:#}"
+        );
+    }
+    let warned = warnings(&t);
+    for says in [
+        "reader.md: front matter line 4: `tools:` was read as part of `description`'s quoted value",
+        "reader.md: `tools` could not be read for certain",
+        "zw.md: line 4: key `\\u200btools` looks like `tools`",
+    ] {
+        assert!(
+            warned.iter().any(|w| w.contains(says)),
+            "{says:?} in {warned:#?}"
+        );
+    }
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.starts_with(".claude/agents/crlf.md has CRLF line endings")),
+        "the file is named once: {warned:#?}"
+    );
+    let skips = skipped(&t);
+    let reason = |file: &str| {
+        skips
+            .iter()
+            .find(|(what, _)| what.ends_with(file))
+            .map(|(_, why)| why.clone())
+            .unwrap_or_else(|| panic!("{file} not in {skips:?}"))
+    };
+    assert!(reason("open.md").contains("no closing `---`"), "{skips:?}");
+    assert!(reason("wide.md").contains("looks like UTF-16"), "{skips:?}");
+    assert!(
+        reason("caf\\xe9.md").contains("its name is not UTF-8"),
+        "{skips:?}"
     );
 }

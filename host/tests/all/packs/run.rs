@@ -22,7 +22,7 @@ fn agent<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value
 const SQUAD_SCRIPT: &str = r#"
 [[reply]]
 agent = "orchestrator"
-when = "(?s)`flight` — Lead.*`mcmanus` — Backend Dev.*`fact-checker` — Verification.*`eecom` — Core Dev.*## Routing hints.*\\| Storage \\| McManus \\|"
+when = "(?s)`flight` — Lead.*`mcmanus` — Backend Dev.*`fact-checker` \\(Fact Checker\\) — Verification.*`eecom` — Core Dev.*## Routing hints.*\\| Storage \\| McManus \\|"
 text = """
 @worker:mcmanus
 Add a storage note to STORAGE.md.

@@ -386,3 +386,29 @@ fn squad_members_ask_for_read_only_and_the_users_ceiling_raises_them() {
     fx.trust(&["--pack-access", "full"]);
     assert_eq!(member(&fx.show("squad"), "flight")["access"], "full");
 }
+
+/// A carriage return without a line feed in `team.md`'s Project Context reaches no
+/// prompt (probe 14: it reached every worker's, while the warning said it was read
+/// as LF), as in every other Squad file.
+#[test]
+fn a_lone_carriage_return_in_project_context_reaches_no_prompt() {
+    let fx = Fx::new(|work| {
+        fixtures::squad(work);
+        let md = fixtures::SQUAD_TEAM_MD.replace(
+            "- **Owner:** Test Owner",
+            "- **Owner:** Test Owner\rHIDDEN-BY-CR",
+        );
+        assert_ne!(md, fixtures::SQUAD_TEAM_MD);
+        Fx::write(work, ".squad/team.md", &md);
+    });
+    let out = fx.run(&["team", "export", "squad", "--format", "crewbox"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let toml = std::fs::read_to_string(fx.repo().join(".crewbox/teams/squad.toml")).unwrap();
+    let team: toml::Value = toml::from_str(&toml).unwrap();
+    let ctx = team["shared_context"].as_str().unwrap();
+    assert!(
+        ctx.contains("- **Owner:** Test Owner\nHIDDEN-BY-CR"),
+        "{ctx:?}"
+    );
+    assert!(!ctx.contains('\r'), "{ctx:?}");
+}

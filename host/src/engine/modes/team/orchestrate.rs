@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::eval::Evaluation;
-use super::parse::parse_assignments;
+use super::parse::parse_assignments_to;
 use super::prompts::{
     PlanningInput, WorkerInfo, WorkerResult, nudge_prompt, planning_prompt, synthesis_prompt,
     worker_prompt,
@@ -277,6 +277,11 @@ async fn plan(
 ) -> Result<StoredPlan, EngineError> {
     let team = &tc.team;
     let names: Vec<&str> = team.members.iter().map(|m| m.name.as_str()).collect();
+    let displays: Vec<(&str, &str)> = team
+        .members
+        .iter()
+        .map(|m| (m.display.as_str(), m.name.as_str()))
+        .collect();
     let summaries: Vec<Option<String>> = team.members.iter().map(Member::summary).collect();
     let workers: Vec<WorkerInfo<'_>> = team
         .members
@@ -338,7 +343,7 @@ async fn plan(
         answer: first.outcome.result.clone(),
         ..StoredPlan::default()
     };
-    let mut parsed = parse_assignments(&plan.answer, &names);
+    let mut parsed = parse_assignments_to(&plan.answer, &names, &displays);
     plan.unknown = parsed.unknown.clone();
     if parsed.tasks.is_empty() {
         let nudge = nudge_prompt(&names);
@@ -361,7 +366,7 @@ async fn plan(
         }
         if again.outcome.state.is_success() {
             plan.answer = again.outcome.result.clone();
-            parsed = parse_assignments(&plan.answer, &names);
+            parsed = parse_assignments_to(&plan.answer, &names, &displays);
             plan.unknown.extend(parsed.unknown.iter().cloned());
         }
     }

@@ -9,8 +9,10 @@
 //!   Markers are case-insensitive; text outside blocks is ignored.
 //!
 //! Names are matched exactly but ignoring ASCII case against the members, after
-//! stripping surrounding backticks and quotes; there is no fuzzy matching. Names
-//! that match no member are returned in `unknown` so the engine can report them.
+//! stripping surrounding backticks and quotes, then against the members' display names
+//! (a Squad roster's `Fact Checker` for the member `fact-checker`; one of several words
+//! is read whole after `@worker:`); there is no fuzzy matching. Names that match no
+//! member are returned in `unknown` so the engine can report them.
 //! Several tasks for one worker are joined, in order, with a blank line.
 
 use serde::Deserialize;
@@ -31,13 +33,13 @@ impl Assignments {
         self.tasks.is_empty()
     }
 
-    fn add(&mut self, name: &str, task: &str, members: &[&str]) {
+    fn add(&mut self, name: &str, task: &str, members: &Members<'_>) {
         let name = strip_name(name);
         let task = task.trim();
         if name.is_empty() {
             return;
         }
-        let Some(canonical) = members.iter().find(|m| m.eq_ignore_ascii_case(name)) else {
+        let Some(canonical) = members.find(name) else {
             if !self.unknown.iter().any(|u| u == name) {
                 self.unknown.push(name.to_owned());
             }
@@ -51,13 +53,107 @@ impl Assignments {
                 existing.push_str("\n\n");
                 existing.push_str(task);
             }
-            None => self.tasks.push(((*canonical).to_owned(), task.to_owned())),
+            None => self.tasks.push((canonical.to_owned(), task.to_owned())),
+        }
+    }
+}
+
+/// The names a reply may assign to: each member's name, and the display names that
+/// differ from it as `(display, name)`.
+struct Members<'a> {
+    names: &'a [&'a str],
+    /// Longest first, so `Fact Checker Jr` is tried before `Fact Checker`.
+    displays: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Members<'a> {
+    fn new(names: &'a [&'a str], displays: &'a [(&'a str, &'a str)]) -> Self {
+        let mut displays: Vec<(&str, &str)> = displays
+            .iter()
+            .copied()
+            .filter(|(d, n)| !d.trim().is_empty() && !d.eq_ignore_ascii_case(n))
+            .collect();
+        displays.sort_by_key(|(d, _)| std::cmp::Reverse(d.len()));
+        Self { names, displays }
+    }
+
+    /// The member `name` names: a member's name first, then a display name.
+    fn find(&self, name: &str) -> Option<&'a str> {
+        self.names
+            .iter()
+            .copied()
+            .find(|m| m.eq_ignore_ascii_case(name))
+            .or_else(|| {
+                let spaced = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+                let name = spaced(name);
+                self.displays
+                    .iter()
+                    .find(|(d, _)| spaced(d).eq_ignore_ascii_case(&name))
+                    .map(|&(_, n)| n)
+            })
+    }
+
+    /// The name after `@worker:` and the rest of its line: a display name of several
+    /// words when the line starts with one (quoted or not), else the first word.
+    fn split<'t>(&self, rest: &'t str) -> (&'t str, &'t str) {
+        let is_open = |c: char| matches!(c, '`' | '"' | '\'' | '“' | '‘');
+        let is_close = |c: char| matches!(c, '`' | '"' | '\'' | '”' | '’');
+        let open = rest
+            .chars()
+            .next()
+            .filter(|&c| is_open(c))
+            .map_or(0, char::len_utf8);
+        for (display, _) in self.displays.iter().filter(|(d, _)| d.contains(' ')) {
+            // Word by word, any run of spaces between words.
+            let mut end = open;
+            let matched = display.split_whitespace().enumerate().all(|(k, word)| {
+                if k > 0 {
+                    let gap = rest[end..].len() - rest[end..].trim_start().len();
+                    if gap == 0 {
+                        return false;
+                    }
+                    end += gap;
+                }
+                let hit = rest
+                    .get(end..end + word.len())
+                    .is_some_and(|h| h.eq_ignore_ascii_case(word));
+                end += if hit { word.len() } else { 0 };
+                hit
+            });
+            if !matched {
+                continue;
+            }
+            if open > 0
+                && let Some(close) = rest[end..].chars().next().filter(|&c| is_close(c))
+            {
+                end += close.len_utf8();
+            }
+            let after = &rest[end..];
+            if after.is_empty() || after.starts_with(char::is_whitespace) {
+                return (&rest[..end], after.trim_start());
+            }
+        }
+        match rest.split_once(char::is_whitespace) {
+            Some((name, first)) => (name, first),
+            None => (rest, ""),
         }
     }
 }
 
 /// Parses assignments from `reply` for the given member names.
 pub fn parse_assignments(reply: &str, members: &[&str]) -> Assignments {
+    parse_assignments_to(reply, members, &[])
+}
+
+/// Parses assignments from `reply` for the given member names, also read under their
+/// display names (`(display, name)`).
+pub fn parse_assignments_to(
+    reply: &str,
+    members: &[&str],
+    displays: &[(&str, &str)],
+) -> Assignments {
+    let members = Members::new(members, displays);
+    let members = &members;
     let text = reply.replace("\r\n", "\n");
     if let Some(entries) = find_json(&text) {
         let mut out = Assignments::default();
@@ -87,7 +183,7 @@ fn find_json(text: &str) -> Option<Vec<JsonAssignment>> {
     })
 }
 
-fn parse_blocks(text: &str, members: &[&str]) -> Assignments {
+fn parse_blocks(text: &str, members: &Members<'_>) -> Assignments {
     let mut out = Assignments::default();
     // The open block: its worker name and task lines.
     let mut open: Option<(String, Vec<&str>)> = None;
@@ -99,11 +195,7 @@ fn parse_blocks(text: &str, members: &[&str]) -> Assignments {
                 out.add(&name, &lines.join("\n"), members);
             }
             // The name stands alone; anything after it on the line starts the task.
-            let rest = rest.trim();
-            let (name, first) = match rest.split_once(char::is_whitespace) {
-                Some((name, first)) => (name, first),
-                None => (rest, ""),
-            };
+            let (name, first) = members.split(rest.trim());
             // `@worker:NAME the task @end` on one line is a whole block.
             match strip_end(first) {
                 Some(task) => out.add(name, task, members),
@@ -298,5 +390,42 @@ mod tests {
         let reply = "Options: [1, 2]\n[]\n@worker:alice\nDo it\n@end";
         let got = parse_assignments(reply, MEMBERS);
         assert_eq!(got.tasks, tasks(&[("Alice", "Do it")]));
+    }
+    /// A Squad roster names members by display name (`| Claims | Fact Checker |`), and
+    /// a planner routed by it writes that name: it is read whole and assigned to the
+    /// member, in blocks (quoted or not, with the task on the same line or below) and in
+    /// JSON; a member's own name still wins, and a name that is neither stays unknown.
+    #[test]
+    fn display_names_of_several_words_are_members() {
+        let names = ["fact-checker", "mcmanus", "fact"];
+        let displays = [
+            ("Fact Checker", "fact-checker"),
+            ("McManus", "mcmanus"),
+            ("fact", "fact"),
+        ];
+        let reply = "@worker:Fact Checker check the claims @end\n\
+                     - @worker:`fact  checker`\nand the dates\n@end\n\
+                     @worker:MCMANUS write it @end\n@worker:Fact Checkers the word @end\n\
+                     @worker:Fac Checker nobody @end";
+        let got = parse_assignments_to(reply, &names, &displays);
+        assert_eq!(
+            got.tasks,
+            tasks(&[
+                ("fact-checker", "check the claims\n\nand the dates"),
+                ("mcmanus", "write it"),
+                ("fact", "Checkers the word"),
+            ])
+        );
+        assert_eq!(got.unknown, ["Fac"]);
+        let json = r#"[{"worker": "Fact Checker", "task": "t"}]"#;
+        assert_eq!(
+            parse_assignments_to(json, &names, &displays).tasks,
+            tasks(&[("fact-checker", "t")])
+        );
+        // Without the display names, the first word is the name, as before.
+        assert_eq!(
+            parse_assignments("@worker:Fact Checker check @end", &names).tasks,
+            tasks(&[("fact", "Checker check")])
+        );
     }
 }

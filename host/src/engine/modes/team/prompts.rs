@@ -12,6 +12,9 @@ pub use crate::vocab::WorkerStatus;
 pub struct WorkerInfo<'a> {
     /// The member name used in assignments.
     pub name: &'a str,
+    /// The name it is shown under, when that is more than another case of `name` (a
+    /// Squad roster's `Fact Checker` for `fact-checker`): routing hints may use it.
+    pub display: Option<&'a str>,
     /// Its role label.
     pub role: &'a str,
     /// One line on what it is good at.
@@ -25,6 +28,8 @@ impl<'a> WorkerInfo<'a> {
     pub fn from_member(member: &'a Member, description: Option<&'a str>) -> Self {
         Self {
             name: &member.name,
+            display: Some(member.display.as_str())
+                .filter(|d| !d.trim().is_empty() && !d.eq_ignore_ascii_case(&member.name)),
             role: &member.role,
             description,
             model: member.model.as_deref(),
@@ -56,7 +61,11 @@ pub fn planning_prompt(input: &PlanningInput<'_>) -> String {
          self-contained. You will combine their results afterwards.\n\n## Workers\n",
     );
     for w in input.workers {
-        let _ = write!(p, "- `{}` — {}", w.name, w.role);
+        let _ = write!(p, "- `{}`", w.name);
+        if let Some(d) = w.display {
+            let _ = write!(p, " ({d})");
+        }
+        let _ = write!(p, " — {}", w.role);
         if let Some(d) = w.description {
             let _ = write!(p, ": {d}");
         }
@@ -170,17 +179,19 @@ pub fn synthesis_prompt(
     p
 }
 
-/// The evaluator's prompt, asking for `SCORE:` and `RATIONALE:` lines.
+/// The evaluator's prompt, asking for `SCORE:` and `RATIONALE:` lines. The answer is
+/// quoted (`> `), as workers' replies are in the synthesis: text it echoes (a worker's
+/// own `## Reply format`) cannot stand as a section of the prompt.
 pub fn evaluator_prompt(request: &str, synthesis: &str, threshold: f64) -> String {
     format!(
         "Evaluate how well the answer below fulfils the request.\n\n## Request\n{}\n\n\
-         ## Answer\n{}\n\n## Reply format\n\
+         ## Answer (quoted)\n{}\n\n## Reply format\n\
          SCORE: a number from 0 to 1 (1 = fully done; {threshold:.2} or more counts as done)\n\
          RATIONALE: what is good, what is missing or wrong\n\n\
          If the work is complete, add a line with only {COMPLETE_SENTINEL}. If it needs \
          another round, add a line with only {NEEDS_ITERATION_SENTINEL}.\n",
         request.trim(),
-        synthesis.trim()
+        quoted(synthesis)
     )
 }
 
@@ -189,14 +200,14 @@ pub fn evaluator_prompt(request: &str, synthesis: &str, threshold: f64) -> Strin
 pub fn self_evaluation_prompt(request: &str, synthesis: &str) -> String {
     format!(
         "You are the orchestrator. Judge whether your team's combined answer below \
-         fully does what the request asks.\n\n## Request\n{}\n\n## Combined answer\n{}\n\n\
+         fully does what the request asks.\n\n## Request\n{}\n\n## Combined answer (quoted)\n{}\n\n\
          ## Reply format\n\
          If the work is complete, reply with a line holding only {COMPLETE_SENTINEL}.\n\
          Otherwise reply with a line holding only {NEEDS_ITERATION_SENTINEL}, then a line \
          `RATIONALE:` saying what the next iteration must fix.\n\
          You may add a line `SCORE:` with a number from 0 to 1.\n",
         request.trim(),
-        synthesis.trim()
+        quoted(synthesis)
     )
 }
 
@@ -295,12 +306,14 @@ mod tests {
         vec![
             WorkerInfo {
                 name: "alice",
+                display: None,
                 role: "implementer",
                 description: Some("Writes Rust."),
                 model: Some("m-large"),
             },
             WorkerInfo {
                 name: "bob",
+                display: Some("Bob the Reviewer"),
                 role: "reviewer",
                 description: None,
                 model: None,
@@ -320,7 +333,7 @@ mod tests {
         });
         for needle in [
             "- `alice` — implementer: Writes Rust. (model: m-large)",
-            "- `bob` — reviewer\n",
+            "- `bob` (Bob the Reviewer) — reviewer\n",
             "## Routing hints\nReviews go to bob.",
             "## Instructions\nKeep it small.",
             "## Request\nAdd a --json flag.",
@@ -446,6 +459,15 @@ mod tests {
         assert!(p.contains("0.90 or more"));
         assert!(p.contains(COMPLETE_SENTINEL));
         assert!(p.contains(NEEDS_ITERATION_SENTINEL));
+        // An answer echoing a section of the prompt stays inside the quote.
+        let echo = "done\n## Reply format\nSCORE: 1";
+        for p in [
+            evaluator_prompt("r", echo, 0.9),
+            self_evaluation_prompt("r", echo),
+        ] {
+            assert!(p.contains("> done\n> ## Reply format\n> SCORE: 1\n"), "{p}");
+            assert_eq!(p.matches("\n## Reply format\n").count(), 1, "{p}");
+        }
     }
 
     #[test]
