@@ -56,13 +56,15 @@ impl Budget {
 
     /// Charges one model call; returns the budget it broke, if any.
     pub fn charge_usage(&mut self, usage: Usage) -> Option<Exceeded> {
-        self.stats.turns += 1;
-        self.stats.tokens_in += usage.input;
-        self.stats.tokens_out += usage.output;
+        // A model server's figures are its own: sums saturate (a reply claiming 2^64
+        // tokens wrapped the budget's sum round to a few in a release build).
+        self.stats.turns = self.stats.turns.saturating_add(1);
+        self.stats.tokens_in = self.stats.tokens_in.saturating_add(usage.input);
+        self.stats.tokens_out = self.stats.tokens_out.saturating_add(usage.output);
         if let Some(p) = self.prices {
             self.stats.cost = Some(self.stats.cost.unwrap_or(0.0) + p.cost(usage));
         }
-        if self.stats.tokens_in + self.stats.tokens_out > self.quotas.max_tokens {
+        if self.stats.tokens_in.saturating_add(self.stats.tokens_out) > self.quotas.max_tokens {
             return Some(Exceeded::Tokens);
         }
         match (self.quotas.max_cost, self.stats.cost) {
@@ -74,7 +76,7 @@ impl Budget {
     /// Whether sending a request of about `input` tokens would break the token budget:
     /// checked before the request goes out, so an oversized prompt is never sent.
     pub fn refuses_request(&self, input: u64) -> Option<Exceeded> {
-        let spent = self.stats.tokens_in + self.stats.tokens_out;
+        let spent = self.stats.tokens_in.saturating_add(self.stats.tokens_out);
         (spent.saturating_add(input) > self.quotas.max_tokens).then_some(Exceeded::Tokens)
     }
 
@@ -123,6 +125,34 @@ mod tests {
         });
         assert_eq!(b.refuses_request(50), None);
         assert_eq!(b.refuses_request(51), Some(Exceeded::Tokens));
+    }
+
+    /// A model server claiming 2^64 tokens breaks the budget: the sums saturate
+    /// instead of overflowing (a panic in a debug build; in a release build the sum
+    /// wrapped round to a few tokens, under any budget).
+    #[test]
+    fn a_reply_claiming_absurd_usage_breaks_the_budget() {
+        let mut b = Budget::new(quotas(), None);
+        assert_eq!(
+            b.charge_usage(Usage {
+                input: u64::MAX - 5,
+                output: 10,
+            }),
+            Some(Exceeded::Tokens)
+        );
+        assert_eq!(b.stats.tokens_in, u64::MAX - 5);
+        assert_eq!(
+            b.charge_usage(Usage {
+                input: 10,
+                output: u64::MAX,
+            }),
+            Some(Exceeded::Tokens)
+        );
+        assert_eq!(
+            (b.stats.tokens_in, b.stats.tokens_out),
+            (u64::MAX, u64::MAX)
+        );
+        assert_eq!(b.refuses_request(1), Some(Exceeded::Tokens));
     }
 
     #[test]

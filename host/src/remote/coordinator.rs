@@ -285,7 +285,13 @@ impl NatsExecutor {
             self.queued(&hub, &task).await
         };
         let on_server = queued.is_some();
-        let runs_as = queued.and_then(|q| q.runs_as);
+        let runs_as = match queued {
+            Some(q) => q.runs_as,
+            // Gone from the server (acked after its result was stored, while no
+            // coordinator ran): the result there names the agent its worker ran it as.
+            None if !first => self.answered_as(&hub, &task).await,
+            None => None,
+        };
         let rx = hub.wait(&task.key, &spec.id, &spec.name, runs_as.clone());
         // The task is looked up before its result: a worker stores the result before it
         // acks the task, so a task gone by then has its result there already.
@@ -490,6 +496,49 @@ impl NatsExecutor {
         Ok(on_server)
     }
 
+    /// The agent a stored result of `task` names when that is the predecessor a resumed
+    /// step replaced (see [`Self::predecessor`]): the task left the server once its
+    /// worker stored that result, so the task no longer says whom it ran as.
+    async fn answered_as(&self, hub: &RunHub, task: &Task) -> Option<AgentId> {
+        let at = result_subject(&task.run_id, &task.key);
+        let msg = self
+            .results
+            .get_last_raw_message_by_subject(&at)
+            .await
+            .ok()?;
+        match TaskResult::from_bytes(&msg.payload) {
+            Ok(r) if r.key == task.key && r.agent_id != task.agent_id => {
+                self.predecessor(hub, task, r.agent_id).await
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(subject = %at, error = %e, "the stored result does not read");
+                None
+            }
+        }
+    }
+
+    /// `named` (from a copy of `task` or its result on the server) as the agent that
+    /// task runs under, when it is the predecessor a resumed step replaced: an agent
+    /// this run recorded under the task's name, not ended but by the interruption, and
+    /// not waiting here for another task. Any other id widens nothing.
+    async fn predecessor(&self, hub: &RunHub, task: &Task, named: String) -> Option<AgentId> {
+        let id = AgentId::from_string(named);
+        let a = hub.store.agent(&id).await.ok().flatten()?;
+        let interrupted = a.state == crate::vocab::AgentState::Error
+            && a.error.as_deref() == Some(crate::store::INTERRUPTED_ERROR);
+        let elsewhere = hub
+            .state()
+            .waiting
+            .iter()
+            .any(|(k, w)| *k != task.key && (w.agent == id || w.runs_as.as_ref() == Some(&id)));
+        (a.run_id == hub.run
+            && a.name == task.name
+            && (!a.state.is_terminal() || interrupted)
+            && !elsewhere)
+            .then_some(id)
+    }
+
     /// The copy of `task` on the server (queued or running on a worker), if there is
     /// one, with the agent id it names when that is another agent of this run: the
     /// predecessor a resumed step replaced, under which a worker runs it (its sub-agents
@@ -503,11 +552,7 @@ impl NatsExecutor {
             .ok()?;
         let runs_as = match Task::from_bytes(&msg.payload) {
             Ok(queued) if queued.key == task.key && queued.agent_id != task.agent_id => {
-                // Only an agent this run recorded (the predecessor is): a task naming
-                // any other id widens nothing.
-                let id = AgentId::from_string(queued.agent_id);
-                let ours = hub.store.agent(&id).await.ok().flatten();
-                ours.is_some_and(|a| a.run_id == hub.run).then_some(id)
+                self.predecessor(hub, task, queued.agent_id).await
             }
             Ok(_) => None,
             Err(e) => {
@@ -796,7 +841,22 @@ impl RunHub {
                         return Ok(refused("which was not started under this task's agent"));
                     }
                 }
-                None if claimed.is_some_and(&parent_ok) => {}
+                // New here: it holds no more than its parent could give, as one a
+                // worker says started in an event (its parent may be listed too).
+                None if claimed.is_some_and(&parent_ok) => {
+                    let listed_parent = result
+                        .children
+                        .iter()
+                        .find(|o| Some(o.id.as_str()) == claimed)
+                        .map(|o| (o.caps.clone(), o.depth));
+                    let checked = match listed_parent {
+                        Some((caps, depth)) => within(c, &caps, depth),
+                        None => self.within_parent(c).await?,
+                    };
+                    if let Err(why) = checked {
+                        return Ok(refused(&why));
+                    }
+                }
                 None => return Ok(refused("under a parent that is not this task's agent")),
             }
         }
@@ -842,15 +902,15 @@ impl RunHub {
                     .into_iter()
                     .filter(|(exec, _)| *exec != result.exec)
                     .fold(crate::vocab::Usage::default(), |mut sum, (_, u)| {
-                        sum.input += u.input;
-                        sum.output += u.output;
+                        sum.input = sum.input.saturating_add(u.input);
+                        sum.output = sum.output.saturating_add(u.output);
                         sum
                     })
             });
-        if let Some(u) = other.filter(|u| u.input + u.output > 0) {
+        if let Some(u) = other.filter(|u| u.input > 0 || u.output > 0) {
             tracing::debug!(task = %result.key, input = u.input, output = u.output, "tokens of earlier executions counted");
-            result.stats.tokens_in += u.input;
-            result.stats.tokens_out += u.output;
+            result.stats.tokens_in = result.stats.tokens_in.saturating_add(u.input);
+            result.stats.tokens_out = result.stats.tokens_out.saturating_add(u.output);
         }
         record(&self.store, &self.run, &waiter, &result).await?;
         for pending in events {
@@ -1019,8 +1079,8 @@ impl RunHub {
                 .or_default()
                 .entry(exec.to_owned())
                 .or_default();
-            spent.input += usage.input;
-            spent.output += usage.output;
+            spent.input = spent.input.saturating_add(usage.input);
+            spent.output = spent.output.saturating_add(usage.output);
         }
     }
 
@@ -1046,6 +1106,16 @@ impl RunHub {
             }
         }
         let event = Event::from_parts(e.kind, e.data);
+        if let Event::ModelReply { usage, .. } = &event
+            && !crate::remote::task::usage_in_bounds(usage)
+        {
+            return Ok(Err(format!(
+                "event `{kind}` of task {task} says a reply used {} / {} tokens; at most {} each",
+                usage.input,
+                usage.output,
+                crate::remote::task::MAX_WIRE_TOKENS
+            )));
+        }
         if !event.is_about_an_agent() {
             return Ok(Err(format!(
                 "event `{kind}` of task {task} is not about an agent; workers forward only agents' events"
@@ -1141,20 +1211,7 @@ impl RunHub {
                 }
             },
         };
-        if let Some(extra) = a.caps.iter().find(|c| !caps.contains(c)) {
-            return Ok(Err(format!(
-                "it says agent {} started with capability `{}`, which its parent does not hold",
-                a.id,
-                crate::text::escape(extra)
-            )));
-        }
-        if a.depth != depth + 1 {
-            return Ok(Err(format!(
-                "it says agent {} started at depth {} under a parent at depth {depth}",
-                a.id, a.depth
-            )));
-        }
-        Ok(Ok(()))
+        Ok(within(a, &caps, depth))
     }
 
     /// Whether a worker may say that the agent of task `key` (or one it started) started
@@ -1181,6 +1238,25 @@ impl RunHub {
         }
         Ok(())
     }
+}
+
+/// Whether sub-agent `a` holds no more than a parent with `caps` at `depth` could give:
+/// capabilities among the parent's, one level deeper.
+fn within(a: &AgentRecord, caps: &[String], depth: u32) -> Result<(), String> {
+    if let Some(extra) = a.caps.iter().find(|c| !caps.contains(c)) {
+        return Err(format!(
+            "it says agent {} started with capability `{}`, which its parent does not hold",
+            a.id,
+            crate::text::escape(extra)
+        ));
+    }
+    if Some(a.depth) != depth.checked_add(1) {
+        return Err(format!(
+            "it says agent {} started at depth {} under a parent at depth {depth}",
+            a.id, a.depth
+        ));
+    }
+    Ok(())
 }
 
 /// Attempts to stop a stopped run's task on its worker (each waits up to

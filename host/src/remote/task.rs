@@ -401,6 +401,40 @@ fn short(what: &'static str, field: &'static str, s: &str) -> Result<(), WireErr
 }
 
 /// An agent row's capabilities (a worker reports): each a capability's name.
+/// The most tokens one figure a worker reports may hold (about 10^12: far past any
+/// agent's spending, far from overflowing a sum of many, or the store's signed column).
+pub const MAX_WIRE_TOKENS: u64 = 1 << 40;
+/// The most a cost a worker reports may be.
+const MAX_WIRE_COST: f64 = 1e9;
+
+/// An agent's figures as a worker reports them: tokens within [`MAX_WIRE_TOKENS`], a
+/// cost that is a number from 0 to [`MAX_WIRE_COST`].
+fn stats(what: &'static str, field: &'static str, s: &AgentStats) -> Result<(), WireError> {
+    let problem = if s.tokens_in > MAX_WIRE_TOKENS || s.tokens_out > MAX_WIRE_TOKENS {
+        Some(format!(
+            "holds {} / {} tokens; at most {MAX_WIRE_TOKENS} each",
+            s.tokens_in, s.tokens_out
+        ))
+    } else {
+        s.cost
+            .filter(|c| !(c.is_finite() && (0.0..=MAX_WIRE_COST).contains(c)))
+            .map(|c| format!("holds the cost {c}; a cost is from 0 to {MAX_WIRE_COST}"))
+    };
+    match problem {
+        Some(problem) => Err(WireError::Field {
+            what,
+            field,
+            problem,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Whether `usage` (of a model reply a worker forwards) is within [`MAX_WIRE_TOKENS`].
+pub fn usage_in_bounds(usage: &crate::vocab::Usage) -> bool {
+    usage.input <= MAX_WIRE_TOKENS && usage.output <= MAX_WIRE_TOKENS
+}
+
 fn capabilities(what: &'static str, field: &'static str, caps: &[String]) -> Result<(), WireError> {
     match caps
         .iter()
@@ -584,6 +618,7 @@ impl Versioned for TaskResult {
                 problem: format!("`{}` is not an ending", self.state.as_str()),
             });
         }
+        stats(RESULT, "stats", &self.stats)?;
         if self.children.len() > MAX_CHILDREN {
             return Err(WireError::Field {
                 what: RESULT,
@@ -599,6 +634,15 @@ impl Versioned for TaskResult {
             short(RESULT, "children.name", &c.name)?;
             short(RESULT, "children.role", &c.role)?;
             capabilities(RESULT, "children.caps", &c.caps)?;
+            stats(RESULT, "children.stats", &c.stats)?;
+            let times = [Some(c.created_at), c.started_at, c.finished_at];
+            if times.into_iter().flatten().any(|t| t < 0) {
+                return Err(WireError::Field {
+                    what: RESULT,
+                    field: "children.created_at",
+                    problem: "a time is before 1970".into(),
+                });
+            }
             if !c.state.is_terminal() {
                 return Err(WireError::Field {
                     what: RESULT,

@@ -143,7 +143,7 @@ pub(super) fn compare(
     };
     let identical = outcome == ReplayOutcome::Matched
         && original.status == report.status
-        && original.result == report.result
+        && same_run_result(&original, &report)
         && same_integration_tree != Some(false)
         && agents
             .iter()
@@ -161,6 +161,51 @@ pub(super) fn compare(
         agents,
         report,
     }
+}
+
+/// Whether the two runs' results say the same, but for what a replay cannot keep: the
+/// ids of the run and its agents (and the branch names made of them), each read as its
+/// counterpart's (agents pair by name); and the order of the
+/// `## ` sections a swarm's merged report lists its members in as they were delivered
+/// (one after the other as they finished).
+fn same_run_result(original: &RunReport, report: &RunReport) -> bool {
+    let neutral = |r: &RunReport| {
+        let mut text = r.result.clone().unwrap_or_default();
+        // By name (and how many of that name came before): agents created in the same
+        // millisecond are not always listed in the same order.
+        for (i, a) in r.agents.iter().enumerate() {
+            let before = r.agents[..i].iter().filter(|b| b.name == a.name).count();
+            text = text.replace(a.id.as_str(), &format!("<agent {} {before}>", a.name));
+        }
+        text.replace(r.run_id.as_str(), "<run>")
+    };
+    let (a, b) = (neutral(original), neutral(report));
+    if original.result.is_some() != report.result.is_some() {
+        return false;
+    }
+    if a == b {
+        return true;
+    }
+    let sections = |t: &str| {
+        let mut parts: Vec<String> = Vec::new();
+        for line in t.split_inclusive('\n') {
+            match parts.last_mut() {
+                Some(part) if !line.starts_with("## ") && !line.starts_with("conflicts (") => {
+                    part.push_str(line)
+                }
+                _ => parts.push(line.to_owned()),
+            }
+        }
+        // Blank lines part sections, and the last one ends the text without one.
+        for part in &mut parts {
+            while part.ends_with('\n') {
+                part.pop();
+            }
+        }
+        parts.sort();
+        parts
+    };
+    original.mode == crate::vocab::Mode::Swarm && sections(&a) == sections(&b)
 }
 
 /// Removes the replay's worktree registrations (those under `scratch`) and its

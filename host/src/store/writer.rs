@@ -722,7 +722,10 @@ fn apply(conn: &Connection, write: &Write) -> Applied {
                  WHERE id = ?1 AND state IN ({marks})"
             );
             let reason = reason.map(FailReason::as_str);
-            let (tokens_in, tokens_out) = (stats.tokens_in as i64, stats.tokens_out as i64);
+            let (tokens_in, tokens_out) = (
+                i64::try_from(stats.tokens_in).unwrap_or(i64::MAX),
+                i64::try_from(stats.tokens_out).unwrap_or(i64::MAX),
+            );
             let (agent, state_name) = (id.as_str(), state.as_str());
             let mut values: Vec<&dyn rusqlite::ToSql> = vec![
                 &agent,

@@ -624,6 +624,22 @@ fn a_worker_killed_mid_task_has_it_finished_once_by_another() {
 
 #[test]
 fn a_coordinator_killed_mid_run_is_finished_by_resume_with_the_results_it_missed() {
+    killed_coordinator_resumed(false);
+}
+
+/// The same, resumed only once the workers have answered both members and acked their
+/// tasks: no task on the server says any more whom it ran as, and the results name the
+/// agents the resume replaced (probe 13: they were refused, the tasks published again,
+/// the run failed, and `retry` ran the members a second time).
+#[test]
+fn results_stored_while_the_coordinator_was_down_are_taken_by_its_resume() {
+    killed_coordinator_resumed(true);
+}
+
+/// Kills the coordinator of an orchestrate run while both members run on workers, then
+/// resumes it (once the workers answered both, with `answered_first`): the run
+/// completes with each member's result, and each task ran once.
+fn killed_coordinator_resumed(answered_first: bool) {
     let Some(mut c) = team_cluster() else { return };
     let debug = ("RUST_LOG".to_owned(), "crewbox=debug".to_owned());
     c.worker_env.push(debug.clone());
@@ -681,9 +697,23 @@ fn a_coordinator_killed_mid_run_is_finished_by_resume_with_the_results_it_missed
             .any(|s| s.key.starts_with("worker/") && s.state == StepState::Done),
         "killed before a member's result was stored: {steps:?}"
     );
+    if answered_first {
+        let url = c.nats.url();
+        assert!(
+            wait_for(Duration::from_secs(60), || queued_tasks(&url).is_empty()),
+            "the workers never answered the members: {}\n{}",
+            log(&a.log),
+            log(&b.log)
+        );
+    }
     let out = c.coordinator(&["resume", run.as_str()]).output().unwrap();
     let report = report(&out);
-    assert_eq!(report["status"], "completed", "{report}");
+    assert_eq!(
+        report["status"],
+        "completed",
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(report["result"], "SYNTHESIS: a queue with push/pop, tested");
     let agents = db.agents(&run);
     let workers = db.workers(&run);
@@ -1309,8 +1339,15 @@ fn queued_tasks(url: &str) -> Vec<(String, Vec<u8>)> {
 
 /// A `crewbox run --mode single PROMPT` coordinator, started in the background.
 fn single_run(c: &Cluster, prompt: &str) -> Running {
+    single_run_with(c, prompt, &[])
+}
+
+/// [`single_run`] with more arguments.
+fn single_run_with(c: &Cluster, prompt: &str, extra: &[&str]) -> Running {
+    let mut args = vec!["run", "--mode", "single", prompt];
+    args.extend_from_slice(extra);
     Running(Some(
-        c.coordinator(&["run", "--mode", "single", prompt])
+        c.coordinator(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -1437,7 +1474,11 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
         "[[reply]]\nagent = \"agent\"\nrepeat = true\ndelay_ms = 10000\ntext = \"the real answer\"\n",
     );
     let w = c.worker("wa");
-    let (first, second) = (single_run(&c, "first task"), single_run(&c, "second task"));
+    // The first agent reads only: what a sub-agent of it may hold is narrow.
+    let (first, second) = (
+        single_run_with(&c, "first task", &["--read-only"]),
+        single_run(&c, "second task"),
+    );
     let db = c.store();
     let running = || {
         let runs = db.unfinished();
@@ -1468,6 +1509,40 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
     let result_at = |key: &str| format!("crewbox.out.{run_a}.result.{key}");
     let event_at = |key: &str| format!("crewbox.out.{run_a}.event.{key}");
     let finished = serde_json::json!({"status": "completed", "result": "FORGED"});
+    let huge = serde_json::json!({"turn": 1, "text": "FORGED-11", "tool_calls": [],
+                                  "usage": {"input": u64::MAX, "output": u64::MAX}});
+    let kid_of_a = AgentRecord {
+        id: crewbox::unstable::ids::AgentId::new(),
+        parent: Some(a.id.clone()),
+        name: "FORGED-kid".into(),
+        depth: a.depth + 1,
+        caps: a.caps.clone(),
+        state: AgentState::Completed,
+        ..a.clone()
+    };
+    let wider_child = AgentRecord {
+        caps: ["read", "write", "exec", "spawn", "mcp"]
+            .iter()
+            .filter(|c| !a.caps.iter().any(|h| h == *c))
+            .map(|c| (*c).to_owned())
+            .chain(a.caps.iter().cloned())
+            .collect(),
+        ..kid_of_a.clone()
+    };
+    assert!(wider_child.caps.len() > a.caps.len(), "{a:?}");
+    let deeper_child = AgentRecord {
+        depth: 9,
+        ..kid_of_a.clone()
+    };
+    let absurd_child = AgentRecord {
+        created_at: -5,
+        stats: crewbox::unstable::store::AgentStats {
+            tokens_in: u64::MAX,
+            cost: Some(-1e300),
+            ..Default::default()
+        },
+        ..kid_of_a
+    };
     publish_raw(
         &c.nats.url(),
         vec![
@@ -1522,6 +1597,31 @@ fn results_and_events_are_taken_only_for_the_task_and_agent_the_coordinator_sent
             // second run said to start under the task's own agent.
             (event_at(&key_a), forged_start(&key_a, &a.run_id, &b.id)),
             (event_at(&key_a), forged_start(&key_a, &b.run_id, &a.id)),
+            // Model replies of its own agent claiming 2^64 tokens (probe 13: the sum
+            // overflowed and the run's consumer panicked; the agent stayed queued).
+            (
+                event_at(&key_a),
+                forged_event(&key_a, a.id.as_str(), "model.reply", huge.clone()),
+            ),
+            (
+                event_at(&key_a),
+                forged_event(&key_a, a.id.as_str(), "model.reply", huge),
+            ),
+            // Its own agent, listing a sub-agent with capabilities its parent lacks and
+            // at another depth (probe 13: recorded and audited as a spawn), or with
+            // figures no agent has.
+            (
+                result_at(&key_a),
+                forged_result(&key_a, a.id.as_str(), "FORGED-8", vec![wider_child]),
+            ),
+            (
+                result_at(&key_a),
+                forged_result(&key_a, a.id.as_str(), "FORGED-9", vec![deeper_child]),
+            ),
+            (
+                result_at(&key_a),
+                forged_result(&key_a, a.id.as_str(), "FORGED-10", vec![absurd_child]),
+            ),
             // A run's own fact, and an agent of another run.
             (
                 event_at(&key_a),

@@ -791,3 +791,42 @@ fn a_run_whose_agent_was_retried_replays_identical() {
     assert_eq!(replay["agents"].as_array().unwrap().len(), 1, "{replay:#}");
     assert_eq!(out.status.code(), Some(0), "{replay:#}");
 }
+
+/// A batch swarm run replays identical: its merged report names each member's id and
+/// branch (new in a replay) and lists the members as they finished (probe 13: every
+/// such replay said "did not reproduce" and exited 1, all calls matched).
+#[test]
+fn a_swarm_run_replays_identical() {
+    let dir = git_repo(|_| {});
+    let script = "[[reply]]\nagent = \"swarm-1\"\ndelay_ms = 400\ntext = \"ONE\"\n\
+                  [[reply.tool_calls]]\nname = \"write_file\"\nargs = { path = \"one.txt\", content = \"1\\n\" }\n\
+                  [[reply]]\nagent = \"swarm-1\"\nturn = 2\ntext = \"ONE DONE\"\n\
+                  [[reply]]\nagent = \"swarm-2\"\ntext = \"TWO DONE\"\n";
+    let (out, original) = crewbox(
+        dir.path(),
+        script,
+        &[
+            "run",
+            "split it",
+            "--mode",
+            "swarm",
+            "--swarm-size",
+            "2",
+            "--strategy",
+            "batch",
+        ],
+    );
+    assert!(out.status.success(), "{original}");
+    let result = original["result"].as_str().unwrap();
+    let (one, two) = (
+        result.find("ONE DONE").unwrap(),
+        result.find("TWO DONE").unwrap(),
+    );
+    assert!(two < one, "the later member is listed later: {result}");
+    let run = original["run_id"].as_str().unwrap().to_owned();
+    let out = bin(dir.path(), &["replay", &run, "--json"]);
+    let replay = json(&out);
+    assert_eq!(replay["outcome"], "matched", "{replay:#}");
+    assert_eq!(replay["identical"], true, "{replay:#}");
+    assert!(out.status.success(), "{replay:#}");
+}

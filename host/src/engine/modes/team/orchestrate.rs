@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::eval::Evaluation;
-use super::parse::parse_assignments_to;
+use super::parse::parse_assignments;
 use super::prompts::{
     PlanningInput, WorkerInfo, WorkerResult, nudge_prompt, planning_prompt, synthesis_prompt,
     worker_prompt,
@@ -343,7 +343,7 @@ async fn plan(
         answer: first.outcome.result.clone(),
         ..StoredPlan::default()
     };
-    let mut parsed = parse_assignments_to(&plan.answer, &names, &displays);
+    let mut parsed = parse_assignments(&plan.answer, &names, &displays);
     plan.unknown = parsed.unknown.clone();
     if parsed.tasks.is_empty() {
         let nudge = nudge_prompt(&names);
@@ -366,7 +366,7 @@ async fn plan(
         }
         if again.outcome.state.is_success() {
             plan.answer = again.outcome.result.clone();
-            parsed = parse_assignments_to(&plan.answer, &names, &displays);
+            parsed = parse_assignments(&plan.answer, &names, &displays);
             plan.unknown.extend(parsed.unknown.iter().cloned());
         }
     }

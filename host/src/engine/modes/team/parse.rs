@@ -140,18 +140,9 @@ impl<'a> Members<'a> {
     }
 }
 
-/// Parses assignments from `reply` for the given member names.
-pub fn parse_assignments(reply: &str, members: &[&str]) -> Assignments {
-    parse_assignments_to(reply, members, &[])
-}
-
 /// Parses assignments from `reply` for the given member names, also read under their
 /// display names (`(display, name)`).
-pub fn parse_assignments_to(
-    reply: &str,
-    members: &[&str],
-    displays: &[(&str, &str)],
-) -> Assignments {
+pub fn parse_assignments(reply: &str, members: &[&str], displays: &[(&str, &str)]) -> Assignments {
     let members = Members::new(members, displays);
     let members = &members;
     let text = reply.replace("\r\n", "\n");
@@ -279,7 +270,7 @@ mod tests {
     #[test]
     fn blocks_with_end_next_marker_and_eof() {
         let reply = "Plan:\n@worker:Alice\nWrite the parser.\nWith tests.\n@end\nsome chatter\n@worker:bob\nReview it.\n@worker:carol.v2\nDocument it.";
-        let got = parse_assignments(reply, MEMBERS);
+        let got = parse_assignments(reply, MEMBERS, &[]);
         assert_eq!(
             got,
             Assignments {
@@ -296,7 +287,7 @@ mod tests {
     #[test]
     fn crlf_case_quotes_and_backticks() {
         let reply = "@WORKER: `alice`\r\nTask one\r\n@END\r\n@Worker:\"BOB\"\r\nTask two\r\n@end\r\n@worker:'Carol.V2'\r\nTask three\r\n";
-        let got = parse_assignments(reply, MEMBERS);
+        let got = parse_assignments(reply, MEMBERS, &[]);
         assert_eq!(
             got.tasks,
             tasks(&[
@@ -311,7 +302,7 @@ mod tests {
     #[test]
     fn unknown_names_are_reported_not_dropped_silently() {
         let reply = "@worker:dave\nDo X\n@end\n@worker:alice\nDo Y\n@end\n@worker:dave\nAgain\n@worker:alicia\nNear miss\n";
-        let got = parse_assignments(reply, MEMBERS);
+        let got = parse_assignments(reply, MEMBERS, &[]);
         assert_eq!(got.tasks, tasks(&[("Alice", "Do Y")]));
         assert_eq!(got.unknown, vec!["dave".to_owned(), "alicia".to_owned()]);
     }
@@ -320,7 +311,7 @@ mod tests {
     fn several_tasks_for_one_worker_merge_in_order() {
         let reply =
             "@worker:bob\nFirst\n@end\n@worker:alice\nOther\n@end\n@worker:BOB\nSecond\n@end";
-        let got = parse_assignments(reply, MEMBERS);
+        let got = parse_assignments(reply, MEMBERS, &[]);
         assert_eq!(
             got.tasks,
             tasks(&[("bob", "First\n\nSecond"), ("Alice", "Other")])
@@ -329,23 +320,23 @@ mod tests {
 
     #[test]
     fn task_on_the_marker_line_is_kept() {
-        let got = parse_assignments("@worker:bob fix the bug\nquickly\n@end", MEMBERS);
+        let got = parse_assignments("@worker:bob fix the bug\nquickly\n@end", MEMBERS, &[]);
         assert_eq!(got.tasks, tasks(&[("bob", "fix the bug\nquickly")]));
     }
 
     #[test]
     fn empty_tasks_and_no_markers_give_nothing() {
-        assert!(parse_assignments("@worker:bob\n@end", MEMBERS).is_empty());
-        assert!(parse_assignments("I will think about it.", MEMBERS).is_empty());
-        assert!(parse_assignments("", MEMBERS).is_empty());
+        assert!(parse_assignments("@worker:bob\n@end", MEMBERS, &[]).is_empty());
+        assert!(parse_assignments("I will think about it.", MEMBERS, &[]).is_empty());
+        assert!(parse_assignments("", MEMBERS, &[]).is_empty());
         // `@worker:` quoted mid-sentence is not a marker.
-        assert!(parse_assignments("Use the @worker:bob format.", MEMBERS).is_empty());
+        assert!(parse_assignments("Use the @worker:bob format.", MEMBERS, &[]).is_empty());
     }
 
     #[test]
     fn bulleted_blocks_and_inline_end() {
         let reply = "Plan:\n- @worker:alice\n  design it @end\n* @worker:bob test it @END\n1. @worker:carol.v2\nwrite to me@end.com\n@end";
-        let got = parse_assignments(reply, MEMBERS);
+        let got = parse_assignments(reply, MEMBERS, &[]);
         assert_eq!(
             got.tasks,
             tasks(&[
@@ -360,7 +351,7 @@ mod tests {
     #[test]
     fn fenced_json() {
         let reply = "Here you go:\n```json\n[\n  {\"worker\": \"alice\", \"task\": \"A\"},\n  {\"worker\": \"Bob\", \"task\": \"B\"},\n  {\"worker\": \"zed\", \"task\": \"Z\"}\n]\n```\n";
-        let got = parse_assignments(reply, MEMBERS);
+        let got = parse_assignments(reply, MEMBERS, &[]);
         assert_eq!(
             got,
             Assignments {
@@ -373,7 +364,7 @@ mod tests {
     #[test]
     fn bare_json_with_crlf_and_surrounding_text() {
         let reply = "Plan [draft]:\r\n[{\"worker\":\"bob\",\"task\":\"line1\\nline2\"},{\"worker\":\"bob\",\"task\":\"more\"}] done";
-        let got = parse_assignments(reply, MEMBERS);
+        let got = parse_assignments(reply, MEMBERS, &[]);
         assert_eq!(got.tasks, tasks(&[("bob", "line1\nline2\n\nmore")]));
     }
 
@@ -381,14 +372,14 @@ mod tests {
     fn json_is_preferred_over_blocks() {
         let reply =
             "@worker:alice\nblock task\n@end\n[{\"worker\": \"bob\", \"task\": \"json task\"}]";
-        let got = parse_assignments(reply, MEMBERS);
+        let got = parse_assignments(reply, MEMBERS, &[]);
         assert_eq!(got.tasks, tasks(&[("bob", "json task")]));
     }
 
     #[test]
     fn arrays_that_are_not_assignments_fall_back_to_blocks() {
         let reply = "Options: [1, 2]\n[]\n@worker:alice\nDo it\n@end";
-        let got = parse_assignments(reply, MEMBERS);
+        let got = parse_assignments(reply, MEMBERS, &[]);
         assert_eq!(got.tasks, tasks(&[("Alice", "Do it")]));
     }
     /// A Squad roster names members by display name (`| Claims | Fact Checker |`), and
@@ -407,7 +398,7 @@ mod tests {
                      - @worker:`fact  checker`\nand the dates\n@end\n\
                      @worker:MCMANUS write it @end\n@worker:Fact Checkers the word @end\n\
                      @worker:Fac Checker nobody @end";
-        let got = parse_assignments_to(reply, &names, &displays);
+        let got = parse_assignments(reply, &names, &displays);
         assert_eq!(
             got.tasks,
             tasks(&[
@@ -419,12 +410,12 @@ mod tests {
         assert_eq!(got.unknown, ["Fac"]);
         let json = r#"[{"worker": "Fact Checker", "task": "t"}]"#;
         assert_eq!(
-            parse_assignments_to(json, &names, &displays).tasks,
+            parse_assignments(json, &names, &displays).tasks,
             tasks(&[("fact-checker", "t")])
         );
         // Without the display names, the first word is the name, as before.
         assert_eq!(
-            parse_assignments("@worker:Fact Checker check @end", &names).tasks,
+            parse_assignments("@worker:Fact Checker check @end", &names, &[]).tasks,
             tasks(&[("fact", "Checker check")])
         );
     }

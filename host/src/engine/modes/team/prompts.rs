@@ -352,7 +352,7 @@ mod tests {
         let p = assignment_format(Some("alice"));
         let block = &p[p.find("@worker:").unwrap()..p.find("Or, instead").unwrap()];
         assert_eq!(
-            parse_assignments(block, &["alice"]).tasks,
+            parse_assignments(block, &["alice"], &[]).tasks,
             vec![(
                 "alice".to_owned(),
                 "The task, in as many lines as needed.".to_owned()
@@ -360,7 +360,7 @@ mod tests {
         );
         let json = &p[p.find("[{").unwrap()..];
         assert_eq!(
-            parse_assignments(json, &["alice"]).tasks,
+            parse_assignments(json, &["alice"], &[]).tasks,
             vec![("alice".to_owned(), "The task.".to_owned())]
         );
     }
