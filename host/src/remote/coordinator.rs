@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use async_nats::jetstream::{self, stream};
 use async_trait::async_trait;
-use futures::StreamExt;
+use futures::{FutureExt as _, StreamExt};
 use sha2::Digest;
 use tokio::sync::oneshot;
 
@@ -1454,7 +1454,22 @@ async fn consume(hub: std::sync::Weak<RunHub>, consumer: jetstream::consumer::Pu
                 }
             };
             let subject = msg.subject.to_string();
-            let ack = match take(&hub, &subject, &msg.payload).await {
+            // A message that makes its handling panic is refused like a malformed one:
+            // the run's other messages are still taken (the consumer died with it, and
+            // the run failed with its agents left queued).
+            let taken = std::panic::AssertUnwindSafe(take(&hub, &subject, &msg.payload))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| {
+                    let what = panic
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| panic.downcast_ref::<&str>().copied())
+                        .unwrap_or("a panic");
+                    tracing::error!(%subject, panic = %crate::text::escape(what), "taking a worker's message panicked");
+                    Err(Refusal::Refused(format!("taking it panicked: {}", crate::text::escape(what))))
+                });
+            let ack = match taken {
                 Ok(()) => msg.ack().await,
                 Err(Refusal::Refused(why)) => {
                     tracing::warn!(%subject, %why, "message from a worker refused");

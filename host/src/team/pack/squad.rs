@@ -754,11 +754,22 @@ impl SquadPack {
             }
         }
         if let Some(d) = self.optional_text("decisions.md", warnings) {
-            parts.push(format!(
-                "## Decisions ({})\n{}",
-                self.rel.join("decisions.md").display(),
-                d.trim()
-            ));
+            let head = format!(
+                "## Decisions ({})\n",
+                self.rel.join("decisions.md").display()
+            );
+            // Squad appends decisions: when they do not all fit, the newest are kept.
+            let used: usize = parts.iter().map(|p| p.chars().count() + 2).sum();
+            let room = MAX_CONTEXT_CHARS.saturating_sub(used + head.chars().count());
+            let (kept, dropped) = newest(d.trim(), room);
+            if dropped > 0 {
+                warnings.push(format!(
+                    "{}: the oldest {dropped} characters of decisions were left out (the shared \
+                     context holds {MAX_CONTEXT_CHARS}); the newest are kept",
+                    self.rel.join("decisions.md").display()
+                ));
+            }
+            parts.push(format!("{head}{kept}"));
         }
         if parts.is_empty() {
             return None;
@@ -772,6 +783,32 @@ impl SquadPack {
         }
         Some(text)
     }
+}
+
+/// The end of `text` that fits in `room` characters with a note of what was left out
+/// before it, starting at a heading or a line when it can; and how many characters
+/// were left out.
+fn newest(text: &str, room: usize) -> (String, usize) {
+    let total = text.chars().count();
+    if total <= room {
+        return (text.to_owned(), 0);
+    }
+    const NOTE: &str = "[older decisions left out]\n";
+    let keep = room.saturating_sub(NOTE.len());
+    let from = text
+        .char_indices()
+        .nth(total - keep)
+        .map_or(text.len(), |(at, _)| at);
+    let tail = &text[from..];
+    // From the first heading in what is kept, else from its first whole line.
+    let start = tail
+        .match_indices("\n#")
+        .next()
+        .or_else(|| tail.match_indices('\n').next())
+        .map_or(0, |(at, _)| at + 1);
+    let kept = &tail[start..];
+    let dropped = total - kept.chars().count();
+    (format!("{NOTE}{kept}"), dropped)
 }
 
 /// A model value as written: `auto`, `inherit`, `default` and placeholders mean the
@@ -974,5 +1011,15 @@ mod tests {
             model_value("`claude-haiku-4.5`").as_deref(),
             Some("claude-haiku-4.5")
         );
+    }
+    /// Decisions that do not fit keep the newest (Squad appends them), from a heading.
+    #[test]
+    fn the_newest_decisions_are_kept() {
+        let text = "# Decisions\n\n### 2025-01-01: old\nA.\n\n### 2025-06-01: new\nB.";
+        assert_eq!(newest(text, 200), (text.to_owned(), 0));
+        let (kept, dropped) = newest(text, 50);
+        assert_eq!(kept, "[older decisions left out]\n### 2025-06-01: new\nB.");
+        assert_eq!(dropped, text.len() - "### 2025-06-01: new\nB.".len());
+        assert_eq!(newest("é".repeat(50).as_str(), 0).1, 50);
     }
 }

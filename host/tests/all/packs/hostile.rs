@@ -160,9 +160,11 @@ fn huge_and_numerous_files_are_capped_with_warnings() {
     let flight = member(&t, "flight");
     assert_eq!(flight["truncated"], true);
     assert_eq!(flight["charter_chars"], 4_000 + "\n[truncated]".len());
+    // The newest decisions (Squad appends them) are kept, the oldest left out.
     assert!(
         w.iter()
-            .any(|w| w.contains("the shared context") && w.contains("cut")),
+            .any(|w| w.contains(".squad/decisions.md: the oldest")
+                && w.contains("the newest are kept")),
         "{w:?}"
     );
     let c = fx.show("claude");
