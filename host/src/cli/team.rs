@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::cli::render::{columns, fit};
 use crate::cli::{Context, Exit};
+use crewbox::Access;
 use crewbox::types::{Member, Team, TeamSource};
 
 /// Arguments of `crewbox team`.
@@ -273,10 +274,13 @@ fn show_text(out: &mut impl Write, t: &Team) -> std::io::Result<()> {
                 (None, Some(md)) => md.clone(),
                 (None, None) => "(run's model)".into(),
             };
-            let access = if m.access == m.requested_access {
-                m.access.to_string()
-            } else {
-                format!("{} (asked {})", m.access, m.requested_access)
+            // What it gets, and why when that is not what it asks for: a ceiling that
+            // grants more (Squad declares no tools, so its members ask for read-only),
+            // or one that grants less.
+            let access = match (m.access, m.requested_access) {
+                (got, asked) if got == asked => got.to_string(),
+                (Access::Full, asked) => format!("full (your ceiling; asks {asked})"),
+                (got, asked) => format!("{got} (asks {asked}; your ceiling)"),
             };
             let name = if m.display == m.name {
                 m.name.clone()

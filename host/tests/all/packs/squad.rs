@@ -412,3 +412,22 @@ fn a_lone_carriage_return_in_project_context_reaches_no_prompt() {
     );
     assert!(!ctx.contains('\r'), "{ctx:?}");
 }
+
+/// `team show` says why a member gets another access than it asks for: Squad's members
+/// ask for read-only (Squad declares no tools), and a raised ceiling gives them full.
+#[test]
+fn team_show_says_a_ceiling_gave_more_than_asked() {
+    let fx = Fx::new(fixtures::squad);
+    fx.trust(&[]);
+    let out = fx.run(&["team", "show", "squad"]);
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(shown.contains("read-only"), "{shown}");
+    assert!(!shown.contains("your ceiling"), "{shown}");
+    fx.user_config("[packs]\nmax_access = \"full\"\n");
+    let out = fx.run(&["team", "show", "squad"]);
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        shown.contains("full (your ceiling; asks read-only)"),
+        "{shown}"
+    );
+}
