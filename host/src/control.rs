@@ -30,16 +30,19 @@ pub enum Refused {
         /// How it ended.
         status: crate::RunStatus,
     },
-    /// A stop for a run no live process drives (or an agent of one): a stop queued
-    /// then would wait for the next `crewbox resume` and cut it short partway.
+    /// A stop or steer for a run no live process drives (or an agent of one): a stop
+    /// queued then would wait for the next `crewbox resume` and cut it short partway;
+    /// a steer would be for an agent the resume replaces with another.
     #[error(
         "run {run} is not running: it was interrupted and no process drives it, so \
-         nothing would act on a stop now; `crewbox resume {run}` finishes it, or leave it \
-         unfinished"
+         nothing would act on {order} now; `crewbox resume {run}` finishes it (steer its \
+         agents then), or leave it unfinished"
     )]
     Interrupted {
         /// The run.
         run: RunId,
+        /// `a stop` or `a steer`.
+        order: &'static str,
     },
     /// A team message with nothing in it but whitespace.
     #[error("the message is empty")]
@@ -94,6 +97,11 @@ pub async fn steer_agent(
 ) -> Result<Result<String, Refused>, StoreError> {
     if agent.state.is_terminal() {
         return Ok(Err(ended(agent)));
+    }
+    // As for a stop: an agent of a run no live process drives never sees a steer (a
+    // resume runs its step again under another agent).
+    if let Some(refused) = undriven(store, &agent.run_id, "a steer").await? {
+        return Ok(Err(refused));
     }
     store
         .push_control(agent.id.as_str(), ControlKind::Steer, Some(message))
@@ -212,19 +220,36 @@ pub async fn stop_target(
         StopTarget::Run(run) => (run.as_str(), run),
     };
     // Only a run a live process drives acts on a stop.
-    if let Some(record) = store.run(run).await? {
-        if record.status != crate::RunStatus::Running {
-            return Ok(Err(Refused::RunEnded {
-                run: run.clone(),
-                status: record.status,
-            }));
-        }
-        if record.is_interrupted() {
-            return Ok(Err(Refused::Interrupted { run: run.clone() }));
-        }
+    if let Some(refused) = undriven(store, run, "a stop").await? {
+        return Ok(Err(refused));
     }
     store.push_control(id, ControlKind::Stop, None).await?;
     Ok(Ok(format!("stop requested for {id}")))
+}
+
+/// Why an `order` for `run` would reach nothing: the run ended, or no live process
+/// drives it (killed, not resumed yet). `None` for a run that is not stored.
+async fn undriven(
+    store: &Store,
+    run: &RunId,
+    order: &'static str,
+) -> Result<Option<Refused>, StoreError> {
+    let Some(record) = store.run(run).await? else {
+        return Ok(None);
+    };
+    Ok(if record.status != crate::RunStatus::Running {
+        Some(Refused::RunEnded {
+            run: run.clone(),
+            status: record.status,
+        })
+    } else if record.is_interrupted() {
+        Some(Refused::Interrupted {
+            run: run.clone(),
+            order,
+        })
+    } else {
+        None
+    })
 }
 
 fn ended(agent: &AgentRecord) -> Refused {

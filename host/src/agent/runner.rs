@@ -144,7 +144,9 @@ pub struct RunnerEnv {
     pub started: Arc<super::started::Started>,
 }
 
-fn cap(text: &str) -> String {
+/// `text` as an event holds it (a steer's message in `agent.steer`): cut past
+/// [`EVENT_TEXT_CAP`] bytes, with its length.
+pub(crate) fn cap(text: &str) -> String {
     if text.len() <= EVENT_TEXT_CAP {
         return text.to_owned();
     }

@@ -669,6 +669,24 @@ struct HubState {
     /// result (its task then redelivered) spent them too, and the result counts only
     /// its own.
     spent: HashMap<String, HashMap<String, crate::vocab::Usage>>,
+    /// Steers a worker took for an agent of a task, not yet seen delivered (no
+    /// `agent.steer` or `agent.steer-undelivered` event of theirs came back): when
+    /// another execution of the task is heard from (the one that took them was killed
+    /// and the task redelivered), they are queued again for it.
+    handed: Vec<Handed>,
+    /// The execution of each task last heard from (its events' `exec`).
+    execs: HashMap<String, String>,
+}
+
+/// A steer a worker took (see [`HubState::handed`]).
+struct Handed {
+    /// The task.
+    key: String,
+    /// The agent it was sent to as its queued order named it.
+    target: String,
+    /// The agent id its worker runs the task's agent as.
+    on_worker: String,
+    message: String,
 }
 
 /// A task's copy on the server, as [`NatsExecutor::queued`] found it.
@@ -935,6 +953,10 @@ impl RunHub {
         tracing::debug!(task = %result.key, worker = %result.worker, "result taken");
         let mut state = self.state();
         state.answered.insert(result.key.clone());
+        // The task is over: a steer it took and never told of is its worker's to
+        // report (`agent.steer-undelivered`), not given to anyone again.
+        state.handed.retain(|h| h.key != result.key);
+        state.execs.remove(&result.key);
         // Its sub-agents ended with it: no order goes to them now.
         state.started.retain(|_, k| *k != result.key);
         let HubState {
@@ -1033,6 +1055,7 @@ impl RunHub {
         exec: &str,
         events: Vec<ForwardedEvent>,
     ) -> Result<(Vec<crate::store::Pending>, Option<String>), Refusal> {
+        self.requeue_lost_steers(key, exec).await?;
         let mut stored = Vec::with_capacity(events.len());
         let mut refused = None;
         for e in events {
@@ -1041,6 +1064,11 @@ impl RunHub {
                 Ok(a) => {
                     if let Event::ModelReply { usage, .. } = &a.event {
                         self.tally(key, exec, &a.agent, *usage);
+                    }
+                    if let Event::AgentSteer { message }
+                    | Event::AgentSteerUndelivered { message, .. } = &a.event
+                    {
+                        self.steer_seen(key, &a.agent, message);
                     }
                     // Recorded before its first event (in order with it).
                     if let Some(s) = a.started {
@@ -1062,6 +1090,45 @@ impl RunHub {
             }
         }
         Ok((stored, refused))
+    }
+
+    /// Queues again the steers a worker took for task `key` that no event said it
+    /// delivered, when `exec` is another execution of the task than the one last heard
+    /// from: the one that took them ended without a word (killed), and the task runs
+    /// again on a worker that never had them.
+    async fn requeue_lost_steers(&self, key: &str, exec: &str) -> Result<(), Refusal> {
+        let lost: Vec<Handed> = {
+            let mut state = self.state();
+            let before = state.execs.insert(key.to_owned(), exec.to_owned());
+            if before.is_none_or(|b| b == exec) {
+                return Ok(());
+            }
+            let (lost, kept) = std::mem::take(&mut state.handed)
+                .into_iter()
+                .partition(|h| h.key == key);
+            state.handed = kept;
+            lost
+        };
+        for h in lost {
+            tracing::info!(task = %key, agent = %h.target, "a steer the task's killed execution took is given to the one running it now");
+            self.store
+                .push_control(&h.target, ControlKind::Steer, Some(&h.message))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Forgets the steer of task `key` that an `agent.steer` or `agent.steer-undelivered`
+    /// event (its `message`, as an event holds it) about `agent` says reached its end.
+    fn steer_seen(&self, key: &str, agent: &AgentId, message: &str) {
+        let mut state = self.state();
+        if let Some(at) = state.handed.iter().position(|h| {
+            h.key == key
+                && (h.on_worker == agent.as_str() || h.target == agent.as_str())
+                && crate::agent::runner::cap(&h.message) == message
+        }) {
+            state.handed.remove(at);
+        }
     }
 
     /// Counts `usage` of a model reply of `agent` sent by execution `exec` of task `key`,
@@ -1320,14 +1387,30 @@ async fn forward_controls(hub: std::sync::Weak<RunHub>, client: async_nats::Clie
                 order,
                 message,
             };
-            Some((c.seq, control_subject(&pool, hub.run.as_str(), key), order))
+            let subject = control_subject(&pool, hub.run.as_str(), key);
+            Some((c.seq, c.target, subject, order))
         });
-        let sent = futures::future::join_all(orders.map(|(seq, subject, order)| {
+        let sent = futures::future::join_all(orders.map(|(seq, target, subject, order)| {
             let client = &client;
-            async move { send_control(client, &subject, &order).await.then_some(seq) }
+            async move {
+                send_control(client, &subject, &order)
+                    .await
+                    .then_some((seq, target, order))
+            }
         }))
         .await;
-        let taken: Vec<i64> = sent.into_iter().flatten().collect();
+        let mut taken: Vec<i64> = Vec::new();
+        for (seq, target, order) in sent.into_iter().flatten() {
+            taken.push(seq);
+            if let (Order::Steer, Some(message)) = (order.order, order.message) {
+                hub.state().handed.push(Handed {
+                    key: order.key,
+                    target,
+                    on_worker: order.agent_id,
+                    message,
+                });
+            }
+        }
         if !taken.is_empty()
             && let Err(e) = hub.store.consume_controls(taken).await
         {

@@ -2176,6 +2176,46 @@ fn steer_a_remote_agent(c: &Cluster) {
 /// `crewbox steer` and `crewbox stop` reach an agent running on a worker, from any
 /// process on the coordinator's machine: the steer before its next model call, the stop
 /// at once (the worker does not run it to its end).
+/// A steer a worker took, then killed before its agent read it, reaches the execution
+/// that runs the task next (probe 16: lost without a trace, the agent ended "never
+/// steered" and no `agent.steer-undelivered` was recorded).
+#[test]
+fn a_steer_taken_by_a_worker_killed_before_delivering_it_reaches_the_next() {
+    let Some(mut c) = cluster(|r| std::fs::write(r.join("notes.txt"), "hello\n").unwrap()) else {
+        return;
+    };
+    c.worker_env
+        .push(("RUST_LOG".to_owned(), "crewbox=info".to_owned()));
+    c.script(STEER_ME);
+    let first = c.worker("wa");
+    let run = single_run(&c, "steer me");
+    let agent = running_agent(&c, "steer me");
+    cli_ok(&c, &["steer", agent.id.as_str(), "STEER-5c1"]);
+    let log = first.log.clone();
+    let taken = wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&log)
+            .is_ok_and(|l| l.contains("order from the coordinator") && l.contains("taken=true"))
+    });
+    assert!(
+        taken,
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    // Killed in its first model call (4 s): the steer waits in its memory, unread.
+    first.kill9();
+    let second = c.worker("wb");
+    let steered = report(&run.output());
+    assert_eq!(steered["status"], "completed", "{steered}");
+    assert!(
+        steered["result"]
+            .as_str()
+            .is_some_and(|r| r.contains("steered: took the order")),
+        "{steered}\n{}",
+        std::fs::read_to_string(&second.log).unwrap_or_default()
+    );
+    assert_eq!(second.stop().ran, 1);
+}
+
 #[test]
 fn a_remote_agent_is_steered_and_stopped_through_its_worker() {
     let Some(c) = cluster(|_| {}) else { return };

@@ -608,8 +608,8 @@ fn planned() -> (
     (dir, db, child, run)
 }
 
-/// Resume (and stop) refuse a run a live process drives and a finished one; stop also
-/// refuses an interrupted run, which no process would act on.
+/// Resume (and stop) refuse a run a live process drives and a finished one; stop and
+/// steer also refuse an interrupted run, which no process would act on.
 #[test]
 fn resume_refuses_a_live_run_and_a_finished_one() {
     let (dir, db, mut child, run) = planned();
@@ -641,6 +641,21 @@ fn resume_refuses_a_live_run_and_a_finished_one() {
         stderr(&stop).contains("is not running: it was interrupted"),
         "{}",
         stderr(&stop)
+    );
+    // Nor a steer for one of its agents, which the resume replaces with another (probe
+    // 16: accepted as "queued", then never delivered, and logged undelivered with a
+    // false reason).
+    let live = db
+        .agents(&run)
+        .into_iter()
+        .find(|a| !a.state.is_terminal())
+        .expect("an agent the kill left unfinished");
+    let steer = bin(dir.path(), &["steer", live.id.as_str(), "too late"]);
+    assert_eq!(steer.status.code(), Some(1), "{}", stderr(&steer));
+    assert!(
+        stderr(&steer).contains("nothing would act on a steer now"),
+        "{}",
+        stderr(&steer)
     );
     let report = resume(dir.path(), &run);
     assert_eq!(report["status"], "completed", "{report:#}");
