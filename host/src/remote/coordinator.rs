@@ -22,7 +22,7 @@ use futures::{FutureExt as _, StreamExt};
 use sha2::Digest;
 use tokio::sync::oneshot;
 
-use super::streams::{self, control_subject, result_subject, task_subject};
+use super::streams::{self, control_subject, event_subject, result_subject, task_subject};
 use super::task::{
     Control, Forwarded, ForwardedEvent, MAX_CHILDREN, Order, StartedAgent, Task, TaskPlacement,
     TaskResult, ValidatorRef, WIRE_VERSION, base_ref, is_token,
@@ -476,6 +476,7 @@ impl NatsExecutor {
             .get_last_raw_message_by_subject(&result_at)
             .await
         {
+            self.take_events_before(hub, task, msg.sequence).await?;
             match TaskResult::from_bytes(&msg.payload) {
                 Ok(r) if r.key == task.key => match hub.take_result(r).await {
                     Ok(()) => return Ok(true),
@@ -494,6 +495,47 @@ impl NatsExecutor {
             tracing::info!(task = %task.key, "task still on the server; awaiting its result");
         }
         Ok(on_server)
+    }
+
+    /// Takes the events of `task` stored on the server before its result (at stream
+    /// sequence `until`), in their order: the ones its worker sent while no coordinator
+    /// ran. The run's consumer would offer them too, but a result taken from the server
+    /// ends the step at once, and a run that ends first never reads them (they were
+    /// lost). Each is stored once, however often it is offered.
+    async fn take_events_before(
+        &self,
+        hub: &RunHub,
+        task: &Task,
+        until: u64,
+    ) -> Result<(), EngineError> {
+        let subject = event_subject(&task.run_id, &task.key);
+        let mut seq = 1;
+        for _ in 0..MAX_EVENT_MESSAGES_TAKEN {
+            let Ok(msg) = self
+                .results
+                .get_first_raw_message_by_subject(&subject, seq)
+                .await
+            else {
+                break;
+            };
+            if msg.sequence >= until {
+                break;
+            }
+            seq = msg.sequence + 1;
+            let why = match Forwarded::from_bytes(&msg.payload) {
+                Ok(f) if f.key == task.key => {
+                    match hub.take_events(&task.key, &f.exec, f.events).await {
+                        Ok(()) => continue,
+                        Err(Refusal::Store(e)) => return Err(e),
+                        Err(Refusal::Refused(why) | Refusal::Unclaimed(why)) => why,
+                    }
+                }
+                Ok(f) => format!("it is about task {}", crate::text::escape(&f.key)),
+                Err(e) => e.to_string(),
+            };
+            tracing::warn!(%subject, seq = msg.sequence, %why, "a stored message of events refused");
+        }
+        Ok(())
     }
 
     /// The agent a stored result of `task` names when that is the predecessor a resumed
@@ -655,6 +697,10 @@ struct HubState {
     waiting: HashMap<String, Waiter>,
     /// Keys whose result this process has taken (a redelivery of one is a duplicate).
     answered: HashSet<String>,
+    /// The agent each answered task was for, and the agent id its worker ran it as when
+    /// that was another: the events its worker sent before its result, which a resumed
+    /// run reads after taking the result from the server, are still the task's.
+    answered_by: HashMap<String, (AgentId, Option<AgentId>)>,
     /// Keys this process has published (or is publishing), kept for a new run only
     /// ([`RunHub::new`]): there they say which keys can have anything on the server.
     published: HashSet<String>,
@@ -739,6 +785,10 @@ impl From<crate::store::StoreError> for Refusal {
         Self::Store(e.into())
     }
 }
+
+/// Messages of events of one task read from the server before its stored result is
+/// taken (a task's worker sends one at most every 200 ms).
+const MAX_EVENT_MESSAGES_TAKEN: usize = 10_000;
 
 /// Deliveries of a message no agent here claims before it is dropped.
 const UNCLAIMED_DELIVERIES: i64 = 12;
@@ -966,6 +1016,9 @@ impl RunHub {
         } = &mut *state;
         started_grants.retain(|a, _| started.contains_key(a));
         if let Some(w) = state.waiting.remove(&result.key) {
+            state
+                .answered_by
+                .insert(result.key.clone(), (w.agent.clone(), w.runs_as.clone()));
             let _ = w.result.send(result);
         }
         Ok(())
@@ -1192,14 +1245,17 @@ impl RunHub {
             return Ok(Err(format!("event of task {task} names no agent")));
         };
         let agent = AgentId::from_string(named);
-        let Some((task_agent, runs_as)) = self
-            .state()
-            .waiting
-            .get(key)
-            .map(|w| (w.agent.clone(), w.runs_as.clone()))
-        else {
+        let found = {
+            let state = self.state();
+            state
+                .waiting
+                .get(key)
+                .map(|w| (w.agent.clone(), w.runs_as.clone()))
+                .or_else(|| state.answered_by.get(key).cloned())
+        };
+        let Some((task_agent, runs_as)) = found else {
             return Ok(Err(format!(
-                "event `{kind}` of task {task}: the task has been answered; its events came with its result"
+                "event `{kind}` of task {task}: no agent here waits for the task"
             )));
         };
         // The task's agent, a sub-agent its worker started for it (recorded here, or
@@ -1223,6 +1279,15 @@ impl RunHub {
                 .started_grants
                 .insert(agent.clone(), (s.agent.caps.clone(), s.agent.depth));
         }
+        // What the worker does under the predecessor a resumed step replaced is the
+        // step's agent's doing now: it is recorded about that agent (which then shows
+        // running, and has the branch it commits to), not about the one the
+        // interruption ended.
+        let agent = if runs_as.as_ref() == Some(&agent) {
+            task_agent
+        } else {
+            agent
+        };
         Ok(Ok(Admitted {
             agent,
             at: e.at,

@@ -109,20 +109,17 @@ pub(super) fn compare(
 ) -> ReplayReport {
     let git = git2::Repository::open(repo).ok();
     let git = git.as_ref();
-    let n = original.agents.len().max(report.agents.len());
-    let agents: Vec<AgentMatch> = (0..n)
-        .map(|i| {
-            let (a, b) = (original.agents.get(i), report.agents.get(i));
-            AgentMatch {
-                name: a.or(b).map(|x| x.name.clone()).unwrap_or_default(),
-                recorded: a.map(|x| x.state),
-                replayed: b.map(|x| x.state),
-                same_result: a.map(|x| &x.result) == b.map(|x| &x.result),
-                same_tree: same_tree(
-                    tree_of(git, branch_of(a.and_then(|x| x.branch.as_ref()))),
-                    tree_of(git, branch_of(b.and_then(|x| x.branch.as_ref()))),
-                ),
-            }
+    let agents: Vec<AgentMatch> = pairs(&original.agents, &report.agents)
+        .into_iter()
+        .map(|(a, b)| AgentMatch {
+            name: a.or(b).map(|x| x.name.clone()).unwrap_or_default(),
+            recorded: a.map(|x| x.state),
+            replayed: b.map(|x| x.state),
+            same_result: a.map(|x| &x.result) == b.map(|x| &x.result),
+            same_tree: same_tree(
+                tree_of(git, branch_of(a.and_then(|x| x.branch.as_ref()))),
+                tree_of(git, branch_of(b.and_then(|x| x.branch.as_ref()))),
+            ),
         })
         .collect();
     let integration = |r: &RunReport| {
@@ -160,6 +157,47 @@ pub(super) fn compare(
         same_integration_tree,
         agents,
         report,
+    }
+}
+
+/// The recorded run's agents each with the replay's agent of the same name (the first
+/// of a name with the first, and so on), in the recorded order, then the replay's
+/// agents that have no counterpart. By name, not position: a resumed run creates the
+/// agents it ran again after those it kept, a replay in the steps' order.
+fn pairs<'a, T: Named>(original: &'a [T], replay: &'a [T]) -> Vec<(Option<&'a T>, Option<&'a T>)> {
+    let mut taken = vec![false; replay.len()];
+    let mut out: Vec<(Option<&T>, Option<&T>)> = original
+        .iter()
+        .map(|a| {
+            let b = replay
+                .iter()
+                .enumerate()
+                .find(|(j, b)| !taken[*j] && b.name() == a.name())
+                .map(|(j, b)| {
+                    taken[j] = true;
+                    b
+                });
+            (Some(a), b)
+        })
+        .collect();
+    out.extend(
+        replay
+            .iter()
+            .zip(&taken)
+            .filter(|(_, t)| !**t)
+            .map(|(b, _)| (None, Some(b))),
+    );
+    out
+}
+
+/// What [`pairs`] pairs by.
+trait Named {
+    fn name(&self) -> &str;
+}
+
+impl Named for crate::engine::AgentReport {
+    fn name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -269,4 +307,37 @@ pub(super) fn delete_branches(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl Named for &str {
+        fn name(&self) -> &str {
+            self
+        }
+    }
+
+    /// Agents pair by name in order of occurrence, whatever order each run lists them
+    /// in; the ones without a counterpart stand alone.
+    #[test]
+    fn agents_pair_by_name_not_position() {
+        let original = ["bob", "alice", "alice", "carol"];
+        let replay = ["alice", "bob", "alice", "dave"];
+        let got: Vec<(Option<&str>, Option<&str>)> = pairs(&original, &replay)
+            .into_iter()
+            .map(|(a, b)| (a.copied(), b.copied()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("bob"), Some("bob")),
+                (Some("alice"), Some("alice")),
+                (Some("alice"), Some("alice")),
+                (Some("carol"), None),
+                (None, Some("dave")),
+            ]
+        );
+    }
 }

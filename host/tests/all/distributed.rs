@@ -717,12 +717,27 @@ fn killed_coordinator_resumed(answered_first: bool) {
     assert_eq!(report["result"], "SYNTHESIS: a queue with push/pop, tested");
     let agents = db.agents(&run);
     let workers = db.workers(&run);
+    let events = db
+        .rt
+        .block_on(db.store.events(Some(&run), 0, 10_000))
+        .unwrap();
     for name in ["alice", "bob"] {
         let done: Vec<_> = agents
             .iter()
             .filter(|a| a.name == name && a.state == AgentState::Completed)
             .collect();
         assert_eq!(done.len(), 1, "{name}: {agents:?}");
+        // What its worker did under the agent the resume replaced is recorded about
+        // the agent that completed (probe 16: about the interrupted one, so the
+        // completed one had no model reply, branch or start of its own).
+        assert!(
+            events
+                .iter()
+                .any(|e| e.agent_id.as_ref() == Some(&done[0].id)
+                    && matches!(e.event, crewbox::Event::ModelReply { .. })),
+            "{name}: no model reply about {}: {events:#?}",
+            done[0].id
+        );
     }
     let (ta, tb) = (a.stop(), b.stop());
     // Each task ran once: the results that arrived while the coordinator was down were
