@@ -715,16 +715,17 @@ struct HubState {
     /// result (its task then redelivered) spent them too, and the result counts only
     /// its own.
     spent: HashMap<String, HashMap<String, crate::vocab::Usage>>,
-    /// Steers a worker took for an agent of a task, not yet seen delivered (no
-    /// `agent.steer` or `agent.steer-undelivered` event of theirs came back): when
-    /// another execution of the task is heard from (the one that took them was killed
-    /// and the task redelivered), they are queued again for it.
+    /// Orders a worker took for an agent of a task, not yet seen carried out (a steer:
+    /// no `agent.steer` or `agent.steer-undelivered` event of it came back; a stop: the
+    /// task has no result yet): when another execution of the task is heard from (the
+    /// one that took them was killed and the task redelivered), they are queued again
+    /// for it.
     handed: Vec<Handed>,
     /// The execution of each task last heard from (its events' `exec`).
     execs: HashMap<String, String>,
 }
 
-/// A steer a worker took (see [`HubState::handed`]).
+/// An order a worker took (see [`HubState::handed`]).
 struct Handed {
     /// The task.
     key: String,
@@ -732,7 +733,9 @@ struct Handed {
     target: String,
     /// The agent id its worker runs the task's agent as.
     on_worker: String,
-    message: String,
+    kind: ControlKind,
+    /// A steer's message.
+    message: Option<String>,
 }
 
 /// A task's copy on the server, as [`NatsExecutor::queued`] found it.
@@ -1003,7 +1006,7 @@ impl RunHub {
         tracing::debug!(task = %result.key, worker = %result.worker, "result taken");
         let mut state = self.state();
         state.answered.insert(result.key.clone());
-        // The task is over: a steer it took and never told of is its worker's to
+        // The task is over: an order it took and never told of is its worker's to
         // report (`agent.steer-undelivered`), not given to anyone again.
         state.handed.retain(|h| h.key != result.key);
         state.execs.remove(&result.key);
@@ -1108,7 +1111,7 @@ impl RunHub {
         exec: &str,
         events: Vec<ForwardedEvent>,
     ) -> Result<(Vec<crate::store::Pending>, Option<String>), Refusal> {
-        self.requeue_lost_steers(key, exec).await?;
+        self.requeue_lost_orders(key, exec).await?;
         let mut stored = Vec::with_capacity(events.len());
         let mut refused = None;
         for e in events {
@@ -1145,11 +1148,11 @@ impl RunHub {
         Ok((stored, refused))
     }
 
-    /// Queues again the steers a worker took for task `key` that no event said it
-    /// delivered, when `exec` is another execution of the task than the one last heard
+    /// Queues again the orders a worker took for task `key` that it was not seen to
+    /// carry out, when `exec` is another execution of the task than the one last heard
     /// from: the one that took them ended without a word (killed), and the task runs
     /// again on a worker that never had them.
-    async fn requeue_lost_steers(&self, key: &str, exec: &str) -> Result<(), Refusal> {
+    async fn requeue_lost_orders(&self, key: &str, exec: &str) -> Result<(), Refusal> {
         let lost: Vec<Handed> = {
             let mut state = self.state();
             let before = state.execs.insert(key.to_owned(), exec.to_owned());
@@ -1163,9 +1166,9 @@ impl RunHub {
             lost
         };
         for h in lost {
-            tracing::info!(task = %key, agent = %h.target, "a steer the task's killed execution took is given to the one running it now");
+            tracing::info!(task = %key, agent = %h.target, order = ?h.kind, "an order the task's killed execution took is given to the one running it now");
             self.store
-                .push_control(&h.target, ControlKind::Steer, Some(&h.message))
+                .push_control(&h.target, h.kind, h.message.as_deref())
                 .await?;
         }
         Ok(())
@@ -1178,7 +1181,11 @@ impl RunHub {
         if let Some(at) = state.handed.iter().position(|h| {
             h.key == key
                 && (h.on_worker == agent.as_str() || h.target == agent.as_str())
-                && crate::agent::runner::cap(&h.message) == message
+                && h.message
+                    .as_deref()
+                    .map(crate::agent::runner::cap)
+                    .as_deref()
+                    == Some(message)
         }) {
             state.handed.remove(at);
         }
@@ -1467,14 +1474,16 @@ async fn forward_controls(hub: std::sync::Weak<RunHub>, client: async_nats::Clie
         let mut taken: Vec<i64> = Vec::new();
         for (seq, target, order) in sent.into_iter().flatten() {
             taken.push(seq);
-            if let (Order::Steer, Some(message)) = (order.order, order.message) {
-                hub.state().handed.push(Handed {
-                    key: order.key,
-                    target,
-                    on_worker: order.agent_id,
-                    message,
-                });
-            }
+            hub.state().handed.push(Handed {
+                key: order.key,
+                target,
+                on_worker: order.agent_id,
+                kind: match order.order {
+                    Order::Steer => ControlKind::Steer,
+                    Order::Stop => ControlKind::Stop,
+                },
+                message: order.message,
+            });
         }
         if !taken.is_empty()
             && let Err(e) = hub.store.consume_controls(taken).await
