@@ -156,14 +156,23 @@ pub struct Member {
 }
 
 impl Member {
-    /// A one-line description: the charter's first non-heading line, at most 160 chars.
+    /// A one-line description: the charter's first line of text that is no heading,
+    /// outside a section on the member's model (a Squad charter's `## Model`, whose
+    /// `- **Preferred:** …` describes nothing), a quote's `>` left off; at most 160
+    /// chars.
     pub fn summary(&self) -> Option<String> {
-        let line = self
-            .charter
-            .as_deref()?
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty() && !l.starts_with('#'))?;
+        let mut in_model = false;
+        let line = self.charter.as_deref()?.lines().map(str::trim).find(|l| {
+            if let Some(heading) = l.strip_prefix('#') {
+                in_model = heading
+                    .trim_start_matches('#')
+                    .trim()
+                    .eq_ignore_ascii_case("model");
+                return false;
+            }
+            !l.is_empty() && !in_model && !l.trim_start_matches('>').trim().is_empty()
+        })?;
+        let line = line.trim_start_matches('>').trim();
         Some(if line.chars().count() > 160 {
             let cut: String = line.chars().take(159).collect();
             format!("{cut}…")
@@ -774,5 +783,11 @@ name = "alice"
         assert_eq!(member.summary().as_deref(), Some("Reads diffs."));
         member.charter = Some("x".repeat(300));
         assert_eq!(member.summary().unwrap().chars().count(), 160);
+        // A Squad charter opening with its model preference, then a quoted line.
+        member.charter = Some(
+            "# Lead\n\n## Model\n- **Preferred:** claude-opus-4.5\n\n## Identity\n\n>\n> Owns the plan.\n"
+                .into(),
+        );
+        assert_eq!(member.summary().as_deref(), Some("Owns the plan."));
     }
 }
