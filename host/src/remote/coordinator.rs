@@ -697,10 +697,6 @@ struct HubState {
     waiting: HashMap<String, Waiter>,
     /// Keys whose result this process has taken (a redelivery of one is a duplicate).
     answered: HashSet<String>,
-    /// The agent each answered task was for, and the agent id its worker ran it as when
-    /// that was another: the events its worker sent before its result, which a resumed
-    /// run reads after taking the result from the server, are still the task's.
-    answered_by: HashMap<String, (AgentId, Option<AgentId>)>,
     /// Keys this process has published (or is publishing), kept for a new run only
     /// ([`RunHub::new`]): there they say which keys can have anything on the server.
     published: HashSet<String>,
@@ -1019,9 +1015,6 @@ impl RunHub {
         } = &mut *state;
         started_grants.retain(|a, _| started.contains_key(a));
         if let Some(w) = state.waiting.remove(&result.key) {
-            state
-                .answered_by
-                .insert(result.key.clone(), (w.agent.clone(), w.runs_as.clone()));
             let _ = w.result.send(result);
         }
         Ok(())
@@ -1155,9 +1148,14 @@ impl RunHub {
     async fn requeue_lost_orders(&self, key: &str, exec: &str) -> Result<(), Refusal> {
         let lost: Vec<Handed> = {
             let mut state = self.state();
-            let before = state.execs.insert(key.to_owned(), exec.to_owned());
-            if before.is_none_or(|b| b == exec) {
-                return Ok(());
+            // Most messages come from the execution heard from last: nothing allocated.
+            match state.execs.get_mut(key) {
+                Some(last) if last == exec => return Ok(()),
+                Some(last) => *last = exec.to_owned(),
+                None => {
+                    state.execs.insert(key.to_owned(), exec.to_owned());
+                    return Ok(());
+                }
             }
             let (lost, kept) = std::mem::take(&mut state.handed)
                 .into_iter()
@@ -1252,17 +1250,14 @@ impl RunHub {
             return Ok(Err(format!("event of task {task} names no agent")));
         };
         let agent = AgentId::from_string(named);
-        let found = {
-            let state = self.state();
-            state
-                .waiting
-                .get(key)
-                .map(|w| (w.agent.clone(), w.runs_as.clone()))
-                .or_else(|| state.answered_by.get(key).cloned())
-        };
-        let Some((task_agent, runs_as)) = found else {
+        let Some((task_agent, runs_as)) = self
+            .state()
+            .waiting
+            .get(key)
+            .map(|w| (w.agent.clone(), w.runs_as.clone()))
+        else {
             return Ok(Err(format!(
-                "event `{kind}` of task {task}: no agent here waits for the task"
+                "event `{kind}` of task {task}: the task has been answered; its events came with its result"
             )));
         };
         // The task's agent, a sub-agent its worker started for it (recorded here, or

@@ -217,10 +217,10 @@ fn same_run_result(original: &RunReport, report: &RunReport) -> bool {
         }
         text.replace(r.run_id.as_str(), "<run>")
     };
-    let (a, b) = (neutral(original), neutral(report));
     if original.result.is_some() != report.result.is_some() {
         return false;
     }
+    let (a, b) = (neutral(original), neutral(report));
     if a == b {
         return true;
     }

@@ -2178,19 +2178,21 @@ fn steer_a_remote_agent(c: &Cluster) {
     let run = single_run(c, "steer me");
     let agent = running_agent(c, "steer me");
     cli_ok(c, &["steer", agent.id.as_str(), "STEER-5c1"]);
-    let steered = report(&run.output());
-    assert_eq!(steered["status"], "completed", "{steered}");
+    assert_steered(&report(&run.output()), "");
+}
+
+/// `report` is of a run whose agent completed having read the steer of [`STEER_ME`];
+/// `context` goes with a failure.
+fn assert_steered(report: &serde_json::Value, context: &str) {
+    assert_eq!(report["status"], "completed", "{report}\n{context}");
     assert!(
-        steered["result"]
+        report["result"]
             .as_str()
             .is_some_and(|r| r.contains("steered: took the order")),
-        "{steered}"
+        "{report}\n{context}"
     );
 }
 
-/// `crewbox steer` and `crewbox stop` reach an agent running on a worker, from any
-/// process on the coordinator's machine: the steer before its next model call, the stop
-/// at once (the worker does not run it to its end).
 /// A steer a worker took, then killed before its agent read it, reaches the execution
 /// that runs the task next (probe 16: lost without a trace, the agent ended "never
 /// steered" and no `agent.steer-undelivered` was recorded).
@@ -2219,18 +2221,16 @@ fn a_steer_taken_by_a_worker_killed_before_delivering_it_reaches_the_next() {
     // Killed in its first model call (4 s): the steer waits in its memory, unread.
     first.kill9();
     let second = c.worker("wb");
-    let steered = report(&run.output());
-    assert_eq!(steered["status"], "completed", "{steered}");
-    assert!(
-        steered["result"]
-            .as_str()
-            .is_some_and(|r| r.contains("steered: took the order")),
-        "{steered}\n{}",
-        std::fs::read_to_string(&second.log).unwrap_or_default()
+    assert_steered(
+        &report(&run.output()),
+        &std::fs::read_to_string(&second.log).unwrap_or_default(),
     );
     assert_eq!(second.stop().ran, 1);
 }
 
+/// `crewbox steer` and `crewbox stop` reach an agent running on a worker, from any
+/// process on the coordinator's machine: the steer before its next model call, the stop
+/// at once (the worker does not run it to its end).
 #[test]
 fn a_remote_agent_is_steered_and_stopped_through_its_worker() {
     let Some(c) = cluster(|_| {}) else { return };

@@ -134,15 +134,7 @@ fn walk(dir: &PackDir, shown: &Path, layer: &mut Layer) -> Vec<PathBuf> {
             }
         };
         let here = shown.join(&rel);
-        if listing.more > 0 || listing.uncounted {
-            layer.warnings.extend(
-                super::Listing {
-                    not_utf8: Vec::new(),
-                    ..listing.clone()
-                }
-                .warnings(&here),
-            );
-        }
+        layer.warnings.extend(listing.past_cap(&here));
         // A name that is not UTF-8 is never read; an agent file among them is named.
         for name in &listing.not_utf8 {
             if name.to_ascii_lowercase().ends_with(".md") {
@@ -738,11 +730,8 @@ mod tests {
     #[test]
     fn skip_reasons_name_what_is_wrong() {
         let why = |text: &str| parse_agent(text, false, &mut Vec::new()).unwrap_err();
-        assert!(
-            why("---\nname: a\ntools: Read\nbody\n").contains("no closing `---`"),
-            "{}",
-            why("---\nname: a\n")
-        );
+        let open = why("---\nname: a\ntools: Read\nbody\n");
+        assert!(open.contains("no closing `---`"), "{open}");
         assert!(why("name: a\n").contains("no front matter"));
         let mut notes = Vec::new();
         let m = parse_agent(

@@ -192,25 +192,28 @@ pub struct Listing {
 }
 
 impl Listing {
-    /// One warning per thing of `shown` that was not looked at, if any.
-    pub fn warnings(&self, shown: &Path) -> Vec<String> {
-        let mut out = Vec::new();
-        if self.more > 0 || self.uncounted {
-            out.push(format!(
+    /// The warning for the entries of `shown` past the cap, if there were any.
+    pub fn past_cap(&self, shown: &Path) -> Option<String> {
+        (self.more > 0 || self.uncounted).then(|| {
+            format!(
                 "{}: more than {MAX_DIR_ENTRIES} entries; the {}{} past the first \
                  {MAX_DIR_ENTRIES} (by name) were not looked at",
                 shown.display(),
                 if self.uncounted { "more than " } else { "" },
                 self.more
-            ));
-        }
-        for name in &self.not_utf8 {
-            out.push(format!(
+            )
+        })
+    }
+
+    /// One warning per thing of `shown` that was not looked at, if any.
+    pub fn warnings(&self, shown: &Path) -> Vec<String> {
+        let names = self.not_utf8.iter().map(|name| {
+            format!(
                 "{}: not read: its name is not UTF-8",
                 shown.join(name).display()
-            ));
-        }
-        out
+            )
+        });
+        self.past_cap(shown).into_iter().chain(names).collect()
     }
 }
 

@@ -95,10 +95,7 @@ fn models_come_from_config_then_the_charter() {
 fn shared_context_and_routing_come_from_the_pack() {
     let fx = Fx::new(fixtures::squad);
     // The crewbox export shows the team's texts as crewbox reads them.
-    let out = fx.run(&["team", "export", "squad", "--format", "crewbox"]);
-    assert!(out.status.success(), "{}", text(&out));
-    let toml = std::fs::read_to_string(fx.repo().join(".crewbox/teams/squad.toml")).unwrap();
-    let team: toml::Value = toml::from_str(&toml).unwrap();
+    let team = exported(&fx);
     let ctx = team["shared_context"].as_str().unwrap();
     assert!(
         ctx.starts_with("## Project Context\n- **Owner:** Test Owner"),
@@ -401,10 +398,7 @@ fn a_lone_carriage_return_in_project_context_reaches_no_prompt() {
         assert_ne!(md, fixtures::SQUAD_TEAM_MD);
         Fx::write(work, ".squad/team.md", &md);
     });
-    let out = fx.run(&["team", "export", "squad", "--format", "crewbox"]);
-    assert!(out.status.success(), "{}", text(&out));
-    let toml = std::fs::read_to_string(fx.repo().join(".crewbox/teams/squad.toml")).unwrap();
-    let team: toml::Value = toml::from_str(&toml).unwrap();
+    let team = exported(&fx);
     let ctx = team["shared_context"].as_str().unwrap();
     assert!(
         ctx.contains("- **Owner:** Test Owner\nHIDDEN-BY-CR"),
@@ -430,4 +424,13 @@ fn team_show_says_a_ceiling_gave_more_than_asked() {
         shown.contains("full (your ceiling; asks read-only)"),
         "{shown}"
     );
+}
+
+/// The squad team as `team export squad --format crewbox` writes it: the team's texts
+/// as crewbox reads them.
+fn exported(fx: &Fx) -> toml::Value {
+    let out = fx.run(&["team", "export", "squad", "--format", "crewbox"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let toml = std::fs::read_to_string(fx.repo().join(".crewbox/teams/squad.toml")).unwrap();
+    toml::from_str(&toml).unwrap()
 }
