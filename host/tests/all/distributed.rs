@@ -749,6 +749,120 @@ fn killed_coordinator_resumed(answered_first: bool) {
     );
 }
 
+/// Exactly once over NATS under `kill -9` anywhere: the coordinator of an orchestrate
+/// run is killed right after its Nth durable write (`CREWBOX_FAULT_AFTER_WRITES`), for
+/// every N up to the run's last write, and resumed — so some kills
+/// fall between a member's result being committed and its step being recorded, and
+/// between a task's publication and its agent's row. After each resume: the run
+/// completed with the synthesis, each member completed once, no dead letter is left,
+/// the audit chain verifies; at the end the workers ran each task of all those runs
+/// once.
+#[test]
+fn a_coordinator_killed_after_any_write_is_resumed_with_each_task_run_once() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let Some(c) = team_cluster() else { return };
+    c.script(&orchestrate_script(0));
+    let (a, b) = (c.worker("wa"), c.worker("wb"));
+    let db = c.store();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut keys: BTreeSet<String> = BTreeSet::new();
+    let mut kills = 0;
+    let mut recovered = 0;
+    let mut n = 1;
+    loop {
+        let out = c
+            .coordinator(&TEAM_ARGS)
+            .env("CREWBOX_FAULT_AFTER_WRITES", n.to_string())
+            .output()
+            .unwrap();
+        let at = format!("killed after write {n}");
+        let runs = db.rt.block_on(db.store.recent_runs(1000)).unwrap();
+        let new: Vec<_> = runs
+            .iter()
+            .filter(|r| !seen.contains(r.id.as_str()))
+            .collect();
+        assert!(new.len() <= 1, "{at}: {new:?}");
+        let Some(run) = new.first().map(|r| r.id.clone()) else {
+            // Killed before the run was recorded: nothing to resume.
+            assert_eq!(out.status.signal(), Some(libc::SIGKILL), "{at}");
+            n += 1;
+            continue;
+        };
+        seen.insert(run.to_string());
+        let report = if out.status.signal() == Some(libc::SIGKILL) {
+            kills += 1;
+            if db.unfinished().contains(&run) {
+                let out = c.coordinator(&["resume", run.as_str()]).output().unwrap();
+                report(&out)
+            } else {
+                // Killed after the run's end was committed.
+                serde_json::json!({"status": "completed", "result": "SYNTHESIS: a queue with push/pop, tested"})
+            }
+        } else {
+            report(&out)
+        };
+        assert_eq!(report["status"], "completed", "{at}: {report}");
+        assert_eq!(
+            report["result"], "SYNTHESIS: a queue with push/pop, tested",
+            "{at}: {report}"
+        );
+        let agents = db.agents(&run);
+        for name in ["alice", "bob"] {
+            let done = agents
+                .iter()
+                .filter(|a| a.name == name && a.state == AgentState::Completed)
+                .count();
+            assert_eq!(done, 1, "{at}: {name}: {agents:?}");
+        }
+        let dead = crate::support::repo::bin(c.path(), &["dead", "--run", run.as_str(), "--json"]);
+        let dead: serde_json::Value = serde_json::from_slice(&dead.stdout).unwrap();
+        assert_eq!(dead, serde_json::json!([]), "{at}: dead letters left");
+        keys.extend(task_keys(&db.workers(&run)));
+        // A member whose result was stored before its step was: finished from the
+        // store, not taken or run again.
+        let member_ids: BTreeSet<String> = agents
+            .iter()
+            .filter(|a| a.name == "alice" || a.name == "bob")
+            .map(|a| a.id.to_string())
+            .collect();
+        recovered += crate::support::repo::events(c.path(), run.as_str())
+            .iter()
+            .filter(|e| {
+                e["kind"] == "agent.recovered"
+                    && e["agent_id"]
+                        .as_str()
+                        .is_some_and(|a| member_ids.contains(a))
+            })
+            .count();
+        if out.status.signal() != Some(libc::SIGKILL) {
+            // Past the run's last write: it ran to its end.
+            break;
+        }
+        n += 1;
+        assert!(n < 400, "the run never ended without a kill");
+    }
+    assert!(kills >= 20, "too few kill points: {kills}");
+    assert!(
+        recovered >= 1,
+        "no kill fell between a member's stored result and its step"
+    );
+    let verified = crate::support::repo::bin(c.path(), &["audit", "verify", "--json"]);
+    assert_eq!(
+        verified.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
+    );
+    let (ta, tb) = (a.stop(), b.stop());
+    assert_eq!(
+        ta.ran + tb.ran,
+        keys.len() as u64,
+        "each task once: {ta:?} {tb:?}, {} tasks over {} runs",
+        keys.len(),
+        seen.len()
+    );
+}
+
 /// Publishes raw messages as a hostile or confused coordinator would, and reads the
 /// result the worker stored for a task key.
 fn publish_raw(url: &str, msgs: Vec<(String, Vec<u8>)>) {
