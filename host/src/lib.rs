@@ -69,11 +69,11 @@ pub(crate) mod worktree;
 pub use crewbox_handoff as handoff;
 
 pub use engine::{
-    AgentReport, ChainLink, CrewDetails, CrewExecution, DEMO_SCRIPT, Decision, Engine, EngineError,
-    ErrorClass, EvaluatorKind, IntegrationReport, MemberEntry, MembersDetails, MergeRecord,
-    ModeDetails, OrchestrateDetails, PluginLoadError, PluginStep, ReflectDetails, RoleCall,
-    RunDetails, RunFault, RunReport, RunRequest, SingleDetails, SwarmDetails, Tokens, UsageError,
-    VoteGroup, check_model_name,
+    AgentReport, ChainLink, CrewDetails, CrewExecution, DEFAULT_FIX_ROUNDS, DEMO_SCRIPT, Decision,
+    Engine, EngineError, ErrorClass, EvaluatorKind, IntegrationReport, MAX_FIX_ROUNDS, MemberEntry,
+    MembersDetails, MergeRecord, ModeDetails, OrchestrateDetails, PluginLoadError, PluginStep,
+    ReflectDetails, RoleCall, RunDetails, RunFault, RunReport, RunRequest, SingleDetails,
+    SwarmDetails, Tokens, UsageError, VoteGroup, check_model_name,
 };
 pub use event::{Event, EventKind, EventRecord};
 pub use ids::{AgentId, RunId};

@@ -15,7 +15,7 @@ use tracing::Instrument;
 
 use super::permissions::{CapSet, Permissions};
 use super::runner::{
-    AgentIo, AgentOutcome, AgentSpec, FailReason, RunnerEnv, initial_messages, run_turns,
+    AgentIo, AgentOutcome, AgentSpec, Carry, FailReason, RunnerEnv, initial_messages, run_turns,
 };
 use super::started::Started;
 use crate::event::Event;
@@ -406,7 +406,9 @@ impl Manager {
             .history
             .clone()
             .unwrap_or_else(|| initial_messages(spec));
-        let mut outcome = run_turns(&env, spec, io, messages).await;
+        // One budget for the agent, its fix rounds included.
+        let mut carry = Carry::new(spec);
+        let mut outcome = run_turns(&env, spec, io, messages, &mut carry).await;
         if let Some(review) = &opts.review {
             // Review after every run; a fix is only acted on while rounds remain, so the
             // reviewer always sees (and records) the final state.
@@ -422,9 +424,7 @@ impl Manager {
                 store.log_event(&spec.run_id, Some(&spec.id), Event::AgentFixRound { round });
                 let mut history = std::mem::take(&mut outcome.history);
                 history.push(Message::user(fix));
-                let stats = outcome.stats;
-                outcome = run_turns(&env, spec, io, history).await;
-                outcome.stats = add_stats(stats, outcome.stats);
+                outcome = run_turns(&env, spec, io, history, &mut carry).await;
             }
         }
         // The agent is done with its tools: its MCP servers end now, their process
@@ -625,19 +625,6 @@ async fn undelivered(store: &Store, run: &RunId, agent: &AgentId, message: &str)
     };
     if let Err(e) = store.append_event(run, Some(agent), event).await {
         tracing::warn!(agent_id = %agent, error = %e, "undelivered steer not recorded");
-    }
-}
-
-fn add_stats(a: AgentStats, b: AgentStats) -> AgentStats {
-    AgentStats {
-        turns: a.turns + b.turns,
-        tool_calls: a.tool_calls + b.tool_calls,
-        tokens_in: a.tokens_in + b.tokens_in,
-        tokens_out: a.tokens_out + b.tokens_out,
-        cost: match (a.cost, b.cost) {
-            (None, None) => None,
-            (x, y) => Some(x.unwrap_or(0.0) + y.unwrap_or(0.0)),
-        },
     }
 }
 

@@ -165,26 +165,66 @@ pub fn initial_messages(spec: &AgentSpec) -> Vec<Message> {
     ]
 }
 
-/// Runs the turn loop from `messages` until the agent ends. Records the agent's state
-/// changes and events in the store; the caller records its final outcome.
+/// What an agent's turn loop carries from one run of it to the next (its validators'
+/// fix rounds): the quotas hold for the agent, not per round — one budget, one
+/// wall-clock deadline, one count of turns — and its last reply stays its result when a
+/// later round fails before replying.
+pub struct Carry {
+    budget: Budget,
+    deadline: Instant,
+    turns: u32,
+    last_text: String,
+}
+
+impl Carry {
+    /// Before the agent's first turn: its quotas whole, its wall time from now.
+    pub fn new(spec: &AgentSpec) -> Self {
+        // Quotas are checked at load, but a task from a worker's peer is not: a wall
+        // time no clock can hold means no deadline, never a panic.
+        let now = Instant::now();
+        let deadline = now.checked_add(spec.quotas.wall_time).unwrap_or_else(|| {
+            now + std::time::Duration::from_secs(crate::config::quotas::MAX_DURATION_S)
+        });
+        Self {
+            budget: Budget::new(spec.quotas.clone(), spec.prices),
+            deadline,
+            turns: 0,
+            last_text: String::new(),
+        }
+    }
+}
+
+/// Runs the turn loop from `messages` until the agent ends, within what `carry` says
+/// is left of its quotas. Records the agent's state changes and events in the store;
+/// the caller records its final outcome (whose counters are the agent's so far).
 pub async fn run_turns(
     env: &RunnerEnv,
     spec: &AgentSpec,
     io: &mut AgentIo,
     messages: Vec<Message>,
+    carry: &mut Carry,
 ) -> AgentOutcome {
-    TurnLoop {
+    let placeholder = Carry {
+        budget: Budget::new(spec.quotas.clone(), spec.prices),
+        deadline: carry.deadline,
+        turns: carry.turns,
+        last_text: String::new(),
+    };
+    let taken = std::mem::replace(carry, placeholder);
+    let (outcome, back) = TurnLoop {
         env,
         spec,
-        budget: Budget::new(spec.quotas.clone(), spec.prices),
+        budget: taken.budget,
         messages,
         wrapped_up: false,
         continuations: 0,
         empty_nudges: 0,
         cut_text: String::new(),
     }
-    .run(io)
-    .await
+    .run(io, taken.deadline, taken.turns, taken.last_text)
+    .await;
+    *carry = back;
+    outcome
 }
 
 struct TurnLoop<'a> {
@@ -245,20 +285,16 @@ enum Step {
 }
 
 impl TurnLoop<'_> {
-    async fn run(mut self, io: &mut AgentIo) -> AgentOutcome {
-        // Quotas are checked at load, but a task from a worker's peer is not: a wall
-        // time no clock can hold means no deadline, never a panic.
-        let now = Instant::now();
-        let deadline = now
-            .checked_add(self.spec.quotas.wall_time)
-            .unwrap_or_else(|| {
-                now + std::time::Duration::from_secs(crate::config::quotas::MAX_DURATION_S)
-            });
-        let mut last_text = String::new();
-        let mut turn = 0u32;
+    async fn run(
+        mut self,
+        io: &mut AgentIo,
+        deadline: Instant,
+        mut turn: u32,
+        mut last_text: String,
+    ) -> (AgentOutcome, Carry) {
         let cancel = io.cancel.clone();
         let step = loop {
-            turn += 1;
+            turn = turn.saturating_add(1);
             let step = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => Step::Fail(Failure {
@@ -278,14 +314,17 @@ impl TurnLoop<'_> {
             Step::Done(state, result) => (state, result, None, None, None),
             Step::Fail(f) => (
                 f.state,
-                last_text,
+                last_text.clone(),
                 Some(f.error),
                 f.exceeded,
                 Some(f.reason),
             ),
             Step::Next => unreachable!("the loop only breaks on an ending step"),
         };
-        AgentOutcome {
+        if !result.trim().is_empty() {
+            last_text.clone_from(&result);
+        }
+        let outcome = AgentOutcome {
             state,
             stats: self.budget.stats,
             result,
@@ -293,7 +332,15 @@ impl TurnLoop<'_> {
             exceeded,
             reason,
             history: self.messages,
-        }
+        };
+        let carry = Carry {
+            budget: self.budget,
+            deadline,
+            // A next round (only after a success, which took its turn) goes on after it.
+            turns: turn,
+            last_text,
+        };
+        (outcome, carry)
     }
 
     fn log(&self, event: Event) {

@@ -33,8 +33,9 @@ pub struct RunArgs {
     /// `.wasm` path); repeat for several validators or criteria.
     #[arg(long = "validator", value_name = "NAME[=CRITERION]")]
     pub validators: Vec<String>,
-    /// Most validator fix rounds per agent.
-    #[arg(long, default_value_t = 2)]
+    /// Most validator fix rounds per agent (0..=10; its quotas hold across them).
+    #[arg(long, default_value_t = crewbox::DEFAULT_FIX_ROUNDS,
+          value_parser = clap::value_parser!(u32).range(0..=crewbox::MAX_FIX_ROUNDS as i64))]
     pub max_fix_rounds: u32,
     /// Where writing agents work.
     #[arg(long, value_parser = parse_isolation, default_value = "worktree")]

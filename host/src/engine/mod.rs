@@ -47,7 +47,7 @@ pub use report::{
     MemberEntry, MembersDetails, MergeRecord, ModeDetails, OrchestrateDetails, ReflectDetails,
     RunDetails, RunFault, RunReport, SingleDetails, SwarmDetails, Tokens, VoteGroup,
 };
-pub use request::{RunRequest, check_model_name};
+pub use request::{DEFAULT_FIX_ROUNDS, MAX_FIX_ROUNDS, RunRequest, check_model_name};
 
 use crate::config::Config;
 use crate::event::EventRecord;

@@ -9,6 +9,9 @@ use crate::vocab::{Isolation, ModeChoice, Strategy};
 
 /// Default validator fix rounds per agent.
 pub const DEFAULT_FIX_ROUNDS: u32 = 2;
+/// Most fix rounds an agent's validators may ask for (the agent's quotas bound them
+/// too: its rounds share one budget).
+pub const MAX_FIX_ROUNDS: u32 = 10;
 
 /// What the user asked for.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -103,9 +106,11 @@ impl RunRequest {
         }
     }
 
-    /// Fix rounds validators may ask for.
+    /// Fix rounds validators may ask for (at most [`MAX_FIX_ROUNDS`]).
     pub fn fix_rounds(&self) -> u32 {
-        self.max_fix_rounds.unwrap_or(DEFAULT_FIX_ROUNDS)
+        self.max_fix_rounds
+            .unwrap_or(DEFAULT_FIX_ROUNDS)
+            .min(MAX_FIX_ROUNDS)
     }
 
     /// Where writing agents work.

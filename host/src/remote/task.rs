@@ -542,11 +542,11 @@ impl Versioned for Task {
                 });
             }
         }
-        if self.max_fix_rounds > 10 {
+        if self.max_fix_rounds > crate::engine::request::MAX_FIX_ROUNDS {
             return Err(WireError::Field {
                 what: TASK,
                 field: "max_fix_rounds",
-                problem: "is over 10".into(),
+                problem: format!("is over {}", crate::engine::request::MAX_FIX_ROUNDS),
             });
         }
         if let Some(j) = &self.join {
