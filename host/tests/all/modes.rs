@@ -51,6 +51,85 @@ fn validators_fail_after_the_last_fix_round() {
     assert_eq!(agent["turns"], 3);
 }
 
+/// Replies that never hand off, each claiming 610 tokens.
+const NO_HANDOFF_610_TOKENS: &str = r#"
+[[reply]]
+agent = "executor"
+repeat = true
+text = "done, no handoff"
+usage = { input = 600, output = 10 }
+"#;
+
+/// An agent's quotas hold across its fix rounds (probe 17: each round had a fresh
+/// budget, so an agent of 2 turns and 2,000 tokens ended `completed` after 5 turns and
+/// 3,050 tokens); the rounds are bounded too.
+#[test]
+fn fix_rounds_share_the_agents_budget() {
+    let dir = repo();
+    let config = dir.path().join("config/crewbox");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        "[quotas]\ngrace_turns = 0\nmax_tokens = 2000\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "do it",
+            "--mode",
+            "single",
+            "--validator",
+            "handoff-schema",
+            "--max-fix-rounds",
+            "3",
+        ];
+        args.extend(extra);
+        crewbox(dir.path(), NO_HANDOFF_610_TOKENS, &args).1
+    };
+    // Turns: round 0 takes turn 1, round 1 turn 2; round 2 may not take a third.
+    let report = run(&["--max-turns", "2"]);
+    let agent = &report["agents"][0];
+    assert_eq!(report["status"], "failed", "{report}");
+    assert_eq!(agent["state"], "aborted", "{report}");
+    assert_eq!(
+        agent["error"], "turn limit (soft + grace) reached",
+        "{report}"
+    );
+    assert_eq!(agent["turns"], 2, "{report}");
+    // The last answer is still the agent's result.
+    assert_eq!(agent["result"], "done, no handoff", "{report}");
+    // Tokens: 610 a round; a fourth request would pass 2,000 and is not sent.
+    let report = run(&[]);
+    let agent = &report["agents"][0];
+    assert_eq!(agent["state"], "aborted", "{report}");
+    assert_eq!(agent["error"], "token budget exhausted", "{report}");
+    assert_eq!(agent["turns"], 3, "{report}");
+    let turns: Vec<u64> = events(dir.path(), report["run_id"].as_str().unwrap())
+        .iter()
+        .filter(|e| e["kind"] == "model.reply")
+        .map(|e| e["data"]["turn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(turns, [1, 2, 3], "turns count on across rounds");
+    // Rounds are bounded whatever the quotas.
+    let out = crate::support::repo::bin(
+        dir.path(),
+        &[
+            "run",
+            "x",
+            "--validator",
+            "handoff-schema",
+            "--max-fix-rounds",
+            "11",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--max-fix-rounds"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn a_faulting_validator_is_a_fault_and_starts_no_fix_round() {
     let dir = repo();
@@ -384,6 +463,79 @@ fn chain_continues_on_the_previous_branch_until_no_next_steps() {
     assert!(
         files.contains("step1.txt") && files.contains("step2.txt"),
         "{files}"
+    );
+}
+
+/// Work that failed validation is not built on (probe 17: the follow-up started on the
+/// failed branch, its validators saw only its own diff, and the run completed); a link
+/// that changed nothing leaves the chain's branch at the link before it.
+#[test]
+fn a_chain_stops_at_work_that_failed_validation_and_keeps_its_last_branch() {
+    let dir = repo();
+    let leaky = r#"
+[[reply]]
+agent = "agent"
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "cfg.txt", content = "aws_access_key_id = AKIAZ7QX3MPLE4TESTKY\n" }
+
+[[reply]]
+agent = "agent"
+turn = 2
+text = '''
+```json
+{"status": "partial", "summary": "wrote cfg", "findings": ["cfg written"], "next_steps": ["tidy up"]}
+```
+'''
+
+[[reply]]
+agent = "agent-2"
+repeat = true
+text = '''
+```json
+{"status": "success", "summary": "tidied", "findings": ["nothing to do"]}
+```
+'''
+"#;
+    let (out, report) = crewbox(
+        dir.path(),
+        leaky,
+        &[
+            "run",
+            "configure",
+            "--mode",
+            "single",
+            "--chain",
+            "--validator",
+            "no-secrets",
+            "--max-fix-rounds",
+            "0",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert_eq!(report["status"], "failed", "{report}");
+    assert_eq!(report["validation"], "validation-failed", "{report}");
+    assert_eq!(report["agents"].as_array().unwrap().len(), 1, "{report}");
+
+    // A follow-up that only reads: the chain's branch is its predecessor's.
+    let reads_only = CHAIN.replace(
+        "[[reply.tool_calls]]\nname = \"write_file\"\nargs = { path = \"step2.txt\", content = \"two\\n\" }",
+        "text = \"nothing to write\"",
+    );
+    assert_ne!(reads_only, CHAIN);
+    let (out, report) = crewbox(
+        dir.path(),
+        &reads_only,
+        &["run", "two steps", "--mode", "single", "--chain"],
+    );
+    assert!(out.status.success(), "{report}");
+    let agents = report["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2, "{report}");
+    assert_eq!(
+        report["branch"]["branch"],
+        format!("crewbox/{}", agents[0]["id"].as_str().unwrap()),
+        "{report}"
     );
 }
 

@@ -36,7 +36,16 @@ impl Mode for Single {
         let mut last: ExecResult = ctx.execute_step(&first, job).await?;
         let mut chain = Vec::new();
         let depth = ctx.req.chain_depth.unwrap_or(DEFAULT_CHAIN_DEPTH);
-        while ctx.req.chain && chain.len() < depth as usize && last.outcome.state.is_success() {
+        // The newest branch of the chain: each link starts at its predecessor's tip, so
+        // it holds the work of every link before it (a link that changed nothing has
+        // no branch of its own).
+        let mut tip = last.branch.clone();
+        // Work that failed validation is not built on (as in every team mode).
+        while ctx.req.chain
+            && chain.len() < depth as usize
+            && last.outcome.state.is_success()
+            && last.validation.accepts()
+        {
             let Some(task) = follow_up_task(&last.outcome.result) else {
                 break;
             };
@@ -64,10 +73,13 @@ impl Mode for Single {
                 agent: next.agent_id.clone(),
                 branch: next.branch.as_ref().map(|b| b.branch.clone()),
             });
+            if next.branch.is_some() {
+                tip.clone_from(&next.branch);
+            }
             last = next;
         }
         let details = SingleDetails {
-            branch: last.branch.clone(),
+            branch: tip,
             validation: (last.validation != ValidationStatus::Skipped).then_some(last.validation),
             chain,
         };
