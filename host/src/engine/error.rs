@@ -179,6 +179,19 @@ pub enum UsageError {
     /// `crewbox retry --max-turns 0`.
     #[error("--max-turns must be at least 1")]
     RetryTurns,
+    /// A mode that runs writing agents side by side, asked to run them in the user's
+    /// checkout: they would overwrite each other's files unseen.
+    #[error(
+        "mode `{mode}` runs {writers} writing agents side by side; with --isolation none they \
+         would all write your checkout and overwrite each other's files. Use worktrees (the \
+         default), a one-at-a-time mode (single, crew, sequential), or --read-only"
+    )]
+    InPlaceSideBySide {
+        /// The mode.
+        mode: Mode,
+        /// How many of its agents may write.
+        writers: usize,
+    },
     /// `--mcp NAME` names no server of the user's config.
     #[error(
         "`{name}` is not one of your MCP servers ({}); define it as [mcp.servers.{name}] in your \

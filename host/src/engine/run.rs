@@ -107,6 +107,7 @@ async fn start_in(
     if decision.mode.runs_a_team() && parts.team.is_none() {
         return Err(UsageError::TeamModeWithoutTeam(decision.mode).into());
     }
+    in_place_one_writer_at_a_time(&req, &decision, parts.team.as_ref())?;
     let spec = RunSpec {
         request: req.clone(),
         provider: provider_name.clone(),
@@ -303,6 +304,40 @@ async fn prepare(
             team,
         },
     ))
+}
+
+/// Refuses a run that would have agents write the user's checkout side by side
+/// (`--isolation none` with a swarm, or a broadcast, orchestrate or reflect team with
+/// more than one writing member): nothing would see one overwrite another's file.
+fn in_place_one_writer_at_a_time(
+    req: &RunRequest,
+    decision: &Decision,
+    team: Option<&TeamContext>,
+) -> Result<(), EngineError> {
+    let mode = decision.mode;
+    if req.isolation() != Isolation::None || req.read_only {
+        return Ok(());
+    }
+    let writers = match mode {
+        // As the swarm sizes itself (2..=5).
+        Mode::Swarm => req
+            .swarm_size
+            .or(decision.swarm_size)
+            .unwrap_or(3)
+            .clamp(2, 5) as usize,
+        Mode::Broadcast | Mode::Orchestrate | Mode::Reflect => team.map_or(0, |t| {
+            t.team
+                .members
+                .iter()
+                .filter(|m| m.access == crate::vocab::Access::Full)
+                .count()
+        }),
+        Mode::Single | Mode::Crew | Mode::Sequential => 0,
+    };
+    if writers > 1 {
+        return Err(UsageError::InPlaceSideBySide { mode, writers }.into());
+    }
+    Ok(())
 }
 
 /// Runs a recorded run's mode to its end and records how it ended. A stop request

@@ -13,7 +13,7 @@ use crate::event::Event;
 pub use crate::event::{RoundResult, ValidationStatus, VerdictOutcome};
 use crate::plugin::{AgentOutput, AgentStatus, CallEnv, ModelAccess, Plugin, WorkspaceView};
 use crate::store::Store;
-use crate::vocab::AgentState;
+use crate::vocab::{AgentState, Capability};
 use crate::worktree::{Worktree, WorktreeManager};
 
 /// Most bytes of diff shown to a validator.
@@ -103,6 +103,24 @@ impl ValidatorReview {
                     diff,
                 )
             }
+            // Working in place (`--isolation none`): the checkout's uncommitted changes.
+            None if spec.perms.caps.contains(Capability::Write) => {
+                let root = spec.workspace.clone();
+                let (changed, diff) = tokio::task::spawn_blocking(move || {
+                    crate::worktree::checkout_changes(&root, DIFF_CAP)
+                })
+                .await
+                .map_err(|e| format!("cannot list the agent's changes: {e}"))?
+                .map_err(|e| format!("cannot list the agent's changes in the checkout: {e}"))?;
+                (
+                    changed
+                        .into_iter()
+                        .map(|c| (c.path, plugin_change(c.kind)))
+                        .collect(),
+                    diff,
+                )
+            }
+            // An agent that cannot write changed nothing.
             None => (Vec::new(), String::new()),
         };
         Ok(WorkspaceView {

@@ -273,16 +273,8 @@ fn diff_from_base<'r>(
         .map_err(WorktreeError::git("diff", path))
 }
 
-/// Paths changed in the working tree relative to `base` (agent commits included), as
-/// the commit would take them, and what it would leave out.
-pub(crate) fn changed_paths(
-    wt: &Checked,
-    base: Oid,
-    rules: CommitRules,
-) -> Result<(Vec<ChangedPath>, Vec<LeftOut>), WorktreeError> {
-    let snap = snapshot(wt, base, rules)?;
-    let (repo, path) = (&wt.repo, wt.path.as_path());
-    let diff = diff_from_base(repo, path, base, snap.tree)?;
+/// The paths a diff changes, as [`ChangedPath`]s.
+fn paths_of(diff: &git2::Diff<'_>) -> Vec<ChangedPath> {
     let mut out = Vec::with_capacity(diff.deltas().len());
     for delta in diff.deltas() {
         let (file, kind) = match delta.status() {
@@ -300,7 +292,51 @@ pub(crate) fn changed_paths(
             kind,
         });
     }
-    Ok((out, snap.left_out))
+    out
+}
+
+/// The uncommitted changes of a checkout crewbox does not own (the user's, where an
+/// agent works in place with `--isolation none`): its index and working tree against
+/// HEAD, untracked files included (ignored ones not), and their unified diff cut at
+/// `max_bytes`. Read only: the index is not written. Changes that were there before
+/// the agent ran are in it too — a validator sees more, never less.
+pub fn checkout_changes(
+    root: &Path,
+    max_bytes: usize,
+) -> Result<(Vec<ChangedPath>, String), WorktreeError> {
+    let repo = Repository::open(root).map_err(WorktreeError::git("open checkout", root))?;
+    // An unborn HEAD (no commit yet): everything is new.
+    let head = match repo.head() {
+        Ok(h) => Some(
+            h.peel_to_tree()
+                .map_err(WorktreeError::git("read HEAD's tree", root))?,
+        ),
+        Err(e) if e.code() == git2::ErrorCode::UnbornBranch => None,
+        Err(e) => return Err(WorktreeError::git("read HEAD", root)(e)),
+    };
+    let mut opts = DiffOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .show_untracked_content(true)
+        .show_binary(false);
+    let diff = repo
+        .diff_tree_to_workdir_with_index(head.as_ref(), Some(&mut opts))
+        .map_err(WorktreeError::git("diff the checkout", root))?;
+    let text = print_capped(&diff, max_bytes, root)?;
+    Ok((paths_of(&diff), text))
+}
+
+/// Paths changed in the working tree relative to `base` (agent commits included), as
+/// the commit would take them, and what it would leave out.
+pub(crate) fn changed_paths(
+    wt: &Checked,
+    base: Oid,
+    rules: CommitRules,
+) -> Result<(Vec<ChangedPath>, Vec<LeftOut>), WorktreeError> {
+    let snap = snapshot(wt, base, rules)?;
+    let (repo, path) = (&wt.repo, wt.path.as_path());
+    let diff = diff_from_base(repo, path, base, snap.tree)?;
+    Ok((paths_of(&diff), snap.left_out))
 }
 
 /// Marker appended when the diff is cut at `max_bytes`.

@@ -52,7 +52,7 @@ use serde::{Deserialize, Serialize};
 
 pub use checkpoint::checkpoint_ref;
 pub use error::WorktreeError;
-pub use git::{ChangeKind, ChangedPath};
+pub use git::{ChangeKind, ChangedPath, checkout_changes};
 pub use integration::{MergeOutcome, Merged};
 pub use limits::{CommitLimits, CommitRules, LeftOut};
 pub use maintenance::{PruneReason, PruneReport, WorktreeInfo, WorktreeState};

@@ -539,6 +539,114 @@ text = '''
     );
 }
 
+/// An agent working in place (`--isolation none`) is validated on the checkout's
+/// changes (probe 17: validators saw no change and an empty diff, and `no-secrets`
+/// passed a key the agent wrote into the user's checkout).
+#[test]
+fn an_agent_working_in_place_is_validated_on_its_changes() {
+    let dir = repo();
+    let leaky = r#"
+[[reply]]
+agent = "agent"
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "conf/cfg.txt", content = "aws_access_key_id = AKIAZ7QX3MPLE4TESTKY\n" }
+
+[[reply]]
+agent = "agent"
+repeat = true
+text = "configured"
+"#;
+    let (out, report) = crewbox(
+        dir.path(),
+        leaky,
+        &[
+            "run",
+            "configure",
+            "--mode",
+            "single",
+            "--isolation",
+            "none",
+            "--validator",
+            "no-secrets",
+            "--max-fix-rounds",
+            "0",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert_eq!(report["validation"], "validation-failed", "{report}");
+    assert!(
+        report["agents"][0]["verdicts"]
+            .to_string()
+            .contains("conf/cfg.txt"),
+        "{report}"
+    );
+    // The same agent writing nothing secret passes.
+    let clean = leaky.replace("AKIAZ7QX3MPLE4TESTKY", "from-the-environment");
+    std::fs::remove_file(dir.path().join("repo/conf/cfg.txt")).unwrap();
+    let (out, report) = crewbox(
+        dir.path(),
+        &clean,
+        &[
+            "run",
+            "configure",
+            "--mode",
+            "single",
+            "--isolation",
+            "none",
+            "--validator",
+            "no-secrets",
+        ],
+    );
+    assert!(out.status.success(), "{report}");
+    assert_eq!(report["validation"], "passed", "{report}");
+}
+
+/// Agents side by side never write the user's checkout together (probe 17: a swarm with
+/// `--isolation none` had its members overwrite one another's files, and reported no
+/// conflict); one writer at a time, or readers, still may.
+#[test]
+fn writers_side_by_side_in_place_are_refused() {
+    let dir = repo();
+    std::fs::write(dir.path().join("script.toml"), NO_HANDOFF_EVER).unwrap();
+    let out = crate::support::repo::bin(
+        dir.path(),
+        &[
+            "run",
+            "x",
+            "--mode",
+            "swarm",
+            "--isolation",
+            "none",
+            "--script",
+        ]
+        .into_iter()
+        .chain([dir.path().join("script.toml").to_str().unwrap()])
+        .collect::<Vec<_>>(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("side by side") && err.contains("swarm"),
+        "{err}"
+    );
+    let (out, report) = crewbox(
+        dir.path(),
+        NO_HANDOFF_EVER,
+        &[
+            "run",
+            "x",
+            "--mode",
+            "swarm",
+            "--isolation",
+            "none",
+            "--read-only",
+        ],
+    );
+    assert!(out.status.success(), "{report}");
+}
+
 #[test]
 fn chain_depth_bounds_follow_ups() {
     let dir = repo();
