@@ -90,6 +90,19 @@ pub struct Cassette {
 /// Why a cassette could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum CassetteError {
+    /// Where a cassette was to be written is something other than a regular file (a
+    /// link, a directory, a FIFO, a device): writing would replace it.
+    #[error(
+        "cassette {}: is {what}, not a regular file; it is left as it is (give a new file's \
+         path, or a regular file's to replace it)",
+        path.display()
+    )]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What is there.
+        what: &'static str,
+    },
     /// The file cannot be read or written.
     #[error("cassette {}: {source}", path.display())]
     Io {
@@ -215,13 +228,67 @@ impl Cassette {
             detail: e.to_string(),
         })?;
         let text = crate::redact::clean(&text);
-        let tmp = path.with_extension("cassette-tmp");
         let io = |source| CassetteError::Io {
             path: path.to_path_buf(),
             source,
         };
-        std::fs::write(&tmp, text.as_bytes()).map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
+        // Written beside it, then renamed over it: only a regular file (or nothing) is
+        // replaced — a link, a FIFO or a device there (`/dev/stdout`, as root
+        // `/dev/full`) became a regular file, and the reader or the device got nothing.
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if !m.file_type().is_file() => {
+                return Err(CassetteError::NotAFile {
+                    path: path.to_path_buf(),
+                    what: kind_of(&m.file_type()),
+                });
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(e)),
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // A name of its own, created new: no file of the user's is written over, and two
+        // exports to one path do not share it.
+        let tmp = path.with_file_name(format!(
+            ".{name}.{}.{}.tmp",
+            std::process::id(),
+            uuid::Uuid::now_v7().simple()
+        ));
+        let written = (|| {
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written.map_err(io)
+    }
+}
+
+/// What a directory entry that is not a regular file is, in words.
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
     }
 }
 
@@ -229,6 +296,44 @@ impl Cassette {
 mod tests {
     use super::*;
     use crate::provider::{StopReason, Usage};
+
+    /// Probe 18: a link or a FIFO at the path became a regular file (as root, so did
+    /// `/dev/full`); a regular file is replaced, and no temporary file stays.
+    #[test]
+    fn save_replaces_only_a_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target.json");
+        std::fs::write(&target, "keep").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let c = sample();
+        for (path, what) in [(&link, "a symbolic link"), (&fifo, "a FIFO")] {
+            match c.save(path) {
+                Err(CassetteError::NotAFile { what: w, .. }) => assert_eq!(w, what),
+                other => panic!("{}: {other:?}", path.display()),
+            }
+        }
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        c.save(&target).unwrap();
+        assert!(Cassette::load(&target).is_ok());
+        let fresh = dir.path().join("new.json");
+        c.save(&fresh).unwrap();
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(names.is_empty(), "{names:?}");
+    }
 
     fn sample() -> Cassette {
         Cassette::new(
