@@ -120,12 +120,24 @@ struct Jobs {
     running: HashMap<String, (String, JoinHandle<()>)>,
     /// Runs of jobs removed (or replaced) while they went: waited for at the end.
     detached: Vec<JoinHandle<()>>,
-    queued: HashSet<String>,
+    /// Jobs with a fire waiting for their run to end. By [`JobKey`], as `resuming`: a
+    /// fire queued behind a removed job's run is not started for a job added again
+    /// under its name (it started at once, at a time nobody scheduled).
+    queued: HashSet<JobKey>,
     /// Jobs whose run a stopped or killed daemon left, resumed here: each is not
     /// looked at until that run ends, then the due times that passed meanwhile are
     /// missed fires like those of the time the daemon was down (its `--catch-up`
-    /// applies), not fires during a run (its `--overlap`).
-    resuming: HashSet<String>,
+    /// applies), not fires during a run (its `--overlap`). A job added again under its
+    /// name is another job, not held by the old one's run.
+    resuming: HashSet<JobKey>,
+}
+
+/// One job, told apart from a job removed and added again under its name (`schedule
+/// rm`, `schedule add`): its name and when it was added.
+type JobKey = (String, i64);
+
+fn key_of(job: &ScheduleRecord) -> JobKey {
+    (job.name.clone(), job.created_at)
 }
 
 impl Daemon {
@@ -153,7 +165,7 @@ impl Daemon {
                 // killed) are queued again: each starts once its job is free.
                 if self.enabled {
                     jobs.queued
-                        .extend(list.into_iter().filter(|j| j.queued).map(|j| j.name));
+                        .extend(list.iter().filter(|j| j.queued).map(key_of));
                 }
             }
             Err(e) => tracing::warn!(error = %e, "cannot read the jobs' runs and queued fires"),
@@ -171,7 +183,7 @@ impl Daemon {
             let Jobs {
                 running, resuming, ..
             } = &mut jobs;
-            resuming.retain(|name| running.contains_key(name));
+            resuming.retain(|(name, _)| running.contains_key(name));
             if !self.enabled {
                 continue;
             }
@@ -246,7 +258,7 @@ impl Daemon {
                 let (runner, store, name) =
                     (self.runner.clone(), self.store.clone(), job.name.clone());
                 let r = run.clone();
-                jobs.resuming.insert(job.name.clone());
+                jobs.resuming.insert(key_of(job));
                 tokio::spawn(async move {
                     let outcome = runner.resume_job(RunId::from_string(r.clone())).await;
                     finished(&store, &name, &r, outcome).await;
@@ -282,7 +294,7 @@ impl Daemon {
         jobs: &mut Jobs,
         broken: &mut HashSet<String>,
     ) -> Result<(), DaemonError> {
-        if job.paused || jobs.resuming.contains(&job.name) {
+        if job.paused || jobs.resuming.contains(&key_of(job)) {
             return Ok(());
         }
         // A job that does not read back (or can never fire) is said once and not read
@@ -303,7 +315,7 @@ impl Daemon {
             .running
             .get(&job.name)
             .is_some_and(|(run, _)| job.active_run.as_ref() == Some(run));
-        if !busy && jobs.queued.remove(&job.name) {
+        if !busy && jobs.queued.remove(&key_of(job)) {
             let next = job.next_fire.and_then(DateTime::from_timestamp_millis);
             self.fire(job, None, next, 0, FireStatus::Running, jobs)
                 .await?;
@@ -319,7 +331,10 @@ impl Daemon {
         let status = if !plan.fire_now && !requested {
             FireStatus::Skipped
         } else {
-            match job.overlap.on_fire(busy, jobs.queued.contains(&job.name)) {
+            match job
+                .overlap
+                .on_fire(busy, jobs.queued.contains(&key_of(job)))
+            {
                 OverlapAction::Start => FireStatus::Running,
                 OverlapAction::Drop => FireStatus::Skipped,
                 OverlapAction::Enqueue => FireStatus::Queued,
@@ -381,7 +396,7 @@ impl Daemon {
             }
             (FireStatus::Running, None) => {}
             (FireStatus::Queued, _) => {
-                jobs.queued.insert(job.name.clone());
+                jobs.queued.insert(key_of(job));
             }
             (
                 FireStatus::Completed

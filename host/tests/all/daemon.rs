@@ -1008,3 +1008,104 @@ fn a_resumed_job_does_not_catch_up_the_fires_its_pause_skipped() {
     let ticks = started(&fires, "tick");
     assert!(ticks.iter().all(|t| t.missed == 0), "{fires:?}");
 }
+
+/// A fire queued behind a job's run belongs to that job: removed and added again under
+/// its name (`--every 1h`, nothing due), the new job starts no run (probe 18: it started
+/// the removed job's queued fire at once, `due=-`). Shown failing without the fix.
+#[test]
+fn a_fire_queued_behind_a_removed_jobs_run_is_not_the_new_jobs() {
+    let env = setup();
+    std::fs::write(
+        env.repo.join(".crewbox/s.toml"),
+        "[[reply]]\nrepeat = true\ndelay_ms = 4000\ntext = \"slow ok\"\n",
+    )
+    .unwrap();
+    add_job(
+        &env,
+        &[
+            "--cron",
+            "* * * * * *",
+            "--name",
+            "a",
+            "--mode",
+            "single",
+            "--overlap",
+            "queue",
+            "--prompt",
+            "old prompt",
+        ],
+    );
+    let daemon = Watched::start(&env);
+    daemon.wait_for(
+        "a fire queued behind the run",
+        Duration::from_secs(10),
+        |f| f.iter().any(|f| f.job == "a" && f.status == "queued"),
+    );
+    assert!(crewbox(&env, &["schedule", "rm", "a"]).status.success());
+    add_job(
+        &env,
+        &[
+            "--every",
+            "1h",
+            "--name",
+            "a",
+            "--mode",
+            "single",
+            "--prompt",
+            "new prompt",
+        ],
+    );
+    // The old run ends within 4 s; a few ticks after it, nothing more may start.
+    std::thread::sleep(Duration::from_secs(6));
+    let (status, stderr, fires) = daemon.stop();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(started(&fires, "a").len(), 1, "{fires:?}");
+    let a = job(&env, "a");
+    assert_eq!(a["run_count"], 0, "{a:#} {fires:?}");
+}
+
+/// A job removed and added again under its name while a restarted daemon resumes the
+/// old job's run fires on its own schedule: it is not held by that run, and its due
+/// times are not counted as missed when it ends (probe 18: nothing fired until the old
+/// run ended, then one fire with `missed=7`). Shown failing without the fix.
+#[test]
+fn a_job_added_again_is_not_held_by_the_old_jobs_resumed_run() {
+    let env = setup();
+    std::fs::write(
+        env.repo.join(".crewbox/s.toml"),
+        "[[reply]]\nagent = \"executor\"\nwhen = \"old prompt\"\nrepeat = true\ndelay_ms = 6000\ntext = \"slow ok\"\n\n\
+         [[reply]]\nrepeat = true\ntext = \"fast ok\"\n",
+    )
+    .unwrap();
+    let every_second = ["--cron", "* * * * * *", "--name", "a", "--mode", "single"];
+    let with = |prompt: &'static str| {
+        let mut args = every_second.to_vec();
+        args.extend(["--prompt", prompt]);
+        args
+    };
+    add_job(&env, &with("old prompt"));
+    let first = Watched::start(&env);
+    first.wait_for("a first fire", Duration::from_secs(10), |f| {
+        !started(f, "a").is_empty()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let fires = first.crash();
+    let left = started(&fires, "a")[0].run.clone();
+    let second = Watched::start(&env);
+    second.wait_for("the old run resumed", Duration::from_secs(10), |f| {
+        f.iter().any(|f| f.status == "resumed")
+    });
+    assert!(crewbox(&env, &["schedule", "rm", "a"]).status.success());
+    add_job(&env, &with("new prompt"));
+    // The resumed run still has seconds to go; the new job fires meanwhile.
+    second.wait_for("the new job's fires", Duration::from_secs(4), |f| {
+        started(f, "a").len() >= 2
+    });
+    assert_eq!(run_status(&env, &left), "running");
+    let (status, stderr, fires) = second.stop();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        started(&fires, "a").iter().all(|f| f.missed == 0),
+        "{fires:?}"
+    );
+}
