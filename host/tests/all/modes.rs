@@ -647,6 +647,69 @@ fn writers_side_by_side_in_place_are_refused() {
     assert!(out.status.success(), "{report}");
 }
 
+/// A worker's time limit counts its running time, not its wait for a slot (probe 17:
+/// with one slot, the second of two 1.5 s workers was timed out and stopped after
+/// running half a second of its 2 s).
+#[test]
+fn a_workers_time_limit_does_not_count_its_wait_for_a_slot() {
+    let dir = git_repo(|work| {
+        std::fs::create_dir_all(work.join(".crewbox/teams")).unwrap();
+        std::fs::write(
+            work.join(".crewbox/teams/slow.toml"),
+            "mode = \"orchestrate\"\nworker_timeout_s = 2\n\n[[members]]\nname = \"alice\"\n\n[[members]]\nname = \"bob\"\n",
+        )
+        .unwrap();
+    });
+    let config = dir.path().join("config/crewbox");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), "max_concurrent = 1\n").unwrap();
+    let script = r#"
+[[reply]]
+agent = "orchestrator"
+turn = 1
+text = "@worker:alice\na\n@end\n@worker:bob\nb\n@end"
+
+[[reply]]
+agent = "alice"
+delay_ms = 1500
+text = "alice result"
+
+[[reply]]
+agent = "bob"
+delay_ms = 1500
+text = "bob result"
+
+[[reply]]
+agent = "synthesis"
+text = "SYNTH"
+"#;
+    let (_, report) = crewbox(dir.path(), script, &["run", "do it", "--team", "slow"]);
+    let statuses: Vec<&str> = report["assignments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["completed", "completed"], "{report}");
+    assert_eq!(report["status"], "completed", "{report}");
+    // One that runs past its limit is still timed out.
+    let (_, report) = crewbox(
+        dir.path(),
+        &script.replace(
+            "delay_ms = 1500\ntext = \"bob",
+            "delay_ms = 4000\ntext = \"bob",
+        ),
+        &["run", "do it", "--team", "slow"],
+    );
+    let bob = report["assignments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["worker"] == "bob")
+        .unwrap();
+    assert_eq!(bob["status"], "timed-out", "{report}");
+}
+
 #[test]
 fn chain_depth_bounds_follow_ups() {
     let dir = repo();

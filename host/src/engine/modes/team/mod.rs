@@ -317,6 +317,41 @@ async fn ran_for(ctx: &RunContext, id: &AgentId) -> Result<Duration, EngineError
     Ok(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
 }
 
+/// How often a member still waiting for a slot is looked at again.
+const QUEUED_RECHECK: Duration = Duration::from_millis(250);
+
+/// The result `rx` brings, or `None` once agent `id` has *run* for `limit`: the time it
+/// waited for a slot (`max_concurrent`) does not count (a worker was timed out after
+/// running half a second of a 2 s limit, its work dropped).
+async fn within_run_time(
+    store: &crate::store::Store,
+    id: &AgentId,
+    limit: Duration,
+    mut rx: crate::engine::spawn::ResultRx,
+) -> Option<Result<Result<ExecResult, EngineError>, tokio::sync::oneshot::error::RecvError>> {
+    let mut wait = limit;
+    loop {
+        if let Ok(r) = tokio::time::timeout(wait, &mut rx).await {
+            return Some(r);
+        }
+        // When it started, from its row (a row that cannot be read: the limit is over,
+        // as counted from its submission).
+        let started = match store.agent(id).await {
+            Ok(Some(a)) => a.started_at,
+            Ok(None) | Err(_) => return None,
+        };
+        wait = match started {
+            None => QUEUED_RECHECK,
+            Some(at) => {
+                let ran = Duration::from_millis(
+                    u64::try_from(crate::store::now_ms().saturating_sub(at)).unwrap_or(0),
+                );
+                limit.checked_sub(ran).filter(|d| !d.is_zero())?
+            }
+        };
+    }
+}
+
 /// Runs `items` as one group through the spawn queue and awaits each result (at most
 /// `timeout` each). A member whose step is stored as done in the run's journal is read
 /// back, not run again; every fresh result is stored as it arrives, before the group's
@@ -394,6 +429,7 @@ pub(crate) async fn run_group(
         let rx = ctx.submit(job, join.clone()).await?;
         members.push((i, id.clone()));
         let manager = ctx.services().manager();
+        let store = ctx.services().store();
         let journal = &ctx.journal;
         let memory = &tc.memory;
         let (key, task) = (item.key, item.assigned);
@@ -401,7 +437,7 @@ pub(crate) async fn run_group(
         pending.push(async move {
             let started = Instant::now();
             let result = match timeout {
-                Some(t) => tokio::time::timeout(t, rx).await.ok(),
+                Some(t) => within_run_time(store, &id, t, rx).await,
                 None => Some(rx.await),
             };
             let (run, conversation) = match result.map(received) {
