@@ -146,14 +146,25 @@ pub fn parse_assignments(reply: &str, members: &[&str], displays: &[(&str, &str)
     let members = Members::new(members, displays);
     let members = &members;
     let text = reply.replace("\r\n", "\n");
-    if let Some(entries) = find_json(&text) {
+    // A JSON array that gives a member a task wins; one that gives none (an example of
+    // the format, `[{"worker": "name", …}]`) does not hide the blocks after it.
+    let mut first_json = None;
+    for entries in json_arrays(&text) {
         let mut out = Assignments::default();
         for entry in entries {
             out.add(&entry.worker, &entry.task, members);
         }
-        return out;
+        if !out.tasks.is_empty() {
+            return out;
+        }
+        first_json.get_or_insert(out);
     }
-    parse_blocks(&text, members)
+    let blocks = parse_blocks(&text, members);
+    match first_json {
+        // Neither gave a member a task: what the JSON named is reported as unknown.
+        Some(json) if blocks.tasks.is_empty() && blocks.unknown.is_empty() => json,
+        _ => blocks,
+    }
 }
 
 #[derive(Deserialize)]
@@ -162,9 +173,9 @@ struct JsonAssignment {
     task: String,
 }
 
-/// The first non-empty JSON array of assignments anywhere in `text`.
-fn find_json(text: &str) -> Option<Vec<JsonAssignment>> {
-    text.match_indices('[').find_map(|(at, _)| {
+/// Every non-empty JSON array of assignments in `text`, in order.
+fn json_arrays(text: &str) -> impl Iterator<Item = Vec<JsonAssignment>> + '_ {
+    text.match_indices('[').filter_map(|(at, _)| {
         let mut stream =
             serde_json::Deserializer::from_str(&text[at..]).into_iter::<Vec<JsonAssignment>>();
         match stream.next() {
@@ -257,6 +268,30 @@ fn strip_name(name: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Probe 17: an example of the JSON format in the plan hid the blocks after it (no
+    /// worker ran, `name` reported unknown, the run "answered directly").
+    #[test]
+    fn a_json_example_that_names_no_member_does_not_hide_the_blocks() {
+        let reply = "Tasks below (they could also be given as JSON, e.g. \
+                     `[{\"worker\": \"name\", \"task\": \"…\"}]`).\n\
+                     @worker:alice\nDesign it.\n@end\n@worker:bob\nTest it.\n@end\n";
+        let a = parse_assignments(reply, &["alice", "bob"], &[]);
+        assert_eq!(
+            a.tasks,
+            [
+                ("alice".to_owned(), "Design it.".to_owned()),
+                ("bob".to_owned(), "Test it.".to_owned())
+            ]
+        );
+        assert!(a.unknown.is_empty(), "{:?}", a.unknown);
+        // A JSON array naming members still wins, and one naming none alone is reported.
+        let json = r#"[{"worker": "bob", "task": "Test it."}] and @worker:alice x @end"#;
+        let a = parse_assignments(json, &["alice", "bob"], &[]);
+        assert_eq!(a.tasks, [("bob".to_owned(), "Test it.".to_owned())]);
+        let a = parse_assignments(r#"[{"worker": "carol", "task": "t"}]"#, &["alice"], &[]);
+        assert_eq!(a.unknown, ["carol"]);
+    }
     use pretty_assertions::assert_eq;
 
     const MEMBERS: &[&str] = &["Alice", "bob", "carol.v2"];
