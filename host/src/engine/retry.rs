@@ -17,6 +17,13 @@ use super::request::{RunRequest, RunSpec};
 use crate::ids::AgentId;
 use crate::provider::Message;
 use crate::store::{DeadLetter, RetryOverrides, StoreError};
+use crate::vocab::Capability;
+
+/// Told to a writing agent whose retry continues its dead attempt's conversation.
+pub const RETRY_WORKSPACE: &str = "This is a retry of your earlier attempt, which failed. Your \
+workspace is a fresh checkout of the run's base: the file changes you made in the earlier \
+attempt are not in it. Check the files before you rely on earlier edits, and make again \
+every change the task still needs.";
 
 /// Runs dead letter `agent` again inside its run and finishes the run.
 pub(super) async fn retry(
@@ -149,7 +156,14 @@ impl RunContext {
                 .await?;
             let history = stored.and_then(|text| serde_json::from_str::<Vec<Message>>(&text).ok());
             match history {
-                Some(h) if !h.is_empty() => job.history = Some(h),
+                Some(mut h) if !h.is_empty() => {
+                    // Its conversation goes on, its workspace does not (probe 17: the
+                    // agent took its earlier edits for done and changed nothing).
+                    if job.spec.perms.caps.contains(Capability::Write) {
+                        h.push(Message::user(RETRY_WORKSPACE));
+                    }
+                    job.history = Some(h);
+                }
                 _ => tracing::warn!(
                     agent_id = %plan.agent_id,
                     "the dead agent's conversation is not stored; its retry starts from its task"

@@ -919,3 +919,67 @@ fn a_second_retry_after_a_killed_one_points_to_resume() {
         "{stderr}"
     );
 }
+
+/// A writing agent whose retry continues its dead attempt's conversation is told its
+/// workspace is fresh at the run's base (probe 17: the conversation said `b.txt` was
+/// written, the retried agent took it for done, changed nothing, and the run completed
+/// with the work on no branch of its result).
+#[test]
+fn a_retry_that_continues_a_conversation_is_told_its_workspace_is_fresh() {
+    let down = r#"
+[[reply]]
+agent = "agent"
+turn = 1
+text = "writing b.txt"
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "b.txt", content = "important\n" }
+
+[[reply]]
+agent = "agent"
+error = "connection"
+repeat = true
+"#;
+    // Writes b.txt again only when told the earlier edits are gone.
+    let ok = r#"
+[[reply]]
+agent = "agent"
+when = "fresh checkout"
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "b.txt", content = "important\n" }
+
+[[reply]]
+agent = "agent"
+repeat = true
+text = "b.txt is written, done"
+"#;
+    let dir = setup_with(
+        "mode = \"sequential\"\n[[members]]\nname = \"x\"\n",
+        "",
+        down,
+        ok,
+    );
+    let report = json(&bin(
+        dir.path(),
+        &["run", "write b.txt", "--mode", "single", "--json"],
+    ));
+    assert_eq!(report["status"], "failed", "{report:#}");
+    let agent = report["agents"][0]["id"].as_str().unwrap().to_owned();
+    let report = retry_ok(dir.path(), &agent);
+    assert_eq!(report["status"], "completed", "{report:#}");
+    let branch = report["branch"]["branch"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no branch: {report:#}"));
+    let show = std::process::Command::new("git")
+        .args(["show", &format!("{branch}:b.txt")])
+        .current_dir(dir.path().join("repo"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&show.stdout),
+        "important\n",
+        "{report:#}"
+    );
+}
