@@ -62,7 +62,9 @@ pub fn list(repo_root: &Path) -> Result<Vec<BranchInfo>, WorktreeError> {
         let Ok(Some(name)) = branch.name() else {
             continue;
         };
-        if !name.starts_with(PREFIX) {
+        // Only the names crewbox gives: a user's own `crewbox/mywork` is not listed,
+        // so never pruned (`branches --prune --force` deleted it, unmerged work and all).
+        if !made_by_crewbox(name) {
             continue;
         }
         let name = name.to_owned();
@@ -83,6 +85,47 @@ pub fn list(repo_root: &Path) -> Result<Vec<BranchInfo>, WorktreeError> {
     }
     out.sort_by(|a, b| (a.time, &a.name).cmp(&(b.time, &b.name)));
     Ok(out)
+}
+
+/// Whether `name` is a name crewbox gives a branch: an agent's `crewbox/a-<32 hex>`
+/// (with the `-<UTC stamp>` and `-<n>` it adds when the plain name is taken) or a team
+/// run's integration branch `crewbox/run/r-<32 hex>`.
+pub fn made_by_crewbox(name: &str) -> bool {
+    fn id(s: &str, prefix: &str) -> bool {
+        s.strip_prefix(prefix).is_some_and(|hex| {
+            hex.len() == 32 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
+    }
+    // Every name crewbox gives is ASCII (and the byte splits below need it).
+    let Some(rest) = name.strip_prefix(PREFIX).filter(|r| r.is_ascii()) else {
+        return false;
+    };
+    if let Some(run) = rest.strip_prefix("run/") {
+        return id(run, "r-");
+    }
+    let (agent, suffix) = rest.split_at(rest.len().min(34));
+    if !id(agent, "a-") {
+        return false;
+    }
+    // `-20250101T000000Z`, then maybe `-<n>`.
+    let Some(suffix) = (!suffix.is_empty()).then_some(suffix) else {
+        return true;
+    };
+    let Some(stamp) = suffix.strip_prefix('-') else {
+        return false;
+    };
+    let (stamp, count) = stamp.split_at(stamp.len().min(16));
+    let stamp_ok = stamp.len() == 16
+        && stamp.bytes().enumerate().all(|(i, b)| match i {
+            8 => b == b'T',
+            15 => b == b'Z',
+            _ => b.is_ascii_digit(),
+        });
+    stamp_ok
+        && (count.is_empty()
+            || count
+                .strip_prefix('-')
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())))
 }
 
 /// Whether a linked worktree has `name` checked out.
@@ -115,4 +158,38 @@ pub fn delete(repo_root: &Path, info: &BranchInfo) -> Result<(), WorktreeError> 
         ))));
     }
     branch.delete().map_err(git("delete branch"))
+}
+
+#[cfg(test)]
+mod names {
+    use super::made_by_crewbox;
+
+    /// Probe 18: every `crewbox/…` branch counted as crewbox's, so `branches --prune
+    /// --force` deleted a user's `crewbox/mywork`.
+    #[test]
+    fn only_the_names_crewbox_gives_are_its_branches() {
+        let hex = "0123456789abcdef0123456789abcdef";
+        for ok in [
+            format!("crewbox/a-{hex}"),
+            format!("crewbox/a-{hex}-20250101T000000Z"),
+            format!("crewbox/a-{hex}-20250101T000000Z-7"),
+            format!("crewbox/run/r-{hex}"),
+        ] {
+            assert!(made_by_crewbox(&ok), "{ok}");
+        }
+        for not in [
+            "crewbox/mywork".to_owned(),
+            "main".to_owned(),
+            format!("crewbox/a-{}", &hex[1..]),
+            format!("crewbox/a-{hex}x"),
+            format!("crewbox/a-{hex}-mine"),
+            format!("crewbox/a-{hex}-20250101T000000Z-"),
+            format!("crewbox/run/r-{hex}/x"),
+            format!("crewbox/A-{}", hex.to_uppercase()),
+            format!("other/a-{hex}"),
+            format!("crewbox/a-{}é{}", &hex[..31], "-20250101T000000Z"),
+        ] {
+            assert!(!made_by_crewbox(&not), "{not}");
+        }
+    }
 }

@@ -111,9 +111,17 @@ fn branches_are_named_after_their_agent_and_pruned_only_when_merged() {
         .map(|b| b["name"].clone())
         .collect();
     assert_eq!(left, [made[1].as_str()], "unmerged work is kept");
+    // A user's own branch under `crewbox/` is not crewbox's: not listed, never pruned
+    // (probe 18: `--prune --force` deleted it with its unmerged work).
+    git(&repo, &["branch", "crewbox/mywork", made[1].as_str()]);
     let forced = branches(dir.path(), &["--prune", "--force"]);
+    assert_eq!(forced.len(), 1, "{forced:?}");
     assert_eq!(forced[0]["pruned"], true);
     assert!(branches(dir.path(), &[]).is_empty());
+    git(
+        &repo,
+        &["rev-parse", "--verify", "refs/heads/crewbox/mywork"],
+    );
     assert_eq!(
         bin(dir.path(), &["branches", "--force"]).status.code(),
         Some(2)
