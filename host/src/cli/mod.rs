@@ -240,12 +240,35 @@ impl Command {
     }
 }
 
+/// Prints what the command line parser said and returns its exit code. Help and the
+/// version are crewbox's own text; an error quotes the arguments, which are written
+/// escaped like every other text crewbox prints (probe 18: `--mode $'\e]52;c;…\a'`
+/// reached the terminal raw, a clipboard write), and without colours.
+fn usage_error(e: &clap::Error) -> std::process::ExitCode {
+    use clap::error::ErrorKind;
+    use std::io::Write as _;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+    } else {
+        let _ = write!(crate::text::stderr(), "{}", e.render());
+    }
+    std::process::ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+}
+
 /// Parses the command line, runs the command and returns the process exit code.
 /// How long blocking work may take to finish once a command returned.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 pub fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     crewbox::secrets::register_secret_env();
     // Telemetry is user-only: read from the user's file alone, never a repository's.
     // A file that does not load is reported by the command itself.

@@ -235,3 +235,25 @@ fn bad_input_is_a_clear_usage_error() {
         "status must not create state"
     );
 }
+
+/// A value the command line parser refuses is quoted escaped, as all text crewbox
+/// prints (probe 18: an OSC 52 clipboard write and a screen clear in `--mode` reached
+/// the terminal raw); the exit code stays 2.
+#[test]
+fn a_refused_argument_is_quoted_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["run", "x", "--mode", "\x1b]52;c;aGk=\x07\x1b[2J"][..],
+        &["run", "x", "--bogus\x1b[2J"][..],
+        &["bogus\u{202e}cmd"][..],
+    ] {
+        let out = crewbox(dir.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            !err.contains('\x1b') && !err.contains('\x07') && !err.contains('\u{202e}'),
+            "{args:?}: {err:?}"
+        );
+        assert!(err.contains("error"), "{err}");
+    }
+}
