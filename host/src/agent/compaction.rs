@@ -38,11 +38,14 @@ pub fn compact(messages: &mut [Message], budget: u64, keep_turns: u32) -> usize 
         .filter(|(_, m)| m.role == Role::Assistant)
         .map(|(i, _)| i)
         .collect();
-    let keep_from = assistant_positions
-        .len()
-        .checked_sub(keep_turns as usize)
-        .and_then(|i| assistant_positions.get(i).copied())
-        .unwrap_or(0);
+    // Fewer turns than that: all kept. `keep_turns = 0`: none (it compacted nothing).
+    let keep_from = match assistant_positions.len().checked_sub(keep_turns as usize) {
+        Some(i) => assistant_positions
+            .get(i)
+            .copied()
+            .unwrap_or(messages.len()),
+        None => 0,
+    };
     let mut dropped = 0;
     for m in messages[..keep_from].iter_mut() {
         if m.role == Role::Tool && !m.content.starts_with("[compacted") {
@@ -131,6 +134,12 @@ mod tests {
         assert!(msgs[3].content.starts_with("[compacted"));
         assert_eq!(msgs[9].content.len(), 400, "last turns kept");
         assert_eq!(msgs[1].content, "task");
+        // Keeping no turn whole compacts every tool output (probe 17: it compacted none).
+        let mut all = before.clone();
+        assert_eq!(compact(&mut all, 500, 0), 5);
+        // Keeping more turns than there are compacts none.
+        let mut none = before.clone();
+        assert_eq!(compact(&mut none, 500, 9), 0);
     }
 
     fn exchange(i: usize, size: usize) -> Vec<Message> {
