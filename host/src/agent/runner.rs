@@ -49,6 +49,10 @@ pub const MAX_EMPTY_NUDGES: u32 = 1;
 pub const CONTINUE: &str = "Your reply was cut off at the output token limit. Continue exactly where it \
      stopped, without repeating what you already wrote.";
 
+/// The answer to a call that came after `finish` in one reply.
+pub const AFTER_FINISH: &str =
+    "error: not run: it came after `finish` in the same reply, and `finish` ended your work";
+
 /// The result of the call a reply cut at the output token limit broke: its arguments
 /// are incomplete, so it is not run (the complete calls before it are).
 pub const CUT_CALL: &str = "error: not run: your reply was cut off at the output token limit inside this \
@@ -707,7 +711,19 @@ impl TurnLoop<'_> {
         }
         let mut finish = None;
         for (i, call) in calls.iter().enumerate() {
-            if let Err(exceeded) = self.budget.charge_tool_call() {
+            // The agent declared itself done: what it asked for after that is not done
+            // (probe 17: a write after `finish` ran, and its branch held it).
+            if finish.is_some() {
+                self.answer_unrun(&calls[i..], AFTER_FINISH);
+                break;
+            }
+            // Ending is counted, never refused: an agent that used all its tool calls
+            // may still finish (it was aborted, its summary lost).
+            let finishing =
+                call.name == crate::tool::finish::NAME && self.env.tools.get(&call.name).is_some();
+            if finishing {
+                self.budget.stats.tool_calls = self.budget.stats.tool_calls.saturating_add(1);
+            } else if let Err(exceeded) = self.budget.charge_tool_call() {
                 // Answer every call of the batch so the conversation stays well-formed
                 // for a later fix round.
                 self.answer_unrun(&calls[i..], &format!("error: {exceeded}"));

@@ -8,7 +8,8 @@ use super::support;
 use super::{Capability, Tool, ToolContext, ToolError, ToolOutput};
 use crate::provider::ToolSpec;
 
-const NAME: &str = "finish";
+/// The tool's name.
+pub const NAME: &str = "finish";
 
 /// Declares the agent done, with an optional summary as its result.
 #[derive(Debug, Default, Clone, Copy)]

@@ -710,6 +710,51 @@ text = "SYNTH"
     assert_eq!(bob["status"], "timed-out", "{report}");
 }
 
+/// `finish` ends the agent's work: a call after it in the same reply is answered "not
+/// run" (probe 17: a write after `finish` ran and was committed), and an agent that
+/// used all its tool calls may still finish (it was aborted, its summary lost).
+#[test]
+fn finish_ends_the_work_and_is_never_refused() {
+    let dir = repo();
+    let config = dir.path().join("config/crewbox");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), "[quotas]\nmax_tool_calls = 1\n").unwrap();
+    let script = r#"
+[[reply]]
+agent = "agent"
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "a.txt", content = "a\n" }
+
+[[reply]]
+agent = "agent"
+turn = 2
+[[reply.tool_calls]]
+name = "finish"
+args = { summary = "wrote a.txt" }
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "sneaky.txt", content = "s\n" }
+"#;
+    let (out, report) = crewbox(dir.path(), script, &["run", "write", "--mode", "single"]);
+    assert!(out.status.success(), "{report}");
+    let agent = &report["agents"][0];
+    assert_eq!(agent["state"], "completed", "{report}");
+    assert_eq!(report["result"], "wrote a.txt", "{report}");
+    let branch = report["branch"]["branch"].as_str().unwrap();
+    let ls = Command::new("git")
+        .args(["ls-tree", "--name-only", branch])
+        .current_dir(dir.path().join("repo"))
+        .output()
+        .unwrap();
+    let files = String::from_utf8_lossy(&ls.stdout);
+    assert!(
+        files.contains("a.txt") && !files.contains("sneaky.txt"),
+        "{files}"
+    );
+}
+
 #[test]
 fn chain_depth_bounds_follow_ups() {
     let dir = repo();
