@@ -117,6 +117,13 @@ fn check(rec: &RecordedRepo, repo: &dyn RepoIdentity, path: &Path) -> Result<(),
     if same_root && same_history {
         return Ok(());
     }
+    if same_root && let Some(commit) = &rec.root_commit {
+        return Err(StoreError::HistoryRewritten {
+            path: path.to_owned(),
+            root: rec.root.clone(),
+            commit: commit.clone(),
+        });
+    }
     Err(StoreError::OtherRepository {
         path: path.to_owned(),
         recorded_root: rec.root.clone(),
@@ -181,7 +188,12 @@ mod tests {
             root: "/src/a".into(),
             commits: vec!["x0"],
         };
-        assert!(bind(&c, Path::new("db"), &replaced).is_err());
+        let err = bind(&c, Path::new("db"), &replaced).unwrap_err();
+        // Named for what it is (probe 18: "belongs to the repository at /src/a, not to
+        // /src/a", and advice that did not apply).
+        assert!(matches!(err, StoreError::HistoryRewritten { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("c0") && msg.contains("no longer has"), "{msg}");
     }
 
     #[cfg(unix)]

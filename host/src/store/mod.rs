@@ -170,6 +170,26 @@ pub enum StoreError {
         /// The repository it was opened for.
         root: PathBuf,
     },
+    /// The store was recorded for this repository, whose history no longer holds the
+    /// root commit it had then.
+    #[error(
+        "the store at {} was recorded for this repository ({}) when its history began at \
+         commit {commit}, which it no longer has (its history was rewritten, another \
+         repository took its place, or git cannot read it as this user); the store's runs \
+         name commits that are gone, so it is not used: move its directory {} aside to \
+         start a new store",
+        path.display(),
+        root.display(),
+        path.parent().unwrap_or(path).display()
+    )]
+    HistoryRewritten {
+        /// The database file.
+        path: PathBuf,
+        /// The repository.
+        root: PathBuf,
+        /// The root commit it recorded.
+        commit: String,
+    },
     /// The agent is not a dead letter (it did not fail, or it was dropped or retried).
     #[error("agent {agent} is not a dead letter: {why}")]
     NotDead {
