@@ -65,7 +65,10 @@ pub enum ProviderChoiceError {
         note: String,
     },
     /// The name is not a provider of the user's.
-    #[error("unknown provider `{name}` (configured: {known})")]
+    #[error(
+        "unknown provider `{}` (configured: {known})",
+        crate::text::escape(name)
+    )]
     Unknown {
         /// The name asked for.
         name: String,

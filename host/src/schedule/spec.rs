@@ -477,7 +477,10 @@ pub enum ScheduleError {
         now: DateTime<Utc>,
     },
     /// A zone name the IANA database does not know.
-    #[error("unknown time zone `{name}`; use an IANA name such as `Europe/Berlin` or `UTC`")]
+    #[error(
+        "unknown time zone `{}`; use an IANA name such as `Europe/Berlin` or `UTC`",
+        crate::text::escape(name)
+    )]
     UnknownTimeZone {
         /// The name as written.
         name: String,
@@ -498,7 +501,7 @@ pub enum ScheduleError {
     #[error("prompt is empty")]
     EmptyPrompt,
     /// A job name outside `[A-Za-z0-9._-]{1,64}`.
-    #[error("invalid job name `{name}`: {reason}")]
+    #[error("invalid job name `{}`: {reason}", crate::text::escape(name))]
     InvalidJobName {
         /// The name as written.
         name: String,

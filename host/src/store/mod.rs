@@ -108,7 +108,10 @@ pub enum StoreError {
         name: String,
     },
     /// No scheduled job has that name.
-    #[error("no scheduled job named `{name}` (see `crewbox schedule list`)")]
+    #[error(
+        "no scheduled job named `{}` (see `crewbox schedule list`)",
+        crate::text::escape(name)
+    )]
     NoSuchSchedule {
         /// The job name.
         name: String,

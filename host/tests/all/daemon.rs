@@ -1109,3 +1109,32 @@ fn a_job_added_again_is_not_held_by_the_old_jobs_resumed_run() {
         "{fires:?}"
     );
 }
+
+/// A name or zone given on the command line is quoted on one line: a newline in it is
+/// written `\n` (probe 18: it started a second line that could pass for crewbox's own).
+#[test]
+fn a_refused_name_is_quoted_on_one_line() {
+    let env = setup();
+    for args in [
+        &[
+            "schedule",
+            "add",
+            "--every",
+            "1h",
+            "--prompt",
+            "p",
+            "--name",
+            "x\nfake line: scheduled OK",
+        ][..],
+        &["schedule", "rm", "x\nfake line: removed"][..],
+        &[
+            "schedule", "add", "--every", "1h", "--prompt", "p", "--name", "ok", "--tz", "x\nfake",
+        ][..],
+    ] {
+        let out = crewbox(&env, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("x\\nfake"), "{err}");
+    }
+}
