@@ -192,6 +192,9 @@ pub enum UsageError {
         /// How many of its agents may write.
         writers: usize,
     },
+    /// The prompt is empty or blank.
+    #[error("the prompt is empty: say what the agents should do")]
+    EmptyPrompt,
     /// `--mcp NAME` names no server of the user's config.
     #[error(
         "`{name}` is not one of your MCP servers ({}); define it as [mcp.servers.{name}] in your \

@@ -66,6 +66,10 @@ async fn start_in(
     id: Option<RunId>,
 ) -> Result<RunReport, EngineError> {
     let services = &engine.services;
+    // Nothing to do is no run (`schedule add` and the MCP `run` tool refused it already).
+    if req.prompt.trim().is_empty() {
+        return Err(UsageError::EmptyPrompt.into());
+    }
     for name in &req.mcp {
         if !services.config().mcp.servers.contains_key(name) {
             let known: Vec<String> = services.config().mcp.servers.keys().cloned().collect();

@@ -257,3 +257,27 @@ fn a_refused_argument_is_quoted_escaped() {
         assert!(err.contains("error"), "{err}");
     }
 }
+
+/// An empty or blank prompt is a usage error, as `schedule add` says (probe 18: `run ""`
+/// ran an agent on nothing).
+#[test]
+fn an_empty_prompt_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.toml"), "[[reply]]\ntext = \"done\"\n").unwrap();
+    for prompt in ["", "  \n\t"] {
+        let out = crewbox(
+            dir.path(),
+            &[
+                "run",
+                prompt,
+                "--isolation",
+                "none",
+                "--script",
+                "s.toml",
+                "--json",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("prompt is empty"), "{}", stderr(&out));
+    }
+}
