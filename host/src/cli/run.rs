@@ -29,8 +29,9 @@ pub struct RunArgs {
     /// Where agents execute [default: `executor` in your config, else local].
     #[arg(long, value_enum)]
     pub executor: Option<super::choices::ExecutorChoice>,
-    /// Run this validator after each writing agent (`NAME[=CRITERION]`, a built-in name or a
-    /// `.wasm` path); repeat for several validators or criteria.
+    /// Run this validator after each writing agent, and after every member of a team
+    /// (`NAME[=CRITERION]`, a built-in name or a `.wasm` path); repeat for several
+    /// validators or criteria.
     #[arg(long = "validator", value_name = "NAME[=CRITERION]")]
     pub validators: Vec<String>,
     /// Most validator fix rounds per agent (0..=10; its quotas hold across them).
