@@ -451,7 +451,8 @@ pub enum Lookup<T> {
     None,
     /// Exactly one record.
     One(T),
-    /// Several: their full ids (at most ten), oldest first.
+    /// Several: their full ids (at most ten, then `… and more` when there are more),
+    /// oldest first.
     Ambiguous(Vec<String>),
 }
 
@@ -464,7 +465,15 @@ impl<T> Lookup<T> {
         match found.len() {
             0 => Self::None,
             1 => found.pop().map_or(Self::None, Self::One),
-            _ => Self::Ambiguous(found.iter().take(10).map(id).collect()),
+            _ => {
+                let mut ids: Vec<String> = found.iter().take(10).map(id).collect();
+                // Read with a limit of 11: more than ten match (the list was cut
+                // without a word).
+                if found.len() > 10 {
+                    ids.push("… and more".to_owned());
+                }
+                Self::Ambiguous(ids)
+            }
         }
     }
 
@@ -788,5 +797,27 @@ impl Store {
                 .map_err(|e| StoreError::sqlite("read latest events", &e))
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod lookup_tests {
+    use super::Lookup;
+
+    /// Probe 18: 22 matching runs listed 10, with no word of the others.
+    #[test]
+    fn more_than_ten_candidates_say_there_are_more() {
+        let ids = |n: usize| (0..n).map(|i| format!("r-{i:02}")).collect::<Vec<_>>();
+        match Lookup::of(ids(11), "r-", String::clone) {
+            Lookup::Ambiguous(shown) => {
+                assert_eq!(shown.len(), 11);
+                assert_eq!(shown[10], "… and more");
+            }
+            other => panic!("{other:?}"),
+        }
+        match Lookup::of(ids(3), "r-", String::clone) {
+            Lookup::Ambiguous(shown) => assert_eq!(shown, ids(3)),
+            other => panic!("{other:?}"),
+        }
     }
 }
