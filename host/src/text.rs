@@ -109,6 +109,18 @@ pub fn is_unsafe(c: char) -> bool {
         | '\u{2028}' | '\u{2029}')
 }
 
+/// Whether `c` shows nothing and joins no script or emoji: zero-width space, word
+/// joiner and the invisible operators (U+200B, U+2060–4), the byte-order mark, soft
+/// hyphen, Mongolian vowel separator, and the TAG characters (U+E0000–7F: hidden ASCII,
+/// "ASCII smuggling"). Written as escapes by every layout, so text crewbox prints can
+/// neither hide words nor pass `rev\u{200b}iewer` for `reviewer`. The joiners (ZWJ,
+/// ZWNJ), which emoji and several scripts need, are escaped in one-line fields only.
+pub fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{ad}' | '\u{180e}' | '\u{200b}' | '\u{2060}'..='\u{2064}' | '\u{feff}'
+        | '\u{e0000}'..='\u{e007f}')
+}
+
 /// What layout characters a sink keeps raw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
@@ -126,6 +138,13 @@ impl Layout {
     fn keeps(self, c: char) -> bool {
         c == '\n' && self != Layout::Line
     }
+
+    /// Whether `c` is written as an escape in this layout.
+    fn escapes(self, c: char) -> bool {
+        (is_unsafe(c) && !self.keeps(c))
+            || is_invisible(c)
+            || (self == Layout::Line && matches!(c, '\u{200c}' | '\u{200d}'))
+    }
 }
 
 /// Writes `c` as an escape: JSON-compatible and readable (`\x1b`, `\u009b`).
@@ -137,8 +156,12 @@ fn push_escaped(out: &mut String, c: char) {
             let _ = write!(out, "\\x{:02x}", c as u32);
         }
         c => {
-            // Every unsafe character from DEL up lies in the Basic Multilingual Plane.
-            let _ = write!(out, "\\u{:04x}", c as u32);
+            // As JSON writes it (a TAG character as its UTF-16 surrogate pair), so an
+            // escape inside a JSON string decodes to the character.
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{:04x}", unit);
+            }
         }
     }
 }
@@ -157,7 +180,7 @@ fn sgr_len(s: &str) -> Option<usize> {
 /// Borrows when nothing needs escaping; the result never holds an unsafe character
 /// but the ones `layout` keeps, so escaping it again changes nothing.
 pub fn escape_as(s: &str, layout: Layout) -> Cow<'_, str> {
-    let Some(first) = s.find(|c: char| is_unsafe(c) && !layout.keeps(c)) else {
+    let Some(first) = s.find(|c: char| layout.escapes(c)) else {
         return Cow::Borrowed(s);
     };
     let mut out = String::with_capacity(s.len() + 16);
@@ -172,7 +195,7 @@ pub fn escape_as(s: &str, layout: Layout) -> Cow<'_, str> {
             rest = &rest[n..];
             continue;
         }
-        if is_unsafe(c) && !layout.keeps(c) {
+        if layout.escapes(c) {
             push_escaped(&mut out, c);
         } else {
             out.push(c);
@@ -405,6 +428,29 @@ mod tests {
         assert!(!shown.contains(['\u{9b}', '\u{202e}', '\u{7f}', '\x1b']));
         let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
         assert_eq!(back, value);
+    }
+
+    /// Probe 18: a name `rev\u{200b}iewer` printed exactly like `reviewer`, and TAG
+    /// characters carried hidden ASCII through every output.
+    #[test]
+    fn invisible_characters_are_written_as_escapes() {
+        assert_eq!(
+            escape("rev\u{200b}iewer\u{2060}\u{feff}\u{ad}\u{e0041}"),
+            "rev\\u200biewer\\u2060\\ufeff\\u00ad\\udb40\\udc41"
+        );
+        // The joiners emoji and scripts need stay in text, not in a one-line field.
+        let family = "\u{1f468}\u{200d}\u{1f469}";
+        assert!(matches!(escape_block(family), Cow::Borrowed(_)));
+        assert_eq!(escape(family), "\u{1f468}\\u200d\u{1f469}");
+        // In JSON the escapes decode to the text itself.
+        let value = serde_json::json!({"role": "a\u{200b}b\u{e0041}"});
+        let shown = escape_block(&serde_json::to_string(&value).unwrap()).into_owned();
+        assert!(!shown.contains(['\u{200b}', '\u{e0041}']), "{shown}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&shown).unwrap(),
+            value
+        );
+        assert!(matches!(escape(&escape("\u{200b}")), Cow::Borrowed(_)));
     }
 
     #[test]
