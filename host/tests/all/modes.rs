@@ -755,6 +755,63 @@ args = { path = "sneaky.txt", content = "s\n" }
     );
 }
 
+/// A swarm member whose work failed validation is marked in the merged report (probe
+/// 17: it read `(…, completed)` like the good results beside it).
+#[test]
+fn a_swarm_report_marks_work_that_failed_validation() {
+    let dir = repo();
+    let script = r#"
+[[reply]]
+agent = "swarm-1"
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "a.txt", content = "aws_access_key_id = AKIAZ7QX3MPLE4TESTKY\n" }
+
+[[reply]]
+agent = "swarm-1"
+turn = 2
+text = "wrote a"
+
+[[reply]]
+agent = "swarm-2"
+turn = 1
+[[reply.tool_calls]]
+name = "write_file"
+args = { path = "b.txt", content = "fine\n" }
+
+[[reply]]
+agent = "swarm-2"
+turn = 2
+text = "wrote b"
+"#;
+    let (_, report) = crewbox(
+        dir.path(),
+        script,
+        &[
+            "run",
+            "x",
+            "--mode",
+            "swarm",
+            "--swarm-size",
+            "2",
+            "--strategy",
+            "merge",
+            "--validator",
+            "no-secrets",
+            "--max-fix-rounds",
+            "0",
+        ],
+    );
+    let result = report["result"].as_str().unwrap();
+    let marked: Vec<&str> = result
+        .lines()
+        .filter(|l| l.starts_with("## swarm-") && l.contains("did not pass validation"))
+        .collect();
+    assert_eq!(marked.len(), 1, "{result}");
+    assert!(marked[0].starts_with("## swarm-1 "), "{result}");
+}
+
 #[test]
 fn chain_depth_bounds_follow_ups() {
     let dir = repo();

@@ -268,8 +268,15 @@ fn merged_report(
         .flatten()
         .filter_map(|i| results.get(i).map(|r| (i, r)))
     {
+        // Work that failed validation is marked, as team modes mark it (it read like
+        // the good results beside it).
+        let unaccepted = if r.outcome.state.is_success() && !r.validation.accepts() {
+            ", its work did not pass validation"
+        } else {
+            ""
+        };
         out.push_str(&format!(
-            "## swarm-{} ({}, {})\n",
+            "## swarm-{} ({}, {}{unaccepted})\n",
             i + 1,
             r.agent_id,
             r.outcome.state
