@@ -407,8 +407,7 @@ impl Manager {
             .clone()
             .unwrap_or_else(|| initial_messages(spec));
         // One budget for the agent, its fix rounds included.
-        let mut carry = Carry::new(spec);
-        let mut outcome = run_turns(&env, spec, io, messages, &mut carry).await;
+        let (mut outcome, mut carry) = run_turns(&env, spec, io, messages, Carry::new(spec)).await;
         if let Some(review) = &opts.review {
             // Review after every run; a fix is only acted on while rounds remain, so the
             // reviewer always sees (and records) the final state.
@@ -424,7 +423,7 @@ impl Manager {
                 store.log_event(&spec.run_id, Some(&spec.id), Event::AgentFixRound { round });
                 let mut history = std::mem::take(&mut outcome.history);
                 history.push(Message::user(fix));
-                outcome = run_turns(&env, spec, io, history, &mut carry).await;
+                (outcome, carry) = run_turns(&env, spec, io, history, carry).await;
             }
         }
         // The agent is done with its tools: its MCP servers end now, their process

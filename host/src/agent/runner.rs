@@ -199,36 +199,34 @@ impl Carry {
 }
 
 /// Runs the turn loop from `messages` until the agent ends, within what `carry` says
-/// is left of its quotas. Records the agent's state changes and events in the store;
-/// the caller records its final outcome (whose counters are the agent's so far).
+/// is left of its quotas; returns its outcome (whose counters are the agent's so far)
+/// and what a next round goes on from. Records the agent's state changes and events in
+/// the store; the caller records its final outcome.
 pub async fn run_turns(
     env: &RunnerEnv,
     spec: &AgentSpec,
     io: &mut AgentIo,
     messages: Vec<Message>,
-    carry: &mut Carry,
-) -> AgentOutcome {
-    let placeholder = Carry {
-        budget: Budget::new(spec.quotas.clone(), spec.prices),
-        deadline: carry.deadline,
-        turns: carry.turns,
-        last_text: String::new(),
-    };
-    let taken = std::mem::replace(carry, placeholder);
-    let (outcome, back) = TurnLoop {
+    carry: Carry,
+) -> (AgentOutcome, Carry) {
+    let Carry {
+        budget,
+        deadline,
+        turns,
+        last_text,
+    } = carry;
+    TurnLoop {
         env,
         spec,
-        budget: taken.budget,
+        budget,
         messages,
         wrapped_up: false,
         continuations: 0,
         empty_nudges: 0,
         cut_text: String::new(),
     }
-    .run(io, taken.deadline, taken.turns, taken.last_text)
-    .await;
-    *carry = back;
-    outcome
+    .run(io, deadline, turns, last_text)
+    .await
 }
 
 struct TurnLoop<'a> {

@@ -323,12 +323,7 @@ fn in_place_one_writer_at_a_time(
         return Ok(());
     }
     let writers = match mode {
-        // As the swarm sizes itself (2..=5).
-        Mode::Swarm => req
-            .swarm_size
-            .or(decision.swarm_size)
-            .unwrap_or(3)
-            .clamp(2, 5) as usize,
+        Mode::Swarm => modes::swarm::size(req, decision),
         Mode::Broadcast | Mode::Orchestrate | Mode::Reflect => team.map_or(0, |t| {
             t.team
                 .members

@@ -304,7 +304,7 @@ pub fn checkout_changes(
     root: &Path,
     max_bytes: usize,
 ) -> Result<(Vec<ChangedPath>, String), WorktreeError> {
-    let repo = Repository::open(root).map_err(WorktreeError::git("open checkout", root))?;
+    let repo = open(root)?;
     // An unborn HEAD (no commit yet): everything is new.
     let head = match repo.head() {
         Ok(h) => Some(

@@ -782,6 +782,23 @@ fn add_job(env: &Env, args: &[&str]) {
     );
 }
 
+/// Adds job `a`: every second, one agent on `prompt`.
+fn add_every_second(env: &Env, prompt: &str) {
+    add_job(
+        env,
+        &[
+            "--cron",
+            "* * * * * *",
+            "--name",
+            "a",
+            "--mode",
+            "single",
+            "--prompt",
+            prompt,
+        ],
+    );
+}
+
 /// A run's stored status (`running` until it ends).
 fn run_status(env: &Env, run: &str) -> String {
     let report = json(&crewbox(env, &["status", run, "--json"]));
@@ -929,20 +946,14 @@ fn a_job_added_again_under_its_name_is_not_busy_with_the_old_ones_run() {
         "[[reply]]\nrepeat = true\ndelay_ms = 4000\ntext = \"slow ok\"\n",
     )
     .unwrap();
-    let every_second = ["--cron", "* * * * * *", "--name", "a", "--mode", "single"];
-    let with = |prompt: &'static str| {
-        let mut args = every_second.to_vec();
-        args.extend(["--prompt", prompt]);
-        args
-    };
-    add_job(&env, &with("old prompt"));
+    add_every_second(&env, "old prompt");
     let daemon = Watched::start(&env);
     daemon.wait_for("the old job's fire", Duration::from_secs(10), |f| {
         !started(f, "a").is_empty()
     });
     let old = started(&daemon.fires.lock().unwrap(), "a")[0].run.clone();
     assert!(crewbox(&env, &["schedule", "rm", "a"]).status.success());
-    add_job(&env, &with("new prompt"));
+    add_every_second(&env, "new prompt");
     // The old run takes 4 s; the new job fires within the next seconds.
     daemon.wait_for("the new job's fire", Duration::from_secs(3), |f| {
         started(f, "a").len() >= 2
@@ -1077,13 +1088,7 @@ fn a_job_added_again_is_not_held_by_the_old_jobs_resumed_run() {
          [[reply]]\nrepeat = true\ntext = \"fast ok\"\n",
     )
     .unwrap();
-    let every_second = ["--cron", "* * * * * *", "--name", "a", "--mode", "single"];
-    let with = |prompt: &'static str| {
-        let mut args = every_second.to_vec();
-        args.extend(["--prompt", prompt]);
-        args
-    };
-    add_job(&env, &with("old prompt"));
+    add_every_second(&env, "old prompt");
     let first = Watched::start(&env);
     first.wait_for("a first fire", Duration::from_secs(10), |f| {
         !started(f, "a").is_empty()
@@ -1096,7 +1101,7 @@ fn a_job_added_again_is_not_held_by_the_old_jobs_resumed_run() {
         f.iter().any(|f| f.status == "resumed")
     });
     assert!(crewbox(&env, &["schedule", "rm", "a"]).status.success());
-    add_job(&env, &with("new prompt"));
+    add_every_second(&env, "new prompt");
     // The resumed run still has seconds to go; the new job fires meanwhile.
     second.wait_for("the new job's fires", Duration::from_secs(4), |f| {
         started(f, "a").len() >= 2

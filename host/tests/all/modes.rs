@@ -9,6 +9,23 @@ fn repo() -> tempfile::TempDir {
     git_repo(|_| {})
 }
 
+/// Writes the user config of the temp dir's runs.
+fn user_config(dir: &std::path::Path, toml: &str) {
+    let config = dir.join("config/crewbox");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), toml).unwrap();
+}
+
+/// The names of the files on `branch` of the temp dir's repository, one per line.
+fn branch_files(dir: &std::path::Path, branch: &str) -> String {
+    let ls = Command::new("git")
+        .args(["ls-tree", "--name-only", branch])
+        .current_dir(dir.join("repo"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&ls.stdout).into_owned()
+}
+
 const NO_HANDOFF_EVER: &str = r#"
 [[reply]]
 agent = "executor"
@@ -66,13 +83,7 @@ usage = { input = 600, output = 10 }
 #[test]
 fn fix_rounds_share_the_agents_budget() {
     let dir = repo();
-    let config = dir.path().join("config/crewbox");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("config.toml"),
-        "[quotas]\ngrace_turns = 0\nmax_tokens = 2000\n",
-    )
-    .unwrap();
+    user_config(dir.path(), "[quotas]\ngrace_turns = 0\nmax_tokens = 2000\n");
     let run = |extra: &[&str]| {
         let mut args = vec![
             "run",
@@ -454,12 +465,7 @@ fn chain_continues_on_the_previous_branch_until_no_next_steps() {
     );
     // The follow-up saw step1 (it started on the first branch) and its branch has both.
     let branch = report["branch"]["branch"].as_str().unwrap();
-    let ls = Command::new("git")
-        .args(["ls-tree", "--name-only", branch])
-        .current_dir(dir.path().join("repo"))
-        .output()
-        .unwrap();
-    let files = String::from_utf8_lossy(&ls.stdout);
+    let files = branch_files(dir.path(), branch);
     assert!(
         files.contains("step1.txt") && files.contains("step2.txt"),
         "{files}"
@@ -660,9 +666,7 @@ fn a_workers_time_limit_does_not_count_its_wait_for_a_slot() {
         )
         .unwrap();
     });
-    let config = dir.path().join("config/crewbox");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(config.join("config.toml"), "max_concurrent = 1\n").unwrap();
+    user_config(dir.path(), "max_concurrent = 1\n");
     let script = r#"
 [[reply]]
 agent = "orchestrator"
@@ -716,9 +720,7 @@ text = "SYNTH"
 #[test]
 fn finish_ends_the_work_and_is_never_refused() {
     let dir = repo();
-    let config = dir.path().join("config/crewbox");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(config.join("config.toml"), "[quotas]\nmax_tool_calls = 1\n").unwrap();
+    user_config(dir.path(), "[quotas]\nmax_tool_calls = 1\n");
     let script = r#"
 [[reply]]
 agent = "agent"
@@ -743,12 +745,7 @@ args = { path = "sneaky.txt", content = "s\n" }
     assert_eq!(agent["state"], "completed", "{report}");
     assert_eq!(report["result"], "wrote a.txt", "{report}");
     let branch = report["branch"]["branch"].as_str().unwrap();
-    let ls = Command::new("git")
-        .args(["ls-tree", "--name-only", branch])
-        .current_dir(dir.path().join("repo"))
-        .output()
-        .unwrap();
-    let files = String::from_utf8_lossy(&ls.stdout);
+    let files = branch_files(dir.path(), branch);
     assert!(
         files.contains("a.txt") && !files.contains("sneaky.txt"),
         "{files}"

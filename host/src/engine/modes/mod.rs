@@ -5,7 +5,7 @@
 
 mod crew;
 mod single;
-mod swarm;
+pub(crate) mod swarm;
 pub(crate) mod team;
 
 use async_trait::async_trait;

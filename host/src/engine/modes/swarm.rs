@@ -28,12 +28,7 @@ pub(crate) struct Swarm;
 #[async_trait]
 impl Mode for Swarm {
     async fn run(&self, ctx: &RunContext) -> Result<ModeOutcome, EngineError> {
-        let size = ctx
-            .req
-            .swarm_size
-            .or(ctx.decision.swarm_size)
-            .unwrap_or(3)
-            .clamp(2, 5) as usize;
+        let size = size(&ctx.req, &ctx.decision);
         let strategy = ctx.req.strategy.unwrap_or_default();
         // Members go through the spawn batcher as one swarm; flush, then await them. A
         // member with a stored result is read back (and joined like the others); only
@@ -198,6 +193,18 @@ impl Mode for Swarm {
         };
         Ok(ModeOutcome::new(ended, result, ModeDetails::Swarm(details)))
     }
+}
+
+/// How many members a swarm runs: the request's size, else the dispatcher's, else 3;
+/// 2 to 5.
+pub(crate) fn size(
+    req: &crate::engine::request::RunRequest,
+    decision: &crate::engine::dispatch::Decision,
+) -> usize {
+    req.swarm_size
+        .or(decision.swarm_size)
+        .unwrap_or(3)
+        .clamp(2, 5) as usize
 }
 
 /// Whether a member's result counts: it ended well and its work passed validation.

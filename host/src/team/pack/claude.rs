@@ -255,10 +255,11 @@ fn access_look_alike(key: &str) -> Option<&'static str> {
 /// zero-width spaces and joiners, bidi marks, embeddings and isolates, word joiner and
 /// invisible operators, the byte order mark) and the variation selectors.
 fn invisible(c: char) -> bool {
-    matches!(c,
-        '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{180b}'..='\u{180f}'
-        | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}'
-        | '\u{fe00}'..='\u{fe0f}' | '\u{feff}')
+    crate::text::is_invisible(c)
+        || matches!(c,
+            '\u{34f}' | '\u{61c}' | '\u{180b}'..='\u{180f}'
+            | '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2065}'..='\u{206f}'
+            | '\u{fe00}'..='\u{fe0f}')
 }
 
 /// `key` as it is spelled: characters that show nothing written `\uXXXX`, as are
